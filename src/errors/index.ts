@@ -1,0 +1,1 @@
+export { ERRORS, ServiceError, ValidationFailure, type ErrorCode } from './codes.ts';

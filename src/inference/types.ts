@@ -1,0 +1,70 @@
+import type { Mode, ModuleId, PreparedCapture } from '../packets/types.ts';
+
+export type RetryReason =
+  | 'incomplete_capture'
+  | 'terminal_frame_unavailable'
+  | 'insufficient_final_window'
+  | 'no_usable_frames';
+
+export type ResetReason =
+  | 'missing_index'
+  | 'face_unavailable'
+  | 'dropped'
+  | 'geometry_discontinuity'
+  | 'score_jump';
+
+export interface ResetEvent {
+  source_index: number;
+  reason: ResetReason;
+}
+
+export interface ColorLogits {
+  difference: number;
+  appearance: number;
+  fused: number;
+}
+
+/** The spec's result record; every key always present (contract "Result details"). */
+export interface ResultRecord {
+  capture_id: string;
+  mode: Mode;
+  status: 'ok' | 'retry';
+  alive: boolean | null;
+  score: number | null;
+  reason: RetryReason | null;
+  final_window_frames: number;
+  window_frame_indices: number[];
+  reset_events: ResetEvent[];
+  single_score: number | null;
+  temporal_logit: number | null;
+  color_logits: ColorLogits | null;
+  model_set: string;
+  decision_policy: string;
+  threshold: number;
+  min_final_frames: number | null;
+}
+
+export interface InferenceJob {
+  module_id: ModuleId;
+  captures: PreparedCapture[];
+}
+
+export type ExecutionProvider = 'wasm' | 'webgpu' | 'native';
+
+export interface ModuleReadiness {
+  module_id: ModuleId;
+  /** graphs loaded and warmed up */
+  ready: boolean;
+  model_set: string;
+  decision_policy: string;
+  threshold: number;
+  execution_provider: ExecutionProvider | null;
+  error: string | null;
+}
+
+/** What the HTTP layer needs from inference; implemented by the engine (in-process)
+ * and by the cross-thread bridge used by API workers. */
+export interface InferenceService {
+  readiness(): ModuleReadiness[];
+  infer(job: InferenceJob): Promise<ResultRecord[]>;
+}

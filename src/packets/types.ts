@@ -1,0 +1,63 @@
+// Shapes of the capture packet as the spec defines them. These are the types that
+// flow from validation to inference; the TypeBox schemas in this folder must agree.
+
+export type ModuleId = 'rgb_liveness' | 'color_liveness';
+export const MODULE_IDS: readonly ModuleId[] = ['rgb_liveness', 'color_liveness'];
+
+export type Mode = 'rgb_single' | 'rgb_sequence' | 'color';
+export type FrameStatus = 'ok' | 'face_unavailable' | 'dropped';
+export type Phase = 'white' | 'red' | 'green' | 'blue';
+export type ImageEncoding = 'png' | 'rgb8';
+
+export type Point = [number, number];
+
+export interface ImageDescriptor {
+  part: string;
+  encoding: ImageEncoding;
+  sha256: string;
+}
+
+export interface FrameRecord {
+  source_index: number;
+  timestamp_us: number;
+  status: FrameStatus;
+  source_size?: [number, number];
+  eyes_xy?: [Point, Point];
+  image?: ImageDescriptor;
+  phase?: Phase;
+  display_time_us?: number;
+}
+
+export interface CapturePacket {
+  protocol_version: 1;
+  capture_id: string;
+  mode: Mode;
+  capture_profile: string;
+  preprocess_profile: string;
+  complete: boolean;
+  frames: FrameRecord[];
+}
+
+export interface BatchEnvelope {
+  captures: CapturePacket[];
+}
+
+/** One validated capture ready for inference: `pixels[i]` is the decoded 320x320 RGB
+ * (HWC, 307200 bytes, its own ArrayBuffer so it can be transferred) of frame i,
+ * or null for a frame without image. */
+export interface PreparedCapture {
+  packet: CapturePacket;
+  pixels: (Uint8Array | null)[];
+}
+
+export const CROP_SIZE = 320;
+export const RGB8_BYTES = CROP_SIZE * CROP_SIZE * 3; // 307200
+
+/** FastAPI-style validation error item. */
+export interface ValidationIssue {
+  loc: (string | number)[];
+  msg: string;
+  type: string;
+  input?: unknown;
+  ctx?: Record<string, unknown>;
+}
