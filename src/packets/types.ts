@@ -61,3 +61,31 @@ export interface ValidationIssue {
   input?: unknown;
   ctx?: Record<string, unknown>;
 }
+
+/** An image the metadata references: which multipart file part holds it, what its bytes must
+ * hash to, and where its descriptor sits (`loc` points at the frame's `image`). */
+export interface ImageRef {
+  part: string;
+  encoding: ImageEncoding;
+  sha256: string;
+  captureIndex: number;
+  frameIndex: number;
+  loc: (string | number)[];
+}
+
+/** The metadata field after every packet rule passed. `batch` says whether the client sent
+ * the envelope form; `captures` is in input order either way. */
+export interface ParsedMetadata {
+  captures: CapturePacket[];
+  batch: boolean;
+  images: ImageRef[];
+}
+
+/** What the multipart stream reports about each part other than `metadata`. */
+export interface UploadedPart {
+  name: string;
+  filename: string | null;
+  size: number;
+  /** lowercase hex SHA-256 of the streamed bytes */
+  sha256: string;
+}

@@ -1,0 +1,33 @@
+// From uploaded bytes to pixels, with failures as 422 items that point at the frame's image.
+
+import { ValidationFailure } from '../errors/codes.ts';
+import type { ImageEncoding, ValidationIssue } from '../packets/types.ts';
+import { ImageError } from './errors.ts';
+import { decodePng } from './png-decode.ts';
+import { rgb8ToPixels } from './rgb8.ts';
+
+export type DecodeResult = { pixels: Uint8Array; issue?: undefined } | { pixels?: undefined; issue: ValidationIssue };
+
+/** Decodes one image; a bad image becomes an issue instead of an exception, so a caller can
+ * decode every frame and report all bad images in one 422. `loc` is the frame's `image`. */
+export function tryDecodeImage(encoding: ImageEncoding, bytes: Uint8Array, loc: readonly (string | number)[]): DecodeResult {
+  try {
+    return { pixels: encoding === 'png' ? decodePng(bytes) : rgb8ToPixels(bytes) };
+  } catch (err) {
+    if (!(err instanceof ImageError)) throw err;
+    return { issue: imageIssue(err, loc) };
+  }
+}
+
+/** Like tryDecodeImage, but throws ValidationFailure with the single issue. */
+export function decodeImage(encoding: ImageEncoding, bytes: Uint8Array, loc: readonly (string | number)[]): Uint8Array {
+  const result = tryDecodeImage(encoding, bytes, loc);
+  if (result.issue) throw new ValidationFailure([result.issue]);
+  return result.pixels;
+}
+
+export function imageIssue(err: ImageError, loc: readonly (string | number)[]): ValidationIssue {
+  const issue: ValidationIssue = { loc: [...loc], msg: err.message, type: err.type };
+  if (err.ctx) issue.ctx = err.ctx;
+  return issue;
+}

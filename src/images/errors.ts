@@ -1,0 +1,13 @@
+// A rejected image: `type` is the 422 item type (png_invalid_crc, rgb8_wrong_size, ...),
+// `ctx` the numbers a client needs to see what was wrong.
+
+export class ImageError extends Error {
+  readonly type: string;
+  readonly ctx: Record<string, unknown> | undefined;
+  constructor(type: string, message: string, ctx?: Record<string, unknown>) {
+    super(message);
+    this.name = 'ImageError';
+    this.type = type;
+    this.ctx = ctx;
+  }
+}

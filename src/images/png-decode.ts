@@ -1,0 +1,271 @@
+// Strict PNG decoder for exactly what interface-spec.md accepts: 320x320, 8-bit truecolour
+// (colour type 2), no alpha, no palette, not interlaced. Anything else is refused with a
+// precise ImageError rather than converted, because a silently converted image is not the
+// crop the client computed. Adam7 interlacing is valid PNG but refused as unsupported: a
+// client encoding a crop has no reason to interlace it.
+//
+// Speed: one inflate (the whole IDAT stream at once, output capped at the exact expected
+// size) and one pass that undoes the filters straight into the result buffer.
+
+import * as zlib from 'node:zlib';
+import { CROP_SIZE, RGB8_BYTES } from '../packets/types.ts';
+import { crc32 } from './crc32.ts';
+import { ImageError } from './errors.ts';
+
+const SIGNATURE = [137, 80, 78, 71, 13, 10, 26, 10];
+const BPP = 3;
+const STRIDE = CROP_SIZE * BPP; // 960 bytes of pixels per row
+const RAW_LENGTH = CROP_SIZE * (STRIDE + 1); // each row is preceded by its filter-type byte
+
+const COLOR_TYPES: Record<number, string> = {
+  0: 'greyscale',
+  2: 'truecolour RGB',
+  3: 'indexed (palette)',
+  4: 'greyscale with alpha',
+  6: 'truecolour with alpha (RGBA)',
+};
+
+interface Header {
+  width: number;
+  height: number;
+  bitDepth: number;
+  colorType: number;
+  compression: number;
+  filter: number;
+  interlace: number;
+}
+
+/** PNG bytes -> 307200 bytes of RGB (HWC), in a fresh ArrayBuffer of exactly that size so the
+ * caller can transfer it to a worker. Throws ImageError. */
+export function decodePng(bytes: Uint8Array): Uint8Array {
+  checkSignature(bytes);
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const idat: Uint8Array[] = [];
+  let idatBytes = 0;
+  let idatState: 'before' | 'inside' | 'after' = 'before';
+  let header: Header | undefined;
+  let sawPalette = false;
+  let sawEnd = false;
+  let pos = 8;
+
+  while (pos < bytes.length) {
+    if (pos + 12 > bytes.length) {
+      throw new ImageError('png_truncated', `PNG ends inside a chunk header at byte ${pos}`, { offset: pos });
+    }
+    const length = view.getUint32(pos);
+    const dataStart = pos + 8;
+    const end = dataStart + length;
+    const type = chunkType(bytes, pos + 4);
+    if (length > 0x7fffffff) {
+      throw new ImageError('png_invalid_chunk', `Chunk ${type} at byte ${pos} declares length ${length}, above the PNG maximum 2^31-1`, { chunk: type, offset: pos });
+    }
+    if (end + 4 > bytes.length) {
+      throw new ImageError('png_truncated', `Chunk ${type} at byte ${pos} declares ${length} data bytes but the file ends first`, { chunk: type, offset: pos, length });
+    }
+    const stored = view.getUint32(end);
+    const actual = crc32(bytes.subarray(pos + 4, end));
+    if (stored !== actual) {
+      throw new ImageError('png_invalid_crc', `CRC of chunk ${type} at byte ${pos} is wrong (stored ${hex32(stored)}, computed ${hex32(actual)})`,
+        { chunk: type, offset: pos });
+    }
+
+    if (header === undefined) {
+      if (type !== 'IHDR') {
+        throw new ImageError('png_missing_ihdr', `The first chunk must be IHDR, not ${type}`, { chunk: type });
+      }
+      header = readHeader(view, dataStart, length);
+      checkHeader(header);
+    } else if (type === 'IDAT') {
+      if (idatState === 'after') {
+        throw new ImageError('png_idat_not_contiguous', `IDAT chunk at byte ${pos} follows another chunk after the image data; IDAT chunks must be consecutive`, { offset: pos });
+      }
+      idatState = 'inside';
+      idat.push(bytes.subarray(dataStart, end));
+      idatBytes += length;
+    } else {
+      if (idatState === 'inside') idatState = 'after';
+      switch (type) {
+        case 'IEND':
+          if (length !== 0) throw new ImageError('png_invalid_chunk', `IEND must be empty, not ${length} bytes`, { chunk: type });
+          sawEnd = true;
+          break;
+        case 'IHDR':
+          throw new ImageError('png_chunk_order', `Second IHDR chunk at byte ${pos}`, { chunk: type, offset: pos });
+        case 'PLTE':
+          // Allowed for colour type 2 as a suggested quantisation palette; the pixels stay RGB.
+          if (sawPalette || idatState !== 'before') {
+            throw new ImageError('png_chunk_order', `PLTE at byte ${pos} must come once, before the image data`, { chunk: type, offset: pos });
+          }
+          sawPalette = true;
+          break;
+        case 'tRNS':
+          // For colour type 2, tRNS makes one RGB value transparent: alpha by another name.
+          throw new ImageError('png_unsupported_transparency', 'tRNS (transparency) is not accepted; the crop is opaque RGB without alpha', { chunk: type });
+        default:
+          if ((bytes[pos + 4] & 0x20) === 0) {
+            throw new ImageError('png_unknown_critical_chunk', `Unknown critical chunk ${type}; a decoder must not ignore it`, { chunk: type });
+          }
+      }
+    }
+    pos = end + 4;
+    if (sawEnd) break;
+  }
+
+  if (header === undefined) throw new ImageError('png_missing_ihdr', 'The PNG has no IHDR chunk');
+  if (!sawEnd) throw new ImageError('png_missing_iend', 'The PNG has no IEND chunk; the file is truncated');
+  if (pos !== bytes.length) {
+    throw new ImageError('png_trailing_data', `${bytes.length - pos} bytes follow the IEND chunk`, { bytes: bytes.length - pos });
+  }
+  if (idat.length === 0) throw new ImageError('png_missing_idat', 'The PNG has no IDAT chunk');
+
+  const raw = inflate(idat.length === 1 ? idat[0] : Buffer.concat(idat, idatBytes));
+  return unfilter(raw);
+}
+
+function checkSignature(bytes: Uint8Array): void {
+  for (let i = 0; i < SIGNATURE.length; i++) {
+    if (bytes[i] !== SIGNATURE[i]) {
+      const jpeg = bytes[0] === 0xff && bytes[1] === 0xd8 && bytes[2] === 0xff;
+      throw new ImageError('png_invalid_signature', jpeg
+        ? 'The bytes are JPEG; only lossless PNG (or rgb8) is accepted'
+        : 'The bytes do not start with the PNG signature', jpeg ? { detected: 'jpeg' } : undefined);
+    }
+  }
+}
+
+function chunkType(bytes: Uint8Array, at: number): string {
+  let s = '';
+  for (let i = at; i < at + 4; i++) {
+    const c = bytes[i];
+    if (!((c >= 65 && c <= 90) || (c >= 97 && c <= 122))) {
+      throw new ImageError('png_invalid_chunk', `Chunk at byte ${at - 4} has an invalid type (bytes must be ASCII letters)`, { offset: at - 4 });
+    }
+    s += String.fromCharCode(c);
+  }
+  return s;
+}
+
+function readHeader(view: DataView, at: number, length: number): Header {
+  if (length !== 13) throw new ImageError('png_invalid_ihdr', `IHDR must be 13 bytes, not ${length}`);
+  return {
+    width: view.getUint32(at),
+    height: view.getUint32(at + 4),
+    bitDepth: view.getUint8(at + 8),
+    colorType: view.getUint8(at + 9),
+    compression: view.getUint8(at + 10),
+    filter: view.getUint8(at + 11),
+    interlace: view.getUint8(at + 12),
+  };
+}
+
+// Colour type first: "it has alpha" is the message a client needs, whatever else is off.
+function checkHeader(h: Header): void {
+  if (h.colorType !== 2) {
+    const name = COLOR_TYPES[h.colorType];
+    throw new ImageError('png_unsupported_color_type',
+      `PNG colour type ${h.colorType}${name ? ` (${name})` : ''} is not accepted; use colour type 2 (truecolour RGB, no alpha, no palette)`,
+      { color_type: h.colorType });
+  }
+  if (h.bitDepth !== 8) {
+    throw new ImageError('png_unsupported_bit_depth', `PNG bit depth ${h.bitDepth} is not accepted; use 8 bits per channel`, { bit_depth: h.bitDepth });
+  }
+  if (h.width !== CROP_SIZE || h.height !== CROP_SIZE) {
+    throw new ImageError('png_wrong_size', `PNG is ${h.width}x${h.height}; the crop must be exactly ${CROP_SIZE}x${CROP_SIZE}`,
+      { width: h.width, height: h.height, expected_width: CROP_SIZE, expected_height: CROP_SIZE });
+  }
+  if (h.compression !== 0) {
+    throw new ImageError('png_invalid_ihdr', `Unknown PNG compression method ${h.compression}`, { compression: h.compression });
+  }
+  if (h.filter !== 0) {
+    throw new ImageError('png_invalid_ihdr', `Unknown PNG filter method ${h.filter}`, { filter_method: h.filter });
+  }
+  if (h.interlace === 1) {
+    throw new ImageError('png_unsupported_interlace', 'Adam7-interlaced PNG is not supported; encode without interlacing', { interlace: 1 });
+  }
+  if (h.interlace !== 0) {
+    throw new ImageError('png_invalid_ihdr', `Unknown PNG interlace method ${h.interlace}`, { interlace: h.interlace });
+  }
+}
+
+function inflate(data: Uint8Array): Buffer {
+  let result: { buffer: Buffer; engine: zlib.Inflate };
+  try {
+    // maxOutputLength stops a deflate bomb at the first byte past the expected size; a chunk
+    // larger than the output makes zlib fill a single buffer instead of concatenating pieces.
+    result = zlib.inflateSync(data, { info: true, maxOutputLength: RAW_LENGTH, chunkSize: RAW_LENGTH + 1024 }) as unknown as
+      { buffer: Buffer; engine: zlib.Inflate };
+  } catch (err) {
+    if ((err as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE') {
+      throw new ImageError('png_wrong_data_length', `Decompressed image data exceeds the ${RAW_LENGTH} bytes of 320 filtered rows`,
+        { expected: RAW_LENGTH });
+    }
+    throw new ImageError('png_invalid_zlib', `The IDAT data is not a valid zlib stream: ${(err as Error).message}`);
+  }
+  const consumed = result.engine.bytesWritten;
+  if (consumed !== data.length) {
+    throw new ImageError('png_invalid_zlib', `${data.length - consumed} bytes follow the end of the zlib stream in IDAT`,
+      { trailing: data.length - consumed });
+  }
+  if (result.buffer.length !== RAW_LENGTH) {
+    throw new ImageError('png_wrong_data_length', `Decompressed image data is ${result.buffer.length} bytes; 320 filtered rows need ${RAW_LENGTH}`,
+      { expected: RAW_LENGTH, actual: result.buffer.length });
+  }
+  return result.buffer;
+}
+
+function unfilter(raw: Uint8Array): Uint8Array {
+  const out = new Uint8Array(new ArrayBuffer(RGB8_BYTES));
+  for (let y = 0; y < CROP_SIZE; y++) {
+    const filter = raw[y * (STRIDE + 1)];
+    const src = y * (STRIDE + 1) + 1;
+    const dst = y * STRIDE;
+    const up = dst - STRIDE;
+    switch (filter) {
+      case 0:
+        out.set(raw.subarray(src, src + STRIDE), dst);
+        break;
+      case 1:
+        for (let i = 0; i < BPP; i++) out[dst + i] = raw[src + i];
+        for (let i = BPP; i < STRIDE; i++) out[dst + i] = raw[src + i] + out[dst + i - BPP];
+        break;
+      case 2:
+        if (y === 0) out.set(raw.subarray(src, src + STRIDE), dst);
+        else for (let i = 0; i < STRIDE; i++) out[dst + i] = raw[src + i] + out[up + i];
+        break;
+      case 3:
+        if (y === 0) {
+          for (let i = 0; i < BPP; i++) out[dst + i] = raw[src + i];
+          for (let i = BPP; i < STRIDE; i++) out[dst + i] = raw[src + i] + (out[dst + i - BPP] >> 1);
+        } else {
+          for (let i = 0; i < BPP; i++) out[dst + i] = raw[src + i] + (out[up + i] >> 1);
+          for (let i = BPP; i < STRIDE; i++) out[dst + i] = raw[src + i] + ((out[dst + i - BPP] + out[up + i]) >> 1);
+        }
+        break;
+      case 4:
+        if (y === 0) {
+          // Without a previous row Paeth degenerates to Sub.
+          for (let i = 0; i < BPP; i++) out[dst + i] = raw[src + i];
+          for (let i = BPP; i < STRIDE; i++) out[dst + i] = raw[src + i] + out[dst + i - BPP];
+        } else {
+          for (let i = 0; i < BPP; i++) out[dst + i] = raw[src + i] + out[up + i];
+          for (let i = BPP; i < STRIDE; i++) {
+            const a = out[dst + i - BPP];
+            const b = out[up + i];
+            const c = out[up + i - BPP];
+            const pa = Math.abs(b - c);
+            const pb = Math.abs(a - c);
+            const pc = Math.abs(a + b - 2 * c);
+            out[dst + i] = raw[src + i] + (pa <= pb && pa <= pc ? a : pb <= pc ? b : c);
+          }
+        }
+        break;
+      default:
+        throw new ImageError('png_invalid_filter', `Row ${y} uses filter type ${filter}; PNG defines 0 to 4`, { row: y, filter });
+    }
+  }
+  return out;
+}
+
+function hex32(n: number): string {
+  return `0x${n.toString(16).padStart(8, '0')}`;
+}

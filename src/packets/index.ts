@@ -1,0 +1,9 @@
+export * from './types.ts';
+export {
+  ImageDescriptorSchema, FrameSchema, CapturePacketSchema, BatchEnvelopeSchema, MetadataSchema,
+} from './schemas.ts';
+export { parseMetadata } from './validate.ts';
+export { checkParts, checkMetadataPart, METADATA_FIELD, type PartHeader } from './parts.ts';
+export { MODULE_MODES, CAPTURE_PROFILE, PHASES } from './rules.ts';
+export * from './limits.ts';
+export { codePointLength, type Loc } from './issues.ts';
