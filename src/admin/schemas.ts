@@ -1,0 +1,55 @@
+import { FormatRegistry, Type, type Static } from '@sinclair/typebox';
+
+// Bodies of the administration API (contract.md "Administration API"). Unknown fields are
+// rejected everywhere (additionalProperties: false), as the contract requires.
+if (!FormatRegistry.Has('date-time')) {
+  FormatRegistry.Set('date-time', (v) => /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/.test(v) && !Number.isNaN(Date.parse(v)));
+}
+
+const strict = { additionalProperties: false } as const;
+
+export const ModuleIdSchema = Type.Union([Type.Literal('rgb_liveness'), Type.Literal('color_liveness')]);
+export const RoleSchema = Type.Union([Type.Literal('admin'), Type.Literal('user')]);
+export const PeriodSchema = Type.Union([Type.Literal('day'), Type.Literal('month'), Type.Literal('never')]);
+export const LimitSchema = Type.Union([Type.Integer({ minimum: 0, maximum: 2 ** 31 - 1 }), Type.Null()], {
+  description: 'units per period; null is unlimited (usage still recorded); 0 authorises the module with nothing available',
+});
+export const ExpiresAtSchema = Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'ISO 8601 time; null never expires' });
+export const UsernameSchema = Type.String({ pattern: '^[A-Za-z0-9_.@-]{1,64}$' });
+export const PasswordSchema = Type.String({ minLength: 8, maxLength: 1024 });
+export const TokenNameSchema = Type.String({ minLength: 1, maxLength: 200 });
+
+export const GrantBodySchema = Type.Object({ limit: LimitSchema, period: PeriodSchema }, strict);
+export const GrantSchema = Type.Object({ module_id: ModuleIdSchema, limit: LimitSchema, period: PeriodSchema }, strict);
+
+export const ModulePatchSchema = Type.Object({ enabled: Type.Boolean() }, strict);
+export const UserCreateSchema = Type.Object({ username: UsernameSchema, password: PasswordSchema, role: RoleSchema }, strict);
+export const UserPatchSchema = Type.Object(
+  { enabled: Type.Optional(Type.Boolean()), password: Type.Optional(PasswordSchema), role: Type.Optional(RoleSchema) },
+  strict,
+);
+export const TokenCreateSchema = Type.Object(
+  {
+    name: TokenNameSchema,
+    expires_at: Type.Optional(ExpiresAtSchema),
+    demo: Type.Optional(Type.Boolean({ description: 'archive this token\'s images per UTC day' })),
+    grants: Type.Array(GrantSchema, { maxItems: 2 }),
+  },
+  strict,
+);
+export const TokenPatchSchema = Type.Object(
+  {
+    name: Type.Optional(TokenNameSchema),
+    enabled: Type.Optional(Type.Boolean()),
+    expires_at: Type.Optional(ExpiresAtSchema),
+    demo: Type.Optional(Type.Boolean()),
+  },
+  strict,
+);
+export const SettlementResolveSchema = Type.Object({ action: Type.Union([Type.Literal('charge'), Type.Literal('refund')]) }, strict);
+
+export type GrantBody = Static<typeof GrantBodySchema>;
+export type TokenCreate = Static<typeof TokenCreateSchema>;
+export type TokenPatch = Static<typeof TokenPatchSchema>;
+export type UserCreate = Static<typeof UserCreateSchema>;
+export type UserPatch = Static<typeof UserPatchSchema>;

@@ -1,0 +1,36 @@
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { ServiceError } from '../errors/index.ts';
+import type { Store } from '../store/open.ts';
+import type { TokenRecord } from '../store/records.ts';
+import { getTokenByHash } from '../store/tokens.ts';
+
+// lvk_ + base64url of 32 random bytes: 256 bits, 47 characters, recognisable in logs and
+// secret scanners. Only the SHA-256 is stored; a slow hash buys nothing at this entropy.
+export const TOKEN_PREFIX = 'lvk_';
+const TOKEN_RE = /^lvk_[A-Za-z0-9_-]{43}$/;
+
+export function generateToken(): string {
+  return TOKEN_PREFIX + randomBytes(32).toString('base64url');
+}
+
+export function hashToken(plaintext: string): string {
+  return createHash('sha256').update(plaintext).digest('hex');
+}
+
+export function isTokenShaped(value: string): boolean {
+  return TOKEN_RE.test(value);
+}
+
+/** Resolves `Authorization: Bearer <token>` to a live token record or throws 401. The
+ * lookup is by hash, so its timing does not depend on how much of a guess matched; the
+ * final comparison is constant-time as well. */
+export function authenticateBearer(store: Store, authorization: string | undefined, at: number): TokenRecord {
+  const m = authorization === undefined ? null : /^Bearer ([^\s]+)$/i.exec(authorization.trim());
+  if (!m || !isTokenShaped(m[1]!)) throw new ServiceError('invalid_token');
+  const hash = hashToken(m[1]!);
+  const token = getTokenByHash(store, hash);
+  if (!token || !timingSafeEqual(Buffer.from(token.hash, 'hex'), Buffer.from(hash, 'hex'))) throw new ServiceError('invalid_token');
+  if (token.revoked || !token.enabled) throw new ServiceError('invalid_token');
+  if (token.expires_at !== null && Date.parse(token.expires_at) <= at) throw new ServiceError('invalid_token');
+  return token;
+}

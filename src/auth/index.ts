@@ -1,0 +1,2 @@
+export * from './business-token.ts';
+export * from './password.ts';

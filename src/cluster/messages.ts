@@ -1,0 +1,28 @@
+import type { Config } from '../config/index.ts';
+import type { InferenceJob, ModuleReadiness, ResultRecord } from '../inference/types.ts';
+import type { MetricsSnapshot } from '../observability/metrics.ts';
+
+export interface WorkerData {
+  config: Config;
+  port: number;
+  index: number;
+  /** module the thread entry loads (see src/thread-entry.mjs) */
+  entry: string;
+}
+
+/** main -> API worker */
+export type ToWorker =
+  | { type: 'drain' }
+  | { type: 'readiness'; modules: ModuleReadiness[] }
+  | { type: 'metrics-snapshot'; id: number }
+  | { type: 'metrics-text'; id: number; text: string; contentType: string }
+  | { type: 'infer-done'; id: number; results?: ResultRecord[]; error?: string };
+
+/** API worker -> main */
+export type FromWorker =
+  | { type: 'listening'; port: number }
+  | { type: 'listen-failed'; port: number }
+  | { type: 'drained' }
+  | { type: 'metrics-snapshot'; id: number; snapshot: MetricsSnapshot }
+  | { type: 'metrics-request'; id: number }
+  | { type: 'infer'; id: number; job: InferenceJob };

@@ -1,0 +1,41 @@
+import type { MessagePort } from 'node:worker_threads';
+import type { InferenceJob, InferenceService, ModuleReadiness, ResultRecord } from '../inference/types.ts';
+import type { FromWorker } from './messages.ts';
+
+export class InferenceFailedError extends Error {}
+
+/** The API worker's view of the one inference engine that lives in the main thread. Pixel
+ * buffers are transferred, not copied: after infer() the caller's arrays are detached. */
+export class RemoteInference implements InferenceService {
+  private modules: ModuleReadiness[] = [];
+  private pending = new Map<number, { resolve: (r: ResultRecord[]) => void; reject: (e: Error) => void }>();
+  private nextId = 1;
+
+  constructor(private readonly port: MessagePort) {}
+
+  readiness(): ModuleReadiness[] {
+    return this.modules;
+  }
+
+  setReadiness(modules: ModuleReadiness[]): void {
+    this.modules = modules;
+  }
+
+  infer(job: InferenceJob): Promise<ResultRecord[]> {
+    const id = this.nextId++;
+    const transfer: ArrayBuffer[] = [];
+    for (const c of job.captures) for (const p of c.pixels) if (p) transfer.push(p.buffer as ArrayBuffer);
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      this.port.postMessage({ type: 'infer', id, job } satisfies FromWorker, transfer);
+    });
+  }
+
+  settle(id: number, results: ResultRecord[] | undefined, error: string | undefined): void {
+    const p = this.pending.get(id);
+    if (!p) return;
+    this.pending.delete(id);
+    if (results) p.resolve(results);
+    else p.reject(new InferenceFailedError(error ?? 'inference failed'));
+  }
+}

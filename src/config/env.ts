@@ -1,0 +1,95 @@
+import os from 'node:os';
+import path from 'node:path';
+import { Type, type Static } from '@sinclair/typebox';
+import { TypeCompiler } from '@sinclair/typebox/compiler';
+
+// Start-up variables: contract.md "Running it" fixes HOST, PORT, DATA_DIR, WORKERS,
+// COOKIE_PREFIX, COOKIE_SECURE, ADMIN_USERNAME/PASSWORD; the rest are documented in the README.
+const Int = (min: number, max: number, description: string) => Type.Integer({ minimum: min, maximum: max, description });
+
+export const ConfigSchema = Type.Object({
+  HOST: Type.String({ minLength: 1, description: 'listen address' }),
+  PORT: Int(0, 65535, 'listen port; 0 picks a free one'),
+  DATA_DIR: Type.String({ minLength: 1, description: 'LMDB store, archive and signing key' }),
+  WORKERS: Int(1, 64, 'API worker threads'),
+  COOKIE_PREFIX: Type.String({ pattern: '^[A-Za-z0-9_-]{1,32}$', description: 'session cookie is <prefix>_session' }),
+  COOKIE_SECURE: Type.Boolean({ description: 'add Secure to the session cookie' }),
+  ADMIN_USERNAME: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9_.@-]{1,64}$' })),
+  ADMIN_PASSWORD: Type.Optional(Type.String({ minLength: 8, maxLength: 1024 })),
+  MODELS_DIR: Type.String({ minLength: 1, description: 'folder holding model sets' }),
+  MODEL_SET: Type.String({ pattern: '^[A-Za-z0-9_.-]{1,64}$', description: 'model set served' }),
+  INFERENCE_BACKEND: Type.Union([Type.Literal('auto'), Type.Literal('wasm'), Type.Literal('webgpu'), Type.Literal('native')]),
+  INFERENCE_THREADS: Int(1, 256, 'total inference threads'),
+  WARMUP_RUNS: Int(0, 1000, 'warm-up runs per graph and worker'),
+  METRICS_TOKEN: Type.Optional(Type.String({ minLength: 16, description: 'bearer token that opens /metrics beyond loopback' })),
+  TRUSTED_PROXIES: Type.Array(Type.String({ minLength: 1 }), { description: 'addresses whose X-Forwarded-For is believed' }),
+  LOG_LEVEL: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l))),
+  IDEMPOTENCY_RETENTION_HOURS: Int(24, 24 * 365, 'completed idempotency records are kept at least this long'),
+  SESSION_IDLE_MINUTES: Int(1, 24 * 60, 'admin session idle timeout'),
+  SESSION_ABSOLUTE_HOURS: Int(1, 24 * 30, 'admin session absolute lifetime'),
+  RETRY_AFTER_SECONDS: Int(1, 3600, 'Retry-After sent with server_busy and request_in_progress'),
+  CLOCK_FILE: Type.Optional(Type.String({ minLength: 1, description: 'testing only: file holding the current time' })),
+  TEST_INFERENCE_DELAY_MS: Int(0, 600_000, 'testing only: delay added before inference'),
+  TEST_INFERENCE_FAIL_PREFIX: Type.Optional(Type.String({ minLength: 1, description: 'testing only: captures whose id starts with this fail inference' })),
+});
+
+export type Config = Static<typeof ConfigSchema>;
+const check = TypeCompiler.Compile(ConfigSchema);
+
+export class ConfigError extends Error {}
+
+function bool(name: string, raw: string | undefined, def: boolean): boolean {
+  if (raw === undefined || raw === '') return def;
+  if (['1', 'true', 'yes', 'on'].includes(raw.toLowerCase())) return true;
+  if (['0', 'false', 'no', 'off'].includes(raw.toLowerCase())) return false;
+  throw new ConfigError(`${name} must be 1/0, true/false, yes/no or on/off (got ${JSON.stringify(raw)})`);
+}
+
+function int(name: string, raw: string | undefined, def: number): number {
+  if (raw === undefined || raw === '') return def;
+  if (!/^\d+$/.test(raw)) throw new ConfigError(`${name} must be a non-negative integer (got ${JSON.stringify(raw)})`);
+  return Number(raw);
+}
+
+function opt(raw: string | undefined): string | undefined {
+  return raw === undefined || raw === '' ? undefined : raw;
+}
+
+/** Reads and validates the environment; throws ConfigError naming the variable. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): Config {
+  const cores = Math.max(1, os.availableParallelism());
+  const raw = {
+    HOST: env.HOST || '127.0.0.1',
+    PORT: int('PORT', env.PORT, 8080),
+    DATA_DIR: path.resolve(cwd, env.DATA_DIR || './data'),
+    WORKERS: int('WORKERS', env.WORKERS, cores),
+    COOKIE_PREFIX: env.COOKIE_PREFIX || 'lv',
+    COOKIE_SECURE: bool('COOKIE_SECURE', env.COOKIE_SECURE, false),
+    ADMIN_USERNAME: opt(env.ADMIN_USERNAME),
+    ADMIN_PASSWORD: opt(env.ADMIN_PASSWORD),
+    MODELS_DIR: path.resolve(cwd, env.MODELS_DIR || './models'),
+    MODEL_SET: env.MODEL_SET || 'raw_v1',
+    INFERENCE_BACKEND: env.INFERENCE_BACKEND || 'auto',
+    INFERENCE_THREADS: int('INFERENCE_THREADS', env.INFERENCE_THREADS, cores),
+    WARMUP_RUNS: int('WARMUP_RUNS', env.WARMUP_RUNS, 30),
+    METRICS_TOKEN: opt(env.METRICS_TOKEN),
+    TRUSTED_PROXIES: (env.TRUSTED_PROXIES || '').split(',').map((s) => s.trim()).filter(Boolean),
+    LOG_LEVEL: env.LOG_LEVEL || 'info',
+    IDEMPOTENCY_RETENTION_HOURS: int('IDEMPOTENCY_RETENTION_HOURS', env.IDEMPOTENCY_RETENTION_HOURS, 24),
+    SESSION_IDLE_MINUTES: int('SESSION_IDLE_MINUTES', env.SESSION_IDLE_MINUTES, 30),
+    SESSION_ABSOLUTE_HOURS: int('SESSION_ABSOLUTE_HOURS', env.SESSION_ABSOLUTE_HOURS, 12),
+    RETRY_AFTER_SECONDS: int('RETRY_AFTER_SECONDS', env.RETRY_AFTER_SECONDS, 1),
+    CLOCK_FILE: opt(env.CLOCK_FILE),
+    TEST_INFERENCE_DELAY_MS: int('TEST_INFERENCE_DELAY_MS', env.TEST_INFERENCE_DELAY_MS, 0),
+    TEST_INFERENCE_FAIL_PREFIX: opt(env.TEST_INFERENCE_FAIL_PREFIX),
+  };
+  const errors = [...check.Errors(raw)];
+  if (errors.length > 0) {
+    const lines = errors.map((e) => `${e.path.slice(1).split('/')[0]}: ${e.message} (got ${JSON.stringify(e.value)})`);
+    throw new ConfigError(`invalid configuration:\n  ${[...new Set(lines)].join('\n  ')}`);
+  }
+  if ((raw.ADMIN_USERNAME === undefined) !== (raw.ADMIN_PASSWORD === undefined)) {
+    throw new ConfigError('ADMIN_USERNAME and ADMIN_PASSWORD must be set together');
+  }
+  return raw as Config;
+}

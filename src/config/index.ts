@@ -1,0 +1,1 @@
+export { loadConfig, ConfigError, ConfigSchema, type Config } from './env.ts';

@@ -1,0 +1,71 @@
+import type { Logger } from '../observability/logger.ts';
+import type { WorkerMetrics } from '../observability/metrics.ts';
+import { HttpContext } from './context.ts';
+import { errorReply, send, type Reply } from './respond.ts';
+import type { Router } from './router.ts';
+import type { TemplatedApp, UwsModule } from './uws.ts';
+
+export interface AppHandle {
+  app: TemplatedApp;
+  /** requests whose handler has not finished yet (drain waits for them) */
+  inFlight(): number;
+  onIdle(cb: () => void): void;
+}
+
+/** One uWS app per API worker. Every request goes through one dispatcher so that every
+ * answer, including 404/405 and crashes, carries X-Request-ID, the error body and a log line. */
+export function createApp(uws: UwsModule, router: Router, log: Logger, metrics: WorkerMetrics): AppHandle {
+  const app = uws.App();
+  let inFlight = 0;
+  let idleWaiters: (() => void)[] = [];
+
+  const finish = (ctx: HttpContext, reply: Reply) => {
+    send(ctx, reply);
+    const seconds = (performance.now() - ctx.startedAt) / 1000;
+    const status = ctx.aborted && ctx.status === 0 ? 499 : ctx.status || reply.status;
+    metrics.observe(ctx.route, ctx.method, status, seconds);
+    log.info(
+      { request_id: ctx.requestId, method: ctx.method, route: ctx.route, status, code: ctx.errorCode, latency_ms: Math.round(seconds * 10000) / 10 },
+      'request',
+    );
+  };
+
+  const done = () => {
+    inFlight--;
+    if (inFlight === 0) for (const cb of idleWaiters.splice(0)) cb();
+  };
+
+  app.any('/*', (res, req) => {
+    const ctx = new HttpContext(res, req);
+    inFlight++;
+    let result: Reply | Promise<Reply>;
+    try {
+      const match = router.match(ctx.method, ctx.path);
+      ctx.route = match.pattern;
+      result = match.handler(ctx, match.params);
+    } catch (err) {
+      result = errorReply(ctx, err);
+    }
+    if (result instanceof Promise) {
+      result.then(
+        (reply) => finish(ctx, reply),
+        (err) => {
+          if (!(err instanceof Error && 'code' in err) && !(err instanceof Error && 'detail' in err)) log.error({ request_id: ctx.requestId, err }, 'handler failed');
+          finish(ctx, errorReply(ctx, err));
+        },
+      ).finally(done);
+    } else {
+      finish(ctx, result);
+      done();
+    }
+  });
+
+  return {
+    app,
+    inFlight: () => inFlight,
+    onIdle(cb) {
+      if (inFlight === 0) cb();
+      else idleWaiters.push(cb);
+    },
+  };
+}

@@ -1,0 +1,49 @@
+import { ServiceError, ValidationFailure } from '../errors/index.ts';
+import type { HttpContext } from './context.ts';
+
+/** Buffers a small body (admin and login JSON). Must be called before the handler's first
+ * await. The limit is enforced per chunk, so an oversized body is refused as it crosses it. */
+export function readBody(ctx: HttpContext, limit: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const declared = ctx.headers['content-length'];
+    if (declared !== undefined && !/^\d{1,15}$/.test(declared)) {
+      reject(new ServiceError('invalid_content_length'));
+      return;
+    }
+    if (declared !== undefined && Number(declared) > limit) {
+      reject(new ServiceError('payload_too_large', `body exceeds ${limit} bytes`));
+      return;
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let failed = false;
+    ctx.onAbort(() => reject(new Error('client aborted')));
+    ctx.res.onData((chunk, isLast) => {
+      if (failed) return;
+      size += chunk.byteLength;
+      if (size > limit) {
+        failed = true;
+        reject(new ServiceError('payload_too_large', `body exceeds ${limit} bytes`));
+        return;
+      }
+      // uWS detaches the ArrayBuffer when this callback returns: copy it.
+      chunks.push(Buffer.from(chunk.slice(0)));
+      if (isLast) resolve(Buffer.concat(chunks, size));
+    });
+  });
+}
+
+/** Reads and parses a JSON body; malformed JSON is a 422 like any other body error. */
+export async function readJson(ctx: HttpContext, limit = 64 * 1024): Promise<unknown> {
+  const body = readBody(ctx, limit);
+  const type = ctx.headers['content-type'] ?? '';
+  const buf = await body;
+  if (buf.length > 0 && !/^application\/json\b/i.test(type)) {
+    throw new ServiceError('unsupported_media_type', 'The body must be application/json');
+  }
+  try {
+    return buf.length === 0 ? undefined : JSON.parse(buf.toString('utf8'));
+  } catch (e) {
+    throw new ValidationFailure([{ loc: ['body'], msg: `JSON decode error: ${(e as Error).message}`, type: 'json_invalid' }]);
+  }
+}

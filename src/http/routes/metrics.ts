@@ -1,0 +1,29 @@
+import { timingSafeEqual } from 'node:crypto';
+import { ServiceError } from '../../errors/index.ts';
+import type { HttpContext } from '../context.ts';
+import type { Router } from '../router.ts';
+import type { Services } from '../services.ts';
+
+function isLoopback(addr: string): boolean {
+  return addr.startsWith('127.') || addr === '::1' || addr === '0000:0000:0000:0000:0000:0000:0000:0001' || addr.startsWith('::ffff:127.');
+}
+
+function bearerMatches(ctx: HttpContext, expected: string): boolean {
+  const m = /^Bearer (.+)$/i.exec(ctx.headers['authorization'] ?? '');
+  if (!m) return false;
+  const a = Buffer.from(m[1]!);
+  const b = Buffer.from(expected);
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+/** /metrics: open to loopback scrapers; from elsewhere only with METRICS_TOKEN. A 404 rather
+ * than 401 for strangers keeps the endpoint from advertising itself. */
+export function metricsRoutes(router: Router, s: Services): void {
+  router.add('GET', '/metrics', async (ctx) => {
+    const token = s.config.METRICS_TOKEN;
+    const allowed = token ? bearerMatches(ctx, token) || isLoopback(ctx.peerAddress) : isLoopback(ctx.peerAddress);
+    if (!allowed) throw new ServiceError('not_found', `No route for ${ctx.path}`);
+    const { text, contentType } = await s.collectMetrics();
+    return { status: 200, body: text, contentType };
+  });
+}

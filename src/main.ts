@@ -1,0 +1,156 @@
+import { Worker } from 'node:worker_threads';
+import { bootstrapAdmin } from './admin/bootstrap.ts';
+import { startEngine, type EngineHost } from './cluster/engine-host.ts';
+import type { FromWorker, ToWorker, WorkerData } from './cluster/messages.ts';
+import { ConfigError, loadConfig, type Config } from './config/index.ts';
+import { listen, loadUws, LISTEN_EXCLUSIVE, NativeBindingError, type UwsModule } from './http/uws.ts';
+import { createLogger, type Logger } from './observability/logger.ts';
+import { aggregateMetrics, type MetricsSnapshot } from './observability/metrics.ts';
+import { openStore, StoreError, type Store } from './store/open.ts';
+import { startupHooks } from './startup.ts';
+
+// The main thread owns what is one per process (the inference pool, start-up recovery,
+// signals) and relays between API workers; it serves no HTTP itself.
+
+/** LIBUS_LISTEN_EXCLUSIVE_PORT on a first bind makes a port that another program holds an
+ * error; the workers then share the port with SO_REUSEPORT. PORT=0 resolves here. */
+async function probePort(uws: UwsModule, config: Config): Promise<number> {
+  const probe = uws.App();
+  const socket = await listen(probe, config.HOST, config.PORT, LISTEN_EXCLUSIVE);
+  if (!socket) throw new ConfigError(`cannot listen on ${config.HOST}:${config.PORT}: address in use or not available`);
+  const port = uws.us_socket_local_port(socket as never);
+  uws.us_listen_socket_close(socket);
+  return port;
+}
+
+class Cluster {
+  private workers: Worker[] = [];
+  private draining = false;
+  private collections = new Map<number, { want: number; got: MetricsSnapshot[]; reply: (text: string, type: string) => void }>();
+  private nextCollection = 1;
+  private lastReadiness = '';
+
+  constructor(private config: Config, private log: Logger, private engine: EngineHost, private store: Store) {}
+
+  async start(port: number): Promise<void> {
+    const started: Promise<void>[] = [];
+    for (let index = 0; index < this.config.WORKERS; index++) {
+      const data: WorkerData = { config: this.config, port, index, entry: new URL('./worker.ts', import.meta.url).href };
+      const worker = new Worker(new URL('./thread-entry.mjs', import.meta.url), { workerData: data });
+      this.workers.push(worker);
+      started.push(
+        new Promise((resolve, reject) => {
+          const onMsg = (m: FromWorker) => {
+            if (m.type === 'listening') resolve();
+            if (m.type === 'listen-failed') reject(new ConfigError(`API worker ${index} could not listen on ${this.config.HOST}:${port}`));
+          };
+          worker.on('message', onMsg);
+          worker.once('error', reject);
+        }),
+      );
+      worker.on('message', (m: FromWorker) => this.onMessage(worker, m));
+      worker.on('error', (err) => this.log.error({ err, worker: index }, 'API worker crashed'));
+      worker.on('exit', (code) => {
+        if (!this.draining) {
+          // A lost worker may hold reservations; a clean restart runs start-up recovery.
+          this.log.fatal({ worker: index, code }, 'API worker exited unexpectedly; shutting down');
+          void this.stop(1);
+        }
+      });
+    }
+    this.broadcastReadiness();
+    setInterval(() => this.broadcastReadiness(), 200).unref();
+    await Promise.all(started);
+  }
+
+  private broadcastReadiness(): void {
+    const modules = this.engine.readiness();
+    const text = JSON.stringify(modules);
+    if (text === this.lastReadiness) return;
+    this.lastReadiness = text;
+    for (const w of this.workers) w.postMessage({ type: 'readiness', modules } satisfies ToWorker);
+  }
+
+  private onMessage(worker: Worker, m: FromWorker): void {
+    switch (m.type) {
+      case 'infer':
+        this.engine.infer(m.job).then(
+          (results) => worker.postMessage({ type: 'infer-done', id: m.id, results } satisfies ToWorker),
+          (err: Error) => {
+            this.log.error({ err: { message: err.message } }, 'inference failed');
+            worker.postMessage({ type: 'infer-done', id: m.id, error: err.message } satisfies ToWorker);
+          },
+        );
+        break;
+      case 'metrics-request': {
+        const id = this.nextCollection++;
+        this.collections.set(id, {
+          want: this.workers.length,
+          got: [],
+          reply: (text, contentType) => worker.postMessage({ type: 'metrics-text', id: m.id, text, contentType } satisfies ToWorker),
+        });
+        for (const w of this.workers) w.postMessage({ type: 'metrics-snapshot', id } satisfies ToWorker);
+        break;
+      }
+      case 'metrics-snapshot': {
+        const c = this.collections.get(m.id);
+        if (!c) break;
+        c.got.push(m.snapshot);
+        if (c.got.length === c.want) {
+          this.collections.delete(m.id);
+          void aggregateMetrics(c.got).then(({ text, contentType }) => c.reply(text, contentType));
+        }
+        break;
+      }
+      default:
+        break;
+    }
+  }
+
+  /** Drain: each worker closes its listen socket, finishes in-flight calls, closes its app. */
+  async stop(code: number): Promise<never> {
+    if (this.draining) return new Promise(() => {});
+    this.draining = true;
+    this.log.info({ workers: this.workers.length }, 'draining');
+    const exits = this.workers.map((w) => new Promise<void>((r) => { w.once('exit', () => r()); }));
+    for (const w of this.workers) w.postMessage({ type: 'drain' } satisfies ToWorker);
+    const timeout = new Promise<void>((r) => setTimeout(r, 30_000).unref());
+    await Promise.race([Promise.all(exits), timeout]);
+    await this.engine.close().catch(() => {});
+    await this.store.close().catch(() => {});
+    this.log.info({ code }, 'stopped');
+    process.exit(code);
+  }
+}
+
+async function main(): Promise<void> {
+  let config: Config;
+  try {
+    config = loadConfig();
+  } catch (e) {
+    process.stderr.write(`${(e as Error).message}\n`);
+    process.exit(2);
+  }
+  const log = createLogger(config.LOG_LEVEL, { thread: 'main' });
+  try {
+    const uws = loadUws();
+    const store = openStore(config.DATA_DIR);
+    await bootstrapAdmin(store, config, log);
+    await startupHooks(store, config, log);
+    const engine = await startEngine(config, log);
+    const port = await probePort(uws, config);
+    const cluster = new Cluster(config, log, engine, store);
+    for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => void cluster.stop(0));
+    await cluster.start(port);
+    log.info({ host: config.HOST, port, workers: config.WORKERS }, 'listening');
+  } catch (e) {
+    if (e instanceof ConfigError || e instanceof NativeBindingError || e instanceof StoreError) {
+      log.fatal(e.message);
+      process.stderr.write(`${e.message}\n`);
+      process.exit(1);
+    }
+    throw e;
+  }
+}
+
+await main();

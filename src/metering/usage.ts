@@ -1,0 +1,44 @@
+import type { Store } from '../store/open.ts';
+import type { Grant, Period, TokenRecord } from '../store/records.ts';
+import type { ModuleId } from '../packets/types.ts';
+import { PERIODS, resetAt, windowKey } from './periods.ts';
+
+/** The spec's usage record. */
+export interface UsageRecord {
+  module_id: ModuleId;
+  limit: number | null;
+  period: Period;
+  used: number;
+  remaining: number | null;
+  reset_at: string | null;
+}
+
+export function counterKey(tokenId: string, moduleId: ModuleId, period: Period, at: number): [string, string, string, string] {
+  return [tokenId, moduleId, period, windowKey(period, at)];
+}
+
+export function counterKeys(tokenId: string, moduleId: ModuleId, at: number): [string, string, string, string][] {
+  return PERIODS.map((p) => counterKey(tokenId, moduleId, p, at));
+}
+
+export function usedUnits(store: Store, tokenId: string, moduleId: ModuleId, period: Period, at: number): number {
+  return (store.db.counters.get(counterKey(tokenId, moduleId, period, at)) as number | undefined) ?? 0;
+}
+
+export function usageRecord(store: Store, tokenId: string, grant: Grant, at: number): UsageRecord {
+  const used = usedUnits(store, tokenId, grant.module_id, grant.period, at);
+  const reset = resetAt(grant.period, at);
+  return {
+    module_id: grant.module_id,
+    limit: grant.limit,
+    period: grant.period,
+    used,
+    remaining: grant.limit === null ? null : Math.max(0, grant.limit - used),
+    reset_at: reset === null ? null : new Date(reset).toISOString(),
+  };
+}
+
+/** Snapshot of every granted module of a token, in module order. */
+export function usageSnapshot(store: Store, token: TokenRecord, at: number): UsageRecord[] {
+  return token.grants.map((g) => usageRecord(store, token.id, g, at));
+}

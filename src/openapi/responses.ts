@@ -1,0 +1,145 @@
+import { Type, type TSchema } from '@sinclair/typebox';
+import { GrantSchema, ModuleIdSchema, PeriodSchema, RoleSchema } from '../admin/schemas.ts';
+
+// Response shapes, described for clients. They mirror the TypeScript types the handlers
+// build (src/inference/types.ts, src/metering/usage.ts, src/store/records.ts).
+const Nullable = <T extends TSchema>(s: T) => Type.Union([s, Type.Null()]);
+const DateTime = Type.String({ format: 'date-time' });
+
+export const ErrorBody = Type.Object({
+  error: Type.Object({ code: Type.String(), message: Type.String() }),
+  request_id: Type.String(),
+});
+
+export const ValidationErrorBody = Type.Object({
+  detail: Type.Array(
+    Type.Object({
+      loc: Type.Array(Type.Union([Type.String(), Type.Integer()]), { description: 'path to the offending value; see the loc convention in the API description' }),
+      msg: Type.String(),
+      type: Type.String(),
+      input: Type.Optional(Type.Unknown()),
+      ctx: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+    }),
+  ),
+});
+
+export const UsageRecord = Type.Object({
+  module_id: ModuleIdSchema,
+  limit: Nullable(Type.Integer()),
+  period: PeriodSchema,
+  used: Type.Integer(),
+  remaining: Nullable(Type.Integer()),
+  reset_at: Nullable(DateTime),
+});
+
+export const MeResponse = Type.Object({
+  token: Type.Object({ id: Type.String(), name: Type.String(), expires_at: Nullable(DateTime), demo: Type.Boolean() }),
+  usage: Type.Array(UsageRecord),
+});
+
+export const ModulesResponse = Type.Object({
+  modules: Type.Array(Type.Object({ module_id: ModuleIdSchema, status: Type.Union([Type.Literal('available'), Type.Literal('disabled'), Type.Literal('unavailable')]) })),
+});
+
+export const ResultRecord = Type.Object({
+  capture_id: Type.String(),
+  mode: Type.Union([Type.Literal('rgb_single'), Type.Literal('rgb_sequence'), Type.Literal('color')]),
+  status: Type.Union([Type.Literal('ok'), Type.Literal('retry')]),
+  alive: Nullable(Type.Boolean()),
+  score: Nullable(Type.Number({ minimum: 0, maximum: 1 })),
+  reason: Nullable(Type.Union(['incomplete_capture', 'terminal_frame_unavailable', 'insufficient_final_window', 'no_usable_frames'].map((r) => Type.Literal(r)))),
+  final_window_frames: Type.Integer({ minimum: 0, maximum: 20 }),
+  window_frame_indices: Type.Array(Type.Integer()),
+  reset_events: Type.Array(
+    Type.Object({
+      source_index: Type.Integer(),
+      reason: Type.Union(['missing_index', 'face_unavailable', 'dropped', 'geometry_discontinuity', 'score_jump'].map((r) => Type.Literal(r))),
+    }),
+  ),
+  single_score: Nullable(Type.Number()),
+  temporal_logit: Nullable(Type.Number()),
+  color_logits: Nullable(Type.Object({ difference: Type.Number(), appearance: Type.Number(), fused: Type.Number() })),
+  model_set: Type.String(),
+  decision_policy: Type.String(),
+  threshold: Type.Number(),
+  min_final_frames: Nullable(Type.Integer()),
+});
+
+export const VerifyResponse = Type.Object({
+  request_id: Type.String(),
+  module_id: ModuleIdSchema,
+  charged_units: Type.Integer(),
+  results: Type.Array(ResultRecord),
+  usage: Type.Array(UsageRecord),
+});
+
+const ModuleHealth = Type.Object({
+  enabled: Type.Boolean(),
+  ready: Type.Boolean(),
+  model_set: Type.String(),
+  execution_provider: Nullable(Type.Union([Type.Literal('wasm'), Type.Literal('webgpu'), Type.Literal('native')])),
+  error: Type.Optional(Type.String()),
+});
+export const HealthLive = Type.Object({ status: Type.Literal('live') });
+export const HealthReady = Type.Object({
+  status: Type.Union([Type.Literal('ready'), Type.Literal('not_ready')]),
+  store: Type.Union([Type.Literal('ok'), Type.Literal('unavailable')]),
+  modules: Type.Record(Type.String(), ModuleHealth),
+});
+
+export const AdminModule = Type.Object({
+  module_id: ModuleIdSchema,
+  enabled: Type.Boolean(),
+  ready: Type.Boolean(),
+  modes: Type.Array(Type.String()),
+  model_set: Type.String(),
+  decision_policy: Type.String(),
+  threshold: Type.Number(),
+  execution_provider: Nullable(Type.String()),
+});
+export const User = Type.Object({ id: Type.String(), username: Type.String(), role: RoleSchema, enabled: Type.Boolean(), created_at: DateTime });
+export const Token = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  token_prefix: Type.String(),
+  enabled: Type.Boolean(),
+  expires_at: Nullable(DateTime),
+  demo: Type.Boolean(),
+  revoked: Type.Boolean(),
+  created_at: DateTime,
+  grants: Type.Array(GrantSchema),
+});
+export const TokenDetail = Type.Composite([Token, Type.Object({ usage: Type.Array(UsageRecord) })]);
+export const TokenCreated = Type.Composite([Token, Type.Object({ token: Type.String({ description: 'the plaintext, returned this once only' }) })]);
+export const LedgerEntry = Type.Object({
+  id: Type.String(),
+  request_id: Type.String(),
+  token_id: Type.String(),
+  module_id: ModuleIdSchema,
+  units: Type.Integer(),
+  kind: Type.Union([Type.Literal('charge'), Type.Literal('refund')]),
+  at: DateTime,
+});
+export const AuditRecord = Type.Object({
+  request_id: Type.String(),
+  at: DateTime,
+  token_id: Nullable(Type.String()),
+  module_id: Nullable(Type.String()),
+  client_ip: Type.String(),
+  country: Nullable(Type.String()),
+  status: Type.Integer(),
+  error_code: Nullable(Type.String()),
+  captures: Type.Integer(),
+  charged_units: Type.Integer(),
+  latency_ms: Type.Number(),
+});
+export const Page = <T extends TSchema>(item: T) => Type.Object({ items: Type.Array(item), next_cursor: Nullable(Type.String()) });
+export const Settlement = Type.Object({
+  id: Type.String(),
+  request_id: Type.String(),
+  token_id: Type.String(),
+  module_id: ModuleIdSchema,
+  units: Type.Integer(),
+  state: Type.String(),
+  created_at: DateTime,
+});

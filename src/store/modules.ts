@@ -1,0 +1,13 @@
+import type { Store } from './open.ts';
+import type { ModuleId } from '../packets/types.ts';
+import type { ModuleState } from './records.ts';
+
+// The spec's deployment enables both modules; an operator switch is stored only once made.
+export function moduleEnabled(store: Store, id: ModuleId): boolean {
+  const state = store.db.modules.get(id) as ModuleState | undefined;
+  return state ? state.enabled : true;
+}
+
+export async function setModuleEnabled(store: Store, id: ModuleId, enabled: boolean): Promise<void> {
+  await store.db.modules.put(id, { module_id: id, enabled } satisfies ModuleState);
+}

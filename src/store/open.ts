@@ -1,0 +1,52 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { open, type Database, type RootDatabase } from 'lmdb';
+
+// Bump when a record layout changes incompatibly; open() refuses a store written by
+// another layout instead of misreading it.
+export const SCHEMA_VERSION = 1;
+
+const NAMES = [
+  'meta', 'users', 'usersByName', 'tokens', 'tokenHashes', 'modules', 'counters', 'ledger',
+  'idempotency', 'reservations', 'sessions', 'loginFailures', 'audit', 'results',
+] as const;
+export type DbName = (typeof NAMES)[number];
+
+export interface Store {
+  readonly root: RootDatabase;
+  readonly dir: string;
+  readonly db: Record<DbName, Database<any, any>>;
+  close(): Promise<void>;
+}
+
+export class StoreError extends Error {}
+
+/** Opens (creating if needed) the LMDB environment under DATA_DIR/store. Every API worker
+ * thread, the main thread and the CLI open the same files; LMDB serialises writers. */
+export function openStore(dataDir: string): Store {
+  const dir = path.join(dataDir, 'store');
+  fs.mkdirSync(dir, { recursive: true });
+  const root = open({ path: dir, maxDbs: 32, mapSize: 2 * 1024 ** 3, compression: false });
+  const db = {} as Record<DbName, Database<any, any>>;
+  for (const name of NAMES) db[name] = root.openDB({ name });
+  const found = db.meta.get('schema_version');
+  if (found === undefined) {
+    // ifNoExists keeps two processes racing to create the store from both writing it.
+    db.meta.transactionSync(() => {
+      if (db.meta.get('schema_version') === undefined) db.meta.putSync('schema_version', SCHEMA_VERSION);
+    });
+  } else if (found !== SCHEMA_VERSION) {
+    root.close();
+    throw new StoreError(`store at ${dir} has schema version ${String(found)}, this build needs ${SCHEMA_VERSION}`);
+  }
+  return { root, dir, db, close: () => root.close() };
+}
+
+/** A read that proves the environment answers; used by /health/ready. */
+export function storeHealthy(store: Store): boolean {
+  try {
+    return store.db.meta.get('schema_version') === SCHEMA_VERSION;
+  } catch {
+    return false;
+  }
+}

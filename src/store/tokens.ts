@@ -1,0 +1,46 @@
+import type { Store } from './open.ts';
+import type { Grant, TokenRecord } from './records.ts';
+import type { ModuleId } from '../packets/types.ts';
+
+export function getToken(store: Store, id: string): TokenRecord | undefined {
+  return store.db.tokens.get(id);
+}
+
+export function getTokenByHash(store: Store, hash: string): TokenRecord | undefined {
+  const id = store.db.tokenHashes.get(hash);
+  return id === undefined ? undefined : store.db.tokens.get(id);
+}
+
+export function listTokens(store: Store): TokenRecord[] {
+  return [...store.db.tokens.getRange({})].map((e) => e.value as TokenRecord).sort((a, b) => a.created_at.localeCompare(b.created_at));
+}
+
+export async function insertToken(store: Store, token: TokenRecord): Promise<void> {
+  await store.db.tokens.transaction(() => {
+    store.db.tokenHashes.put(token.hash, token.id);
+    store.db.tokens.put(token.id, token);
+  });
+}
+
+/** Read-modify-write of one token inside a write transaction, so concurrent operators
+ * (admin API on any worker, CLI) never lose each other's changes. */
+export async function updateToken(store: Store, id: string, change: (t: TokenRecord) => TokenRecord): Promise<TokenRecord | undefined> {
+  return store.db.tokens.transaction(() => {
+    const token = store.db.tokens.get(id) as TokenRecord | undefined;
+    if (!token) return undefined;
+    const next = change(token);
+    store.db.tokens.put(id, next);
+    return next;
+  });
+}
+
+export function withGrant(token: TokenRecord, grant: Grant): TokenRecord {
+  const grants = token.grants.filter((g) => g.module_id !== grant.module_id);
+  grants.push(grant);
+  grants.sort((a, b) => a.module_id.localeCompare(b.module_id));
+  return { ...token, grants };
+}
+
+export function withoutGrant(token: TokenRecord, moduleId: ModuleId): TokenRecord {
+  return { ...token, grants: token.grants.filter((g) => g.module_id !== moduleId) };
+}

@@ -1,0 +1,44 @@
+import type { Store } from './open.ts';
+import type { Role, UserRecord } from './records.ts';
+import { newId } from './ids.ts';
+
+export class DuplicateUserError extends Error {}
+
+export function getUser(store: Store, id: string): UserRecord | undefined {
+  return store.db.users.get(id);
+}
+
+export function getUserByName(store: Store, username: string): UserRecord | undefined {
+  const id = store.db.usersByName.get(username);
+  return id === undefined ? undefined : store.db.users.get(id);
+}
+
+export function listUsers(store: Store): UserRecord[] {
+  return [...store.db.users.getRange({})].map((e) => e.value as UserRecord).sort((a, b) => a.created_at.localeCompare(b.created_at));
+}
+
+/** Creates a user unless the name is taken (checked inside the write transaction). */
+export async function createUser(
+  store: Store,
+  fields: { username: string; role: Role; password_hash: string; enabled?: boolean; created_at: string },
+): Promise<UserRecord> {
+  const user: UserRecord = { id: newId('usr'), enabled: true, ...fields };
+  const ok = await store.db.users.transaction(() => {
+    if (store.db.usersByName.get(user.username) !== undefined) return false;
+    store.db.usersByName.put(user.username, user.id);
+    store.db.users.put(user.id, user);
+    return true;
+  });
+  if (!ok) throw new DuplicateUserError(`user ${user.username} exists`);
+  return user;
+}
+
+export async function updateUser(store: Store, id: string, patch: Partial<Pick<UserRecord, 'enabled' | 'role' | 'password_hash'>>): Promise<UserRecord | undefined> {
+  return store.db.users.transaction(() => {
+    const user = store.db.users.get(id) as UserRecord | undefined;
+    if (!user) return undefined;
+    const next = { ...user, ...patch };
+    store.db.users.put(id, next);
+    return next;
+  });
+}

@@ -1,0 +1,82 @@
+import { parentPort, workerData } from 'node:worker_threads';
+import { RemoteInference } from './cluster/remote-inference.ts';
+import type { FromWorker, ToWorker, WorkerData } from './cluster/messages.ts';
+import { createApp } from './http/app.ts';
+import { buildRouter } from './http/routes/index.ts';
+import { closeApp, listen, loadUws, LISTEN_SHARED, type us_listen_socket } from './http/uws.ts';
+import { createLogger } from './observability/logger.ts';
+import { WorkerMetrics } from './observability/metrics.ts';
+import { openStore } from './store/open.ts';
+
+// One API worker thread: its own uWS app on the shared port (SO_REUSEPORT lets the kernel
+// spread connections), its own handle on the LMDB store, inference through the main thread.
+const { config, port, index } = workerData as WorkerData;
+const main = parentPort!;
+const post = (m: FromWorker) => main.postMessage(m);
+
+const uws = loadUws();
+const log = createLogger(config.LOG_LEVEL, { worker: index });
+const store = openStore(config.DATA_DIR);
+const metrics = new WorkerMetrics();
+const inference = new RemoteInference(main);
+
+let nextMetricsId = 1;
+const metricsWaiters = new Map<number, (r: { text: string; contentType: string }) => void>();
+
+const router = buildRouter({
+  config,
+  store,
+  log,
+  metrics,
+  inference,
+  collectMetrics: () =>
+    new Promise((resolve) => {
+      const id = nextMetricsId++;
+      metricsWaiters.set(id, resolve);
+      post({ type: 'metrics-request', id });
+    }),
+});
+const handle = createApp(uws, router, log, metrics);
+let listenSocket: us_listen_socket | null = null;
+
+void listen(handle.app, config.HOST, port, LISTEN_SHARED).then((socket) => {
+  if (!socket) {
+    post({ type: 'listen-failed', port });
+    return;
+  }
+  listenSocket = socket;
+  post({ type: 'listening', port });
+});
+
+main.on('message', (msg: ToWorker) => {
+  switch (msg.type) {
+    case 'readiness':
+      inference.setReadiness(msg.modules);
+      break;
+    case 'infer-done':
+      inference.settle(msg.id, msg.results, msg.error);
+      break;
+    case 'metrics-snapshot':
+      void metrics.snapshot().then((snapshot) => post({ type: 'metrics-snapshot', id: msg.id, snapshot }));
+      break;
+    case 'metrics-text': {
+      const w = metricsWaiters.get(msg.id);
+      metricsWaiters.delete(msg.id);
+      w?.({ text: msg.text, contentType: msg.contentType });
+      break;
+    }
+    case 'drain':
+      // Stop accepting, let in-flight calls finish, then close the app so the thread ends
+      // on its own (terminate() on a thread with a live uWS app aborts the process).
+      if (listenSocket) uws.us_listen_socket_close(listenSocket);
+      listenSocket = null;
+      handle.onIdle(() => {
+        closeApp(handle.app);
+        void store.close().finally(() => {
+          post({ type: 'drained' });
+          main.close();
+        });
+      });
+      break;
+  }
+});
