@@ -2,11 +2,12 @@
 // form-data, RFC 2046 boundary grammar). Returns null for anything the verify endpoint must
 // answer with 415, so the caller has a single check.
 
+import { TOKEN, readQuoted, skipOws } from './syntax.ts';
+
 const MAX_BOUNDARY = 70;
 
 // RFC 2046 bcharsnospace; a space is allowed inside a boundary but not as its last character.
 const BCHAR_NOSPACE = /^[0-9A-Za-z'()+_,\-./:=?]$/;
-const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 
 export function isValidBoundary(boundary: string): boolean {
   if (boundary.length < 1 || boundary.length > MAX_BOUNDARY) return false;
@@ -62,28 +63,4 @@ export function parseMultipartBoundary(contentType: string | undefined): string 
     }
   }
   return boundary !== null && isValidBoundary(boundary) ? boundary : null;
-}
-
-function skipOws(s: string, i: number): number {
-  while (i < s.length && (s[i] === ' ' || s[i] === '\t')) i++;
-  return i;
-}
-
-/** RFC 7230 quoted-string starting at the opening quote, with quoted-pair escapes. */
-export function readQuoted(s: string, open: number): { value: string; next: number } | null {
-  let value = '';
-  let i = open + 1;
-  while (i < s.length) {
-    const c = s[i]!;
-    if (c === '"') return { value, next: i + 1 };
-    if (c === '\\') {
-      if (i + 1 >= s.length) return null;
-      value += s[i + 1];
-      i += 2;
-    } else {
-      value += c;
-      i++;
-    }
-  }
-  return null;
 }

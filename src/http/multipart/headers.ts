@@ -2,7 +2,7 @@
 // `form-data` with a `name`; Content-Type is optional. Other headers are ignored, as RFC 7578
 // tells receivers to do with Content-Transfer-Encoding and anything unknown.
 
-import { readQuoted } from './content-type.ts';
+import { TOKEN, readQuoted, skipOws } from './syntax.ts';
 import { MultipartError } from './errors.ts';
 
 export interface PartHeaders {
@@ -10,8 +10,6 @@ export interface PartHeaders {
   filename: string | null;
   contentType: string | null;
 }
-
-const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 
 /** `text` is the header block without its terminating blank line, lines joined by CRLF. */
 export function parsePartHeaders(text: string): PartHeaders {
@@ -25,7 +23,7 @@ export function parsePartHeaders(text: string): PartHeaders {
       const colon = line.indexOf(':');
       if (colon <= 0) malformed(`part header line without a name: ${JSON.stringify(clip(line))}`);
       const name = line.slice(0, colon);
-      if (!HEADER_NAME.test(name)) malformed(`invalid part header name ${JSON.stringify(clip(name))}`);
+      if (!TOKEN.test(name)) malformed(`invalid part header name ${JSON.stringify(clip(name))}`);
       const value = line.slice(colon + 1).trim();
       switch (name.toLowerCase()) {
         case 'content-disposition':
@@ -45,14 +43,12 @@ export function parsePartHeaders(text: string): PartHeaders {
 }
 
 function parseDisposition(s: string): { name: string; filename: string | null } {
-  let i = 0;
-  let j = s.indexOf(';');
-  if (j < 0) j = s.length;
-  const type = s.slice(0, j).trim();
+  let i = s.indexOf(';');
+  if (i < 0) i = s.length;
+  const type = s.slice(0, i).trim();
   if (type.toLowerCase() !== 'form-data') {
     malformed(`Content-Disposition must be form-data, got ${JSON.stringify(clip(type))}`);
   }
-  i = j;
   let name: string | null = null;
   let filename: string | null = null;
   let filenameExt: string | null = null;
@@ -65,7 +61,7 @@ function parseDisposition(s: string): { name: string; filename: string | null } 
     const eq = s.indexOf('=', i);
     if (eq < 0) malformed('Content-Disposition parameter without a value');
     const key = s.slice(i, eq).trim().toLowerCase();
-    if (!HEADER_NAME.test(key)) malformed('invalid Content-Disposition parameter name');
+    if (!TOKEN.test(key)) malformed('invalid Content-Disposition parameter name');
     const vStart = skipOws(s, eq + 1);
     let value: string;
     if (s[vStart] === '"') {
@@ -120,11 +116,6 @@ function decodeExtValue(v: string): string | null {
     return encoded.replace(/%([0-9A-Fa-f]{2})/g, (_, h: string) => String.fromCharCode(parseInt(h, 16)));
   }
   return null;
-}
-
-function skipOws(s: string, i: number): number {
-  while (i < s.length && (s[i] === ' ' || s[i] === '\t')) i++;
-  return i;
 }
 
 function clip(s: string): string {
