@@ -1,0 +1,110 @@
+// Builds the metadata of a verify request from frames and their encoded crops: the protocol
+// constants, the capture_profile that belongs to the mode, part names and the sha256 of every
+// image, so that a client cannot get those wrong by hand.
+
+import { createHash, randomUUID } from 'node:crypto';
+import type {
+  BatchEnvelope, CapturePacket, FrameRecord, FrameStatus, ImageEncoding, Mode, Phase, Point,
+} from '../packets/types.ts';
+
+const PROFILE: Record<Mode, string> = {
+  rgb_single: 'rgb_single_v1',
+  rgb_sequence: 'rgb_contiguous_v1',
+  color: 'color_wrgb_v1',
+};
+
+export interface ImageInput {
+  /** the exact bytes that will be uploaded: a PNG file or 307200 rgb8 bytes */
+  bytes: Uint8Array;
+  /** default: 'png' when the bytes start with the PNG signature, else 'rgb8' */
+  encoding?: ImageEncoding;
+  /** default: `f<frame index>`, prefixed per capture in a batch */
+  part?: string;
+}
+
+export interface FrameInput {
+  /** default: the frame's position in `frames` */
+  source_index?: number;
+  timestamp_us: number;
+  /** default 'ok' */
+  status?: FrameStatus;
+  source_size?: [number, number];
+  eyes_xy?: [Point, Point];
+  image?: ImageInput;
+  phase?: Phase;
+  display_time_us?: number;
+}
+
+export interface CaptureInput {
+  /** default: a random UUID (a new capture uses a new id) */
+  capture_id?: string;
+  mode: Mode;
+  /** default true */
+  complete?: boolean;
+  frames: FrameInput[];
+}
+
+export interface BuiltRequest<M> {
+  metadata: M;
+  /** part name -> bytes, ready for buildVerifyBody */
+  files: Map<string, Uint8Array>;
+}
+
+export function sha256Hex(bytes: Uint8Array): string {
+  return createHash('sha256').update(bytes).digest('hex');
+}
+
+function isPng(bytes: Uint8Array): boolean {
+  return bytes.length >= 8 && bytes[0] === 0x89 && bytes[1] === 0x50 && bytes[2] === 0x4e && bytes[3] === 0x47;
+}
+
+export function buildCapture(input: CaptureInput, options: { partPrefix?: string } = {}): BuiltRequest<CapturePacket> {
+  const files = new Map<string, Uint8Array>();
+  const frames = input.frames.map((f, i): FrameRecord => {
+    const frame: FrameRecord = {
+      source_index: f.source_index ?? i,
+      timestamp_us: f.timestamp_us,
+      status: f.status ?? 'ok',
+    };
+    if (f.source_size !== undefined) frame.source_size = [f.source_size[0], f.source_size[1]];
+    if (f.eyes_xy !== undefined) frame.eyes_xy = [[f.eyes_xy[0][0], f.eyes_xy[0][1]], [f.eyes_xy[1][0], f.eyes_xy[1][1]]];
+    if (f.image !== undefined) {
+      const part = f.image.part ?? `${options.partPrefix ?? ''}f${i}`;
+      if (files.has(part)) throw new RangeError(`buildCapture: part name '${part}' is used twice`);
+      files.set(part, f.image.bytes);
+      frame.image = {
+        part,
+        encoding: f.image.encoding ?? (isPng(f.image.bytes) ? 'png' : 'rgb8'),
+        sha256: sha256Hex(f.image.bytes),
+      };
+    }
+    if (f.phase !== undefined) frame.phase = f.phase;
+    if (f.display_time_us !== undefined) frame.display_time_us = f.display_time_us;
+    return frame;
+  });
+  const metadata: CapturePacket = {
+    protocol_version: 1,
+    capture_id: input.capture_id ?? randomUUID(),
+    mode: input.mode,
+    capture_profile: PROFILE[input.mode],
+    preprocess_profile: 'eye_crop_320_v1',
+    complete: input.complete ?? true,
+    frames,
+  };
+  return { metadata, files };
+}
+
+/** Several captures in one envelope; default part names are prefixed `c<k>.` per capture so
+ * they stay unique across the request. */
+export function buildBatch(inputs: CaptureInput[]): BuiltRequest<BatchEnvelope> {
+  const files = new Map<string, Uint8Array>();
+  const captures = inputs.map((input, k) => {
+    const built = buildCapture(input, { partPrefix: `c${k}.` });
+    for (const [part, bytes] of built.files) {
+      if (files.has(part)) throw new RangeError(`buildBatch: part name '${part}' is used twice`);
+      files.set(part, bytes);
+    }
+    return built.metadata;
+  });
+  return { metadata: { captures }, files };
+}
