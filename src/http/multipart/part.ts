@@ -19,12 +19,25 @@ export interface ReceivedPart {
   data(): Buffer;
 }
 
+// A client that trickles its upload (or a proxy that forwards tiny segments) would otherwise
+// leave one Buffer view, about a hundred bytes of heap, per few bytes of data: 32 MiB sent a byte
+// at a time would pin gigabytes. Small slices are therefore copied into a staging block, and
+// hashed a block at a time for the same reason. Blocks start small and double: a part read in
+// 64 KiB chunks stages only its first and last slice, a trickled one soon uses the largest block.
+const COALESCE_BELOW = 4 * 1024;
+const FIRST_STAGE_BYTES = 512;
+const MAX_STAGE_BYTES = 64 * 1024;
+
 export class PartAccumulator {
   readonly headers: PartHeaders;
   private readonly maxBytes: number;
   private readonly hash: Hash = createHash('sha256');
   private readonly slices: Buffer[] = [];
   private size = 0;
+  /** Free room of the current staging block; bytes before `staged` await flushing. */
+  private stage: Buffer | null = null;
+  private staged = 0;
+  private nextStageBytes = FIRST_STAGE_BYTES;
 
   constructor(headers: PartHeaders, maxBytes: number) {
     this.headers = headers;
@@ -41,12 +54,33 @@ export class PartAccumulator {
       );
     }
     this.size += slice.length;
-    this.hash.update(slice);
-    this.slices.push(slice);
+    if (slice.length >= COALESCE_BELOW) {
+      this.flushStage();
+      this.hash.update(slice);
+      this.slices.push(slice);
+      return;
+    }
+    if (this.stage === null || this.staged + slice.length > this.stage.length) {
+      this.flushStage();
+      this.stage = Buffer.allocUnsafe(Math.max(this.nextStageBytes, slice.length));
+      this.nextStageBytes = Math.min(2 * this.nextStageBytes, MAX_STAGE_BYTES);
+    }
+    this.staged += slice.copy(this.stage, this.staged);
   }
 
   finish(): ReceivedPart {
+    this.flushStage();
     return new BufferedPart(this.headers, this.size, this.hash.digest('hex'), this.slices);
+  }
+
+  private flushStage(): void {
+    if (this.stage === null || this.staged === 0) return;
+    const filled = this.stage.subarray(0, this.staged);
+    this.hash.update(filled);
+    this.slices.push(filled);
+    // Keep the block's unused room for the next small slices rather than allocating anew.
+    this.stage = this.stage.length > this.staged ? this.stage.subarray(this.staged) : null;
+    this.staged = 0;
   }
 }
 
@@ -70,7 +104,9 @@ class BufferedPart implements ReceivedPart {
 
   data(): Buffer {
     if (this.joined === null) {
-      const out = Buffer.from(new ArrayBuffer(this.size));
+      // allocUnsafeSlow: an ArrayBuffer of exactly this size, never a pool slab, and no zero-fill
+      // since every byte is overwritten below.
+      const out = Buffer.allocUnsafeSlow(this.size);
       let at = 0;
       for (const s of this.slices) at += s.copy(out, at);
       this.joined = out;
