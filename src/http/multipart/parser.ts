@@ -1,7 +1,9 @@
 // Incremental multipart/form-data parser (RFC 2046 section 5.1.1, RFC 7578) fed by the
 // request's chunks as uWS delivers them. Limits are checked on the bytes of the current write,
 // so an oversized part or an endless header fails in the write that crosses the limit instead
-// of after the whole body has been buffered.
+// of after the whole body has been buffered. (Up to delimiter-length bytes at a chunk's end
+// that could start a delimiter are held back, so a part that overflows by exactly such bytes
+// fails in the next write, the first one that shows they are data.)
 //
 // The whole stream is treated as if it began with CRLF: then every delimiter, the first one
 // included, is the same byte string `CRLF--boundary`, and the preamble is just bytes before it.
@@ -15,7 +17,10 @@ export interface MultipartLimits {
   /** Largest accepted part body in bytes; a part of exactly this size is accepted. */
   maxPartBytes: number;
   maxParts: number;
-  /** Largest header block of one part, blank line included. */
+  /**
+   * Largest header block of one part, blank line included. A buffer of this size is allocated
+   * once per parser, so it is meant to be a few KiB.
+   */
   maxHeaderBytes: number;
 }
 
