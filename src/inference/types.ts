@@ -68,3 +68,17 @@ export interface InferenceService {
   readiness(): ModuleReadiness[];
   infer(job: InferenceJob): Promise<ResultRecord[]>;
 }
+
+/** One mode's decision settings as the loaded manifest gives them. */
+export interface ModePolicy {
+  mode: Mode;
+  decision_policy: string;
+  threshold: number;
+  min_final_frames: number | null;
+}
+
+// Additive: the per-mode policies behind a module's readiness entry (rgb_liveness has
+// a single-frame and a sequence policy; the entry's own fields show the first).
+export interface ModuleReadiness {
+  modes?: ModePolicy[];
+}

@@ -1,0 +1,67 @@
+// The process's one piscina pool. Its size comes from the cores given to inference
+// (INFERENCE_THREADS), never from the request count; callers queue on it.
+import { BroadcastChannel } from 'node:worker_threads';
+import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { Piscina } from 'piscina';
+import type { WorkerConfig, WorkerReport, WorkerReply, WorkerTask } from './protocol.ts';
+import type { ExecutionProvider } from './types.ts';
+
+export const WORKER_FILE = fileURLToPath(new URL('../../workers/inference.ts', import.meta.url));
+
+/**
+ * Small graphs gain little from intra-op threads and ORT-web's WASM threads are costly
+ * to synchronise, so the threads go to workers first (one session thread each); past
+ * 8 workers the memory of another WASM heap outweighs it, so sessions get the rest.
+ * One GPU wants one submitting worker.
+ */
+export function poolShape(threads: number, provider: ExecutionProvider): { workers: number; sessionThreads: number } {
+  const total = Number.isFinite(threads) && threads >= 1 ? Math.floor(threads) : 1;
+  if (provider === 'webgpu') return { workers: 1, sessionThreads: 1 };
+  const workers = Math.min(total, 8);
+  return { workers, sessionThreads: Math.max(1, Math.floor(total / workers)) };
+}
+
+/** A buffer can be transferred only when the view spans all of its own ArrayBuffer
+ * (a pooled Node Buffer does not); otherwise it is copied once. */
+export function transferable(pixels: Uint8Array): Uint8Array {
+  const own = pixels.byteOffset === 0 && pixels.byteLength === pixels.buffer.byteLength && pixels.buffer instanceof ArrayBuffer;
+  return own ? pixels : new Uint8Array(pixels);
+}
+
+export class InferencePool {
+  private readonly piscina: Piscina;
+  private readonly channel: BroadcastChannel;
+
+  constructor(
+    config: Omit<WorkerConfig, 'channel'>,
+    readonly workers: number,
+    onReport: (r: WorkerReport) => void,
+    onError: (e: Error) => void,
+  ) {
+    const channel = `inference-${randomUUID()}`;
+    this.channel = new BroadcastChannel(channel);
+    this.channel.onmessage = (ev) => onReport((ev as { data: unknown }).data as WorkerReport);
+    (this.channel as unknown as { unref(): void }).unref();
+    this.piscina = new Piscina({
+      filename: WORKER_FILE,
+      minThreads: workers,
+      maxThreads: workers,
+      idleTimeout: Number.MAX_SAFE_INTEGER,
+      concurrentTasksPerWorker: 1,
+      // ORT-web finishes async work between tasks; Atomics.wait would stall it.
+      atomics: 'disabled',
+      workerData: { ...config, channel } satisfies WorkerConfig,
+    });
+    this.piscina.on('error', onError);
+  }
+
+  run<T extends WorkerTask>(task: T, transfer: ArrayBuffer[] = []): Promise<WorkerReply<T>> {
+    return this.piscina.run(task, { transferList: transfer }) as Promise<WorkerReply<T>>;
+  }
+
+  async close(): Promise<void> {
+    this.channel.close();
+    await this.piscina.destroy();
+  }
+}

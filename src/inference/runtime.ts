@@ -1,0 +1,106 @@
+// One place that knows how to get an ONNX Runtime for a backend. Workers, the model
+// check and the benchmark all create sessions through this.
+import type { InferenceSession, Tensor } from 'onnxruntime-web';
+import type { ExecutionProvider } from './types.ts';
+import type { InputArray } from './preprocess.ts';
+
+export interface Feed {
+  data: InputArray;
+  dims: number[];
+}
+
+export interface OutputTensor {
+  data: Float32Array;
+  dims: readonly number[];
+}
+
+export interface Session {
+  readonly inputNames: readonly string[];
+  readonly outputNames: readonly string[];
+  run(feeds: Record<string, Feed>, outputs: string[]): Promise<Record<string, OutputTensor>>;
+  release(): Promise<void>;
+}
+
+export interface Runtime {
+  readonly provider: ExecutionProvider;
+  createSession(model: Uint8Array): Promise<Session>;
+}
+
+type TensorCtor = new (type: 'float32' | 'uint8', data: InputArray, dims: readonly number[]) => Tensor;
+interface OrtLike {
+  Tensor: TensorCtor;
+  InferenceSession: { create(model: Uint8Array, options?: InferenceSession.SessionOptions): Promise<InferenceSession> };
+}
+
+function wrap(ort: OrtLike, session: InferenceSession): Session {
+  return {
+    inputNames: session.inputNames,
+    outputNames: session.outputNames,
+    async run(feeds, outputs) {
+      const tensors: Record<string, Tensor> = {};
+      for (const [name, feed] of Object.entries(feeds)) {
+        tensors[name] = new ort.Tensor(feed.data instanceof Uint8Array ? 'uint8' : 'float32', feed.data, feed.dims);
+      }
+      const result = await session.run(tensors, outputs);
+      const out: Record<string, OutputTensor> = {};
+      for (const name of outputs) {
+        const t = result[name];
+        if (!t || t.type !== 'float32') throw new Error(`graph output "${name}" is missing or not float32`);
+        out[name] = { data: t.data as Float32Array, dims: t.dims };
+        // WebGPU tensors may live on the GPU; CPU ones are plain views, nothing to free.
+      }
+      return out;
+    },
+    release: () => session.release(),
+  };
+}
+
+/** Asks Dawn (the `webgpu` package) for an adapter; null when none exists. With
+ * `install`, also exposes it as navigator.gpu, which onnxruntime-web/webgpu expects. */
+export async function webGpuAdapterName(install = false): Promise<string | null> {
+  try {
+    const mod = (await import('webgpu')) as unknown as {
+      create(flags: string[]): { requestAdapter(): Promise<{ info?: { description?: string } } | null> };
+      globals: Record<string, unknown>;
+    };
+    const gpu = mod.create([]);
+    const adapter = await gpu.requestAdapter();
+    if (!adapter) return null;
+    if (!install) return adapter.info?.description || 'webgpu';
+    Object.assign(globalThis, mod.globals);
+    Object.defineProperty(globalThis, 'navigator', { value: { gpu }, configurable: true, writable: true });
+    return adapter.info?.description || 'webgpu';
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * `threads` is this runtime's intra-op thread count (per session). ORT-web's own
+ * default (min(4, cores/2) per session) multiplies under a pool, so it is always set.
+ * WebGPU throws when no adapter exists; callers fall back to WASM.
+ */
+export async function createRuntime(provider: ExecutionProvider, threads: number): Promise<Runtime> {
+  if (provider === 'native') {
+    const ort = (await import('onnxruntime-node')) as unknown as OrtLike;
+    const options: InferenceSession.SessionOptions = {
+      executionProviders: ['cpu'],
+      intraOpNumThreads: threads,
+      interOpNumThreads: 1,
+      executionMode: 'sequential',
+      graphOptimizationLevel: 'all',
+    };
+    return { provider, createSession: async (m) => wrap(ort, await ort.InferenceSession.create(m, options)) };
+  }
+  if (provider === 'webgpu') {
+    if (!(await webGpuAdapterName(true))) throw new Error('no WebGPU adapter');
+    const ort = (await import('onnxruntime-web/webgpu')) as unknown as OrtLike & { env: { wasm: { numThreads: number } } };
+    ort.env.wasm.numThreads = threads;
+    const options: InferenceSession.SessionOptions = { executionProviders: ['webgpu', 'wasm'], graphOptimizationLevel: 'all' };
+    return { provider, createSession: async (m) => wrap(ort, await ort.InferenceSession.create(m, options)) };
+  }
+  const ort = (await import('onnxruntime-web')) as unknown as OrtLike & { env: { wasm: { numThreads: number } } };
+  ort.env.wasm.numThreads = threads;
+  const options: InferenceSession.SessionOptions = { executionProviders: ['wasm'], graphOptimizationLevel: 'all' };
+  return { provider, createSession: async (m) => wrap(ort, await ort.InferenceSession.create(m, options)) };
+}

@@ -1,0 +1,56 @@
+// A piscina worker: loads the enabled modules' graphs into its own sessions, warms them,
+// reports progress on the pool's BroadcastChannel, then serves tasks.
+import { BroadcastChannel, threadId, workerData } from 'node:worker_threads';
+import type { ModuleId } from '../src/packets/types.ts';
+import type { WorkerConfig, WorkerReport, WorkerTask } from '../src/inference/protocol.ts';
+import { ModuleRunner } from '../src/inference/runner.ts';
+import { createRuntime, type Runtime } from '../src/inference/runtime.ts';
+
+const config = workerData as WorkerConfig;
+const channel = new BroadcastChannel(config.channel);
+(channel as unknown as { unref(): void }).unref();
+const report = (r: WorkerReport) => channel.postMessage(r);
+
+async function runtimeFor(): Promise<Runtime> {
+  if (config.provider !== 'webgpu') return createRuntime(config.provider, config.sessionThreads);
+  try {
+    return await createRuntime('webgpu', config.sessionThreads);
+  } catch (e) {
+    report({ kind: 'provider', worker: threadId, provider: 'wasm', note: `WebGPU unavailable (${(e as Error).message}); using WASM` });
+    return createRuntime('wasm', config.sessionThreads);
+  }
+}
+
+async function init(): Promise<(task: WorkerTask) => Promise<unknown>> {
+  const runners = new Map<ModuleId, ModuleRunner>();
+  let current: ModuleId | null = null;
+  try {
+    const runtime = await runtimeFor();
+    report({ kind: 'provider', worker: threadId, provider: runtime.provider, note: null });
+    for (const id of config.modules) {
+      current = id;
+      const t0 = performance.now();
+      const runner = await ModuleRunner.load(runtime, config.manifest, id);
+      await runner.warmup(config.warmupRuns);
+      runners.set(id, runner);
+      report({ kind: 'warm', worker: threadId, module: id, ms: performance.now() - t0 });
+    }
+  } catch (e) {
+    report({ kind: 'error', worker: threadId, module: current, message: (e as Error).message });
+  }
+  return async (task: WorkerTask) => {
+    const runner = runners.get(task.module);
+    if (!runner) throw new Error(`${task.module} is not loaded in this inference worker`);
+    switch (task.op) {
+      case 'frames':
+        return runner.runFrames(task.pixels);
+      case 'temporal':
+        return runner.runTemporal(task.features, task.frames);
+      case 'color':
+        return runner.runColor(task.pixels);
+    }
+  };
+}
+
+// piscina awaits a default-exported promise, so a worker takes tasks only once warm.
+export default init();
