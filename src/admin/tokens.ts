@@ -1,0 +1,87 @@
+import { generateToken, hashToken } from '../auth/business-token.ts';
+import { isoNow, now } from '../clock.ts';
+import { usageSnapshot, type UsageRecord } from '../metering/usage.ts';
+import type { ModuleId } from '../packets/types.ts';
+import { newId } from '../store/ids.ts';
+import type { Store } from '../store/open.ts';
+import type { Grant, TokenRecord } from '../store/records.ts';
+import { getToken, insertToken, listTokens, updateToken, withGrant, withoutGrant } from '../store/tokens.ts';
+
+// Token administration shared by the admin API and the CLI, so both behave the same.
+
+/** A token as operators see it: never the hash, never the plaintext. */
+export type TokenView = Omit<TokenRecord, 'hash'>;
+
+export function tokenView(t: TokenRecord): TokenView {
+  const { hash: _hash, ...view } = t;
+  return view;
+}
+
+export async function createToken(
+  store: Store,
+  input: { name: string; expires_at?: string | null; demo?: boolean; grants: Grant[] },
+): Promise<{ token: TokenView; plaintext: string }> {
+  const plaintext = generateToken();
+  let record: TokenRecord = {
+    id: newId('tok'),
+    name: input.name,
+    token_prefix: plaintext.slice(0, 12),
+    hash: hashToken(plaintext),
+    enabled: true,
+    expires_at: input.expires_at ? new Date(input.expires_at).toISOString() : null,
+    demo: input.demo ?? false,
+    revoked: false,
+    created_at: isoNow(),
+    grants: [],
+  };
+  for (const g of input.grants) record = withGrant(record, g);
+  await insertToken(store, record);
+  return { token: tokenView(record), plaintext };
+}
+
+export function listTokenViews(store: Store): TokenView[] {
+  return listTokens(store).map(tokenView);
+}
+
+export function tokenDetail(store: Store, id: string): (TokenView & { usage: UsageRecord[] }) | undefined {
+  const t = getToken(store, id);
+  return t && { ...tokenView(t), usage: usageSnapshot(store, t, now()) };
+}
+
+export async function patchToken(
+  store: Store,
+  id: string,
+  patch: { name?: string; enabled?: boolean; expires_at?: string | null; demo?: boolean },
+): Promise<TokenView | undefined> {
+  const t = await updateToken(store, id, (t) => ({
+    ...t,
+    ...(patch.name !== undefined ? { name: patch.name } : {}),
+    ...(patch.enabled !== undefined ? { enabled: patch.enabled } : {}),
+    ...(patch.demo !== undefined ? { demo: patch.demo } : {}),
+    ...(patch.expires_at !== undefined ? { expires_at: patch.expires_at === null ? null : new Date(patch.expires_at).toISOString() } : {}),
+  }));
+  return t && tokenView(t);
+}
+
+/** Revocation is final: a revoked token cannot be re-enabled (enabled stays as it was, but
+ * authentication checks revoked first). */
+export async function revokeToken(store: Store, id: string): Promise<TokenView | undefined> {
+  const t = await updateToken(store, id, (t) => ({ ...t, revoked: true, enabled: false }));
+  return t && tokenView(t);
+}
+
+/** Usage counters are keyed by token, module and window, not by grant, so changing or
+ * removing and re-adding a grant keeps the period's usage (spec rule 3). */
+export async function setGrant(store: Store, id: string, grant: Grant): Promise<Grant | undefined> {
+  const t = await updateToken(store, id, (t) => withGrant(t, grant));
+  return t && t.grants.find((g) => g.module_id === grant.module_id);
+}
+
+export async function removeGrant(store: Store, id: string, moduleId: ModuleId): Promise<boolean | undefined> {
+  let had = false;
+  const t = await updateToken(store, id, (t) => {
+    had = t.grants.some((g) => g.module_id === moduleId);
+    return withoutGrant(t, moduleId);
+  });
+  return t && had;
+}

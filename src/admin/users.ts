@@ -1,0 +1,29 @@
+import { hashPassword } from '../auth/password.ts';
+import { isoNow } from '../clock.ts';
+import type { Store } from '../store/open.ts';
+import type { Role, UserRecord } from '../store/records.ts';
+import { createUser, listUsers, updateUser } from '../store/users.ts';
+
+export type UserView = Omit<UserRecord, 'password_hash'>;
+
+export function userView(u: UserRecord): UserView {
+  const { password_hash: _h, ...view } = u;
+  return view;
+}
+
+export async function addUser(store: Store, input: { username: string; password: string; role: Role }): Promise<UserView> {
+  return userView(await createUser(store, { username: input.username, role: input.role, password_hash: await hashPassword(input.password), created_at: isoNow() }));
+}
+
+export function listUserViews(store: Store): UserView[] {
+  return listUsers(store).map(userView);
+}
+
+export async function patchUser(store: Store, id: string, patch: { enabled?: boolean; password?: string; role?: Role }): Promise<UserView | undefined> {
+  const u = await updateUser(store, id, {
+    ...(patch.enabled !== undefined ? { enabled: patch.enabled } : {}),
+    ...(patch.role !== undefined ? { role: patch.role } : {}),
+    ...(patch.password !== undefined ? { password_hash: await hashPassword(patch.password) } : {}),
+  });
+  return u && userView(u);
+}

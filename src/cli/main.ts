@@ -1,0 +1,155 @@
+import { parseArgs } from 'node:util';
+import { createToken, listTokenViews, patchToken, removeGrant, revokeToken, setGrant, tokenDetail } from '../admin/tokens.ts';
+import { addUser, listUserViews } from '../admin/users.ts';
+import { isoNow, now } from '../clock.ts';
+import { ConfigError, loadConfig } from '../config/index.ts';
+import { usageSnapshot } from '../metering/usage.ts';
+import { MODULE_IDS, type ModuleId } from '../packets/types.ts';
+import { setModuleEnabled } from '../store/modules.ts';
+import { openStore, type Store } from '../store/open.ts';
+import type { Grant, Period } from '../store/records.ts';
+import { getToken, listTokens } from '../store/tokens.ts';
+import { DuplicateUserError } from '../store/users.ts';
+import { extraCommands } from './extra.ts';
+
+// Operator CLI over the same DATA_DIR as a running server (LMDB allows several processes).
+// Every command prints JSON on stdout; failures print one line on stderr and exit 1.
+
+export class UsageError extends Error {}
+
+export type Command = { usage: string; run(store: Store, args: string[]): Promise<unknown> };
+
+function moduleId(v: string | undefined): ModuleId {
+  if (!v || !(MODULE_IDS as readonly string[]).includes(v)) throw new UsageError(`module must be one of ${MODULE_IDS.join(', ')} (got ${v ?? 'nothing'})`);
+  return v as ModuleId;
+}
+
+function limitOf(v: string | undefined): number | null {
+  if (v === 'unlimited' || v === 'null') return null;
+  if (v === undefined || !/^\d+$/.test(v) || Number(v) > 2 ** 31 - 1) throw new UsageError(`limit must be a non-negative integer or "unlimited" (got ${v ?? 'nothing'})`);
+  return Number(v);
+}
+
+function periodOf(v: string | undefined): Period {
+  if (v !== 'day' && v !== 'month' && v !== 'never') throw new UsageError(`period must be day, month or never (got ${v ?? 'nothing'})`);
+  return v;
+}
+
+/** "module:limit:period", e.g. rgb_liveness:1000:day or color_liveness:unlimited:never */
+function grantOf(spec: string): Grant {
+  const [m, l, p] = spec.split(':');
+  return { module_id: moduleId(m), limit: limitOf(l), period: periodOf(p) };
+}
+
+function isoOf(v: string, what: string): string {
+  const ms = Date.parse(v);
+  if (Number.isNaN(ms)) throw new UsageError(`${what} must be an ISO 8601 time (got ${v})`);
+  return new Date(ms).toISOString();
+}
+
+function need<T>(value: T | undefined, what: string): T {
+  if (value === undefined) throw new UsageError(`unknown ${what}`);
+  return value;
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const c of process.stdin) chunks.push(c as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+const commands: Record<string, Command> = {
+  'user create': {
+    usage: 'user create <username> [--role admin|user]   (password read from stdin)',
+    async run(store, args) {
+      const { positionals, values } = parseArgs({ args, allowPositionals: true, options: { role: { type: 'string', default: 'admin' } } });
+      const username = positionals[0];
+      if (!username) throw new UsageError('username required');
+      if (values.role !== 'admin' && values.role !== 'user') throw new UsageError('role must be admin or user');
+      const password = (await readStdin()).split(/\r?\n/)[0] ?? '';
+      if (password.length < 8) throw new UsageError('password (first line of stdin) must have at least 8 characters');
+      try {
+        return await addUser(store, { username, password, role: values.role });
+      } catch (e) {
+        if (e instanceof DuplicateUserError) throw new UsageError(e.message);
+        throw e;
+      }
+    },
+  },
+  'user list': { usage: 'user list', run: async (store) => ({ users: listUserViews(store) }) },
+  'token create': {
+    usage: 'token create --name NAME [--grant module:limit|unlimited:day|month|never]... [--expires ISO] [--demo]   (prints the plaintext once)',
+    async run(store, args) {
+      const { values } = parseArgs({ args, options: { name: { type: 'string' }, grant: { type: 'string', multiple: true }, expires: { type: 'string' }, demo: { type: 'boolean' } } });
+      if (!values.name) throw new UsageError('--name required');
+      const grants = (values.grant ?? []).map(grantOf);
+      const { token, plaintext } = await createToken(store, { name: values.name, grants, demo: values.demo ?? false, expires_at: values.expires ? isoOf(values.expires, '--expires') : null });
+      return { ...token, token: plaintext };
+    },
+  },
+  'token list': { usage: 'token list', run: async (store) => ({ tokens: listTokenViews(store) }) },
+  'token show': { usage: 'token show <token_id>', run: async (store, [id]) => need(tokenDetail(store, id ?? ''), 'token') },
+  'token disable': { usage: 'token disable <token_id>', run: async (store, [id]) => need(await patchToken(store, id ?? '', { enabled: false }), 'token') },
+  'token enable': { usage: 'token enable <token_id>', run: async (store, [id]) => need(await patchToken(store, id ?? '', { enabled: true }), 'token') },
+  'token expire': {
+    usage: 'token expire <token_id> [--at ISO]   (default: now)',
+    async run(store, args) {
+      const { positionals, values } = parseArgs({ args, allowPositionals: true, options: { at: { type: 'string' } } });
+      return need(await patchToken(store, positionals[0] ?? '', { expires_at: values.at ? isoOf(values.at, '--at') : isoNow() }), 'token');
+    },
+  },
+  'token revoke': { usage: 'token revoke <token_id>', run: async (store, [id]) => need(await revokeToken(store, id ?? ''), 'token') },
+  'grant set': {
+    usage: 'grant set <token_id> <module_id> <limit|unlimited> <day|month|never>',
+    run: async (store, [id, m, l, p]) => need(await setGrant(store, id ?? '', { module_id: moduleId(m), limit: limitOf(l), period: periodOf(p) }), 'token'),
+  },
+  'grant remove': {
+    usage: 'grant remove <token_id> <module_id>',
+    async run(store, [id, m]) {
+      const removed = need(await removeGrant(store, id ?? '', moduleId(m)), 'token');
+      return { removed };
+    },
+  },
+  usage: {
+    usage: 'usage [<token_id>]   (usage snapshots of one token or of all)',
+    async run(store, [id]) {
+      const at = now();
+      const tokens = id ? [need(getToken(store, id), 'token')] : listTokens(store);
+      return { tokens: tokens.map((t) => ({ id: t.id, name: t.name, usage: usageSnapshot(store, t, at) })) };
+    },
+  },
+  'module enable': { usage: 'module enable <module_id>', run: async (store, [m]) => (await setModuleEnabled(store, moduleId(m), true), { module_id: m, enabled: true }) },
+  'module disable': { usage: 'module disable <module_id>', run: async (store, [m]) => (await setModuleEnabled(store, moduleId(m), false), { module_id: m, enabled: false }) },
+  ...extraCommands,
+};
+
+function help(): string {
+  return `usage: npm run cli -- <command>\n\n${Object.values(commands).map((c) => `  ${c.usage}`).join('\n')}\n`;
+}
+
+async function main(argv: string[]): Promise<number> {
+  const name = [argv.slice(0, 2).join(' '), argv[0] ?? ''].find((n) => n in commands);
+  if (!name) {
+    process.stderr.write(help());
+    return argv.length === 0 || argv[0] === 'help' || argv[0] === '--help' ? 0 : 1;
+  }
+  const args = argv.slice(name.split(' ').length);
+  let store: Store | undefined;
+  try {
+    const config = loadConfig();
+    store = openStore(config.DATA_DIR);
+    const out = await commands[name]!.run(store, args);
+    process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
+    return 0;
+  } catch (e) {
+    if (e instanceof UsageError || e instanceof ConfigError || (e as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
+      process.stderr.write(`error: ${(e as Error).message}\n`);
+      return 1;
+    }
+    throw e;
+  } finally {
+    await store?.close();
+  }
+}
+
+process.exitCode = await main(process.argv.slice(2));

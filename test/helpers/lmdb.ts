@@ -1,0 +1,7 @@
+import { openStore } from '../../src/store/open.ts';
+
+/** Direct access to a server's store for assertions (LMDB allows several processes). */
+export function lmdbOpen(dataDir: string) {
+  const s = openStore(dataDir);
+  return { ...s.db, close: () => s.close() };
+}

@@ -1,0 +1,157 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+export function tempDir(prefix = 'lv-test-'): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+}
+
+export interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+  json: any;
+}
+
+/** Runs the operator CLI exactly as `npm run cli` does, against a DATA_DIR. */
+export function runCli(dataDir: string, args: string[], stdin = '', env: Record<string, string> = {}): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const p = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
+      cwd: ROOT,
+      env: { ...process.env, DATA_DIR: dataDir, ...env },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    p.stdout.on('data', (d) => (stdout += d));
+    p.stderr.on('data', (d) => (stderr += d));
+    p.on('error', reject);
+    p.on('close', (code) => {
+      let json: unknown;
+      try {
+        json = JSON.parse(stdout);
+      } catch {
+        json = undefined;
+      }
+      resolve({ code: code ?? -1, stdout, stderr, json });
+    });
+    p.stdin.end(stdin);
+  });
+}
+
+export interface ServerHandle {
+  baseUrl: string;
+  port: number;
+  dataDir: string;
+  proc: ChildProcess;
+  logs: string[];
+  /** parsed JSON log lines */
+  logLines(): any[];
+  cli(args: string[], stdin?: string): Promise<CliResult>;
+  /** SIGTERM (or another signal) and wait for exit; resolves with the exit code */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+  exited: Promise<number | null>;
+}
+
+export interface StartOptions {
+  dataDir?: string;
+  env?: Record<string, string>;
+  /** wait until /health/ready answers 200 */
+  ready?: boolean;
+  timeoutMs?: number;
+}
+
+/** Starts the real service (`node --import tsx src/main.ts`, as npm start does) on an
+ * ephemeral port with a temporary DATA_DIR. */
+export async function startServer(opts: StartOptions = {}): Promise<ServerHandle> {
+  const dataDir = opts.dataDir ?? tempDir();
+  const env = {
+    ...process.env,
+    HOST: '127.0.0.1',
+    PORT: '0',
+    DATA_DIR: dataDir,
+    WORKERS: '2',
+    INFERENCE_THREADS: '1',
+    WARMUP_RUNS: '2',
+    LOG_LEVEL: 'info',
+    ...opts.env,
+  };
+  const proc = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const logs: string[] = [];
+  const exited = new Promise<number | null>((resolve) => proc.on('exit', (code) => resolve(code)));
+  const port = await new Promise<number>((resolve, reject) => {
+    let buf = '';
+    const timer = setTimeout(() => reject(new Error(`server did not start:\n${logs.join('\n')}`)), opts.timeoutMs ?? 60_000);
+    const onLine = (line: string) => {
+      logs.push(line);
+      if (line.includes('"msg":"listening"')) {
+        clearTimeout(timer);
+        resolve(JSON.parse(line).port);
+      }
+    };
+    proc.stdout!.on('data', (d: Buffer) => {
+      buf += d.toString();
+      let i: number;
+      while ((i = buf.indexOf('\n')) >= 0) {
+        onLine(buf.slice(0, i));
+        buf = buf.slice(i + 1);
+      }
+    });
+    proc.stderr!.on('data', (d: Buffer) => logs.push(d.toString()));
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`server exited with ${code}:\n${logs.join('\n')}`));
+    });
+  });
+  const baseUrl = `http://127.0.0.1:${port}`;
+  const handle: ServerHandle = {
+    baseUrl,
+    port,
+    dataDir,
+    proc,
+    logs,
+    exited,
+    logLines: () => logs.flatMap((l) => {
+      try {
+        return [JSON.parse(l)];
+      } catch {
+        return [];
+      }
+    }),
+    cli: (args, stdin) => runCli(dataDir, args, stdin, opts.env),
+    stop: async (signal = 'SIGTERM') => {
+      if (proc.exitCode !== null || proc.signalCode !== null) return proc.exitCode;
+      proc.kill(signal);
+      return exited;
+    },
+  };
+  if (opts.ready) await waitReady(baseUrl, opts.timeoutMs ?? 120_000);
+  return handle;
+}
+
+export async function waitReady(baseUrl: string, timeoutMs = 120_000): Promise<any> {
+  const end = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < end) {
+    const r = await fetch(`${baseUrl}/health/ready`);
+    last = await r.json();
+    if (r.status === 200) return last;
+    await new Promise((res) => setTimeout(res, 200));
+  }
+  throw new Error(`not ready after ${timeoutMs} ms: ${JSON.stringify(last)}`);
+}
+
+/** Creates a token through the CLI and returns its id and plaintext. */
+export async function makeToken(server: { cli: ServerHandle['cli'] }, grants: string[], extra: string[] = []): Promise<{ id: string; token: string }> {
+  const r = await server.cli(['token', 'create', '--name', 'test', ...grants.flatMap((g) => ['--grant', g]), ...extra]);
+  if (r.code !== 0) throw new Error(`token create failed: ${r.stderr}`);
+  return { id: r.json.id, token: r.json.token };
+}
+
+export function bearer(token: string): Record<string, string> {
+  return { authorization: `Bearer ${token}` };
+}
