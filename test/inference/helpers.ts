@@ -1,0 +1,60 @@
+// Synthetic captures for the inference tests: deterministic crops and packets that are
+// valid per the spec (the engine trusts validation, so tests must not cheat it).
+import type { CapturePacket, FrameRecord, FrameStatus, Mode, Phase, Point, PreparedCapture } from '../../src/packets/types.ts';
+
+export function crop(seed: number): Uint8Array {
+  const px = new Uint8Array(320 * 320 * 3);
+  let s = (seed * 2654435761) >>> 0;
+  // smooth structure plus noise, so resampling choices matter
+  for (let y = 0; y < 320; y++) {
+    for (let x = 0; x < 320; x++) {
+      for (let c = 0; c < 3; c++) {
+        s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+        const base = 128 + 90 * Math.sin((x * (c + 1)) / (17 + seed) + y / (23 + c * seed));
+        px[(y * 320 + x) * 3 + c] = Math.max(0, Math.min(255, Math.round(base + ((s >>> 24) - 128) / 4)));
+      }
+    }
+  }
+  return px;
+}
+
+export interface FrameSpec {
+  index?: number;
+  status?: FrameStatus;
+  eyes?: [Point, Point];
+  phase?: Phase;
+  seed?: number;
+}
+
+const EYES: [Point, Point] = [[300, 400], [380, 400]];
+
+export function capture(id: string, mode: Mode, specs: FrameSpec[], complete = true): PreparedCapture {
+  let next = 0;
+  const frames: FrameRecord[] = [];
+  const pixels: (Uint8Array | null)[] = [];
+  specs.forEach((f, i) => {
+    const index = f.index ?? next;
+    next = index + 1;
+    const status = f.status ?? 'ok';
+    const rec: FrameRecord = { source_index: index, timestamp_us: 1000 + index * 33_000, status };
+    if (status === 'ok') {
+      rec.source_size = [720, 1280];
+      rec.eyes_xy = f.eyes ?? EYES;
+      rec.image = { part: `${id}_${i}`, encoding: 'rgb8', sha256: '0'.repeat(64) };
+    }
+    if (mode === 'color') rec.phase = f.phase ?? (['white', 'red', 'green', 'blue'] as const)[i];
+    frames.push(rec);
+    pixels.push(status === 'ok' ? crop(f.seed ?? i + 1) : null);
+  });
+  const profile = mode === 'rgb_single' ? 'rgb_single_v1' : mode === 'rgb_sequence' ? 'rgb_contiguous_v1' : 'color_wrgb_v1';
+  const packet: CapturePacket = {
+    protocol_version: 1, capture_id: id, mode, capture_profile: profile, preprocess_profile: 'eye_crop_320_v1', complete, frames,
+  };
+  return { packet, pixels };
+}
+
+/** Copies of the pixels, for reference computations: infer() takes ownership of (and
+ * transfers away) the buffers it is given. */
+export function clonePixels(c: PreparedCapture): (Uint8Array | null)[] {
+  return c.pixels.map((p) => (p ? new Uint8Array(p) : null));
+}
