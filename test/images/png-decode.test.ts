@@ -1,0 +1,146 @@
+import t, { type Test } from 'tap';
+import * as zlib from 'node:zlib';
+import { decodePng, encodePng, ImageError, crc32 } from '../../src/images/index.ts';
+
+function noise(seed: number, n = 320 * 320 * 3): Uint8Array {
+  const out = new Uint8Array(n);
+  let s = seed >>> 0;
+  for (let i = 0; i < n; i++) {
+    s = (s * 1664525 + 1013904223) >>> 0;
+    // smooth gradient plus noise: exercises every filter's prediction, not just raw bytes
+    out[i] = ((i % 960) / 4 + (s >>> 28)) & 255;
+  }
+  return out;
+}
+
+function rejects(t: Test, bytes: Uint8Array, type: string, message?: RegExp) {
+  try {
+    decodePng(bytes);
+    t.fail(`expected ${type}`);
+  } catch (err) {
+    t.ok(err instanceof ImageError, 'an ImageError');
+    t.equal((err as ImageError).type, type);
+    if (message) t.match((err as ImageError).message, message);
+  }
+}
+
+t.test('round trip through every filter type, exact bytes, own 307200-byte buffer', async (t) => {
+  const rgb = noise(1);
+  for (const filter of [0, 1, 2, 3, 4, 'cycle', 'adaptive'] as const) {
+    const out = decodePng(encodePng(rgb, 320, 320, { filter }));
+    t.ok(Buffer.from(out).equals(Buffer.from(rgb)), `filter ${filter}`);
+    t.equal(out.byteOffset, 0);
+    t.equal(out.buffer.byteLength, 307200, 'transferable without copying the rest of a pool');
+  }
+  const extremes = new Uint8Array(307200);
+  for (let i = 0; i < extremes.length; i++) extremes[i] = (i * 131) % 7 === 0 ? 255 : (i % 5 === 0 ? 0 : 254);
+  for (const filter of [1, 2, 3, 4] as const) {
+    t.ok(Buffer.from(decodePng(encodePng(extremes, 320, 320, { filter }))).equals(Buffer.from(extremes)), `wrap-around, filter ${filter}`);
+  }
+});
+
+t.test('IDAT split over several chunks; ancillary chunks and a suggested palette are fine', async (t) => {
+  const rgb = noise(2);
+  const png = encodePng(rgb, 320, 320, {
+    idatChunks: 7,
+    extraChunks: [{ type: 'tEXt', data: Buffer.from('Comment\0hi') }, { type: 'gAMA', data: Buffer.alloc(4) },
+      { type: 'PLTE', data: Buffer.from([1, 2, 3]) }, { type: 'tIME', data: Buffer.alloc(7), at: 'afterIdat' }],
+  });
+  t.ok(Buffer.from(decodePng(png)).equals(Buffer.from(rgb)));
+  const level0 = encodePng(rgb, 320, 320, { level: 0 });
+  t.ok(Buffer.from(decodePng(level0)).equals(Buffer.from(rgb)), 'stored (uncompressed) deflate blocks');
+});
+
+t.test('signature', async (t) => {
+  const png = encodePng(noise(3));
+  const bad = Buffer.from(png);
+  bad[1] = 0x51;
+  rejects(t, bad, 'png_invalid_signature');
+  rejects(t, Buffer.from([0xff, 0xd8, 0xff, 0xe0, 0, 0x10, 0x4a, 0x46, 0x49, 0x46]), 'png_invalid_signature', /JPEG/);
+  rejects(t, new Uint8Array(0), 'png_invalid_signature');
+  rejects(t, png.subarray(0, 8), 'png_missing_ihdr');
+});
+
+t.test('CRC of every chunk is checked', async (t) => {
+  const rgb = noise(4);
+  for (const type of ['IHDR', 'IDAT', 'IEND', 'tEXt']) {
+    rejects(t, encodePng(rgb, 320, 320, { corruptCrc: type, extraChunks: [{ type: 'tEXt', data: Buffer.from('a\0b') }] }), 'png_invalid_crc', new RegExp(type));
+  }
+  // A flipped data bit is caught by the CRC before zlib ever sees it.
+  const png = Buffer.from(encodePng(rgb));
+  png[33 + 8 + 10] ^= 0x10;
+  rejects(t, png, 'png_invalid_crc', /IDAT/);
+});
+
+t.test('colour type, bit depth, size, interlace: only 320x320 8-bit RGB', async (t) => {
+  const grey = new Uint8Array(307200);
+  for (let i = 0; i < grey.length; i++) grey[i] = Math.floor(i / 3) % 200;
+  rejects(t, encodePng(grey, 320, 320, { colorType: 0 }), 'png_unsupported_color_type', /greyscale/);
+  rejects(t, encodePng(grey, 320, 320, { colorType: 3 }), 'png_unsupported_color_type', /palette/);
+  rejects(t, encodePng(noise(5), 320, 320, { colorType: 6 }), 'png_unsupported_color_type', /alpha/);
+  rejects(t, encodePng(noise(5), 320, 320, { bitDepth: 16 }), 'png_unsupported_bit_depth');
+  for (const [w, h] of [[319, 320], [320, 321], [321, 321], [160, 160], [640, 640]]) {
+    rejects(t, encodePng(new Uint8Array(w * h * 3), w, h), 'png_wrong_size', new RegExp(`${w}x${h}`));
+  }
+  rejects(t, encodePng(noise(6), 320, 320, { interlace: 1 }), 'png_unsupported_interlace');
+  rejects(t, encodePng(noise(6), 320, 320, { interlace: 2 }), 'png_invalid_ihdr');
+});
+
+t.test('transparency and unknown critical chunks are refused', async (t) => {
+  rejects(t, encodePng(noise(7), 320, 320, { extraChunks: [{ type: 'tRNS', data: Buffer.alloc(6) }] }), 'png_unsupported_transparency');
+  rejects(t, encodePng(noise(7), 320, 320, { extraChunks: [{ type: 'ZZZZ', data: Buffer.alloc(1) }] }), 'png_unknown_critical_chunk');
+  rejects(t, encodePng(noise(7), 320, 320, { extraChunks: [{ type: 'IH1R', data: Buffer.alloc(1) }] }), 'png_invalid_chunk');
+});
+
+t.test('chunk layout: IDAT contiguous, IHDR first and once, IEND last', async (t) => {
+  rejects(t, encodePng(noise(8), 320, 320, { idatChunks: 3, extraChunks: [{ type: 'tEXt', data: Buffer.from('a\0b'), at: 'betweenIdat' }] }), 'png_idat_not_contiguous');
+  rejects(t, encodePng(noise(8), 320, 320, { extraChunks: [{ type: 'PLTE', data: Buffer.from([1, 2, 3]), at: 'afterIdat' }] }), 'png_chunk_order');
+  const ihdr = encodePng(noise(8)).subarray(8, 33);
+  rejects(t, encodePng(noise(8), 320, 320, { extraChunks: [{ type: 'IHDR', data: ihdr.subarray(8, 21) }] }), 'png_chunk_order');
+  rejects(t, encodePng(noise(8), 320, 320, { extraChunks: [{ type: 'tEXt', data: Buffer.from('a\0b'), at: 'afterIend' }] }), 'png_trailing_data');
+  rejects(t, encodePng(noise(8), 320, 320, { trailing: Buffer.from([0]) }), 'png_trailing_data');
+  const png = encodePng(noise(8));
+  rejects(t, png.subarray(0, png.length - 12), 'png_missing_iend');
+  rejects(t, png.subarray(0, png.length - 5), 'png_truncated');
+  rejects(t, png.subarray(0, 100), 'png_truncated');
+  // IHDR then straight to IEND.
+  const sig = png.subarray(0, 33);
+  rejects(t, Buffer.concat([sig, png.subarray(png.length - 12)]), 'png_missing_idat');
+  // First chunk is not IHDR.
+  const noHeader = Buffer.concat([png.subarray(0, 8), png.subarray(33)]);
+  rejects(t, noHeader, 'png_missing_ihdr');
+});
+
+t.test('IHDR must be 13 bytes', async (t) => {
+  const png = encodePng(noise(9));
+  const longIhdr = Buffer.alloc(14);
+  png.copy(longIhdr, 0, 16, 29);
+  const chunk = Buffer.alloc(12 + 14);
+  chunk.writeUInt32BE(14, 0);
+  chunk.write('IHDR', 4, 'latin1');
+  longIhdr.copy(chunk, 8);
+  chunk.writeUInt32BE(crc32(chunk.subarray(4, 22)), 22);
+  rejects(t, Buffer.concat([png.subarray(0, 8), chunk, png.subarray(33)]), 'png_invalid_ihdr');
+});
+
+t.test('decompressed data: exact length, valid filter bytes, one zlib stream', async (t) => {
+  const rgb = noise(10);
+  rejects(t, encodePng(rgb, 320, 320, { transformRaw: (r) => r.subarray(0, r.length - 1) }), 'png_wrong_data_length', /307519/);
+  rejects(t, encodePng(rgb, 320, 320, { transformRaw: (r) => Buffer.concat([r, Buffer.from([0])]) }), 'png_wrong_data_length');
+  rejects(t, encodePng(rgb, 320, 320, { transformRaw: (r) => Buffer.concat([r, Buffer.alloc(10_000_000)]) }), 'png_wrong_data_length', /exceeds/);
+  rejects(t, encodePng(rgb, 320, 320, { transformRaw: (r) => { const c = Buffer.from(r); c[961 * 7] = 5; return c; } }), 'png_invalid_filter', /Row 7/);
+  rejects(t, encodePng(rgb, 320, 320, { transformZlib: (z) => z.subarray(0, z.length - 6) }), 'png_invalid_zlib');
+  rejects(t, encodePng(rgb, 320, 320, { transformZlib: (z) => Buffer.concat([z, Buffer.from([1, 2, 3])]) }), 'png_invalid_zlib', /3 bytes follow/);
+  rejects(t, encodePng(rgb, 320, 320, { transformZlib: (z) => { const c = Buffer.from(z); c[c.length - 1] ^= 1; return c; } }), 'png_invalid_zlib', /check/);
+  rejects(t, encodePng(rgb, 320, 320, { transformZlib: (z) => zlib.gzipSync(zlib.inflateSync(z)) }), 'png_invalid_zlib');
+});
+
+t.test('decoding is fast enough for a 32-capture batch', async (t) => {
+  const png = encodePng(noise(11));
+  const n = 40;
+  const start = performance.now();
+  for (let i = 0; i < n; i++) decodePng(png);
+  const ms = (performance.now() - start) / n;
+  t.comment(`decodePng: ${ms.toFixed(2)} ms per 320x320 frame`);
+  t.ok(ms < 25, 'well under a frame budget even on a slow CI machine');
+});
