@@ -1,6 +1,6 @@
 // Turns the client's 320x320 RGB crop into a graph's input tensor, entirely from the
 // manifest: centred sub-square, resize, channel order, normalisation, layout, dtype.
-import { CROP_SIZE } from '../packets/types.ts';
+import { CROP_SIZE, RGB8_BYTES } from '../packets/types.ts';
 import type { ImageGraphSpec } from './manifest.ts';
 
 export type Plan = Pick<
@@ -124,5 +124,6 @@ export function writePlanes(
 
 /** One frame's normalised planes, ready for writePlanes. */
 export function prepareFrame(plan: Plan, pixels: Uint8Array): Float32Array[] {
+  if (pixels.length !== RGB8_BYTES) throw new Error(`a crop must be ${RGB8_BYTES} bytes of 320x320 RGB, got ${pixels.length}`);
   return normalise(plan, resample(pixels, plan.crop_fraction, plan.size));
 }

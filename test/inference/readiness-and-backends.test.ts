@@ -1,0 +1,85 @@
+import { join } from 'node:path';
+import t from 'tap';
+import { createInferenceEngine, poolShape } from '../../src/inference/index.ts';
+import { webGpuAdapterName } from '../../src/inference/runtime.ts';
+import { capture } from './helpers.ts';
+
+const MODELS = join(import.meta.dirname, '../../models');
+
+t.test('modules are not ready until their graphs are loaded and warm', async (t) => {
+  const seen: string[] = [];
+  const engine = createInferenceEngine({
+    modelsDir: MODELS, modelSet: 'raw_v1', backend: 'wasm', threads: 2, warmupRuns: 3,
+    log: (o, msg) => {
+      if (msg === 'inference: worker warm') seen.push(`warm ${(o as { module: string }).module}`);
+    },
+  });
+  t.teardown(() => engine.close());
+  t.same(engine.readiness().map((r) => r.ready), [false, false], 'not ready before start');
+  await t.rejects(engine.infer({ module_id: 'rgb_liveness', captures: [] }), /not started/);
+  const started = engine.start();
+  t.same(engine.readiness().map((r) => r.ready), [false, false], 'not ready while loading');
+  // Poll: a module may only turn ready after both workers reported it warm.
+  const warmCount = (id: string) => seen.filter((m) => m === `warm ${id}`).length;
+  let early = 0;
+  while (!engine.readiness().every((r) => r.ready)) {
+    for (const r of engine.readiness()) if (r.ready && warmCount(r.module_id) < 2) early++;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  t.equal(early, 0, 'never ready before every worker is warm');
+  t.equal(warmCount('rgb_liveness') + warmCount('color_liveness'), 4, 'two workers x two modules warmed');
+  await started;
+  const [rgb, colour] = engine.readiness();
+  t.match(rgb, { module_id: 'rgb_liveness', ready: true, model_set: 'raw_v1', decision_policy: 'single_frame_v1', threshold: 0.5, execution_provider: 'wasm', error: null });
+  t.match(colour, { module_id: 'color_liveness', ready: true, decision_policy: 'color_fusion_v1' });
+  t.same(rgb.modes?.map((m) => m.decision_policy), ['single_frame_v1', 'temporal_head_v1']);
+});
+
+t.test('a module the model set does not describe is reported, not served', async (t) => {
+  const engine = createInferenceEngine({ modelsDir: MODELS, modelSet: 'bgr80_ensemble_v1', backend: 'wasm', threads: 1, warmupRuns: 1 });
+  t.teardown(() => engine.close());
+  await engine.start();
+  const [rgb, colour] = engine.readiness();
+  t.equal(rgb.ready, true);
+  t.equal(colour.ready, false);
+  t.match(colour.error, /bgr80_ensemble_v1 does not describe color_liveness/);
+  await t.rejects(
+    engine.infer({ module_id: 'color_liveness', captures: [capture('c', 'color', [{}, {}, {}, {}])] }),
+    /color_liveness is not available/,
+  );
+});
+
+t.test('WebGPU requested without an adapter falls back to WASM at start', async (t) => {
+  if (await webGpuAdapterName()) {
+    t.pass('this machine has a WebGPU adapter: the fallback is not exercised here');
+    return;
+  }
+  const logs: string[] = [];
+  const engine = createInferenceEngine({
+    modelsDir: MODELS, modelSet: 'bgr80_ensemble_v1', backend: 'webgpu', threads: 1, warmupRuns: 1,
+    enabledModules: ['rgb_liveness'], log: (_o, msg) => logs.push(msg),
+  });
+  t.teardown(() => engine.close());
+  await engine.start();
+  t.equal(engine.executionProvider, 'wasm');
+  t.equal(engine.readiness()[0].execution_provider, 'wasm');
+  t.equal(engine.readiness()[0].ready, true);
+  t.ok(logs.includes('inference: no WebGPU adapter, falling back to WASM'));
+  const [r] = await engine.infer({ module_id: 'rgb_liveness', captures: [capture('w', 'rgb_single', [{}])] });
+  t.equal(r.status, 'ok');
+});
+
+t.test('the pool is sized from the inference threads, not from requests', async (t) => {
+  t.same(poolShape(1, 'wasm'), { workers: 1, sessionThreads: 1 });
+  t.same(poolShape(2, 'wasm'), { workers: 2, sessionThreads: 1 });
+  t.same(poolShape(16, 'native'), { workers: 8, sessionThreads: 2 });
+  t.same(poolShape(0, 'wasm'), { workers: 1, sessionThreads: 1 });
+  t.same(poolShape(8, 'webgpu'), { workers: 1, sessionThreads: 1 });
+});
+
+t.test('a bad manifest fails createInferenceEngine with the field named', async (t) => {
+  t.throws(
+    () => createInferenceEngine({ modelsDir: MODELS, modelSet: 'no_such_set', backend: 'wasm', threads: 1 }),
+    { message: /^manifest\.json: cannot be read/ },
+  );
+});
