@@ -1,7 +1,11 @@
 import { Router } from '../router.ts';
 import type { Services } from '../services.ts';
+import { adminConsoleRoutes } from './admin-console.ts';
+import { adminRoutes } from './admin.ts';
+import { authRoutes } from './auth.ts';
 import { businessRoutes } from './business.ts';
 import { healthRoutes } from './health.ts';
+import { jwksRoutes } from './jwks.ts';
 import { metricsRoutes } from './metrics.ts';
 import { openapiRoutes } from './openapi.ts';
 
@@ -11,5 +15,9 @@ export function buildRouter(s: Services): Router {
   businessRoutes(router, s);
   metricsRoutes(router, s);
   openapiRoutes(router);
+  authRoutes(router, s);
+  adminRoutes(router, s);
+  adminConsoleRoutes(router);
+  jwksRoutes(router, s);
   return router;
 }

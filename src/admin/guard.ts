@@ -1,0 +1,47 @@
+import { csrfMatches } from '../auth/csrf.ts';
+import { readSessionCookie } from '../auth/session-cookie.ts';
+import { destroySession, findSession, type SessionRecord } from '../auth/session.ts';
+import { now } from '../clock.ts';
+import { ServiceError } from '../errors/index.ts';
+import type { HttpContext } from '../http/context.ts';
+import type { Services } from '../http/services.ts';
+import type { UserRecord } from '../store/records.ts';
+import { getUser } from '../store/users.ts';
+
+export interface AdminSession {
+  key: string;
+  session: SessionRecord;
+  user: UserRecord;
+}
+
+const STATE_CHANGING = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+/** The session behind the cookie, or 401 invalid_session. Only the cookie is read: a Bearer
+ * business token is not a session. The user record is read on every call, so disabling an
+ * account ends its sessions at once. */
+export function requireSession(ctx: HttpContext, s: Services): AdminSession {
+  const found = findSession(s.store, s.config, readSessionCookie(s.config, ctx.headers['cookie']), now());
+  if (!found) throw new ServiceError('invalid_session');
+  const user = getUser(s.store, found.session.user_id);
+  if (!user || !user.enabled) {
+    void destroySession(s.store, found.key);
+    throw new ServiceError('invalid_session');
+  }
+  return { ...found, user };
+}
+
+/** contract.md "Administration API": session (401), role admin (403 forbidden), then for
+ * POST/PUT/PATCH/DELETE the X-CSRF-Token (403 csrf_failed). Synchronous, so a handler runs
+ * it before claiming its body. */
+export function requireAdmin(ctx: HttpContext, s: Services): AdminSession {
+  const a = requireSession(ctx, s);
+  if (a.user.role !== 'admin') throw new ServiceError('forbidden');
+  requireCsrf(ctx, a.session);
+  return a;
+}
+
+export function requireCsrf(ctx: HttpContext, session: SessionRecord): void {
+  if (STATE_CHANGING.has(ctx.method) && !csrfMatches(session.csrf_token, ctx.headers['x-csrf-token'])) {
+    throw new ServiceError('csrf_failed');
+  }
+}

@@ -1,0 +1,47 @@
+import type { InferenceService } from '../inference/types.ts';
+import { MODULE_IDS, type Mode, type ModuleId } from '../packets/types.ts';
+import { moduleEnabled } from '../store/modules.ts';
+import type { Store } from '../store/open.ts';
+
+// interface-spec.md, module table.
+const MODES: Record<ModuleId, Mode[]> = {
+  rgb_liveness: ['rgb_single', 'rgb_sequence'],
+  color_liveness: ['color'],
+};
+
+export interface ModuleView {
+  module_id: ModuleId;
+  enabled: boolean;
+  ready: boolean;
+  modes: Mode[];
+  model_set: string;
+  decision_policy: string;
+  threshold: number;
+  execution_provider: string | null;
+  error: string | null;
+}
+
+export function isModuleId(v: string): v is ModuleId {
+  return (MODULE_IDS as readonly string[]).includes(v);
+}
+
+/** The operator switch from the store, readiness and model identity from the engine (an
+ * engine still loading reports ready false). */
+export function moduleView(store: Store, inference: InferenceService, id: ModuleId, fallbackModelSet: string): ModuleView {
+  const r = inference.readiness().find((m) => m.module_id === id);
+  return {
+    module_id: id,
+    enabled: moduleEnabled(store, id),
+    ready: r?.ready ?? false,
+    modes: MODES[id],
+    model_set: r?.model_set ?? fallbackModelSet,
+    decision_policy: r?.decision_policy ?? '',
+    threshold: r?.threshold ?? 0,
+    execution_provider: r?.execution_provider ?? null,
+    error: r?.error ?? null,
+  };
+}
+
+export function moduleViews(store: Store, inference: InferenceService, fallbackModelSet: string): ModuleView[] {
+  return MODULE_IDS.map((id) => moduleView(store, inference, id, fallbackModelSet));
+}

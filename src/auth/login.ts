@@ -1,0 +1,52 @@
+import { TypeCompiler } from '@sinclair/typebox/compiler';
+import type { Config } from '../config/index.ts';
+import { ServiceError, ValidationFailure } from '../errors/index.ts';
+import { addSchemaErrors, IssueList } from '../packets/issues.ts';
+import type { Store } from '../store/open.ts';
+import { getUserByName } from '../store/users.ts';
+import { verifyPassword } from './password.ts';
+import { LoginSchema } from './schemas.ts';
+import { createSession, sweepSessions } from './session.ts';
+import { clearUsername, lockedFor, recordFailure, throttleKeys } from './login-throttle.ts';
+import type { SessionRecord } from './session.ts';
+
+const checkLogin = TypeCompiler.Compile(LoginSchema);
+
+export interface SessionBody {
+  username: string;
+  role: SessionRecord['role'];
+  csrf_token: string;
+  expires_at: string;
+}
+
+export function sessionBody(s: SessionRecord): SessionBody {
+  return { username: s.username, role: s.role, csrf_token: s.csrf_token, expires_at: new Date(s.expires_at).toISOString() };
+}
+
+export function parseLogin(body: unknown): { username: string; password: string } {
+  if (checkLogin.Check(body)) return body;
+  const issues = new IssueList();
+  addSchemaErrors(checkLogin.Errors(body), ['body'], body, issues);
+  if (issues.length === 0) issues.issue(['body'], 'dict_type', 'Input should be a JSON object');
+  throw new ValidationFailure(issues.items);
+}
+
+/** contract.md "Authentication and sessions". The order matters: the lock is checked before
+ * the password (so guessing stops), the password is always verified (a dummy hash for an
+ * unknown name, the real one for a disabled account) so every wrong answer costs the same
+ * time, and the role is revealed only to someone who knows the password. */
+export async function login(store: Store, config: Config, input: { username: string; password: string }, address: string, at: number): Promise<{ id: string; session: SessionRecord }> {
+  const keys = throttleKeys(address, input.username);
+  const wait = lockedFor(store, keys, at);
+  if (wait > 0) throw new ServiceError('too_many_attempts', undefined, { 'Retry-After': String(wait) });
+  const user = getUserByName(store, input.username);
+  const ok = await verifyPassword(input.password, user?.password_hash);
+  if (!ok || !user || !user.enabled) {
+    await recordFailure(store, keys, at);
+    throw new ServiceError('invalid_credentials');
+  }
+  await clearUsername(store, input.username);
+  if (user.role !== 'admin') throw new ServiceError('login_disabled');
+  await sweepSessions(store, config, at);
+  return createSession(store, config, user, at);
+}

@@ -1,0 +1,93 @@
+import { createHash, randomBytes } from 'node:crypto';
+import type { Config } from '../config/index.ts';
+import type { Store } from '../store/open.ts';
+import type { Role } from '../store/records.ts';
+import { newCsrfToken } from './csrf.ts';
+
+// Administrator sessions, server-side in LMDB so that every API worker sees the same ones
+// and logout is immediate everywhere. The key is the SHA-256 of the cookie value: a copy of
+// the store does not hand out live sessions.
+
+export interface SessionRecord {
+  user_id: string;
+  username: string;
+  role: Role;
+  csrf_token: string;
+  created_at: number;
+  last_seen: number;
+  /** absolute end (created_at + SESSION_ABSOLUTE_HOURS) */
+  expires_at: number;
+}
+
+/** last_seen is written at most this often: a write per admin GET buys nothing. */
+const TOUCH_MS = 15_000;
+
+export function sessionKey(id: string): string {
+  return createHash('sha256').update(id).digest('hex');
+}
+
+const idleMs = (config: Config) => config.SESSION_IDLE_MINUTES * 60_000;
+
+export function sessionAlive(config: Config, s: SessionRecord, at: number): boolean {
+  return at < s.expires_at && at - s.last_seen < idleMs(config);
+}
+
+/** A new session with a fresh 256-bit id (a new id at every login: no fixation). */
+export async function createSession(store: Store, config: Config, user: { id: string; username: string; role: Role }, at: number): Promise<{ id: string; session: SessionRecord }> {
+  const id = randomBytes(32).toString('base64url');
+  const session: SessionRecord = {
+    user_id: user.id,
+    username: user.username,
+    role: user.role,
+    csrf_token: newCsrfToken(),
+    created_at: at,
+    last_seen: at,
+    expires_at: at + config.SESSION_ABSOLUTE_HOURS * 3_600_000,
+  };
+  await store.db.sessions.put(sessionKey(id), session);
+  return { id, session };
+}
+
+/** The live session behind a cookie value, its idle clock moved on; dead ones are deleted. */
+export function findSession(store: Store, config: Config, id: string | undefined, at: number): { key: string; session: SessionRecord } | undefined {
+  if (id === undefined || id.length > 128) return undefined;
+  const key = sessionKey(id);
+  const session = store.db.sessions.get(key) as SessionRecord | undefined;
+  if (!session) return undefined;
+  if (!sessionAlive(config, session, at)) {
+    void store.db.sessions.remove(key);
+    return undefined;
+  }
+  if (at - session.last_seen >= TOUCH_MS) {
+    session.last_seen = at;
+    void store.db.sessions.put(key, session);
+  }
+  return { key, session };
+}
+
+export async function destroySession(store: Store, key: string): Promise<void> {
+  await store.db.sessions.remove(key);
+}
+
+/** Ends a user's sessions (password changed, account disabled or demoted), except `keep`. */
+export async function destroyUserSessions(store: Store, userId: string, keep?: string): Promise<number> {
+  let n = 0;
+  await store.db.sessions.transaction(() => {
+    for (const { key, value } of store.db.sessions.getRange({})) {
+      if ((value as SessionRecord).user_id === userId && key !== keep) {
+        store.db.sessions.remove(key);
+        n++;
+      }
+    }
+  });
+  return n;
+}
+
+/** Drops dead sessions; run at login, where a scan of the (few) admin sessions is cheap. */
+export async function sweepSessions(store: Store, config: Config, at: number): Promise<void> {
+  const dead: string[] = [];
+  for (const { key, value } of store.db.sessions.getRange({})) {
+    if (!sessionAlive(config, value as SessionRecord, at)) dead.push(key as string);
+  }
+  if (dead.length > 0) await store.db.sessions.transaction(() => dead.forEach((k) => store.db.sessions.remove(k)));
+}

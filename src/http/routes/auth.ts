@@ -1,0 +1,32 @@
+import { requireCsrf, requireSession } from '../../admin/guard.ts';
+import { loginAddress } from '../../auth/login-address.ts';
+import { login, parseLogin, sessionBody } from '../../auth/login.ts';
+import { clearedCookie, sessionCookie } from '../../auth/session-cookie.ts';
+import { destroySession } from '../../auth/session.ts';
+import { now } from '../../clock.ts';
+import { readJson } from '../body.ts';
+import { json } from '../respond.ts';
+import type { Router } from '../router.ts';
+import type { Services } from '../services.ts';
+
+/** contract.md "Authentication and sessions": /auth/login, /auth/session, /auth/logout. */
+export function authRoutes(router: Router, s: Services): void {
+  router.add('POST', '/auth/login', async (ctx) => {
+    const address = loginAddress(s.config, ctx.peerAddress, ctx.headers['x-forwarded-for']);
+    const input = parseLogin(await readJson(ctx));
+    const { id, session } = await login(s.store, s.config, input, address, now());
+    return json(200, sessionBody(session), { 'Set-Cookie': sessionCookie(s.config, id) });
+  });
+
+  router.add('GET', '/auth/session', (ctx) => {
+    const { session, user } = requireSession(ctx, s);
+    return json(200, sessionBody({ ...session, role: user.role }));
+  });
+
+  router.add('POST', '/auth/logout', async (ctx) => {
+    const { key, session } = requireSession(ctx, s);
+    requireCsrf(ctx, session);
+    await destroySession(s.store, key);
+    return { status: 204, headers: { 'Set-Cookie': clearedCookie(s.config) } };
+  });
+}

@@ -1,0 +1,122 @@
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { calculateJwkThumbprint, type JWK } from 'jose';
+
+// Verdict signing keys live in DATA_DIR/keys: one file per key (private JWK, mode 0600) and
+// a `current` file naming the kid that signs. A rotated key stays published in the JWKS for
+// RETIRED_PUBLISH_MS, so a backend that received a verdict just before a rotation can still
+// check it, and is deleted after RETIRED_DELETE_MS.
+export const RETIRED_PUBLISH_MS = 7 * 24 * 3600 * 1000;
+const RETIRED_DELETE_MS = 30 * 24 * 3600 * 1000;
+
+export interface KeyFile {
+  kid: string;
+  created_at: string;
+  retired_at: string | null;
+  jwk: JWK;
+}
+
+export function keysDir(dataDir: string): string {
+  return path.join(dataDir, 'keys');
+}
+
+const currentFile = (dataDir: string) => path.join(keysDir(dataDir), 'current');
+const keyFile = (dataDir: string, kid: string) => path.join(keysDir(dataDir), `${kid}.json`);
+
+/** Writes via a temporary name and rename, so a reader in another thread or process never
+ * sees half a file. */
+function writeAtomic(file: string, text: string): void {
+  const tmp = `${file}.${randomBytes(6).toString('hex')}.tmp`;
+  fs.writeFileSync(tmp, text, { mode: 0o600 });
+  fs.renameSync(tmp, file);
+}
+
+async function newKeyFile(dataDir: string, at: number): Promise<KeyFile> {
+  const { privateKey } = generateKeyPairSync('ed25519');
+  const jwk = privateKey.export({ format: 'jwk' }) as JWK;
+  // RFC 7638 thumbprint: a kid any party can recompute from the public key alone.
+  const kid = await calculateJwkThumbprint({ kty: jwk.kty!, crv: jwk.crv!, x: jwk.x! });
+  const key: KeyFile = { kid, created_at: new Date(at).toISOString(), retired_at: null, jwk: { ...jwk, kid, alg: 'EdDSA', use: 'sig' } };
+  fs.mkdirSync(keysDir(dataDir), { recursive: true, mode: 0o700 });
+  writeAtomic(keyFile(dataDir, kid), JSON.stringify(key));
+  return key;
+}
+
+export function readCurrentKid(dataDir: string): string | undefined {
+  try {
+    return fs.readFileSync(currentFile(dataDir), 'utf8').trim() || undefined;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw e;
+  }
+}
+
+export function readKey(dataDir: string, kid: string): KeyFile {
+  return JSON.parse(fs.readFileSync(keyFile(dataDir, kid), 'utf8')) as KeyFile;
+}
+
+/** The signing key, created on first use. Several API workers may start at once: each
+ * candidate `current` is linked into place, which fails when one exists, so exactly one
+ * key wins and the losers delete theirs. */
+export async function ensureSigningKey(dataDir: string, at = Date.now()): Promise<KeyFile> {
+  const kid = readCurrentKid(dataDir);
+  if (kid) return readKey(dataDir, kid);
+  const key = await newKeyFile(dataDir, at);
+  const candidate = `${currentFile(dataDir)}.${key.kid}.tmp`;
+  fs.writeFileSync(candidate, key.kid, { mode: 0o600 });
+  try {
+    fs.linkSync(candidate, currentFile(dataDir));
+    return key;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+    fs.rmSync(keyFile(dataDir, key.kid), { force: true });
+    return readKey(dataDir, readCurrentKid(dataDir)!);
+  } finally {
+    fs.rmSync(candidate, { force: true });
+  }
+}
+
+export function listKeys(dataDir: string): KeyFile[] {
+  let names: string[];
+  try {
+    names = fs.readdirSync(keysDir(dataDir));
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw e;
+  }
+  const keys: KeyFile[] = [];
+  for (const name of names) {
+    if (!name.endsWith('.json')) continue;
+    try {
+      keys.push(JSON.parse(fs.readFileSync(path.join(keysDir(dataDir), name), 'utf8')) as KeyFile);
+    } catch {
+      // a file deleted by a concurrent prune between readdir and read
+    }
+  }
+  return keys.sort((a, b) => a.created_at.localeCompare(b.created_at));
+}
+
+/** Public JWKs a backend may check against: the current key and keys retired recently. */
+export function publicJwks(dataDir: string, at = Date.now()): { keys: JWK[] } {
+  const keys = listKeys(dataDir).filter((k) => k.retired_at === null || Date.parse(k.retired_at) + RETIRED_PUBLISH_MS > at);
+  return { keys: keys.map((k) => ({ kty: k.jwk.kty, crv: k.jwk.crv, x: k.jwk.x, kid: k.kid, alg: 'EdDSA', use: 'sig' })) };
+}
+
+/** New current key; the old one is marked retired (still published for a while), and keys
+ * retired long ago are deleted. The new key file exists before `current` names it, so a
+ * JWKS read never misses the kid a fresh signature carries. */
+export async function rotateSigningKey(dataDir: string, at = Date.now()): Promise<{ kid: string; retired: string | null; deleted: string[] }> {
+  const old = await ensureSigningKey(dataDir, at);
+  const key = await newKeyFile(dataDir, at);
+  writeAtomic(currentFile(dataDir), key.kid);
+  writeAtomic(keyFile(dataDir, old.kid), JSON.stringify({ ...old, retired_at: new Date(at).toISOString() }));
+  const deleted: string[] = [];
+  for (const k of listKeys(dataDir)) {
+    if (k.retired_at !== null && Date.parse(k.retired_at) + RETIRED_DELETE_MS <= at) {
+      fs.rmSync(keyFile(dataDir, k.kid), { force: true });
+      deleted.push(k.kid);
+    }
+  }
+  return { kid: key.kid, retired: old.kid, deleted };
+}

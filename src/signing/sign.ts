@@ -1,0 +1,70 @@
+import { CompactSign, importJWK } from 'jose';
+import { ensureSigningKey, readCurrentKid, readKey } from './keys.ts';
+
+// Each API worker signs every verify response body. The key is imported once per worker;
+// `current` is re-read at most once per CHECK_MS so that a `keys rotate` from the CLI is
+// picked up within a second without a file read on every response.
+const CHECK_MS = 1000;
+const encoder = new TextEncoder();
+
+interface Loaded {
+  kid: string;
+  key: CryptoKey;
+}
+
+export class VerdictSigner {
+  private loaded: Promise<Loaded> | undefined;
+  private checkedAt = 0;
+
+  constructor(readonly dataDir: string) {}
+
+  private load(kid: string | undefined): Promise<Loaded> {
+    return (async () => {
+      const file = kid ? readKey(this.dataDir, kid) : await ensureSigningKey(this.dataDir);
+      const key = (await importJWK(file.jwk, 'EdDSA')) as CryptoKey;
+      return { kid: file.kid, key };
+    })();
+  }
+
+  private async current(): Promise<Loaded> {
+    const t = Date.now();
+    if (this.loaded && t - this.checkedAt < CHECK_MS) return this.loaded;
+    this.checkedAt = t;
+    const kid = readCurrentKid(this.dataDir);
+    if (!this.loaded || kid === undefined || (await this.loaded.catch(() => undefined))?.kid !== kid) {
+      const next = this.load(kid);
+      // a failed load is retried on the next call instead of being cached
+      next.catch(() => {
+        if (this.loaded === next) this.loaded = undefined;
+      });
+      this.loaded = next;
+    }
+    return this.loaded;
+  }
+
+  /** Detached compact JWS (RFC 7515 appendix F): `<protected header>..<signature>` over the
+   * exact bytes of `body`; the header carries alg EdDSA and the kid. */
+  async sign(body: string | Uint8Array): Promise<string> {
+    const { kid, key } = await this.current();
+    const payload = typeof body === 'string' ? encoder.encode(body) : body;
+    const jws = await new CompactSign(payload).setProtectedHeader({ alg: 'EdDSA', kid }).sign(key);
+    const [header, , signature] = jws.split('.');
+    return `${header}..${signature}`;
+  }
+}
+
+const signers = new Map<string, VerdictSigner>();
+
+export function signerFor(dataDir: string): VerdictSigner {
+  let s = signers.get(dataDir);
+  if (!s) {
+    s = new VerdictSigner(dataDir);
+    signers.set(dataDir, s);
+  }
+  return s;
+}
+
+/** Signature for the `X-Verdict-Signature` header of a verify response. */
+export function signBody(source: string | VerdictSigner, body: string | Uint8Array): Promise<string> {
+  return (typeof source === 'string' ? signerFor(source) : source).sign(body);
+}
