@@ -1,5 +1,5 @@
 import t from 'tap';
-import { brief, color, issuesOf, sequence, single } from './fixtures.ts';
+import { brief, color, issuesOf, sequence, single } from './fixtures/metadata.ts';
 import { BatchEnvelopeSchema, CapturePacketSchema, FrameSchema, ImageDescriptorSchema, MetadataSchema } from '../../src/packets/schemas.ts';
 import { MAX_ISSUES } from '../../src/packets/limits.ts';
 

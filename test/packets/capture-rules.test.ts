@@ -1,5 +1,5 @@
 import t from 'tap';
-import { brief, color, failFrame, issuesOf, okFrame, sequence, single } from './fixtures.ts';
+import { brief, color, failFrame, issuesOf, okFrame, sequence, single } from './fixtures/metadata.ts';
 
 t.test('capture_id: 1 to 128 code points', async (t) => {
   t.same(issuesOf(single({ capture_id: 'a' })), []);

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { brief, color, failFrame, issuesOf } from './fixtures.ts';
+import { brief, color, failFrame, issuesOf } from './fixtures/metadata.ts';
 
 const C = 'color_liveness' as const;
 

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { brief, issuesOf, sequence, single, tooLarge } from './fixtures.ts';
+import { brief, issuesOf, sequence, single, tooLarge } from './fixtures/metadata.ts';
 
 t.test('32 captures pass, 33 are 413 payload_too_large', async (t) => {
   const ok = { captures: Array.from({ length: 32 }, () => single()) };

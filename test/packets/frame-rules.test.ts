@@ -1,5 +1,5 @@
 import t from 'tap';
-import { brief, color, failFrame, issuesOf, okFrame, sequence, single } from './fixtures.ts';
+import { brief, color, failFrame, issuesOf, okFrame, sequence, single } from './fixtures/metadata.ts';
 
 t.test('source_index and timestamp_us: non-negative integers, strictly increasing', async (t) => {
   const s = sequence(4);

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { brief, fakeSha, issuesOf, sequence, single } from './fixtures.ts';
+import { brief, fakeSha, issuesOf, sequence, single } from './fixtures/metadata.ts';
 import { parseMetadata } from '../../src/packets/validate.ts';
 import { checkMetadataPart, checkParts } from '../../src/packets/parts.ts';
 import type { ImageRef, UploadedPart } from '../../src/packets/types.ts';

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { brief, color, issuesOf, okFrame, sequence, single } from './fixtures.ts';
+import { brief, color, issuesOf, okFrame, sequence, single } from './fixtures/metadata.ts';
 import { parseMetadata } from '../../src/packets/validate.ts';
 
 t.test('valid packets of every mode are accepted and their images listed in order', async (t) => {
