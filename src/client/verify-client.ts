@@ -166,6 +166,8 @@ export function createVerifyClient(options: VerifyClientOptions): VerifyClient {
     // Built once: every attempt sends these very bytes (same boundary included), which is what
     // "same key and package" means to the server's idempotency check.
     const { body, contentType } = buildVerifyBody(metadata, files);
+    // Buffer.concat allocates a plain ArrayBuffer; the cast only narrows the declared type.
+    const payload = body as Uint8Array<ArrayBuffer>;
     const url = `${base}/v1/modules/${encodeURIComponent(moduleId)}/verify`;
     const headers = {
       authorization: `Bearer ${options.token}`,
@@ -178,7 +180,7 @@ export function createVerifyClient(options: VerifyClientOptions): VerifyClient {
     for (let attempt = 1; attempt <= maxAttempts; attempt++) {
       let res: Response;
       try {
-        res = await doFetch(url, { method: 'POST', headers, body, signal: call.signal });
+        res = await doFetch(url, { method: 'POST', headers, body: payload, signal: call.signal });
       } catch (err) {
         if (call.signal?.aborted) throw err;
         last = {
