@@ -31,6 +31,7 @@ export const ConfigSchema = Type.Object({
   CLOCK_FILE: Type.Optional(Type.String({ minLength: 1, description: 'testing only: file holding the current time' })),
   TEST_INFERENCE_DELAY_MS: Int(0, 600_000, 'testing only: delay added before inference'),
   TEST_INFERENCE_FAIL_PREFIX: Type.Optional(Type.String({ minLength: 1, description: 'testing only: captures whose id starts with this fail inference' })),
+  TEST_SETTLEMENT_FAIL_PREFIX: Type.Optional(Type.String({ minLength: 1, description: 'testing only: captures whose id starts with this fail settlement' })),
 });
 
 export type Config = Static<typeof ConfigSchema>;
@@ -82,6 +83,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     CLOCK_FILE: opt(env.CLOCK_FILE),
     TEST_INFERENCE_DELAY_MS: int('TEST_INFERENCE_DELAY_MS', env.TEST_INFERENCE_DELAY_MS, 0),
     TEST_INFERENCE_FAIL_PREFIX: opt(env.TEST_INFERENCE_FAIL_PREFIX),
+    TEST_SETTLEMENT_FAIL_PREFIX: opt(env.TEST_SETTLEMENT_FAIL_PREFIX),
   };
   const errors = [...check.Errors(raw)];
   if (errors.length > 0) {

@@ -14,6 +14,8 @@ export function readBody(ctx: HttpContext, limit: number): Promise<Buffer> {
       reject(new ServiceError('payload_too_large', `body exceeds ${limit} bytes`));
       return;
     }
+    ctx.bodyRead = true;
+    ctx.bodyPending = true;
     const chunks: Buffer[] = [];
     let size = 0;
     let failed = false;
@@ -28,7 +30,10 @@ export function readBody(ctx: HttpContext, limit: number): Promise<Buffer> {
       }
       // uWS detaches the ArrayBuffer when this callback returns: copy it.
       chunks.push(Buffer.from(chunk.slice(0)));
-      if (isLast) resolve(Buffer.concat(chunks, size));
+      if (isLast) {
+        ctx.bodyPending = false;
+        resolve(Buffer.concat(chunks, size));
+      }
     });
   });
 }

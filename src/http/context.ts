@@ -14,6 +14,10 @@ export class HttpContext {
   readonly peerAddress: string;
   aborted = false;
   finished = false;
+  /** a body was being read and is not complete: answering now must close the connection */
+  bodyPending = false;
+  /** set by body readers once they own the body */
+  bodyRead = false;
   /** route pattern for logs and metrics, set by the router */
   route = 'unmatched';
   /** error code of the answer, for the request log */

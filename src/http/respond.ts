@@ -35,6 +35,12 @@ export function errorReply(ctx: HttpContext, err: unknown): Reply {
   return { status: 500, body: errorBody('internal_error', ERRORS.internal_error.message, ctx.requestId) };
 }
 
+function expectsUnreadBody(ctx: HttpContext): boolean {
+  if (ctx.bodyRead) return false;
+  const len = ctx.headers['content-length'];
+  return (len !== undefined && len !== '0') || ctx.headers['transfer-encoding'] !== undefined;
+}
+
 /** Writes a reply unless the client is gone. Safe to call from async code (it corks). */
 export function send(ctx: HttpContext, reply: Reply): void {
   if (ctx.aborted || ctx.finished) return;
@@ -57,7 +63,10 @@ export function send(ctx: HttpContext, reply: Reply): void {
     if (type && reply.status !== 204) ctx.res.writeHeader('Content-Type', type);
     ctx.res.writeHeader('Cache-Control', 'no-store');
     if (reply.headers) for (const [k, v] of Object.entries(reply.headers)) ctx.res.writeHeader(k, v);
-    if (reply.status === 204) ctx.res.endWithoutBody(0, reply.close);
-    else ctx.res.end(payload, reply.close);
+    // An answer given before the body was read to its end (an early 4xx/5xx) closes the
+    // connection, so the unread rest can neither hang the client nor be parsed as a request.
+    const close = reply.close || ctx.bodyPending || expectsUnreadBody(ctx);
+    if (reply.status === 204) ctx.res.endWithoutBody(0, close);
+    else ctx.res.end(payload, close);
   });
 }

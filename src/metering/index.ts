@@ -1,2 +1,12 @@
 export * from './periods.ts';
 export * from './usage.ts';
+export * from './records.ts';
+export { appendLedger, listLedger, verifyLedger, type Page, type PageQuery, type LedgerCheck } from './ledger.ts';
+export { reserve, type ReserveInput, type ReserveOutcome } from './reserve.ts';
+export { settle, refund, resolveReservation, SettlementError } from './settle.ts';
+export { listPendingSettlements, resolveSettlement, type SettlementView } from './settlements.ts';
+export { recoverPending, pruneIdempotency } from './recovery.ts';
+export { requestFingerprint, canonicalJson } from './fingerprint.ts';
+export { writeAudit, listAudit } from './audit.ts';
+export { countryOf } from './geo.ts';
+export { archiveDemoUpload } from './archive.ts';

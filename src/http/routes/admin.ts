@@ -169,6 +169,12 @@ export function adminRoutes(router: Router, s: Services): void {
   router.add('POST', '/admin/api/settlements/:id/resolve', async (ctx, p) => {
     requireAdmin(ctx, s);
     const body = parse.resolve(await readJson(ctx));
+    // Only what the list shows: a reservation still `pending` may belong to a verify call in
+    // flight, and start-up recovery settles those whose process is gone.
+    if (!listPendingSettlements(store).some((x) => x.id === p.id)) {
+      if (store.db.reservations.get(p.id!) === undefined) throw new ServiceError('not_found', 'Unknown settlement');
+      throw new ServiceError('conflict', 'The settlement is not waiting for an operator');
+    }
     const r = found(await resolveSettlement(store, p.id!, body.action), 'settlement');
     if (r === 'not_pending') throw new ServiceError('conflict', 'The settlement is no longer pending');
     return json(200, r);

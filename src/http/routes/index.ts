@@ -8,11 +8,13 @@ import { healthRoutes } from './health.ts';
 import { jwksRoutes } from './jwks.ts';
 import { metricsRoutes } from './metrics.ts';
 import { openapiRoutes } from './openapi.ts';
+import { verifyRoutes } from './verify.ts';
 
 export function buildRouter(s: Services): Router {
   const router = new Router();
   healthRoutes(router, s);
   businessRoutes(router, s);
+  verifyRoutes(router, s);
   metricsRoutes(router, s);
   openapiRoutes(router);
   authRoutes(router, s);

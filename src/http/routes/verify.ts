@@ -1,0 +1,192 @@
+import { now } from '../../clock.ts';
+import { InferenceFailedError } from '../../cluster/remote-inference.ts';
+import { ServiceError, ValidationFailure } from '../../errors/index.ts';
+import type { ResultRecord } from '../../inference/types.ts';
+import { archiveDemoUpload, countryOf, refund, requestFingerprint, reserve, settle, writeAudit, type Reservation } from '../../metering/index.ts';
+import { METADATA_FIELD, parseMetadata } from '../../packets/index.ts';
+import { MODULE_IDS, type ModuleId, type ParsedMetadata } from '../../packets/types.ts';
+import { moduleEnabled } from '../../store/modules.ts';
+import type { TokenRecord } from '../../store/records.ts';
+import { metadataText, prepareRequest } from '../../verify/index.ts';
+import { CapacitySlots } from '../capacity.ts';
+import type { HttpContext } from '../context.ts';
+import { parseMultipartBoundary, type ReceivedPart } from '../multipart/index.ts';
+import { errorReply, type Reply } from '../respond.ts';
+import type { Router } from '../router.ts';
+import type { Services } from '../services.ts';
+import { checkContentLength, ClientGoneError, receiveMultipart } from '../upload.ts';
+import { requireToken } from './business.ts';
+
+// interface-spec.md Limits
+export const LIMITS = {
+  maxBodyBytes: 32 * 1024 * 1024,
+  maxPartBytes: 1024 * 1024,
+  // 256 events at most, each with at most one image, plus metadata
+  maxParts: 257,
+  maxHeaderBytes: 8 * 1024,
+  slotsPerWorker: 2,
+} as const;
+
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,200}$/;
+
+/** What the audit line of a verify call needs to know, filled in as the call progresses. */
+interface CallState {
+  token: TokenRecord | null;
+  moduleId: string | null;
+  captures: number;
+  charged: number;
+}
+
+export function verifyRoutes(router: Router, s: Services): void {
+  const slots = new CapacitySlots(LIMITS.slotsPerWorker, (n) => s.metrics.slotsInUse.set(n));
+  router.add('POST', '/v1/modules/:module_id/verify', (ctx, params) => {
+    const state: CallState = { token: null, moduleId: null, captures: 0, charged: 0 };
+    let pending: Promise<Reply>;
+    try {
+      pending = verify(ctx, params.module_id!, s, slots, state);
+    } catch (err) {
+      pending = Promise.reject(err);
+    }
+    return pending
+      .catch((err) => {
+        if (!(err instanceof ServiceError || err instanceof ValidationFailure || err instanceof ClientGoneError)) s.log.error({ err, request_id: ctx.requestId }, 'verify failed');
+        return errorReply(ctx, err);
+      })
+      .then((reply) => {
+        audit(ctx, s, state, reply.status);
+        return reply;
+      });
+  });
+}
+
+/** The checks before the body, in the contract's order, run synchronously so that the body
+ * reader is attached before uWS delivers the first chunk. */
+function verify(ctx: HttpContext, moduleParam: string, s: Services, slots: CapacitySlots, state: CallState): Promise<Reply> {
+  const token = requireToken(ctx, s);
+  state.token = token;
+  if (!(MODULE_IDS as readonly string[]).includes(moduleParam)) throw new ServiceError('module_not_found', `Unknown module ${JSON.stringify(moduleParam.slice(0, 64))}`);
+  const moduleId = moduleParam as ModuleId;
+  state.moduleId = moduleId;
+  if (!token.grants.some((g) => g.module_id === moduleId)) throw new ServiceError('module_forbidden');
+  if (!moduleEnabled(s.store, moduleId)) throw new ServiceError('module_disabled');
+  if (!s.inference.readiness().find((m) => m.module_id === moduleId)?.ready) {
+    throw new ServiceError('module_unavailable', 'The module\'s models are not loaded yet', { 'Retry-After': String(s.config.RETRY_AFTER_SECONDS) });
+  }
+  const release = slots.tryAcquire();
+  if (!release) {
+    s.metrics.busyRejections.inc();
+    throw new ServiceError('server_busy', undefined, { 'Retry-After': String(s.config.RETRY_AFTER_SECONDS) });
+  }
+  try {
+    const key = ctx.headers['idempotency-key'];
+    if (key !== undefined && !IDEMPOTENCY_KEY.test(key)) throw new ServiceError('invalid_idempotency_key');
+    checkContentLength(ctx, LIMITS.maxBodyBytes);
+    const boundary = parseMultipartBoundary(ctx.headers['content-type']);
+    if (boundary === null) throw new ServiceError('unsupported_media_type');
+    // Metadata is checked the moment its part ends, so a bad or oversized batch is refused
+    // before the images behind it are uploaded.
+    let parsedEarly: ParsedMetadata | undefined;
+    let earlyError: unknown;
+    let metadataParts = 0;
+    const upload = receiveMultipart(ctx, boundary, LIMITS, (part: ReceivedPart) => {
+      if (part.name !== METADATA_FIELD) return;
+      metadataParts++;
+      if (metadataParts > 1 || part.filename !== null) {
+        parsedEarly = undefined;
+        return;
+      }
+      try {
+        parsedEarly = parseMetadata(metadataText(part), moduleId);
+      } catch (err) {
+        earlyError = err;
+        throw err;
+      }
+    });
+    return run(ctx, s, token, moduleId, key ?? null, upload, () => (earlyError ? undefined : parsedEarly), state).finally(release);
+  } catch (err) {
+    release();
+    throw err;
+  }
+}
+
+async function run(
+  ctx: HttpContext,
+  s: Services,
+  token: TokenRecord,
+  moduleId: ModuleId,
+  key: string | null,
+  upload: Promise<ReceivedPart[]>,
+  early: () => ParsedMetadata | undefined,
+  state: CallState,
+): Promise<Reply> {
+  const parts = await upload;
+  const prepared = prepareRequest(moduleId, parts, early());
+  state.captures = prepared.captures.length;
+  const fingerprint = key === null ? null : requestFingerprint(moduleId, JSON.parse(prepared.metadataText), prepared.files);
+
+  const at = now();
+  const outcome = await reserve(s.store, {
+    token, moduleId, units: prepared.captures.length, requestId: ctx.requestId, idempotencyKey: key, fingerprint, at, retryAfterSeconds: s.config.RETRY_AFTER_SECONDS,
+  });
+  if (outcome.kind === 'replay') {
+    return { status: outcome.status, body: outcome.body, contentType: 'application/json', headers: { 'Idempotency-Replayed': 'true' } };
+  }
+  const reservation = outcome.reservation;
+
+  let results: ResultRecord[];
+  try {
+    if (token.demo) await archiveDemoUpload(s.config.DATA_DIR, at, ctx.requestId, prepared.metadataText, prepared.files);
+    const started = performance.now();
+    results = await s.inference.infer({ module_id: moduleId, captures: prepared.captures });
+    s.metrics.inferenceSeconds.observe({ module: moduleId }, (performance.now() - started) / 1000);
+  } catch (err) {
+    await refund(s.store, reservation.id, now());
+    if (err instanceof InferenceFailedError) throw new ServiceError('inference_failed');
+    throw err;
+  }
+  const body = await settleCall(s, ctx, reservation, moduleId, results);
+  state.charged = reservation.units;
+  return { status: 200, body, contentType: 'application/json' };
+}
+
+function settleCall(s: Services, ctx: HttpContext, reservation: Reservation, moduleId: ModuleId, results: ResultRecord[]): Promise<string> {
+  const failPrefix = s.config.TEST_SETTLEMENT_FAIL_PREFIX;
+  const inject = failPrefix !== undefined && results.some((r) => r.capture_id.startsWith(failPrefix));
+  return settle(
+    s.store,
+    reservation,
+    now(),
+    (usage) => JSON.stringify({ request_id: ctx.requestId, module_id: moduleId, charged_units: reservation.units, results, usage }),
+    results,
+    inject,
+  );
+}
+
+function clientIp(ctx: HttpContext, trusted: string[]): string {
+  const peer = ctx.peerAddress;
+  const fwd = ctx.headers['x-forwarded-for'];
+  if (fwd && trusted.includes(peer)) {
+    // The right-most address not belonging to a trusted proxy is the client.
+    const hops = fwd.split(',').map((h) => h.trim()).filter(Boolean);
+    for (let i = hops.length - 1; i >= 0; i--) if (!trusted.includes(hops[i]!)) return hops[i]!;
+  }
+  return peer;
+}
+
+function audit(ctx: HttpContext, s: Services, state: CallState, status: number): void {
+  const ip = clientIp(ctx, s.config.TRUSTED_PROXIES);
+  void writeAudit(s.store, {
+    request_id: ctx.requestId,
+    at: new Date(now()).toISOString(),
+    token_id: state.token?.id ?? null,
+    module_id: state.moduleId,
+    client_ip: ip,
+    country: countryOf(ip),
+    status: ctx.aborted ? 499 : status,
+    error_code: ctx.errorCode ?? null,
+    captures: state.captures,
+    charged_units: state.charged,
+    latency_ms: Math.round((performance.now() - ctx.startedAt) * 10) / 10,
+  }).catch((err) => s.log.error({ err }, 'audit write failed'));
+}
+

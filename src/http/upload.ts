@@ -1,0 +1,62 @@
+import { ServiceError } from '../errors/index.ts';
+import type { HttpContext } from './context.ts';
+import { MultipartError, MultipartParser, type ReceivedPart } from './multipart/index.ts';
+
+export class ClientGoneError extends Error {}
+
+export interface UploadLimits {
+  maxBodyBytes: number;
+  maxPartBytes: number;
+  maxParts: number;
+  maxHeaderBytes: number;
+}
+
+/** Declared Content-Length, checked before any byte is read: malformed -> 400, above the
+ * body limit -> 413. Absent (chunked) bodies are counted while they stream. */
+export function checkContentLength(ctx: HttpContext, maxBodyBytes: number): void {
+  const raw = ctx.headers['content-length'];
+  if (raw === undefined) return;
+  if (!/^\d{1,16}$/.test(raw.trim())) throw new ServiceError('invalid_content_length', `Content-Length ${JSON.stringify(raw.slice(0, 40))} is not a single decimal length`);
+  if (Number(raw) > maxBodyBytes) throw new ServiceError('payload_too_large', `The body of ${raw} bytes exceeds the ${maxBodyBytes}-byte limit`);
+}
+
+/** Streams a multipart body through the incremental parser: each chunk is copied (uWS
+ * detaches it on return), hashed and split into parts as it arrives, and a limit fails the
+ * upload in the very chunk that crosses it. Must be called before the handler's first await. */
+export function receiveMultipart(
+  ctx: HttpContext,
+  boundary: string,
+  limits: UploadLimits,
+  onPartEnd?: (part: ReceivedPart) => void,
+): Promise<ReceivedPart[]> {
+  return new Promise((resolve, reject) => {
+    const parser = new MultipartParser(boundary, limits, { onPartEnd });
+    let received = 0;
+    let settled = false;
+    ctx.bodyPending = true;
+    ctx.bodyRead = true;
+    const fail = (err: unknown) => {
+      if (settled) return;
+      settled = true;
+      if (err instanceof MultipartError) reject(new ServiceError(err.code, err.message));
+      else reject(err);
+    };
+    ctx.onAbort(() => fail(new ClientGoneError('client disconnected during upload')));
+    ctx.res.onData((chunk, isLast) => {
+      if (settled) return;
+      try {
+        received += chunk.byteLength;
+        if (received > limits.maxBodyBytes) throw new ServiceError('payload_too_large', `The body exceeds the ${limits.maxBodyBytes}-byte limit`);
+        if (chunk.byteLength > 0) parser.write(Buffer.from(chunk.slice(0)));
+        if (isLast) {
+          ctx.bodyPending = false;
+          const parts = parser.end();
+          settled = true;
+          resolve(parts);
+        }
+      } catch (err) {
+        fail(err);
+      }
+    });
+  });
+}

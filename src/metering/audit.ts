@@ -1,0 +1,14 @@
+import type { Store } from '../store/open.ts';
+import { pageByTime, type Page, type PageQuery } from './ledger.ts';
+import type { AuditRecord } from './records.ts';
+
+/** Request audit metadata (spec: data store holds request audit metadata incl. client IP and
+ * approximate country). Never image bytes, never tokens. Written without awaiting: lmdb
+ * batches these into the next commit, off the request's critical path. */
+export function writeAudit(store: Store, record: AuditRecord): Promise<boolean> {
+  return store.db.audit.put([Date.parse(record.at), record.request_id], record);
+}
+
+export function listAudit(store: Store, q: PageQuery): Page<AuditRecord> {
+  return pageByTime<AuditRecord>(store, 'audit', q);
+}

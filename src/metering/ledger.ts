@@ -1,0 +1,120 @@
+import { randomBytes } from 'node:crypto';
+import type { ModuleId } from '../packets/types.ts';
+import type { Store } from '../store/open.ts';
+import type { Period } from '../store/records.ts';
+import { PERIODS } from './periods.ts';
+import type { LedgerEntry, LedgerKind } from './records.ts';
+
+/** Appends a ledger entry and moves the three window counters by the same amount. Call only
+ * inside a write transaction: the pair is what keeps counters equal to the ledger. */
+export function appendLedger(
+  store: Store,
+  e: { request_id: string; token_id: string; module_id: ModuleId; units: number; kind: LedgerKind; at: number; windows: { day: string; month: string } },
+): LedgerEntry {
+  const entry: LedgerEntry = {
+    id: `led_${randomBytes(9).toString('base64url')}`,
+    request_id: e.request_id,
+    token_id: e.token_id,
+    module_id: e.module_id,
+    units: e.units,
+    kind: e.kind,
+    at: new Date(e.at).toISOString(),
+    windows: e.windows,
+  };
+  store.db.ledger.put([e.at, entry.id], entry);
+  const delta = e.kind === 'charge' ? e.units : -e.units;
+  for (const period of PERIODS) {
+    const key = [e.token_id, e.module_id, period, windowOf(period, e.windows)];
+    store.db.counters.put(key, ((store.db.counters.get(key) as number | undefined) ?? 0) + delta);
+  }
+  return entry;
+}
+
+function windowOf(period: Period, w: { day: string; month: string }): string {
+  return period === 'day' ? w.day : period === 'month' ? w.month : 'all';
+}
+
+export interface PageQuery {
+  token_id?: string;
+  module_id?: string;
+  from?: number;
+  to?: number;
+  cursor?: string;
+  limit?: number;
+}
+
+export interface Page<T> {
+  items: T[];
+  next_cursor: string | null;
+}
+
+/** Time-ordered pages over a db keyed [epoch ms, id]; the cursor is the last key served. */
+export function pageByTime<T extends { token_id: string | null; module_id: string | null }>(
+  store: Store,
+  db: 'ledger' | 'audit',
+  q: PageQuery,
+): Page<T> {
+  const limit = Math.min(Math.max(q.limit ?? 100, 1), 1000);
+  let start: [number] | [number, string] = [q.from ?? 0];
+  let exclusiveStart: string | undefined;
+  if (q.cursor) {
+    const key = JSON.parse(Buffer.from(q.cursor, 'base64url').toString('utf8')) as [number, string];
+    start = key;
+    exclusiveStart = JSON.stringify(key);
+  }
+  const items: T[] = [];
+  let last: unknown;
+  for (const { key, value } of store.db[db].getRange({ start, end: [q.to ?? Number.MAX_SAFE_INTEGER] })) {
+    if (exclusiveStart !== undefined && JSON.stringify(key) === exclusiveStart) continue;
+    const v = value as T;
+    if (q.token_id && v.token_id !== q.token_id) continue;
+    if (q.module_id && v.module_id !== q.module_id) continue;
+    if (items.length === limit) {
+      return { items, next_cursor: Buffer.from(JSON.stringify(last)).toString('base64url') };
+    }
+    items.push(v);
+    last = key;
+  }
+  return { items, next_cursor: null };
+}
+
+export function listLedger(store: Store, q: PageQuery): Page<Omit<LedgerEntry, 'windows'>> {
+  const page = pageByTime<LedgerEntry>(store, 'ledger', q);
+  return { items: page.items.map(({ windows: _w, ...rest }) => rest), next_cursor: page.next_cursor };
+}
+
+export interface LedgerCheck {
+  ok: boolean;
+  entries: number;
+  counters: number;
+  mismatches: { key: unknown[]; counter: number; ledger: number }[];
+}
+
+/** Recomputes every counter from the ledger and compares (npm run cli -- ledger verify). */
+export function verifyLedger(store: Store): LedgerCheck {
+  return store.db.ledger.transactionSync(() => {
+    const expected = new Map<string, number>();
+    let entries = 0;
+    for (const { value } of store.db.ledger.getRange({})) {
+      const e = value as LedgerEntry;
+      entries++;
+      const delta = e.kind === 'charge' ? e.units : -e.units;
+      for (const period of PERIODS) {
+        const k = JSON.stringify([e.token_id, e.module_id, period, windowOf(period, e.windows)]);
+        expected.set(k, (expected.get(k) ?? 0) + delta);
+      }
+    }
+    const mismatches: LedgerCheck['mismatches'] = [];
+    let counters = 0;
+    const seen = new Set<string>();
+    for (const { key, value } of store.db.counters.getRange({})) {
+      counters++;
+      const k = JSON.stringify(key);
+      seen.add(k);
+      const want = expected.get(k) ?? 0;
+      if (want !== value) mismatches.push({ key: key as unknown[], counter: value as number, ledger: want });
+    }
+    for (const [k, v] of expected) if (!seen.has(k) && v !== 0) mismatches.push({ key: JSON.parse(k), counter: 0, ledger: v });
+    return { ok: mismatches.length === 0, entries, counters, mismatches };
+  });
+}

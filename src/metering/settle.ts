@@ -1,0 +1,107 @@
+import { ServiceError } from '../errors/index.ts';
+import type { Store } from '../store/open.ts';
+import type { TokenRecord } from '../store/records.ts';
+import { appendLedger } from './ledger.ts';
+import type { IdempotencyRecord, Reservation } from './records.ts';
+import { usageSnapshot, type UsageRecord } from './usage.ts';
+
+export class SettlementError extends Error {}
+
+/** Charges a reservation and saves the answer in one transaction: the reservation becomes
+ * charged, the idempotency record completed with the exact body (replayed byte for byte),
+ * and the small result JSON is stored. `render` builds the body from the usage snapshot
+ * taken inside the transaction, so the response shows usage as of settlement. */
+export async function settle(
+  store: Store,
+  reservation: Reservation,
+  at: number,
+  render: (usage: UsageRecord[]) => string,
+  results: unknown,
+  injectFailure = false,
+): Promise<string> {
+  let body: string | undefined;
+  try {
+    body = await store.db.reservations.transaction(() => {
+      const current = store.db.reservations.get(reservation.id) as Reservation | undefined;
+      if (!current || current.state !== 'pending') throw new SettlementError(`reservation ${reservation.id} is ${current?.state ?? 'missing'}`);
+      const token = store.db.tokens.get(reservation.token_id) as TokenRecord;
+      const text = render(usageSnapshot(store, token, at));
+      if (injectFailure) throw new SettlementError('injected settlement failure (TEST_SETTLEMENT_FAIL_PREFIX)');
+      const iso = new Date(at).toISOString();
+      store.db.reservations.put(reservation.id, { ...current, state: 'charged', settled_at: iso });
+      if (reservation.idempotency_key !== null) {
+        const k = [reservation.token_id, reservation.idempotency_key];
+        const rec = store.db.idempotency.get(k) as IdempotencyRecord;
+        store.db.idempotency.put(k, { ...rec, state: 'completed', completed_at: iso, status: 200, body: text });
+      }
+      store.db.results.put(reservation.request_id, { at: iso, token_id: reservation.token_id, module_id: reservation.module_id, results });
+      return text;
+    });
+  } catch (err) {
+    // The units stay reserved and the key pending: an operator decides (spec: settlement
+    // fails -> pending may remain, operator recovery needed). The answer that could not be
+    // saved is kept on the reservation so a "charge" resolution can complete the key.
+    const text = body ?? safeRender(store, reservation, at, render);
+    await store.db.reservations
+      .transaction(() => {
+        const current = store.db.reservations.get(reservation.id) as Reservation | undefined;
+        if (current && current.state === 'pending') store.db.reservations.put(reservation.id, { ...current, state: 'settlement_failed', unsaved_body: text });
+      })
+      .catch(() => {});
+    throw new ServiceError('settlement_failed', `${(err as Error).message.slice(0, 200)}; the reservation is kept for operator recovery`);
+  }
+  return body;
+}
+
+function safeRender(store: Store, r: Reservation, at: number, render: (u: UsageRecord[]) => string): string | null {
+  try {
+    const token = store.db.tokens.get(r.token_id) as TokenRecord;
+    return render(usageSnapshot(store, token, at));
+  } catch {
+    return null;
+  }
+}
+
+/** Gives reserved units back (inference failure, crash recovery, operator refund) and
+ * releases the idempotency key so the same key may be retried. Idempotent. */
+export async function refund(store: Store, reservationId: string, at: number): Promise<Reservation | undefined> {
+  return store.db.reservations.transaction(() => {
+    const r = store.db.reservations.get(reservationId) as Reservation | undefined;
+    if (!r || (r.state !== 'pending' && r.state !== 'settlement_failed')) return r;
+    appendLedger(store, { request_id: r.request_id, token_id: r.token_id, module_id: r.module_id, units: r.units, kind: 'refund', at, windows: r.windows });
+    const next: Reservation = { ...r, state: 'refunded', settled_at: new Date(at).toISOString(), unsaved_body: null };
+    store.db.reservations.put(r.id, next);
+    if (r.idempotency_key !== null) {
+      const k = [r.token_id, r.idempotency_key];
+      const rec = store.db.idempotency.get(k) as IdempotencyRecord | undefined;
+      if (rec && rec.reservation_id === r.id && rec.state === 'pending') store.db.idempotency.remove(k);
+    }
+    return next;
+  });
+}
+
+/** Operator resolution of a settlement_failed reservation. "charge" keeps the units and, when
+ * the answer was kept, completes the idempotency key with it so the client's retry replays
+ * it; without a kept answer the key is released. "refund" gives the units back. */
+export async function resolveReservation(store: Store, id: string, action: 'charge' | 'refund', at: number): Promise<Reservation | undefined | 'not_pending'> {
+  const current = store.db.reservations.get(id) as Reservation | undefined;
+  if (!current) return undefined;
+  if (current.state !== 'settlement_failed' && current.state !== 'pending') return 'not_pending';
+  if (action === 'refund') return refund(store, id, at);
+  return store.db.reservations.transaction(() => {
+    const r = store.db.reservations.get(id) as Reservation;
+    if (r.state !== 'settlement_failed' && r.state !== 'pending') return 'not_pending' as const;
+    const iso = new Date(at).toISOString();
+    const next: Reservation = { ...r, state: 'charged', settled_at: iso, unsaved_body: null };
+    store.db.reservations.put(id, next);
+    if (r.idempotency_key !== null) {
+      const k = [r.token_id, r.idempotency_key];
+      const rec = store.db.idempotency.get(k) as IdempotencyRecord | undefined;
+      if (rec && rec.reservation_id === id) {
+        if (r.unsaved_body !== null) store.db.idempotency.put(k, { ...rec, state: 'completed', completed_at: iso, status: 200, body: r.unsaved_body });
+        else store.db.idempotency.remove(k);
+      }
+    }
+    return next;
+  });
+}

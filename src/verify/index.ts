@@ -1,0 +1,1 @@
+export { prepareRequest, metadataText, type PreparedRequest } from './prepare.ts';
