@@ -3,6 +3,7 @@ export {
   ImageDescriptorSchema, FrameSchema, CapturePacketSchema, BatchEnvelopeSchema, MetadataSchema,
 } from './schemas.ts';
 export { parseMetadata } from './validate.ts';
+export { prepareCaptures } from './prepare.ts';
 export { checkParts, checkMetadataPart, METADATA_FIELD, type PartHeader } from './parts.ts';
 export { MODULE_MODES, CAPTURE_PROFILE, PHASES } from './rules.ts';
 export * from './limits.ts';
