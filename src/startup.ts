@@ -1,7 +1,18 @@
+import { now } from './clock.ts';
 import type { Config } from './config/index.ts';
+import { pruneIdempotency, recoverPending } from './metering/index.ts';
 import type { Logger } from './observability/logger.ts';
 import type { Store } from './store/open.ts';
 
-/** Work done once per process before serving (crash recovery of pending metering records
- * lands here with the metering issue). */
-export async function startupHooks(_store: Store, _config: Config, _log: Logger): Promise<void> {}
+/** Once per process, before serving: settle what a crashed predecessor left pending, prune
+ * expired idempotency records, and keep pruning hourly. */
+export async function startupHooks(store: Store, config: Config, log: Logger): Promise<void> {
+  const recovered = await recoverPending(store, now(), log);
+  if (recovered > 0) log.warn({ recovered }, 'crash recovery finished');
+  const prune = async () => {
+    const pruned = await pruneIdempotency(store, now(), config.IDEMPOTENCY_RETENTION_HOURS);
+    if (pruned > 0) log.info({ pruned }, 'pruned completed idempotency records');
+  };
+  await prune();
+  setInterval(() => void prune().catch((err) => log.error({ err }, 'idempotency prune failed')), 3600_000).unref();
+}

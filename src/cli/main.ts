@@ -140,9 +140,9 @@ async function main(argv: string[]): Promise<number> {
     store = openStore(config.DATA_DIR);
     const out = await commands[name]!.run(store, args);
     process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
-    return 0;
+    return typeof process.exitCode === 'number' ? process.exitCode : 0;
   } catch (e) {
-    if (e instanceof UsageError || e instanceof ConfigError || (e as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
+    if (e instanceof UsageError || e instanceof ConfigError || (e as Error).name === 'CliError' || (e as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
       process.stderr.write(`error: ${(e as Error).message}\n`);
       return 1;
     }

@@ -70,7 +70,7 @@ export async function postVerify(
   const r = await fetch(`${baseUrl}/v1/modules/${moduleId}/verify`, {
     method: 'POST',
     headers: { authorization: `Bearer ${token}`, 'content-type': body.contentType, ...headers },
-    body: body.body,
+    body: body.body as unknown as BodyInit,
   });
   const text = await r.text();
   let json: unknown;
