@@ -6,7 +6,7 @@ import { checkParts, parseMetadata, prepareCaptures } from '../../src/packets/in
 
 const rgb = (v: number) => new Uint8Array(307200).fill(v);
 const frame = (i: number, bytes: Uint8Array) => ({
-  timestamp_us: 10 + i, source_size: [640, 480] as [number, number],
+  timestamp_us: 10 + i * 10, source_size: [640, 480] as [number, number],
   eyes_xy: [[300, 200], [340, 200]] as [[number, number], [number, number]], image: { bytes },
 });
 
@@ -20,7 +20,7 @@ function pipeline(files: Map<string, Uint8Array>, metadata: unknown) {
 t.test('metadata + parts + images -> prepared captures with pixels per frame', async (t) => {
   const { metadata, files } = buildBatch([
     { mode: 'rgb_single', frames: [frame(0, encodePng(rgb(11)))] },
-    { mode: 'rgb_sequence', frames: [frame(0, rgb(12)), { timestamp_us: 20, status: 'dropped' }, frame(2, encodePng(rgb(13)))] },
+    { mode: 'rgb_sequence', frames: [frame(0, rgb(12)), { timestamp_us: 15, status: 'dropped' }, frame(2, encodePng(rgb(13)))] },
   ]);
   const { parsed, partIssues } = pipeline(files, metadata);
   t.same(partIssues, []);
