@@ -1,0 +1,66 @@
+import { ApiError, get, post, setCsrf, whenUnauthorised } from './api.js';
+import { renderAudit } from './audit.js';
+import { guarded, showError } from './dom.js';
+import { renderModules } from './modules.js';
+import { renderSettlements } from './settlements.js';
+import { renderTokens } from './tokens.js';
+import { renderUsage } from './usage.js';
+import { renderUsers } from './users.js';
+
+const TABS = { tokens: renderTokens, modules: renderModules, users: renderUsers, usage: renderUsage, audit: renderAudit, settlements: renderSettlements };
+const $ = (id) => document.getElementById(id);
+
+function showLogin(message = '') {
+  setCsrf(null);
+  $('main-view').hidden = true;
+  $('whoami').hidden = true;
+  $('login-view').hidden = false;
+  $('login-error').textContent = message;
+}
+
+function showMain(session) {
+  setCsrf(session.csrf_token);
+  $('login-view').hidden = true;
+  $('main-view').hidden = false;
+  $('whoami').hidden = false;
+  $('whoami-name').textContent = `${session.username} (${session.role})`;
+  void openTab(location.hash.slice(1) in TABS ? location.hash.slice(1) : 'tokens');
+}
+
+async function openTab(name) {
+  for (const b of document.querySelectorAll('#tabs button')) b.setAttribute('aria-selected', String(b.dataset.tab === name));
+  history.replaceState(null, '', `#${name}`);
+  const panel = $('panel');
+  panel.replaceChildren();
+  await guarded(() => TABS[name](panel));
+}
+
+whenUnauthorised(() => showLogin('Your session has ended; log in again.'));
+
+$('login-form').addEventListener('submit', async (ev) => {
+  ev.preventDefault();
+  const form = new FormData(ev.target);
+  try {
+    const session = await post('/auth/login', { username: form.get('username'), password: form.get('password') });
+    $('login-password').value = '';
+    showMain(session);
+  } catch (e) {
+    $('login-error').textContent = e instanceof ApiError && e.status === 401 ? 'Wrong username or password.' : e.message;
+  }
+});
+
+$('logout').addEventListener('click', () =>
+  guarded(async () => {
+    await post('/auth/logout');
+    showLogin();
+  }),
+);
+
+for (const b of document.querySelectorAll('#tabs button')) b.addEventListener('click', () => openTab(b.dataset.tab));
+
+try {
+  showMain(await get('/auth/session'));
+} catch {
+  showError('');
+  showLogin();
+}

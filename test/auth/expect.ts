@@ -1,0 +1,3 @@
+export function expect(condition: boolean, message: string): asserts condition {
+  if (!condition) throw new Error(message);
+}

@@ -1,0 +1,188 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import t from 'tap';
+import { lmdbOpen } from '../helpers/lmdb.ts';
+import { bearer, makeToken, startServer, tempDir } from '../helpers/server.ts';
+import { client, login, loginRequest } from './session-client.ts';
+
+// contract.md "Authentication and sessions", over real HTTP against the real server.
+const dir = tempDir();
+const clock = path.join(dir, 'clock');
+let at = Date.parse('2026-05-04T10:00:00.000Z');
+const setClock = (ms: number) => {
+  at = ms;
+  fs.writeFileSync(clock, new Date(ms).toISOString());
+};
+setClock(at);
+const ADMIN = { username: 'root', password: 'correct horse battery' };
+const server = await startServer({
+  dataDir: path.join(dir, 'data'),
+  env: { CLOCK_FILE: clock, ADMIN_USERNAME: ADMIN.username, ADMIN_PASSWORD: ADMIN.password, SESSION_IDLE_MINUTES: '30', SESSION_ABSOLUTE_HOURS: '2' },
+});
+t.teardown(() => server.stop());
+const base = server.baseUrl;
+const MIN = 60_000;
+
+t.test('login answers the session body and an HttpOnly SameSite=Strict cookie', async (t) => {
+  const s = await login(base, ADMIN.username, ADMIN.password);
+  t.match(s.setCookie, /^lv_session=[A-Za-z0-9_-]{43}; HttpOnly; SameSite=Strict; Path=\/$/);
+  t.same(Object.keys(s.body).sort(), ['csrf_token', 'expires_at', 'role', 'username']);
+  t.equal(s.body.username, 'root');
+  t.equal(s.body.role, 'admin');
+  t.equal(s.body.expires_at, new Date(at + 2 * 3600_000).toISOString());
+  t.ok(s.csrf.length >= 32);
+
+  const again = await login(base, ADMIN.username, ADMIN.password);
+  t.not(again.cookie, s.cookie, 'a new session id at every login');
+  t.not(again.csrf, s.csrf, 'a CSRF token per session');
+
+  const r = await client(base, s)('GET', '/auth/session');
+  t.equal(r.status, 200);
+  t.same(r.json, s.body, 'GET /auth/session answers the login body, the current csrf_token included');
+
+  const store = lmdbOpen(server.dataDir);
+  t.teardown(() => store.close());
+  const keys = [...store.sessions.getKeys({})] as string[];
+  t.notOk(keys.includes(s.cookie.split('=')[1]!), 'the store keeps a hash of the id, not the id');
+});
+
+t.test('wrong password and unknown user: the same 401 answer', async (t) => {
+  const wrong = await loginRequest(base, ADMIN.username, 'not the password');
+  const unknown = await loginRequest(base, 'nobody', 'not the password');
+  t.equal(wrong.status, 401);
+  t.equal(unknown.status, 401);
+  const [a, b] = [await wrong.json(), await unknown.json()];
+  t.same(a.error, { code: 'invalid_credentials', message: b.error.message });
+  t.same(a.error, b.error);
+  t.equal(wrong.headers.get('set-cookie'), null);
+});
+
+t.test('wrong password and unknown user take the same time (both run scrypt)', async (t) => {
+  const time = async (username: string) => {
+    const t0 = performance.now();
+    await (await loginRequest(base, username, 'wrong wrong')).arrayBuffer();
+    return performance.now() - t0;
+  };
+  const known: number[] = [];
+  const unknown: number[] = [];
+  for (let i = 0; i < 4; i++) {
+    known.push(await time(ADMIN.username));
+    unknown.push(await time(`ghost${i}`));
+  }
+  const median = (xs: number[]) => xs.sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
+  const ratio = median(unknown) / median(known);
+  t.ok(ratio > 0.5 && ratio < 2, `median unknown/known = ${ratio.toFixed(2)} (${median(unknown).toFixed(1)} / ${median(known).toFixed(1)} ms)`);
+  t.ok(median(unknown) > 5, 'an unknown user is not answered without hashing');
+  // leave the failure counts of this test behind
+  setClock(at + 16 * MIN);
+});
+
+t.test('malformed login bodies are 422 with the validation body', async (t) => {
+  const post = (body: string, type = 'application/json') => fetch(`${base}/auth/login`, { method: 'POST', headers: { 'content-type': type }, body });
+  for (const [name, body] of [
+    ['unknown field', JSON.stringify({ ...ADMIN, remember: true })],
+    ['missing password', JSON.stringify({ username: 'root' })],
+    ['not JSON', '{"username":'],
+    ['empty', ''],
+  ] as const) {
+    const r = await post(body);
+    t.equal(r.status, 422, name);
+    const j = await r.json();
+    t.ok(Array.isArray(j.detail) && j.detail.every((d: any) => Array.isArray(d.loc) && d.msg && d.type), name);
+  }
+  const extra = await (await post(JSON.stringify({ ...ADMIN, remember: true }))).json();
+  t.same(extra.detail[0].loc, ['body', 'remember']);
+  t.equal(extra.detail[0].type, 'extra_forbidden');
+});
+
+t.test('a user-role account gets 403 login_disabled, but only with the right password', async (t) => {
+  const admin = client(base, await login(base, ADMIN.username, ADMIN.password));
+  const created = await admin('POST', '/admin/api/users', { username: 'viewer', password: 'viewer password', role: 'user' });
+  t.equal(created.status, 201);
+  const right = await loginRequest(base, 'viewer', 'viewer password');
+  t.equal(right.status, 403);
+  t.equal((await right.json()).error.code, 'login_disabled');
+  t.equal(right.headers.get('set-cookie'), null, 'no session for a user role');
+  const wrong = await loginRequest(base, 'viewer', 'not viewer password');
+  t.equal(wrong.status, 401, 'a wrong password does not reveal the role');
+  t.equal((await wrong.json()).error.code, 'invalid_credentials');
+});
+
+t.test('a disabled admin cannot log in, and its open sessions end', async (t) => {
+  const admin = client(base, await login(base, ADMIN.username, ADMIN.password));
+  const made = await admin('POST', '/admin/api/users', { username: 'ops', password: 'ops password', role: 'admin' });
+  const ops = await login(base, 'ops', 'ops password');
+  t.equal((await client(base, ops)('GET', '/admin/api/users')).status, 200);
+  t.equal((await admin('PATCH', `/admin/api/users/${made.json.id}`, { enabled: false })).status, 200);
+  const after = await client(base, ops)('GET', '/admin/api/users');
+  t.equal(after.status, 401);
+  t.equal(after.json.error.code, 'invalid_session');
+  const r = await loginRequest(base, 'ops', 'ops password');
+  t.equal(r.status, 401);
+  t.equal((await r.json()).error.code, 'invalid_credentials');
+});
+
+t.test('logout needs the CSRF token, then the session is dead server-side', async (t) => {
+  const s = await login(base, ADMIN.username, ADMIN.password);
+  const call = client(base, s);
+  const noCsrf = await call('POST', '/auth/logout', undefined, { csrf: null });
+  t.equal(noCsrf.status, 403);
+  t.equal(noCsrf.json.error.code, 'csrf_failed');
+  const wrongCsrf = await call('POST', '/auth/logout', undefined, { csrf: `${s.csrf.slice(0, -1)}x` });
+  t.equal(wrongCsrf.status, 403);
+  t.equal(wrongCsrf.json.error.code, 'csrf_failed');
+  t.equal((await call('GET', '/auth/session')).status, 200, 'a refused logout leaves the session alive');
+
+  const out = await call('POST', '/auth/logout');
+  t.equal(out.status, 204);
+  t.match(out.headers.get('set-cookie') ?? '', /^lv_session=; Max-Age=0;/);
+  for (const [m, p] of [['GET', '/auth/session'], ['GET', '/admin/api/tokens'], ['POST', '/auth/logout']] as const) {
+    const r = await call(m, p);
+    t.equal(r.status, 401, `${m} ${p} after logout`);
+    t.equal(r.json.error.code, 'invalid_session');
+  }
+});
+
+t.test('sessions end after the idle timeout and after the absolute lifetime', async (t) => {
+  const t0 = at;
+  const idle = await login(base, ADMIN.username, ADMIN.password);
+  setClock(t0 + 29 * MIN);
+  t.equal((await client(base, idle)('GET', '/auth/session')).status, 200, 'used within the idle timeout');
+  setClock(t0 + 58 * MIN);
+  t.equal((await client(base, idle)('GET', '/auth/session')).status, 200, 'each use moves the idle clock on');
+  setClock(t0 + 88 * MIN + 1000);
+  const dead = await client(base, idle)('GET', '/admin/api/modules');
+  t.equal(dead.status, 401, '30 idle minutes end it');
+  t.equal(dead.json.error.code, 'invalid_session');
+
+  const busy = await login(base, ADMIN.username, ADMIN.password);
+  const start = at;
+  for (let m = 20; m < 120; m += 20) {
+    setClock(start + m * MIN);
+    t.equal((await client(base, busy)('GET', '/admin/api/modules')).status, 200, `busy at +${m} min`);
+  }
+  setClock(start + 120 * MIN);
+  const r = await client(base, busy)('GET', '/admin/api/modules');
+  t.equal(r.status, 401, 'the absolute lifetime (2 h) ends even a busy session');
+});
+
+t.test('no cross use of business tokens and sessions', async (t) => {
+  const { token } = await makeToken(server, ['rgb_liveness:10:day']);
+  for (const [m, p] of [['GET', '/auth/session'], ['GET', '/admin/api/tokens'], ['POST', '/auth/logout'], ['POST', '/admin/api/tokens']] as const) {
+    const r = await fetch(`${base}${p}`, { method: m, headers: bearer(token) });
+    t.equal(r.status, 401, `Bearer on ${m} ${p}`);
+    t.equal((await r.json()).error.code, 'invalid_session');
+  }
+  const asCookie = await fetch(`${base}/admin/api/tokens`, { headers: { cookie: `lv_session=${token}` } });
+  t.equal(asCookie.status, 401, 'a business token in the cookie is no session either');
+
+  const s = await login(base, ADMIN.username, ADMIN.password);
+  for (const p of ['/v1/me', '/v1/modules']) {
+    const r = await fetch(`${base}${p}`, { headers: { cookie: s.cookie, 'x-csrf-token': s.csrf } });
+    t.equal(r.status, 401, `session cookie on ${p}`);
+    t.equal((await r.json()).error.code, 'invalid_token');
+  }
+  const sid = s.cookie.split('=')[1]!;
+  const r = await fetch(`${base}/v1/me`, { headers: bearer(sid) });
+  t.equal(r.status, 401, 'a session id as a Bearer token');
+});
