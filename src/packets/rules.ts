@@ -100,7 +100,7 @@ function checkFrames(frames: unknown[], mode: Mode | undefined, complete: boolea
     out.issue(loc, 'too_many_events', `Mode color carries at most ${MAX_EVENTS_COLOR} events, not ${frames.length}`,
       { mode, max_events: MAX_EVENTS_COLOR, actual: frames.length });
   }
-  if (mode === 'color' && complete === true && frames.length < PHASES.length) {
+  if (mode === 'color' && complete === true && frames.length > 0 && frames.length < PHASES.length) {
     out.issue(loc, 'phases_incomplete',
       `A complete colour capture has the four phases white, red, green, blue; ${frames.length} sent (send a prefix only with complete=false)`,
       { expected: [...PHASES], actual_length: frames.length });

@@ -73,3 +73,7 @@ t.test('display_time_us: optional, <= own exposure, > previous exposure', async 
   frac.frames[0].display_time_us = 1.5;
   t.same(brief(issuesOf(frac, C)), ['body.metadata.frames.0.display_time_us:int_from_float']);
 });
+
+t.test('an empty colour capture claiming completeness gets one item, not two', async (t) => {
+  t.same(brief(issuesOf(color(0), C)), ['body.metadata.frames:frames_empty']);
+});
