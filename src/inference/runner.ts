@@ -88,6 +88,11 @@ export class ModuleRunner {
     );
   }
 
+  /** The frame graphs' specs, in manifest order. */
+  frameGraphs(): ImageGraphSpec[] {
+    return this.frames.map((l) => l.spec);
+  }
+
   /** Up to MAX_BATCH frames through every frame graph; dynamic-batch graphs take them in
    * one run, fixed-batch graphs one at a time. */
   async runFrames(pixels: Uint8Array[]): Promise<FrameOutputs> {

@@ -1,0 +1,68 @@
+// Runs in a one-thread piscina pool of bench/inference.ts: ORT-web fixes its WASM
+// thread count once per thread, so each backend/thread configuration needs a fresh one.
+import { join } from 'node:path';
+import { loadManifest } from '../src/inference/manifest.ts';
+import { prepareFrame } from '../src/inference/preprocess.ts';
+import { ModuleRunner } from '../src/inference/runner.ts';
+import { createRuntime } from '../src/inference/runtime.ts';
+import type { ExecutionProvider } from '../src/inference/types.ts';
+
+export interface FrameBenchConfig {
+  modelsDir: string;
+  provider: ExecutionProvider;
+  threads: number;
+  batch: number;
+  seconds: number;
+  warmupRuns: number;
+}
+
+export interface FrameBenchResult {
+  provider: ExecutionProvider;
+  threads: number;
+  batch: number;
+  ms_per_frame: number;
+  frames_per_s: number;
+  /** of ms_per_frame, the TypeScript crop/resize/normalise share */
+  preprocess_ms_per_frame: number;
+  runs: number;
+  error?: string;
+}
+
+export function benchCrop(seed: number): Uint8Array {
+  const px = new Uint8Array(320 * 320 * 3);
+  let s = seed >>> 0;
+  for (let i = 0; i < px.length; i++) {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    px[i] = s >>> 24;
+  }
+  return px;
+}
+
+export async function measureFrames(cfg: FrameBenchConfig): Promise<FrameBenchResult> {
+  const runtime = await createRuntime(cfg.provider, cfg.threads);
+  const runner = await ModuleRunner.load(runtime, loadManifest(join(cfg.modelsDir, 'raw_v1')), 'rgb_liveness');
+  const frames = Array.from({ length: cfg.batch }, (_, i) => benchCrop(i + 1));
+  for (let i = 0; i < cfg.warmupRuns; i++) await runner.runFrames(frames);
+  let runs = 0;
+  const t0 = performance.now();
+  const until = t0 + cfg.seconds * 1000;
+  while (performance.now() < until || runs < 5) {
+    await runner.runFrames(frames);
+    runs++;
+  }
+  const ms = (performance.now() - t0) / (runs * cfg.batch);
+  await runner.release();
+  const spec = runner.frameGraphs()[0];
+  const p0 = performance.now();
+  for (let i = 0; i < 50; i++) prepareFrame(spec, frames[0]);
+  const pre = (performance.now() - p0) / 50;
+  return { provider: cfg.provider, threads: cfg.threads, batch: cfg.batch, ms_per_frame: ms, frames_per_s: 1000 / ms, preprocess_ms_per_frame: pre, runs };
+}
+
+export default async function run(cfg: FrameBenchConfig): Promise<FrameBenchResult> {
+  try {
+    return await measureFrames(cfg);
+  } catch (e) {
+    return { provider: cfg.provider, threads: cfg.threads, batch: cfg.batch, ms_per_frame: NaN, frames_per_s: NaN, preprocess_ms_per_frame: NaN, runs: 0, error: (e as Error).message };
+  }
+}
