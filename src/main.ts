@@ -137,7 +137,7 @@ async function main(): Promise<void> {
     const store = openStore(config.DATA_DIR);
     await bootstrapAdmin(store, config, log);
     await startupHooks(store, config, log);
-    const engine = await startEngine(config, log);
+    const engine = startEngine(config, log);
     const port = await probePort(uws, config);
     const cluster = new Cluster(config, log, engine, store);
     for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => void cluster.stop(0));

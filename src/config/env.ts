@@ -30,6 +30,7 @@ export const ConfigSchema = Type.Object({
   RETRY_AFTER_SECONDS: Int(1, 3600, 'Retry-After sent with server_busy and request_in_progress'),
   CLOCK_FILE: Type.Optional(Type.String({ minLength: 1, description: 'testing only: file holding the current time' })),
   TEST_INFERENCE_DELAY_MS: Int(0, 600_000, 'testing only: delay added before inference'),
+  TEST_INFERENCE_DELAY_PREFIX: Type.Optional(Type.String({ minLength: 1, description: 'testing only: the delay applies only to captures whose id starts with this' })),
   TEST_INFERENCE_FAIL_PREFIX: Type.Optional(Type.String({ minLength: 1, description: 'testing only: captures whose id starts with this fail inference' })),
   TEST_SETTLEMENT_FAIL_PREFIX: Type.Optional(Type.String({ minLength: 1, description: 'testing only: captures whose id starts with this fail settlement' })),
 });
@@ -82,6 +83,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     RETRY_AFTER_SECONDS: int('RETRY_AFTER_SECONDS', env.RETRY_AFTER_SECONDS, 1),
     CLOCK_FILE: opt(env.CLOCK_FILE),
     TEST_INFERENCE_DELAY_MS: int('TEST_INFERENCE_DELAY_MS', env.TEST_INFERENCE_DELAY_MS, 0),
+    TEST_INFERENCE_DELAY_PREFIX: opt(env.TEST_INFERENCE_DELAY_PREFIX),
     TEST_INFERENCE_FAIL_PREFIX: opt(env.TEST_INFERENCE_FAIL_PREFIX),
     TEST_SETTLEMENT_FAIL_PREFIX: opt(env.TEST_SETTLEMENT_FAIL_PREFIX),
   };
