@@ -1,0 +1,58 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import t from 'tap';
+import { postVerify, request, single } from '../helpers/captures.ts';
+import { lmdbOpen } from '../helpers/lmdb.ts';
+import { makeToken, startServer } from '../helpers/server.ts';
+
+const server = await startServer({ ready: true, env: { TRUSTED_PROXIES: '127.0.0.1' } });
+t.teardown(() => server.stop());
+
+t.test('every verify call leaves an audit line; results are stored; no token, no image bytes', async (t) => {
+  const { id, token } = await makeToken(server, ['rgb_liveness:5:day']);
+  const ok = await postVerify(server.baseUrl, token, 'rgb_liveness', request([single({ id: 'audit-ok' })]), { 'x-forwarded-for': '81.2.69.160' });
+  t.equal(ok.status, 200);
+  const denied = await postVerify(server.baseUrl, token, 'color_liveness', request([single()]));
+  t.equal(denied.status, 403);
+  const anon = await postVerify(server.baseUrl, 'lvk_' + 'x'.repeat(43), 'rgb_liveness', request([single()]));
+  t.equal(anon.status, 401);
+  await new Promise((r) => setTimeout(r, 300));
+  const db = lmdbOpen(server.dataDir);
+  const audit = [...db.audit.getRange({})].map((e) => e.value as any);
+  const byId = (rid: string) => audit.find((a) => a.request_id === rid);
+  t.match(byId(ok.json.request_id), { token_id: id, module_id: 'rgb_liveness', status: 200, error_code: null, captures: 1, charged_units: 1, client_ip: '81.2.69.160', country: 'GB' });
+  t.match(byId(denied.headers.get('x-request-id')!), { token_id: id, status: 403, error_code: 'module_forbidden', charged_units: 0, client_ip: '127.0.0.1', country: null });
+  t.match(byId(anon.headers.get('x-request-id')!), { token_id: null, status: 401, error_code: 'invalid_token' });
+  const stored = db.results.get(ok.json.request_id) as any;
+  t.same(stored.results, ok.json.results, 'small result JSON stored');
+  const raw = fs.readdirSync(path.join(server.dataDir, 'store')).map((f) => fs.readFileSync(path.join(server.dataDir, 'store', f)));
+  t.notOk(raw.some((b) => b.includes(Buffer.from(token))), 'no plaintext token in the store');
+  t.notOk(fs.existsSync(path.join(server.dataDir, 'archive')), 'non-demo images are never written');
+  await db.close();
+});
+
+t.test('untrusted peers cannot choose their audit address', async (t) => {
+  const other = await startServer({ ready: true });
+  t.teardown(() => other.stop());
+  const { token } = await makeToken(other, ['rgb_liveness:5:day']);
+  const r = await postVerify(other.baseUrl, token, 'rgb_liveness', request([single()]), { 'x-forwarded-for': '81.2.69.160' });
+  await new Promise((res) => setTimeout(res, 300));
+  const db = lmdbOpen(other.dataDir);
+  const line = [...db.audit.getRange({})].map((e) => e.value as any).find((a) => a.request_id === r.json.request_id);
+  t.equal(line.client_ip, '127.0.0.1');
+  await db.close();
+});
+
+t.test('demo tokens have their uploads archived per UTC day', async (t) => {
+  const { token } = await makeToken(server, ['rgb_liveness:5:day'], ['--demo']);
+  const body = request([single({ id: 'demo-1' })]);
+  const r = await postVerify(server.baseUrl, token, 'rgb_liveness', body);
+  t.equal(r.status, 200);
+  const day = new Date().toISOString().slice(0, 10);
+  const dir = path.join(server.dataDir, 'archive', day, r.json.request_id);
+  t.ok(fs.existsSync(dir), dir);
+  const index = JSON.parse(fs.readFileSync(path.join(dir, 'parts.json'), 'utf8'));
+  t.equal(index.length, 1);
+  t.same(fs.readFileSync(path.join(dir, index[0].file)), Buffer.from(body.files.get(index[0].part)!), 'the uploaded bytes');
+  t.same(JSON.parse(fs.readFileSync(path.join(dir, 'metadata.json'), 'utf8')), body.metadata);
+});

@@ -1,0 +1,63 @@
+import t from 'tap';
+import { postVerify, request, single } from '../helpers/captures.ts';
+import { lmdbOpen } from '../helpers/lmdb.ts';
+import { bearer, makeToken, startServer, tempDir } from '../helpers/server.ts';
+
+t.test('two requests racing for the last unit on different API workers: exactly one wins', async (t) => {
+  const server = await startServer({ ready: true });
+  t.teardown(() => server.stop());
+  let workersSeen = new Set<number>();
+  for (let round = 0; round < 4; round++) {
+    const { token } = await makeToken(server, ['rgb_liveness:1:day']);
+    const bodies = [request([single({ id: `race-${round}-a` })]), request([single({ id: `race-${round}-b` })])];
+    // Separate connections so the kernel may hand them to different workers.
+    const results = await Promise.all(bodies.map((b) => postVerify(server.baseUrl, token, 'rgb_liveness', b, { connection: 'close' })));
+    const statuses = results.map((r) => r.status).sort();
+    t.same(statuses, [200, 429], `round ${round}: one 200, one 429`);
+    const me = await (await fetch(`${server.baseUrl}/v1/me`, { headers: bearer(token) })).json();
+    t.equal(me.usage[0].used, 1);
+    await new Promise((r) => setTimeout(r, 50));
+    const ids = new Set(results.map((r) => r.headers.get('x-request-id')));
+    for (const l of server.logLines()) if (ids.has(l.request_id)) workersSeen.add(l.worker);
+  }
+  t.equal(workersSeen.size, 2, 'both API workers served racing requests');
+  const v = await server.cli(['ledger', 'verify']);
+  t.equal(v.json.ok, true);
+});
+
+t.test('SIGKILL during inference: restart refunds the pending reservation and frees the key', async (t) => {
+  const dataDir = tempDir();
+  const env = { TEST_INFERENCE_DELAY_MS: '20000' };
+  const first = await startServer({ dataDir, env, ready: true });
+  const { token } = await makeToken(first, ['rgb_liveness:5:day']);
+  const body = request([single({ id: 'crash-1' })]);
+  const inflight = postVerify(first.baseUrl, token, 'rgb_liveness', body, { 'idempotency-key': 'k-crash' }).catch((e) => e);
+  // Wait until the reservation is written, then kill the process hard.
+  const db = lmdbOpen(dataDir);
+  for (let i = 0; i < 100 && [...db.reservations.getRange({})].length === 0; i++) await new Promise((r) => setTimeout(r, 100));
+  const pending = [...db.reservations.getRange({})].map((e) => e.value as any);
+  t.equal(pending.length, 1);
+  t.equal(pending[0].state, 'pending');
+  await db.close();
+  t.equal((await (await fetch(`${first.baseUrl}/v1/me`, { headers: bearer(token) })).json()).usage[0].used, 1, 'held while running');
+  await first.stop('SIGKILL');
+  t.ok((await inflight) instanceof Error, 'the client saw the connection die');
+
+  const second = await startServer({ dataDir, ready: true });
+  t.teardown(() => second.stop());
+  const recovery = second.logLines().find((l) => /crash recovery: pending reservation refunded/.test(l.msg));
+  t.ok(recovery, 'recovery is logged');
+  t.equal(recovery.request_id, pending[0].request_id);
+  t.equal((await (await fetch(`${second.baseUrl}/v1/me`, { headers: bearer(token) })).json()).usage[0].used, 0, 'refunded');
+  const retry = await postVerify(second.baseUrl, token, 'rgb_liveness', body, { 'idempotency-key': 'k-crash' });
+  t.equal(retry.status, 200, 'the key was released and the retry runs');
+  t.equal(retry.headers.get('idempotency-replayed'), null);
+  t.equal((await (await fetch(`${second.baseUrl}/v1/me`, { headers: bearer(token) })).json()).usage[0].used, 1);
+  const v = await second.cli(['ledger', 'verify']);
+  t.equal(v.code, 0);
+  t.equal(v.json.ok, true);
+  const db2 = lmdbOpen(dataDir);
+  const kinds = [...db2.ledger.getRange({})].map((e) => (e.value as any).kind);
+  t.same(kinds, ['charge', 'refund', 'charge']);
+  await db2.close();
+});
