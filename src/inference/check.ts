@@ -45,8 +45,7 @@ export async function checkModelSet(dir: string): Promise<{ ok: boolean; report:
           throw new Error(`frame score differs between batch 1 and batch ${MAX_BATCH} (${one.probability[0]} vs ${four.probability[0]})`);
         }
         lines.push(`  frame ensemble: live probabilities ${four.probability.map(fmt).join(' ')}; features ${four.featureSize}`);
-        const seq = mod.modes && 'rgb_sequence' in mod.modes ? mod.modes.rgb_sequence : undefined;
-        if (seq?.decision_policy === 'temporal_head_v1') {
+        if (manifest.modules.rgb_liveness?.modes.rgb_sequence?.decision_policy === 'temporal_head_v1') {
           const t = await runner.runTemporal(four.features!, MAX_BATCH);
           lines.push(`  temporal head: logit ${fmt(t.logit)} over ${MAX_BATCH} frames`);
         }

@@ -45,6 +45,33 @@ async function runScore(l: Loaded<GraphSpec>, feed: Record<string, { data: Float
   return l.session.run(feed, names);
 }
 
+const CHANNELS: Record<ImageGraphSpec['role'], number> = { frame: 3, color_difference: 3 * (PHASES - 1), color_appearance: 3 * PHASES };
+
+/** Compares the graph's declared input with what the manifest makes the service send,
+ * so a wrong size, layout, dtype or batch fails at load with both shapes named. */
+function inputMismatch(spec: GraphSpec, session: Session): string | null {
+  const declared = session.input(spec.input);
+  if (!declared) return null;
+  const want = spec.role === 'temporal' ? 'float32' : spec.dtype;
+  if (declared.type !== want) return `is ${declared.type} but the manifest gives ${want}`;
+  if (spec.role === 'temporal') {
+    return declared.shape.length === 3 ? null : `has rank ${declared.shape.length}; the temporal head takes [1, frames, features]`;
+  }
+  const expected: (number | string)[] = dims(spec, spec.batch === 'dynamic' ? MAX_BATCH : 1, CHANNELS[spec.role]);
+  if (spec.batch === 'dynamic') expected[0] = 'N';
+  const shown = `[${declared.shape.join(', ')}] but the manifest makes it [${expected.join(', ')}]`;
+  if (declared.shape.length !== 4) return `is ${shown}`;
+  for (let d = 0; d < 4; d++) {
+    const got = declared.shape[d];
+    if (d === 0 && spec.batch === 'dynamic') {
+      if (typeof got === 'number' && got !== -1) return `has a fixed batch: it is ${shown}`;
+    } else if (typeof got === 'number' && got !== -1 && got !== expected[d]) {
+      return `is ${shown}`;
+    }
+  }
+  return null;
+}
+
 export class ModuleRunner {
   private featureSize = -1;
 
@@ -76,6 +103,8 @@ export class ModuleRunner {
       if (!session.inputNames.includes(spec.input)) {
         throw new Error(`modules.${moduleId}.graphs[${i}]: ${spec.file} has no input "${spec.input}" (it has ${session.inputNames.join(', ')})`);
       }
+      const mismatch = inputMismatch(spec, session);
+      if (mismatch) throw new Error(`modules.${moduleId}.graphs[${i}]: ${spec.file} input "${spec.input}" ${mismatch}`);
       loaded.push({ spec, session });
     }
     const byRole = <G extends GraphSpec>(role: GraphSpec['role']) => loaded.filter((l) => l.spec.role === role) as Loaded<G>[];

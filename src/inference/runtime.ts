@@ -14,9 +14,17 @@ export interface OutputTensor {
   dims: readonly number[];
 }
 
+export interface InputShape {
+  type: string;
+  /** numbers are fixed dimensions, strings symbolic ones */
+  shape: readonly (number | string)[];
+}
+
 export interface Session {
   readonly inputNames: readonly string[];
   readonly outputNames: readonly string[];
+  /** declared type and shape of an input, when the runtime reports it */
+  input(name: string): InputShape | null;
   run(feeds: Record<string, Feed>, outputs: string[]): Promise<Record<string, OutputTensor>>;
   release(): Promise<void>;
 }
@@ -36,6 +44,11 @@ function wrap(ort: OrtLike, session: InferenceSession): Session {
   return {
     inputNames: session.inputNames,
     outputNames: session.outputNames,
+    input(name) {
+      const meta = (session as { inputMetadata?: readonly { name: string; isTensor: boolean; type?: string; shape?: readonly (number | string)[] }[] }).inputMetadata;
+      const m = meta?.find((x) => x.name === name);
+      return m && m.isTensor && m.type && m.shape ? { type: m.type, shape: m.shape } : null;
+    },
     async run(feeds, outputs) {
       const tensors: Record<string, Tensor> = {};
       for (const [name, feed] of Object.entries(feeds)) {
