@@ -5,16 +5,24 @@ import { ValidationFailure } from '../errors/codes.ts';
 import { tryDecodeImage } from '../images/decode.ts';
 import type { ParsedMetadata, PreparedCapture, ValidationIssue } from './types.ts';
 
-/** `bytesOf(part)` returns the uploaded bytes of a part that checkParts already accepted.
- * Frames without an image get null. Throws ValidationFailure with one item per bad image. */
-export function prepareCaptures(parsed: ParsedMetadata, bytesOf: (part: string) => Uint8Array): PreparedCapture[] {
+/** `bytesOf(part)` returns the uploaded bytes of a part that checkParts already accepted, or
+ * undefined for a part it rejected (not decoded: its fault is already in `prior`). Frames
+ * without an image get null. Throws ValidationFailure with the prior issues and one item
+ * per bad image, so part and image faults of a request are reported together. */
+export function prepareCaptures(
+  parsed: ParsedMetadata,
+  bytesOf: (part: string) => Uint8Array | undefined,
+  prior: readonly ValidationIssue[] = [],
+): PreparedCapture[] {
   const prepared: PreparedCapture[] = parsed.captures.map((packet) => ({
     packet,
     pixels: packet.frames.map(() => null),
   }));
-  const issues: ValidationIssue[] = [];
+  const issues: ValidationIssue[] = [...prior];
   for (const ref of parsed.images) {
-    const result = tryDecodeImage(ref.encoding, bytesOf(ref.part), ref.loc);
+    const bytes = bytesOf(ref.part);
+    if (bytes === undefined) continue;
+    const result = tryDecodeImage(ref.encoding, bytes, ref.loc);
     if (result.issue) issues.push(result.issue);
     else prepared[ref.captureIndex].pixels[ref.frameIndex] = result.pixels;
   }

@@ -1,7 +1,6 @@
 import { ValidationFailure } from '../errors/index.ts';
 import type { ReceivedPart } from '../http/multipart/index.ts';
-import { tryDecodeImage } from '../images/index.ts';
-import { checkMetadataPart, checkParts, METADATA_FIELD, parseMetadata } from '../packets/index.ts';
+import { checkMetadataPart, checkParts, METADATA_FIELD, parseMetadata, prepareCaptures } from '../packets/index.ts';
 import type { ModuleId, ParsedMetadata, PreparedCapture, UploadedPart, ValidationIssue } from '../packets/types.ts';
 
 export interface PreparedRequest {
@@ -38,16 +37,13 @@ export function prepareRequest(moduleId: ModuleId, parts: ReceivedPart[], parsed
 
   const byName = new Map<string, ReceivedPart>();
   for (const p of fileParts) if (!byName.has(p.name)) byName.set(p.name, p);
-  const captures: PreparedCapture[] = parsed.captures.map((packet) => ({ packet, pixels: packet.frames.map(() => null) }));
+  // A missing part or a hash mismatch is already reported; decoding it would only add noise.
   const faulty = new Set(issues.map((i) => JSON.stringify(i.loc.slice(0, -1))));
-  for (const ref of parsed.images) {
-    const part = byName.get(ref.part);
-    // Decode only what resolved cleanly: a missing part or a hash mismatch is already reported.
-    if (!part || part.sha256 !== ref.sha256 || faulty.has(JSON.stringify(ref.loc))) continue;
-    const decoded = tryDecodeImage(ref.encoding, part.data(), ref.loc);
-    if (decoded.issue) issues.push(decoded.issue);
-    else captures[ref.captureIndex]!.pixels[ref.frameIndex] = decoded.pixels;
-  }
-  if (issues.length > 0) throw new ValidationFailure(issues);
+  const refs = new Map(parsed.images.map((r) => [r.part, r]));
+  const captures = prepareCaptures(parsed, (name) => {
+    const part = byName.get(name);
+    const ref = refs.get(name)!;
+    return part && part.sha256 === ref.sha256 && !faulty.has(JSON.stringify(ref.loc)) ? part.data() : undefined;
+  }, issues);
   return { parsed, metadataText: text, captures, files: fileParts.map((p) => ({ name: p.name, sha256: p.sha256, bytes: p.data() })) };
 }
