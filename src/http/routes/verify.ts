@@ -5,6 +5,7 @@ import type { ResultRecord } from '../../inference/types.ts';
 import { archiveDemoUpload, countryOf, refund, requestFingerprint, reserve, settle, writeAudit, type Reservation } from '../../metering/index.ts';
 import { METADATA_FIELD, parseMetadata } from '../../packets/index.ts';
 import { MODULE_IDS, type ModuleId, type ParsedMetadata } from '../../packets/types.ts';
+import { signBody } from '../../signing/index.ts';
 import { moduleEnabled } from '../../store/modules.ts';
 import type { TokenRecord } from '../../store/records.ts';
 import { metadataText, prepareRequest } from '../../verify/index.ts';
@@ -52,9 +53,9 @@ export function verifyRoutes(router: Router, s: Services): void {
         if (!(err instanceof ServiceError || err instanceof ValidationFailure || err instanceof ClientGoneError)) s.log.error({ err, request_id: ctx.requestId }, 'verify failed');
         return errorReply(ctx, err);
       })
-      .then((reply) => {
+      .then(async (reply) => {
         audit(ctx, s, state, reply.status);
-        return reply;
+        return signed(s, reply);
       });
   });
 }
@@ -160,6 +161,19 @@ function settleCall(s: Services, ctx: HttpContext, reservation: Reservation, mod
     results,
     inject,
   );
+}
+
+/** Every verify answer carries a detached JWS over its exact body bytes, so a backend can tell
+ * whether a device forwarded the service's verdict unchanged (see README, Signed verdicts). */
+async function signed(s: Services, reply: Reply): Promise<Reply> {
+  const body = typeof reply.body === 'string' ? reply.body : JSON.stringify(reply.body);
+  try {
+    const signature = await signBody(s.config.DATA_DIR, body);
+    return { ...reply, body, contentType: 'application/json', headers: { ...reply.headers, 'X-Verdict-Signature': signature } };
+  } catch (err) {
+    s.log.error({ err }, 'verdict signing failed');
+    return { ...reply, body, contentType: 'application/json' };
+  }
 }
 
 function clientIp(ctx: HttpContext, trusted: string[]): string {
