@@ -86,6 +86,11 @@ if (!fs.existsSync(CHROMIUM)) {
     await page.waitForSelector('#panel tr[data-module=rgb_liveness]');
     t.match(await page.textContent('#panel tr[data-module=rgb_liveness]'), 'rgb_single, rgb_sequence');
 
+    await page.click('#tabs button[data-tab=tokens]');
+    await page.click('tr:has-text("browser kiosk") button:has-text("Disable")');
+    await page.waitForSelector('tr:has-text("browser kiosk") td:text-is("disabled")');
+    t.equal((await fetch(`${server.baseUrl}/v1/me`, { headers: bearer(plaintext) })).status, 401, 'disabled from the console');
+
     await page.reload();
     await page.waitForSelector('#main-view', { state: 'visible' });
     t.equal(await page.$('[data-testid=new-token-plaintext]'), null, 'the plaintext is gone after a reload');

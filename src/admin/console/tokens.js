@@ -74,13 +74,13 @@ function tokenRow(panel, t) {
         act(t.enabled ? 'Disable' : 'Enable', () => patch(`/admin/api/tokens/${t.id}`, { enabled: !t.enabled })),
         act(t.demo ? 'Unset demo' : 'Set demo', () => patch(`/admin/api/tokens/${t.id}`, { demo: !t.demo })),
         expiry,
-        act('Set expiry', () => patch(`/admin/api/tokens/${t.id}`, { expires_at: localToIso(expiry.value) })),
+        act('Set expiry (blank: never)', () => patch(`/admin/api/tokens/${t.id}`, { expires_at: localToIso(expiry.value) })),
         act('Revoke', async () => {
           if (confirm(`Revoke "${t.name}" for good?`)) await del(`/admin/api/tokens/${t.id}`);
         }, 'danger'),
       ];
   return h('tr', { 'data-token-id': t.id },
-    h('td', {}, h('button', { type: 'button', onclick: () => guarded(() => renderDetail(panel, t.id)) }, t.name)),
+    h('td', {}, h('button', { type: 'button', class: 'link', title: 'grants and usage', onclick: () => guarded(() => renderDetail(panel, t.id)) }, t.name)),
     h('td', {}, h('code', {}, `${t.token_prefix}…`)),
     h('td', {}, t.revoked ? 'revoked' : t.enabled ? 'enabled' : 'disabled'),
     h('td', {}, t.expires_at ? fmtTime(t.expires_at) : 'never'),

@@ -20,7 +20,22 @@ async function perDay(filters) {
     }
     cursor = page.next_cursor;
   } while (cursor && ++pages < MAX_PAGES);
-  return { days, truncated: Boolean(cursor) };
+  return { days: fillGaps(days), truncated: Boolean(cursor) };
+}
+
+/** Days without entries become zero bars, so the axis is calendar time (up to a year). */
+function fillGaps(days) {
+  const keys = [...days.keys()].sort();
+  if (keys.length < 2) return days;
+  const end = Date.parse(keys[keys.length - 1]);
+  let t = Date.parse(keys[0]);
+  if ((end - t) / 86_400_000 > 366) return days;
+  const out = new Map();
+  for (; t <= end; t += 86_400_000) {
+    const d = new Date(t).toISOString().slice(0, 10);
+    out.set(d, days.get(d) ?? 0);
+  }
+  return out;
 }
 
 export async function renderUsage(panel, filters = {}) {
@@ -38,7 +53,7 @@ export async function renderUsage(panel, filters = {}) {
   panel.replaceChildren(
     h('h2', {}, 'Usage'),
     filterForm(filters, (f) => guarded(() => renderUsage(panel, f))),
-    h('p', {}, 'Units charged in range: ', h('strong', { 'data-testid': 'usage-total' }, String(total)), truncated ? ' (first pages only)' : ''),
+    h('p', {}, 'Units used in range (charges minus refunds): ', h('strong', { 'data-testid': 'usage-total' }, String(total)), truncated ? ' (first pages only)' : ''),
     dailyChart(days),
     h('h2', {}, 'Ledger entries'),
     list,
