@@ -1,0 +1,434 @@
+// Shared by the ingest tests (not a test file itself): a raw-socket HTTP client for bodies that
+// fetch cannot send (declared lengths that lie, chunked bodies, half bodies, disconnects), the
+// "charged nothing, stored nothing but its audit line" check, and body builders at exact sizes.
+
+import net from 'node:net';
+import type { Test } from 'tap';
+import { buildBatch, buildCapture, buildVerifyBody, encodePng, type CaptureInput, type FrameInput } from '../../src/client/index.ts';
+import type { ServerHandle } from '../helpers/server.ts';
+import { crc32 } from '../../src/images/crc32.ts';
+import { lmdbOpen } from '../helpers/lmdb.ts';
+
+export const MiB = 1024 * 1024;
+export const BODY_LIMIT = 32 * MiB;
+export const PART_LIMIT = MiB;
+
+// ---------------------------------------------------------------------------------------------
+// Raw HTTP/1.1 over a socket
+
+export interface RawResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+  json: any;
+  /** the server closed the connection after the answer (FIN or RST seen) */
+  closed: boolean;
+  /** a write failed (EPIPE / ECONNRESET) because the server stopped reading: expected after an early answer */
+  writeError: string | null;
+  /** body bytes the writer managed to hand to the socket before the answer or the error */
+  bytesWritten: number;
+}
+
+export interface RawOptions {
+  /** after the answer, how long to wait for the server to close before calling it open (hang detector, not a speed check) */
+  closeWaitMs?: number;
+  /** give up waiting for an answer after this long (hang detector) */
+  answerWaitMs?: number;
+}
+
+/** A connection on which a test writes a request by hand and reads one response. */
+export class RawConn {
+  readonly socket: net.Socket;
+  private buf = Buffer.alloc(0);
+  private ended = false;
+  private waiters: (() => void)[] = [];
+  writeError: string | null = null;
+  bytesWritten = 0;
+  readonly connected: Promise<void>;
+
+  constructor(port: number) {
+    this.socket = net.connect({ host: '127.0.0.1', port });
+    this.socket.setNoDelay(true);
+    this.connected = new Promise((resolve, reject) => {
+      this.socket.once('connect', () => resolve());
+      this.socket.once('error', reject);
+    });
+    this.socket.on('data', (d: Buffer) => {
+      this.buf = Buffer.concat([this.buf, d]);
+      this.wake();
+    });
+    const onGone = () => {
+      this.ended = true;
+      this.wake();
+    };
+    this.socket.on('end', onGone);
+    this.socket.on('close', onGone);
+    this.socket.on('error', (err: NodeJS.ErrnoException) => {
+      // EPIPE / ECONNRESET: the server answered early and closed; the answer may already be in buf
+      this.writeError ??= err.code ?? err.message;
+      onGone();
+    });
+  }
+
+  private wake(): void {
+    for (const w of this.waiters.splice(0)) w();
+  }
+
+  private until(cond: () => boolean, ms: number): Promise<boolean> {
+    return new Promise((resolve) => {
+      const check = () => {
+        if (cond()) {
+          clearTimeout(timer);
+          resolve(true);
+        } else this.waiters.push(check);
+      };
+      const timer = setTimeout(() => resolve(cond()), ms);
+      check();
+    });
+  }
+
+  get isClosed(): boolean {
+    return this.ended;
+  }
+
+  /** true once a complete response head has arrived */
+  get hasAnswer(): boolean {
+    return this.buf.indexOf('\r\n\r\n') >= 0;
+  }
+
+  /** Writes, respecting back-pressure; resolves false instead of throwing once the socket is unusable. */
+  async write(data: Buffer | string): Promise<boolean> {
+    if (this.ended || this.socket.destroyed || this.writeError) return false;
+    const ok = this.socket.write(data, (err) => {
+      if (err) this.writeError ??= (err as NodeJS.ErrnoException).code ?? err.message;
+    });
+    this.bytesWritten += typeof data === 'string' ? Buffer.byteLength(data) : data.length;
+    if (!ok) {
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          this.socket.off('drain', done);
+          this.socket.off('close', done);
+          resolve();
+        };
+        this.socket.on('drain', done);
+        this.socket.on('close', done);
+      });
+    }
+    return !(this.ended || this.writeError);
+  }
+
+  /** Waits for one complete response (Content-Length framed, as uWS answers), then for the
+   * close when `expectClose`. */
+  async response(opts: RawOptions & { expectClose?: boolean } = {}): Promise<RawResponse> {
+    const answerWait = opts.answerWaitMs ?? 30_000;
+    await this.until(() => this.complete() !== null || this.ended, answerWait);
+    const parsed = this.complete();
+    if (parsed === null) {
+      throw new Error(`no complete HTTP response (closed=${this.ended}, writeError=${this.writeError}, got ${JSON.stringify(this.buf.toString('latin1').slice(0, 300))})`);
+    }
+    if (opts.expectClose) await this.until(() => this.ended, opts.closeWaitMs ?? 10_000);
+    return { ...parsed, closed: this.ended, writeError: this.writeError, bytesWritten: this.bytesWritten };
+  }
+
+  private complete(): Omit<RawResponse, 'closed' | 'writeError' | 'bytesWritten'> | null {
+    const end = this.buf.indexOf('\r\n\r\n');
+    if (end < 0) return null;
+    const lines = this.buf.subarray(0, end).toString('latin1').split('\r\n');
+    const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(lines[0]!)?.[1]);
+    const headers: Record<string, string> = {};
+    for (const l of lines.slice(1)) {
+      const i = l.indexOf(':');
+      headers[l.slice(0, i).trim().toLowerCase()] = l.slice(i + 1).trim();
+    }
+    const len = Number(headers['content-length'] ?? 0);
+    if (this.buf.length < end + 4 + len) return null;
+    const body = this.buf.subarray(end + 4, end + 4 + len).toString('utf8');
+    let json: unknown;
+    try {
+      json = JSON.parse(body);
+    } catch {
+      json = undefined;
+    }
+    return { status, headers, body, json };
+  }
+
+  close(): void {
+    this.socket.destroy();
+  }
+}
+
+export function verifyHead(opts: {
+  module?: string;
+  token: string;
+  contentType?: string | null;
+  contentLength?: number | string | null;
+  chunked?: boolean;
+  extra?: Record<string, string>;
+}): string {
+  const lines = [`POST /v1/modules/${opts.module ?? 'rgb_liveness'}/verify HTTP/1.1`, 'Host: 127.0.0.1', `Authorization: Bearer ${opts.token}`];
+  if (opts.contentType !== null && opts.contentType !== undefined) lines.push(`Content-Type: ${opts.contentType}`);
+  if (opts.contentLength !== null && opts.contentLength !== undefined) lines.push(`Content-Length: ${opts.contentLength}`);
+  if (opts.chunked) lines.push('Transfer-Encoding: chunked');
+  for (const [k, v] of Object.entries(opts.extra ?? {})) lines.push(`${k}: ${v}`);
+  return `${lines.join('\r\n')}\r\n\r\n`;
+}
+
+/** Sends `body` as chunked transfer coding, `chunkBytes` at a time, stopping as soon as the
+ * server answers or the socket breaks. */
+export async function writeChunked(conn: RawConn, body: Buffer, chunkBytes = 64 * 1024): Promise<void> {
+  for (let at = 0; at < body.length; at += chunkBytes) {
+    if (conn.hasAnswer) return;
+    const piece = body.subarray(at, Math.min(body.length, at + chunkBytes));
+    if (!(await conn.write(Buffer.concat([Buffer.from(`${piece.length.toString(16)}\r\n`), piece, Buffer.from('\r\n')])))) return;
+  }
+  await conn.write('0\r\n\r\n');
+}
+
+/** Sends `body` with Content-Length framing, `chunkBytes` per write, stopping at an answer or a broken socket. */
+export async function writeBody(conn: RawConn, body: Buffer, chunkBytes = 256 * 1024): Promise<void> {
+  for (let at = 0; at < body.length; at += chunkBytes) {
+    if (conn.hasAnswer) return;
+    if (!(await conn.write(body.subarray(at, Math.min(body.length, at + chunkBytes))))) return;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bodies at exact sizes
+
+const plainPngs = new WeakMap<Uint8Array, Buffer>();
+
+/** A valid 320x320 RGB PNG padded with an ancillary tEXt chunk (before IEND) to exactly `size`
+ * bytes. The plain encoding is cached per pixel array, so padding many copies is cheap. */
+export function pngOfSize(pixels: Uint8Array, size: number): Buffer {
+  let plain = plainPngs.get(pixels);
+  if (!plain) {
+    plain = encodePng(pixels);
+    plainPngs.set(pixels, plain);
+  }
+  const extra = size - plain.length - 12; // one more chunk: length + type + data + crc
+  if (extra < 8) throw new RangeError(`pngOfSize: ${size} is below ${plain.length + 20}`);
+  const chunk = Buffer.alloc(12 + extra, 0x20);
+  chunk.writeUInt32BE(extra, 0);
+  chunk.write('tEXt', 4, 'latin1');
+  chunk.write('Comment\0', 8, 'latin1');
+  chunk.writeUInt32BE(crc32(chunk.subarray(4, 8 + extra)), 8 + extra);
+  const iend = plain.length - 12;
+  return Buffer.concat([plain.subarray(0, iend), chunk, plain.subarray(iend)]);
+}
+
+/** A hand-made multipart body (for parts the client library refuses to build). */
+export function multipart(parts: { name: string; filename?: string | null; type?: string; data: Buffer | string }[], epilogue = ''): { body: Buffer; contentType: string } {
+  const boundary = '----ingestTestBoundary7d1f0a';
+  const chunks: Buffer[] = [];
+  for (const p of parts) {
+    const disp = p.filename === undefined || p.filename === null ? `form-data; name="${p.name}"` : `form-data; name="${p.name}"; filename="${p.filename}"`;
+    const type = p.type ? `\r\nContent-Type: ${p.type}` : '';
+    chunks.push(Buffer.from(`--${boundary}\r\nContent-Disposition: ${disp}${type}\r\n\r\n`, 'utf8'));
+    chunks.push(Buffer.isBuffer(p.data) ? p.data : Buffer.from(p.data, 'utf8'));
+    chunks.push(Buffer.from('\r\n'));
+  }
+  chunks.push(Buffer.from(`--${boundary}--\r\n${epilogue}`, 'latin1'));
+  return { body: Buffer.concat(chunks), contentType: `multipart/form-data; boundary=${boundary}` };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Nothing charged, nothing stored but the audit line
+
+const CHARGED_DBS = ['ledger', 'counters', 'reservations', 'idempotency', 'results'] as const;
+
+export interface StoreSnapshot {
+  dbs: Record<(typeof CHARGED_DBS)[number], string>;
+  usage: unknown;
+}
+
+function dump(db: any): string {
+  db.resetReadTxn?.();
+  return JSON.stringify([...db.getRange({})].map((e: { key: unknown; value: unknown }) => [e.key, e.value]));
+}
+
+export async function usageOf(baseUrl: string, token: string): Promise<unknown> {
+  const r = await fetch(`${baseUrl}/v1/me`, { headers: { authorization: `Bearer ${token}` } });
+  if (r.status !== 200) throw new Error(`/v1/me answered ${r.status}`);
+  return (await r.json()).usage;
+}
+
+export async function snapshot(server: ServerHandle, token: string): Promise<StoreSnapshot> {
+  const store = lmdbOpen(server.dataDir);
+  try {
+    const dbs = {} as StoreSnapshot['dbs'];
+    for (const name of CHARGED_DBS) dbs[name] = dump(store[name]);
+    return { dbs, usage: await usageOf(server.baseUrl, token) };
+  } finally {
+    await store.close();
+  }
+}
+
+/** The audit record of a request, polled briefly: the server writes it without awaiting. */
+export async function auditOf(server: ServerHandle, requestId: string, waitMs = 5_000): Promise<any | undefined> {
+  const end = Date.now() + waitMs;
+  for (;;) {
+    const store = lmdbOpen(server.dataDir);
+    try {
+      store.audit.resetReadTxn?.();
+      for (const { value } of store.audit.getRange({ reverse: true, limit: 500 })) {
+        if ((value as { request_id: string }).request_id === requestId) return value;
+      }
+    } finally {
+      await store.close();
+    }
+    if (Date.now() > end) return undefined;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** Count of audit records (to find those of requests whose answer carried no request id). */
+export async function auditRecords(server: ServerHandle): Promise<any[]> {
+  const store = lmdbOpen(server.dataDir);
+  try {
+    store.audit.resetReadTxn?.();
+    return [...store.audit.getRange({})].map((e: { value: unknown }) => e.value);
+  } finally {
+    await store.close();
+  }
+}
+
+export interface Answer {
+  status: number;
+  json: any;
+  /** X-Request-ID of the answer */
+  requestId: string | null;
+}
+
+/** Runs a request that must be rejected, then checks that it charged and stored nothing
+ * (usage on /v1/me, ledger, counters, reservations, idempotency records, results unchanged)
+ * and that its audit line records the status and error code. */
+export async function expectRejected(
+  t: Test,
+  server: ServerHandle,
+  token: { id: string; token: string },
+  send: () => Promise<Answer>,
+  want: { status: number; code: string },
+): Promise<Answer> {
+  const before = await snapshot(server, token.token);
+  const answer = await send();
+  t.equal(answer.status, want.status, `answered ${want.status}`);
+  const code = answer.status === 422 ? 'invalid_input' : answer.json?.error?.code;
+  t.equal(code, want.code, `error code ${want.code}`);
+  if (answer.status === 422) {
+    t.ok(Array.isArray(answer.json?.detail) && answer.json.detail.length > 0, '422 carries a detail list');
+    for (const d of answer.json?.detail ?? []) t.ok(Array.isArray(d.loc) && typeof d.msg === 'string' && typeof d.type === 'string', `detail item has loc/msg/type: ${JSON.stringify(d).slice(0, 200)}`);
+  } else {
+    t.equal(answer.json?.request_id, answer.requestId, 'error body carries the request id');
+  }
+  t.ok(answer.requestId, 'X-Request-ID present');
+  const audit = answer.requestId ? await auditOf(server, answer.requestId) : undefined;
+  t.ok(audit, 'an audit line exists');
+  if (audit) {
+    t.equal(audit.status, want.status, 'audit status');
+    t.equal(audit.error_code, want.code, 'audit error code');
+    t.equal(audit.charged_units, 0, 'audit: nothing charged');
+    t.equal(audit.token_id, token.id, 'audit: token');
+  }
+  const after = await snapshot(server, token.token);
+  t.same(after.usage, before.usage, 'usage on /v1/me unchanged');
+  for (const name of CHARGED_DBS) t.equal(after.dbs[name], before.dbs[name], `${name} unchanged`);
+  return answer;
+}
+
+/** fetch-based POST to verify, as an Answer. */
+export async function post(
+  baseUrl: string,
+  token: string,
+  body: { body: Uint8Array; contentType: string },
+  opts: { module?: string; headers?: Record<string, string> } = {},
+): Promise<Answer> {
+  const r = await fetch(`${baseUrl}/v1/modules/${opts.module ?? 'rgb_liveness'}/verify`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': body.contentType, ...opts.headers },
+    body: body.body as Uint8Array<ArrayBuffer>,
+  });
+  const text = await r.text();
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: r.status, json, requestId: r.headers.get('x-request-id') };
+}
+
+export function rawAnswer(r: RawResponse): Answer {
+  return { status: r.status, json: r.json, requestId: r.headers['x-request-id'] ?? null };
+}
+
+/** A valid request of `n` rgb_single captures whose body is exactly `total` bytes: each PNG is
+ * padded (ancillary chunk) so that the whole multipart body, overhead included, hits the size. */
+export function requestOfSize(total: number, n: number, pixels: (i: number) => Uint8Array): { body: Buffer; contentType: string; imageSizes: number[] } {
+  const build = (sizes: number[]) => {
+    const built = buildBatch(sizes.map((size, i) => ({
+      capture_id: `exact-${i}`,
+      mode: 'rgb_single' as const,
+      frames: [{ timestamp_us: 1000, source_size: [640, 480] as [number, number], eyes_xy: [[280, 200], [360, 202]] as [[number, number], [number, number]], image: { bytes: pngOfSize(pixels(i), size) } }],
+    })));
+    return buildVerifyBody(built.metadata, built.files);
+  };
+  let sizes = Array.from({ length: n }, () => Math.floor((total - 64 * 1024) / n));
+  const first = build(sizes);
+  let missing = total - first.body.length;
+  sizes = sizes.map((s) => {
+    const add = Math.min(missing, PART_LIMIT - s);
+    missing -= add;
+    return s + add;
+  });
+  if (missing !== 0) throw new RangeError(`requestOfSize: ${total} bytes do not fit in ${n} images of at most 1 MiB`);
+  const out = build(sizes);
+  if (out.body.length !== total) throw new Error(`requestOfSize: built ${out.body.length}, wanted ${total}`);
+  return { ...out, imageSizes: sizes };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Small valid inputs: where the pixels do not matter, a flat crop encodes to about 1 KB
+
+const FLAT = new Uint8Array(320 * 320 * 3).fill(90);
+let flatPng: Buffer | undefined;
+export function smallPng(): Buffer {
+  return (flatPng ??= encodePng(FLAT));
+}
+export function flatPixels(): Uint8Array {
+  return FLAT;
+}
+
+export const SOURCE_SIZE: [number, number] = [640, 480];
+export const EYES: [[number, number], [number, number]] = [[280, 200], [360, 202]];
+
+export function okFrame(i: number, bytes: Uint8Array = smallPng(), extra: Partial<FrameInput> = {}): FrameInput {
+  return { timestamp_us: 1_000_000 + i * 33_333, source_size: SOURCE_SIZE, eyes_xy: EYES, image: { bytes }, ...extra };
+}
+
+export function smallSingle(id?: string, bytes?: Uint8Array): CaptureInput {
+  return { capture_id: id, mode: 'rgb_single', frames: [okFrame(0, bytes)] };
+}
+
+/** An rgb_sequence of `n` events: `failed` dropped events then ok frames with small images. */
+export function smallSequence(n: number, opts: { id?: string; okFrames?: number } = {}): CaptureInput {
+  const ok = Math.min(n, opts.okFrames ?? 1);
+  return {
+    capture_id: opts.id,
+    mode: 'rgb_sequence',
+    frames: Array.from({ length: n }, (_, i): FrameInput => (i < n - ok ? { timestamp_us: 1_000_000 + i * 33_333, status: 'dropped' } : okFrame(i))),
+  };
+}
+
+export function smallColor(id?: string): CaptureInput {
+  return {
+    capture_id: id,
+    mode: 'color',
+    frames: (['white', 'red', 'green', 'blue'] as const).map((phase, i) => ({ ...okFrame(i), phase, display_time_us: 1_000_000 + i * 33_333 - 5_000 })),
+  };
+}
+
+/** metadata + files -> a verify body (one packet, or an envelope with `batch`). */
+export function body(captures: CaptureInput[], opts: { batch?: boolean } = {}) {
+  const built = captures.length === 1 && !opts.batch ? buildCapture(captures[0]!) : buildBatch(captures);
+  return { ...built, ...buildVerifyBody(built.metadata as never, built.files) };
+}

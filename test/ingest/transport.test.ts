@@ -1,0 +1,298 @@
+// Verify ingest over real HTTP, transport level: the 32 MiB body limit (declared and chunked),
+// Content-Length and Content-Type checks, malformed multipart, the 1 MiB part and metadata
+// limits, the part-count limit and the Idempotency-Key rules, each at its edge. Every rejected
+// request charges nothing and leaves only its audit line.
+
+import t from 'tap';
+import { makeToken, startServer } from '../helpers/server.ts';
+import { crop } from '../helpers/captures.ts';
+import {
+  BODY_LIMIT, PART_LIMIT, RawConn, body, expectRejected, multipart, okFrame, pngOfSize, post, rawAnswer,
+  requestOfSize, smallPng, smallSingle, snapshot, verifyHead, writeBody, writeChunked, type Answer,
+} from './helpers.ts';
+
+const server = await startServer({ ready: true });
+t.teardown(() => server.stop());
+const tok = await makeToken(server, ['rgb_liveness:10000:day', 'color_liveness:10000:day']);
+
+/** Head, then an optional body writer, then the answer; the connection must not hang. */
+async function raw(head: string, write?: (c: RawConn) => Promise<void>, expectClose = true): Promise<{ answer: Answer; conn: RawConn; closed: boolean; writeError: string | null; bytesWritten: number }> {
+  const conn = new RawConn(server.port);
+  await conn.connected;
+  await conn.write(head);
+  const writing = write ? write(conn) : Promise.resolve();
+  const r = await conn.response({ expectClose });
+  await writing;
+  conn.close();
+  return { answer: rawAnswer(r), conn, closed: r.closed, writeError: r.writeError, bytesWritten: r.bytesWritten };
+}
+
+// --- 32 MiB body ------------------------------------------------------------------------------
+
+// 32 captures whose images are padded so that the whole body is exactly 32 MiB.
+const exact = requestOfSize(BODY_LIMIT, 32, (i) => (i === 0 ? crop(1) : crop(2)));
+
+t.test('a body of exactly 32 MiB with Content-Length is accepted (200, 32 units)', async (t) => {
+  t.equal(exact.body.length, BODY_LIMIT);
+  const before = await snapshot(server, tok.token);
+  const r = await post(server.baseUrl, tok.token, exact);
+  t.equal(r.status, 200, JSON.stringify(r.json).slice(0, 300));
+  t.equal(r.json?.charged_units, 32);
+  t.equal(r.json?.results?.length, 32);
+  const rgb = (u: any) => u.find((x: any) => x.module_id === 'rgb_liveness').used;
+  const after = await snapshot(server, tok.token);
+  t.equal(rgb(after.usage) - rgb(before.usage), 32, 'usage grew by 32');
+});
+
+t.test('a chunked body of exactly 32 MiB (no Content-Length) is accepted', async (t) => {
+  const { answer } = await raw(verifyHead({ token: tok.token, contentType: exact.contentType, chunked: true }), (c) => writeChunked(c, exact.body), false);
+  t.equal(answer.status, 200, JSON.stringify(answer.json).slice(0, 300));
+  t.equal(answer.json?.charged_units, 32);
+});
+
+t.test('Content-Length 32 MiB + 1 is refused with 413 before a byte of the body is read', async (t) => {
+  let closed = false;
+  let written = -1;
+  await expectRejected(t, server, tok, async () => {
+    const head = verifyHead({ token: tok.token, contentType: exact.contentType, contentLength: BODY_LIMIT + 1 });
+    // no body at all: the answer can only come from the declared length
+    const r = await raw(head);
+    closed = r.closed;
+    written = r.bytesWritten;
+    return r.answer;
+  }, { status: 413, code: 'payload_too_large' });
+  t.equal(written, Buffer.byteLength(verifyHead({ token: tok.token, contentType: exact.contentType, contentLength: BODY_LIMIT + 1 })), 'only the head was sent');
+  t.ok(closed, 'connection closed after the early answer (nothing left to misread as a request)');
+});
+
+t.test('a chunked body of 32 MiB + 1 is refused with 413 and the connection is closed, not hung', async (t) => {
+  // The exact 32 MiB request plus one epilogue byte: every limit but the body's still holds.
+  const plus1 = Buffer.concat([exact.body, Buffer.from('x')]);
+  let closed = false;
+  let writeError: string | null = null;
+  const a = await expectRejected(t, server, tok, async () => {
+    const r = await raw(verifyHead({ token: tok.token, contentType: exact.contentType, chunked: true }), (c) => writeChunked(c, plus1));
+    closed = r.closed;
+    writeError = r.writeError;
+    return r.answer;
+  }, { status: 413, code: 'payload_too_large' });
+  t.match(a.json?.error?.message, /body/i, 'the body limit, not a part limit, refused it');
+  t.ok(closed, 'connection closed');
+  t.ok(writeError === null || ['EPIPE', 'ECONNRESET'].includes(writeError), `write error tolerated: ${writeError}`);
+});
+
+t.test('an endless chunked body is cut at 32 MiB: refused mid-stream, long before the client stops', async (t) => {
+  // 48 MiB of small unreferenced parts (no part or count limit trips before the body limit).
+  const piece = Buffer.alloc(512 * 1024, 0x61);
+  const parts = [{ name: 'metadata', data: JSON.stringify(body([smallSingle()]).metadata) }];
+  for (let i = 0; i < 96; i++) parts.push({ name: `p${i}`, filename: 'x.bin', data: piece } as never);
+  const big = multipart(parts as never);
+  t.ok(big.body.length > 47 * 1024 * 1024);
+  let bytesWritten = 0;
+  let closed = false;
+  await expectRejected(t, server, tok, async () => {
+    const r = await raw(verifyHead({ token: tok.token, contentType: big.contentType, chunked: true }), (c) => writeChunked(c, big.body));
+    bytesWritten = r.bytesWritten;
+    closed = r.closed;
+    return r.answer;
+  }, { status: 413, code: 'payload_too_large' });
+  t.ok(closed, 'connection closed');
+  t.ok(bytesWritten < big.body.length, `the client could not send the whole ${big.body.length} bytes (sent ${bytesWritten})`);
+});
+
+// --- Content-Length and Content-Type ------------------------------------------------------------
+
+t.test('malformed Content-Length that reaches the service: 400 invalid_content_length', async (t) => {
+  const b = body([smallSingle()]);
+  for (const [label, extra] of [
+    ['empty', { 'Content-Length': '' }],
+    ['two different lengths', { 'Content-Length': String(b.body.length), 'content-length': String(b.body.length + 1) }],
+  ] as const) {
+    await t.test(label, async (t) => {
+      let closed = false;
+      await expectRejected(t, server, tok, async () => {
+        const r = await raw(verifyHead({ token: tok.token, contentType: b.contentType, extra }), async (c) => void (await c.write(b.body)));
+        closed = r.closed;
+        return r.answer;
+      }, { status: 400, code: 'invalid_content_length' });
+      t.ok(closed, 'connection closed (the body is not read)');
+    });
+  }
+});
+
+// uWS's own HTTP parser drops these before any handler runs: the client gets a closed
+// connection and no answer at all, where the spec promises 400 invalid_content_length. The
+// spec assertions carry `todo` (they run and show as "not ok # TODO") until that is fixed.
+const TODO_CL = 'bug: uWS 20.30 closes the connection without any answer for a non-numeric Content-Length';
+for (const value of ['abc', '-1', '12abc', '1.5', '+5']) {
+  t.test(`malformed Content-Length ${JSON.stringify(value)}: 400 invalid_content_length`, async (t) => {
+    const b = body([smallSingle()]);
+    const before = await snapshot(server, tok.token);
+    const conn = new RawConn(server.port);
+    await conn.connected;
+    await conn.write(verifyHead({ token: tok.token, contentType: b.contentType, contentLength: value }));
+    await conn.write(b.body);
+    let answer: Answer | null = null;
+    try {
+      answer = rawAnswer(await conn.response({ expectClose: true }));
+    } catch {
+      answer = null;
+    }
+    t.ok(answer !== null || conn.isClosed, 'the connection is answered or closed, never left hanging');
+    conn.close();
+    t.equal(answer?.status, 400, 'answered 400', { todo: TODO_CL });
+    t.equal(answer?.json?.error?.code, 'invalid_content_length', 'code invalid_content_length', { todo: TODO_CL });
+    const after = await snapshot(server, tok.token);
+    t.same(after, before, 'nothing charged or stored');
+  });
+}
+
+t.test('anything but multipart/form-data with a boundary: 415 unsupported_media_type', async (t) => {
+  const b = body([smallSingle()]);
+  const boundary = b.contentType.split('boundary=')[1];
+  for (const type of ['application/json', 'text/plain', 'application/x-www-form-urlencoded', `multipart/mixed; boundary=${boundary}`, 'multipart/form-data', 'image/png', null]) {
+    await t.test(String(type), async (t) => {
+      let closed = false;
+      await expectRejected(t, server, tok, async () => {
+        const r = await raw(verifyHead({ token: tok.token, contentType: type, contentLength: b.body.length }), async (c) => void (await c.write(b.body)));
+        closed = r.closed;
+        return r.answer;
+      }, { status: 415, code: 'unsupported_media_type' });
+      t.ok(closed, 'connection closed after the early answer');
+    });
+  }
+});
+
+t.test('a body that is not valid multipart: 400 invalid_request', async (t) => {
+  const good = body([smallSingle()]);
+  const boundary = good.contentType.split('boundary=')[1]!;
+  const truncated = good.body.subarray(0, good.body.length - 10); // no closing delimiter
+  const junkAfterDelimiter = Buffer.concat([Buffer.from(`--${boundary}XYZ\r\n`), good.body]);
+  for (const [label, bytes] of [['no closing delimiter', truncated], ['delimiter followed by junk', junkAfterDelimiter], ['not multipart at all', Buffer.from('{"protocol_version":1}')]] as const) {
+    await t.test(label, async (t) => {
+      await expectRejected(t, server, tok, () => post(server.baseUrl, tok.token, { body: bytes, contentType: good.contentType }), { status: 400, code: 'invalid_request' });
+    });
+  }
+});
+
+// --- 1 MiB per part ------------------------------------------------------------------------------
+
+t.test('an image part of exactly 1 MiB is accepted: a padded PNG verifies (200)', async (t) => {
+  const png = pngOfSize(crop(5), PART_LIMIT);
+  t.equal(png.length, PART_LIMIT);
+  const r = await post(server.baseUrl, tok.token, body([smallSingle(undefined, png)]));
+  t.equal(r.status, 200, JSON.stringify(r.json).slice(0, 300));
+  t.equal(r.json?.results?.[0]?.status, 'ok');
+});
+
+t.test('an rgb8 image padded to exactly 1 MiB passes the size limit and fails as an image (422, not 413)', async (t) => {
+  const a = await expectRejected(t, server, tok, () => post(server.baseUrl, tok.token, body([{ mode: 'rgb_single', frames: [okFrame(0, new Uint8Array(PART_LIMIT))] }])), { status: 422, code: 'invalid_input' });
+  t.equal(a.json?.detail?.length, 1);
+  t.equal(a.json?.detail?.[0]?.type, 'rgb8_wrong_size');
+  t.same(a.json?.detail?.[0]?.loc, ['body', 'metadata', 'frames', 0, 'image']);
+});
+
+t.test('an image part of 1 MiB + 1 is refused with 413', async (t) => {
+  for (const [label, bytes] of [['png', pngOfSize(crop(6), PART_LIMIT + 1)], ['rgb8', new Uint8Array(PART_LIMIT + 1)]] as const) {
+    await t.test(label, async (t) => {
+      const a = await expectRejected(t, server, tok, () => post(server.baseUrl, tok.token, body([{ mode: 'rgb_single', frames: [okFrame(0, bytes)] }])), { status: 413, code: 'payload_too_large' });
+      t.match(a.json?.error?.message, /f0/, 'names the part');
+    });
+  }
+});
+
+/** A valid single-capture request whose metadata text is padded with trailing spaces to `size` bytes. */
+function metadataOfSize(size: number) {
+  const png = smallPng();
+  const built = body([{ capture_id: 'meta-size', mode: 'rgb_single', frames: [okFrame(0, png)] }]);
+  const json = JSON.stringify(built.metadata);
+  const padded = json + ' '.repeat(size - Buffer.byteLength(json));
+  return multipart([{ name: 'metadata', data: padded }, { name: 'f0', filename: 'f0.png', type: 'image/png', data: png }]);
+}
+
+t.test('a metadata field of exactly 1 MiB is accepted (200)', async (t) => {
+  const r = await post(server.baseUrl, tok.token, metadataOfSize(PART_LIMIT));
+  t.equal(r.status, 200, JSON.stringify(r.json).slice(0, 300));
+});
+
+t.test('a metadata field of 1 MiB + 1 is refused with 413', async (t) => {
+  const a = await expectRejected(t, server, tok, () => post(server.baseUrl, tok.token, metadataOfSize(PART_LIMIT + 1)), { status: 413, code: 'payload_too_large' });
+  t.match(a.json?.error?.message, /metadata/);
+});
+
+t.test('part count: 257 parts pass the parser (422 for the unreferenced ones), 258 are 413', async (t) => {
+  const meta = JSON.stringify(body([smallSingle()]).metadata);
+  const parts = (files: number) => multipart([{ name: 'metadata', data: meta }, ...Array.from({ length: files }, (_, i) => ({ name: i === 0 ? 'f0' : `x${i}`, filename: 'a.png', data: i === 0 ? smallPng() : 'x' }))]);
+  const ok = await expectRejected(t, server, tok, () => post(server.baseUrl, tok.token, parts(256)), { status: 422, code: 'invalid_input' });
+  t.equal(ok.json?.detail?.length, 255, 'one item per unreferenced part');
+  t.ok(ok.json?.detail?.every((d: any) => d.type === 'part_unreferenced'));
+  await expectRejected(t, server, tok, () => post(server.baseUrl, tok.token, parts(257)), { status: 413, code: 'payload_too_large' });
+});
+
+// --- Idempotency-Key -----------------------------------------------------------------------------
+
+t.test('Idempotency-Key of 1 and of 200 printable ASCII characters is accepted', async (t) => {
+  for (const key of ['k', '!'.repeat(1) + '~'.repeat(198) + 'Z']) {
+    const r = await post(server.baseUrl, tok.token, body([smallSingle()]), { headers: { 'idempotency-key': key } });
+    t.equal(r.status, 200, `length ${key.length}: ${JSON.stringify(r.json).slice(0, 200)}`);
+  }
+});
+
+t.test('malformed Idempotency-Key: 400 invalid_idempotency_key, nothing charged', async (t) => {
+  const cases: [string, Buffer][] = [
+    ['empty', Buffer.from('')],
+    ['201 characters', Buffer.from('k'.repeat(201))],
+    ['a space inside', Buffer.from('two words')],
+    ['a tab inside', Buffer.from('two\twords')],
+    ['DEL inside', Buffer.from('a\x7fb', 'latin1')],
+    ['non-ASCII inside (UTF-8)', Buffer.from('caf\u00e9-key', 'utf8')],
+    ['non-ASCII inside (Latin-1 byte)', Buffer.from('caf\u00e9-key', 'latin1')],
+  ];
+  for (const [label, key] of cases) {
+    await t.test(label, async (t) => {
+      const b = body([smallSingle()]);
+      const head = Buffer.concat([
+        Buffer.from(verifyHead({ token: tok.token, contentType: b.contentType, contentLength: b.body.length }).slice(0, -2)),
+        Buffer.from('Idempotency-Key: '), key, Buffer.from('\r\n\r\n'),
+      ]);
+      await expectRejected(t, server, tok, async () => {
+        const conn = new RawConn(server.port);
+        await conn.connected;
+        await conn.write(head);
+        await writeBody(conn, b.body);
+        const r = await conn.response();
+        conn.close();
+        return rawAnswer(r);
+      }, { status: 400, code: 'invalid_idempotency_key' });
+    });
+  }
+});
+
+// uWS trims header values with a signed-char whitespace test, so bytes >= 0x80 at either end
+// of a value vanish before the service sees it: "café" arrives as "caf" and is accepted (and
+// would replay or conflict with a request sent under the key "caf").
+const TODO_KEY = 'bug: uWS strips non-ASCII bytes at the ends of header values, so the key arrives shortened and valid';
+for (const [label, key] of [['non-ASCII last', Buffer.from('caf\u00e9', 'utf8')], ['non-ASCII first', Buffer.from('\u00e9clair', 'utf8')]] as const) {
+  t.test(`malformed Idempotency-Key, ${label}: 400 invalid_idempotency_key`, async (t) => {
+    const b = body([smallSingle()]);
+    const conn = new RawConn(server.port);
+    await conn.connected;
+    await conn.write(Buffer.concat([
+      Buffer.from(verifyHead({ token: tok.token, contentType: b.contentType, contentLength: b.body.length }).slice(0, -2)),
+      Buffer.from('Idempotency-Key: '), key, Buffer.from('\r\n\r\n'),
+    ]));
+    await writeBody(conn, b.body);
+    const r = await conn.response();
+    conn.close();
+    t.equal(r.status, 400, `answered 400 (got ${r.status})`, { todo: TODO_KEY });
+    t.equal(r.json?.error?.code, 'invalid_idempotency_key', 'code invalid_idempotency_key', { todo: TODO_KEY });
+  });
+}
+
+t.test('a key refused with the request (4xx before reservation) stays unbound', async (t) => {
+  const key = `unbound-${Date.now()}`;
+  const bad = body([{ mode: 'rgb_single', frames: [{ ...okFrame(0), eyes_xy: [[360, 200], [280, 202]] }] }]);
+  await expectRejected(t, server, tok, () => post(server.baseUrl, tok.token, bad, { headers: { 'idempotency-key': key } }), { status: 422, code: 'invalid_input' });
+  const r = await post(server.baseUrl, tok.token, body([smallSingle()]), { headers: { 'idempotency-key': key } });
+  t.equal(r.status, 200, 'the same key then serves a different, valid request');
+});
