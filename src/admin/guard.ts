@@ -24,7 +24,7 @@ export function requireSession(ctx: HttpContext, s: Services): AdminSession {
   if (!found) throw new ServiceError('invalid_session');
   const user = getUser(s.store, found.session.user_id);
   if (!user || !user.enabled) {
-    void destroySession(s.store, found.key);
+    destroySession(s.store, found.key).catch(() => {});
     throw new ServiceError('invalid_session');
   }
   return { ...found, user };

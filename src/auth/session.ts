@@ -55,12 +55,13 @@ export function findSession(store: Store, config: Config, id: string | undefined
   const session = store.db.sessions.get(key) as SessionRecord | undefined;
   if (!session) return undefined;
   if (!sessionAlive(config, session, at)) {
-    void store.db.sessions.remove(key);
+    store.db.sessions.remove(key).catch(() => {});
     return undefined;
   }
   if (at - session.last_seen >= TOUCH_MS) {
     session.last_seen = at;
-    void store.db.sessions.put(key, session);
+    // not awaited: the call does not wait for the idle clock; a lost write only shortens it
+    store.db.sessions.put(key, session).catch(() => {});
   }
   return { key, session };
 }

@@ -46,6 +46,16 @@ t.test('login answers the session body and an HttpOnly SameSite=Strict cookie', 
   t.notOk(keys.includes(s.cookie.split('=')[1]!), 'the store keeps a hash of the id, not the id');
 });
 
+t.test('logging in again from the same browser replaces its session', async (t) => {
+  const first = await login(base, ADMIN.username, ADMIN.password);
+  const r = await loginRequest(base, ADMIN.username, ADMIN.password, { cookie: first.cookie });
+  t.equal(r.status, 200);
+  const second = r.headers.get('set-cookie')!.split(';')[0]!;
+  t.not(second, first.cookie);
+  t.equal((await client(base, first)('GET', '/auth/session')).status, 401, 'the old id is dead');
+  t.equal((await fetch(`${base}/auth/session`, { headers: { cookie: second } })).status, 200);
+});
+
 t.test('wrong password and unknown user: the same 401 answer', async (t) => {
   const wrong = await loginRequest(base, ADMIN.username, 'not the password');
   const unknown = await loginRequest(base, 'nobody', 'not the password');

@@ -1,8 +1,8 @@
 import { requireCsrf, requireSession } from '../../admin/guard.ts';
 import { loginAddress } from '../../auth/login-address.ts';
 import { login, parseLogin, sessionBody } from '../../auth/login.ts';
-import { clearedCookie, sessionCookie } from '../../auth/session-cookie.ts';
-import { destroySession } from '../../auth/session.ts';
+import { clearedCookie, readSessionCookie, sessionCookie } from '../../auth/session-cookie.ts';
+import { destroySession, sessionKey } from '../../auth/session.ts';
 import { now } from '../../clock.ts';
 import { readJson } from '../body.ts';
 import { json } from '../respond.ts';
@@ -13,8 +13,11 @@ import type { Services } from '../services.ts';
 export function authRoutes(router: Router, s: Services): void {
   router.add('POST', '/auth/login', async (ctx) => {
     const address = loginAddress(s.config, ctx.peerAddress, ctx.headers['x-forwarded-for']);
+    const previous = readSessionCookie(s.config, ctx.headers['cookie']);
     const input = parseLogin(await readJson(ctx));
     const { id, session } = await login(s.store, s.config, input, address, now());
+    // a login from a browser that still holds a session replaces it instead of adding one
+    if (previous !== undefined) await destroySession(s.store, sessionKey(previous));
     return json(200, sessionBody(session), { 'Set-Cookie': sessionCookie(s.config, id) });
   });
 
