@@ -68,6 +68,7 @@ main.on('message', (msg: ToWorker) => {
     case 'drain':
       // Stop accepting, let in-flight calls finish, then close the app so the thread ends
       // on its own (terminate() on a thread with a live uWS app aborts the process).
+      handle.startDrain();
       if (listenSocket) uws.us_listen_socket_close(listenSocket);
       listenSocket = null;
       handle.onIdle(() => {

@@ -10,6 +10,8 @@ export interface AppHandle {
   /** requests whose handler has not finished yet (drain waits for them) */
   inFlight(): number;
   onIdle(cb: () => void): void;
+  /** from now on every answer closes its connection, so keep-alive clients move elsewhere */
+  startDrain(): void;
 }
 
 /** One uWS app per API worker. Every request goes through one dispatcher so that every
@@ -17,10 +19,11 @@ export interface AppHandle {
 export function createApp(uws: UwsModule, router: Router, log: Logger, metrics: WorkerMetrics): AppHandle {
   const app = uws.App();
   let inFlight = 0;
+  let draining = false;
   let idleWaiters: (() => void)[] = [];
 
   const finish = (ctx: HttpContext, reply: Reply) => {
-    send(ctx, reply);
+    send(ctx, draining ? { ...reply, close: true } : reply);
     const seconds = (performance.now() - ctx.startedAt) / 1000;
     const status = ctx.aborted && ctx.status === 0 ? 499 : ctx.status || reply.status;
     metrics.observe(ctx.route, ctx.method, status, seconds);
@@ -63,6 +66,9 @@ export function createApp(uws: UwsModule, router: Router, log: Logger, metrics: 
   return {
     app,
     inFlight: () => inFlight,
+    startDrain() {
+      draining = true;
+    },
     onIdle(cb) {
       if (inFlight === 0) cb();
       else idleWaiters.push(cb);

@@ -2,7 +2,8 @@ import net from 'node:net';
 import { spawn } from 'node:child_process';
 import t from 'tap';
 import { lmdbOpen } from '../helpers/lmdb.ts';
-import { ROOT, runCli, startServer, tempDir } from '../helpers/server.ts';
+import { postVerify, request, single } from '../helpers/captures.ts';
+import { makeToken, ROOT, runCli, startServer, tempDir } from '../helpers/server.ts';
 
 function runMain(env: Record<string, string>): Promise<{ code: number | null; out: string }> {
   return new Promise((resolve) => {
@@ -47,10 +48,27 @@ t.test('a port held by another uWS-style SO_REUSEPORT listener is refused too', 
   t.match(r.out, /address in use/);
 });
 
-t.test('SIGTERM drains and exits 0', async (t) => {
-  const s = await startServer();
+t.test('SIGTERM drains: in-flight calls finish, new connections are refused, exit 0', async (t) => {
+  const s = await startServer({ ready: true, env: { TEST_INFERENCE_DELAY_MS: '2000' } });
   t.equal((await fetch(`${s.baseUrl}/health/live`)).status, 200);
-  const code = await s.stop('SIGTERM');
+  const { token } = await makeToken(s, ['rgb_liveness:5:day']);
+  const inflight = postVerify(s.baseUrl, token, 'rgb_liveness', request([single()]));
+  await new Promise((r) => setTimeout(r, 800));
+  const stopped = s.stop('SIGTERM');
+  await new Promise((r) => setTimeout(r, 300));
+  const late = await new Promise((resolve) => {
+    const sock = net.connect(s.port, '127.0.0.1');
+    sock.once('connect', () => {
+      sock.destroy();
+      resolve('accepted');
+    });
+    sock.once('error', () => resolve('refused'));
+  });
+  t.equal(late, 'refused', 'listen sockets closed while draining');
+  const done = await inflight;
+  t.equal(done.status, 200, 'the in-flight verify finished');
+  t.equal(done.json.charged_units, 1);
+  const code = await stopped;
   t.equal(code, 0);
   t.ok(s.logLines().some((l) => l.msg === 'draining'));
   t.ok(s.logLines().some((l) => l.msg === 'stopped'));
