@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { lmdbOpen } from '../helpers/lmdb.ts';
-import { bearer, makeToken, startServer, tempDir } from '../helpers/server.ts';
+import { bearer, startServer, tempDir } from '../helpers/server.ts';
 import { client, login, loginRequest } from './session-client.ts';
 
 // contract.md "Authentication and sessions", over real HTTP against the real server.
@@ -177,7 +177,9 @@ t.test('sessions end after the idle timeout and after the absolute lifetime', as
 });
 
 t.test('no cross use of business tokens and sessions', async (t) => {
-  const { token } = await makeToken(server, ['rgb_liveness:10:day']);
+  const made = await client(base, await login(base, ADMIN.username, ADMIN.password))('POST', '/admin/api/tokens', { name: 'cross', grants: [{ module_id: 'rgb_liveness', limit: 10, period: 'day' }] });
+  const token = made.json.token as string;
+  t.equal((await fetch(`${base}/v1/me`, { headers: bearer(token) })).status, 200, 'the token itself is good');
   for (const [m, p] of [['GET', '/auth/session'], ['GET', '/admin/api/tokens'], ['POST', '/auth/logout'], ['POST', '/admin/api/tokens']] as const) {
     const r = await fetch(`${base}${p}`, { method: m, headers: bearer(token) });
     t.equal(r.status, 401, `Bearer on ${m} ${p}`);
@@ -195,4 +197,51 @@ t.test('no cross use of business tokens and sessions', async (t) => {
   const sid = s.cookie.split('=')[1]!;
   const r = await fetch(`${base}/v1/me`, { headers: bearer(sid) });
   t.equal(r.status, 401, 'a session id as a Bearer token');
+});
+
+// Brute force. Failed logins are counted per username (5) and per address (20) in LMDB,
+// across the server's two API workers, in a 15-minute window. These run last: the address
+// lock covers every later login from 127.0.0.1 until the clock moves on.
+t.test('five wrong passwords lock the username: 429 with Retry-After, even for the right one', async (t) => {
+  setClock(at + 16 * MIN);
+  for (let i = 0; i < 5; i++) {
+    const r = await loginRequest(base, ADMIN.username, `guess ${i}`);
+    t.equal(r.status, 401, `guess ${i}`);
+  }
+  const locked = await loginRequest(base, ADMIN.username, ADMIN.password);
+  t.equal(locked.status, 429);
+  t.equal((await locked.json()).error.code, 'too_many_attempts');
+  t.equal(locked.headers.get('retry-after'), String(15 * 60));
+  t.equal(locked.headers.get('set-cookie'), null);
+  const other = await loginRequest(base, 'ROOT', 'anything');
+  t.equal(other.status, 429, 'the lock ignores case');
+
+  setClock(at + 5 * 60_000);
+  const later = await loginRequest(base, ADMIN.username, ADMIN.password);
+  t.equal(later.status, 429);
+  t.equal(later.headers.get('retry-after'), String(10 * 60), 'Retry-After counts down');
+
+  setClock(at + 10 * 60_000);
+  t.equal((await loginRequest(base, ADMIN.username, ADMIN.password)).status, 200, 'open again once the window ends');
+});
+
+t.test('a success clears the username count', async (t) => {
+  setClock(at + 16 * 60_000);
+  for (let i = 0; i < 4; i++) await loginRequest(base, ADMIN.username, `guess ${i}`);
+  t.equal((await loginRequest(base, ADMIN.username, ADMIN.password)).status, 200);
+  for (let i = 0; i < 4; i++) t.equal((await loginRequest(base, ADMIN.username, `again ${i}`)).status, 401);
+  t.equal((await loginRequest(base, ADMIN.username, ADMIN.password)).status, 200);
+});
+
+t.test('twenty failures from one address lock every username from it', async (t) => {
+  setClock(at + 16 * 60_000);
+  for (let i = 0; i < 20; i++) {
+    const r = await loginRequest(base, `spray${i}`, 'password1');
+    t.equal(r.status, 401);
+  }
+  const r = await loginRequest(base, ADMIN.username, ADMIN.password);
+  t.equal(r.status, 429);
+  t.ok(Number(r.headers.get('retry-after')) > 0);
+  setClock(at + 16 * 60_000);
+  t.equal((await loginRequest(base, ADMIN.username, ADMIN.password)).status, 200);
 });
