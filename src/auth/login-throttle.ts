@@ -38,7 +38,14 @@ export function lockedFor(store: Store, keys: Key[], at: number): number {
   return wait;
 }
 
+let failuresSinceSweep = 0;
+
 export async function recordFailure(store: Store, keys: Key[], at: number): Promise<void> {
+  // a spray of made-up usernames leaves one record each; they are swept now and then
+  if (++failuresSinceSweep >= 256) {
+    failuresSinceSweep = 0;
+    await sweepFailures(store, at);
+  }
   await store.db.loginFailures.transaction(() => {
     for (const { key } of keys) {
       const f = live(store.db.loginFailures.get(key) as Failures | undefined, at);
@@ -51,4 +58,13 @@ export async function recordFailure(store: Store, keys: Key[], at: number): Prom
  * address must not reset a spray from it. */
 export async function clearUsername(store: Store, username: string): Promise<void> {
   await store.db.loginFailures.remove(`user:${username.toLowerCase()}`);
+}
+
+/** Deletes counts whose window has ended. */
+export async function sweepFailures(store: Store, at: number): Promise<void> {
+  const stale: string[] = [];
+  for (const { key, value } of store.db.loginFailures.getRange({})) {
+    if (!live(value as Failures, at)) stale.push(key as string);
+  }
+  if (stale.length > 0) await store.db.loginFailures.transaction(() => stale.forEach((k) => store.db.loginFailures.remove(k)));
 }

@@ -7,7 +7,7 @@ import { getUserByName } from '../store/users.ts';
 import { verifyPassword } from './password.ts';
 import { LoginSchema } from './schemas.ts';
 import { createSession, sweepSessions } from './session.ts';
-import { clearUsername, lockedFor, recordFailure, throttleKeys } from './login-throttle.ts';
+import { clearUsername, lockedFor, recordFailure, sweepFailures, throttleKeys } from './login-throttle.ts';
 import type { SessionRecord } from './session.ts';
 
 const checkLogin = TypeCompiler.Compile(LoginSchema);
@@ -48,5 +48,6 @@ export async function login(store: Store, config: Config, input: { username: str
   await clearUsername(store, input.username);
   if (user.role !== 'admin') throw new ServiceError('login_disabled');
   await sweepSessions(store, config, at);
+  await sweepFailures(store, at);
   return createSession(store, config, user, at);
 }
