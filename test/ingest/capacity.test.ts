@@ -1,0 +1,172 @@
+// Verify capacity over real HTTP: one API worker (WORKERS=1) admits two verify calls; the slot
+// is taken before the body is read and held through upload, preparation and inference
+// (TEST_INFERENCE_DELAY_MS keeps a call in inference); the next call gets 503 server_busy with
+// Retry-After without its body being read; slots come back on every path (success, every kind
+// of error, early answers mid-stream, a client that disconnects mid-upload).
+
+import t from 'tap';
+import { buildVerifyBody } from '../../src/client/index.ts';
+import { makeToken, startServer } from '../helpers/server.ts';
+import {
+  RawConn, auditOf, auditRecords, body, expectRejected, multipart, okFrame, post, rawAnswer, smallPng, smallSingle,
+  snapshot, verifyHead, writeBody, type Answer,
+} from './helpers.ts';
+
+const DELAY_MS = 2000;
+const server = await startServer({ ready: true, env: { WORKERS: '1', TEST_INFERENCE_DELAY_MS: String(DELAY_MS) } });
+t.teardown(() => server.stop());
+const tok = await makeToken(server, ['rgb_liveness:10000:day']);
+
+async function metric(name: string): Promise<number> {
+  const text = await (await fetch(`${server.baseUrl}/metrics`)).text();
+  const m = new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text);
+  return m ? Number(m[1]) : NaN;
+}
+const slotsInUse = () => metric('lv_verify_slots_in_use');
+
+/** Polls the slot gauge until `pred` holds (bounded: a hang detector, not a speed check). */
+async function slotsUntil(pred: (n: number) => boolean, what: string, ms = 15_000): Promise<number> {
+  const end = Date.now() + ms;
+  let n = await slotsInUse();
+  while (!pred(n)) {
+    if (Date.now() > end) throw new Error(`slots in use stayed at ${n}, waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+    n = await slotsInUse();
+  }
+  return n;
+}
+
+/** A call that sends its head and only half of its body, then stalls (the slow client). */
+async function halfUpload(): Promise<RawConn> {
+  const b = body([smallSingle()]);
+  const conn = new RawConn(server.port);
+  await conn.connected;
+  await conn.write(verifyHead({ token: tok.token, contentType: b.contentType, contentLength: b.body.length }));
+  await conn.write(b.body.subarray(0, Math.floor(b.body.length / 2)));
+  return conn;
+}
+
+/** A call that is answered before it sends any body: only the head, with a declared length. */
+async function headOnly(): Promise<{ answer: Answer; retryAfter: string | undefined; closed: boolean }> {
+  const b = body([smallSingle()]);
+  const conn = new RawConn(server.port);
+  await conn.connected;
+  await conn.write(verifyHead({ token: tok.token, contentType: b.contentType, contentLength: b.body.length }));
+  const r = await conn.response({ expectClose: true });
+  conn.close();
+  return { answer: rawAnswer(r), retryAfter: r.headers['retry-after'], closed: r.closed };
+}
+
+const valid = () => post(server.baseUrl, tok.token, body([smallSingle()]));
+
+t.test('the gauge starts at zero', async (t) => {
+  t.equal(await slotsInUse(), 0);
+});
+
+t.test('two calls in inference hold both slots; a third gets 503 server_busy with Retry-After before its body is read', async (t) => {
+  const busyBefore = await metric('lv_verify_busy_total');
+  const a = valid();
+  const b = valid();
+  await slotsUntil((n) => n === 2, 'two calls in flight');
+  let third: Awaited<ReturnType<typeof headOnly>> | undefined;
+  await expectRejected(t, server, tok, async () => {
+    third = await headOnly();
+    return third.answer;
+  }, { status: 503, code: 'server_busy' });
+  t.match(third?.retryAfter, /^\d+$/, 'Retry-After in seconds');
+  t.ok(third?.closed, 'the unread body cannot hang the connection: it is closed');
+  const [ra, rb] = await Promise.all([a, b]);
+  t.equal(ra.status, 200, 'first call completes');
+  t.equal(rb.status, 200, 'second call completes');
+  t.equal(await metric('lv_verify_busy_total'), busyBefore + 1, 'the busy counter counted it');
+  await slotsUntil((n) => n === 0, 'both calls finished');
+});
+
+t.test('a slow client that sent half its body holds a slot; when it disconnects, the slot comes back', async (t) => {
+  const slow1 = await halfUpload();
+  await slotsUntil((n) => n === 1, 'the slow client holding a slot');
+  const slow2 = await halfUpload();
+  await slotsUntil((n) => n === 2, 'two slow clients');
+  t.notOk(slow1.hasAnswer || slow2.hasAnswer, 'the slow clients are still uploading, unanswered');
+
+  const busy = await headOnly();
+  t.equal(busy.answer.status, 503, 'a third call is refused while both uploads stall');
+  t.equal(busy.answer.json?.error?.code, 'server_busy');
+
+  const auditBefore = new Set((await auditRecords(server)).map((r) => r.request_id));
+  slow1.close(); // disconnect mid-upload
+  await slotsUntil((n) => n === 1, 'the disconnected upload to give its slot back');
+  const r = await valid();
+  t.equal(r.status, 200, 'a new call then succeeds');
+
+  slow2.close();
+  await slotsUntil((n) => n === 0, 'every slot back');
+  // the aborted uploads charged nothing and left an audit line each (status 499)
+  const aborted = (await auditRecords(server)).filter((x) => !auditBefore.has(x.request_id) && x.status === 499);
+  t.equal(aborted.length, 2, 'two aborted uploads audited as 499');
+  const stored = await snapshot(server, tok.token);
+  for (const name of ['ledger', 'reservations', 'idempotency', 'results'] as const) {
+    t.notOk(aborted.some((x) => stored.dbs[name].includes(x.request_id)), `no ${name} record for the aborted uploads`);
+  }
+  t.ok(aborted.every((x) => x.charged_units === 0 && x.token_id === tok.id), 'nothing charged to the token');
+});
+
+t.test('a slow client that finishes its upload is served normally (the slot covered the whole upload)', async (t) => {
+  const b = body([smallSingle()]);
+  const conn = new RawConn(server.port);
+  await conn.connected;
+  await conn.write(verifyHead({ token: tok.token, contentType: b.contentType, contentLength: b.body.length }));
+  await conn.write(b.body.subarray(0, 100));
+  await slotsUntil((n) => n === 1, 'the upload holding a slot');
+  await writeBody(conn, b.body.subarray(100), 97);
+  const r = await conn.response();
+  conn.close();
+  t.equal(r.status, 200, r.body.slice(0, 200));
+  await slotsUntil((n) => n === 0, 'slot released after the answer');
+});
+
+t.test('slots come back after every kind of error: ten rejected calls in a row, then two concurrent calls both pass', async (t) => {
+  const b = body([smallSingle()]);
+  const boundary = b.contentType.split('boundary=')[1]!;
+  const png = smallPng();
+  const rejected: [string, () => Promise<Answer>, number][] = [
+    ['400 invalid_idempotency_key', () => post(server.baseUrl, tok.token, b, { headers: { 'idempotency-key': 'has space' } }), 400],
+    ['400 invalid_content_length', async () => {
+      const conn = new RawConn(server.port);
+      await conn.connected;
+      await conn.write(verifyHead({ token: tok.token, contentType: b.contentType, extra: { 'Content-Length': '' } }));
+      const r = await conn.response({ expectClose: true });
+      conn.close();
+      return rawAnswer(r);
+    }, 400],
+    ['415 unsupported_media_type', () => post(server.baseUrl, tok.token, { body: b.body, contentType: 'application/json' }), 415],
+    ['413 declared length', async () => {
+      const conn = new RawConn(server.port);
+      await conn.connected;
+      await conn.write(verifyHead({ token: tok.token, contentType: b.contentType, contentLength: 64 * 1024 * 1024 }));
+      const r = await conn.response({ expectClose: true });
+      conn.close();
+      return rawAnswer(r);
+    }, 413],
+    ['413 part too large, mid-stream', () => post(server.baseUrl, tok.token, body([{ mode: 'rgb_single', frames: [okFrame(0, new Uint8Array(1024 * 1024 + 1))] }])), 413],
+    ['413 too many captures, mid-stream', () => post(server.baseUrl, tok.token, body(Array.from({ length: 33 }, () => smallSingle()), { batch: true })), 413],
+    ['422 bad metadata, mid-stream', () => post(server.baseUrl, tok.token, multipart([{ name: 'metadata', data: '{"protocol_version":2' }, { name: 'f0', filename: 'a.png', data: png }])), 422],
+    ['422 after the body (hash mismatch)', () => {
+      const files = new Map(b.files);
+      files.set('f0', Buffer.concat([png, Buffer.from('x')]));
+      return post(server.baseUrl, tok.token, buildVerifyBody(b.metadata as never, files));
+    }, 422],
+    ['400 malformed multipart', () => post(server.baseUrl, tok.token, { body: b.body.subarray(0, b.body.length - 8), contentType: `multipart/form-data; boundary=${boundary}` }), 400],
+    ['422 missing metadata', () => post(server.baseUrl, tok.token, multipart([{ name: 'f0', filename: 'a.png', data: png }])), 422],
+  ];
+  for (const [label, send, status] of rejected) {
+    const r = await send();
+    t.equal(r.status, status, label);
+    t.ok(r.requestId && (await auditOf(server, r.requestId))?.status === status, `${label}: audited`);
+  }
+  await slotsUntil((n) => n === 0, 'no slot leaked by the errors');
+  t.equal(await slotsInUse(), 0, 'the gauge is back at zero');
+  const [x, y] = await Promise.all([valid(), valid()]);
+  t.equal(x.status, 200, 'first concurrent call passes');
+  t.equal(y.status, 200, 'second concurrent call passes: both slots were free');
+});
