@@ -20,7 +20,10 @@ export interface FrameBenchResult {
   provider: ExecutionProvider;
   threads: number;
   batch: number;
+  /** mean over the whole measurement */
   ms_per_frame: number;
+  /** fastest chunk of 10 runs */
+  best_ms_per_frame: number;
   frames_per_s: number;
   /** of ms_per_frame, the TypeScript crop/resize/normalise share */
   preprocess_ms_per_frame: number;
@@ -43,12 +46,17 @@ export async function measureFrames(cfg: FrameBenchConfig): Promise<FrameBenchRe
   const runner = await ModuleRunner.load(runtime, loadManifest(join(cfg.modelsDir, 'raw_v1')), 'rgb_liveness');
   const frames = Array.from({ length: cfg.batch }, (_, i) => benchCrop(i + 1));
   for (let i = 0; i < cfg.warmupRuns; i++) await runner.runFrames(frames);
+  // The machine may be shared: besides the mean, keep the fastest chunk of 10 runs,
+  // which is what the graph costs when nothing else competes for the core.
   let runs = 0;
+  let best = Infinity;
   const t0 = performance.now();
   const until = t0 + cfg.seconds * 1000;
-  while (performance.now() < until || runs < 5) {
-    await runner.runFrames(frames);
-    runs++;
+  while (performance.now() < until || runs < 10) {
+    const c0 = performance.now();
+    for (let i = 0; i < 10; i++) await runner.runFrames(frames);
+    best = Math.min(best, (performance.now() - c0) / (10 * cfg.batch));
+    runs += 10;
   }
   const ms = (performance.now() - t0) / (runs * cfg.batch);
   await runner.release();
@@ -56,13 +64,13 @@ export async function measureFrames(cfg: FrameBenchConfig): Promise<FrameBenchRe
   const p0 = performance.now();
   for (let i = 0; i < 50; i++) prepareFrame(spec, frames[0]);
   const pre = (performance.now() - p0) / 50;
-  return { provider: cfg.provider, threads: cfg.threads, batch: cfg.batch, ms_per_frame: ms, frames_per_s: 1000 / ms, preprocess_ms_per_frame: pre, runs };
+  return { provider: cfg.provider, threads: cfg.threads, batch: cfg.batch, ms_per_frame: ms, best_ms_per_frame: best, frames_per_s: 1000 / ms, preprocess_ms_per_frame: pre, runs };
 }
 
 export default async function run(cfg: FrameBenchConfig): Promise<FrameBenchResult> {
   try {
     return await measureFrames(cfg);
   } catch (e) {
-    return { provider: cfg.provider, threads: cfg.threads, batch: cfg.batch, ms_per_frame: NaN, frames_per_s: NaN, preprocess_ms_per_frame: NaN, runs: 0, error: (e as Error).message };
+    return { provider: cfg.provider, threads: cfg.threads, batch: cfg.batch, ms_per_frame: NaN, best_ms_per_frame: NaN, frames_per_s: NaN, preprocess_ms_per_frame: NaN, runs: 0, error: (e as Error).message };
   }
 }
