@@ -4,7 +4,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { bgr80Graph } from './bgr80_ensemble_v1.ts';
-import { COLOR_SIZE, FRAME_SIZE, colorBranch, rgbFrame, temporalHead } from './raw_v1.ts';
+import { COLOR_SIZE, FRAME_CROP, FRAME_SIZE, colorBranch, rgbFrame, temporalHead } from './raw_v1.ts';
 
 export const MODELS_DIR = join(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -33,7 +33,7 @@ function rawV1(): Record<string, Uint8Array> {
           {
             role: 'frame', file: 'rgb_frame.onnx', input: 'image', output: 'logit', output_kind: 'logit',
             features_output: 'features', layout: 'NCHW', dtype: 'float32', batch: 'dynamic',
-            crop_fraction: 0.6, size: FRAME_SIZE, channel_order: 'RGB', ...NORM,
+            crop_fraction: FRAME_CROP, size: FRAME_SIZE, channel_order: 'RGB', ...NORM,
           },
           { role: 'temporal', file: 'temporal_head.onnx', input: 'features', output: 'temporal_logit', output_kind: 'logit' },
         ],

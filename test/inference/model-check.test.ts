@@ -40,7 +40,7 @@ t.test('a manifest that disagrees with the graph fails at load with both shapes'
   const root = variant(t, 'raw_v1', (m) => { m.modules.rgb_liveness.graphs[0].size = 80; });
   const r = await checkModelSet(join(root, 'raw_v1'));
   t.equal(r.ok, false);
-  t.match(r.report, 'rgb_liveness: FAILED: modules.rgb_liveness.graphs[0]: rgb_frame.onnx input "image" is [batch, 3, 96, 96] but the manifest makes it [N, 3, 80, 80]');
+  t.match(r.report, 'rgb_liveness: FAILED: modules.rgb_liveness.graphs[0]: rgb_frame.onnx input "image" is [batch, 3, 128, 128] but the manifest makes it [N, 3, 80, 80]');
   t.match(r.report, /color_liveness: 2 graph/, 'the other module is still checked');
 
   const fixed = variant(t, 'bgr80_ensemble_v1', (m) => { m.modules.rgb_liveness.graphs[1].layout = 'NHWC'; });

@@ -38,16 +38,16 @@ function blockMean(px: Uint8Array, side: number, factor: number): Float32Array[]
   return planes;
 }
 
-// raw_v1: 0.6 of the crop (192 px), block mean to 96 (frames) or 64 (colour),
+// raw_v1: frames 0.8 of the crop (256 px) block-averaged to 128; colour 0.6 (192 px) to 64;
 // RGB, (v / 255 - 0.5) / 0.25, NCHW.
 const rawNorm = (planes: Float32Array[]) => planes.map((p) => p.map((v) => (v / 255 - 0.5) / 0.25));
 
 async function rawFrame(px: Uint8Array): Promise<{ logit: number; features: Float32Array }> {
-  const planes = rawNorm(blockMean(px, 192, 2));
-  const data = new Float32Array(3 * 96 * 96);
-  planes.forEach((p, c) => data.set(p, c * 96 * 96));
+  const planes = rawNorm(blockMean(px, 256, 2));
+  const data = new Float32Array(3 * 128 * 128);
+  planes.forEach((p, c) => data.set(p, c * 128 * 128));
   const s = await session('raw_v1/rgb_frame.onnx');
-  const out = await s.run({ image: new ort.Tensor('float32', data, [1, 3, 96, 96]) });
+  const out = await s.run({ image: new ort.Tensor('float32', data, [1, 3, 128, 128]) });
   return { logit: (out.logit.data as Float32Array)[0], features: out.features.data as Float32Array };
 }
 
