@@ -37,6 +37,8 @@ export function requireAdmin(ctx: HttpContext, s: Services): AdminSession {
   const a = requireSession(ctx, s);
   if (a.user.role !== 'admin') throw new ServiceError('forbidden');
   requireCsrf(ctx, a.session);
+  // the request line does not say who: changes are attributable to an operator here
+  if (STATE_CHANGING.has(ctx.method)) s.log.info({ request_id: ctx.requestId, admin: a.user.username, method: ctx.method, path: ctx.path }, 'admin action');
   return a;
 }
 

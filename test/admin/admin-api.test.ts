@@ -296,3 +296,12 @@ t.test('settlements: list those needing an operator, resolve once', async (t) =>
   t.same((await admin('GET', '/admin/api/settlements')).json.settlements, []);
   t.equal((await admin('POST', '/admin/api/settlements/rsv_nope/resolve', { action: 'charge' })).status, 404);
 });
+
+t.test('state-changing calls are logged with the operator who made them', async (t) => {
+  const r = await admin('PATCH', '/admin/api/modules/rgb_liveness', { enabled: true });
+  await new Promise((res) => setTimeout(res, 200));
+  const line = server.logLines().find((l) => l.msg === 'admin action' && l.request_id === r.headers.get('x-request-id'));
+  t.hasStrict(line, { admin: 'root', method: 'PATCH', path: '/admin/api/modules/rgb_liveness' });
+  t.notOk(server.logs.join('\n').includes(session.cookie.split('=')[1]!), 'the session id is never logged');
+  t.notOk(server.logs.join('\n').includes(session.csrf), 'nor the CSRF token');
+});
