@@ -42,11 +42,11 @@ export function dense(
   x: string,
   nin: number,
   nout: number,
-  opts: { relu?: boolean; gain?: number; out?: string } = {},
+  opts: { relu?: boolean; gain?: number; out?: string; bias?: number } = {},
 ): string {
   // Gemm with transB=1 keeps the weight as [out, in], like a torch Linear.
   const w = g.weight('fc_w', [nout, nin], kaimingUniform(rand, nout * nin, nin, opts.gain ?? Math.SQRT2));
-  const b = g.weight('fc_b', [nout], uniform(rand, nout, -0.05, 0.05));
+  const b = g.weight('fc_b', [nout], uniform(rand, nout, -0.05, 0.05).map((v) => v + (opts.bias ?? 0)));
   const relu = opts.relu ?? false;
   const y = g.node('Gemm', [x, w, b], { transB: 1 }, relu ? undefined : opts.out);
   return relu ? g.node('Relu', [y], {}, opts.out) : y;
