@@ -6,8 +6,8 @@ import { join } from 'node:path';
 import type { ModuleId } from '../packets/types.ts';
 import { MAX_BATCH, type GraphSpec, type ImageGraphSpec, type Manifest, type TemporalGraphSpec } from './manifest.ts';
 import { allocate, dims, prepareFrame, writePlanes, type Plan } from './preprocess.ts';
-import type { Runtime, Session } from './runtime.ts';
-import { combine, liveProbability, type Combined } from './scores.ts';
+import type { Feed, Runtime, Session } from './runtime.ts';
+import { combine, liveProbability, type Combined, type Member } from './scores.ts';
 
 export interface FrameOutputs {
   /** per frame: ensemble live probability */
@@ -35,14 +35,13 @@ function planKey(p: Plan): string {
   return JSON.stringify([p.crop_fraction, p.size, p.channel_order, p.scale, p.mean, p.std]);
 }
 
-function member(g: GraphSpec, data: Float32Array, item: number, batch: number): { kind: GraphSpec['output_kind']; probability: number; raw: number } {
+function member(g: GraphSpec, data: Float32Array, item: number, batch: number): Member {
   const width = data.length / batch;
   return { kind: g.output_kind, probability: liveProbability(g.output_kind, data, item, width, g.live_index), raw: data[item * width] };
 }
 
-async function runScore(l: Loaded<GraphSpec>, feed: Record<string, { data: Float32Array | Uint8Array; dims: number[] }>, extra: string[] = []) {
-  const names = [l.spec.output, ...extra];
-  return l.session.run(feed, names);
+function runScore(l: Loaded<GraphSpec>, feed: Record<string, Feed>, extra: string[] = []) {
+  return l.session.run(feed, [l.spec.output, ...extra]);
 }
 
 const CHANNELS: Record<ImageGraphSpec['role'], number> = { frame: 3, color_difference: 3 * (PHASES - 1), color_appearance: 3 * PHASES };
@@ -128,7 +127,7 @@ export class ModuleRunner {
     const n = pixels.length;
     if (n < 1 || n > MAX_BATCH) throw new Error(`runFrames takes 1 to ${MAX_BATCH} frames, got ${n}`);
     const prepared = new Map<string, Float32Array[][]>();
-    const members: { kind: GraphSpec['output_kind']; probability: number; raw: number }[][] = pixels.map(() => []);
+    const members: Member[][] = pixels.map(() => []);
     const featureParts: { data: Float32Array; width: number }[] = [];
     for (const l of this.frames) {
       const key = planKey(l.spec);
@@ -197,7 +196,7 @@ export class ModuleRunner {
       }
       return planes;
     };
-    const difference: { kind: GraphSpec['output_kind']; probability: number; raw: number }[] = [];
+    const difference: Member[] = [];
     for (const l of this.differences) {
       const planes = planesFor(l.spec);
       const input = allocate(l.spec, 1, 3 * (PHASES - 1));
@@ -213,7 +212,7 @@ export class ModuleRunner {
       const out = await runScore(l, { [l.spec.input]: { data: input, dims: dims(l.spec, 1, 3 * (PHASES - 1)) } });
       difference.push(member(l.spec, out[l.spec.output].data, 0, 1));
     }
-    const appearance: { kind: GraphSpec['output_kind']; probability: number; raw: number }[] = [];
+    const appearance: Member[] = [];
     for (const l of this.appearances) {
       const planes = planesFor(l.spec);
       const input = allocate(l.spec, 1, 3 * PHASES);

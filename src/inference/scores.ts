@@ -45,7 +45,14 @@ export interface Combined {
   logit: number;
 }
 
-export function combine(members: { kind: OutputKindName; probability: number; raw: number }[]): Combined {
+/** One ensemble member's reading of one item: its live probability and its first raw output value. */
+export interface Member {
+  kind: OutputKindName;
+  probability: number;
+  raw: number;
+}
+
+export function combine(members: Member[]): Combined {
   if (members.length === 1 && members[0].kind === 'logit') {
     return { probability: members[0].probability, logit: members[0].raw };
   }
