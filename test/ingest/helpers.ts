@@ -46,9 +46,12 @@ export class RawConn {
   bytesWritten = 0;
   readonly connected: Promise<void>;
 
-  constructor(port: number) {
+  /** `readLater`: read nothing until response() is called, like a client that writes its whole
+   * request before it looks at the answer (the answer then waits in the kernel's receive queue). */
+  constructor(port: number, opts: { readLater?: boolean } = {}) {
     this.socket = net.connect({ host: '127.0.0.1', port });
     this.socket.setNoDelay(true);
+    if (opts.readLater) this.socket.pause();
     this.connected = new Promise((resolve, reject) => {
       this.socket.once('connect', () => resolve());
       this.socket.once('error', reject);
@@ -121,6 +124,7 @@ export class RawConn {
    * close when `expectClose`. */
   async response(opts: RawOptions & { expectClose?: boolean } = {}): Promise<RawResponse> {
     const answerWait = opts.answerWaitMs ?? 30_000;
+    if (this.socket.isPaused()) this.socket.resume();
     await this.until(() => this.complete() !== null || this.ended, answerWait);
     const parsed = this.complete();
     if (parsed === null) {
@@ -178,10 +182,12 @@ export function verifyHead(opts: {
 export async function writeChunked(conn: RawConn, body: Buffer, chunkBytes = 64 * 1024): Promise<void> {
   for (let at = 0; at < body.length; at += chunkBytes) {
     if (conn.hasAnswer) return;
-    const piece = body.subarray(at, Math.min(body.length, at + chunkBytes));
-    if (!(await conn.write(Buffer.concat([Buffer.from(`${piece.length.toString(16)}\r\n`), piece, Buffer.from('\r\n')])))) return;
+    const end = Math.min(body.length, at + chunkBytes);
+    const piece = body.subarray(at, end);
+    // the last chunk goes out with the terminating zero chunk, so nothing trails an early answer
+    const last = end === body.length ? '\r\n0\r\n\r\n' : '\r\n';
+    if (!(await conn.write(Buffer.concat([Buffer.from(`${piece.length.toString(16)}\r\n`), piece, Buffer.from(last)])))) return;
   }
-  await conn.write('0\r\n\r\n');
 }
 
 /** Sends `body` with Content-Length framing, `chunkBytes` per write, stopping at an answer or a broken socket. */

