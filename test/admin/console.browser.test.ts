@@ -86,6 +86,22 @@ if (!fs.existsSync(CHROMIUM)) {
     await page.click('#tabs button[data-tab=modules]');
     await page.waitForSelector('#panel tr[data-module=rgb_liveness]');
     t.match(await page.textContent('#panel tr[data-module=rgb_liveness]'), 'rgb_single, rgb_sequence');
+    await page.click('#panel tr[data-module=color_liveness] button:has-text("Disable")');
+    await page.waitForSelector('#panel tr[data-module=color_liveness] button:has-text("Enable")');
+    const colorOff = await (await fetch(`${server.baseUrl}/health/ready`)).json();
+    t.equal(colorOff.modules.color_liveness.enabled, false, 'disabled from the console');
+    await page.click('#panel tr[data-module=color_liveness] button:has-text("Enable")');
+    await page.waitForSelector('#panel tr[data-module=color_liveness] button:has-text("Disable")');
+
+    await page.click('#tabs button[data-tab=users]');
+    await page.fill('#panel input[name=username]', 'second-admin');
+    await page.fill('#panel input[name=password]', 'second password');
+    await page.click('#panel button:has-text("Create user")');
+    await page.waitForSelector('#panel td:text-is("second-admin")');
+    t.equal((await fetch(`${server.baseUrl}/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'second-admin', password: 'second password' }) })).status, 200, 'the console-made admin can log in');
+
+    await page.click('#tabs button[data-tab=settlements]');
+    await page.waitForSelector('#panel p:has-text("Nothing pending")');
 
     await page.click('#tabs button[data-tab=tokens]');
     await page.click('tr:has-text("browser kiosk") button:has-text("Disable")');

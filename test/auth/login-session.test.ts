@@ -81,7 +81,8 @@ t.test('wrong password and unknown user take the same time (both run scrypt)', a
   }
   const median = (xs: number[]) => xs.sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
   const ratio = median(unknown) / median(known);
-  t.ok(ratio > 0.5 && ratio < 2, `median unknown/known = ${ratio.toFixed(2)} (${median(unknown).toFixed(1)} / ${median(known).toFixed(1)} ms)`);
+  // a wide band: it must catch a skipped hash (ratio near 0.05), not scheduler noise
+  t.ok(ratio > 1 / 3 && ratio < 3, `median unknown/known = ${ratio.toFixed(2)} (${median(unknown).toFixed(1)} / ${median(known).toFixed(1)} ms)`);
   t.ok(median(unknown) > 5, 'an unknown user is not answered without hashing');
   // leave the failure counts of this test behind
   setClock(at + 16 * MIN);
