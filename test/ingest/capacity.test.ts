@@ -104,11 +104,25 @@ t.test('a slow client that sent half its body holds a slot; when it disconnects,
   // the aborted uploads charged nothing and left an audit line each (status 499)
   const aborted = (await auditRecords(server)).filter((x) => !auditBefore.has(x.request_id) && x.status === 499);
   t.equal(aborted.length, 2, 'two aborted uploads audited as 499');
+  for (const x of aborted) {
+    t.not(x.error_code, 'internal_error', `a client disconnect is not audited as a server fault (got ${x.error_code})`, { todo: 'bug: ClientGoneError falls through errorReply to internal_error' });
+  }
   const stored = await snapshot(server, tok.token);
   for (const name of ['ledger', 'reservations', 'idempotency', 'results'] as const) {
     t.notOk(aborted.some((x) => stored.dbs[name].includes(x.request_id)), `no ${name} record for the aborted uploads`);
   }
   t.ok(aborted.every((x) => x.charged_units === 0 && x.token_id === tok.id), 'nothing charged to the token');
+});
+
+t.test('a client that stalls mid-upload and never disconnects loses its slot to the idle timeout', async (t) => {
+  const stalled = await halfUpload();
+  await slotsUntil((n) => n === 1, 'the stalled upload holding a slot');
+  // uWS closes an HTTP connection idle for about 10 s; the wait is bounded, not a speed check
+  await slotsUntil((n) => n === 0, 'the idle timeout to free the slot', 40_000);
+  await stalled.response({ answerWaitMs: 5_000 }).catch(() => undefined);
+  t.ok(stalled.isClosed, 'the server closed the stalled connection');
+  stalled.close();
+  t.equal((await valid()).status, 200, 'the slot serves the next call');
 });
 
 t.test('a slow client that finishes its upload is served normally (the slot covered the whole upload)', async (t) => {
@@ -121,7 +135,7 @@ t.test('a slow client that finishes its upload is served normally (the slot cove
   await writeBody(conn, b.body.subarray(100), 97);
   const r = await conn.response();
   conn.close();
-  t.equal(r.status, 200, r.body.slice(0, 200));
+  t.equal(r.status, 200, `served after a trickled upload (${r.body.slice(0, 120)})`);
   await slotsUntil((n) => n === 0, 'slot released after the answer');
 });
 

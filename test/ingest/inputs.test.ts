@@ -127,6 +127,45 @@ t.test('sha256 that does not match the uploaded bytes: 422 at the frame\'s image
   t.equal(r.json.detail[0].ctx?.actual, sha256Hex(other), 'ctx names the hash of what arrived');
 });
 
+t.test('more part rules: duplicate metadata, metadata not UTF-8, image sent as a text field, image.part "metadata", uppercase sha256', async (t) => {
+  const b = body([smallSingle()]);
+  const meta = JSON.stringify(b.metadata);
+  const png = smallPng();
+  await t.test('metadata twice', async (t) => {
+    const r = await reject422(t, () => verify(multipart([{ name: 'metadata', data: meta }, { name: 'metadata', data: meta }, { name: 'f0', filename: 'a.png', data: png }])));
+    t.same(r.json.detail.map((d: any) => [d.loc, d.type]), [[['body', 'metadata'], 'metadata_duplicate']]);
+  });
+  await t.test('metadata not UTF-8', async (t) => {
+    const bad = Buffer.concat([Buffer.from(meta.slice(0, -1)), Buffer.from([0xff, 0xfe]), Buffer.from('}')]);
+    const r = await reject422(t, () => verify(multipart([{ name: 'metadata', data: bad }, { name: 'f0', filename: 'a.png', data: png }])));
+    t.same(r.json.detail.map((d: any) => d.loc), [['body', 'metadata']]);
+  });
+  await t.test('image sent as a text field (no filename)', async (t) => {
+    const r = await reject422(t, () => verify(multipart([{ name: 'metadata', data: meta }, { name: 'f0', data: png }])));
+    t.same(r.json.detail.map((d: any) => [d.loc, d.type]), [[['body', 'metadata', 'frames', 0, 'image', 'part'], 'part_not_file']]);
+  });
+  await t.test('image.part named "metadata"', async (t) => {
+    const m = structuredClone(b.metadata) as any;
+    m.frames[0].image.part = 'metadata';
+    const r = await reject422(t, () => verify(multipart([{ name: 'metadata', data: JSON.stringify(m) }])));
+    t.same(r.json.detail.map((d: any) => d.loc), [['body', 'metadata', 'frames', 0, 'image', 'part']]);
+  });
+  await t.test('sha256 in uppercase hex', async (t) => {
+    const m = structuredClone(b.metadata) as any;
+    m.frames[0].image.sha256 = m.frames[0].image.sha256.toUpperCase();
+    const r = await reject422(t, () => verify(multipart([{ name: 'metadata', data: JSON.stringify(m) }, { name: 'f0', filename: 'a.png', data: png }])));
+    t.same(r.json.detail.map((d: any) => d.loc), [['body', 'metadata', 'frames', 0, 'image', 'sha256']]);
+  });
+});
+
+t.test('part order and names: metadata after the images, names with folders and non-ASCII are accepted', async (t) => {
+  const png = smallPng();
+  const names = ['cam/0001 frame.png', 'k\u00fcche/\u00e9t\u00e9.png'];
+  const built = body([{ mode: 'rgb_sequence', frames: names.map((part, i) => okFrame(i, png, { image: { bytes: png, part } })) }]);
+  const r = await verify(multipart([...names.map((name) => ({ name, filename: 'x.png', data: png })), { name: 'metadata', data: JSON.stringify(built.metadata) }]));
+  t.equal(r.status, 200, JSON.stringify(r.json).slice(0, 300));
+});
+
 // --- image encodings ------------------------------------------------------------------------------
 
 const px = flatPixels();
@@ -186,6 +225,13 @@ t.test('a batch mixing RGB and colour captures: 422 on either module', async (t)
 });
 
 // --- loc and all errors at once --------------------------------------------------------------------
+
+t.test('image failures inside a batch carry the capture index in loc', async (t) => {
+  const bad = smallSingle('second');
+  bad.frames[0] = okFrame(0, encodePng(px, 320, 320, { corruptCrc: 'IHDR' }));
+  const r = await reject422(t, () => verify(body([smallSingle('first'), bad])));
+  t.same(r.json.detail.map((d: any) => [d.loc, d.type]), [[['body', 'metadata', 'captures', 1, 'frames', 0, 'image'], 'png_invalid_crc']]);
+});
 
 t.test('loc points at the offending field: ["body","metadata","captures",0,"frames",3,"eyes_xy"]', async (t) => {
   const seq: CaptureInput = smallSequence(5, { okFrames: 5 });
