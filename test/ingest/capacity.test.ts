@@ -93,6 +93,26 @@ t.test('a slow client that sent half its body holds a slot; when it disconnects,
   t.equal(busy.answer.status, 503, 'a third call is refused while both uploads stall');
   t.equal(busy.answer.json?.error?.code, 'server_busy');
 
+  // contract.md order of checks: token, module, grant come before capacity; headers and
+  // content type after it
+  const b = body([smallSingle()]);
+  const order: [string, Parameters<typeof verifyHead>[0], number, string][] = [
+    ['bad token', { token: 'lvk_not-a-token', contentType: b.contentType, contentLength: b.body.length }, 401, 'invalid_token'],
+    ['unknown module', { module: 'face_liveness', token: tok.token, contentType: b.contentType, contentLength: b.body.length }, 404, 'module_not_found'],
+    ['module not granted', { module: 'color_liveness', token: tok.token, contentType: b.contentType, contentLength: b.body.length }, 403, 'module_forbidden'],
+    ['bad Idempotency-Key', { token: tok.token, contentType: b.contentType, contentLength: b.body.length, extra: { 'Idempotency-Key': 'a b' } }, 503, 'server_busy'],
+    ['not multipart', { token: tok.token, contentType: 'application/json', contentLength: b.body.length }, 503, 'server_busy'],
+    ['declared length too large', { token: tok.token, contentType: b.contentType, contentLength: 64 * 1024 * 1024 }, 503, 'server_busy'],
+  ];
+  for (const [label, head, status, code] of order) {
+    const conn = new RawConn(server.port);
+    await conn.connected;
+    await conn.write(verifyHead(head));
+    const r = await conn.response({ expectClose: true });
+    conn.close();
+    t.same([r.status, r.json?.error?.code], [status, code], `while busy, ${label}: ${status} ${code}`);
+  }
+
   const auditBefore = new Set((await auditRecords(server)).map((r) => r.request_id));
   slow1.close(); // disconnect mid-upload
   await slotsUntil((n) => n === 1, 'the disconnected upload to give its slot back');
