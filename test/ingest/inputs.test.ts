@@ -3,6 +3,8 @@
 // FastAPI-style loc of each failure and all failures of a request in one answer. Every rejected
 // request charges nothing and leaves only its audit line.
 
+import fs from 'node:fs';
+import path from 'node:path';
 import t, { type Test } from 'tap';
 import { buildCapture, buildVerifyBody, encodePng, sha256Hex, type CaptureInput } from '../../src/client/index.ts';
 import { makeToken, startServer } from '../helpers/server.ts';
@@ -273,3 +275,23 @@ t.test('a capture of failure events only still needs multipart and is accepted',
   t.equal(r.status, 200, JSON.stringify(r.json).slice(0, 300));
   t.equal(r.json?.results?.[0]?.status, 'retry');
 });
+
+t.test('a demo token\'s rejected uploads are not archived (only accepted ones are)', async (t) => {
+  const demo = await makeToken(server, ['rgb_liveness:100:day'], ['--demo']);
+  const archived = (): string[] => {
+    const root = path.join(server.dataDir, 'archive');
+    if (!fs.existsSync(root)) return [];
+    return fs.readdirSync(root).flatMap((day) => fs.readdirSync(path.join(root, day)));
+  };
+  const before = archived();
+  const sent: Answer[] = [];
+  sent.push(await post(server.baseUrl, demo.token, singleWith(new Uint8Array(307199), 'rgb8')));
+  sent.push(await post(server.baseUrl, demo.token, body(Array.from({ length: 33 }, () => smallSingle()), { batch: true })));
+  sent.push(await post(server.baseUrl, demo.token, multipart([{ name: 'f0', filename: 'a.png', data: smallPng() }])));
+  t.same(sent.map((a) => a.status), [422, 413, 422]);
+  t.same(archived(), before, 'nothing archived for the rejected calls');
+  const ok = await post(server.baseUrl, demo.token, body([smallSingle()]));
+  t.equal(ok.status, 200);
+  t.same(archived().filter((d) => !before.includes(d)), [ok.requestId], 'the accepted call is archived under its request id');
+});
+
