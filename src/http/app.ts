@@ -49,6 +49,8 @@ export function createApp(uws: UwsModule, router: Router, log: Logger, metrics: 
     } catch (err) {
       result = errorReply(ctx, err);
     }
+    if (!(result instanceof Promise)) finish(ctx, result);
+    ctx.inHandlerTick = false;
     if (result instanceof Promise) {
       result.then(
         (reply) => finish(ctx, reply),
@@ -58,7 +60,6 @@ export function createApp(uws: UwsModule, router: Router, log: Logger, metrics: 
         },
       ).finally(done);
     } else {
-      finish(ctx, result);
       done();
     }
   });

@@ -14,26 +14,22 @@ export function readBody(ctx: HttpContext, limit: number): Promise<Buffer> {
       reject(new ServiceError('payload_too_large', `body exceeds ${limit} bytes`));
       return;
     }
-    ctx.bodyRead = true;
-    ctx.bodyPending = true;
     const chunks: Buffer[] = [];
     let size = 0;
     let failed = false;
     ctx.onAbort(() => reject(new Error('client aborted')));
-    ctx.res.onData((chunk, isLast) => {
+    ctx.readBody((chunk, isLast) => {
       if (failed) return;
       size += chunk.byteLength;
       if (size > limit) {
         failed = true;
+        ctx.bodyAbandoned = true;
         reject(new ServiceError('payload_too_large', `body exceeds ${limit} bytes`));
         return;
       }
       // uWS detaches the ArrayBuffer when this callback returns: copy it.
       chunks.push(Buffer.from(chunk.slice(0)));
-      if (isLast) {
-        ctx.bodyPending = false;
-        resolve(Buffer.concat(chunks, size));
-      }
+      if (isLast) resolve(Buffer.concat(chunks, size));
     });
   });
 }

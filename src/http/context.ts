@@ -14,10 +14,18 @@ export class HttpContext {
   readonly peerAddress: string;
   aborted = false;
   finished = false;
-  /** a body was being read and is not complete: answering now must close the connection */
-  bodyPending = false;
-  /** set by body readers once they own the body */
-  bodyRead = false;
+  /** the request declares a body (Content-Length > 0 or Transfer-Encoding) */
+  readonly expectsBody: boolean;
+  /** the body's last chunk has arrived */
+  bodyComplete = false;
+  bodyReceived = 0;
+  /** a reader stopped consuming the body (a limit or a syntax error): the connection is not
+   * reused after the answer */
+  bodyAbandoned = false;
+  /** true while the uWS handler runs synchronously: the only time onData can still be attached */
+  inHandlerTick = true;
+  private bodyAttached = false;
+  private bodyHandler: ((chunk: ArrayBuffer, isLast: boolean) => void) | null = null;
   /** route pattern for logs and metrics, set by the router */
   route = 'unmatched';
   /** error code of the answer, for the request log */
@@ -36,10 +44,32 @@ export class HttpContext {
     });
     this.headers = headers;
     this.peerAddress = Buffer.from(res.getRemoteAddressAsText()).toString();
+    const len = headers['content-length'];
+    this.expectsBody = (len !== undefined && len !== '0') || headers['transfer-encoding'] !== undefined;
     res.onAborted(() => {
       this.aborted = true;
       for (const h of this.abortHandlers.splice(0)) h();
     });
+  }
+
+  /** The one place uWS's onData is attached; readers (and the drain after an early answer)
+   * swap the handler, so a reader that gives up can hand the rest of the body to a drain. */
+  readBody(handler: (chunk: ArrayBuffer, isLast: boolean) => void): boolean {
+    this.bodyHandler = handler;
+    if (this.bodyAttached) return true;
+    if (!this.inHandlerTick) return false;
+    this.bodyAttached = true;
+    this.res.onData((chunk, isLast) => {
+      this.bodyReceived += chunk.byteLength;
+      if (isLast) this.bodyComplete = true;
+      this.bodyHandler?.(chunk, isLast);
+    });
+    return true;
+  }
+
+  /** Body still to come: an answer now must drain it or close the connection. */
+  bodyUnread(): boolean {
+    return this.expectsBody && !this.bodyComplete;
   }
 
   onAbort(handler: () => void): void {

@@ -35,12 +35,6 @@ export function errorReply(ctx: HttpContext, err: unknown): Reply {
   return { status: 500, body: errorBody('internal_error', ERRORS.internal_error.message, ctx.requestId) };
 }
 
-function expectsUnreadBody(ctx: HttpContext): boolean {
-  if (ctx.bodyRead) return false;
-  const len = ctx.headers['content-length'];
-  return (len !== undefined && len !== '0') || ctx.headers['transfer-encoding'] !== undefined;
-}
-
 /** Writes a reply unless the client is gone. Safe to call from async code (it corks). */
 export function send(ctx: HttpContext, reply: Reply): void {
   if (ctx.aborted || ctx.finished) return;
@@ -57,15 +51,57 @@ export function send(ctx: HttpContext, reply: Reply): void {
       type ??= 'application/json';
     }
   }
+  if (!ctx.bodyUnread()) {
+    write(ctx, reply, payload, type, (reply.close ?? false) || ctx.bodyAbandoned);
+    return;
+  }
+  answerBeforeBodyEnd(ctx, reply, payload, type);
+}
+
+// An answer given before the request body has arrived (an early 4xx/5xx) must not be lost:
+// closing a socket that still has unread data makes the kernel send a reset, which can
+// discard the answer before the client reads it. So the rest of the body is drained first
+// (into a reader that drops it) and the answer goes out when the body has ended, closing a
+// connection that now has nothing unread. Bounds keep a stalled or endless sender from
+// holding it: past them the answer goes out with the close, reset or not.
+const DRAIN_MAX_BYTES = 32 * 1024 * 1024;
+const DRAIN_CHUNKED_MAX_BYTES = 4 * 1024 * 1024;
+const DRAIN_MAX_MS = 5_000;
+
+function answerBeforeBodyEnd(ctx: HttpContext, reply: Reply, payload: string | Buffer | Uint8Array, type: string | undefined): void {
+  const declared = ctx.headers['content-length'];
+  const remaining = declared !== undefined && /^\d{1,16}$/.test(declared) ? Number(declared) - ctx.bodyReceived : undefined;
+  const cap = remaining === undefined ? DRAIN_CHUNKED_MAX_BYTES : DRAIN_MAX_BYTES;
+  if ((remaining !== undefined && remaining > DRAIN_MAX_BYTES) || !ctx.readBody(() => {})) {
+    write(ctx, reply, payload, type, true);
+    return;
+  }
+  const startedAt = ctx.bodyReceived;
+  let done = false;
+  const finish = () => {
+    if (done) return;
+    done = true;
+    clearTimeout(timer);
+    write(ctx, reply, payload, type, true);
+  };
+  const timer = setTimeout(finish, DRAIN_MAX_MS);
+  ctx.readBody((_chunk, isLast) => {
+    if (isLast || ctx.bodyReceived - startedAt > cap) finish();
+  });
+  ctx.onAbort(() => {
+    done = true;
+    clearTimeout(timer);
+  });
+}
+
+function write(ctx: HttpContext, reply: Reply, payload: string | Buffer | Uint8Array, type: string | undefined, close: boolean): void {
+  if (ctx.aborted) return;
   ctx.res.cork(() => {
     ctx.res.writeStatus(statusLine(reply.status));
     ctx.res.writeHeader('X-Request-ID', ctx.requestId);
     if (type && reply.status !== 204) ctx.res.writeHeader('Content-Type', type);
     ctx.res.writeHeader('Cache-Control', 'no-store');
     if (reply.headers) for (const [k, v] of Object.entries(reply.headers)) ctx.res.writeHeader(k, v);
-    // An answer given before the body was read to its end (an early 4xx/5xx) closes the
-    // connection, so the unread rest can neither hang the client nor be parsed as a request.
-    const close = reply.close || ctx.bodyPending || expectsUnreadBody(ctx);
     if (reply.status === 204) ctx.res.endWithoutBody(0, close);
     else ctx.res.end(payload, close);
   });

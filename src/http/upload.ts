@@ -33,23 +33,21 @@ export function receiveMultipart(
     const parser = new MultipartParser(boundary, limits, { onPartEnd });
     let received = 0;
     let settled = false;
-    ctx.bodyPending = true;
-    ctx.bodyRead = true;
     const fail = (err: unknown) => {
       if (settled) return;
       settled = true;
+      ctx.bodyAbandoned = true;
       if (err instanceof MultipartError) reject(new ServiceError(err.code, err.message));
       else reject(err);
     };
     ctx.onAbort(() => fail(new ClientGoneError('client disconnected during upload')));
-    ctx.res.onData((chunk, isLast) => {
+    ctx.readBody((chunk, isLast) => {
       if (settled) return;
       try {
         received += chunk.byteLength;
         if (received > limits.maxBodyBytes) throw new ServiceError('payload_too_large', `The body exceeds the ${limits.maxBodyBytes}-byte limit`);
         if (chunk.byteLength > 0) parser.write(Buffer.from(chunk.slice(0)));
         if (isLast) {
-          ctx.bodyPending = false;
           const parts = parser.end();
           settled = true;
           resolve(parts);

@@ -86,11 +86,13 @@ export async function refund(store: Store, reservationId: string, at: number): P
 export async function resolveReservation(store: Store, id: string, action: 'charge' | 'refund', at: number): Promise<Reservation | undefined | 'not_pending'> {
   const current = store.db.reservations.get(id) as Reservation | undefined;
   if (!current) return undefined;
-  if (current.state !== 'settlement_failed' && current.state !== 'pending') return 'not_pending';
+  // Only what the operator list shows: a pending reservation may still be in flight, and
+  // start-up recovery settles those whose process is gone.
+  if (current.state !== 'settlement_failed') return 'not_pending';
   if (action === 'refund') return refund(store, id, at);
   return store.db.reservations.transaction(() => {
     const r = store.db.reservations.get(id) as Reservation;
-    if (r.state !== 'settlement_failed' && r.state !== 'pending') return 'not_pending' as const;
+    if (r.state !== 'settlement_failed') return 'not_pending' as const;
     const iso = new Date(at).toISOString();
     const next: Reservation = { ...r, state: 'charged', settled_at: iso, unsaved_body: null };
     store.db.reservations.put(id, next);

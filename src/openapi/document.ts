@@ -152,7 +152,7 @@ export function buildOpenApi(): object {
       post: { summary: 'Create a user', security: session, parameters: [csrfHeader], requestBody: body(ref('UserCreate')), responses: { '201': ok(ref('User')), ...adminErrors, '409': err('conflict'), '422': validation } },
     },
     '/admin/api/users/{id}': {
-      patch: { summary: 'Change a user', security: session, parameters: [pathParam('id'), csrfHeader], requestBody: body(ref('UserPatch')), responses: { '200': ok(ref('User')), ...adminErrors, '404': err('not_found'), '422': validation } },
+      patch: { summary: 'Change a user', security: session, parameters: [pathParam('id'), csrfHeader], requestBody: body(ref('UserPatch')), responses: { '200': ok(ref('User')), ...adminErrors, '404': err('not_found'), '409': err('conflict: would leave no enabled admin'), '422': validation } },
     },
     '/admin/api/tokens': {
       get: { summary: 'Tokens (never the plaintext)', security: session, responses: { '200': ok({ type: 'object', properties: { tokens: { type: 'array', items: ref('Token') } } }), ...adminErrors } },
@@ -171,7 +171,7 @@ export function buildOpenApi(): object {
     '/admin/api/audit': { get: { summary: 'Request audit records, paged', security: session, parameters: pageQuery, responses: { '200': ok(ref('AuditPage')), ...adminErrors, '422': validation } } },
     '/admin/api/settlements': { get: { summary: 'Pending settlements needing operator recovery', security: session, responses: { '200': ok({ type: 'object', properties: { settlements: { type: 'array', items: ref('Settlement') } } }), ...adminErrors } } },
     '/admin/api/settlements/{id}/resolve': {
-      post: { summary: 'Charge or refund a pending settlement', security: session, parameters: [pathParam('id'), csrfHeader], requestBody: body(ref('SettlementResolve')), responses: { '200': ok(ref('Settlement')), ...adminErrors, '404': err('not_found'), '422': validation } },
+      post: { summary: 'Charge or refund a pending settlement', security: session, parameters: [pathParam('id'), csrfHeader], requestBody: body(ref('SettlementResolve')), responses: { '200': ok(ref('Settlement')), ...adminErrors, '404': err('not_found'), '409': err('conflict: not pending'), '422': validation } },
     },
     '/.well-known/jwks.json': { get: { summary: 'Public keys for verdict signatures', responses: { '200': ok({ type: 'object', properties: { keys: { type: 'array', items: { type: 'object' } } } }) } } },
     '/openapi.json': { get: { summary: 'This document', responses: { '200': ok({ type: 'object' }) } } },

@@ -20,7 +20,7 @@ t.test('verify answers carry a detached EdDSA JWS that checks against the JWKS',
   const jwks = createLocalJWKSet(await (await fetch(`${server.baseUrl}/.well-known/jwks.json`)).json());
   const ok = await check(r.text, signature!, jwks);
   t.equal(ok.protectedHeader?.alg, 'EdDSA');
-  const tampered = r.text.replace('"alive":false', '"alive":true').replace('"alive":null', '"alive":true');
+  const tampered = r.text.replace('"charged_units":1', '"charged_units":0');
   t.not(tampered, r.text);
   await t.rejects(check(tampered, signature!, jwks), 'a tampered body fails');
   const replay = await postVerify(server.baseUrl, token, 'rgb_liveness', request([single()]), { 'idempotency-key': 'sig-2' });

@@ -49,7 +49,12 @@ export function verifyRoutes(router: Router, s: Services): void {
       pending = Promise.reject(err);
     }
     return pending
-      .catch((err) => {
+      .catch((err): Reply => {
+        if (err instanceof ClientGoneError) {
+          // Nobody is listening; the code is for the audit line and the request log.
+          ctx.errorCode = 'client_disconnected';
+          return { status: 499 };
+        }
         if (!(err instanceof ServiceError || err instanceof ValidationFailure || err instanceof ClientGoneError)) s.log.error({ err, request_id: ctx.requestId }, 'verify failed');
         return errorReply(ctx, err);
       })
