@@ -50,6 +50,7 @@ export function createApp(uws: UwsModule, router: Router, log: Logger, metrics: 
       result = errorReply(ctx, err);
     }
     if (!(result instanceof Promise)) finish(ctx, result);
+    else ctx.holdUnclaimedBody();
     ctx.inHandlerTick = false;
     if (result instanceof Promise) {
       result.then(

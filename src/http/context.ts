@@ -67,6 +67,13 @@ export class HttpContext {
     return true;
   }
 
+  /** Called at the end of the handler tick: a body no handler claimed gets a reader that
+   * drops it, so that an answer decided later (after an await) can still drain the body
+   * instead of closing over unread data. */
+  holdUnclaimedBody(): void {
+    if (this.expectsBody && !this.bodyAttached) this.readBody(() => {});
+  }
+
   /** Body still to come: an answer now must drain it or close the connection. */
   bodyUnread(): boolean {
     return this.expectsBody && !this.bodyComplete;

@@ -60,19 +60,27 @@ export function send(ctx: HttpContext, reply: Reply): void {
 
 // An answer given before the request body has arrived (an early 4xx/5xx) must not be lost:
 // closing a socket that still has unread data makes the kernel send a reset, which can
-// discard the answer before the client reads it. So the rest of the body is drained first
-// (into a reader that drops it) and the answer goes out when the body has ended, closing a
-// connection that now has nothing unread. Bounds keep a stalled or endless sender from
-// holding it: past them the answer goes out with the close, reset or not.
-const DRAIN_MAX_BYTES = 32 * 1024 * 1024;
+// discard the answer before the client reads it.
+// - Declared length: answer at once without closing. uWS goes on parsing the declared rest
+//   into a reader that drops it, and the connection is clean for the next request; a client
+//   that stalls instead is closed by uWS's idle timeout.
+// - Chunked (no announced end): drain first and answer when the body ends, closing a
+//   connection that then has nothing unread; a sender that goes on or stalls past the bound
+//   gets the answer with the close, reset or not.
+// - A declared rest beyond the bound is answered and closed at once.
+const DRAIN_MAX_BYTES = 64 * 1024 * 1024;
 const DRAIN_CHUNKED_MAX_BYTES = 4 * 1024 * 1024;
-const DRAIN_MAX_MS = 5_000;
+const DRAIN_CHUNKED_MAX_MS = 5_000;
 
 function answerBeforeBodyEnd(ctx: HttpContext, reply: Reply, payload: string | Buffer | Uint8Array, type: string | undefined): void {
   const declared = ctx.headers['content-length'];
   const remaining = declared !== undefined && /^\d{1,16}$/.test(declared) ? Number(declared) - ctx.bodyReceived : undefined;
-  const cap = remaining === undefined ? DRAIN_CHUNKED_MAX_BYTES : DRAIN_MAX_BYTES;
-  if ((remaining !== undefined && remaining > DRAIN_MAX_BYTES) || !ctx.readBody(() => {})) {
+  if (remaining !== undefined) {
+    const drain = remaining <= DRAIN_MAX_BYTES && ctx.readBody(() => {});
+    write(ctx, reply, payload, type, !drain || (reply.close ?? false));
+    return;
+  }
+  if (!ctx.readBody(() => {})) {
     write(ctx, reply, payload, type, true);
     return;
   }
@@ -84,9 +92,9 @@ function answerBeforeBodyEnd(ctx: HttpContext, reply: Reply, payload: string | B
     clearTimeout(timer);
     write(ctx, reply, payload, type, true);
   };
-  const timer = setTimeout(finish, DRAIN_MAX_MS);
+  const timer = setTimeout(finish, DRAIN_CHUNKED_MAX_MS);
   ctx.readBody((_chunk, isLast) => {
-    if (isLast || ctx.bodyReceived - startedAt > cap) finish();
+    if (isLast || ctx.bodyReceived - startedAt > DRAIN_CHUNKED_MAX_BYTES) finish();
   });
   ctx.onAbort(() => {
     done = true;
