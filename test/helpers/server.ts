@@ -82,7 +82,16 @@ export async function startServer(opts: StartOptions = {}): Promise<ServerHandle
   };
   const proc = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
   const logs: string[] = [];
-  const exited = new Promise<number | null>((resolve) => proc.on('exit', (code) => resolve(code)));
+  // LV_SERVER_LOG=<file>: keep every server's output for post-mortems of a failed run
+  const logFile = process.env.LV_SERVER_LOG;
+  if (logFile) {
+    proc.stdout!.on('data', (d: Buffer) => fs.appendFileSync(logFile, d));
+    proc.stderr!.on('data', (d: Buffer) => fs.appendFileSync(logFile, d));
+  }
+  const exited = new Promise<number | null>((resolve) => proc.on('exit', (code, signal) => {
+    if (logFile) fs.appendFileSync(logFile, `\n[server pid ${proc.pid} exited code=${code} signal=${signal}]\n`);
+    resolve(code);
+  }));
   const port = await new Promise<number>((resolve, reject) => {
     let buf = '';
     const timer = setTimeout(() => reject(new Error(`server did not start:\n${logs.join('\n')}`)), opts.timeoutMs ?? 60_000);
