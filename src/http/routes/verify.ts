@@ -171,6 +171,8 @@ function settleCall(s: Services, ctx: HttpContext, reservation: Reservation, mod
 /** Every verify answer carries a detached JWS over its exact body bytes, so a backend can tell
  * whether a device forwarded the service's verdict unchanged (see README, Signed verdicts). */
 async function signed(s: Services, reply: Reply): Promise<Reply> {
+  // a client that went away gets nothing, so there is nothing to sign
+  if (reply.body === undefined) return reply;
   const body = typeof reply.body === 'string' ? reply.body : JSON.stringify(reply.body);
   try {
     const signature = await signBody(s.config.DATA_DIR, body);
