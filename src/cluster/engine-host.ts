@@ -18,7 +18,11 @@ export function startEngine(config: Config, log: Logger): EngineHost {
     warmupRuns: config.WARMUP_RUNS,
     log: (obj, msg) => log.info(obj, msg),
   });
-  engine.start().catch((err: Error) => log.error({ err }, 'inference engine failed to start'));
+  let closing = false;
+  // a stop during warm-up rejects start(); only a failure while serving is an error
+  engine.start().catch((err: Error) => {
+    if (!closing) log.error({ err }, 'inference engine failed to start');
+  });
   const delay = config.TEST_INFERENCE_DELAY_MS;
   const failPrefix = config.TEST_INFERENCE_FAIL_PREFIX;
   return {
@@ -31,6 +35,9 @@ export function startEngine(config: Config, log: Logger): EngineHost {
       }
       return engine.infer(job);
     },
-    close: () => engine.close(),
+    close: () => {
+      closing = true;
+      return engine.close();
+    },
   };
 }
