@@ -8,6 +8,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Piscina } from 'piscina';
 import { createInferenceEngine } from '../src/inference/index.ts';
 import { MAX_BATCH } from '../src/inference/manifest.ts';
+import { FRAME_SIZE } from '../models/builder/raw_v1.ts';
 import type { InferenceJob } from '../src/inference/types.ts';
 import { benchCrop, type FrameBenchConfig, type FrameBenchResult } from '../workers/frame-bench.ts';
 import type { CapturePacket, FrameRecord, Mode, PreparedCapture } from '../src/packets/types.ts';
@@ -92,7 +93,7 @@ export async function benchInference(opts: { quick: boolean }): Promise<object> 
   const engine = await measureEngine(threads, opts.quick ? 2 : 6);
   return {
     model_set: 'raw_v1',
-    graph: 'rgb_frame.onnx (96x96 input, preprocessing from the 320 crop included)',
+    graph: `rgb_frame.onnx (${FRAME_SIZE}x${FRAME_SIZE} input, preprocessing from the 320 crop included)`,
     machine: { cores: availableParallelism(), cpu: cpus()[0]?.model ?? 'unknown' },
     per_frame,
     engine,

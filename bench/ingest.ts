@@ -8,18 +8,14 @@
 //   node --import tsx bench/ingest.ts [--quick]
 
 import { pathToFileURL } from 'node:url';
-import { MultipartParser, parseMultipartBoundary, type ReceivedPart } from '../src/http/multipart/index.ts';
-import { METADATA_FIELD, parseMetadata } from '../src/packets/index.ts';
-import type { ModuleId, ParsedMetadata } from '../src/packets/types.ts';
-import { metadataText, prepareRequest } from '../src/verify/index.ts';
+import { MultipartParser, parseMultipartBoundary } from '../src/http/multipart/index.ts';
+import { LIMITS } from '../src/http/routes/verify.ts';
+import type { ModuleId } from '../src/packets/types.ts';
+import { earlyMetadata, prepareRequest } from '../src/verify/index.ts';
 import { postVerify, request, sequence, single } from '../test/helpers/captures.ts';
 import { makeToken, startServer } from '../test/helpers/server.ts';
 
-const KiB = 1024;
-const MiB = 1024 * KiB;
-const CHUNK = 64 * KiB;
-// the verify route's limits (src/http/routes/verify.ts LIMITS)
-const LIMITS = { maxPartBytes: MiB, maxParts: 257, maxHeaderBytes: 8 * KiB };
+const CHUNK = 64 * 1024;
 
 export interface IngestFigures {
   name: string;
@@ -63,17 +59,13 @@ function bodies(): Body[] {
 /** One request's ingest as the route does it; returns the two phase times in ms. */
 function ingestOnce(b: Body, chunks: Buffer[], boundary: string): { parse: number; prepare: number } {
   const t0 = performance.now();
-  let early: ParsedMetadata | undefined;
-  const parser = new MultipartParser(boundary, LIMITS, {
-    onPartEnd: (part: ReceivedPart) => {
-      if (part.name === METADATA_FIELD && part.filename === null) early = parseMetadata(metadataText(part), b.module);
-    },
-  });
+  const metadata = earlyMetadata(b.module);
+  const parser = new MultipartParser(boundary, LIMITS, { onPartEnd: metadata.onPartEnd });
   // the route copies each uWS chunk before handing it over (uWS detaches it)
   for (const c of chunks) parser.write(Buffer.from(c));
   const parts = parser.end();
   const t1 = performance.now();
-  const prepared = prepareRequest(b.module, parts, early);
+  const prepared = prepareRequest(b.module, parts, metadata.parsed());
   const t2 = performance.now();
   if (prepared.captures.length !== b.captures) throw new Error('bench: prepareRequest returned the wrong captures');
   return { parse: t1 - t0, prepare: t2 - t1 };
@@ -156,7 +148,7 @@ function round(x: number, digits = 2): number {
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const r = await benchIngest({ quick: process.argv.includes('--quick') });
   const pad = (s: string | number, n: number) => String(s).padStart(n);
-  console.log(`ingest (parse + hash + decode, in-process, ${r.chunk_bytes / KiB} KiB chunks) vs end to end (${r.e2e_workers} API workers, 1 in flight)`);
+  console.log(`ingest (parse + hash + decode, in-process, ${r.chunk_bytes / 1024} KiB chunks) vs end to end (${r.e2e_workers} API workers, 1 in flight)`);
   console.log(`${'scenario'.padEnd(26)}${pad('body MB', 9)}${pad('parse ms', 10)}${pad('prep ms', 9)}${pad('ingest ms', 11)}${pad('MB/s', 8)}${pad('e2e ms', 9)}${pad('share', 8)}`);
   for (const s of r.scenarios) {
     console.log(`${s.name.padEnd(26)}${pad((s.body_bytes / 1e6).toFixed(2), 9)}${pad(s.parse_hash_ms.toFixed(2), 10)}${pad(s.prepare_ms.toFixed(2), 9)}${pad(s.ingest_ms.toFixed(2), 11)}${pad(s.ingest_MBps.toFixed(0), 8)}${pad(s.e2e_ms.toFixed(1), 9)}${pad(`${(s.ingest_share_of_e2e * 100).toFixed(1)} %`, 8)}`);

@@ -17,6 +17,17 @@ export function tokenView(t: TokenRecord): TokenView {
   return view;
 }
 
+/** Index of the first grant naming a module already granted earlier in the list, or -1;
+ * the admin API and the CLI both refuse such a list instead of keeping the last one. */
+export function duplicateGrantIndex(grants: readonly Grant[]): number {
+  const seen = new Set<string>();
+  for (let i = 0; i < grants.length; i++) {
+    if (seen.has(grants[i]!.module_id)) return i;
+    seen.add(grants[i]!.module_id);
+  }
+  return -1;
+}
+
 export async function createToken(
   store: Store,
   input: { name: string; expires_at?: string | null; demo?: boolean; grants: Grant[] },

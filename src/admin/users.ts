@@ -19,11 +19,26 @@ export function listUserViews(store: Store): UserView[] {
   return listUsers(store).map(userView);
 }
 
+export class LastAdminError extends Error {}
+
+const isActiveAdmin = (u: UserRecord) => u.role === 'admin' && u.enabled;
+
+/** Refuses (LastAdminError) a change that would leave no enabled admin: nobody could log in
+ * to undo it. Checked inside the write, so two concurrent demotions cannot both pass. */
 export async function patchUser(store: Store, id: string, patch: { enabled?: boolean; password?: string; role?: Role }): Promise<UserView | undefined> {
-  const u = await updateUser(store, id, {
-    ...(patch.enabled !== undefined ? { enabled: patch.enabled } : {}),
-    ...(patch.role !== undefined ? { role: patch.role } : {}),
-    ...(patch.password !== undefined ? { password_hash: await hashPassword(patch.password) } : {}),
-  });
+  const u = await updateUser(
+    store,
+    id,
+    {
+      ...(patch.enabled !== undefined ? { enabled: patch.enabled } : {}),
+      ...(patch.role !== undefined ? { role: patch.role } : {}),
+      ...(patch.password !== undefined ? { password_hash: await hashPassword(patch.password) } : {}),
+    },
+    (before, after) => {
+      if (isActiveAdmin(before) && !isActiveAdmin(after) && !listUsers(store).some((x) => x.id !== before.id && isActiveAdmin(x))) {
+        throw new LastAdminError('At least one enabled admin must remain');
+      }
+    },
+  );
   return u && userView(u);
 }

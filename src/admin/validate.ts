@@ -15,6 +15,8 @@ export function bodyParser<T extends TSchema>(schema: T): Parser<T> {
     if (body === undefined) issues.issue(['body'], 'missing', 'Field required');
     else addSchemaErrors(check.Errors(body), ['body'], body, issues);
     if (issues.length === 0) issues.issue(['body'], 'model_type', 'Input does not match the schema');
+    // a rejected password is still a password: never echo it back
+    for (const item of issues.items) if (item.loc[item.loc.length - 1] === 'password') delete item.input;
     throw new ValidationFailure(issues.items);
   };
 }

@@ -1,7 +1,6 @@
-import { TypeCompiler } from '@sinclair/typebox/compiler';
 import type { Config } from '../config/index.ts';
-import { ServiceError, ValidationFailure } from '../errors/index.ts';
-import { addSchemaErrors, IssueList } from '../packets/issues.ts';
+import { bodyParser } from '../admin/validate.ts';
+import { ServiceError } from '../errors/index.ts';
 import type { Store } from '../store/open.ts';
 import { getUserByName } from '../store/users.ts';
 import { verifyPassword } from './password.ts';
@@ -9,8 +8,6 @@ import { LoginSchema } from './schemas.ts';
 import { createSession, sweepSessions } from './session.ts';
 import { clearUsername, lockedFor, recordFailure, sweepFailures, throttleKeys } from './login-throttle.ts';
 import type { SessionRecord } from './session.ts';
-
-const checkLogin = TypeCompiler.Compile(LoginSchema);
 
 export interface SessionBody {
   username: string;
@@ -23,13 +20,7 @@ export function sessionBody(s: SessionRecord): SessionBody {
   return { username: s.username, role: s.role, csrf_token: s.csrf_token, expires_at: new Date(s.expires_at).toISOString() };
 }
 
-export function parseLogin(body: unknown): { username: string; password: string } {
-  if (checkLogin.Check(body)) return body;
-  const issues = new IssueList();
-  addSchemaErrors(checkLogin.Errors(body), ['body'], body, issues);
-  if (issues.length === 0) issues.issue(['body'], 'dict_type', 'Input should be a JSON object');
-  throw new ValidationFailure(issues.items);
-}
+export const parseLogin = bodyParser(LoginSchema);
 
 /** contract.md "Authentication and sessions". The order matters: the lock is checked before
  * the password (so guessing stops), the password is always verified (a dummy hash for an

@@ -17,7 +17,7 @@ export async function hashPassword(password: string): Promise<string> {
 
 // A fixed hash verified for unknown users, so that "no such user" costs the same time as
 // "wrong password" (contract: same answer, same time).
-const DUMMY = 'scrypt$32768$8$1$AAAAAAAAAAAAAAAAAAAAAA==$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=';
+const DUMMY = `scrypt$${PARAMS.N}$${PARAMS.r}$${PARAMS.p}$${Buffer.alloc(16).toString('base64')}$${Buffer.alloc(PARAMS.keylen).toString('base64')}`;
 
 export async function verifyPassword(password: string, stored: string | undefined): Promise<boolean> {
   const parts = (stored ?? DUMMY).split('$');

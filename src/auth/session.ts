@@ -60,8 +60,10 @@ export function findSession(store: Store, config: Config, id: string | undefined
   }
   if (at - session.last_seen >= TOUCH_MS) {
     session.last_seen = at;
-    // not awaited: the call does not wait for the idle clock; a lost write only shortens it
-    store.db.sessions.put(key, session).catch(() => {});
+    // Written synchronously (at most once per TOUCH_MS per session, admin traffic only): an
+    // asynchronous write could still be in flight when the next call of the session reaches
+    // another API worker, which would then judge idleness by the old time.
+    store.db.sessions.putSync(key, session);
   }
   return { key, session };
 }

@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { createToken, listTokenViews, patchToken, removeGrant, revokeToken, setGrant, tokenDetail } from '../admin/tokens.ts';
+import { createToken, duplicateGrantIndex, listTokenViews, patchToken, removeGrant, revokeToken, setGrant, tokenDetail } from '../admin/tokens.ts';
 import { addUser, listUserViews } from '../admin/users.ts';
 import { isoNow, now } from '../clock.ts';
 import { ConfigError, loadConfig } from '../config/index.ts';
@@ -11,17 +11,17 @@ import type { Grant, Period } from '../store/records.ts';
 import { getToken, listTokens } from '../store/tokens.ts';
 import { DuplicateUserError } from '../store/users.ts';
 import { extraCommands } from './extra.ts';
+import { UsageError } from './errors.ts';
+import { isModuleId } from '../admin/modules.ts';
 
 // Operator CLI over the same DATA_DIR as a running server (LMDB allows several processes).
 // Every command prints JSON on stdout; failures print one line on stderr and exit 1.
 
-export class UsageError extends Error {}
-
 export type Command = { usage: string; run(store: Store, args: string[]): Promise<unknown> };
 
 function moduleId(v: string | undefined): ModuleId {
-  if (!v || !(MODULE_IDS as readonly string[]).includes(v)) throw new UsageError(`module must be one of ${MODULE_IDS.join(', ')} (got ${v ?? 'nothing'})`);
-  return v as ModuleId;
+  if (!v || !isModuleId(v)) throw new UsageError(`module must be one of ${MODULE_IDS.join(', ')} (got ${v ?? 'nothing'})`);
+  return v;
 }
 
 function limitOf(v: string | undefined): number | null {
@@ -83,6 +83,8 @@ const commands: Record<string, Command> = {
       const { values } = parseArgs({ args, options: { name: { type: 'string' }, grant: { type: 'string', multiple: true }, expires: { type: 'string' }, demo: { type: 'boolean' } } });
       if (!values.name) throw new UsageError('--name required');
       const grants = (values.grant ?? []).map(grantOf);
+      const twice = duplicateGrantIndex(grants);
+      if (twice >= 0) throw new UsageError(`${grants[twice]!.module_id} is granted twice; each module may be granted once`);
       const { token, plaintext } = await createToken(store, { name: values.name, grants, demo: values.demo ?? false, expires_at: values.expires ? isoOf(values.expires, '--expires') : null });
       return { ...token, token: plaintext };
     },
@@ -142,7 +144,7 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
     return typeof process.exitCode === 'number' ? process.exitCode : 0;
   } catch (e) {
-    if (e instanceof UsageError || e instanceof ConfigError || (e as Error).name === 'CliError' || (e as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
+    if (e instanceof UsageError || e instanceof ConfigError || (e as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
       process.stderr.write(`error: ${(e as Error).message}\n`);
       return 1;
     }

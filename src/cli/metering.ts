@@ -1,14 +1,25 @@
 import { parseArgs } from 'node:util';
 import { listAudit, listLedger, listPendingSettlements, resolveSettlement, verifyLedger } from '../metering/index.ts';
+import { parsePageQuery } from '../admin/page-query.ts';
+import { ValidationFailure } from '../errors/index.ts';
+import type { PageQuery } from '../metering/index.ts';
+import { UsageError } from './errors.ts';
 import type { Command } from './main.ts';
 
-class CliError extends Error {
-  override name = 'CliError';
-}
 
-function pageArgs(args: string[]) {
-  const { values } = parseArgs({ args, options: { token: { type: 'string' }, module: { type: 'string' }, limit: { type: 'string' }, cursor: { type: 'string' } } });
-  return { token_id: values.token, module_id: values.module, limit: values.limit ? Number(values.limit) : undefined, cursor: values.cursor };
+/** The admin API's query rules (ISO times, limit 1..1000, cursors it issued), so a bad
+ * --limit or --cursor is a usage error here too. */
+function pageArgs(args: string[]): PageQuery {
+  const { values } = parseArgs({ args, options: { token: { type: 'string' }, module: { type: 'string' }, from: { type: 'string' }, to: { type: 'string' }, limit: { type: 'string' }, cursor: { type: 'string' } } });
+  const names = { token: 'token_id', module: 'module_id', from: 'from', to: 'to', limit: 'limit', cursor: 'cursor' } as const;
+  const params = new URLSearchParams();
+  for (const [k, v] of Object.entries(values)) if (v !== undefined) params.set(names[k as keyof typeof names], v as string);
+  try {
+    return parsePageQuery(params);
+  } catch (e) {
+    if (e instanceof ValidationFailure) throw new UsageError(e.detail.map((d) => `--${String(d.loc[1]).replace('_id', '')}: ${d.msg}`).join('; '));
+    throw e;
+  }
 }
 
 export const meteringCommands: Record<string, Command> = {
@@ -23,19 +34,18 @@ export const meteringCommands: Record<string, Command> = {
       return check;
     },
   },
-  'ledger list': { usage: 'ledger list [--token ID] [--module ID] [--limit N] [--cursor C]', run: async (store, args) => listLedger(store, pageArgs(args)) },
-  'audit list': { usage: 'audit list [--token ID] [--module ID] [--limit N] [--cursor C]', run: async (store, args) => listAudit(store, pageArgs(args)) },
+  'ledger list': { usage: 'ledger list [--token ID] [--module ID] [--from ISO] [--to ISO] [--limit N] [--cursor C]', run: async (store, args) => listLedger(store, pageArgs(args)) },
+  'audit list': { usage: 'audit list [--token ID] [--module ID] [--from ISO] [--to ISO] [--limit N] [--cursor C]', run: async (store, args) => listAudit(store, pageArgs(args)) },
   'settlements list': { usage: 'settlements list   (reservations whose settlement failed)', run: async (store) => ({ settlements: listPendingSettlements(store) }) },
   'settlements resolve': {
     usage: 'settlements resolve <reservation_id> charge|refund',
     async run(store, [id, action]) {
-      if (action !== 'charge' && action !== 'refund') throw new CliError('action must be charge or refund');
+      if (action !== 'charge' && action !== 'refund') throw new UsageError('action must be charge or refund');
       const r = await resolveSettlement(store, id ?? '', action);
-      if (r === undefined) throw new CliError(`unknown settlement ${id}`);
-      if (r === 'not_pending') throw new CliError(`settlement ${id} is not pending`);
+      if (r === undefined) throw new UsageError(`unknown settlement ${id}`);
+      if (r === 'not_pending') throw new UsageError(`settlement ${id} is not pending`);
       return r;
     },
   },
 };
 
-export { CliError };

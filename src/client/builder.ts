@@ -3,15 +3,10 @@
 // image, so that a client cannot get those wrong by hand.
 
 import { createHash, randomUUID } from 'node:crypto';
+import { CAPTURE_PROFILE } from '../packets/types.ts';
 import type {
   BatchEnvelope, CapturePacket, FrameRecord, FrameStatus, ImageEncoding, Mode, Phase, Point,
 } from '../packets/types.ts';
-
-const PROFILE: Record<Mode, string> = {
-  rgb_single: 'rgb_single_v1',
-  rgb_sequence: 'rgb_contiguous_v1',
-  color: 'color_wrgb_v1',
-};
 
 export interface ImageInput {
   /** the exact bytes that will be uploaded: a PNG file or 307200 rgb8 bytes */
@@ -54,7 +49,8 @@ export function sha256Hex(bytes: Uint8Array): string {
   return createHash('sha256').update(bytes).digest('hex');
 }
 
-function isPng(bytes: Uint8Array): boolean {
+/** PNG files start with the 8-byte signature \x89PNG\r\n\x1a\n. */
+export function isPng(bytes: Uint8Array): boolean {
   return bytes.length >= 8 && bytes[0] === 0x89 && bytes[1] === 0x50 && bytes[2] === 0x4e && bytes[3] === 0x47;
 }
 
@@ -86,7 +82,7 @@ export function buildCapture(input: CaptureInput, options: { partPrefix?: string
     protocol_version: 1,
     capture_id: input.capture_id ?? randomUUID(),
     mode: input.mode,
-    capture_profile: PROFILE[input.mode],
+    capture_profile: CAPTURE_PROFILE[input.mode],
     preprocess_profile: 'eye_crop_320_v1',
     complete: input.complete ?? true,
     frames,

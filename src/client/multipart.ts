@@ -4,6 +4,7 @@
 
 import { randomBytes } from 'node:crypto';
 import type { BatchEnvelope, CapturePacket } from '../packets/types.ts';
+import { isPng } from './builder.ts';
 
 export interface VerifyBody {
   body: Buffer;
@@ -37,7 +38,7 @@ export function buildVerifyBody(metadata: CapturePacket | BatchEnvelope | string
     json,
   ];
   for (const [name, bytes] of files) {
-    const png = bytes.length >= 8 && bytes[0] === 0x89 && bytes[1] === 0x50 && bytes[2] === 0x4e && bytes[3] === 0x47;
+    const png = isPng(bytes);
     chunks.push(Buffer.from(
       `\r\n--${boundary}\r\nContent-Disposition: form-data; name="${name}"; filename="${png ? 'image.png' : 'image.rgb'}"\r\n`
       + `Content-Type: ${png ? 'image/png' : 'application/octet-stream'}\r\n\r\n`, 'utf8'));

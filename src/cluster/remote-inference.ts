@@ -26,8 +26,10 @@ export class RemoteInference implements InferenceService {
     const transfer: ArrayBuffer[] = [];
     for (const c of job.captures) for (const p of c.pixels) if (p) transfer.push(p.buffer as ArrayBuffer);
     return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
+      // posted first: a job that cannot be sent (e.g. a buffer that cannot be transferred)
+      // rejects here instead of leaving a pending entry that nothing will ever settle
       this.port.postMessage({ type: 'infer', id, job } satisfies FromWorker, transfer);
+      this.pending.set(id, { resolve, reject });
     });
   }
 

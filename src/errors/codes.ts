@@ -38,8 +38,9 @@ export class ServiceError extends Error {
   readonly code: ErrorCode;
   readonly status: number;
   readonly headers: Record<string, string>;
-  constructor(code: ErrorCode, message?: string, headers: Record<string, string> = {}) {
-    super(message ?? ERRORS[code].message);
+  /** `cause` is for the log only; the client sees `message`. */
+  constructor(code: ErrorCode, message?: string, headers: Record<string, string> = {}, cause?: unknown) {
+    super(message ?? ERRORS[code].message, cause === undefined ? undefined : { cause });
     this.code = code;
     this.status = ERRORS[code].status;
     this.headers = headers;

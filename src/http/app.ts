@@ -1,3 +1,4 @@
+import { ServiceError, ValidationFailure } from '../errors/index.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { WorkerMetrics } from '../observability/metrics.ts';
 import { HttpContext } from './context.ts';
@@ -20,7 +21,7 @@ export function createApp(uws: UwsModule, router: Router, log: Logger, metrics: 
   const app = uws.App();
   let inFlight = 0;
   let draining = false;
-  let idleWaiters: (() => void)[] = [];
+  const idleWaiters: (() => void)[] = [];
 
   const finish = (ctx: HttpContext, reply: Reply) => {
     send(ctx, draining ? { ...reply, close: true } : reply);
@@ -49,20 +50,25 @@ export function createApp(uws: UwsModule, router: Router, log: Logger, metrics: 
     } catch (err) {
       result = errorReply(ctx, err);
     }
-    if (!(result instanceof Promise)) finish(ctx, result);
-    else ctx.holdUnclaimedBody();
+    if (!(result instanceof Promise)) {
+      finish(ctx, result);
+      ctx.inHandlerTick = false;
+      done();
+      return;
+    }
+    // The answer comes later: a body no handler claimed must be held now, while onData can
+    // still be attached, so that the answer can drain it.
+    ctx.holdUnclaimedBody();
     ctx.inHandlerTick = false;
-    if (result instanceof Promise) {
-      result.then(
+    result
+      .then(
         (reply) => finish(ctx, reply),
         (err) => {
-          if (!(err instanceof Error && 'code' in err) && !(err instanceof Error && 'detail' in err)) log.error({ request_id: ctx.requestId, err }, 'handler failed');
+          if (!(err instanceof ServiceError || err instanceof ValidationFailure)) log.error({ request_id: ctx.requestId, err }, 'handler failed');
           finish(ctx, errorReply(ctx, err));
         },
-      ).finally(done);
-    } else {
-      done();
-    }
+      )
+      .finally(done);
   });
 
   return {

@@ -1,17 +1,23 @@
 import { ServiceError, ValidationFailure } from '../errors/index.ts';
 import type { HttpContext } from './context.ts';
 
+/** Declared Content-Length, checked before any byte is read: malformed -> 400, above the
+ * body limit -> 413. Absent (chunked) bodies are counted while they stream. */
+export function checkContentLength(ctx: HttpContext, maxBodyBytes: number): void {
+  const raw = ctx.headers['content-length'];
+  if (raw === undefined) return;
+  if (!/^\d{1,16}$/.test(raw.trim())) throw new ServiceError('invalid_content_length', `Content-Length ${JSON.stringify(raw.slice(0, 40))} is not a single decimal length`);
+  if (Number(raw) > maxBodyBytes) throw new ServiceError('payload_too_large', `The body of ${raw} bytes exceeds the ${maxBodyBytes}-byte limit`);
+}
+
 /** Buffers a small body (admin and login JSON). Must be called before the handler's first
  * await. The limit is enforced per chunk, so an oversized body is refused as it crosses it. */
 export function readBody(ctx: HttpContext, limit: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
-    const declared = ctx.headers['content-length'];
-    if (declared !== undefined && !/^\d{1,15}$/.test(declared)) {
-      reject(new ServiceError('invalid_content_length'));
-      return;
-    }
-    if (declared !== undefined && Number(declared) > limit) {
-      reject(new ServiceError('payload_too_large', `body exceeds ${limit} bytes`));
+    try {
+      checkContentLength(ctx, limit);
+    } catch (err) {
+      reject(err);
       return;
     }
     const chunks: Buffer[] = [];

@@ -11,15 +11,6 @@ export interface UploadLimits {
   maxHeaderBytes: number;
 }
 
-/** Declared Content-Length, checked before any byte is read: malformed -> 400, above the
- * body limit -> 413. Absent (chunked) bodies are counted while they stream. */
-export function checkContentLength(ctx: HttpContext, maxBodyBytes: number): void {
-  const raw = ctx.headers['content-length'];
-  if (raw === undefined) return;
-  if (!/^\d{1,16}$/.test(raw.trim())) throw new ServiceError('invalid_content_length', `Content-Length ${JSON.stringify(raw.slice(0, 40))} is not a single decimal length`);
-  if (Number(raw) > maxBodyBytes) throw new ServiceError('payload_too_large', `The body of ${raw} bytes exceeds the ${maxBodyBytes}-byte limit`);
-}
-
 /** Streams a multipart body through the incremental parser: each chunk is copied (uWS
  * detaches it on return), hashed and split into parts as it arrives, and a limit fails the
  * upload in the very chunk that crosses it. Must be called before the handler's first await. */

@@ -1,7 +1,7 @@
 // `npm run cli -- models check <dir>`: validates a model set's manifest and runs every
 // graph once on the default (WASM) runtime, so an operator learns of a bad deployment
 // before the service does.
-import { CROP_SIZE } from '../packets/types.ts';
+import { CROP_SIZE, MODULE_IDS } from '../packets/types.ts';
 import { loadManifest, MAX_BATCH, type Manifest } from './manifest.ts';
 import { ModuleRunner } from './runner.ts';
 import { createRuntime } from './runtime.ts';
@@ -30,7 +30,7 @@ export async function checkModelSet(dir: string): Promise<{ ok: boolean; report:
   if (!manifest.trained) lines.push('warning: trained is false; this set\'s verdicts carry no meaning');
   let ok = true;
   const runtime = await createRuntime('wasm', 1);
-  for (const id of ['rgb_liveness', 'color_liveness'] as const) {
+  for (const id of MODULE_IDS) {
     const mod = manifest.modules[id];
     if (!mod) continue;
     let runner: ModuleRunner | null = null;

@@ -2,7 +2,7 @@
 // turns prepared captures into result records; API workers reach it over MessagePorts.
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
-import { MODULE_IDS, type ModuleId, type PreparedCapture } from '../packets/types.ts';
+import { MODULE_IDS, PHASES, type ModuleId, type PreparedCapture } from '../packets/types.ts';
 import { decide, retry, type Policy } from './decision.ts';
 import { fuse } from './fusion.ts';
 import { loadManifest, MAX_BATCH, minFinalFrames, type Manifest } from './manifest.ts';
@@ -38,7 +38,6 @@ export interface InferenceEngine extends InferenceService {
   readonly executionProvider: ExecutionProvider;
 }
 
-const PHASES = ['white', 'red', 'green', 'blue'] as const;
 
 function modePolicies(manifest: Manifest, id: ModuleId): ModePolicy[] {
   const out: ModePolicy[] = [];

@@ -3,17 +3,16 @@
 // the benchmark); knows nothing about windows or decisions.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { ModuleId } from '../packets/types.ts';
+import { PHASES as PHASE_ORDER, RGB8_BYTES, type ModuleId } from '../packets/types.ts';
 import { MAX_BATCH, type GraphSpec, type ImageGraphSpec, type Manifest, type TemporalGraphSpec } from './manifest.ts';
 import { allocate, dims, prepareFrame, writePlanes, type Plan } from './preprocess.ts';
 import type { Feed, Runtime, Session } from './runtime.ts';
+import { MAX_FINAL_WINDOW } from './window.ts';
 import { combine, liveProbability, type Combined, type Member } from './scores.ts';
 
 export interface FrameOutputs {
   /** per frame: ensemble live probability */
   probability: number[];
-  /** per frame: ensemble logit (the graph's own logit for a lone logit graph) */
-  logit: number[];
   /** per frame feature vectors, frames x featureSize, concatenated over the graphs that declare them */
   features: Float32Array | null;
   featureSize: number;
@@ -29,10 +28,18 @@ interface Loaded<G extends GraphSpec> {
   session: Session;
 }
 
-const PHASES = 4;
+const PHASES = PHASE_ORDER.length;
 
+// Graphs with the same preprocessing share one prepared input per frame; the key is built
+// once per graph spec, not on every run.
+const planKeys = new WeakMap<Plan, string>();
 function planKey(p: Plan): string {
-  return JSON.stringify([p.crop_fraction, p.size, p.channel_order, p.scale, p.mean, p.std]);
+  let key = planKeys.get(p);
+  if (key === undefined) {
+    key = JSON.stringify([p.crop_fraction, p.size, p.channel_order, p.scale, p.mean, p.std]);
+    planKeys.set(p, key);
+  }
+  return key;
 }
 
 function member(g: GraphSpec, data: Float32Array, item: number, batch: number): Member {
@@ -72,8 +79,6 @@ function inputMismatch(spec: GraphSpec, session: Session): string | null {
 }
 
 export class ModuleRunner {
-  private featureSize = -1;
-
   private constructor(
     readonly moduleId: ModuleId,
     private readonly frames: Loaded<ImageGraphSpec>[],
@@ -167,9 +172,8 @@ export class ModuleRunner {
           o += p.width;
         }
       }
-      this.featureSize = featureSize;
     }
-    return { probability: combined.map((c) => c.probability), logit: combined.map((c) => c.logit), features, featureSize };
+    return { probability: combined.map((c) => c.probability), features, featureSize };
   }
 
   /** The temporal head over [1, frames, featureSize]. */
@@ -226,18 +230,19 @@ export class ModuleRunner {
   /** ORT-web reaches steady speed only after a few dozen runs per session, so every
    * graph runs `runs` times with every batch size and window length it will see. */
   async warmup(runs: number): Promise<void> {
-    const crop = new Uint8Array(320 * 320 * 3);
+    const crop = new Uint8Array(RGB8_BYTES);
     for (let i = 0; i < crop.length; i++) crop[i] = (i * 2654435761) >>> 24;
+    // the manifest check guarantees frame graphs wherever there is a temporal head
+    let featureSize = 0;
     if (this.frames.length > 0) {
       for (let r = 0; r < Math.max(1, runs); r++) {
-        await this.runFrames(Array.from({ length: (r % MAX_BATCH) + 1 }, () => crop));
+        featureSize = (await this.runFrames(Array.from({ length: (r % MAX_BATCH) + 1 }, () => crop))).featureSize;
       }
     }
     if (this.temporal) {
-      if (this.featureSize < 0) await this.runFrames([crop]);
       for (let r = 0; r < Math.max(1, runs); r++) {
-        const frames = (r % 20) + 1;
-        await this.runTemporal(new Float32Array(frames * this.featureSize).fill(0.5), frames);
+        const frames = (r % MAX_FINAL_WINDOW) + 1;
+        await this.runTemporal(new Float32Array(frames * featureSize).fill(0.5), frames);
       }
     }
     if (this.differences.length > 0) {

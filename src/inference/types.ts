@@ -60,6 +60,9 @@ export interface ModuleReadiness {
   threshold: number;
   execution_provider: ExecutionProvider | null;
   error: string | null;
+  /** the per-mode policies behind the entry (rgb_liveness has a single-frame and a sequence
+   * policy; the entry's own decision_policy and threshold show the first) */
+  modes?: ModePolicy[];
 }
 
 /** What the HTTP layer needs from inference; implemented by the engine (in-process)
@@ -75,10 +78,4 @@ export interface ModePolicy {
   decision_policy: string;
   threshold: number;
   min_final_frames: number | null;
-}
-
-// Additive: the per-mode policies behind a module's readiness entry (rgb_liveness has
-// a single-frame and a sequence policy; the entry's own fields show the first).
-export interface ModuleReadiness {
-  modes?: ModePolicy[];
 }

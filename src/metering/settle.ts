@@ -41,14 +41,14 @@ export async function settle(
     // The units stay reserved and the key pending: an operator decides (spec: settlement
     // fails -> pending may remain, operator recovery needed). The answer that could not be
     // saved is kept on the reservation so a "charge" resolution can complete the key.
-    const text = body ?? safeRender(store, reservation, at, render);
+    const text = safeRender(store, reservation, at, render);
     await store.db.reservations
       .transaction(() => {
         const current = store.db.reservations.get(reservation.id) as Reservation | undefined;
         if (current && current.state === 'pending') store.db.reservations.put(reservation.id, { ...current, state: 'settlement_failed', unsaved_body: text });
       })
       .catch(() => {});
-    throw new ServiceError('settlement_failed', `${(err as Error).message.slice(0, 200)}; the reservation is kept for operator recovery`);
+    throw new ServiceError('settlement_failed', undefined, {}, err);
   }
   return body;
 }

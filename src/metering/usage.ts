@@ -1,7 +1,7 @@
 import type { Store } from '../store/open.ts';
 import type { Grant, Period, TokenRecord } from '../store/records.ts';
 import type { ModuleId } from '../packets/types.ts';
-import { PERIODS, resetAt, windowKey } from './periods.ts';
+import { resetAt, windowKey } from './periods.ts';
 
 /** The spec's usage record. */
 export interface UsageRecord {
@@ -15,10 +15,6 @@ export interface UsageRecord {
 
 export function counterKey(tokenId: string, moduleId: ModuleId, period: Period, at: number): [string, string, string, string] {
   return [tokenId, moduleId, period, windowKey(period, at)];
-}
-
-export function counterKeys(tokenId: string, moduleId: ModuleId, at: number): [string, string, string, string][] {
-  return PERIODS.map((p) => counterKey(tokenId, moduleId, p, at));
 }
 
 export function usedUnits(store: Store, tokenId: string, moduleId: ModuleId, period: Period, at: number): number {

@@ -56,17 +56,10 @@ export function checkParts(images: readonly ImageRef[], uploaded: readonly Uploa
     }
   }
 
+  // parseMetadata already refused a part referenced twice, so each ref names its own part.
   const referenced = new Map<string, ImageRef>();
   for (const ref of images) {
     const partLoc = [...ref.loc, 'part'];
-    const earlier = referenced.get(ref.part);
-    if (earlier) {
-      issues.push({
-        loc: partLoc, msg: 'image.part is already referenced elsewhere in this request; each part holds one image',
-        type: 'duplicate_part', ctx: { first_loc: earlier.loc },
-      });
-      continue;
-    }
     referenced.set(ref.part, ref);
     const list = byName.get(ref.part);
     if (!list) {

@@ -4,7 +4,7 @@
 // client sees every problem at once; each rule only looks at values of the right type, so a
 // type error is reported once by the schema and never echoed as a rule violation.
 
-import type { ImageEncoding, ImageRef, Mode, ModuleId, Phase } from './types.ts';
+import { CAPTURE_PROFILE, PHASES, type ImageEncoding, type ImageRef, type Mode, type ModuleId, type Phase } from './types.ts';
 import type { IssueList, Loc } from './issues.ts';
 import { MAX_EVENTS_COLOR, MAX_EVENTS_RGB_SINGLE } from './limits.ts';
 
@@ -13,13 +13,7 @@ export const MODULE_MODES: Record<ModuleId, readonly Mode[]> = {
   color_liveness: ['color'],
 };
 
-export const CAPTURE_PROFILE: Record<Mode, string> = {
-  rgb_single: 'rgb_single_v1',
-  rgb_sequence: 'rgb_contiguous_v1',
-  color: 'color_wrgb_v1',
-};
-
-export const PHASES: readonly Phase[] = ['white', 'red', 'green', 'blue'];
+export { CAPTURE_PROFILE, PHASES };
 
 const MODES: readonly string[] = ['rgb_single', 'rgb_sequence', 'color'];
 const STATUSES: readonly string[] = ['ok', 'face_unavailable', 'dropped'];

@@ -11,6 +11,15 @@ export type ImageEncoding = 'png' | 'rgb8';
 
 export type Point = [number, number];
 
+/** The module table of interface-spec.md: each mode's capture_profile. */
+export const CAPTURE_PROFILE: Record<Mode, string> = {
+  rgb_single: 'rgb_single_v1',
+  rgb_sequence: 'rgb_contiguous_v1',
+  color: 'color_wrgb_v1',
+};
+
+export const PHASES: readonly Phase[] = ['white', 'red', 'green', 'blue'];
+
 export interface ImageDescriptor {
   part: string;
   encoding: ImageEncoding;
@@ -79,6 +88,8 @@ export interface ParsedMetadata {
   captures: CapturePacket[];
   batch: boolean;
   images: ImageRef[];
+  /** the metadata field as sent (kept for the demo archive) */
+  text: string;
 }
 
 /** What the multipart stream reports about each part other than `metadata`. */

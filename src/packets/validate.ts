@@ -47,7 +47,7 @@ export function parseMetadata(text: string, moduleId: ModuleId): ParsedMetadata 
   });
 
   if (out.length > 0) throw new ValidationFailure(out.items);
-  return { captures: captures as CapturePacket[], batch, images: scope.images };
+  return { captures: captures as CapturePacket[], batch, images: scope.images, text };
 }
 
 /** 413 limits of interface-spec.md "Limits". Checked on the raw JSON so that an oversized

@@ -99,7 +99,11 @@ export function listKeys(dataDir: string): KeyFile[] {
 
 /** Public JWKs a backend may check against: the current key and keys retired recently. */
 export function publicJwks(dataDir: string, at = Date.now()): { keys: JWK[] } {
-  const keys = listKeys(dataDir).filter((k) => k.retired_at === null || Date.parse(k.retired_at) + RETIRED_PUBLISH_MS > at);
+  return publicJwksOf(listKeys(dataDir), at);
+}
+
+export function publicJwksOf(all: KeyFile[], at: number): { keys: JWK[] } {
+  const keys = all.filter((k) => k.retired_at === null || Date.parse(k.retired_at) + RETIRED_PUBLISH_MS > at);
   return { keys: keys.map((k) => ({ kty: k.jwk.kty, crv: k.jwk.crv, x: k.jwk.x, kid: k.kid, alg: 'EdDSA', use: 'sig' })) };
 }
 

@@ -1,4 +1,5 @@
 import { CompactSign, importJWK } from 'jose';
+import { now } from '../clock.ts';
 import { ensureSigningKey, readCurrentKid, readKey } from './keys.ts';
 
 // Each API worker signs every verify response body. The key is imported once per worker;
@@ -20,7 +21,7 @@ export class VerdictSigner {
 
   private load(kid: string | undefined): Promise<Loaded> {
     return (async () => {
-      const file = kid ? readKey(this.dataDir, kid) : await ensureSigningKey(this.dataDir);
+      const file = kid ? readKey(this.dataDir, kid) : await ensureSigningKey(this.dataDir, now());
       const key = (await importJWK(file.jwk, 'EdDSA')) as CryptoKey;
       return { kid: file.kid, key };
     })();

@@ -33,11 +33,20 @@ export async function createUser(
   return user;
 }
 
-export async function updateUser(store: Store, id: string, patch: Partial<Pick<UserRecord, 'enabled' | 'role' | 'password_hash'>>): Promise<UserRecord | undefined> {
+/** `check` runs inside the write transaction with the user before and after the change; a
+ * throw from it aborts the change (rules over all users, such as "an admin remains", must
+ * see the same state the write commits against). */
+export async function updateUser(
+  store: Store,
+  id: string,
+  patch: Partial<Pick<UserRecord, 'enabled' | 'role' | 'password_hash'>>,
+  check?: (before: UserRecord, after: UserRecord) => void,
+): Promise<UserRecord | undefined> {
   return store.db.users.transaction(() => {
     const user = store.db.users.get(id) as UserRecord | undefined;
     if (!user) return undefined;
     const next = { ...user, ...patch };
+    check?.(user, next);
     store.db.users.put(id, next);
     return next;
   });

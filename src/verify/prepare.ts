@@ -1,13 +1,14 @@
 import { ValidationFailure } from '../errors/index.ts';
 import type { ReceivedPart } from '../http/multipart/index.ts';
 import { checkMetadataPart, checkParts, METADATA_FIELD, parseMetadata, prepareCaptures } from '../packets/index.ts';
-import type { ModuleId, ParsedMetadata, PreparedCapture, UploadedPart, ValidationIssue } from '../packets/types.ts';
+import type { ModuleId, ParsedMetadata, PreparedCapture, ValidationIssue } from '../packets/types.ts';
 
 export interface PreparedRequest {
   parsed: ParsedMetadata;
   metadataText: string;
   captures: PreparedCapture[];
-  /** every part but metadata, for the fingerprint and the demo archive */
+  /** every part but metadata, for the fingerprint and the demo archive; an rgb8 image's
+   * bytes may share memory with its pixels, so they are unusable once handed to infer() */
   files: { name: string; sha256: string; bytes: Uint8Array }[];
 }
 
@@ -27,23 +28,18 @@ export function metadataText(part: ReceivedPart): string {
 export function prepareRequest(moduleId: ModuleId, parts: ReceivedPart[], parsedEarly?: ParsedMetadata): PreparedRequest {
   const metaIssues = checkMetadataPart(parts);
   if (metaIssues.length > 0) throw new ValidationFailure(metaIssues);
-  const metaPart = parts.find((p) => p.name === METADATA_FIELD)!;
-  const text = metadataText(metaPart);
-  const parsed = parsedEarly ?? parseMetadata(text, moduleId);
+  const parsed = parsedEarly ?? parseMetadata(metadataText(parts.find((p) => p.name === METADATA_FIELD)!), moduleId);
 
   const fileParts = parts.filter((p) => p.name !== METADATA_FIELD);
-  const uploaded: UploadedPart[] = fileParts.map((p) => ({ name: p.name, filename: p.filename, size: p.size, sha256: p.sha256 }));
-  const issues: ValidationIssue[] = checkParts(parsed.images, uploaded);
-
-  const byName = new Map<string, ReceivedPart>();
-  for (const p of fileParts) if (!byName.has(p.name)) byName.set(p.name, p);
-  // A missing part or a hash mismatch is already reported; decoding it would only add noise.
-  const faulty = new Set(issues.map((i) => JSON.stringify(i.loc.slice(0, -1))));
-  const refs = new Map(parsed.images.map((r) => [r.part, r]));
+  const issues: ValidationIssue[] = checkParts(parsed.images, fileParts);
+  const uploads = new Map<string, ReceivedPart[]>();
+  for (const p of fileParts) uploads.set(p.name, [...(uploads.get(p.name) ?? []), p]);
+  const declared = new Map(parsed.images.map((r) => [r.part, r.sha256]));
+  // Decode only a part checkParts could accept (uploaded once, hash as declared): any other
+  // is already reported, and decoding it would only add noise.
   const captures = prepareCaptures(parsed, (name) => {
-    const part = byName.get(name);
-    const ref = refs.get(name)!;
-    return part && part.sha256 === ref.sha256 && !faulty.has(JSON.stringify(ref.loc)) ? part.data() : undefined;
+    const list = uploads.get(name);
+    return list?.length === 1 && list[0]!.sha256 === declared.get(name) ? list[0]!.data() : undefined;
   }, issues);
-  return { parsed, metadataText: text, captures, files: fileParts.map((p) => ({ name: p.name, sha256: p.sha256, bytes: p.data() })) };
+  return { parsed, metadataText: parsed.text, captures, files: fileParts.map((p) => ({ name: p.name, sha256: p.sha256, bytes: p.data() })) };
 }

@@ -16,13 +16,13 @@ export function crop(seed: number): Uint8Array {
   return px;
 }
 
-const SIZE: [number, number] = [640, 480];
-const EYES: [[number, number], [number, number]] = [[280, 200], [360, 202]];
+export const SOURCE_SIZE: [number, number] = [640, 480];
+export const EYES: [[number, number], [number, number]] = [[280, 200], [360, 202]];
 
 export function frameInput(i: number, opts: { encoding?: 'png' | 'rgb8'; seed?: number; eyes?: [[number, number], [number, number]] } = {}) {
   const px = crop(opts.seed ?? i + 1);
   const bytes = opts.encoding === 'rgb8' ? px : new Uint8Array(encodePng(px));
-  return { timestamp_us: 1_000_000 + i * 33_333, source_size: SIZE, eyes_xy: opts.eyes ?? EYES, image: { bytes } };
+  return { timestamp_us: 1_000_000 + i * 33_333, source_size: SOURCE_SIZE, eyes_xy: opts.eyes ?? EYES, image: { bytes } };
 }
 
 export function single(opts: { id?: string; encoding?: 'png' | 'rgb8'; seed?: number } = {}): CaptureInput {

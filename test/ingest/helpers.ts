@@ -4,10 +4,11 @@
 
 import net from 'node:net';
 import type { Test } from 'tap';
-import { buildBatch, buildCapture, buildVerifyBody, encodePng, type CaptureInput, type FrameInput } from '../../src/client/index.ts';
+import { buildBatch, buildVerifyBody, encodePng, type CaptureInput, type FrameInput } from '../../src/client/index.ts';
 import type { ServerHandle } from '../helpers/server.ts';
 import { crc32 } from '../../src/images/crc32.ts';
 import { lmdbOpen } from '../helpers/lmdb.ts';
+import { EYES, postVerify, SOURCE_SIZE } from '../helpers/captures.ts';
 
 export const MiB = 1024 * 1024;
 export const BODY_LIMIT = 32 * MiB;
@@ -383,19 +384,8 @@ export async function post(
   body: { body: Uint8Array; contentType: string },
   opts: { module?: string; headers?: Record<string, string> } = {},
 ): Promise<Answer> {
-  const r = await fetch(`${baseUrl}/v1/modules/${opts.module ?? 'rgb_liveness'}/verify`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${token}`, 'content-type': body.contentType, ...opts.headers },
-    body: body.body as Uint8Array<ArrayBuffer>,
-  });
-  const text = await r.text();
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = undefined;
-  }
-  return { status: r.status, json, requestId: r.headers.get('x-request-id') };
+  const r = await postVerify(baseUrl, token, opts.module ?? 'rgb_liveness', body, opts.headers);
+  return { status: r.status, json: r.json, requestId: r.headers.get('x-request-id') };
 }
 
 export function rawAnswer(r: RawResponse): Answer {
@@ -439,8 +429,7 @@ export function flatPixels(): Uint8Array {
   return FLAT;
 }
 
-export const SOURCE_SIZE: [number, number] = [640, 480];
-export const EYES: [[number, number], [number, number]] = [[280, 200], [360, 202]];
+export { SOURCE_SIZE, EYES };
 
 export function okFrame(i: number, bytes: Uint8Array = smallPng(), extra: Partial<FrameInput> = {}): FrameInput {
   return { timestamp_us: 1_000_000 + i * 33_333, source_size: SOURCE_SIZE, eyes_xy: EYES, image: { bytes }, ...extra };
@@ -469,7 +458,4 @@ export function smallColor(id?: string): CaptureInput {
 }
 
 /** metadata + files -> a verify body (one packet, or an envelope with `batch`). */
-export function body(captures: CaptureInput[], opts: { batch?: boolean } = {}) {
-  const built = captures.length === 1 && !opts.batch ? buildCapture(captures[0]!) : buildBatch(captures);
-  return { ...built, ...buildVerifyBody(built.metadata as never, built.files) };
-}
+export { request as body } from '../helpers/captures.ts';

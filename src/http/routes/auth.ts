@@ -1,5 +1,5 @@
 import { requireCsrf, requireSession } from '../../admin/guard.ts';
-import { loginAddress } from '../../auth/login-address.ts';
+import { clientAddress } from '../client-address.ts';
 import { login, parseLogin, sessionBody } from '../../auth/login.ts';
 import { clearedCookie, readSessionCookie, sessionCookie } from '../../auth/session-cookie.ts';
 import { destroySession, sessionKey } from '../../auth/session.ts';
@@ -12,7 +12,7 @@ import type { Services } from '../services.ts';
 /** contract.md "Authentication and sessions": /auth/login, /auth/session, /auth/logout. */
 export function authRoutes(router: Router, s: Services): void {
   router.add('POST', '/auth/login', async (ctx) => {
-    const address = loginAddress(s.config, ctx.peerAddress, ctx.headers['x-forwarded-for']);
+    const address = clientAddress(s.config, ctx.peerAddress, ctx.headers['x-forwarded-for']);
     const previous = readSessionCookie(s.config, ctx.headers['cookie']);
     const input = parseLogin(await readJson(ctx));
     const { id, session } = await login(s.store, s.config, input, address, now());

@@ -1,15 +1,23 @@
 import { now } from '../../clock.ts';
-import { ensureSigningKey, publicJwks } from '../../signing/keys.ts';
+import { listKeys, publicJwksOf, readCurrentKid, type KeyFile } from '../../signing/keys.ts';
 import type { Router } from '../router.ts';
 import type { Services } from '../services.ts';
 
-/** GET /.well-known/jwks.json: public keys of verdict signatures. Read from disk on each call
- * (rare, small) so a rotation is visible at once on every worker. */
+// The key files change only on rotation, which changes `current`: the list is re-read when
+// that kid changes, checked at most once a second, instead of on every request. The signing
+// key itself is created at start-up (src/startup.ts).
+const CHECK_MS = 1000;
+
+/** GET /.well-known/jwks.json: public keys of verdict signatures. */
 export function jwksRoutes(router: Router, s: Services): void {
-  // created at first start rather than at the first verify, so the JWKS is never empty
-  void ensureSigningKey(s.config.DATA_DIR, now()).catch((err: Error) => s.log.error({ err }, 'verdict signing key could not be created'));
-  router.add('GET', '/.well-known/jwks.json', () => ({
-    status: 200,
-    body: publicJwks(s.config.DATA_DIR, now()),
-  }));
+  let cache: { kid: string | undefined; keys: KeyFile[]; checkedAt: number } | undefined;
+  const keys = (): KeyFile[] => {
+    const t = Date.now();
+    if (cache && t - cache.checkedAt < CHECK_MS) return cache.keys;
+    const kid = readCurrentKid(s.config.DATA_DIR);
+    if (!cache || cache.kid !== kid) cache = { kid, keys: listKeys(s.config.DATA_DIR), checkedAt: t };
+    else cache.checkedAt = t;
+    return cache.keys;
+  };
+  router.add('GET', '/.well-known/jwks.json', () => ({ status: 200, body: publicJwksOf(keys(), now()) }));
 }

@@ -3,19 +3,20 @@ import { InferenceFailedError } from '../../cluster/remote-inference.ts';
 import { ServiceError, ValidationFailure } from '../../errors/index.ts';
 import type { ResultRecord } from '../../inference/types.ts';
 import { archiveDemoUpload, countryOf, refund, requestFingerprint, reserve, settle, writeAudit, type Reservation } from '../../metering/index.ts';
-import { METADATA_FIELD, parseMetadata } from '../../packets/index.ts';
 import { MODULE_IDS, type ModuleId, type ParsedMetadata } from '../../packets/types.ts';
 import { signBody } from '../../signing/index.ts';
 import { moduleEnabled } from '../../store/modules.ts';
 import type { TokenRecord } from '../../store/records.ts';
-import { metadataText, prepareRequest } from '../../verify/index.ts';
+import { earlyMetadata, prepareRequest } from '../../verify/index.ts';
 import { CapacitySlots } from '../capacity.ts';
+import { clientAddress } from '../client-address.ts';
 import type { HttpContext } from '../context.ts';
 import { parseMultipartBoundary, type ReceivedPart } from '../multipart/index.ts';
 import { errorReply, type Reply } from '../respond.ts';
 import type { Router } from '../router.ts';
 import type { Services } from '../services.ts';
-import { checkContentLength, ClientGoneError, receiveMultipart } from '../upload.ts';
+import { checkContentLength } from '../body.ts';
+import { ClientGoneError, receiveMultipart } from '../upload.ts';
 import { requireToken } from './business.ts';
 
 // interface-spec.md Limits
@@ -55,7 +56,10 @@ export function verifyRoutes(router: Router, s: Services): void {
           ctx.errorCode = 'client_disconnected';
           return { status: 499 };
         }
-        if (!(err instanceof ServiceError || err instanceof ValidationFailure || err instanceof ClientGoneError)) s.log.error({ err, request_id: ctx.requestId }, 'verify failed');
+        if (!(err instanceof ServiceError || err instanceof ValidationFailure) || (err instanceof ServiceError && err.cause !== undefined)) {
+          const cause = (err as Error).cause;
+          s.log.error({ err, cause: cause instanceof Error ? cause.message : cause, request_id: ctx.requestId }, 'verify failed');
+        }
         return errorReply(ctx, err);
       })
       .then(async (reply) => {
@@ -89,26 +93,9 @@ function verify(ctx: HttpContext, moduleParam: string, s: Services, slots: Capac
     checkContentLength(ctx, LIMITS.maxBodyBytes);
     const boundary = parseMultipartBoundary(ctx.headers['content-type']);
     if (boundary === null) throw new ServiceError('unsupported_media_type');
-    // Metadata is checked the moment its part ends, so a bad or oversized batch is refused
-    // before the images behind it are uploaded.
-    let parsedEarly: ParsedMetadata | undefined;
-    let earlyError: unknown;
-    let metadataParts = 0;
-    const upload = receiveMultipart(ctx, boundary, LIMITS, (part: ReceivedPart) => {
-      if (part.name !== METADATA_FIELD) return;
-      metadataParts++;
-      if (metadataParts > 1 || part.filename !== null) {
-        parsedEarly = undefined;
-        return;
-      }
-      try {
-        parsedEarly = parseMetadata(metadataText(part), moduleId);
-      } catch (err) {
-        earlyError = err;
-        throw err;
-      }
-    });
-    return run(ctx, s, token, moduleId, key ?? null, upload, () => (earlyError ? undefined : parsedEarly), state).finally(release);
+    const metadata = earlyMetadata(moduleId);
+    const upload = receiveMultipart(ctx, boundary, LIMITS, metadata.onPartEnd);
+    return run(ctx, s, token, moduleId, key ?? null, upload, metadata.parsed, state).finally(release);
   } catch (err) {
     release();
     throw err;
@@ -128,7 +115,9 @@ async function run(
   const parts = await upload;
   const prepared = prepareRequest(moduleId, parts, early());
   state.captures = prepared.captures.length;
-  const fingerprint = key === null ? null : requestFingerprint(moduleId, JSON.parse(prepared.metadataText), prepared.files);
+  // parseMetadata returns the parsed objects themselves, so the metadata is not parsed again
+  const { batch, captures } = prepared.parsed;
+  const fingerprint = key === null ? null : requestFingerprint(moduleId, batch ? { captures } : captures[0], prepared.files);
 
   const at = now();
   const outcome = await reserve(s.store, {
@@ -183,19 +172,8 @@ async function signed(s: Services, reply: Reply): Promise<Reply> {
   }
 }
 
-function clientIp(ctx: HttpContext, trusted: string[]): string {
-  const peer = ctx.peerAddress;
-  const fwd = ctx.headers['x-forwarded-for'];
-  if (fwd && trusted.includes(peer)) {
-    // The right-most address not belonging to a trusted proxy is the client.
-    const hops = fwd.split(',').map((h) => h.trim()).filter(Boolean);
-    for (let i = hops.length - 1; i >= 0; i--) if (!trusted.includes(hops[i]!)) return hops[i]!;
-  }
-  return peer;
-}
-
 function audit(ctx: HttpContext, s: Services, state: CallState, status: number): void {
-  const ip = clientIp(ctx, s.config.TRUSTED_PROXIES);
+  const ip = clientAddress(s.config, ctx.peerAddress, ctx.headers['x-forwarded-for']);
   void writeAudit(s.store, {
     request_id: ctx.requestId,
     at: new Date(now()).toISOString(),

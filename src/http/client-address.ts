@@ -1,9 +1,9 @@
 import type { Config } from '../config/index.ts';
 
-/** The address failed logins are counted against: the peer, or, when the peer is one of
- * TRUSTED_PROXIES, the nearest X-Forwarded-For hop that is not itself a trusted proxy.
- * Untrusted peers cannot pick their own address by sending the header. */
-export function loginAddress(config: Config, peer: string, forwardedFor: string | undefined): string {
+/** The client's address, for login throttling and the audit line: the peer, or, when the
+ * peer is one of TRUSTED_PROXIES, the nearest X-Forwarded-For hop that is not itself a
+ * trusted proxy. Untrusted peers cannot pick their own address by sending the header. */
+export function clientAddress(config: Pick<Config, 'TRUSTED_PROXIES'>, peer: string, forwardedFor: string | undefined): string {
   const trusted = new Set(config.TRUSTED_PROXIES.map(normalise));
   let address = normalise(peer);
   if (!trusted.has(address) || !forwardedFor) return address;

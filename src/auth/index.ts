@@ -1,2 +1,0 @@
-export * from './business-token.ts';
-export * from './password.ts';
