@@ -5,13 +5,15 @@ import { TypeCompiler } from '@sinclair/typebox/compiler';
 
 // Start-up variables: contract.md "Running it" fixes HOST, PORT, DATA_DIR, WORKERS,
 // COOKIE_PREFIX, COOKIE_SECURE, ADMIN_USERNAME/PASSWORD; the rest are documented in the README.
+const MAX_WORKERS = 64;
+const MAX_INFERENCE_THREADS = 256;
 const Int = (min: number, max: number, description: string) => Type.Integer({ minimum: min, maximum: max, description });
 
 export const ConfigSchema = Type.Object({
   HOST: Type.String({ minLength: 1, description: 'listen address' }),
   PORT: Int(0, 65535, 'listen port; 0 picks a free one'),
   DATA_DIR: Type.String({ minLength: 1, description: 'LMDB store, archive and signing key' }),
-  WORKERS: Int(1, 64, 'API worker threads'),
+  WORKERS: Int(1, MAX_WORKERS, 'API worker threads'),
   COOKIE_PREFIX: Type.String({ pattern: '^[A-Za-z0-9_-]{1,32}$', description: 'session cookie is <prefix>_session' }),
   COOKIE_SECURE: Type.Boolean({ description: 'add Secure to the session cookie' }),
   ADMIN_USERNAME: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9_.@-]{1,64}$' })),
@@ -19,7 +21,7 @@ export const ConfigSchema = Type.Object({
   MODELS_DIR: Type.String({ minLength: 1, description: 'folder holding model sets' }),
   MODEL_SET: Type.String({ pattern: '^[A-Za-z0-9_.-]{1,64}$', description: 'model set served' }),
   INFERENCE_BACKEND: Type.Union([Type.Literal('auto'), Type.Literal('wasm'), Type.Literal('webgpu'), Type.Literal('native')]),
-  INFERENCE_THREADS: Int(1, 256, 'total inference threads'),
+  INFERENCE_THREADS: Int(1, MAX_INFERENCE_THREADS, 'total inference threads'),
   WARMUP_RUNS: Int(0, 1000, 'warm-up runs per graph and worker'),
   METRICS_TOKEN: Type.Optional(Type.String({ minLength: 16, description: 'bearer token that opens /metrics beyond loopback' })),
   TRUSTED_PROXIES: Type.Array(Type.String({ minLength: 1 }), { description: 'addresses whose X-Forwarded-For is believed' }),
@@ -58,13 +60,14 @@ function opt(raw: string | undefined): string | undefined {
 }
 
 /** Reads and validates the environment; throws ConfigError naming the variable. */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): Config {
-  const cores = Math.max(1, os.availableParallelism());
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd(), cpuCount = os.availableParallelism()): Config {
+  const cores = Math.max(1, cpuCount);
   const raw = {
     HOST: env.HOST || '127.0.0.1',
     PORT: int('PORT', env.PORT, 8080),
     DATA_DIR: path.resolve(cwd, env.DATA_DIR || './data'),
-    WORKERS: int('WORKERS', env.WORKERS, cores),
+    // the default follows the cores but stays inside the accepted range, so a large host starts
+    WORKERS: int('WORKERS', env.WORKERS, Math.min(cores, MAX_WORKERS)),
     COOKIE_PREFIX: env.COOKIE_PREFIX || 'lv',
     COOKIE_SECURE: bool('COOKIE_SECURE', env.COOKIE_SECURE, false),
     ADMIN_USERNAME: opt(env.ADMIN_USERNAME),
@@ -72,7 +75,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     MODELS_DIR: path.resolve(cwd, env.MODELS_DIR || './models'),
     MODEL_SET: env.MODEL_SET || 'raw_v1',
     INFERENCE_BACKEND: env.INFERENCE_BACKEND || 'auto',
-    INFERENCE_THREADS: int('INFERENCE_THREADS', env.INFERENCE_THREADS, cores),
+    INFERENCE_THREADS: int('INFERENCE_THREADS', env.INFERENCE_THREADS, Math.min(cores, MAX_INFERENCE_THREADS)),
     WARMUP_RUNS: int('WARMUP_RUNS', env.WARMUP_RUNS, 30),
     METRICS_TOKEN: opt(env.METRICS_TOKEN),
     TRUSTED_PROXIES: (env.TRUSTED_PROXIES || '').split(',').map((s) => s.trim()).filter(Boolean),
