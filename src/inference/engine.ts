@@ -275,9 +275,10 @@ class Engine implements InferenceEngine {
     if (!packet.complete) return retry(packet, policy, 'incomplete_capture');
     if (!frames.some((f) => f.status === 'ok')) return retry(packet, policy, 'no_usable_frames');
     if (frames[frames.length - 1].status !== 'ok') return retry(packet, policy, 'terminal_frame_unavailable');
-    // Fusion needs all four phases; a missing or failed phase leaves the group incomplete.
+    // Fusion needs all four phases ok. The contract keeps incomplete_capture for complete=false,
+    // so a complete group with a failed phase has too few usable frames for its window.
     const whole = frames.length === PHASES.length && frames.every((f, i) => f.status === 'ok' && f.phase === PHASES[i]);
-    if (!whole) return retry(packet, policy, 'incomplete_capture');
+    if (!whole) return retry(packet, policy, 'insufficient_final_window');
     const pixels = c.pixels.map((px, i) => {
       if (!px) throw new Error(`capture ${packet.capture_id}: phase ${i} has no pixels`);
       return transferable(px);

@@ -171,7 +171,7 @@ t.test('colour: four complete phases fuse; anything less retries', async (t) => 
   t.ok(Math.abs(l.fused - (0.5 * l.difference + 0.5 * l.appearance)) < 1e-9, 'fused per the manifest weights');
   t.ok(Math.abs(r[0].score! - 1 / (1 + Math.exp(-l.fused))) < 1e-9, 'score = sigmoid(fused)');
   t.equal(r[1].reason, 'incomplete_capture');
-  t.equal(r[2].reason, 'incomplete_capture');
+  t.equal(r[2].reason, 'insufficient_final_window', 'complete=true with a failed middle phase is not incomplete_capture');
   t.equal(r[3].reason, 'terminal_frame_unavailable');
 });
 

@@ -38,6 +38,14 @@ t.test('raw_v1 on WASM: every mode, scores equal onnxruntime-node within 1e-5', 
   t.ok(Math.abs(rec.color_logits.appearance - col.appearance) <= 1e-5);
   t.ok(Math.abs(rec.color_logits.fused - col.fused) <= 1e-5);
 
+  // complete=true with the red phase dropped: incomplete_capture is only for complete=false
+  const dropped = color({ id: 'c-red-dropped' });
+  const red = dropped.frames[1]!;
+  dropped.frames[1] = { timestamp_us: red.timestamp_us, status: 'dropped', phase: 'red', display_time_us: (red as any).display_time_us };
+  const d = await postVerify(server.baseUrl, token, 'color_liveness', request([dropped]));
+  t.equal(d.status, 200, d.text);
+  t.match(d.json.results[0], { status: 'retry', reason: 'insufficient_final_window', alive: null, score: null, color_logits: null });
+
   t.test('sequence windows and retries', async (t) => {
     const frames = [0, 1, 2, 3, 4, 5].map((i) => frameInput(i, { seed: i + 1 }));
     // a face_unavailable event in the middle resets the window; the window is what follows
