@@ -4,7 +4,6 @@
 export const ERRORS = {
   invalid_idempotency_key: { status: 400, message: 'Idempotency-Key must be 1 to 200 printable ASCII characters without spaces' },
   invalid_content_length: { status: 400, message: 'Content-Length is malformed' },
-  invalid_request: { status: 400, message: 'The request is malformed' },
   invalid_token: { status: 401, message: 'The business token is missing, invalid, expired, disabled or revoked' },
   invalid_credentials: { status: 401, message: 'Wrong username or password' },
   invalid_session: { status: 401, message: 'No valid administrator session' },

@@ -130,7 +130,7 @@ export function buildOpenApi(): object {
           '409': { ...err('request_in_progress or idempotency_conflict'), headers: retryAfter },
           '413': err('payload_too_large'),
           '415': err('unsupported_media_type'),
-          '422': validation,
+          '422': { ...validation, description: 'Validation error (invalid_input): metadata, ordering, geometry, parts, image bytes or hashes, or a body that is not valid multipart framing (loc ["body"], type multipart_invalid)' },
           '429': { ...err('quota_exceeded'), headers: retryAfter },
           '500': err('inference_failed, settlement_failed or internal_error'),
           '503': { ...err('server_busy or module_unavailable'), headers: retryAfter },

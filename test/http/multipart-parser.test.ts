@@ -427,7 +427,7 @@ t.test('malformed bodies', async (t) => {
     const body = Buffer.from(text);
     const whole = catchError(() => parseAt(B, body, []));
     t.equal(whole.kind, 'malformed', label);
-    t.equal(whole.code, 'invalid_request', label);
+    t.equal(whole.code, 'invalid_input', label);
     t.match(whole.message, msg, label);
     t.equal(catchError(() => parseInChunks(B, body, 1)).kind, 'malformed', `${label}, 1-byte chunks`);
   }

@@ -293,14 +293,15 @@ t.test('anything but multipart/form-data with a boundary: 415 unsupported_media_
   }
 });
 
-t.test('a body that is not valid multipart: 400 invalid_request', async (t) => {
+t.test('a body that is not valid multipart: 422 invalid_input at the body', async (t) => {
   const good = body([smallSingle()]);
   const boundary = good.contentType.split('boundary=')[1]!;
   const truncated = good.body.subarray(0, good.body.length - 10); // no closing delimiter
   const junkAfterDelimiter = Buffer.concat([Buffer.from(`--${boundary}XYZ\r\n`), good.body]);
   for (const [label, bytes] of [['no closing delimiter', truncated], ['delimiter followed by junk', junkAfterDelimiter], ['not multipart at all', Buffer.from('{"protocol_version":1}')]] as const) {
     await t.test(label, async (t) => {
-      await expectRejected(t, server, tok, () => post(server.baseUrl, tok.token, { body: bytes, contentType: good.contentType }), { status: 400, code: 'invalid_request' });
+      const answer = await expectRejected(t, server, tok, () => post(server.baseUrl, tok.token, { body: bytes, contentType: good.contentType }), { status: 422, code: 'invalid_input' });
+      t.match(answer.json?.detail?.[0], { loc: ['body'], type: 'multipart_invalid' }, 'the detail points at the body');
     });
   }
 });

@@ -2,13 +2,13 @@ import type { ErrorCode } from '../../errors/index.ts';
 
 // Each parser failure kind, declared once with the service error it answers as. The three
 // size kinds share 413 because interface-spec.md's Limits name one code for body, part and
-// batch overruns; a body that is not valid multipart is a request-level syntax error (400), the
-// way Starlette answers "There was an error parsing the body", not a 422 about its content.
+// batch overruns. A body that is not valid multipart is bad input: the spec's error table has
+// no 400 for it, so it is a 422 whose detail points at the body (or the part at fault).
 export const MULTIPART_ERROR_CODES = {
   part_too_large: 'payload_too_large',
   too_many_parts: 'payload_too_large',
   header_too_large: 'payload_too_large',
-  malformed: 'invalid_request',
+  malformed: 'invalid_input',
 } as const satisfies Record<string, ErrorCode>;
 
 export type MultipartErrorKind = keyof typeof MULTIPART_ERROR_CODES;
