@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { ServiceError } from '../errors/index.ts';
 import type { Store } from '../store/open.ts';
 import type { TokenRecord } from '../store/records.ts';
-import { getTokenByHash } from '../store/tokens.ts';
+import { getTokenByHash, isTokenLive } from '../store/tokens.ts';
 
 // lvk_ + base64url of 32 random bytes: 256 bits, 47 characters, recognisable in logs and
 // secret scanners. Only the SHA-256 is stored; a slow hash buys nothing at this entropy.
@@ -28,8 +28,6 @@ export function authenticateBearer(store: Store, authorization: string | undefin
   if (!m || !isTokenShaped(m[1]!)) throw new ServiceError('invalid_token');
   const hash = hashToken(m[1]!);
   const token = getTokenByHash(store, hash);
-  if (!token) throw new ServiceError('invalid_token');
-  if (token.revoked || !token.enabled) throw new ServiceError('invalid_token');
-  if (token.expires_at !== null && Date.parse(token.expires_at) <= at) throw new ServiceError('invalid_token');
+  if (!token || !isTokenLive(token, at)) throw new ServiceError('invalid_token');
   return token;
 }

@@ -32,6 +32,8 @@ export interface Reservation {
   settled_at: string | null;
   /** process that holds it; start-up recovery settles pending ones whose process is gone */
   pid: number;
+  /** that process's start time (owner.ts); absent on records written before it was kept */
+  pid_start?: string | null;
   idempotency_key: string | null;
   /** for settlement_failed: the answer that could not be saved, so "charge" can complete it */
   unsaved_body: string | null;

@@ -1,17 +1,8 @@
 import type { Logger } from '../observability/logger.ts';
 import type { Store } from '../store/open.ts';
 import type { IdempotencyRecord, Reservation } from './records.ts';
+import { holderAlive } from './owner.ts';
 import { refund } from './settle.ts';
-
-function processAlive(pid: number): boolean {
-  if (pid === process.pid) return false;
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 /** Start-up rule for a crash: a pending reservation whose process is gone never reached
  * settlement (settlement is one transaction), so it is refunded and its key released, and
@@ -20,10 +11,10 @@ export async function recoverPending(store: Store, at: number, log: Logger): Pro
   let recovered = 0;
   for (const { value } of store.db.reservations.getRange({})) {
     const r = value as Reservation;
-    if (r.state !== 'pending' || processAlive(r.pid)) continue;
+    if (r.state !== 'pending' || holderAlive(r)) continue;
     await refund(store, r.id, at);
     recovered++;
-    log.warn({ reservation: r.id, request_id: r.request_id, token_id: r.token_id, module_id: r.module_id, units: r.units, pid: r.pid }, 'crash recovery: pending reservation refunded, idempotency key released');
+    log.warn({ reservation: r.id, request_id: r.request_id, token_id: r.token_id, module_id: r.module_id, units: r.units, pid: r.pid, pid_start: r.pid_start ?? null }, 'crash recovery: pending reservation refunded, idempotency key released');
   }
   return recovered;
 }

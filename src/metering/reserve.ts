@@ -3,7 +3,9 @@ import { ServiceError } from '../errors/index.ts';
 import type { ModuleId } from '../packets/types.ts';
 import type { Store } from '../store/open.ts';
 import type { TokenRecord } from '../store/records.ts';
+import { isTokenLive } from '../store/tokens.ts';
 import { appendLedger } from './ledger.ts';
+import { currentProcess } from './owner.ts';
 import { secondsUntilReset, windowKey } from './periods.ts';
 import type { IdempotencyRecord, Reservation } from './records.ts';
 import { counterKey } from './usage.ts';
@@ -38,26 +40,34 @@ export async function reserve(store: Store, input: ReserveInput): Promise<Reserv
       if (rec) {
         if (rec.fingerprint !== fingerprint) return { kind: 'error', error: new ServiceError('idempotency_conflict') };
         if (rec.state === 'pending') {
+          // A failed settlement is not in progress: polling would never end, so the retry
+          // hears what the first call heard (keep the key, contact the operator).
+          const held = store.db.reservations.get(rec.reservation_id) as Reservation | undefined;
+          if (held?.state === 'settlement_failed') return { kind: 'error', error: new ServiceError('settlement_failed') };
           return { kind: 'error', error: new ServiceError('request_in_progress', undefined, { 'Retry-After': String(input.retryAfterSeconds) }) };
         }
         return { kind: 'replay', status: rec.status ?? 200, body: rec.body ?? '' };
       }
     }
-    // The grant is read again inside the transaction: an operator may have changed it since
-    // the request was authenticated.
+    // The token and its grant are read again inside the transaction: an upload can take a
+    // while, and an operator may have revoked, disabled or re-granted the token meanwhile.
     const fresh = store.db.tokens.get(token.id) as TokenRecord | undefined;
-    const grant = fresh?.grants.find((g) => g.module_id === moduleId);
+    if (!fresh || !isTokenLive(fresh, at)) return { kind: 'error', error: new ServiceError('invalid_token') };
+    const grant = fresh.grants.find((g) => g.module_id === moduleId);
     if (!grant) return { kind: 'error', error: new ServiceError('module_forbidden') };
     if (grant.limit !== null) {
       const used = (store.db.counters.get(counterKey(token.id, moduleId, grant.period, at)) as number | undefined) ?? 0;
       if (used + units > grant.limit) {
         const wait = secondsUntilReset(grant.period, at);
         const available = Math.max(0, grant.limit - used);
+        const quota = `The ${grant.period === 'never' ? 'cumulative' : grant.period === 'day' ? 'daily' : 'monthly'} quota of ${moduleId}`;
+        // a batch larger than the whole quota would fail after the reset too: say so
+        const tooBig = units > grant.limit ? `; that is more than the whole quota of ${grant.limit}, so split the batch` : '';
         return {
           kind: 'error',
           error: new ServiceError(
             'quota_exceeded',
-            `The ${grant.period === 'never' ? 'cumulative' : grant.period === 'day' ? 'daily' : 'monthly'} quota of ${moduleId} has ${available} unit(s) left; this request needs ${units}`,
+            `${quota} has ${available} unit(s) left; this request needs ${units}${tooBig}`,
             wait === null ? {} : { 'Retry-After': String(wait) },
           ),
         };
@@ -75,7 +85,7 @@ export async function reserve(store: Store, input: ReserveInput): Promise<Reserv
       windows,
       created_at: new Date(at).toISOString(),
       settled_at: null,
-      pid: process.pid,
+      ...currentProcess(),
       idempotency_key: key,
       unsaved_body: null,
     };

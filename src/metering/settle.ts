@@ -68,16 +68,21 @@ export async function refund(store: Store, reservationId: string, at: number): P
   return store.db.reservations.transaction(() => {
     const r = store.db.reservations.get(reservationId) as Reservation | undefined;
     if (!r || (r.state !== 'pending' && r.state !== 'settlement_failed')) return r;
-    appendLedger(store, { request_id: r.request_id, token_id: r.token_id, module_id: r.module_id, units: r.units, kind: 'refund', at, windows: r.windows });
-    const next: Reservation = { ...r, state: 'refunded', settled_at: new Date(at).toISOString(), unsaved_body: null };
-    store.db.reservations.put(r.id, next);
-    if (r.idempotency_key !== null) {
-      const k = [r.token_id, r.idempotency_key];
-      const rec = store.db.idempotency.get(k) as IdempotencyRecord | undefined;
-      if (rec && rec.reservation_id === r.id && rec.state === 'pending') store.db.idempotency.remove(k);
-    }
-    return next;
+    return refundHeld(store, r, at);
   });
+}
+
+/** The writes of a refund; the caller's transaction has checked that `r` is still held. */
+function refundHeld(store: Store, r: Reservation, at: number): Reservation {
+  appendLedger(store, { request_id: r.request_id, token_id: r.token_id, module_id: r.module_id, units: r.units, kind: 'refund', at, windows: r.windows });
+  const next: Reservation = { ...r, state: 'refunded', settled_at: new Date(at).toISOString(), unsaved_body: null };
+  store.db.reservations.put(r.id, next);
+  if (r.idempotency_key !== null) {
+    const k = [r.token_id, r.idempotency_key];
+    const rec = store.db.idempotency.get(k) as IdempotencyRecord | undefined;
+    if (rec && rec.reservation_id === r.id && rec.state === 'pending') store.db.idempotency.remove(k);
+  }
+  return next;
 }
 
 /** Operator resolution of a settlement_failed reservation. "charge" keeps the units and, when
@@ -89,10 +94,12 @@ export async function resolveReservation(store: Store, id: string, action: 'char
   // Only what the operator list shows: a pending reservation may still be in flight, and
   // start-up recovery settles those whose process is gone.
   if (current.state !== 'settlement_failed') return 'not_pending';
-  if (action === 'refund') return refund(store, id, at);
+  // The state is checked again inside the write: two operators may resolve the same record at
+  // once, and only the first resolution may take effect.
   return store.db.reservations.transaction(() => {
     const r = store.db.reservations.get(id) as Reservation;
     if (r.state !== 'settlement_failed') return 'not_pending' as const;
+    if (action === 'refund') return refundHeld(store, r, at);
     const iso = new Date(at).toISOString();
     const next: Reservation = { ...r, state: 'charged', settled_at: iso, unsaved_body: null };
     store.db.reservations.put(id, next);

@@ -2,6 +2,11 @@ import type { Store } from './open.ts';
 import type { Grant, TokenRecord } from './records.ts';
 import type { ModuleId } from '../packets/types.ts';
 
+/** A token authenticates only while enabled, not revoked and not past its expiry. */
+export function isTokenLive(token: TokenRecord, at: number): boolean {
+  return token.enabled && !token.revoked && (token.expires_at === null || Date.parse(token.expires_at) > at);
+}
+
 export function getToken(store: Store, id: string): TokenRecord | undefined {
   return store.db.tokens.get(id);
 }

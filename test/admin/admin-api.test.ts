@@ -297,6 +297,25 @@ t.test('settlements: list those needing an operator, resolve once', async (t) =>
   t.equal((await admin('POST', '/admin/api/settlements/rsv_nope/resolve', { action: 'charge' })).status, 404);
 });
 
+t.test('settlements: two operators resolving the same record at once, only one takes effect', async (t) => {
+  const { id } = await makeApiToken([['rgb_liveness', 10, 'day']]);
+  const used = async () => (await admin('GET', `/admin/api/tokens/${id}`)).json.usage[0].used;
+  for (let round = 0; round < 4; round++) {
+    const r = await charge(id, 'rgb_liveness', 1);
+    await store.db.reservations.put(r.id, { ...r, state: 'settlement_failed' });
+    const before = await used();
+    const [a, b] = await Promise.all([
+      admin('POST', `/admin/api/settlements/${r.id}/resolve`, { action: round % 2 ? 'refund' : 'charge' }),
+      admin('POST', `/admin/api/settlements/${r.id}/resolve`, { action: round % 2 ? 'charge' : 'refund' }),
+    ]);
+    t.same([a.status, b.status].sort(), [200, 409], `round ${round}: one resolution wins, the other is refused`);
+    const winner = a.status === 200 ? a : b;
+    const state = (store.db.reservations.get(r.id) as any).state;
+    t.equal(winner.json.state, state, 'the winning answer tells the state that was stored');
+    t.equal(await used(), state === 'refunded' ? before - 1 : before, 'usage follows the stored state');
+  }
+});
+
 t.test('state-changing calls are logged with the operator who made them', async (t) => {
   const r = await admin('PATCH', '/admin/api/modules/rgb_liveness', { enabled: true });
   await new Promise((res) => setTimeout(res, 200));

@@ -113,8 +113,12 @@ t.test('settlement failure keeps the reservation for the operator; charge comple
   t.equal(r.json.error.code, 'settlement_failed');
   t.equal(await used(token), 1, 'units stay reserved');
   const again = await postVerify(server.baseUrl, token, 'rgb_liveness', body, { 'idempotency-key': 'k-settle' });
-  t.equal(again.status, 409, 'pending remains');
-  t.equal(again.json.error.code, 'request_in_progress');
+  // the key stays held, but nothing is running: a 409 request_in_progress would have the
+  // client poll for ever, so the retry hears settlement_failed (contact the operator)
+  t.equal(again.status, 500, 'the key stays held');
+  t.equal(again.json.error.code, 'settlement_failed');
+  t.equal(again.headers.get('retry-after'), null, 'no invitation to poll');
+  t.equal(await used(token), 1, 'the retry charged nothing more');
   const list = await server.cli(['settlements', 'list']);
   const mine = list.json.settlements.find((s: any) => s.token_id === id);
   t.ok(mine, 'listed for the operator');

@@ -52,6 +52,8 @@ t.test('a batch is reserved whole or rejected whole', async (t) => {
   const { token } = await makeToken(server, ['rgb_liveness:3:day']);
   const four = await postVerify(server.baseUrl, token, 'rgb_liveness', request([single(), single(), single(), sequence(3)]));
   t.equal(four.status, 429);
+  t.equal(four.headers.get('retry-after'), String(12 * 3600), 'day quota: Retry-After to midnight, as the spec says');
+  t.match(four.json.error.message, /more than the whole quota of 3, so split the batch/, 'the message says waiting will not help');
   t.equal((await usage(token)).used, 0, 'nothing reserved');
   const three = await postVerify(server.baseUrl, token, 'rgb_liveness', request([single(), sequence(3), single()]));
   t.equal(three.status, 200);

@@ -42,6 +42,12 @@ t.test('SIGKILL during inference: restart refunds the pending reservation and fr
   t.equal((await (await fetch(`${first.baseUrl}/v1/me`, { headers: bearer(token) })).json()).usage[0].used, 1, 'held while running');
   await first.stop('SIGKILL');
   t.ok((await inflight) instanceof Error, 'the client saw the connection die');
+  // The dead server's pid is then reused by an unrelated live process (here: this test).
+  // The reservation names its holder by pid and start time, so it is still seen as orphaned.
+  t.type(pending[0].pid_start, 'string', 'the holder is recorded with its start time');
+  const dbReuse = lmdbOpen(dataDir);
+  await dbReuse.reservations.put(pending[0].id, { ...pending[0], pid: process.pid });
+  await dbReuse.close();
 
   const second = await startServer({ dataDir, ready: true });
   t.teardown(() => second.stop());
