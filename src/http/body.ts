@@ -40,13 +40,19 @@ export function readBody(ctx: HttpContext, limit: number): Promise<Buffer> {
   });
 }
 
-/** Reads and parses a JSON body; malformed JSON is a 422 like any other body error. */
+// FastAPI's rule, which the 422 format follows: a body without a Content-Type, or with a JSON
+// type (application/json, application/*+json), is read as JSON; any other type makes the body
+// invalid (contract: malformed body -> 422). An HTML form cannot leave the type out, so a
+// cross-site form still cannot post a login.
+const JSON_TYPE = /^application\/(?:[\w.-]+\+)?json\s*(?:;|$)/i;
+
+/** Reads and parses a JSON body; a wrong type or malformed JSON is a 422 like any other body error. */
 export async function readJson(ctx: HttpContext, limit = 64 * 1024): Promise<unknown> {
   const body = readBody(ctx, limit);
-  const type = ctx.headers['content-type'] ?? '';
+  const type = (ctx.headers['content-type'] ?? '').trim();
   const buf = await body;
-  if (buf.length > 0 && !/^application\/json\b/i.test(type)) {
-    throw new ServiceError('unsupported_media_type', 'The body must be application/json');
+  if (buf.length > 0 && type !== '' && !JSON_TYPE.test(type)) {
+    throw new ValidationFailure([{ loc: ['body'], msg: 'The body must be JSON: send Content-Type application/json', type: 'json_type', input: type.slice(0, 100) }]);
   }
   try {
     return buf.length === 0 ? undefined : JSON.parse(buf.toString('utf8'));

@@ -80,7 +80,7 @@ t.test('a session whose account lost the admin role: 403 forbidden', async (t) =
   t.equal(made.status, 201);
   const ops = client(base, await login(base, 'ops', 'ops password'));
   t.equal((await ops('GET', '/admin/api/tokens')).status, 200);
-  // demoted behind the API's back (the API itself also ends the sessions of a demoted user)
+  // demoted behind the API's back: the role is read on every call
   const user = store.db.users.get(made.json.id);
   await store.db.users.put(made.json.id, { ...user, role: 'user' });
   const r = await ops('GET', '/admin/api/tokens');
@@ -88,8 +88,17 @@ t.test('a session whose account lost the admin role: 403 forbidden', async (t) =
   t.equal(r.json.error.code, 'forbidden');
   t.equal((await ops('POST', '/admin/api/tokens', { name: 'x', grants: [] })).json.error.code, 'forbidden');
   await store.db.users.put(made.json.id, { ...user, role: 'admin' });
+  t.equal((await ops('GET', '/admin/api/tokens')).status, 200, 'promoted again: the same session works');
   t.equal((await admin('PATCH', `/admin/api/users/${made.json.id}`, { role: 'user' })).status, 200);
-  t.equal((await ops('GET', '/admin/api/tokens')).status, 401, 'demotion through the API ends the sessions');
+  const demoted = await ops('GET', '/admin/api/users');
+  t.equal(demoted.status, 403, 'demoted through the API: 403 forbidden, not a vanished session');
+  t.equal(demoted.json.error.code, 'forbidden');
+  t.equal((await ops('PATCH', `/admin/api/users/${made.json.id}`, { role: 'admin' })).json.error.code, 'forbidden', 'it cannot promote itself back');
+  const who = await ops('GET', '/auth/session');
+  t.equal(who.status, 200);
+  t.equal(who.json.role, 'user', 'the session reports the current role');
+  t.equal((await ops('POST', '/auth/logout')).status, 204, 'and can log out');
+  t.equal((await ops('GET', '/admin/api/users')).status, 401);
 });
 
 t.test('unknown body fields and malformed bodies: 422 with loc', async (t) => {
@@ -314,6 +323,28 @@ t.test('settlements: two operators resolving the same record at once, only one t
     t.equal(winner.json.state, state, 'the winning answer tells the state that was stored');
     t.equal(await used(), state === 'refunded' ? before - 1 : before, 'usage follows the stored state');
   }
+});
+
+t.test('body types: JSON, a +json type or none is read; any other type is 422 at the body', async (t) => {
+  // A Uint8Array body makes fetch send no Content-Type at all (a string would be text/plain).
+  const send = (path: string, type: string | null, body: unknown, headers: Record<string, string> = { cookie: session.cookie, 'x-csrf-token': session.csrf }) =>
+    fetch(`${base}${path}`, { method: path === '/auth/login' ? 'POST' : 'PATCH', headers: { ...headers, ...(type === null ? {} : { 'content-type': type }) }, body: new TextEncoder().encode(JSON.stringify(body)) });
+  for (const type of [null, 'application/json', 'application/json; charset=utf-8', 'application/merge-patch+json']) {
+    const r = await send('/admin/api/modules/color_liveness', type, { enabled: true });
+    t.equal(r.status, 200, `${type ?? 'no Content-Type'}: read as JSON`);
+    await r.arrayBuffer();
+  }
+  for (const type of ['text/plain;charset=UTF-8', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/jsonp']) {
+    const r = await send('/admin/api/modules/color_liveness', type, { enabled: true });
+    t.equal(r.status, 422, `${type}: 422`);
+    t.match(await r.json(), { detail: [{ loc: ['body'], type: 'json_type', input: type }] });
+  }
+  const noType = await send('/auth/login', null, { username: 'root', password: 'correct horse battery' }, {});
+  t.equal(noType.status, 200, 'login without a Content-Type is read as JSON');
+  await noType.arrayBuffer();
+  const form = await send('/auth/login', 'text/plain', { username: 'root', password: 'correct horse battery' }, {});
+  t.equal(form.status, 422, 'a login posted as text/plain (what a cross-site form can send) is refused');
+  t.notOk(form.headers.get('set-cookie'), 'and starts no session');
 });
 
 t.test('state-changing calls are logged with the operator who made them', async (t) => {

@@ -83,7 +83,6 @@ export function adminRoutes(router: Router, s: Services): void {
   admin('PATCH', '/admin/api/users/:id', async (ctx, p, who) => {
     const body = parse.userPatch(await readJson(ctx));
     const before = found(getUser(store, p.id!), 'user');
-    const losesAdmin = before.role === 'admin' && before.enabled && (body.role === 'user' || body.enabled === false);
     let user;
     try {
       user = found(await patchUser(store, before.id, body), 'user');
@@ -91,9 +90,12 @@ export function adminRoutes(router: Router, s: Services): void {
       if (e instanceof LastAdminError) throw new ServiceError('conflict', e.message);
       throw e;
     }
-    // a changed password, a disabled account or a lost role ends the user's other sessions
-    if (body.password !== undefined || losesAdmin) {
-      await destroyUserSessions(store, user.id, user.id === who.user.id && !losesAdmin ? who.key : undefined);
+    // A changed password or a disabled account ends the user's other sessions. A lost role
+    // does not: the guard reads the role on every call, so such a session gets the
+    // contract's 403 forbidden on the admin API and can still log out.
+    const disabled = body.enabled === false && before.enabled;
+    if (body.password !== undefined || disabled) {
+      await destroyUserSessions(store, user.id, user.id === who.user.id && !disabled ? who.key : undefined);
     }
     return json(200, user);
   });
