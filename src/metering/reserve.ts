@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { ServiceError } from '../errors/index.ts';
 import type { ModuleId } from '../packets/types.ts';
+import { atomically } from '../store/atomic.ts';
 import type { Store } from '../store/open.ts';
 import type { TokenRecord } from '../store/records.ts';
 import { isTokenLive } from '../store/tokens.ts';
@@ -34,7 +35,7 @@ type TxResult = ReserveOutcome | { kind: 'error'; error: ServiceError };
  * bind the key (contract "Result details"). */
 export async function reserve(store: Store, input: ReserveInput): Promise<ReserveOutcome> {
   const { token, moduleId, units, requestId, idempotencyKey: key, fingerprint, at } = input;
-  const result = await store.db.reservations.transaction((): TxResult => {
+  const result = await atomically(store, (): TxResult => {
     if (key !== null) {
       const rec = store.db.idempotency.get([token.id, key]) as IdempotencyRecord | undefined;
       if (rec) {

@@ -1,4 +1,5 @@
 import { ServiceError } from '../errors/index.ts';
+import { atomically } from '../store/atomic.ts';
 import type { Store } from '../store/open.ts';
 import type { TokenRecord } from '../store/records.ts';
 import { appendLedger } from './ledger.ts';
@@ -21,7 +22,7 @@ export async function settle(
 ): Promise<string> {
   let body: string | undefined;
   try {
-    body = await store.db.reservations.transaction(() => {
+    body = await atomically(store, () => {
       const current = store.db.reservations.get(reservation.id) as Reservation | undefined;
       if (!current || current.state !== 'pending') throw new SettlementError(`reservation ${reservation.id} is ${current?.state ?? 'missing'}`);
       const token = store.db.tokens.get(reservation.token_id) as TokenRecord;
@@ -42,13 +43,17 @@ export async function settle(
     // fails -> pending may remain, operator recovery needed). The answer that could not be
     // saved is kept on the reservation so a "charge" resolution can complete the key.
     const text = safeRender(store, reservation, at, render);
-    await store.db.reservations
-      .transaction(() => {
-        const current = store.db.reservations.get(reservation.id) as Reservation | undefined;
-        if (current && current.state === 'pending') store.db.reservations.put(reservation.id, { ...current, state: 'settlement_failed', unsaved_body: text });
-      })
-      .catch(() => {});
-    throw new ServiceError('settlement_failed', undefined, {}, err);
+    const marked = await atomically(store, () => {
+      const current = store.db.reservations.get(reservation.id) as Reservation | undefined;
+      if (current && current.state === 'pending') store.db.reservations.put(reservation.id, { ...current, state: 'settlement_failed', unsaved_body: text });
+    }).then(
+      () => null,
+      (markErr: unknown) => markErr,
+    );
+    // when even the mark fails, the reservation stays pending until start-up recovery: the
+    // log (which gets the cause) must say so
+    const cause = marked === null ? err : new AggregateError([err, marked], 'settlement failed, and marking it settlement_failed failed too');
+    throw new ServiceError('settlement_failed', undefined, {}, cause);
   }
   return body;
 }
@@ -65,7 +70,7 @@ function safeRender(store: Store, r: Reservation, at: number, render: (u: UsageR
 /** Gives reserved units back (inference failure, crash recovery, operator refund) and
  * releases the idempotency key so the same key may be retried. Idempotent. */
 export async function refund(store: Store, reservationId: string, at: number): Promise<Reservation | undefined> {
-  return store.db.reservations.transaction(() => {
+  return atomically(store, () => {
     const r = store.db.reservations.get(reservationId) as Reservation | undefined;
     if (!r || (r.state !== 'pending' && r.state !== 'settlement_failed')) return r;
     return refundHeld(store, r, at);
@@ -96,7 +101,7 @@ export async function resolveReservation(store: Store, id: string, action: 'char
   if (current.state !== 'settlement_failed') return 'not_pending';
   // The state is checked again inside the write: two operators may resolve the same record at
   // once, and only the first resolution may take effect.
-  return store.db.reservations.transaction(() => {
+  return atomically(store, () => {
     const r = store.db.reservations.get(id) as Reservation;
     if (r.state !== 'settlement_failed') return 'not_pending' as const;
     if (action === 'refund') return refundHeld(store, r, at);

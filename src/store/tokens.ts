@@ -1,3 +1,4 @@
+import { atomically } from './atomic.ts';
 import type { Store } from './open.ts';
 import type { Grant, TokenRecord } from './records.ts';
 import type { ModuleId } from '../packets/types.ts';
@@ -21,7 +22,7 @@ export function listTokens(store: Store): TokenRecord[] {
 }
 
 export async function insertToken(store: Store, token: TokenRecord): Promise<void> {
-  await store.db.tokens.transaction(() => {
+  await atomically(store, () => {
     store.db.tokenHashes.put(token.hash, token.id);
     store.db.tokens.put(token.id, token);
   });
@@ -30,7 +31,7 @@ export async function insertToken(store: Store, token: TokenRecord): Promise<voi
 /** Read-modify-write of one token inside a write transaction, so concurrent operators
  * (admin API on any worker, CLI) never lose each other's changes. */
 export async function updateToken(store: Store, id: string, change: (t: TokenRecord) => TokenRecord): Promise<TokenRecord | undefined> {
-  return store.db.tokens.transaction(() => {
+  return atomically(store, () => {
     const token = store.db.tokens.get(id) as TokenRecord | undefined;
     if (!token) return undefined;
     const next = change(token);

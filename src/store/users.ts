@@ -1,3 +1,4 @@
+import { atomically } from './atomic.ts';
 import type { Store } from './open.ts';
 import type { Role, UserRecord } from './records.ts';
 import { newId } from './ids.ts';
@@ -23,7 +24,7 @@ export async function createUser(
   fields: { username: string; role: Role; password_hash: string; enabled?: boolean; created_at: string },
 ): Promise<UserRecord> {
   const user: UserRecord = { id: newId('usr'), enabled: true, ...fields };
-  const ok = await store.db.users.transaction(() => {
+  const ok = await atomically(store, () => {
     if (store.db.usersByName.get(user.username) !== undefined) return false;
     store.db.usersByName.put(user.username, user.id);
     store.db.users.put(user.id, user);
@@ -42,7 +43,7 @@ export async function updateUser(
   patch: Partial<Pick<UserRecord, 'enabled' | 'role' | 'password_hash'>>,
   check?: (before: UserRecord, after: UserRecord) => void,
 ): Promise<UserRecord | undefined> {
-  return store.db.users.transaction(() => {
+  return atomically(store, () => {
     const user = store.db.users.get(id) as UserRecord | undefined;
     if (!user) return undefined;
     const next = { ...user, ...patch };
