@@ -192,7 +192,7 @@ t.test('slots come back after every kind of error: ten rejected calls in a row, 
       files.set('f0', Buffer.concat([png, Buffer.from('x')]));
       return post(server.baseUrl, tok.token, buildVerifyBody(b.metadata as never, files));
     }, 422],
-    ['400 malformed multipart', () => post(server.baseUrl, tok.token, { body: b.body.subarray(0, b.body.length - 8), contentType: `multipart/form-data; boundary=${boundary}` }), 400],
+    ['422 malformed multipart', () => post(server.baseUrl, tok.token, { body: b.body.subarray(0, b.body.length - 8), contentType: `multipart/form-data; boundary=${boundary}` }), 422],
     ['422 missing metadata', () => post(server.baseUrl, tok.token, multipart([{ name: 'f0', filename: 'a.png', data: png }])), 422],
   ];
   for (const [label, send, status] of rejected) {
