@@ -18,7 +18,7 @@ const uws = loadUws();
 const log = createLogger(config.LOG_LEVEL, { worker: index });
 const store = openStore(config.DATA_DIR);
 const metrics = new WorkerMetrics();
-const inference = new RemoteInference(main);
+const inference = new RemoteInference(main, config.INFERENCE_TIMEOUT_SECONDS * 1000);
 
 let nextMetricsId = 1;
 const metricsWaiters = new Map<number, (r: { text: string; contentType: string }) => void>();

@@ -8,10 +8,16 @@ export class InferenceFailedError extends Error {}
  * buffers are transferred, not copied: after infer() the caller's arrays are detached. */
 export class RemoteInference implements InferenceService {
   private modules: ModuleReadiness[] = [];
-  private pending = new Map<number, { resolve: (r: ResultRecord[]) => void; reject: (e: Error) => void }>();
+  private pending = new Map<number, { resolve: (r: ResultRecord[]) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }>();
   private nextId = 1;
 
-  constructor(private readonly port: MessagePort) {}
+  /** `timeoutMs`: a job with no answer by then fails as inference_failed, so a hung engine
+   * cannot hold a reservation (and its idempotency key) pending until the next restart. A
+   * late answer is dropped. */
+  constructor(
+    private readonly port: MessagePort,
+    private readonly timeoutMs = 120_000,
+  ) {}
 
   readiness(): ModuleReadiness[] {
     return this.modules;
@@ -29,7 +35,11 @@ export class RemoteInference implements InferenceService {
       // posted first: a job that cannot be sent (e.g. a buffer that cannot be transferred)
       // rejects here instead of leaving a pending entry that nothing will ever settle
       this.port.postMessage({ type: 'infer', id, job } satisfies FromWorker, transfer);
-      this.pending.set(id, { resolve, reject });
+      const timer = setTimeout(() => {
+        if (this.pending.delete(id)) reject(new InferenceFailedError(`no inference result within ${this.timeoutMs / 1000} s`));
+      }, this.timeoutMs);
+      timer.unref();
+      this.pending.set(id, { resolve, reject, timer });
     });
   }
 
@@ -37,6 +47,7 @@ export class RemoteInference implements InferenceService {
     const p = this.pending.get(id);
     if (!p) return;
     this.pending.delete(id);
+    clearTimeout(p.timer);
     if (results) p.resolve(results);
     else p.reject(new InferenceFailedError(error ?? 'inference failed'));
   }
