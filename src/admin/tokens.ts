@@ -59,23 +59,28 @@ export function tokenDetail(store: Store, id: string): (TokenView & { usage: Usa
   return t && { ...tokenView(t), usage: usageSnapshot(store, t, now()) };
 }
 
+/** Re-enabling a revoked token: refused, so no record ever reads enabled and revoked. */
+export class RevokedTokenError extends Error {}
+
 export async function patchToken(
   store: Store,
   id: string,
   patch: { name?: string; enabled?: boolean; expires_at?: string | null; demo?: boolean },
 ): Promise<TokenView | undefined> {
-  const t = await updateToken(store, id, (t) => ({
-    ...t,
-    ...(patch.name !== undefined ? { name: patch.name } : {}),
-    ...(patch.enabled !== undefined ? { enabled: patch.enabled } : {}),
-    ...(patch.demo !== undefined ? { demo: patch.demo } : {}),
-    ...(patch.expires_at !== undefined ? { expires_at: patch.expires_at === null ? null : new Date(patch.expires_at).toISOString() } : {}),
-  }));
+  const t = await updateToken(store, id, (t) => {
+    if (t.revoked && patch.enabled === true) throw new RevokedTokenError(`token ${id} is revoked for good and cannot be enabled`);
+    return {
+      ...t,
+      ...(patch.name !== undefined ? { name: patch.name } : {}),
+      ...(patch.enabled !== undefined ? { enabled: patch.enabled } : {}),
+      ...(patch.demo !== undefined ? { demo: patch.demo } : {}),
+      ...(patch.expires_at !== undefined ? { expires_at: patch.expires_at === null ? null : new Date(patch.expires_at).toISOString() } : {}),
+    };
+  });
   return t && tokenView(t);
 }
 
-/** Revocation is final: a revoked token cannot be re-enabled (enabled stays as it was, but
- * authentication checks revoked first). */
+/** Revocation is final: the token is disabled with it, and patchToken refuses to enable it. */
 export async function revokeToken(store: Store, id: string): Promise<TokenView | undefined> {
   const t = await updateToken(store, id, (t) => ({ ...t, revoked: true, enabled: false }));
   return t && tokenView(t);

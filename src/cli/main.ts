@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { createToken, duplicateGrantIndex, listTokenViews, patchToken, removeGrant, revokeToken, setGrant, tokenDetail } from '../admin/tokens.ts';
+import { createToken, duplicateGrantIndex, listTokenViews, patchToken, removeGrant, revokeToken, RevokedTokenError, setGrant, tokenDetail } from '../admin/tokens.ts';
 import { addUser, listUserViews } from '../admin/users.ts';
 import { isoNow, now } from '../clock.ts';
 import { ConfigError, loadConfig } from '../config/index.ts';
@@ -144,7 +144,7 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
     return typeof process.exitCode === 'number' ? process.exitCode : 0;
   } catch (e) {
-    if (e instanceof UsageError || e instanceof ConfigError || (e as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
+    if (e instanceof UsageError || e instanceof ConfigError || e instanceof RevokedTokenError || (e as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
       process.stderr.write(`error: ${(e as Error).message}\n`);
       return 1;
     }

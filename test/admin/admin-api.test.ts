@@ -215,7 +215,12 @@ t.test('tokens: change, disable, expire and revoke for good', async (t) => {
   t.equal(del.status, 204);
   t.equal(del.text, '');
   t.equal(await me(), 401);
-  t.equal((await admin('PATCH', `/admin/api/tokens/${tok.id}`, { enabled: true })).json.revoked, true);
+  const reenable = await admin('PATCH', `/admin/api/tokens/${tok.id}`, { enabled: true });
+  t.equal(reenable.status, 409, 'a revoked token cannot be enabled');
+  t.equal(reenable.json.error.code, 'conflict');
+  const renamed = await admin('PATCH', `/admin/api/tokens/${tok.id}`, { name: 'retired' });
+  t.equal(renamed.status, 200, 'other fields may still change');
+  t.hasStrict(renamed.json, { name: 'retired', enabled: false, revoked: true });
   t.equal(await me(), 401, 'a revoked token stays dead');
   t.equal((await admin('DELETE', '/admin/api/tokens/tok_nope')).status, 404);
 });

@@ -84,7 +84,9 @@ t.test('disabled, expired and revoked tokens are refused, and enable works', asy
   const d = await makeToken(server, ['rgb_liveness:5:day']);
   t.equal((await server.cli(['token', 'revoke', d.id])).code, 0);
   t.equal((await me(`Bearer ${d.token}`)).status, 401, 'revoked');
-  t.equal((await server.cli(['token', 'enable', d.id])).code, 0);
+  const enable = await server.cli(['token', 'enable', d.id]);
+  t.equal(enable.code, 1, 'enabling a revoked token is refused');
+  t.match(enable.stderr, /revoked for good/);
   t.equal((await me(`Bearer ${d.token}`)).status, 401, 'revocation is final');
 });
 

@@ -10,7 +10,7 @@ import {
   UserCreateSchema,
   UserPatchSchema,
 } from '../../admin/schemas.ts';
-import { createToken, duplicateGrantIndex, listTokenViews, patchToken, removeGrant, revokeToken, setGrant, tokenDetail } from '../../admin/tokens.ts';
+import { createToken, duplicateGrantIndex, listTokenViews, patchToken, removeGrant, revokeToken, RevokedTokenError, setGrant, tokenDetail } from '../../admin/tokens.ts';
 import { addUser, LastAdminError, listUserViews, patchUser } from '../../admin/users.ts';
 import { bodyParser } from '../../admin/validate.ts';
 import { destroyUserSessions } from '../../auth/session.ts';
@@ -121,7 +121,12 @@ export function adminRoutes(router: Router, s: Services): void {
 
   admin('PATCH', '/admin/api/tokens/:id', async (ctx, p) => {
     const body = parse.tokenPatch(await readJson(ctx));
-    return json(200, found(await patchToken(store, p.id!, body), 'token'));
+    try {
+      return json(200, found(await patchToken(store, p.id!, body), 'token'));
+    } catch (e) {
+      if (e instanceof RevokedTokenError) throw new ServiceError('conflict', e.message);
+      throw e;
+    }
   });
 
   admin('DELETE', '/admin/api/tokens/:id', async (ctx, p) => {
