@@ -14,7 +14,11 @@ offending value: it starts with \`"body"\`; then \`"metadata"\` for the metadata
 inside it (\`["body","metadata","frames",3,"eyes_xy"]\` for a single packet,
 \`["body","metadata","captures",0,"frames",3,"eyes_xy"]\` for a batch); an image fault points at the frame's
 descriptor (\`[..., "frames", 3, "image"]\`); a multipart part fault names the part
-(\`["body", "<part name>"]\`). All faults of a request are reported at once where that is cheap.
+(\`["body", "<part name>"]\`), and a body that is not valid multipart framing is \`["body"]\` with type
+\`multipart_invalid\`. All faults of a request are reported at once where that is cheap.
+
+**JSON bodies** (login, admin API) are read as JSON when the Content-Type is absent, \`application/json\` or
+\`application/*+json\`; any other type is a 422 at \`["body"]\` with type \`json_type\`.
 
 **Order of checks on verify**: token (401), module exists (404), grant (403 module_forbidden), enabled
 (403 module_disabled), capacity slot (503 server_busy, before the body is read), headers and content type
@@ -160,7 +164,7 @@ export function buildOpenApi(): object {
     },
     '/admin/api/tokens/{id}': {
       get: { summary: 'One token with grants and usage', security: session, parameters: [pathParam('id')], responses: { '200': ok(ref('TokenDetail')), ...adminErrors, '404': err('not_found') } },
-      patch: { summary: 'Change a token', security: session, parameters: [pathParam('id'), csrfHeader], requestBody: body(ref('TokenPatch')), responses: { '200': ok(ref('Token')), ...adminErrors, '404': err('not_found'), '422': validation } },
+      patch: { summary: 'Change a token', security: session, parameters: [pathParam('id'), csrfHeader], requestBody: body(ref('TokenPatch')), responses: { '200': ok(ref('Token')), ...adminErrors, '404': err('not_found'), '409': err('conflict: a revoked token cannot be enabled'), '422': validation } },
       delete: { summary: 'Revoke a token for good', security: session, parameters: [pathParam('id'), csrfHeader], responses: { '204': { description: 'Revoked' }, ...adminErrors, '404': err('not_found') } },
     },
     '/admin/api/tokens/{id}/grants/{module_id}': {
