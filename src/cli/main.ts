@@ -92,7 +92,17 @@ const commands: Record<string, Command> = {
   'token list': { usage: 'token list', run: async (store) => ({ tokens: listTokenViews(store) }) },
   'token show': { usage: 'token show <token_id>', run: async (store, [id]) => need(tokenDetail(store, id ?? ''), 'token') },
   'token disable': { usage: 'token disable <token_id>', run: async (store, [id]) => need(await patchToken(store, id ?? '', { enabled: false }), 'token') },
-  'token enable': { usage: 'token enable <token_id>', run: async (store, [id]) => need(await patchToken(store, id ?? '', { enabled: true }), 'token') },
+  'token enable': {
+    usage: 'token enable <token_id>',
+    run: async (store, [id]) => {
+      try {
+        return need(await patchToken(store, id ?? '', { enabled: true }), 'token');
+      } catch (e) {
+        if (e instanceof RevokedTokenError) throw new UsageError(e.message);
+        throw e;
+      }
+    },
+  },
   'token expire': {
     usage: 'token expire <token_id> [--at ISO]   (default: now)',
     async run(store, args) {
@@ -144,7 +154,7 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
     return typeof process.exitCode === 'number' ? process.exitCode : 0;
   } catch (e) {
-    if (e instanceof UsageError || e instanceof ConfigError || e instanceof RevokedTokenError || (e as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
+    if (e instanceof UsageError || e instanceof ConfigError || (e as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
       process.stderr.write(`error: ${(e as Error).message}\n`);
       return 1;
     }

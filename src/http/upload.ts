@@ -1,4 +1,4 @@
-import { ServiceError, ValidationFailure } from '../errors/index.ts';
+import { ServiceError } from '../errors/index.ts';
 import type { HttpContext } from './context.ts';
 import { MultipartError, MultipartParser, type ReceivedPart } from './multipart/index.ts';
 
@@ -28,11 +28,7 @@ export function receiveMultipart(
       if (settled) return;
       settled = true;
       ctx.bodyAbandoned = true;
-      if (err instanceof MultipartError && err.code === 'invalid_input') {
-        const loc = err.partName === null ? ['body'] : ['body', err.partName];
-        reject(new ValidationFailure([{ loc, msg: err.message, type: 'multipart_invalid' }]));
-      } else if (err instanceof MultipartError) reject(new ServiceError(err.code, err.message));
-      else reject(err);
+      reject(err instanceof MultipartError ? err.answer() : err);
     };
     ctx.onAbort(() => fail(new ClientGoneError('client disconnected during upload')));
     ctx.readBody((chunk, isLast) => {

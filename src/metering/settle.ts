@@ -94,15 +94,13 @@ function refundHeld(store: Store, r: Reservation, at: number): Reservation {
  * the answer was kept, completes the idempotency key with it so the client's retry replays
  * it; without a kept answer the key is released. "refund" gives the units back. */
 export async function resolveReservation(store: Store, id: string, action: 'charge' | 'refund', at: number): Promise<Reservation | undefined | 'not_pending'> {
-  const current = store.db.reservations.get(id) as Reservation | undefined;
-  if (!current) return undefined;
-  // Only what the operator list shows: a pending reservation may still be in flight, and
-  // start-up recovery settles those whose process is gone.
-  if (current.state !== 'settlement_failed') return 'not_pending';
-  // The state is checked again inside the write: two operators may resolve the same record at
-  // once, and only the first resolution may take effect.
+  // Checked inside the write: two operators may resolve the same record at once, and only the
+  // first resolution may take effect. Only what the operator list shows is resolvable: a
+  // pending reservation may still be in flight, and start-up recovery settles those whose
+  // process is gone.
   return atomically(store, () => {
-    const r = store.db.reservations.get(id) as Reservation;
+    const r = store.db.reservations.get(id) as Reservation | undefined;
+    if (!r) return undefined;
     if (r.state !== 'settlement_failed') return 'not_pending' as const;
     if (action === 'refund') return refundHeld(store, r, at);
     const iso = new Date(at).toISOString();

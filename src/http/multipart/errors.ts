@@ -1,4 +1,4 @@
-import type { ErrorCode } from '../../errors/index.ts';
+import { ServiceError, ValidationFailure, type ErrorCode } from '../../errors/index.ts';
 
 // Each parser failure kind, declared once with the service error it answers as. The three
 // size kinds share 413 because interface-spec.md's Limits name one code for body, part and
@@ -26,5 +26,12 @@ export class MultipartError extends Error {
     this.kind = kind;
     this.code = MULTIPART_ERROR_CODES[kind];
     this.partName = partName;
+  }
+
+  /** The error the HTTP layer answers with: a 422 with a detail list for bad framing, the
+   * declared code (413) for the size kinds. */
+  answer(): ServiceError | ValidationFailure {
+    if (this.code !== 'invalid_input') return new ServiceError(this.code, this.message);
+    return new ValidationFailure([{ loc: this.partName === null ? ['body'] : ['body', this.partName], msg: this.message, type: 'multipart_invalid' }]);
   }
 }
