@@ -7,6 +7,7 @@ import { listen, loadUws, LISTEN_EXCLUSIVE, NativeBindingError, type UwsModule }
 import { createLogger, type Logger } from './observability/logger.ts';
 import { aggregateMetrics, type MetricsSnapshot } from './observability/metrics.ts';
 import { openStore, StoreError, type Store } from './store/open.ts';
+import { SOURCE_EXT } from './source-ext.ts';
 import { startupHooks } from './startup.ts';
 
 // The main thread owns what is one per process (the inference pool, start-up recovery,
@@ -35,8 +36,11 @@ class Cluster {
   async start(port: number): Promise<void> {
     const started: Promise<void>[] = [];
     for (let index = 0; index < this.config.WORKERS; index++) {
-      const data: WorkerData = { config: this.config, port, index, entry: new URL('./worker.ts', import.meta.url).href };
-      const worker = new Worker(new URL('./thread-entry.mjs', import.meta.url), { workerData: data });
+      const entry = new URL(`./worker${SOURCE_EXT}`, import.meta.url);
+      const data: WorkerData = { config: this.config, port, index, entry: entry.href };
+      // Compiled JavaScript starts the thread directly; under tsx the thread must register the
+      // loader first (thread-entry.mjs).
+      const worker = new Worker(SOURCE_EXT === '.js' ? entry : new URL('./thread-entry.mjs', import.meta.url), { workerData: data });
       this.workers.push(worker);
       started.push(
         new Promise((resolve, reject) => {

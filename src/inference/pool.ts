@@ -4,10 +4,11 @@ import { BroadcastChannel } from 'node:worker_threads';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
+import { SOURCE_EXT } from '../source-ext.ts';
 import type { WorkerConfig, WorkerReport, WorkerReply, WorkerTask } from './protocol.ts';
 import type { ExecutionProvider } from './types.ts';
 
-export const WORKER_FILE = fileURLToPath(new URL('../../workers/inference.ts', import.meta.url));
+export const WORKER_FILE = fileURLToPath(new URL(`../../workers/inference${SOURCE_EXT}`, import.meta.url));
 
 /**
  * Small graphs gain little from intra-op threads and ORT-web's WASM threads are costly
