@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Config } from '../config/index.ts';
-import type { Store } from '../store/open.ts';
+import { readLatest, type Store } from '../store/open.ts';
 import type { Role } from '../store/records.ts';
 import { newCsrfToken } from './csrf.ts';
 
@@ -52,6 +52,8 @@ export async function createSession(store: Store, config: Config, user: { id: st
 export function findSession(store: Store, config: Config, id: string | undefined, at: number): { key: string; session: SessionRecord } | undefined {
   if (id === undefined || id.length > 128) return undefined;
   const key = sessionKey(id);
+  // a login or logout on another API worker a moment ago must count here
+  readLatest(store);
   const session = store.db.sessions.get(key) as SessionRecord | undefined;
   if (!session) return undefined;
   if (!sessionAlive(config, session, at)) {

@@ -1,5 +1,5 @@
 import { now } from '../clock.ts';
-import type { Store } from '../store/open.ts';
+import { readLatest, type Store } from '../store/open.ts';
 import type { Reservation } from './records.ts';
 import { resolveReservation } from './settle.ts';
 
@@ -31,6 +31,7 @@ function view(r: Reservation): SettlementView {
 
 /** Reservations whose settlement could not be written: they need an operator. */
 export function listPendingSettlements(store: Store): SettlementView[] {
+  readLatest(store);
   const out: SettlementView[] = [];
   for (const { value } of store.db.reservations.getRange({})) {
     const r = value as Reservation;

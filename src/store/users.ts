@@ -1,20 +1,23 @@
 import { atomically } from './atomic.ts';
-import type { Store } from './open.ts';
+import { readLatest, type Store } from './open.ts';
 import type { Role, UserRecord } from './records.ts';
 import { newId } from './ids.ts';
 
 export class DuplicateUserError extends Error {}
 
 export function getUser(store: Store, id: string): UserRecord | undefined {
+  readLatest(store);
   return store.db.users.get(id);
 }
 
 export function getUserByName(store: Store, username: string): UserRecord | undefined {
+  readLatest(store);
   const id = store.db.usersByName.get(username);
   return id === undefined ? undefined : store.db.users.get(id);
 }
 
 export function listUsers(store: Store): UserRecord[] {
+  readLatest(store);
   return [...store.db.users.getRange({})].map((e) => e.value as UserRecord).sort((a, b) => a.created_at.localeCompare(b.created_at));
 }
 
