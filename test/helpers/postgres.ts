@@ -9,8 +9,10 @@ export interface TestPostgres {
   url: string;
   /** a fresh database on the same server */
   database(name: string): Promise<string>;
-  /** stops the server and starts it again on the same data and port (a database restart) */
-  restart(): Promise<void>;
+  /** stops the server, keeping its data and port (the first half of a database restart) */
+  halt(): Promise<void>;
+  /** starts a halted server again */
+  resume(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -45,8 +47,10 @@ export async function startPostgres(): Promise<TestPostgres> {
   return {
     url: await database('lv'),
     database,
-    async restart() {
+    async halt() {
       await pg.stop();
+    },
+    async resume() {
       pg = new EmbeddedPostgres(options);
       await pg.start();
     },

@@ -288,7 +288,7 @@ export class PgBackend implements StoreBackend {
         // Refused: this node's lease lapsed (another node may be refunding it) or the
         // reservation is no longer pending. Never charged, so the client hears that
         // inference failed and its units are back (refund is idempotent).
-        await this.refund(reservation.id, Date.now()).catch(() => {});
+        await this.refund(reservation.id, at).catch(() => {});
         throw new ServiceError('inference_failed', undefined, {}, new Error(`settlement refused: reservation ${reservation.id} is ${out.state ?? 'missing'} or its node lease lapsed`));
       } catch (err) {
         if (err instanceof ServiceError) throw err;
