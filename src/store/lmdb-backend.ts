@@ -9,13 +9,12 @@ import { reserve } from '../metering/reserve.ts';
 import { refund, resolveReservation, settle } from '../metering/settle.ts';
 import { usageSnapshot } from '../metering/usage.ts';
 import type { ModuleId } from '../packets/types.ts';
-import { atomically } from './atomic.ts';
 import type { StoreBackend, UserPatch } from './backend.ts';
 import { moduleEnabled, setModuleEnabled } from './modules.ts';
 import { openStore, readLatest, storeHealthy, type Store } from './open.ts';
 import type { TokenRecord, UserRecord } from './records.ts';
 import { getToken, getTokenByHash, insertToken, listTokens, updateToken } from './tokens.ts';
-import { getUser, getUserByName, listUsers } from './users.ts';
+import { getUser, getUserByName, insertUser, listUsers, updateUser } from './users.ts';
 
 /** The embedded store behind the common interface. The operations themselves stay where
  * they were written (metering/, auth/, store/), so this is a thin adapter: each call is one
@@ -44,28 +43,11 @@ export class LmdbBackend implements StoreBackend {
   async listUsers() {
     return listUsers(this.store);
   }
-  async createUser(user: UserRecord) {
-    const db = this.store.db;
-    return atomically(this.store, () => {
-      if (db.usersByName.get(user.username) !== undefined) return false;
-      db.usersByName.put(user.username, user.id);
-      db.users.put(user.id, user);
-      return true;
-    });
+  createUser(user: UserRecord) {
+    return insertUser(this.store, user);
   }
-  async updateUser(id: string, patch: UserPatch, check?: (before: UserRecord, after: UserRecord, others: UserRecord[]) => void) {
-    const db = this.store.db;
-    return atomically(this.store, () => {
-      const user = db.users.get(id) as UserRecord | undefined;
-      if (!user) return undefined;
-      const next = { ...user, ...patch };
-      if (check) {
-        const others = [...db.users.getRange({})].map((e) => e.value as UserRecord).filter((u) => u.id !== id);
-        check(user, next, others);
-      }
-      db.users.put(id, next);
-      return next;
-    });
+  updateUser(id: string, patch: UserPatch, check?: (before: UserRecord, after: UserRecord, others: UserRecord[]) => void) {
+    return updateUser(this.store, id, patch, check);
   }
   async getToken(id: string) {
     return getToken(this.store, id);

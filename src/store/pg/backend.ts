@@ -14,6 +14,7 @@ import type { UsageRecord } from '../../metering/usage.ts';
 import type { ModuleId } from '../../packets/types.ts';
 import type { Grant, TokenRecord, UserRecord } from '../records.ts';
 import type { ResolveAction, StoreBackend, UserPatch } from '../backend.ts';
+import { StoreError } from '../open.ts';
 import { migrate } from './migrate.ts';
 
 export interface PgOptions {
@@ -26,8 +27,17 @@ export interface PgOptions {
   onError?: (err: Error) => void;
 }
 
-/** Raised when the database does not answer; the caller maps it to a retryable answer. */
-export class StoreUnavailableError extends Error {}
+/** The database does not answer: 503 server_busy with Retry-After, the spec's "wait and
+ * retry with the same package and key" answer. Nothing was charged by the failed call (what
+ * may have committed before the connection broke is repaired, see PgBackend.repairs). */
+export class StoreUnavailableError extends ServiceError {
+  constructor(message: string, cause: unknown) {
+    super('server_busy', 'The store is not answering; retry after the indicated delay', { 'Retry-After': '1' }, cause);
+    this.name = 'StoreUnavailableError';
+    this.detail = message;
+  }
+  readonly detail: string;
+}
 
 // int8 (counts, epoch ms) arrives as a string by default; every such value here is far below
 // 2^53, so a number is exact.
@@ -74,7 +84,15 @@ export class PgBackend implements StoreBackend {
   private nodeId = '';
   private leaseOkUntil = 0;
   private renewTimer: NodeJS.Timeout | undefined;
+  /** migrations this process applied when it opened the store (npm run cli -- db migrate) */
+  applied: number[] = [];
   private readonly leaseMs: number;
+  /** Writes owed to the database from calls that failed while it was away: a reservation
+   * whose call failed may still have committed (the connection can break after the commit),
+   * and a settlement that failed must be marked for the operator. Until repaired such a
+   * reservation would hold its key while this node stays alive, so each is retried after
+   * every successful lease renewal. A node that dies instead has them swept by another. */
+  private readonly repairs = new Map<string, { kind: 'refund'; at: number } | { kind: 'mark'; body: string | null }>();
 
   private constructor(url: string, private opts: PgOptions) {
     this.leaseMs = opts.leaseMs ?? 15_000;
@@ -96,11 +114,12 @@ export class PgBackend implements StoreBackend {
   static async open(url: string, opts: PgOptions = {}): Promise<PgBackend> {
     const b = new PgBackend(url, opts);
     try {
-      await migrate(b.pool);
+      b.applied = await migrate(b.pool);
       await b.register();
     } catch (err) {
       await b.pool.end().catch(() => {});
-      throw err;
+      const where = new URL(url);
+      throw new StoreError(`cannot open the PostgreSQL store at ${where.host}${where.pathname}: ${(err as Error).message}`, { cause: err });
     }
     b.renewTimer = setInterval(() => void b.renew(), Math.max(50, Math.floor(b.leaseMs / 3)));
     b.renewTimer.unref();
@@ -128,11 +147,25 @@ export class PgBackend implements StoreBackend {
       const r = await this.pool.query(`UPDATE nodes SET lease_until = now() + $2 * interval '1 millisecond' WHERE id = $1 AND lease_until > now()`, [this.nodeId, this.leaseMs]);
       if (r.rowCount === 1) this.leaseOkUntil = started + this.leaseMs;
       else await this.register();
+      await this.repair();
       return true;
     } catch (err) {
       this.opts.onError?.(err as Error);
       return false;
     }
+  }
+
+  private async repair(): Promise<void> {
+    for (const [id, job] of [...this.repairs]) {
+      if (job.kind === 'refund') await this.pool.query('SELECT * FROM lv_refund($1, $2, $3, $4)', [id, job.at, isoOf(job.at), `led_${randomBytes(9).toString('base64url')}`]);
+      else await this.pool.query(`UPDATE reservations SET state = 'settlement_failed', unsaved_body = $2 WHERE id = $1 AND state = 'pending'`, [id, job.body]);
+      this.repairs.delete(id);
+    }
+  }
+
+  /** writes still owed to the database (see repairs) */
+  pendingRepairs(): number {
+    return this.repairs.size;
   }
 
   /** Ready only while the database answers and this node's lease is known to be held. */
@@ -148,6 +181,8 @@ export class PgBackend implements StoreBackend {
 
   async close(): Promise<void> {
     clearInterval(this.renewTimer);
+    // a node that leaves cleanly and holds nothing is forgotten at once
+    await this.pool.query(`DELETE FROM nodes n WHERE n.id = $1 AND NOT EXISTS (SELECT 1 FROM reservations r WHERE r.node_id = n.id AND r.state = 'pending')`, [this.nodeId]).catch(() => {});
     await this.pool.end();
   }
 
@@ -247,11 +282,14 @@ export class PgBackend implements StoreBackend {
     // 'retry': the second call then sees it (a handful of rounds is plenty)
     for (let round = 0; ; round++) {
       const id = `rsv_${randomBytes(9).toString('base64url')}`;
-      const out = (
-        await this.q('SELECT lv_reserve($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) AS r', [
-          token.id, moduleId, units, requestId, key, fingerprint, at, created, w.day, w.month, id, `led_${randomBytes(9).toString('base64url')}`, this.nodeId,
-        ])
-      ).rows[0]!.r as { kind: string; code?: string; status?: number; body?: string; used?: number; grant?: Grant };
+      const call = this.q('SELECT lv_reserve($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) AS r', [
+        token.id, moduleId, units, requestId, key, fingerprint, at, created, w.day, w.month, id, `led_${randomBytes(9).toString('base64url')}`, this.nodeId,
+      ]).catch((err: unknown) => {
+        // the caller answers 503 and runs nothing: if the reservation did commit, give it back
+        if (err instanceof StoreUnavailableError) this.repairs.set(id, { kind: 'refund', at });
+        throw err;
+      });
+      const out = (await call).rows[0]!.r as { kind: string; code?: string; status?: number; body?: string; used?: number; grant?: Grant };
       if (out.kind === 'reserved') {
         return {
           kind: 'reserved',
@@ -291,7 +329,7 @@ export class PgBackend implements StoreBackend {
         await this.refund(reservation.id, at).catch(() => {});
         throw new ServiceError('inference_failed', undefined, {}, new Error(`settlement refused: reservation ${reservation.id} is ${out.state ?? 'missing'} or its node lease lapsed`));
       } catch (err) {
-        if (err instanceof ServiceError) throw err;
+        if (err instanceof ServiceError && !(err instanceof StoreUnavailableError)) throw err;
         cause = err;
       }
     } else cause = new Error('injected settlement failure (TEST_SETTLEMENT_FAIL_PREFIX)');
@@ -303,13 +341,23 @@ export class PgBackend implements StoreBackend {
       await this.q(`UPDATE reservations SET state = 'settlement_failed', unsaved_body = $2 WHERE id = $1 AND state = 'pending'`, [reservation.id, render(usage)]);
     } catch (err) {
       marked = err;
+      // owed: marked for the operator once the database answers again (unless it did commit);
+      // without the usage as of settlement no answer is kept, so "charge" releases the key
+      if (err instanceof StoreUnavailableError) this.repairs.set(reservation.id, { kind: 'mark', body: null });
     }
     throw new ServiceError('settlement_failed', undefined, {}, marked === null ? cause : new AggregateError([cause, marked], 'settlement failed, and marking it settlement_failed failed too'));
   }
 
   async refund(reservationId: string, at: number) {
-    const r = (await this.q('SELECT * FROM lv_refund($1, $2, $3, $4)', [reservationId, at, isoOf(at), `led_${randomBytes(9).toString('base64url')}`])).rows[0];
-    return r ? reservationOf(r) : undefined;
+    let rows: Row[];
+    try {
+      rows = (await this.q('SELECT * FROM lv_refund($1, $2, $3, $4)', [reservationId, at, isoOf(at), `led_${randomBytes(9).toString('base64url')}`])).rows;
+    } catch (err) {
+      // the units are owed back: refunded once the database answers again
+      if (err instanceof StoreUnavailableError) this.repairs.set(reservationId, { kind: 'refund', at });
+      throw err;
+    }
+    return rows[0] ? reservationOf(rows[0]) : undefined;
   }
 
   async resolveReservation(id: string, action: ResolveAction, at: number): Promise<Reservation | undefined | 'not_pending'> {
@@ -428,7 +476,10 @@ export class PgBackend implements StoreBackend {
   }
 
   async recoverPending(at: number) {
-    return (await this.q('SELECT * FROM lv_sweep_expired($1, $2)', [at, isoOf(at)])).rows.map(reservationOf);
+    const swept = (await this.q('SELECT * FROM lv_sweep_expired($1, $2)', [at, isoOf(at)])).rows.map(reservationOf);
+    // nodes long dead that hold nothing any more (CLI runs, crashed processes) are forgotten
+    await this.q(`DELETE FROM nodes n WHERE n.lease_until < now() - interval '1 hour' AND NOT EXISTS (SELECT 1 FROM reservations r WHERE r.node_id = n.id AND r.state = 'pending')`);
+    return swept;
   }
 
   // sessions
@@ -507,7 +558,7 @@ export class PgBackend implements StoreBackend {
  * become StoreUnavailableError; anything else (a constraint, a rule thrown by a check
  * callback) stays as it is, since retrying will not help. */
 function unavailable(err: unknown): unknown {
-  if (err instanceof ServiceError || err instanceof StoreUnavailableError) return err;
+  if (err instanceof ServiceError) return err;
   const e = err as { code?: unknown; message?: unknown; severity?: unknown };
   const code = typeof e.code === 'string' ? e.code : '';
   const message = typeof e.message === 'string' ? e.message : '';
@@ -516,5 +567,5 @@ function unavailable(err: unknown): unknown {
     /^(08|57P|53)/.test(code) || // SQLSTATE: connection exception, shutdown, resources
     code === '57014' || // statement_timeout
     /Connection terminated|Connection ended|connection error|timeout/i.test(message);
-  return connection ? new StoreUnavailableError(`store unavailable: ${message || String(err)}`, { cause: err }) : err;
+  return connection ? new StoreUnavailableError(`store unavailable: ${message || String(err)}`, err) : err;
 }
