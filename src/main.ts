@@ -6,8 +6,10 @@ import { ConfigError, loadConfig, type Config } from './config/index.ts';
 import { listen, loadUws, LISTEN_EXCLUSIVE, NativeBindingError, type UwsModule } from './http/uws.ts';
 import { createLogger, type Logger } from './observability/logger.ts';
 import { aggregateMetrics, type MetricsSnapshot } from './observability/metrics.ts';
-import { openStore, StoreError, type Store } from './store/open.ts';
 import { SOURCE_EXT } from './source-ext.ts';
+import type { StoreBackend } from './store/backend.ts';
+import { StoreError } from './store/open.ts';
+import { openConfiguredStore } from './store/select.ts';
 import { startupHooks } from './startup.ts';
 
 // The main thread owns what is one per process (the inference pool, start-up recovery,
@@ -31,7 +33,7 @@ class Cluster {
   private nextCollection = 1;
   private lastReadiness = '';
 
-  constructor(private config: Config, private log: Logger, private engine: EngineHost, private store: Store) {}
+  constructor(private config: Config, private log: Logger, private engine: EngineHost, private store: StoreBackend) {}
 
   async start(port: number): Promise<void> {
     const started: Promise<void>[] = [];
@@ -138,7 +140,7 @@ async function main(): Promise<void> {
   const log = createLogger(config.LOG_LEVEL, { thread: 'main' });
   try {
     const uws = loadUws();
-    const store = openStore(config.DATA_DIR);
+    const store = await openConfiguredStore(config, (err) => log.warn({ err: { message: err.message } }, 'store connection error'));
     await bootstrapAdmin(store, config, log);
     await startupHooks(store, config, log);
     const engine = startEngine(config, log);

@@ -1,18 +1,35 @@
 import { now } from './clock.ts';
 import type { Config } from './config/index.ts';
-import { pruneIdempotency, recoverPending } from './metering/index.ts';
 import type { Logger } from './observability/logger.ts';
 import { ensureSigningKey } from './signing/index.ts';
-import type { Store } from './store/open.ts';
+import type { StoreBackend } from './store/backend.ts';
 
-/** Once per process, before serving: create the verdict signing key on first start, settle what a crashed predecessor left pending, prune
- * expired idempotency records, and keep pruning hourly. */
-export async function startupHooks(store: Store, config: Config, log: Logger): Promise<void> {
+/** Refunds what dead holders left pending, logging each (the holder as holder_pid or
+ * holder_node: pino's own `pid` names the process that logs the line). */
+async function recover(store: StoreBackend, log: Logger): Promise<number> {
+  const recovered = await store.recoverPending(now());
+  for (const r of recovered) {
+    log.warn(
+      { reservation: r.id, request_id: r.request_id, token_id: r.token_id, module_id: r.module_id, units: r.units, ...(r.node ? { holder_node: r.node } : { holder_pid: r.pid, holder_pid_start: r.pid_start ?? null }) },
+      'crash recovery: pending reservation refunded, idempotency key released',
+    );
+  }
+  return recovered.length;
+}
+
+/** Once per process, before serving: create the verdict signing key on first start, settle
+ * what a crashed predecessor left pending, prune expired idempotency records, and keep
+ * pruning hourly. With the shared PostgreSQL store every node also sweeps, every half
+ * lease, the reservations of nodes whose lease expired (SKIP LOCKED: sweepers never queue). */
+export async function startupHooks(store: StoreBackend, config: Config, log: Logger): Promise<void> {
   await ensureSigningKey(config.DATA_DIR, now());
-  const recovered = await recoverPending(store, now(), log);
+  const recovered = await recover(store, log);
   if (recovered > 0) log.warn({ recovered }, 'crash recovery finished');
+  if (store.kind === 'postgres') {
+    setInterval(() => void recover(store, log).catch((err) => log.warn({ err: { message: (err as Error).message } }, 'lease sweep failed')), (config.NODE_LEASE_SECONDS * 1000) / 2).unref();
+  }
   const prune = async () => {
-    const pruned = await pruneIdempotency(store, now(), config.IDEMPOTENCY_RETENTION_HOURS);
+    const pruned = await store.pruneIdempotency(now(), config.IDEMPOTENCY_RETENTION_HOURS);
     if (pruned > 0) log.info({ pruned }, 'pruned completed idempotency records');
   };
   await prune();

@@ -6,17 +6,18 @@ import { buildRouter } from './http/routes/index.ts';
 import { closeApp, listen, loadUws, LISTEN_SHARED, type us_listen_socket } from './http/uws.ts';
 import { createLogger } from './observability/logger.ts';
 import { WorkerMetrics } from './observability/metrics.ts';
-import { openStore } from './store/open.ts';
+import { openConfiguredStore } from './store/select.ts';
 
 // One API worker thread: its own uWS app on the shared port (SO_REUSEPORT lets the kernel
-// spread connections), its own handle on the LMDB store, inference through the main thread.
+// spread connections), its own handle on the store (LMDB, or a PostgreSQL pool and node
+// lease), inference through the main thread.
 const { config, port, index } = workerData as WorkerData;
 const main = parentPort!;
 const post = (m: FromWorker) => main.postMessage(m);
 
 const uws = loadUws();
 const log = createLogger(config.LOG_LEVEL, { worker: index });
-const store = openStore(config.DATA_DIR);
+const store = await openConfiguredStore(config, (err) => log.warn({ err: { message: err.message } }, 'store connection error'));
 const metrics = new WorkerMetrics();
 const inference = new RemoteInference(main, config.INFERENCE_TIMEOUT_SECONDS * 1000);
 

@@ -6,7 +6,6 @@ import { ServiceError } from '../errors/index.ts';
 import type { HttpContext } from '../http/context.ts';
 import type { Services } from '../http/services.ts';
 import type { UserRecord } from '../store/records.ts';
-import { getUser } from '../store/users.ts';
 
 export interface AdminSession {
   key: string;
@@ -19,10 +18,10 @@ const STATE_CHANGING = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 /** The session behind the cookie, or 401 invalid_session. Only the cookie is read: a Bearer
  * business token is not a session. The user record is read on every call, so disabling an
  * account ends its sessions at once. */
-export function requireSession(ctx: HttpContext, s: Services): AdminSession {
-  const found = findSession(s.store, s.config, readSessionCookie(s.config, ctx.headers['cookie']), now());
+export async function requireSession(ctx: HttpContext, s: Services): Promise<AdminSession> {
+  const found = await findSession(s.store, s.config, readSessionCookie(s.config, ctx.headers['cookie']), now());
   if (!found) throw new ServiceError('invalid_session');
-  const user = getUser(s.store, found.session.user_id);
+  const user = await s.store.getUser(found.session.user_id);
   if (!user || !user.enabled) {
     destroySession(s.store, found.key).catch(() => {});
     throw new ServiceError('invalid_session');
@@ -31,10 +30,10 @@ export function requireSession(ctx: HttpContext, s: Services): AdminSession {
 }
 
 /** contract.md "Administration API": session (401), role admin (403 forbidden), then for
- * POST/PUT/PATCH/DELETE the X-CSRF-Token (403 csrf_failed). Synchronous, so a handler runs
- * it before claiming its body. */
-export function requireAdmin(ctx: HttpContext, s: Services): AdminSession {
-  const a = requireSession(ctx, s);
+ * POST/PUT/PATCH/DELETE the X-CSRF-Token (403 csrf_failed). A handler awaits it before
+ * claiming its body (held meanwhile, see HttpContext.holdUnclaimedBody). */
+export async function requireAdmin(ctx: HttpContext, s: Services): Promise<AdminSession> {
+  const a = await requireSession(ctx, s);
   if (a.user.role !== 'admin') throw new ServiceError('forbidden');
   requireCsrf(ctx, a.session);
   // the request line does not say who: changes are attributable to an operator here

@@ -1,7 +1,6 @@
 import type { InferenceService } from '../inference/types.ts';
 import { MODULE_IDS, type Mode, type ModuleId } from '../packets/types.ts';
-import { moduleEnabled } from '../store/modules.ts';
-import type { Store } from '../store/open.ts';
+import type { StoreBackend } from '../store/backend.ts';
 
 // interface-spec.md, module table.
 const MODES: Record<ModuleId, Mode[]> = {
@@ -27,11 +26,11 @@ export function isModuleId(v: string): v is ModuleId {
 
 /** The operator switch from the store, readiness and model identity from the engine (an
  * engine still loading reports ready false). */
-export function moduleView(store: Store, inference: InferenceService, id: ModuleId, fallbackModelSet: string): ModuleView {
+export async function moduleView(store: StoreBackend, inference: InferenceService, id: ModuleId, fallbackModelSet: string): Promise<ModuleView> {
   const r = inference.readiness().find((m) => m.module_id === id);
   return {
     module_id: id,
-    enabled: moduleEnabled(store, id),
+    enabled: await store.moduleEnabled(id),
     ready: r?.ready ?? false,
     modes: MODES[id],
     model_set: r?.model_set ?? fallbackModelSet,
@@ -42,6 +41,6 @@ export function moduleView(store: Store, inference: InferenceService, id: Module
   };
 }
 
-export function moduleViews(store: Store, inference: InferenceService, fallbackModelSet: string): ModuleView[] {
-  return MODULE_IDS.map((id) => moduleView(store, inference, id, fallbackModelSet));
+export function moduleViews(store: StoreBackend, inference: InferenceService, fallbackModelSet: string): Promise<ModuleView[]> {
+  return Promise.all(MODULE_IDS.map((id) => moduleView(store, inference, id, fallbackModelSet)));
 }

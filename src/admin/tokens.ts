@@ -1,11 +1,11 @@
 import { generateToken, hashToken } from '../auth/business-token.ts';
 import { isoNow, now } from '../clock.ts';
-import { usageSnapshot, type UsageRecord } from '../metering/usage.ts';
+import type { UsageRecord } from '../metering/usage.ts';
 import type { ModuleId } from '../packets/types.ts';
 import { newId } from '../store/ids.ts';
-import type { Store } from '../store/open.ts';
+import type { StoreBackend } from '../store/backend.ts';
 import type { Grant, TokenRecord } from '../store/records.ts';
-import { getToken, insertToken, listTokens, updateToken, withGrant, withoutGrant } from '../store/tokens.ts';
+import { withGrant, withoutGrant } from '../store/tokens.ts';
 
 // Token administration shared by the admin API and the CLI, so both behave the same.
 
@@ -29,7 +29,7 @@ export function duplicateGrantIndex(grants: readonly Grant[]): number {
 }
 
 export async function createToken(
-  store: Store,
+  store: StoreBackend,
   input: { name: string; expires_at?: string | null; demo?: boolean; grants: Grant[] },
 ): Promise<{ token: TokenView; plaintext: string }> {
   const plaintext = generateToken();
@@ -46,28 +46,28 @@ export async function createToken(
     grants: [],
   };
   for (const g of input.grants) record = withGrant(record, g);
-  await insertToken(store, record);
+  await store.insertToken(record);
   return { token: tokenView(record), plaintext };
 }
 
-export function listTokenViews(store: Store): TokenView[] {
-  return listTokens(store).map(tokenView);
+export async function listTokenViews(store: StoreBackend): Promise<TokenView[]> {
+  return (await store.listTokens()).map(tokenView);
 }
 
-export function tokenDetail(store: Store, id: string): (TokenView & { usage: UsageRecord[] }) | undefined {
-  const t = getToken(store, id);
-  return t && { ...tokenView(t), usage: usageSnapshot(store, t, now()) };
+export async function tokenDetail(store: StoreBackend, id: string): Promise<(TokenView & { usage: UsageRecord[] }) | undefined> {
+  const t = await store.getToken(id);
+  return t && { ...tokenView(t), usage: await store.usageSnapshot(t, now()) };
 }
 
 /** Re-enabling a revoked token: refused, so no record ever reads enabled and revoked. */
 export class RevokedTokenError extends Error {}
 
 export async function patchToken(
-  store: Store,
+  store: StoreBackend,
   id: string,
   patch: { name?: string; enabled?: boolean; expires_at?: string | null; demo?: boolean },
 ): Promise<TokenView | undefined> {
-  const t = await updateToken(store, id, (t) => {
+  const t = await store.updateToken(id, (t) => {
     if (t.revoked && patch.enabled === true) throw new RevokedTokenError(`token ${id} is revoked for good and cannot be enabled`);
     return {
       ...t,
@@ -81,21 +81,21 @@ export async function patchToken(
 }
 
 /** Revocation is final: the token is disabled with it, and patchToken refuses to enable it. */
-export async function revokeToken(store: Store, id: string): Promise<TokenView | undefined> {
-  const t = await updateToken(store, id, (t) => ({ ...t, revoked: true, enabled: false }));
+export async function revokeToken(store: StoreBackend, id: string): Promise<TokenView | undefined> {
+  const t = await store.updateToken(id, (t) => ({ ...t, revoked: true, enabled: false }));
   return t && tokenView(t);
 }
 
 /** Usage counters are keyed by token, module and window, not by grant, so changing or
  * removing and re-adding a grant keeps the period's usage (spec rule 3). */
-export async function setGrant(store: Store, id: string, grant: Grant): Promise<Grant | undefined> {
-  const t = await updateToken(store, id, (t) => withGrant(t, grant));
+export async function setGrant(store: StoreBackend, id: string, grant: Grant): Promise<Grant | undefined> {
+  const t = await store.updateToken(id, (t) => withGrant(t, grant));
   return t && t.grants.find((g) => g.module_id === grant.module_id);
 }
 
-export async function removeGrant(store: Store, id: string, moduleId: ModuleId): Promise<boolean | undefined> {
+export async function removeGrant(store: StoreBackend, id: string, moduleId: ModuleId): Promise<boolean | undefined> {
   let had = false;
-  const t = await updateToken(store, id, (t) => {
+  const t = await store.updateToken(id, (t) => {
     had = t.grants.some((g) => g.module_id === moduleId);
     return withoutGrant(t, moduleId);
   });

@@ -1,8 +1,9 @@
 import { hashPassword } from '../auth/password.ts';
 import { isoNow } from '../clock.ts';
-import type { Store } from '../store/open.ts';
+import type { StoreBackend } from '../store/backend.ts';
+import { newId } from '../store/ids.ts';
 import type { Role, UserRecord } from '../store/records.ts';
-import { createUser, listUsers, updateUser } from '../store/users.ts';
+import { DuplicateUserError } from '../store/users.ts';
 
 export type UserView = Omit<UserRecord, 'password_hash'>;
 
@@ -11,12 +12,16 @@ export function userView(u: UserRecord): UserView {
   return view;
 }
 
-export async function addUser(store: Store, input: { username: string; password: string; role: Role }): Promise<UserView> {
-  return userView(await createUser(store, { username: input.username, role: input.role, password_hash: await hashPassword(input.password), created_at: isoNow() }));
+/** Creates a user unless the name is taken (DuplicateUserError; checked atomically with
+ * the insert by the store). */
+export async function addUser(store: StoreBackend, input: { username: string; password: string; role: Role }): Promise<UserView> {
+  const user: UserRecord = { id: newId('usr'), username: input.username, role: input.role, enabled: true, password_hash: await hashPassword(input.password), created_at: isoNow() };
+  if (!(await store.createUser(user))) throw new DuplicateUserError(`user ${user.username} exists`);
+  return userView(user);
 }
 
-export function listUserViews(store: Store): UserView[] {
-  return listUsers(store).map(userView);
+export async function listUserViews(store: StoreBackend): Promise<UserView[]> {
+  return (await store.listUsers()).map(userView);
 }
 
 export class LastAdminError extends Error {}
@@ -25,17 +30,16 @@ const isActiveAdmin = (u: UserRecord) => u.role === 'admin' && u.enabled;
 
 /** Refuses (LastAdminError) a change that would leave no enabled admin: nobody could log in
  * to undo it. Checked inside the write, so two concurrent demotions cannot both pass. */
-export async function patchUser(store: Store, id: string, patch: { enabled?: boolean; password?: string; role?: Role }): Promise<UserView | undefined> {
-  const u = await updateUser(
-    store,
+export async function patchUser(store: StoreBackend, id: string, patch: { enabled?: boolean; password?: string; role?: Role }): Promise<UserView | undefined> {
+  const u = await store.updateUser(
     id,
     {
       ...(patch.enabled !== undefined ? { enabled: patch.enabled } : {}),
       ...(patch.role !== undefined ? { role: patch.role } : {}),
       ...(patch.password !== undefined ? { password_hash: await hashPassword(patch.password) } : {}),
     },
-    (before, after) => {
-      if (isActiveAdmin(before) && !isActiveAdmin(after) && !listUsers(store).some((x) => x.id !== before.id && isActiveAdmin(x))) {
+    (before, after, others) => {
+      if (isActiveAdmin(before) && !isActiveAdmin(after) && !others.some(isActiveAdmin)) {
         throw new LastAdminError('At least one enabled admin must remain');
       }
     },

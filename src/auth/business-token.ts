@@ -1,8 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { ServiceError } from '../errors/index.ts';
-import type { Store } from '../store/open.ts';
+import type { StoreBackend } from '../store/backend.ts';
 import type { TokenRecord } from '../store/records.ts';
-import { getTokenByHash, isTokenLive } from '../store/tokens.ts';
+import { isTokenLive } from '../store/tokens.ts';
 
 // lvk_ + base64url of 32 random bytes: 256 bits, 47 characters, recognisable in logs and
 // secret scanners. Only the SHA-256 is stored; a slow hash buys nothing at this entropy.
@@ -23,11 +23,11 @@ export function isTokenShaped(value: string): boolean {
 
 /** Resolves `Authorization: Bearer <token>` to a live token record or throws 401. The
  * lookup is by hash, so its timing does not depend on how much of a guess matched. */
-export function authenticateBearer(store: Store, authorization: string | undefined, at: number): TokenRecord {
+export async function authenticateBearer(store: StoreBackend, authorization: string | undefined, at: number): Promise<TokenRecord> {
   const m = authorization === undefined ? null : /^Bearer ([^\s]+)$/i.exec(authorization.trim());
   if (!m || !isTokenShaped(m[1]!)) throw new ServiceError('invalid_token');
   const hash = hashToken(m[1]!);
-  const token = getTokenByHash(store, hash);
+  const token = await store.getTokenByHash(hash);
   if (!token || !isTokenLive(token, at)) throw new ServiceError('invalid_token');
   return token;
 }

@@ -1,70 +1,80 @@
 import type { Store } from '../store/open.ts';
+import {
+  addressKey,
+  countFailure,
+  KNOWN_ADDRESS_MS,
+  knownKey,
+  nameKey,
+  nameLive,
+  pairKey,
+  throttleWait,
+  windowLive,
+  type FailureCount,
+  type ThrottleView,
+} from './throttle-rules.ts';
 
-// Failed logins are counted per client address and per username in LMDB (`loginFailures`),
-// so the count holds across API workers and restarts. A fixed window from the first failure:
-// once a key reaches its limit, logins for it answer 429 until the window ends, without
-// checking the password, which is what stops guessing. The username limit is the tighter
-// one (guessing one account); the address limit covers spraying many usernames.
-export const WINDOW_MS = 15 * 60_000;
-export const USERNAME_LIMIT = 5;
-export const ADDRESS_LIMIT = 20;
+export * from './throttle-rules.ts';
 
-interface Failures {
-  count: number;
-  window_start: number;
-}
+// The LMDB side of the login throttle (rules in throttle-rules.ts). Records live in
+// `loginFailures`, so the counts hold across API workers and restarts; every read starts
+// from the latest commit, since the previous failure may have been counted on another
+// worker a moment ago.
 
-type Key = { key: string; limit: number };
-
-export function throttleKeys(address: string, username: string): Key[] {
-  return [
-    { key: `addr:${address}`, limit: ADDRESS_LIMIT },
-    // usernames are matched exactly at login, but the lock should not be dodged by case
-    { key: `user:${username.toLowerCase()}`, limit: USERNAME_LIMIT },
-  ];
-}
-
-function live(f: Failures | undefined, at: number): Failures | undefined {
-  return f && at - f.window_start < WINDOW_MS ? f : undefined;
+export function readThrottle(store: Store, address: string, username: string, at: number): ThrottleView {
+  store.root.resetReadTxn();
+  const get = (k: string) => store.db.loginFailures.get(k) as FailureCount | undefined;
+  const known = store.db.loginFailures.get(knownKey(address, username)) as { at: number } | undefined;
+  return { address: get(addressKey(address)), pair: get(pairKey(address, username)), name: get(nameKey(username)), known: known !== undefined && at - known.at < KNOWN_ADDRESS_MS };
 }
 
 /** Seconds until the login may be tried again, or 0 when it may be tried now. */
-export function lockedFor(store: Store, keys: Key[], at: number): number {
-  let wait = 0;
-  for (const { key, limit } of keys) {
-    const f = live(store.db.loginFailures.get(key) as Failures | undefined, at);
-    if (f && f.count >= limit) wait = Math.max(wait, Math.ceil((f.window_start + WINDOW_MS - at) / 1000));
-  }
-  return wait;
+export function loginWait(store: Store, address: string, username: string, at: number): number {
+  return throttleWait(readThrottle(store, address, username, at), at);
 }
 
 let failuresSinceSweep = 0;
 
-export async function recordFailure(store: Store, keys: Key[], at: number): Promise<void> {
-  // a spray of made-up usernames leaves one record each; they are swept now and then
+export async function recordLoginFailure(store: Store, address: string, username: string, at: number): Promise<void> {
+  // a spray of made-up usernames leaves records; they are swept now and then
   if (++failuresSinceSweep >= 256) {
     failuresSinceSweep = 0;
     await sweepFailures(store, at);
   }
-  await store.db.loginFailures.transaction(() => {
-    for (const { key } of keys) {
-      const f = live(store.db.loginFailures.get(key) as Failures | undefined, at);
-      store.db.loginFailures.put(key, f ? { ...f, count: f.count + 1 } : { count: 1, window_start: at });
+  const db = store.db.loginFailures;
+  await db.transaction(() => {
+    for (const [key, live] of [
+      [addressKey(address), windowLive],
+      [pairKey(address, username), windowLive],
+      [nameKey(username), nameLive],
+    ] as const) {
+      const f = db.get(key) as FailureCount | undefined;
+      db.put(key, countFailure(f, live(f, at), at));
     }
   });
 }
 
-/** A correct password clears the username's count, not the address's: one success from an
- * address must not reset a spray from it. */
-export async function clearUsername(store: Store, username: string): Promise<void> {
-  await store.db.loginFailures.remove(`user:${username.toLowerCase()}`);
+/** A correct password clears the name's counts and marks the address as known for the
+ * name; the address's own count stays (one success must not reset a spray from it). */
+export async function recordLoginSuccess(store: Store, address: string, username: string, at: number): Promise<void> {
+  const db = store.db.loginFailures;
+  await db.transaction(() => {
+    db.remove(pairKey(address, username));
+    db.remove(nameKey(username));
+    db.put(knownKey(address, username), { at });
+  });
 }
 
-/** Deletes counts whose window has ended. */
+/** Deletes counts that no longer matter and known addresses past their time. */
 export async function sweepFailures(store: Store, at: number): Promise<void> {
   const stale: string[] = [];
   for (const { key, value } of store.db.loginFailures.getRange({})) {
-    if (!live(value as Failures, at)) stale.push(key as string);
+    const k = key as string;
+    const dead = k.startsWith('known:')
+      ? at - (value as { at: number }).at >= KNOWN_ADDRESS_MS
+      : k.startsWith('user:')
+        ? !nameLive(value as FailureCount, at)
+        : !windowLive(value as FailureCount, at);
+    if (dead) stale.push(k);
   }
   if (stale.length > 0) await store.db.loginFailures.transaction(() => stale.forEach((k) => store.db.loginFailures.remove(k)));
 }

@@ -1,12 +1,11 @@
 import type { Config } from '../config/index.ts';
 import { bodyParser } from '../admin/validate.ts';
 import { ServiceError } from '../errors/index.ts';
-import type { Store } from '../store/open.ts';
-import { getUserByName } from '../store/users.ts';
+import type { StoreBackend } from '../store/backend.ts';
 import { verifyPassword } from './password.ts';
 import { LoginSchema } from './schemas.ts';
 import { createSession, sweepSessions } from './session.ts';
-import { clearUsername, lockedFor, recordFailure, sweepFailures, throttleKeys } from './login-throttle.ts';
+import { throttleWait } from './throttle-rules.ts';
 import type { SessionRecord } from './session.ts';
 
 export interface SessionBody {
@@ -22,23 +21,22 @@ export function sessionBody(s: SessionRecord): SessionBody {
 
 export const parseLogin = bodyParser(LoginSchema);
 
-/** contract.md "Authentication and sessions". The order matters: the lock is checked before
- * the password (so guessing stops), the password is always verified (a dummy hash for an
+/** contract.md "Authentication and sessions". The order matters: the throttle is checked before
+ * the password (so guessing stops; rules in throttle-rules.ts), the password is always verified (a dummy hash for an
  * unknown name, the real one for a disabled account) so every wrong answer costs the same
  * time, and the role is revealed only to someone who knows the password. */
-export async function login(store: Store, config: Config, input: { username: string; password: string }, address: string, at: number): Promise<{ id: string; session: SessionRecord }> {
-  const keys = throttleKeys(address, input.username);
-  const wait = lockedFor(store, keys, at);
+export async function login(store: StoreBackend, config: Config, input: { username: string; password: string }, address: string, at: number): Promise<{ id: string; session: SessionRecord }> {
+  const wait = throttleWait(await store.readThrottle(address, input.username, at), at);
   if (wait > 0) throw new ServiceError('too_many_attempts', undefined, { 'Retry-After': String(wait) });
-  const user = getUserByName(store, input.username);
+  const user = await store.getUserByName(input.username);
   const ok = await verifyPassword(input.password, user?.password_hash);
   if (!ok || !user || !user.enabled) {
-    await recordFailure(store, keys, at);
+    await store.recordLoginFailure(address, input.username, at);
     throw new ServiceError('invalid_credentials');
   }
-  await clearUsername(store, input.username);
+  await store.recordLoginSuccess(address, input.username, at);
   if (user.role !== 'admin') throw new ServiceError('login_disabled');
   await sweepSessions(store, config, at);
-  await sweepFailures(store, at);
+  await store.sweepLoginThrottle(at);
   return createSession(store, config, user, at);
 }

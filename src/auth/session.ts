@@ -1,11 +1,11 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Config } from '../config/index.ts';
-import type { Store } from '../store/open.ts';
+import type { StoreBackend } from '../store/backend.ts';
 import type { Role } from '../store/records.ts';
 import { newCsrfToken } from './csrf.ts';
 
-// Administrator sessions, server-side in LMDB so that every API worker sees the same ones
-// and logout is immediate everywhere. The key is the SHA-256 of the cookie value: a copy of
+// Administrator sessions, server-side in the store so that every API worker (and every node
+// on a shared store) sees the same ones and logout is immediate everywhere. The key is the SHA-256 of the cookie value: a copy of
 // the store does not hand out live sessions.
 
 export interface SessionRecord {
@@ -33,7 +33,7 @@ export function sessionAlive(config: Config, s: SessionRecord, at: number): bool
 }
 
 /** A new session with a fresh 256-bit id (a new id at every login: no fixation). */
-export async function createSession(store: Store, config: Config, user: { id: string; username: string; role: Role }, at: number): Promise<{ id: string; session: SessionRecord }> {
+export async function createSession(store: StoreBackend, config: Config, user: { id: string; username: string; role: Role }, at: number): Promise<{ id: string; session: SessionRecord }> {
   const id = randomBytes(32).toString('base64url');
   const session: SessionRecord = {
     user_id: user.id,
@@ -44,53 +44,40 @@ export async function createSession(store: Store, config: Config, user: { id: st
     last_seen: at,
     expires_at: at + config.SESSION_ABSOLUTE_HOURS * 3_600_000,
   };
-  await store.db.sessions.put(sessionKey(id), session);
+  await store.putSession(sessionKey(id), session);
   return { id, session };
 }
 
 /** The live session behind a cookie value, its idle clock moved on; dead ones are deleted. */
-export function findSession(store: Store, config: Config, id: string | undefined, at: number): { key: string; session: SessionRecord } | undefined {
+export async function findSession(store: StoreBackend, config: Config, id: string | undefined, at: number): Promise<{ key: string; session: SessionRecord } | undefined> {
   if (id === undefined || id.length > 128) return undefined;
   const key = sessionKey(id);
-  const session = store.db.sessions.get(key) as SessionRecord | undefined;
+  const session = await store.getSession(key);
   if (!session) return undefined;
   if (!sessionAlive(config, session, at)) {
-    store.db.sessions.remove(key).catch(() => {});
+    store.deleteSession(key).catch(() => {});
     return undefined;
   }
   if (at - session.last_seen >= TOUCH_MS) {
     session.last_seen = at;
-    // Written synchronously (at most once per TOUCH_MS per session, admin traffic only): an
-    // asynchronous write could still be in flight when the next call of the session reaches
-    // another API worker, which would then judge idleness by the old time.
-    store.db.sessions.putSync(key, session);
+    // Awaited (at most once per TOUCH_MS per session, admin traffic only): a write still in
+    // flight when the next call of the session reaches another API worker or node would
+    // have it judge idleness by the old time.
+    await store.putSession(key, session);
   }
   return { key, session };
 }
 
-export async function destroySession(store: Store, key: string): Promise<void> {
-  await store.db.sessions.remove(key);
+export async function destroySession(store: StoreBackend, key: string): Promise<void> {
+  await store.deleteSession(key);
 }
 
 /** Ends a user's sessions (password changed, account disabled or demoted), except `keep`. */
-export async function destroyUserSessions(store: Store, userId: string, keep?: string): Promise<number> {
-  let n = 0;
-  await store.db.sessions.transaction(() => {
-    for (const { key, value } of store.db.sessions.getRange({})) {
-      if ((value as SessionRecord).user_id === userId && key !== keep) {
-        store.db.sessions.remove(key);
-        n++;
-      }
-    }
-  });
-  return n;
+export function destroyUserSessions(store: StoreBackend, userId: string, keep?: string): Promise<number> {
+  return store.deleteUserSessions(userId, keep);
 }
 
 /** Drops dead sessions; run at login, where a scan of the (few) admin sessions is cheap. */
-export async function sweepSessions(store: Store, config: Config, at: number): Promise<void> {
-  const dead: string[] = [];
-  for (const { key, value } of store.db.sessions.getRange({})) {
-    if (!sessionAlive(config, value as SessionRecord, at)) dead.push(key as string);
-  }
-  if (dead.length > 0) await store.db.sessions.transaction(() => dead.forEach((k) => store.db.sessions.remove(k)));
+export function sweepSessions(store: StoreBackend, config: Config, at: number): Promise<void> {
+  return store.sweepSessions((s) => sessionAlive(config, s, at));
 }

@@ -1,7 +1,8 @@
 import type { Command } from './main.ts';
 import { signingCommands } from '../signing/cli.ts';
+import { dbCommands } from './db.ts';
 import { meteringCommands } from './metering.ts';
 import { modelCommands } from './models.ts';
 
 /** Commands contributed by later concerns (settlements, ledger, models, keys). */
-export const extraCommands: Record<string, Command> = { ...signingCommands, ...meteringCommands, ...modelCommands };
+export const extraCommands: Record<string, Command> = { ...signingCommands, ...meteringCommands, ...modelCommands, ...dbCommands };

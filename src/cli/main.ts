@@ -3,21 +3,21 @@ import { createToken, duplicateGrantIndex, listTokenViews, patchToken, removeGra
 import { addUser, listUserViews } from '../admin/users.ts';
 import { isoNow, now } from '../clock.ts';
 import { ConfigError, loadConfig } from '../config/index.ts';
-import { usageSnapshot } from '../metering/usage.ts';
 import { MODULE_IDS, type ModuleId } from '../packets/types.ts';
-import { setModuleEnabled } from '../store/modules.ts';
-import { openStore, type Store } from '../store/open.ts';
+import type { StoreBackend } from '../store/backend.ts';
+import { StoreError } from '../store/open.ts';
+import { openConfiguredStore } from '../store/select.ts';
 import type { Grant, Period } from '../store/records.ts';
-import { getToken, listTokens } from '../store/tokens.ts';
 import { DuplicateUserError } from '../store/users.ts';
 import { extraCommands } from './extra.ts';
 import { UsageError } from './errors.ts';
 import { isModuleId } from '../admin/modules.ts';
 
-// Operator CLI over the same DATA_DIR as a running server (LMDB allows several processes).
+// Operator CLI over the same store as a running server: LMDB in DATA_DIR (LMDB allows several
+// processes) or PostgreSQL at DATABASE_URL.
 // Every command prints JSON on stdout; failures print one line on stderr and exit 1.
 
-export type Command = { usage: string; run(store: Store, args: string[]): Promise<unknown> };
+export type Command = { usage: string; run(store: StoreBackend, args: string[]): Promise<unknown> };
 
 function moduleId(v: string | undefined): ModuleId {
   if (!v || !isModuleId(v)) throw new UsageError(`module must be one of ${MODULE_IDS.join(', ')} (got ${v ?? 'nothing'})`);
@@ -76,7 +76,7 @@ const commands: Record<string, Command> = {
       }
     },
   },
-  'user list': { usage: 'user list', run: async (store) => ({ users: listUserViews(store) }) },
+  'user list': { usage: 'user list', run: async (store) => ({ users: await listUserViews(store) }) },
   'token create': {
     usage: 'token create --name NAME [--grant module:limit|unlimited:day|month|never]... [--expires ISO] [--demo]   (prints the plaintext once)',
     async run(store, args) {
@@ -89,8 +89,8 @@ const commands: Record<string, Command> = {
       return { ...token, token: plaintext };
     },
   },
-  'token list': { usage: 'token list', run: async (store) => ({ tokens: listTokenViews(store) }) },
-  'token show': { usage: 'token show <token_id>', run: async (store, [id]) => need(tokenDetail(store, id ?? ''), 'token') },
+  'token list': { usage: 'token list', run: async (store) => ({ tokens: await listTokenViews(store) }) },
+  'token show': { usage: 'token show <token_id>', run: async (store, [id]) => need(await tokenDetail(store, id ?? ''), 'token') },
   'token disable': { usage: 'token disable <token_id>', run: async (store, [id]) => need(await patchToken(store, id ?? '', { enabled: false }), 'token') },
   'token enable': {
     usage: 'token enable <token_id>',
@@ -126,12 +126,14 @@ const commands: Record<string, Command> = {
     usage: 'usage [<token_id>]   (usage snapshots of one token or of all)',
     async run(store, [id]) {
       const at = now();
-      const tokens = id ? [need(getToken(store, id), 'token')] : listTokens(store);
-      return { tokens: tokens.map((t) => ({ id: t.id, name: t.name, usage: usageSnapshot(store, t, at) })) };
+      const tokens = id ? [need(await store.getToken(id), 'token')] : await store.listTokens();
+      const out = [];
+      for (const t of tokens) out.push({ id: t.id, name: t.name, usage: await store.usageSnapshot(t, at) });
+      return { tokens: out };
     },
   },
-  'module enable': { usage: 'module enable <module_id>', run: async (store, [m]) => (await setModuleEnabled(store, moduleId(m), true), { module_id: m, enabled: true }) },
-  'module disable': { usage: 'module disable <module_id>', run: async (store, [m]) => (await setModuleEnabled(store, moduleId(m), false), { module_id: m, enabled: false }) },
+  'module enable': { usage: 'module enable <module_id>', run: async (store, [m]) => (await store.setModuleEnabled(moduleId(m), true), { module_id: m, enabled: true }) },
+  'module disable': { usage: 'module disable <module_id>', run: async (store, [m]) => (await store.setModuleEnabled(moduleId(m), false), { module_id: m, enabled: false }) },
   ...extraCommands,
 };
 
@@ -146,15 +148,15 @@ async function main(argv: string[]): Promise<number> {
     return argv.length === 0 || argv[0] === 'help' || argv[0] === '--help' ? 0 : 1;
   }
   const args = argv.slice(name.split(' ').length);
-  let store: Store | undefined;
+  let store: StoreBackend | undefined;
   try {
     const config = loadConfig();
-    store = openStore(config.DATA_DIR);
+    store = await openConfiguredStore(config);
     const out = await commands[name]!.run(store, args);
     process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
     return typeof process.exitCode === 'number' ? process.exitCode : 0;
   } catch (e) {
-    if (e instanceof UsageError || e instanceof ConfigError || (e as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
+    if (e instanceof UsageError || e instanceof ConfigError || e instanceof StoreError || (e as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
       process.stderr.write(`error: ${(e as Error).message}\n`);
       return 1;
     }

@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { listAudit, listLedger, listPendingSettlements, resolveSettlement, verifyLedger } from '../metering/index.ts';
+import { listPendingSettlements, resolveSettlement } from '../metering/index.ts';
 import { parsePageQuery } from '../admin/page-query.ts';
 import { ValidationFailure } from '../errors/index.ts';
 import type { PageQuery } from '../metering/index.ts';
@@ -26,7 +26,7 @@ export const meteringCommands: Record<string, Command> = {
   'ledger verify': {
     usage: 'ledger verify   (recomputes every usage counter from the ledger; exit 1 on any mismatch)',
     async run(store) {
-      const check = verifyLedger(store);
+      const check = await store.verifyLedger();
       if (!check.ok) {
         process.exitCode = 1;
         return check;
@@ -34,9 +34,9 @@ export const meteringCommands: Record<string, Command> = {
       return check;
     },
   },
-  'ledger list': { usage: 'ledger list [--token ID] [--module ID] [--from ISO] [--to ISO] [--limit N] [--cursor C]', run: async (store, args) => listLedger(store, pageArgs(args)) },
-  'audit list': { usage: 'audit list [--token ID] [--module ID] [--from ISO] [--to ISO] [--limit N] [--cursor C]', run: async (store, args) => listAudit(store, pageArgs(args)) },
-  'settlements list': { usage: 'settlements list   (reservations whose settlement failed)', run: async (store) => ({ settlements: listPendingSettlements(store) }) },
+  'ledger list': { usage: 'ledger list [--token ID] [--module ID] [--from ISO] [--to ISO] [--limit N] [--cursor C]', run: async (store, args) => store.listLedger(pageArgs(args)) },
+  'audit list': { usage: 'audit list [--token ID] [--module ID] [--from ISO] [--to ISO] [--limit N] [--cursor C]', run: async (store, args) => store.listAudit(pageArgs(args)) },
+  'settlements list': { usage: 'settlements list   (reservations whose settlement failed)', run: async (store) => ({ settlements: await listPendingSettlements(store) }) },
   'settlements resolve': {
     usage: 'settlements resolve <reservation_id> charge|refund',
     async run(store, [id, action]) {

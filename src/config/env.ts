@@ -13,6 +13,8 @@ export const ConfigSchema = Type.Object({
   HOST: Type.String({ minLength: 1, description: 'listen address' }),
   PORT: Int(0, 65535, 'listen port; 0 picks a free one'),
   DATA_DIR: Type.String({ minLength: 1, description: 'LMDB store, archive and signing key' }),
+  DATABASE_URL: Type.Optional(Type.String({ pattern: '^postgres(ql)?://', description: 'PostgreSQL store shared by several nodes (postgres://...); unset: LMDB in DATA_DIR' })),
+  NODE_LEASE_SECONDS: Int(2, 600, 'PostgreSQL store: a node that has not renewed its lease for this long is presumed dead and its pending reservations are refunded'),
   WORKERS: Int(1, MAX_WORKERS, 'API worker threads'),
   COOKIE_PREFIX: Type.String({ pattern: '^[A-Za-z0-9_-]{1,32}$', description: 'session cookie is <prefix>_session' }),
   COOKIE_SECURE: Type.Boolean({ description: 'add Secure to the session cookie' }),
@@ -67,6 +69,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     HOST: env.HOST || '127.0.0.1',
     PORT: int('PORT', env.PORT, 8080),
     DATA_DIR: path.resolve(cwd, env.DATA_DIR || './data'),
+    DATABASE_URL: opt(env.DATABASE_URL),
+    NODE_LEASE_SECONDS: int('NODE_LEASE_SECONDS', env.NODE_LEASE_SECONDS, 15),
     // the default follows the cores but stays inside the accepted range, so a large host starts
     WORKERS: int('WORKERS', env.WORKERS, Math.min(cores, MAX_WORKERS)),
     COOKIE_PREFIX: env.COOKIE_PREFIX || 'lv',

@@ -26,6 +26,8 @@ export class HttpContext {
   inHandlerTick = true;
   private bodyAttached = false;
   private bodyHandler: ((chunk: ArrayBuffer, isLast: boolean) => void) | null = null;
+  /** chunks that arrived while the body was held (see holdUnclaimedBody), with their isLast */
+  private held: [ArrayBuffer, boolean][] | null = null;
   /** route pattern for logs and metrics, set by the router */
   route = 'unmatched';
   /** error code of the answer, for the request log */
@@ -56,8 +58,24 @@ export class HttpContext {
    * swap the handler, so a reader that gives up can hand the rest of the body to a drain. */
   readBody(handler: (chunk: ArrayBuffer, isLast: boolean) => void): boolean {
     this.bodyHandler = handler;
+    if (this.held !== null) {
+      // the first reader of a held body: what arrived meanwhile goes to it first
+      const held = this.held;
+      this.held = null;
+      if (!this.aborted && !this.bodyComplete) this.res.resume();
+      for (const [chunk, isLast] of held) handler(chunk, isLast);
+      return true;
+    }
     if (this.bodyAttached) return true;
-    if (!this.inHandlerTick) return false;
+    if (!this.inHandlerTick) {
+      // after an await: a request without a body has nothing to hold, and its (empty) body has ended
+      if (!this.expectsBody) {
+        this.bodyComplete = true;
+        handler(new ArrayBuffer(0), true);
+        return true;
+      }
+      return false;
+    }
     this.bodyAttached = true;
     this.res.onData((chunk, isLast) => {
       this.bodyReceived += chunk.byteLength;
@@ -67,11 +85,23 @@ export class HttpContext {
     return true;
   }
 
-  /** Called at the end of the handler tick: a body no handler claimed gets a reader that
-   * drops it, so that an answer decided later (after an await) can still drain the body
-   * instead of closing over unread data. */
+  /** Called at the end of the handler tick when the answer comes later. A body no handler
+   * claimed yet is held: the socket is paused (TCP backpressure, nothing piles up here) and
+   * the few chunks already read are kept, so a handler may claim the body after an await
+   * (the store's token or session lookup is asynchronous with PostgreSQL), and an answer
+   * decided without reading it can still drain it instead of closing over unread data. */
   holdUnclaimedBody(): void {
-    if (this.expectsBody && !this.bodyAttached) this.readBody(() => {});
+    if (!this.expectsBody || this.bodyAttached) return;
+    const held: [ArrayBuffer, boolean][] = [];
+    this.readBody((chunk, isLast) => {
+      // uWS detaches the ArrayBuffer when this callback returns: copy it
+      held.push([chunk.slice(0), isLast]);
+      // nothing more to read: the connection must not stay paused for the answer or the
+      // next request on it
+      if (isLast) this.res.resume();
+    });
+    this.held = held;
+    this.res.pause();
   }
 
   /** Body still to come: an answer now must drain it or close the connection. */

@@ -2,12 +2,12 @@ import type { Config } from '../config/index.ts';
 import type { InferenceService } from '../inference/types.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { WorkerMetrics } from '../observability/metrics.ts';
-import type { Store } from '../store/open.ts';
+import type { StoreBackend } from '../store/backend.ts';
 
 /** What the routes of one API worker share. */
 export interface Services {
   config: Config;
-  store: Store;
+  store: StoreBackend;
   log: Logger;
   metrics: WorkerMetrics;
   inference: InferenceService;

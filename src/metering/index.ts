@@ -5,7 +5,7 @@ export { appendLedger, listLedger, verifyLedger, type Page, type PageQuery, type
 export { reserve, type ReserveInput, type ReserveOutcome } from './reserve.ts';
 export { settle, refund, resolveReservation, SettlementError } from './settle.ts';
 export { listPendingSettlements, resolveSettlement, type SettlementView } from './settlements.ts';
-export { recoverPending, pruneIdempotency } from './recovery.ts';
+export { pruneIdempotency } from './recovery.ts';
 export { requestFingerprint, canonicalJson } from './fingerprint.ts';
 export { writeAudit, listAudit } from './audit.ts';
 export { countryOf } from './geo.ts';

@@ -34,6 +34,8 @@ export interface Reservation {
   pid: number;
   /** that process's start time (owner.ts); absent on records written before it was kept */
   pid_start?: string | null;
+  /** PostgreSQL store: the node (one process start) that holds it, swept once its lease expires */
+  node?: string;
   idempotency_key: string | null;
   /** for settlement_failed: the answer that could not be saved, so "charge" can complete it */
   unsaved_body: string | null;

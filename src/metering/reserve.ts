@@ -7,7 +7,8 @@ import type { TokenRecord } from '../store/records.ts';
 import { isTokenLive } from '../store/tokens.ts';
 import { appendLedger } from './ledger.ts';
 import { currentProcess } from './owner.ts';
-import { secondsUntilReset, windowKey } from './periods.ts';
+import { windowKey } from './periods.ts';
+import { quotaRefusal } from './quota.ts';
 import type { IdempotencyRecord, Reservation } from './records.ts';
 import { counterKey } from './usage.ts';
 
@@ -56,24 +57,9 @@ export async function reserve(store: Store, input: ReserveInput): Promise<Reserv
     if (!fresh || !isTokenLive(fresh, at)) return { kind: 'error', error: new ServiceError('invalid_token') };
     const grant = fresh.grants.find((g) => g.module_id === moduleId);
     if (!grant) return { kind: 'error', error: new ServiceError('module_forbidden') };
-    if (grant.limit !== null) {
-      const used = (store.db.counters.get(counterKey(token.id, moduleId, grant.period, at)) as number | undefined) ?? 0;
-      if (used + units > grant.limit) {
-        const wait = secondsUntilReset(grant.period, at);
-        const available = Math.max(0, grant.limit - used);
-        const quota = `The ${grant.period === 'never' ? 'cumulative' : grant.period === 'day' ? 'daily' : 'monthly'} quota of ${moduleId}`;
-        // a batch larger than the whole quota would fail after the reset too: say so
-        const tooBig = units > grant.limit ? `; that is more than the whole quota of ${grant.limit}, so split the batch` : '';
-        return {
-          kind: 'error',
-          error: new ServiceError(
-            'quota_exceeded',
-            `${quota} has ${available} unit(s) left; this request needs ${units}${tooBig}`,
-            wait === null ? {} : { 'Retry-After': String(wait) },
-          ),
-        };
-      }
-    }
+    const used = (store.db.counters.get(counterKey(token.id, moduleId, grant.period, at)) as number | undefined) ?? 0;
+    const refusal = quotaRefusal(moduleId, grant, used, units, at);
+    if (refusal) return { kind: 'error', error: refusal };
     const windows = { day: windowKey('day', at), month: windowKey('month', at) };
     appendLedger(store, { request_id: requestId, token_id: token.id, module_id: moduleId, units, kind: 'charge', at, windows });
     const reservation: Reservation = {

@@ -1,7 +1,6 @@
 import { now } from '../clock.ts';
-import type { Store } from '../store/open.ts';
+import type { StoreBackend } from '../store/backend.ts';
 import type { Reservation } from './records.ts';
-import { resolveReservation } from './settle.ts';
 
 export interface SettlementView {
   id: string;
@@ -30,16 +29,11 @@ function view(r: Reservation): SettlementView {
 }
 
 /** Reservations whose settlement could not be written: they need an operator. */
-export function listPendingSettlements(store: Store): SettlementView[] {
-  const out: SettlementView[] = [];
-  for (const { value } of store.db.reservations.getRange({})) {
-    const r = value as Reservation;
-    if (r.state === 'settlement_failed') out.push(view(r));
-  }
-  return out.sort((a, b) => a.created_at.localeCompare(b.created_at));
+export async function listPendingSettlements(store: StoreBackend): Promise<SettlementView[]> {
+  return (await store.listSettlementFailed()).map(view);
 }
 
-export async function resolveSettlement(store: Store, id: string, action: 'charge' | 'refund'): Promise<SettlementView | undefined | 'not_pending'> {
-  const r = await resolveReservation(store, id, action, now());
+export async function resolveSettlement(store: StoreBackend, id: string, action: 'charge' | 'refund'): Promise<SettlementView | undefined | 'not_pending'> {
+  const r = await store.resolveReservation(id, action, now());
   return r === undefined || r === 'not_pending' ? r : view(r);
 }

@@ -1,4 +1,4 @@
-import type { Store } from '../store/open.ts';
+import { readLatest, type Store } from '../store/open.ts';
 import type { Grant, Period, TokenRecord } from '../store/records.ts';
 import type { ModuleId } from '../packets/types.ts';
 import { resetAt, windowKey } from './periods.ts';
@@ -36,5 +36,7 @@ export function usageRecord(store: Store, tokenId: string, grant: Grant, at: num
 
 /** Snapshot of every granted module of a token, in module order. */
 export function usageSnapshot(store: Store, token: TokenRecord, at: number): UsageRecord[] {
+  // inside a write transaction (settlement) reads go through that transaction anyway
+  readLatest(store);
   return token.grants.map((g) => usageRecord(store, token.id, g, at));
 }

@@ -3,6 +3,8 @@ import type { ModuleId } from '../packets/types.ts';
 import type { ModuleState } from './records.ts';
 
 // The spec's deployment enables both modules; an operator switch is stored only once made.
+// Read on the hot path from the thread's current snapshot: a switch made on another API
+// worker is seen at the latest once that worker's event loop turns (well under a second).
 export function moduleEnabled(store: Store, id: ModuleId): boolean {
   const state = store.db.modules.get(id) as ModuleState | undefined;
   return state ? state.enabled : true;

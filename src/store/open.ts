@@ -42,6 +42,16 @@ export function openStore(dataDir: string): Store {
   return { root, dir, db, close: () => root.close() };
 }
 
+/** Moves this thread's LMDB read snapshot to the latest commit. lmdb-js keeps one read
+ * transaction per thread until a setTimeout(0) resets it, so a request handled before that
+ * timer fires reads the snapshot of an earlier turn and may miss what another API worker
+ * (or the CLI) committed and already answered. Reads that must see such writes (operator
+ * reads, sessions, usage) call this first; the hot path's token lookup may lag, because the
+ * reservation checks the token again inside its write transaction. */
+export function readLatest(store: Store): void {
+  store.root.resetReadTxn();
+}
+
 /** A read that proves the environment answers; used by /health/ready. */
 export function storeHealthy(store: Store): boolean {
   try {

@@ -1,5 +1,5 @@
 import { atomically } from './atomic.ts';
-import type { Store } from './open.ts';
+import { readLatest, type Store } from './open.ts';
 import type { Grant, TokenRecord } from './records.ts';
 import type { ModuleId } from '../packets/types.ts';
 
@@ -9,6 +9,7 @@ export function isTokenLive(token: TokenRecord, at: number): boolean {
 }
 
 export function getToken(store: Store, id: string): TokenRecord | undefined {
+  readLatest(store);
   return store.db.tokens.get(id);
 }
 
@@ -18,6 +19,7 @@ export function getTokenByHash(store: Store, hash: string): TokenRecord | undefi
 }
 
 export function listTokens(store: Store): TokenRecord[] {
+  readLatest(store);
   return [...store.db.tokens.getRange({})].map((e) => e.value as TokenRecord).sort((a, b) => a.created_at.localeCompare(b.created_at));
 }
 

@@ -200,10 +200,11 @@ t.test('no cross use of business tokens and sessions', async (t) => {
   t.equal(r.status, 401, 'a session id as a Bearer token');
 });
 
-// Brute force. Failed logins are counted per username (5) and per address (20) in LMDB,
-// across the server's two API workers, in a 15-minute window. These run last: the address
-// lock covers every later login from 127.0.0.1 until the clock moves on.
-t.test('five wrong passwords lock the username: 429 with Retry-After, even for the right one', async (t) => {
+// Brute force. Failed logins are counted per address (20), per address and username (5) and
+// per username (a growing delay that skips addresses the name logged in from), in LMDB,
+// across the server's two API workers (rules: test/auth/login-throttle.test.ts). These run
+// last: the address limit covers every later login from 127.0.0.1 until the clock moves on.
+t.test('five wrong passwords from one address stop that address for the name: 429 with Retry-After, even for the right one', async (t) => {
   setClock(at + 16 * MIN);
   for (let i = 0; i < 5; i++) {
     const r = await loginRequest(base, ADMIN.username, `guess ${i}`);

@@ -54,6 +54,9 @@ t.test('SIGKILL during inference: restart refunds the pending reservation and fr
   const recovery = second.logLines().find((l) => /crash recovery: pending reservation refunded/.test(l.msg));
   t.ok(recovery, 'recovery is logged');
   t.equal(recovery.request_id, pending[0].request_id);
+  t.equal(recovery.holder_pid, process.pid, 'the dead holder is named holder_pid');
+  const raw = second.logs.join('\n').split('\n').find((l) => l.includes('crash recovery: pending reservation refunded'))!;
+  t.equal(raw.match(/"pid":/g)?.length, 1, 'one pid key per line: the logging process');
   t.equal((await (await fetch(`${second.baseUrl}/v1/me`, { headers: bearer(token) })).json()).usage[0].used, 0, 'refunded');
   const retry = await postVerify(second.baseUrl, token, 'rgb_liveness', body, { 'idempotency-key': 'k-crash' });
   t.equal(retry.status, 200, 'the key was released and the retry runs');

@@ -15,10 +15,9 @@ import { addUser, LastAdminError, listUserViews, patchUser } from '../../admin/u
 import { bodyParser } from '../../admin/validate.ts';
 import { destroyUserSessions } from '../../auth/session.ts';
 import { ServiceError, ValidationFailure } from '../../errors/index.ts';
-import { listAudit, listLedger, listPendingSettlements, resolveSettlement } from '../../metering/index.ts';
+import { listPendingSettlements, resolveSettlement } from '../../metering/index.ts';
 import type { ModuleId } from '../../packets/types.ts';
-import { setModuleEnabled } from '../../store/modules.ts';
-import { DuplicateUserError, getUser } from '../../store/users.ts';
+import { DuplicateUserError } from '../../store/users.ts';
 import { readJson } from '../body.ts';
 import { json, type Reply } from '../respond.ts';
 import type { HttpContext } from '../context.ts';
@@ -48,26 +47,27 @@ function moduleParam(id: string | undefined): ModuleId {
 }
 
 /** contract.md "Administration API". Every handler runs requireAdmin (session, role, CSRF)
- * synchronously before it claims the body, so a refused call never reads one. */
+ * before it claims the body, so a refused call never reads one (the body is held, paused,
+ * while the session is looked up, and drained by the refusal). */
 export function adminRoutes(router: Router, s: Services): void {
   const { store } = s;
   // Every admin route is registered through this, so none can forget the guard.
   const admin = (method: string, path: string, handler: (ctx: HttpContext, p: Params, who: AdminSession) => Reply | Promise<Reply>) =>
-    router.add(method, path, (ctx, p) => handler(ctx, p, requireAdmin(ctx, s)));
+    router.add(method, path, async (ctx, p) => handler(ctx, p, await requireAdmin(ctx, s)));
 
-  admin('GET', '/admin/api/modules', (ctx) => {
-    return json(200, { modules: moduleViews(store, s.inference, s.config.MODEL_SET) });
+  admin('GET', '/admin/api/modules', async (ctx) => {
+    return json(200, { modules: await moduleViews(store, s.inference, s.config.MODEL_SET) });
   });
 
   admin('PATCH', '/admin/api/modules/:module_id', async (ctx, p) => {
     const id = moduleParam(p.module_id);
     const body = parse.modulePatch(await readJson(ctx));
-    await setModuleEnabled(store, id, body.enabled);
-    return json(200, moduleView(store, s.inference, id, s.config.MODEL_SET));
+    await store.setModuleEnabled(id, body.enabled);
+    return json(200, await moduleView(store, s.inference, id, s.config.MODEL_SET));
   });
 
-  admin('GET', '/admin/api/users', (ctx) => {
-    return json(200, { users: listUserViews(store) });
+  admin('GET', '/admin/api/users', async (ctx) => {
+    return json(200, { users: await listUserViews(store) });
   });
 
   admin('POST', '/admin/api/users', async (ctx) => {
@@ -82,7 +82,7 @@ export function adminRoutes(router: Router, s: Services): void {
 
   admin('PATCH', '/admin/api/users/:id', async (ctx, p, who) => {
     const body = parse.userPatch(await readJson(ctx));
-    const before = found(getUser(store, p.id!), 'user');
+    const before = found(await store.getUser(p.id!), 'user');
     let user;
     try {
       user = found(await patchUser(store, before.id, body), 'user');
@@ -100,8 +100,8 @@ export function adminRoutes(router: Router, s: Services): void {
     return json(200, user);
   });
 
-  admin('GET', '/admin/api/tokens', (ctx) => {
-    return json(200, { tokens: listTokenViews(store) });
+  admin('GET', '/admin/api/tokens', async (ctx) => {
+    return json(200, { tokens: await listTokenViews(store) });
   });
 
   admin('POST', '/admin/api/tokens', async (ctx) => {
@@ -115,8 +115,8 @@ export function adminRoutes(router: Router, s: Services): void {
     return json(201, { ...token, token: plaintext });
   });
 
-  admin('GET', '/admin/api/tokens/:id', (ctx, p) => {
-    return json(200, found(tokenDetail(store, p.id!), 'token'));
+  admin('GET', '/admin/api/tokens/:id', async (ctx, p) => {
+    return json(200, found(await tokenDetail(store, p.id!), 'token'));
   });
 
   admin('PATCH', '/admin/api/tokens/:id', async (ctx, p) => {
@@ -147,16 +147,16 @@ export function adminRoutes(router: Router, s: Services): void {
     return noContent;
   });
 
-  admin('GET', '/admin/api/usage', (ctx) => {
-    return json(200, listLedger(store, parsePageQuery(ctx.searchParams())));
+  admin('GET', '/admin/api/usage', async (ctx) => {
+    return json(200, await store.listLedger(parsePageQuery(ctx.searchParams())));
   });
 
-  admin('GET', '/admin/api/audit', (ctx) => {
-    return json(200, listAudit(store, parsePageQuery(ctx.searchParams())));
+  admin('GET', '/admin/api/audit', async (ctx) => {
+    return json(200, await store.listAudit(parsePageQuery(ctx.searchParams())));
   });
 
-  admin('GET', '/admin/api/settlements', (ctx) => {
-    return json(200, { settlements: listPendingSettlements(store) });
+  admin('GET', '/admin/api/settlements', async (ctx) => {
+    return json(200, { settlements: await listPendingSettlements(store) });
   });
 
   admin('POST', '/admin/api/settlements/:id/resolve', async (ctx, p) => {

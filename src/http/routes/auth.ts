@@ -21,13 +21,13 @@ export function authRoutes(router: Router, s: Services): void {
     return json(200, sessionBody(session), { 'Set-Cookie': sessionCookie(s.config, id) });
   });
 
-  router.add('GET', '/auth/session', (ctx) => {
-    const { session, user } = requireSession(ctx, s);
+  router.add('GET', '/auth/session', async (ctx) => {
+    const { session, user } = await requireSession(ctx, s);
     return json(200, sessionBody({ ...session, role: user.role }));
   });
 
   router.add('POST', '/auth/logout', async (ctx) => {
-    const { key, session } = requireSession(ctx, s);
+    const { key, session } = await requireSession(ctx, s);
     requireCsrf(ctx, session);
     await destroySession(s.store, key);
     return { status: 204, headers: { 'Set-Cookie': clearedCookie(s.config) } };

@@ -1,19 +1,19 @@
-import { moduleEnabled } from '../../store/modules.ts';
-import { storeHealthy } from '../../store/open.ts';
 import type { Router } from '../router.ts';
 import type { Services } from '../services.ts';
 import { json } from '../respond.ts';
 
 /** contract.md: live -> {status:"live"}; ready -> {status:"ready"|"not_ready", modules}.
- * Ready means the store answers and every enabled module's graphs are loaded and warm. */
+ * Ready means the store answers (with PostgreSQL: and this node holds its lease) and every
+ * enabled module's graphs are loaded and warm. Liveness never asks the store. */
 export function healthRoutes(router: Router, s: Services): void {
   router.add('GET', '/health/live', () => json(200, { status: 'live' }));
-  router.add('GET', '/health/ready', () => {
-    const store = storeHealthy(s.store);
+  router.add('GET', '/health/ready', async () => {
+    const store = await s.store.healthy();
     const modules: Record<string, object> = {};
     let ready = store;
     for (const m of s.inference.readiness()) {
-      const enabled = moduleEnabled(s.store, m.module_id);
+      // with the store down, the module switch is unknown: shown as enabled, ready is false anyway
+      const enabled = store ? await s.store.moduleEnabled(m.module_id).catch(() => true) : true;
       modules[m.module_id] = {
         enabled,
         ready: m.ready,

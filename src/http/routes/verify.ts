@@ -2,10 +2,9 @@ import { now } from '../../clock.ts';
 import { InferenceFailedError } from '../../cluster/remote-inference.ts';
 import { ServiceError, ValidationFailure } from '../../errors/index.ts';
 import type { ResultRecord } from '../../inference/types.ts';
-import { archiveDemoUpload, countryOf, refund, requestFingerprint, reserve, settle, writeAudit, type Reservation } from '../../metering/index.ts';
+import { archiveDemoUpload, countryOf, requestFingerprint, type Reservation } from '../../metering/index.ts';
 import { MODULE_IDS, type ModuleId, type ParsedMetadata } from '../../packets/types.ts';
 import { signBody } from '../../signing/index.ts';
-import { moduleEnabled } from '../../store/modules.ts';
 import type { TokenRecord } from '../../store/records.ts';
 import { earlyMetadata, prepareRequest } from '../../verify/index.ts';
 import { CapacitySlots } from '../capacity.ts';
@@ -69,16 +68,17 @@ export function verifyRoutes(router: Router, s: Services): void {
   });
 }
 
-/** The checks before the body, in the contract's order, run synchronously so that the body
- * reader is attached before uWS delivers the first chunk. */
-function verify(ctx: HttpContext, moduleParam: string, s: Services, slots: CapacitySlots, state: CallState): Promise<Reply> {
-  const token = requireToken(ctx, s);
+/** The checks before the body, in the contract's order. The token and module lookups may
+ * wait for the store (PostgreSQL); meanwhile the body is held, its socket paused
+ * (HttpContext.holdUnclaimedBody), so nothing is read before the capacity slot is taken. */
+async function verify(ctx: HttpContext, moduleParam: string, s: Services, slots: CapacitySlots, state: CallState): Promise<Reply> {
+  const token = await requireToken(ctx, s);
   state.token = token;
   if (!(MODULE_IDS as readonly string[]).includes(moduleParam)) throw new ServiceError('module_not_found', `Unknown module ${JSON.stringify(moduleParam.slice(0, 64))}`);
   const moduleId = moduleParam as ModuleId;
   state.moduleId = moduleId;
   if (!token.grants.some((g) => g.module_id === moduleId)) throw new ServiceError('module_forbidden');
-  if (!moduleEnabled(s.store, moduleId)) throw new ServiceError('module_disabled');
+  if (!(await s.store.moduleEnabled(moduleId))) throw new ServiceError('module_disabled');
   if (!s.inference.readiness().find((m) => m.module_id === moduleId)?.ready) {
     throw new ServiceError('module_unavailable', 'The module\'s models are not loaded yet', { 'Retry-After': String(s.config.RETRY_AFTER_SECONDS) });
   }
@@ -120,7 +120,7 @@ async function run(
   const fingerprint = key === null ? null : requestFingerprint(moduleId, batch ? { captures } : captures[0], prepared.files);
 
   const at = now();
-  const outcome = await reserve(s.store, {
+  const outcome = await s.store.reserve({
     token, moduleId, units: prepared.captures.length, requestId: ctx.requestId, idempotencyKey: key, fingerprint, at, retryAfterSeconds: s.config.RETRY_AFTER_SECONDS,
   });
   if (outcome.kind === 'replay') {
@@ -135,7 +135,7 @@ async function run(
     results = await s.inference.infer({ module_id: moduleId, captures: prepared.captures });
     s.metrics.inferenceSeconds.observe({ module: moduleId }, (performance.now() - started) / 1000);
   } catch (err) {
-    await refund(s.store, reservation.id, now());
+    await s.store.refund(reservation.id, now());
     if (err instanceof InferenceFailedError) throw new ServiceError('inference_failed');
     throw err;
   }
@@ -147,8 +147,7 @@ async function run(
 function settleCall(s: Services, ctx: HttpContext, reservation: Reservation, moduleId: ModuleId, results: ResultRecord[]): Promise<string> {
   const failPrefix = s.config.TEST_SETTLEMENT_FAIL_PREFIX;
   const inject = failPrefix !== undefined && results.some((r) => r.capture_id.startsWith(failPrefix));
-  return settle(
-    s.store,
+  return s.store.settle(
     reservation,
     now(),
     (usage) => JSON.stringify({ request_id: ctx.requestId, module_id: moduleId, charged_units: reservation.units, results, usage }),
@@ -174,7 +173,7 @@ async function signed(s: Services, reply: Reply): Promise<Reply> {
 
 function audit(ctx: HttpContext, s: Services, state: CallState, status: number): void {
   const ip = clientAddress(s.config, ctx.peerAddress, ctx.headers['x-forwarded-for']);
-  void writeAudit(s.store, {
+  void s.store.writeAudit({
     request_id: ctx.requestId,
     at: new Date(now()).toISOString(),
     token_id: state.token?.id ?? null,

@@ -1,0 +1,16 @@
+import { SCHEMA_VERSION } from '../store/open.ts';
+import type { PgBackend } from '../store/pg/backend.ts';
+import { MIGRATIONS } from '../store/pg/migrations.ts';
+import type { Command } from './main.ts';
+
+export const dbCommands: Record<string, Command> = {
+  'db migrate': {
+    usage: 'db migrate   (PostgreSQL when DATABASE_URL is set: applies pending schema migrations under the advisory lock; LMDB: creates or checks the store)',
+    // Opening the store is the migration: the CLI opened it (under the advisory lock for
+    // PostgreSQL, checked against this build's layout for LMDB) before running this.
+    async run(store) {
+      if (store.kind === 'lmdb') return { store: 'lmdb', schema_version: SCHEMA_VERSION, applied: [] };
+      return { store: 'postgres', schema_version: MIGRATIONS[MIGRATIONS.length - 1]!.version, applied: (store as PgBackend).applied };
+    },
+  },
+};

@@ -1,0 +1,92 @@
+import type { SessionRecord } from '../auth/session.ts';
+import type { ThrottleView } from '../auth/throttle-rules.ts';
+import type { LedgerCheck, Page, PageQuery } from '../metering/ledger.ts';
+import type { AuditRecord, LedgerEntry, Reservation } from '../metering/records.ts';
+import type { ReserveInput, ReserveOutcome } from '../metering/reserve.ts';
+import type { UsageRecord } from '../metering/usage.ts';
+import type { ModuleId } from '../packets/types.ts';
+import type { TokenRecord, UserRecord } from './records.ts';
+
+// One store, two implementations: LMDB embedded in DATA_DIR (the default, one host) and
+// PostgreSQL (DATABASE_URL, several stateless nodes on one database). The interface is cut
+// at whole operations, never raw transactions, so each implementation can make every
+// operation atomic its own way: an LMDB write transaction with a child transaction
+// (atomic.ts), or one PostgreSQL statement or stored function. Rules (quota, windows,
+// fingerprints, messages, login throttling) are shared pure functions both call.
+//
+// Adding an operation: declare it here, implement it in lmdb-backend.ts and in
+// pg/backend.ts (a schema change is a new entry at the end of pg/migrations.ts, never an
+// edit of an applied one), and add a case to test/store/contract.ts, which runs against both.
+
+export type ResolveAction = 'charge' | 'refund';
+
+export interface UserPatch {
+  enabled?: boolean;
+  role?: UserRecord['role'];
+  password_hash?: string;
+}
+
+export interface StoreBackend {
+  readonly kind: 'lmdb' | 'postgres';
+  /** a cheap round trip that proves the store answers (readiness) */
+  healthy(): Promise<boolean>;
+  close(): Promise<void>;
+
+  // users and tokens: read-modify-write happens inside the store, so concurrent operators on
+  // any worker or node never lose each other's changes
+  getUser(id: string): Promise<UserRecord | undefined>;
+  getUserByName(username: string): Promise<UserRecord | undefined>;
+  listUsers(): Promise<UserRecord[]>;
+  /** false when the name is taken (checked atomically with the insert) */
+  createUser(user: UserRecord): Promise<boolean>;
+  /** `check` sees the user before and after and every other user, all as the write commits
+   * against them; a throw from it aborts the change */
+  updateUser(id: string, patch: UserPatch, check?: (before: UserRecord, after: UserRecord, others: UserRecord[]) => void): Promise<UserRecord | undefined>;
+  getToken(id: string): Promise<TokenRecord | undefined>;
+  getTokenByHash(hash: string): Promise<TokenRecord | undefined>;
+  listTokens(): Promise<TokenRecord[]>;
+  insertToken(token: TokenRecord): Promise<void>;
+  updateToken(id: string, change: (t: TokenRecord) => TokenRecord): Promise<TokenRecord | undefined>;
+  moduleEnabled(id: ModuleId): Promise<boolean>;
+  setModuleEnabled(id: ModuleId, enabled: boolean): Promise<void>;
+
+  // metering: each of reserve, settle, refund and resolve is one atomic operation
+  /** idempotency lookup, token re-check, quota check and reservation; throws ServiceError
+   * (409, 401, 403, 429, 500 settlement_failed) having written nothing */
+  reserve(input: ReserveInput): Promise<ReserveOutcome>;
+  /** charged + key completed with the body `render` builds from the usage as of settlement
+   * + result stored; on failure marks the reservation settlement_failed and throws
+   * ServiceError settlement_failed. `injectFailure` is the testing hook. */
+  settle(reservation: Reservation, at: number, render: (usage: UsageRecord[]) => string, results: unknown, injectFailure?: boolean): Promise<string>;
+  /** gives held units back and releases the key; idempotent */
+  refund(reservationId: string, at: number): Promise<Reservation | undefined>;
+  /** operator decision on a settlement_failed reservation; 'not_pending' when it is not one */
+  resolveReservation(id: string, action: ResolveAction, at: number): Promise<Reservation | undefined | 'not_pending'>;
+  getReservation(id: string): Promise<Reservation | undefined>;
+  listSettlementFailed(): Promise<Reservation[]>;
+  usageSnapshot(token: TokenRecord, at: number): Promise<UsageRecord[]>;
+  listLedger(q: PageQuery): Promise<Page<Omit<LedgerEntry, 'windows'>>>;
+  verifyLedger(): Promise<LedgerCheck>;
+  writeAudit(record: AuditRecord): Promise<void>;
+  listAudit(q: PageQuery): Promise<Page<AuditRecord>>;
+  /** completed keys older than the retention, with their settled reservations */
+  pruneIdempotency(at: number, retentionHours: number): Promise<number>;
+  /** refunds pending reservations whose holder is gone (LMDB: its process; PostgreSQL: its
+   * node's lease expired) and releases their keys; returns what it refunded */
+  recoverPending(at: number): Promise<Reservation[]>;
+
+  // administrator sessions, keyed by the SHA-256 of the cookie value
+  putSession(key: string, session: SessionRecord): Promise<void>;
+  getSession(key: string): Promise<SessionRecord | undefined>;
+  deleteSession(key: string): Promise<void>;
+  /** ends a user's sessions except `keep`; returns how many */
+  deleteUserSessions(userId: string, keep?: string): Promise<number>;
+  /** drops sessions for which `alive` is false */
+  sweepSessions(alive: (s: SessionRecord) => boolean): Promise<void>;
+
+  // login throttle (rules in auth/throttle-rules.ts)
+  readThrottle(address: string, username: string, at: number): Promise<ThrottleView>;
+  recordLoginFailure(address: string, username: string, at: number): Promise<void>;
+  recordLoginSuccess(address: string, username: string, at: number): Promise<void>;
+  sweepLoginThrottle(at: number): Promise<void>;
+}

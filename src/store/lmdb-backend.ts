@@ -1,0 +1,172 @@
+import type { SessionRecord } from '../auth/session.ts';
+import { readThrottle, recordLoginFailure, recordLoginSuccess, sweepFailures } from '../auth/login-throttle.ts';
+import { listAudit, writeAudit } from '../metering/audit.ts';
+import { listLedger, verifyLedger } from '../metering/ledger.ts';
+import { holderAlive } from '../metering/owner.ts';
+import type { Reservation } from '../metering/records.ts';
+import { pruneIdempotency } from '../metering/recovery.ts';
+import { reserve } from '../metering/reserve.ts';
+import { refund, resolveReservation, settle } from '../metering/settle.ts';
+import { usageSnapshot } from '../metering/usage.ts';
+import type { ModuleId } from '../packets/types.ts';
+import type { StoreBackend, UserPatch } from './backend.ts';
+import { moduleEnabled, setModuleEnabled } from './modules.ts';
+import { openStore, readLatest, storeHealthy, type Store } from './open.ts';
+import type { TokenRecord, UserRecord } from './records.ts';
+import { getToken, getTokenByHash, insertToken, listTokens, updateToken } from './tokens.ts';
+import { getUser, getUserByName, insertUser, listUsers, updateUser } from './users.ts';
+
+/** The embedded store behind the common interface. The operations themselves stay where
+ * they were written (metering/, auth/, store/), so this is a thin adapter: each call is one
+ * LMDB write transaction (atomic.ts) or a read from the latest commit. */
+export class LmdbBackend implements StoreBackend {
+  readonly kind = 'lmdb' as const;
+  constructor(readonly store: Store) {}
+
+  static open(dataDir: string): LmdbBackend {
+    return new LmdbBackend(openStore(dataDir));
+  }
+
+  async healthy() {
+    return storeHealthy(this.store);
+  }
+  close() {
+    return this.store.close();
+  }
+
+  async getUser(id: string) {
+    return getUser(this.store, id);
+  }
+  async getUserByName(username: string) {
+    return getUserByName(this.store, username);
+  }
+  async listUsers() {
+    return listUsers(this.store);
+  }
+  createUser(user: UserRecord) {
+    return insertUser(this.store, user);
+  }
+  updateUser(id: string, patch: UserPatch, check?: (before: UserRecord, after: UserRecord, others: UserRecord[]) => void) {
+    return updateUser(this.store, id, patch, check);
+  }
+  async getToken(id: string) {
+    return getToken(this.store, id);
+  }
+  async getTokenByHash(hash: string) {
+    return getTokenByHash(this.store, hash);
+  }
+  async listTokens() {
+    return listTokens(this.store);
+  }
+  insertToken(token: TokenRecord) {
+    return insertToken(this.store, token);
+  }
+  updateToken(id: string, change: (t: TokenRecord) => TokenRecord) {
+    return updateToken(this.store, id, change);
+  }
+  async moduleEnabled(id: ModuleId) {
+    readLatest(this.store);
+    return moduleEnabled(this.store, id);
+  }
+  setModuleEnabled(id: ModuleId, enabled: boolean) {
+    return setModuleEnabled(this.store, id, enabled);
+  }
+
+  reserve(input: Parameters<StoreBackend['reserve']>[0]) {
+    return reserve(this.store, input);
+  }
+  settle(...args: Parameters<StoreBackend['settle']>) {
+    return settle(this.store, ...args);
+  }
+  refund(reservationId: string, at: number) {
+    return refund(this.store, reservationId, at);
+  }
+  resolveReservation(id: string, action: 'charge' | 'refund', at: number) {
+    return resolveReservation(this.store, id, action, at);
+  }
+  async getReservation(id: string) {
+    readLatest(this.store);
+    return this.store.db.reservations.get(id) as Reservation | undefined;
+  }
+  async listSettlementFailed() {
+    readLatest(this.store);
+    const out: Reservation[] = [];
+    for (const { value } of this.store.db.reservations.getRange({})) if ((value as Reservation).state === 'settlement_failed') out.push(value as Reservation);
+    return out.sort((a, b) => a.created_at.localeCompare(b.created_at));
+  }
+  async usageSnapshot(token: TokenRecord, at: number) {
+    return usageSnapshot(this.store, token, at);
+  }
+  async listLedger(q: Parameters<StoreBackend['listLedger']>[0]) {
+    readLatest(this.store);
+    return listLedger(this.store, q);
+  }
+  async verifyLedger() {
+    return verifyLedger(this.store);
+  }
+  async writeAudit(record: Parameters<StoreBackend['writeAudit']>[0]) {
+    await writeAudit(this.store, record);
+  }
+  async listAudit(q: Parameters<StoreBackend['listAudit']>[0]) {
+    readLatest(this.store);
+    return listAudit(this.store, q);
+  }
+  pruneIdempotency(at: number, retentionHours: number) {
+    return pruneIdempotency(this.store, at, retentionHours);
+  }
+  async recoverPending(at: number) {
+    // a reservation names its process (owner.ts); recovery runs before this process serves
+    readLatest(this.store);
+    const done: Reservation[] = [];
+    for (const { value } of this.store.db.reservations.getRange({})) {
+      const r = value as Reservation;
+      if (r.state !== 'pending' || holderAlive(r)) continue;
+      const after = await refund(this.store, r.id, at);
+      if (after?.state === 'refunded' && after.settled_at === new Date(at).toISOString()) done.push(r);
+    }
+    return done;
+  }
+
+  async putSession(key: string, session: SessionRecord) {
+    await this.store.db.sessions.put(key, session);
+  }
+  async getSession(key: string) {
+    readLatest(this.store);
+    return this.store.db.sessions.get(key) as SessionRecord | undefined;
+  }
+  async deleteSession(key: string) {
+    await this.store.db.sessions.remove(key);
+  }
+  async deleteUserSessions(userId: string, keep?: string) {
+    const db = this.store.db.sessions;
+    let n = 0;
+    await db.transaction(() => {
+      for (const { key, value } of db.getRange({})) {
+        if ((value as SessionRecord).user_id === userId && key !== keep) {
+          db.remove(key);
+          n++;
+        }
+      }
+    });
+    return n;
+  }
+  async sweepSessions(alive: (s: SessionRecord) => boolean) {
+    const db = this.store.db.sessions;
+    await db.transaction(() => {
+      for (const { key, value } of db.getRange({})) if (!alive(value as SessionRecord)) db.remove(key);
+    });
+  }
+
+  async readThrottle(address: string, username: string, at: number) {
+    return readThrottle(this.store, address, username, at);
+  }
+  recordLoginFailure(address: string, username: string, at: number) {
+    return recordLoginFailure(this.store, address, username, at);
+  }
+  recordLoginSuccess(address: string, username: string, at: number) {
+    return recordLoginSuccess(this.store, address, username, at);
+  }
+  sweepLoginThrottle(at: number) {
+    return sweepFailures(this.store, at);
+  }
+}

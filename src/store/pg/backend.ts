@@ -1,0 +1,571 @@
+import { randomBytes } from 'node:crypto';
+import os from 'node:os';
+import pg from 'pg';
+import type { SessionRecord } from '../../auth/session.ts';
+import { countFailure, KNOWN_ADDRESS_MS, nameLive, throttleName, windowLive, type FailureCount, type ThrottleView } from '../../auth/throttle-rules.ts';
+import { addressKey, nameKey, pairKey } from '../../auth/throttle-rules.ts';
+import { ServiceError } from '../../errors/index.ts';
+import type { LedgerCheck, Page, PageQuery } from '../../metering/ledger.ts';
+import { resetAt, windowKey } from '../../metering/periods.ts';
+import { quotaRefusal } from '../../metering/quota.ts';
+import type { AuditRecord, LedgerEntry, Reservation } from '../../metering/records.ts';
+import type { ReserveInput, ReserveOutcome } from '../../metering/reserve.ts';
+import type { UsageRecord } from '../../metering/usage.ts';
+import type { ModuleId } from '../../packets/types.ts';
+import type { Grant, TokenRecord, UserRecord } from '../records.ts';
+import type { ResolveAction, StoreBackend, UserPatch } from '../backend.ts';
+import { StoreError } from '../open.ts';
+import { migrate } from './migrate.ts';
+
+export interface PgOptions {
+  /** how long a node's lease lasts without renewal; renewed every third of it */
+  leaseMs?: number;
+  /** connections per process (each API worker thread has its own pool) */
+  poolSize?: number;
+  /** per-statement limit, so a stuck database turns into an error, never a hang */
+  statementTimeoutMs?: number;
+  onError?: (err: Error) => void;
+}
+
+/** The database does not answer: 503 server_busy with Retry-After, the spec's "wait and
+ * retry with the same package and key" answer. Nothing was charged by the failed call (what
+ * may have committed before the connection broke is repaired, see PgBackend.repairs). */
+export class StoreUnavailableError extends ServiceError {
+  constructor(message: string, cause: unknown) {
+    super('server_busy', 'The store is not answering; retry after the indicated delay', { 'Retry-After': '1' }, cause);
+    this.name = 'StoreUnavailableError';
+    this.detail = message;
+  }
+  readonly detail: string;
+}
+
+// int8 (counts, epoch ms) arrives as a string by default; every such value here is far below
+// 2^53, so a number is exact.
+const types = {
+  getTypeParser: (oid: number, format?: 'text' | 'binary') => (oid === 20 ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format as 'text')),
+};
+
+type Row = Record<string, any>;
+
+const isoOf = (ms: number) => new Date(ms).toISOString();
+const cursorOf = (at: number, id: string) => Buffer.from(JSON.stringify([at, id])).toString('base64url');
+
+function windowsOf(at: number) {
+  const rd = resetAt('day', at)!;
+  const rm = resetAt('month', at)!;
+  return { day: windowKey('day', at), month: windowKey('month', at), resetDay: isoOf(rd), resetMonth: isoOf(rm) };
+}
+
+function reservationOf(r: Row): Reservation {
+  return {
+    id: r.id,
+    request_id: r.request_id,
+    token_id: r.token_id,
+    module_id: r.module_id,
+    units: r.units,
+    state: r.state,
+    windows: { day: r.day, month: r.month },
+    created_at: r.created_at,
+    settled_at: r.settled_at,
+    pid: 0,
+    node: r.node_id,
+    idempotency_key: r.idempotency_key,
+    unsaved_body: r.unsaved_body,
+  };
+}
+
+/** The shared store for several nodes: every operation is one statement, one stored
+ * function call, or (operator paths only) one short transaction. The pool's 'error' events
+ * are handled, so a database restart costs the calls in flight their answer (a
+ * StoreUnavailableError), never the thread. */
+export class PgBackend implements StoreBackend {
+  readonly kind = 'postgres' as const;
+  readonly pool: pg.Pool;
+  private nodeId = '';
+  private leaseOkUntil = 0;
+  private renewTimer: NodeJS.Timeout | undefined;
+  /** migrations this process applied when it opened the store (npm run cli -- db migrate) */
+  applied: number[] = [];
+  private readonly leaseMs: number;
+  /** Writes owed to the database from calls that failed while it was away: a reservation
+   * whose call failed may still have committed (the connection can break after the commit),
+   * and a settlement that failed must be marked for the operator. Until repaired such a
+   * reservation would hold its key while this node stays alive, so each is retried after
+   * every successful lease renewal. A node that dies instead has them swept by another. */
+  private readonly repairs = new Map<string, { kind: 'refund'; at: number } | { kind: 'mark'; body: string | null }>();
+
+  private constructor(url: string, private opts: PgOptions) {
+    this.leaseMs = opts.leaseMs ?? 15_000;
+    this.pool = new pg.Pool({
+      connectionString: url,
+      max: opts.poolSize ?? 4,
+      connectionTimeoutMillis: 5_000,
+      statement_timeout: opts.statementTimeoutMs ?? 10_000,
+      query_timeout: (opts.statementTimeoutMs ?? 10_000) + 2_000,
+      idleTimeoutMillis: 30_000,
+      types,
+    });
+    // an idle client whose server went away emits here; unhandled, it would kill the thread
+    this.pool.on('error', (err) => opts.onError?.(err));
+  }
+
+  /** Connects, applies pending migrations (under an advisory lock) and registers this
+   * process as a node with a lease it keeps renewing. */
+  static async open(url: string, opts: PgOptions = {}): Promise<PgBackend> {
+    const b = new PgBackend(url, opts);
+    try {
+      b.applied = await migrate(b.pool);
+      await b.register();
+    } catch (err) {
+      await b.pool.end().catch(() => {});
+      const where = new URL(url);
+      throw new StoreError(`cannot open the PostgreSQL store at ${where.host}${where.pathname}: ${(err as Error).message}`, { cause: err });
+    }
+    b.renewTimer = setInterval(() => void b.renew(), Math.max(50, Math.floor(b.leaseMs / 3)));
+    b.renewTimer.unref();
+    return b;
+  }
+
+  get node(): string {
+    return this.nodeId;
+  }
+
+  private async register(): Promise<void> {
+    const id = `node_${randomBytes(9).toString('base64url')}`;
+    const info = { pid: process.pid, host: os.hostname() };
+    const started = Date.now();
+    await this.pool.query(`INSERT INTO nodes (id, info, lease_until) VALUES ($1, $2, now() + $3 * interval '1 millisecond')`, [id, info, this.leaseMs]);
+    this.nodeId = id;
+    this.leaseOkUntil = started + this.leaseMs;
+  }
+
+  /** Extends the lease; a lease found lapsed is not revived (another node may be refunding
+   * its reservations): this process registers as a new node for what it reserves next. */
+  async renew(): Promise<boolean> {
+    const started = Date.now();
+    try {
+      const r = await this.pool.query(`UPDATE nodes SET lease_until = now() + $2 * interval '1 millisecond' WHERE id = $1 AND lease_until > now()`, [this.nodeId, this.leaseMs]);
+      if (r.rowCount === 1) this.leaseOkUntil = started + this.leaseMs;
+      else await this.register();
+      await this.repair();
+      return true;
+    } catch (err) {
+      this.opts.onError?.(err as Error);
+      return false;
+    }
+  }
+
+  private async repair(): Promise<void> {
+    for (const [id, job] of [...this.repairs]) {
+      if (job.kind === 'refund') await this.pool.query('SELECT * FROM lv_refund($1, $2, $3, $4)', [id, job.at, isoOf(job.at), `led_${randomBytes(9).toString('base64url')}`]);
+      else await this.pool.query(`UPDATE reservations SET state = 'settlement_failed', unsaved_body = $2 WHERE id = $1 AND state = 'pending'`, [id, job.body]);
+      this.repairs.delete(id);
+    }
+  }
+
+  /** writes still owed to the database (see repairs) */
+  pendingRepairs(): number {
+    return this.repairs.size;
+  }
+
+  /** Ready only while the database answers and this node's lease is known to be held. */
+  async healthy(): Promise<boolean> {
+    if (Date.now() >= this.leaseOkUntil) return false;
+    try {
+      await this.pool.query('SELECT 1');
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.renewTimer);
+    // a node that leaves cleanly and holds nothing is forgotten at once
+    await this.pool.query(`DELETE FROM nodes n WHERE n.id = $1 AND NOT EXISTS (SELECT 1 FROM reservations r WHERE r.node_id = n.id AND r.state = 'pending')`, [this.nodeId]).catch(() => {});
+    await this.pool.end();
+  }
+
+  private async q(text: string, values: unknown[] = []): Promise<pg.QueryResult<Row>> {
+    try {
+      return await this.pool.query(text, values);
+    } catch (err) {
+      throw unavailable(err);
+    }
+  }
+
+  private async tx<T>(fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+    let client: pg.PoolClient;
+    try {
+      client = await this.pool.connect();
+    } catch (err) {
+      throw unavailable(err);
+    }
+    let broken: Error | undefined;
+    try {
+      await client.query('BEGIN');
+      const out = await fn(client);
+      await client.query('COMMIT');
+      return out;
+    } catch (err) {
+      await client.query('ROLLBACK').catch((e: Error) => (broken = e));
+      throw unavailable(err);
+    } finally {
+      client.release(broken);
+    }
+  }
+
+  // users and tokens
+
+  async getUser(id: string) {
+    return (await this.q('SELECT record FROM users WHERE id = $1', [id])).rows[0]?.record as UserRecord | undefined;
+  }
+  async getUserByName(username: string) {
+    return (await this.q('SELECT record FROM users WHERE username = $1', [username])).rows[0]?.record as UserRecord | undefined;
+  }
+  async listUsers() {
+    return (await this.q('SELECT record FROM users ORDER BY created_at, id')).rows.map((r) => r.record as UserRecord);
+  }
+  async createUser(user: UserRecord) {
+    const r = await this.q('INSERT INTO users (id, username, record, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING', [user.id, user.username, user, user.created_at]);
+    return r.rowCount === 1;
+  }
+  async updateUser(id: string, patch: UserPatch, check?: (before: UserRecord, after: UserRecord, others: UserRecord[]) => void) {
+    return this.tx(async (c) => {
+      // the check may look at every user ("an admin remains"): lock them all, so two
+      // concurrent changes cannot both pass it
+      const all = (await c.query(check ? 'SELECT id, record FROM users ORDER BY id FOR UPDATE' : 'SELECT id, record FROM users WHERE id = $1 FOR UPDATE', check ? [] : [id])).rows;
+      const user = all.find((r) => r.id === id)?.record as UserRecord | undefined;
+      if (!user) return undefined;
+      const next = { ...user, ...patch };
+      check?.(user, next, all.filter((r) => r.id !== id).map((r) => r.record as UserRecord));
+      await c.query('UPDATE users SET record = $2 WHERE id = $1', [id, next]);
+      return next;
+    });
+  }
+  async getToken(id: string) {
+    return (await this.q('SELECT record FROM tokens WHERE id = $1', [id])).rows[0]?.record as TokenRecord | undefined;
+  }
+  async getTokenByHash(hash: string) {
+    return (await this.q('SELECT record FROM tokens WHERE hash = $1', [hash])).rows[0]?.record as TokenRecord | undefined;
+  }
+  async listTokens() {
+    return (await this.q('SELECT record FROM tokens ORDER BY created_at, id')).rows.map((r) => r.record as TokenRecord);
+  }
+  async insertToken(token: TokenRecord) {
+    await this.q('INSERT INTO tokens (id, hash, record, created_at) VALUES ($1, $2, $3, $4)', [token.id, token.hash, token, token.created_at]);
+  }
+  async updateToken(id: string, change: (t: TokenRecord) => TokenRecord) {
+    return this.tx(async (c) => {
+      const t = (await c.query('SELECT record FROM tokens WHERE id = $1 FOR UPDATE', [id])).rows[0]?.record as TokenRecord | undefined;
+      if (!t) return undefined;
+      const next = change(t);
+      await c.query('UPDATE tokens SET record = $2 WHERE id = $1', [id, next]);
+      return next;
+    });
+  }
+  async moduleEnabled(id: ModuleId) {
+    const r = (await this.q('SELECT enabled FROM modules WHERE module_id = $1', [id])).rows[0];
+    return r ? (r.enabled as boolean) : true;
+  }
+  async setModuleEnabled(id: ModuleId, enabled: boolean) {
+    await this.q('INSERT INTO modules (module_id, enabled) VALUES ($1, $2) ON CONFLICT (module_id) DO UPDATE SET enabled = EXCLUDED.enabled', [id, enabled]);
+  }
+
+  // metering
+
+  async reserve(input: ReserveInput): Promise<ReserveOutcome> {
+    const { token, moduleId, units, requestId, idempotencyKey: key, fingerprint, at } = input;
+    const w = windowsOf(at);
+    const created = isoOf(at);
+    // a same-key request admitted between the function's lookup and its claim answers
+    // 'retry': the second call then sees it (a handful of rounds is plenty)
+    for (let round = 0; ; round++) {
+      const id = `rsv_${randomBytes(9).toString('base64url')}`;
+      const call = this.q('SELECT lv_reserve($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) AS r', [
+        token.id, moduleId, units, requestId, key, fingerprint, at, created, w.day, w.month, id, `led_${randomBytes(9).toString('base64url')}`, this.nodeId,
+      ]).catch((err: unknown) => {
+        // the caller answers 503 and runs nothing: if the reservation did commit, give it back
+        if (err instanceof StoreUnavailableError) this.repairs.set(id, { kind: 'refund', at });
+        throw err;
+      });
+      const out = (await call).rows[0]!.r as { kind: string; code?: string; status?: number; body?: string; used?: number; grant?: Grant };
+      if (out.kind === 'reserved') {
+        return {
+          kind: 'reserved',
+          reservation: {
+            id, request_id: requestId, token_id: token.id, module_id: moduleId, units, state: 'pending', windows: { day: w.day, month: w.month },
+            created_at: created, settled_at: null, pid: process.pid, node: this.nodeId, idempotency_key: key, unsaved_body: null,
+          },
+        };
+      }
+      if (out.kind === 'replay') return { kind: 'replay', status: out.status ?? 200, body: out.body ?? '' };
+      if (out.kind === 'retry' && round < 5) continue;
+      if (out.code === 'quota_exceeded') throw quotaRefusal(moduleId, out.grant!, out.used!, units, at)!;
+      if (out.code === 'request_in_progress' || out.kind === 'retry') throw new ServiceError('request_in_progress', undefined, { 'Retry-After': String(input.retryAfterSeconds) });
+      throw new ServiceError(out.code as 'invalid_token' | 'module_forbidden' | 'idempotency_conflict' | 'settlement_failed');
+    }
+  }
+
+  async settle(reservation: Reservation, at: number, render: (usage: UsageRecord[]) => string, results: unknown, injectFailure = false): Promise<string> {
+    const w = windowsOf(at);
+    // The body is rendered here with a placeholder for the usage array, and the function
+    // fills in the usage as of the settlement itself: one call, and the saved body is the
+    // answer. The placeholder is random, so no client text can imitate it.
+    const marker = `"__usage_${randomBytes(12).toString('hex')}__"`;
+    const template = render(JSON.parse(marker) as unknown as UsageRecord[]);
+    let cause: unknown;
+    if (!injectFailure) {
+      try {
+        const out = (
+          await this.q('SELECT lv_settle($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) AS r', [
+            reservation.id, at, isoOf(at), template, marker, { at: isoOf(at), token_id: reservation.token_id, module_id: reservation.module_id, results }, w.day, w.month, w.resetDay, w.resetMonth,
+          ])
+        ).rows[0]!.r as { ok: boolean; body?: string; state?: string };
+        if (out.ok) return out.body!;
+        // Refused: this node's lease lapsed (another node may be refunding it) or the
+        // reservation is no longer pending. Never charged, so the client hears that
+        // inference failed and its units are back (refund is idempotent).
+        await this.refund(reservation.id, at).catch(() => {});
+        throw new ServiceError('inference_failed', undefined, {}, new Error(`settlement refused: reservation ${reservation.id} is ${out.state ?? 'missing'} or its node lease lapsed`));
+      } catch (err) {
+        if (err instanceof ServiceError && !(err instanceof StoreUnavailableError)) throw err;
+        cause = err;
+      }
+    } else cause = new Error('injected settlement failure (TEST_SETTLEMENT_FAIL_PREFIX)');
+    // The units stay reserved and the key pending for an operator; the answer that could not
+    // be saved is kept on the reservation, so a "charge" resolution can complete the key.
+    let marked: unknown = null;
+    try {
+      const usage = JSON.parse((await this.q('SELECT lv_usage_json($1, $2, $3, $4, $5) AS u', [reservation.token_id, w.day, w.month, w.resetDay, w.resetMonth])).rows[0]!.u as string) as UsageRecord[];
+      await this.q(`UPDATE reservations SET state = 'settlement_failed', unsaved_body = $2 WHERE id = $1 AND state = 'pending'`, [reservation.id, render(usage)]);
+    } catch (err) {
+      marked = err;
+      // owed: marked for the operator once the database answers again (unless it did commit);
+      // without the usage as of settlement no answer is kept, so "charge" releases the key
+      if (err instanceof StoreUnavailableError) this.repairs.set(reservation.id, { kind: 'mark', body: null });
+    }
+    throw new ServiceError('settlement_failed', undefined, {}, marked === null ? cause : new AggregateError([cause, marked], 'settlement failed, and marking it settlement_failed failed too'));
+  }
+
+  async refund(reservationId: string, at: number) {
+    let rows: Row[];
+    try {
+      rows = (await this.q('SELECT * FROM lv_refund($1, $2, $3, $4)', [reservationId, at, isoOf(at), `led_${randomBytes(9).toString('base64url')}`])).rows;
+    } catch (err) {
+      // the units are owed back: refunded once the database answers again
+      if (err instanceof StoreUnavailableError) this.repairs.set(reservationId, { kind: 'refund', at });
+      throw err;
+    }
+    return rows[0] ? reservationOf(rows[0]) : undefined;
+  }
+
+  async resolveReservation(id: string, action: ResolveAction, at: number): Promise<Reservation | undefined | 'not_pending'> {
+    return this.tx(async (c) => {
+      const r = (await c.query('SELECT * FROM reservations WHERE id = $1 FOR UPDATE', [id])).rows[0];
+      if (!r) return undefined;
+      if (r.state !== 'settlement_failed') return 'not_pending' as const;
+      if (action === 'refund') {
+        return reservationOf((await c.query('SELECT * FROM lv_refund($1, $2, $3, $4)', [id, at, isoOf(at), `led_${randomBytes(9).toString('base64url')}`])).rows[0]!);
+      }
+      const next = (await c.query(`UPDATE reservations SET state = 'charged', settled_at = $2, settled_ms = $3, unsaved_body = NULL WHERE id = $1 RETURNING *`, [id, isoOf(at), at])).rows[0]!;
+      if (r.idempotency_key !== null) {
+        if (r.unsaved_body !== null) {
+          await c.query(`UPDATE idempotency SET state = 'completed', completed_at = $4, completed_ms = $5, status = 200, body = $6 WHERE token_id = $1 AND key = $2 AND reservation_id = $3`, [r.token_id, r.idempotency_key, id, isoOf(at), at, r.unsaved_body]);
+        } else {
+          await c.query('DELETE FROM idempotency WHERE token_id = $1 AND key = $2 AND reservation_id = $3', [r.token_id, r.idempotency_key, id]);
+        }
+      }
+      return reservationOf(next);
+    });
+  }
+
+  async getReservation(id: string) {
+    const r = (await this.q('SELECT * FROM reservations WHERE id = $1', [id])).rows[0];
+    return r ? reservationOf(r) : undefined;
+  }
+  async listSettlementFailed() {
+    return (await this.q(`SELECT * FROM reservations WHERE state = 'settlement_failed' ORDER BY created_at, id`)).rows.map(reservationOf);
+  }
+  async usageSnapshot(token: TokenRecord, at: number): Promise<UsageRecord[]> {
+    const w = windowsOf(at);
+    const keys = token.grants.map((g) => [g.module_id, g.period, windowKey(g.period, at)]);
+    const rows = (
+      await this.q(
+        `SELECT k.m, coalesce(c.used, 0) AS used FROM jsonb_to_recordset($2::jsonb) AS k(m text, p text, w text)
+           LEFT JOIN counters c ON c.token_id = $1 AND c.module_id = k.m AND c.period = k.p AND c.win = k.w`,
+        [token.id, JSON.stringify(keys.map(([m, p, win]) => ({ m, p, w: win })))],
+      )
+    ).rows;
+    const used = new Map(rows.map((r) => [r.m as string, r.used as number]));
+    return token.grants.map((g) => {
+      const u = used.get(g.module_id) ?? 0;
+      return {
+        module_id: g.module_id,
+        limit: g.limit,
+        period: g.period,
+        used: u,
+        remaining: g.limit === null ? null : Math.max(0, g.limit - u),
+        reset_at: g.period === 'day' ? w.resetDay : g.period === 'month' ? w.resetMonth : null,
+      };
+    });
+  }
+
+  private async page<T>(table: 'ledger' | 'audit', q: PageQuery, row: (r: Row) => T, idCol: string): Promise<Page<T>> {
+    const limit = Math.min(Math.max(q.limit ?? 100, 1), 1000);
+    const where = ['at_ms >= $1', 'at_ms < $2'];
+    const values: unknown[] = [q.from ?? 0, q.to ?? Number.MAX_SAFE_INTEGER];
+    if (q.cursor) {
+      const [cAt, cId] = JSON.parse(Buffer.from(q.cursor, 'base64url').toString('utf8')) as [number, string];
+      values.push(cAt, cId);
+      where.push(`(at_ms, ${idCol}) > ($${values.length - 1}, $${values.length})`);
+    }
+    const col = table === 'ledger' ? 'token_id' : "record->>'token_id'";
+    const mcol = table === 'ledger' ? 'module_id' : "record->>'module_id'";
+    if (q.token_id) where.push(`${col} = $${values.push(q.token_id)}`);
+    if (q.module_id) where.push(`${mcol} = $${values.push(q.module_id)}`);
+    const rows = (await this.q(`SELECT * FROM ${table} WHERE ${where.join(' AND ')} ORDER BY at_ms, ${idCol} LIMIT ${limit + 1}`, values)).rows;
+    const more = rows.length > limit;
+    const items = rows.slice(0, limit);
+    const last = items[items.length - 1];
+    return { items: items.map(row), next_cursor: more && last ? cursorOf(last.at_ms, last[idCol]) : null };
+  }
+
+  listLedger(q: PageQuery): Promise<Page<Omit<LedgerEntry, 'windows'>>> {
+    return this.page('ledger', q, (r) => ({ id: r.id, request_id: r.request_id, token_id: r.token_id, module_id: r.module_id, units: r.units, kind: r.kind, at: isoOf(r.at_ms) }), 'id');
+  }
+
+  async verifyLedger(): Promise<LedgerCheck> {
+    return this.tx(async (c) => {
+      // one snapshot for both sides, or a reservation between the two reads would show as a mismatch
+      await c.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ');
+      const entries = (await c.query('SELECT count(*)::int AS n FROM ledger')).rows[0]!.n as number;
+      const counters = (await c.query('SELECT count(*)::int AS n FROM counters')).rows[0]!.n as number;
+      const rows = (
+        await c.query(`
+          WITH expected AS (
+            SELECT token_id, module_id, p.period, p.win, sum(CASE kind WHEN 'charge' THEN units ELSE -units END) AS units
+            FROM ledger, LATERAL (VALUES ('day', day), ('month', month), ('never', 'all')) AS p(period, win)
+            GROUP BY token_id, module_id, p.period, p.win)
+          SELECT coalesce(c.token_id, e.token_id) AS t, coalesce(c.module_id, e.module_id) AS m, coalesce(c.period, e.period) AS p,
+                 coalesce(c.win, e.win) AS w, coalesce(c.used, 0) AS counter, coalesce(e.units, 0)::bigint AS ledger
+          FROM counters c FULL JOIN expected e USING (token_id, module_id, period, win)
+          WHERE coalesce(c.used, 0) <> coalesce(e.units, 0)`)
+      ).rows;
+      const mismatches = rows.map((r) => ({ key: [r.t, r.m, r.p, r.w], counter: r.counter as number, ledger: r.ledger as number }));
+      return { ok: mismatches.length === 0, entries, counters, mismatches };
+    });
+  }
+
+  async writeAudit(record: AuditRecord) {
+    await this.q('INSERT INTO audit (at_ms, request_id, record) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [Date.parse(record.at), record.request_id, record]);
+  }
+  listAudit(q: PageQuery): Promise<Page<AuditRecord>> {
+    return this.page('audit', q, (r) => r.record as AuditRecord, 'request_id');
+  }
+
+  async pruneIdempotency(at: number, retentionHours: number) {
+    const cutoff = at - retentionHours * 3600_000;
+    const r = await this.q(
+      `WITH k AS (DELETE FROM idempotency WHERE state = 'completed' AND completed_ms < $1 RETURNING 1),
+            r AS (DELETE FROM reservations WHERE state IN ('charged', 'refunded') AND settled_ms < $1 RETURNING 1)
+       SELECT (SELECT count(*) FROM k)::int AS n, (SELECT count(*) FROM r)::int AS m`,
+      [cutoff],
+    );
+    return r.rows[0]!.n as number;
+  }
+
+  async recoverPending(at: number) {
+    const swept = (await this.q('SELECT * FROM lv_sweep_expired($1, $2)', [at, isoOf(at)])).rows.map(reservationOf);
+    // nodes long dead that hold nothing any more (CLI runs, crashed processes) are forgotten
+    await this.q(`DELETE FROM nodes n WHERE n.lease_until < now() - interval '1 hour' AND NOT EXISTS (SELECT 1 FROM reservations r WHERE r.node_id = n.id AND r.state = 'pending')`);
+    return swept;
+  }
+
+  // sessions
+
+  async putSession(key: string, session: SessionRecord) {
+    await this.q('INSERT INTO sessions (key, user_id, record) VALUES ($1, $2, $3) ON CONFLICT (key) DO UPDATE SET record = EXCLUDED.record', [key, session.user_id, session]);
+  }
+  async getSession(key: string) {
+    return (await this.q('SELECT record FROM sessions WHERE key = $1', [key])).rows[0]?.record as SessionRecord | undefined;
+  }
+  async deleteSession(key: string) {
+    await this.q('DELETE FROM sessions WHERE key = $1', [key]);
+  }
+  async deleteUserSessions(userId: string, keep?: string) {
+    return (await this.q('DELETE FROM sessions WHERE user_id = $1 AND key IS DISTINCT FROM $2', [userId, keep ?? null])).rowCount ?? 0;
+  }
+  async sweepSessions(alive: (s: SessionRecord) => boolean) {
+    const dead = (await this.q('SELECT key, record FROM sessions')).rows.filter((r) => !alive(r.record as SessionRecord)).map((r) => r.key as string);
+    if (dead.length > 0) await this.q('DELETE FROM sessions WHERE key = ANY($1)', [dead]);
+  }
+
+  // login throttle: the counts are shared by every node, so N nodes never allow N times the attempts
+
+  async readThrottle(address: string, username: string, at: number): Promise<ThrottleView> {
+    const rows = (
+      await this.q(
+        `SELECT key, count, window_start, last_failure, NULL::bigint AS known FROM login_throttle WHERE key = ANY($1)
+         UNION ALL SELECT 'known', 0, 0, 0, at_ms FROM login_known WHERE name = $2 AND address = $3`,
+        [[addressKey(address), pairKey(address, username), nameKey(username)], throttleName(username), address],
+      )
+    ).rows;
+    const get = (k: string) => {
+      const r = rows.find((x) => x.key === k);
+      return r ? ({ count: r.count, window_start: r.window_start, last_failure: r.last_failure } as FailureCount) : undefined;
+    };
+    const known = rows.find((x) => x.key === 'known');
+    return { address: get(addressKey(address)), pair: get(pairKey(address, username)), name: get(nameKey(username)), known: known !== undefined && at - (known.known as number) < KNOWN_ADDRESS_MS };
+  }
+
+  async recordLoginFailure(address: string, username: string, at: number) {
+    const keys = [
+      [addressKey(address), windowLive],
+      [pairKey(address, username), windowLive],
+      [nameKey(username), nameLive],
+    ] as const;
+    await this.tx(async (c) => {
+      // rows made first and locked in key order, so concurrent failures count one by one
+      await c.query(`INSERT INTO login_throttle (key, count, window_start, last_failure) SELECT k, 0, 0, 0 FROM unnest($1::text[]) k ORDER BY k ON CONFLICT DO NOTHING`, [keys.map(([k]) => k)]);
+      const rows = (await c.query('SELECT key, count, window_start, last_failure FROM login_throttle WHERE key = ANY($1) ORDER BY key FOR UPDATE', [keys.map(([k]) => k)])).rows;
+      for (const [k, live] of keys) {
+        const r = rows.find((x) => x.key === k);
+        const f = r && r.count > 0 ? ({ count: r.count, window_start: r.window_start, last_failure: r.last_failure } as FailureCount) : undefined;
+        const next = countFailure(f, live(f, at), at);
+        await c.query('UPDATE login_throttle SET count = $2, window_start = $3, last_failure = $4 WHERE key = $1', [k, next.count, next.window_start, next.last_failure]);
+      }
+    });
+  }
+
+  async recordLoginSuccess(address: string, username: string, at: number) {
+    await this.q(
+      `WITH d AS (DELETE FROM login_throttle WHERE key = ANY($1))
+       INSERT INTO login_known (name, address, at_ms) VALUES ($2, $3, $4) ON CONFLICT (name, address) DO UPDATE SET at_ms = EXCLUDED.at_ms`,
+      [[pairKey(address, username), nameKey(username)], throttleName(username), address, at],
+    );
+  }
+
+  async sweepLoginThrottle(at: number) {
+    const rows = (await this.q('SELECT key, count, window_start, last_failure FROM login_throttle')).rows;
+    const stale = rows.filter((r) => (String(r.key).startsWith('user:') ? !nameLive(r as FailureCount, at) : !windowLive(r as FailureCount, at))).map((r) => r.key as string);
+    if (stale.length > 0) await this.q('DELETE FROM login_throttle WHERE key = ANY($1)', [stale]);
+    await this.q('DELETE FROM login_known WHERE at_ms <= $1', [at - KNOWN_ADDRESS_MS]);
+  }
+}
+
+/** Connection-level failures (refused, reset, terminated, timed out, server shutting down)
+ * become StoreUnavailableError; anything else (a constraint, a rule thrown by a check
+ * callback) stays as it is, since retrying will not help. */
+function unavailable(err: unknown): unknown {
+  if (err instanceof ServiceError) return err;
+  const e = err as { code?: unknown; message?: unknown; severity?: unknown };
+  const code = typeof e.code === 'string' ? e.code : '';
+  const message = typeof e.message === 'string' ? e.message : '';
+  const connection =
+    /^E[A-Z]+$/.test(code) || // ECONNREFUSED, ECONNRESET, EPIPE, ...
+    /^(08|57P|53)/.test(code) || // SQLSTATE: connection exception, shutdown, resources
+    code === '57014' || // statement_timeout
+    /Connection terminated|Connection ended|connection error|timeout/i.test(message);
+  return connection ? new StoreUnavailableError(`store unavailable: ${message || String(err)}`, err) : err;
+}

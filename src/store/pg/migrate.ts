@@ -1,0 +1,42 @@
+import type pg from 'pg';
+import { MIGRATIONS } from './migrations.ts';
+
+// Any fixed 64-bit number names the lock; this one is "lvstore" in ASCII.
+const MIGRATION_LOCK = 0x6c7673746f7265;
+
+/** Applies the migrations this database lacks, each in its own transaction, under a
+ * session-level advisory lock: nodes starting together wait for the first to finish and
+ * then find nothing left to do. Returns the versions applied by this call. */
+export async function migrate(pool: pg.Pool): Promise<number[]> {
+  const client = await pool.connect();
+  let broken: Error | undefined;
+  try {
+    await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
+    try {
+      await client.query('CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())');
+      const done = new Set((await client.query('SELECT version FROM schema_migrations')).rows.map((r) => r.version as number));
+      const newest = Math.max(0, ...done);
+      const known = MIGRATIONS[MIGRATIONS.length - 1]!.version;
+      if (newest > known) throw new Error(`database schema version ${newest} is newer than this build's ${known}`);
+      const applied: number[] = [];
+      for (const m of MIGRATIONS) {
+        if (done.has(m.version)) continue;
+        await client.query('BEGIN');
+        try {
+          await client.query(m.sql);
+          await client.query('INSERT INTO schema_migrations (version) VALUES ($1)', [m.version]);
+          await client.query('COMMIT');
+        } catch (err) {
+          await client.query('ROLLBACK').catch(() => {});
+          throw err;
+        }
+        applied.push(m.version);
+      }
+      return applied;
+    } finally {
+      await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch((e: Error) => (broken = e));
+    }
+  } finally {
+    client.release(broken);
+  }
+}

