@@ -127,6 +127,28 @@ class Cluster {
   }
 }
 
+/**
+ * `npm start` runs the script through `sh -c`; Debian's dash does not exec a lone command,
+ * so a shell would sit between npm and node and swallow the SIGTERM npm forwards. The start
+ * script therefore says `exec node ...`: npm's signal then reaches this process. As a second
+ * line, for a parent that dies without forwarding anything (npm killed with SIGKILL, a
+ * wrapper shell killed), the service drains when it is re-parented: an orphan serving the
+ * port is invisible to the supervisor that thinks it stopped it. Node has no
+ * PR_SET_PDEATHSIG, so the parent pid is polled; once a second is cheap and bounds the delay.
+ * A service started directly by systemd (parent pid 1) has nothing to watch.
+ */
+function watchParent(log: Logger, stop: () => void): void {
+  const parent = process.ppid;
+  if (parent <= 1) return;
+  const timer = setInterval(() => {
+    if (process.ppid === parent) return;
+    clearInterval(timer);
+    log.warn({ parent }, 'parent process is gone; draining');
+    stop();
+  }, 1000);
+  timer.unref();
+}
+
 async function main(): Promise<void> {
   let config: Config;
   try {
@@ -145,6 +167,7 @@ async function main(): Promise<void> {
     const port = await probePort(uws, config);
     const cluster = new Cluster(config, log, engine, store);
     for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => void cluster.stop(0));
+    watchParent(log, () => void cluster.stop(0));
     await cluster.start(port);
     log.info({ host: config.HOST, port, workers: config.WORKERS }, 'listening');
   } catch (e) {
