@@ -3,6 +3,7 @@ import { bootstrapAdmin } from './admin/bootstrap.ts';
 import { startEngine, type EngineHost } from './cluster/engine-host.ts';
 import type { FromWorker, ToWorker, WorkerData } from './cluster/messages.ts';
 import { ConfigError, loadConfig, type Config } from './config/index.ts';
+import { compileTrust } from './http/client-address.ts';
 import { listen, loadUws, LISTEN_EXCLUSIVE, NativeBindingError, type UwsModule } from './http/uws.ts';
 import { createLogger, type Logger } from './observability/logger.ts';
 import { aggregateMetrics, type MetricsSnapshot } from './observability/metrics.ts';
@@ -153,6 +154,11 @@ async function main(): Promise<void> {
   let config: Config;
   try {
     config = loadConfig();
+    try {
+      compileTrust(config.TRUSTED_PROXIES);
+    } catch (e) {
+      throw new ConfigError(`TRUSTED_PROXIES: ${(e as Error).message} (addresses, CIDR ranges or loopback/linklocal/uniquelocal)`);
+    }
   } catch (e) {
     process.stderr.write(`${(e as Error).message}\n`);
     process.exit(2);
