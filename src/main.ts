@@ -4,6 +4,7 @@ import { startEngine, type EngineHost } from './cluster/engine-host.ts';
 import type { FromWorker, ToWorker, WorkerData } from './cluster/messages.ts';
 import { ConfigError, loadConfig, type Config } from './config/index.ts';
 import { compileTrust } from './http/client-address.ts';
+import { checkTls } from './http/tls.ts';
 import { listen, loadUws, LISTEN_EXCLUSIVE, NativeBindingError, type UwsModule } from './http/uws.ts';
 import { createLogger, type Logger } from './observability/logger.ts';
 import { aggregateMetrics, type MetricsSnapshot } from './observability/metrics.ts';
@@ -159,6 +160,7 @@ async function main(): Promise<void> {
     } catch (e) {
       throw new ConfigError(`TRUSTED_PROXIES: ${(e as Error).message} (addresses, CIDR ranges or loopback/linklocal/uniquelocal)`);
     }
+    checkTls(config);
   } catch (e) {
     process.stderr.write(`${(e as Error).message}\n`);
     process.exit(2);
@@ -175,7 +177,7 @@ async function main(): Promise<void> {
     for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => void cluster.stop(0));
     watchParent(log, () => void cluster.stop(0));
     await cluster.start(port);
-    log.info({ host: config.HOST, port, workers: config.WORKERS }, 'listening');
+    log.info({ host: config.HOST, port, workers: config.WORKERS, tls: Boolean(config.TLS_CERT_FILE) }, 'listening');
   } catch (e) {
     if (e instanceof ConfigError || e instanceof NativeBindingError || e instanceof StoreError) {
       log.fatal(e.message);
