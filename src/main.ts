@@ -9,6 +9,7 @@ import { listen, loadUws, LISTEN_EXCLUSIVE, NativeBindingError, type UwsModule }
 import { createLogger, type Logger } from './observability/logger.ts';
 import { aggregateMetrics, type MetricsSnapshot } from './observability/metrics.ts';
 import { openStore, StoreError, type Store } from './store/open.ts';
+import { DRAIN_TIMEOUT_MS, watchParent } from './lifecycle.ts';
 import { SOURCE_EXT } from './source-ext.ts';
 import { startupHooks } from './startup.ts';
 
@@ -120,35 +121,13 @@ class Cluster {
     this.log.info({ workers: this.workers.length }, 'draining');
     const exits = this.workers.map((w) => new Promise<void>((r) => { w.once('exit', () => r()); }));
     for (const w of this.workers) w.postMessage({ type: 'drain' } satisfies ToWorker);
-    const timeout = new Promise<void>((r) => setTimeout(r, 30_000).unref());
+    const timeout = new Promise<void>((r) => setTimeout(r, DRAIN_TIMEOUT_MS).unref());
     await Promise.race([Promise.all(exits), timeout]);
     await this.engine.close().catch(() => {});
     await this.store.close().catch(() => {});
     this.log.info({ code }, 'stopped');
     process.exit(code);
   }
-}
-
-/**
- * `npm start` runs the script through `sh -c`; Debian's dash does not exec a lone command,
- * so a shell would sit between npm and node and swallow the SIGTERM npm forwards. The start
- * script therefore says `exec node ...`: npm's signal then reaches this process. As a second
- * line, for a parent that dies without forwarding anything (npm killed with SIGKILL, a
- * wrapper shell killed), the service drains when it is re-parented: an orphan serving the
- * port is invisible to the supervisor that thinks it stopped it. Node has no
- * PR_SET_PDEATHSIG, so the parent pid is polled; once a second is cheap and bounds the delay.
- * A service started directly by systemd (parent pid 1) has nothing to watch.
- */
-function watchParent(log: Logger, stop: () => void): void {
-  const parent = process.ppid;
-  if (parent <= 1) return;
-  const timer = setInterval(() => {
-    if (process.ppid === parent) return;
-    clearInterval(timer);
-    log.warn({ parent }, 'parent process is gone; draining');
-    stop();
-  }, 1000);
-  timer.unref();
 }
 
 async function main(): Promise<void> {
