@@ -7,7 +7,7 @@ import { compileTrust } from './http/client-address.ts';
 import { checkTls } from './http/tls.ts';
 import { listen, loadUws, LISTEN_EXCLUSIVE, NativeBindingError, type UwsModule } from './http/uws.ts';
 import { createLogger, type Logger } from './observability/logger.ts';
-import { aggregateMetrics, type MetricsSnapshot } from './observability/metrics.ts';
+import { aggregateMetrics, MainMetrics, type MetricsSnapshot } from './observability/metrics.ts';
 import { openStore, StoreError, type Store } from './store/open.ts';
 import { DRAIN_TIMEOUT_MS, watchParent } from './lifecycle.ts';
 import { SOURCE_EXT } from './source-ext.ts';
@@ -33,8 +33,11 @@ class Cluster {
   private collections = new Map<number, { want: number; got: MetricsSnapshot[]; reply: (text: string, type: string) => void }>();
   private nextCollection = 1;
   private lastReadiness = '';
+  private readonly metrics: MainMetrics;
 
-  constructor(private config: Config, private log: Logger, private engine: EngineHost, private store: Store) {}
+  constructor(private config: Config, private log: Logger, private engine: EngineHost, private store: Store) {
+    this.metrics = new MainMetrics(engine);
+  }
 
   async start(port: number): Promise<void> {
     const started: Promise<void>[] = [];
@@ -105,7 +108,10 @@ class Cluster {
         c.got.push(m.snapshot);
         if (c.got.length === c.want) {
           this.collections.delete(m.id);
-          void aggregateMetrics(c.got).then(({ text, contentType }) => c.reply(text, contentType));
+          void this.metrics
+            .snapshot()
+            .then((own) => aggregateMetrics([own, ...c.got]))
+            .then(({ text, contentType }) => c.reply(text, contentType));
         }
         break;
       }

@@ -18,7 +18,7 @@ const post = (m: FromWorker) => main.postMessage(m);
 const uws = loadUws();
 const log = createLogger(config.LOG_LEVEL, { worker: index });
 const store = openStore(config.DATA_DIR);
-const metrics = new WorkerMetrics();
+const metrics = new WorkerMetrics(`api-${index}`);
 const inference = new RemoteInference(main, config.INFERENCE_TIMEOUT_SECONDS * 1000);
 
 let nextMetricsId = 1;
