@@ -11,6 +11,7 @@ import { aggregateMetrics, MainMetrics, type MetricsSnapshot } from './observabi
 import { openStore, StoreError, type Store } from './store/open.ts';
 import { DRAIN_TIMEOUT_MS, watchParent } from './lifecycle.ts';
 import { SOURCE_EXT } from './source-ext.ts';
+import { startRetention } from './retention/index.ts';
 import { startupHooks } from './startup.ts';
 
 // The main thread owns what is one per process (the inference pool, start-up recovery,
@@ -156,6 +157,7 @@ async function main(): Promise<void> {
     const store = openStore(config.DATA_DIR);
     await bootstrapAdmin(store, config, log);
     await startupHooks(store, config, log);
+    startRetention(store, config, log);
     const engine = startEngine(config, log);
     const port = await probePort(uws, config);
     const cluster = new Cluster(config, log, engine, store);

@@ -2,6 +2,7 @@ import type { Command } from './main.ts';
 import { signingCommands } from '../signing/cli.ts';
 import { meteringCommands } from './metering.ts';
 import { modelCommands } from './models.ts';
+import { opsCommands } from './ops.ts';
 
 /** Commands contributed by later concerns (settlements, ledger, models, keys). */
-export const extraCommands: Record<string, Command> = { ...signingCommands, ...meteringCommands, ...modelCommands };
+export const extraCommands: Record<string, Command> = { ...signingCommands, ...meteringCommands, ...modelCommands, ...opsCommands };
