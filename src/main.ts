@@ -36,7 +36,7 @@ class Cluster {
   private lastReadiness = '';
   private readonly metrics: MainMetrics;
 
-  constructor(private config: Config, private log: Logger, private engine: EngineHost, private store: Store) {
+  constructor(private config: Config, private log: Logger, private engine: EngineHost, private store: Store, private stopRetention: () => Promise<void>) {
     this.metrics = new MainMetrics(engine);
   }
 
@@ -129,7 +129,7 @@ class Cluster {
     const exits = this.workers.map((w) => new Promise<void>((r) => { w.once('exit', () => r()); }));
     for (const w of this.workers) w.postMessage({ type: 'drain' } satisfies ToWorker);
     const timeout = new Promise<void>((r) => setTimeout(r, DRAIN_TIMEOUT_MS).unref());
-    await Promise.race([Promise.all(exits), timeout]);
+    await Promise.race([Promise.all([...exits, this.stopRetention()]), timeout]);
     await this.engine.close().catch(() => {});
     await this.store.close().catch(() => {});
     this.log.info({ code }, 'stopped');
@@ -157,10 +157,10 @@ async function main(): Promise<void> {
     const store = openStore(config.DATA_DIR);
     await bootstrapAdmin(store, config, log);
     await startupHooks(store, config, log);
-    startRetention(store, config, log);
+    const stopRetention = startRetention(store, config, log);
     const engine = startEngine(config, log);
     const port = await probePort(uws, config);
-    const cluster = new Cluster(config, log, engine, store);
+    const cluster = new Cluster(config, log, engine, store, stopRetention);
     for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => void cluster.stop(0));
     watchParent(log, () => void cluster.stop(0));
     await cluster.start(port);

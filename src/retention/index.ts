@@ -36,22 +36,30 @@ export async function pruneOnce(store: Store, config: RetentionConfig, at = now(
 
 /** The service's pruner: once at start, then hourly, in the main thread only (one pass per
  * process, never one per API worker). Failures are logged and retried at the next tick. */
-export function startRetention(store: Store, config: RetentionConfig, log: Logger, everyMs = 3600_000): () => void {
-  let running = false;
-  const tick = async () => {
-    if (running) return;
-    running = true;
+export function startRetention(store: Store, config: RetentionConfig, log: Logger, everyMs = 3600_000): () => Promise<void> {
+  let running: Promise<void> | null = null;
+  let stopped = false;
+  const tick = () => {
+    if (running || stopped) return;
+    running = pass().finally(() => {
+      running = null;
+    });
+  };
+  const pass = async () => {
     try {
       const report = await pruneOnce(store, config);
       if (report.audit || report.results || report.ledger || report.archive) log.info({ pruned: report }, 'retention: pruned');
     } catch (err) {
       log.error({ err }, 'retention: prune failed');
-    } finally {
-      running = false;
     }
   };
-  void tick();
-  const timer = setInterval(() => void tick(), everyMs);
+  tick();
+  const timer = setInterval(tick, everyMs);
   timer.unref();
-  return () => clearInterval(timer);
+  // stop: no new pass; resolves when a pass under way ends, so the store closes after it
+  return async () => {
+    stopped = true;
+    clearInterval(timer);
+    await running;
+  };
 }
