@@ -3,9 +3,13 @@ import { bootstrapAdmin } from './admin/bootstrap.ts';
 import { startEngine, type EngineHost } from './cluster/engine-host.ts';
 import type { FromWorker, ToWorker, WorkerData } from './cluster/messages.ts';
 import { ConfigError, loadConfig, type Config } from './config/index.ts';
+import { compileTrust } from './http/client-address.ts';
+import { checkTls } from './http/tls.ts';
 import { listen, loadUws, LISTEN_EXCLUSIVE, NativeBindingError, type UwsModule } from './http/uws.ts';
 import { createLogger, type Logger } from './observability/logger.ts';
-import { aggregateMetrics, type MetricsSnapshot } from './observability/metrics.ts';
+import { aggregateMetrics, MainMetrics, type MetricsSnapshot } from './observability/metrics.ts';
+import { DRAIN_TIMEOUT_MS, watchParent } from './lifecycle.ts';
+import { startRetention } from './retention/index.ts';
 import { SOURCE_EXT } from './source-ext.ts';
 import type { StoreBackend } from './store/backend.ts';
 import { StoreError } from './store/open.ts';
@@ -32,8 +36,11 @@ class Cluster {
   private collections = new Map<number, { want: number; got: MetricsSnapshot[]; reply: (text: string, type: string) => void }>();
   private nextCollection = 1;
   private lastReadiness = '';
+  private readonly metrics: MainMetrics;
 
-  constructor(private config: Config, private log: Logger, private engine: EngineHost, private store: StoreBackend) {}
+  constructor(private config: Config, private log: Logger, private engine: EngineHost, private store: StoreBackend, private stopRetention: () => Promise<void>) {
+    this.metrics = new MainMetrics(engine);
+  }
 
   async start(port: number): Promise<void> {
     const started: Promise<void>[] = [];
@@ -104,7 +111,10 @@ class Cluster {
         c.got.push(m.snapshot);
         if (c.got.length === c.want) {
           this.collections.delete(m.id);
-          void aggregateMetrics(c.got).then(({ text, contentType }) => c.reply(text, contentType));
+          void this.metrics
+            .snapshot()
+            .then((own) => aggregateMetrics([own, ...c.got]))
+            .then(({ text, contentType }) => c.reply(text, contentType));
         }
         break;
       }
@@ -120,8 +130,8 @@ class Cluster {
     this.log.info({ workers: this.workers.length }, 'draining');
     const exits = this.workers.map((w) => new Promise<void>((r) => { w.once('exit', () => r()); }));
     for (const w of this.workers) w.postMessage({ type: 'drain' } satisfies ToWorker);
-    const timeout = new Promise<void>((r) => setTimeout(r, 30_000).unref());
-    await Promise.race([Promise.all(exits), timeout]);
+    const timeout = new Promise<void>((r) => setTimeout(r, DRAIN_TIMEOUT_MS).unref());
+    await Promise.race([Promise.all([...exits, this.stopRetention()]), timeout]);
     await this.engine.close().catch(() => {});
     await this.store.close().catch(() => {});
     this.log.info({ code }, 'stopped');
@@ -133,6 +143,12 @@ async function main(): Promise<void> {
   let config: Config;
   try {
     config = loadConfig();
+    try {
+      compileTrust(config.TRUSTED_PROXIES);
+    } catch (e) {
+      throw new ConfigError(`TRUSTED_PROXIES: ${(e as Error).message} (addresses, CIDR ranges or loopback/linklocal/uniquelocal)`);
+    }
+    checkTls(config);
   } catch (e) {
     process.stderr.write(`${(e as Error).message}\n`);
     process.exit(2);
@@ -143,12 +159,14 @@ async function main(): Promise<void> {
     const store = await openConfiguredStore(config, (err) => log.warn({ err: { message: err.message } }, 'store connection error'));
     await bootstrapAdmin(store, config, log);
     await startupHooks(store, config, log);
+    const stopRetention = startRetention(store, config, log);
     const engine = startEngine(config, log);
     const port = await probePort(uws, config);
-    const cluster = new Cluster(config, log, engine, store);
+    const cluster = new Cluster(config, log, engine, store, stopRetention);
     for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => void cluster.stop(0));
+    watchParent(log, () => void cluster.stop(0));
     await cluster.start(port);
-    log.info({ host: config.HOST, port, workers: config.WORKERS }, 'listening');
+    log.info({ host: config.HOST, port, workers: config.WORKERS, tls: Boolean(config.TLS_CERT_FILE) }, 'listening');
   } catch (e) {
     if (e instanceof ConfigError || e instanceof NativeBindingError || e instanceof StoreError) {
       log.fatal(e.message);

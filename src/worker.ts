@@ -6,6 +6,7 @@ import { buildRouter } from './http/routes/index.ts';
 import { closeApp, listen, loadUws, LISTEN_SHARED, type us_listen_socket } from './http/uws.ts';
 import { createLogger } from './observability/logger.ts';
 import { WorkerMetrics } from './observability/metrics.ts';
+import { appModule } from './http/tls.ts';
 import { openConfiguredStore } from './store/select.ts';
 
 // One API worker thread: its own uWS app on the shared port (SO_REUSEPORT lets the kernel
@@ -18,7 +19,7 @@ const post = (m: FromWorker) => main.postMessage(m);
 const uws = loadUws();
 const log = createLogger(config.LOG_LEVEL, { worker: index });
 const store = await openConfiguredStore(config, (err) => log.warn({ err: { message: err.message } }, 'store connection error'));
-const metrics = new WorkerMetrics();
+const metrics = new WorkerMetrics(`api-${index}`);
 const inference = new RemoteInference(main, config.INFERENCE_TIMEOUT_SECONDS * 1000);
 
 let nextMetricsId = 1;
@@ -37,7 +38,7 @@ const router = buildRouter({
       post({ type: 'metrics-request', id });
     }),
 });
-const handle = createApp(uws, router, log, metrics);
+const handle = createApp(appModule(uws, config), router, log, metrics);
 let listenSocket: us_listen_socket | null = null;
 
 void listen(handle.app, config.HOST, port, LISTEN_SHARED).then((socket) => {

@@ -1,10 +1,12 @@
 import type { Config } from '../config/index.ts';
 import { createInferenceEngine } from '../inference/index.ts';
+import type { PoolTimes } from '../inference/pool.ts';
 import type { InferenceJob, InferenceService, ResultRecord } from '../inference/types.ts';
 import type { Logger } from '../observability/logger.ts';
 
 export interface EngineHost extends InferenceService {
   close(): Promise<void>;
+  poolTimes(): PoolTimes | null;
 }
 
 /** Starts the process's one inference engine (warm-up runs in the background; readiness
@@ -27,6 +29,7 @@ export function startEngine(config: Config, log: Logger): EngineHost {
   const failPrefix = config.TEST_INFERENCE_FAIL_PREFIX;
   return {
     readiness: () => engine.readiness(),
+    poolTimes: () => engine.poolTimes(),
     async infer(job: InferenceJob): Promise<ResultRecord[]> {
       const delayPrefix = config.TEST_INFERENCE_DELAY_PREFIX;
       if (delay > 0 && (!delayPrefix || job.captures.some((c) => c.packet.capture_id.startsWith(delayPrefix)))) await new Promise((r) => setTimeout(r, delay));

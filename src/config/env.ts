@@ -27,9 +27,16 @@ export const ConfigSchema = Type.Object({
   WARMUP_RUNS: Int(0, 1000, 'warm-up runs per graph and worker'),
   INFERENCE_TIMEOUT_SECONDS: Int(1, 3600, 'a verify call with no inference result by then fails as inference_failed and is refunded'),
   METRICS_TOKEN: Type.Optional(Type.String({ minLength: 16, description: 'bearer token that opens /metrics beyond loopback' })),
+  TLS_CERT_FILE: Type.Optional(Type.String({ minLength: 1, description: 'PEM certificate chain; with TLS_KEY_FILE the listener serves HTTPS' })),
+  TLS_KEY_FILE: Type.Optional(Type.String({ minLength: 1, description: 'PEM private key for TLS_CERT_FILE' })),
+  TLS_KEY_PASSPHRASE: Type.Optional(Type.String({ minLength: 1, description: 'passphrase of an encrypted TLS_KEY_FILE' })),
   TRUSTED_PROXIES: Type.Array(Type.String({ minLength: 1 }), { description: 'addresses whose X-Forwarded-For is believed' }),
   LOG_LEVEL: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l))),
   IDEMPOTENCY_RETENTION_HOURS: Int(24, 24 * 365, 'completed idempotency records are kept at least this long'),
+  RETENTION_AUDIT_DAYS: Int(0, 36500, 'audit rows older than this are pruned; 0 keeps them'),
+  RETENTION_RESULTS_DAYS: Int(0, 36500, 'stored result JSON older than this is pruned; 0 keeps it'),
+  RETENTION_LEDGER_DAYS: Int(0, 36500, 'ledger entries older than this are folded into per-window totals; 0 keeps them'),
+  RETENTION_ARCHIVE_DAYS: Int(0, 36500, 'demo archive days (face images) older than this are deleted; 0 keeps them'),
   SESSION_IDLE_MINUTES: Int(1, 24 * 60, 'admin session idle timeout'),
   SESSION_ABSOLUTE_HOURS: Int(1, 24 * 30, 'admin session absolute lifetime'),
   RETRY_AFTER_SECONDS: Int(1, 3600, 'Retry-After sent with server_busy and request_in_progress'),
@@ -74,7 +81,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     // the default follows the cores but stays inside the accepted range, so a large host starts
     WORKERS: int('WORKERS', env.WORKERS, Math.min(cores, MAX_WORKERS)),
     COOKIE_PREFIX: env.COOKIE_PREFIX || 'lv',
-    COOKIE_SECURE: bool('COOKIE_SECURE', env.COOKIE_SECURE, false),
+    // Served over TLS, the session cookie is Secure unless the operator says otherwise.
+    COOKIE_SECURE: bool('COOKIE_SECURE', env.COOKIE_SECURE, Boolean(opt(env.TLS_CERT_FILE) && opt(env.TLS_KEY_FILE))),
     ADMIN_USERNAME: opt(env.ADMIN_USERNAME),
     ADMIN_PASSWORD: opt(env.ADMIN_PASSWORD),
     MODELS_DIR: path.resolve(cwd, env.MODELS_DIR || './models'),
@@ -84,9 +92,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     WARMUP_RUNS: int('WARMUP_RUNS', env.WARMUP_RUNS, 30),
     INFERENCE_TIMEOUT_SECONDS: int('INFERENCE_TIMEOUT_SECONDS', env.INFERENCE_TIMEOUT_SECONDS, 120),
     METRICS_TOKEN: opt(env.METRICS_TOKEN),
+    TLS_CERT_FILE: opt(env.TLS_CERT_FILE) && path.resolve(cwd, env.TLS_CERT_FILE!),
+    TLS_KEY_FILE: opt(env.TLS_KEY_FILE) && path.resolve(cwd, env.TLS_KEY_FILE!),
+    TLS_KEY_PASSPHRASE: opt(env.TLS_KEY_PASSPHRASE),
     TRUSTED_PROXIES: (env.TRUSTED_PROXIES || '').split(',').map((s) => s.trim()).filter(Boolean),
     LOG_LEVEL: env.LOG_LEVEL || 'info',
     IDEMPOTENCY_RETENTION_HOURS: int('IDEMPOTENCY_RETENTION_HOURS', env.IDEMPOTENCY_RETENTION_HOURS, 24),
+    RETENTION_AUDIT_DAYS: int('RETENTION_AUDIT_DAYS', env.RETENTION_AUDIT_DAYS, 400),
+    RETENTION_RESULTS_DAYS: int('RETENTION_RESULTS_DAYS', env.RETENTION_RESULTS_DAYS, 90),
+    RETENTION_LEDGER_DAYS: int('RETENTION_LEDGER_DAYS', env.RETENTION_LEDGER_DAYS, 400),
+    RETENTION_ARCHIVE_DAYS: int('RETENTION_ARCHIVE_DAYS', env.RETENTION_ARCHIVE_DAYS, 30),
     SESSION_IDLE_MINUTES: int('SESSION_IDLE_MINUTES', env.SESSION_IDLE_MINUTES, 30),
     SESSION_ABSOLUTE_HOURS: int('SESSION_ABSOLUTE_HOURS', env.SESSION_ABSOLUTE_HOURS, 12),
     RETRY_AFTER_SECONDS: int('RETRY_AFTER_SECONDS', env.RETRY_AFTER_SECONDS, 1),
@@ -103,6 +118,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
   }
   if ((raw.ADMIN_USERNAME === undefined) !== (raw.ADMIN_PASSWORD === undefined)) {
     throw new ConfigError('ADMIN_USERNAME and ADMIN_PASSWORD must be set together');
+  }
+  if ((raw.TLS_CERT_FILE === undefined) !== (raw.TLS_KEY_FILE === undefined)) {
+    throw new ConfigError('TLS_CERT_FILE and TLS_KEY_FILE must be set together');
   }
   return raw as Config;
 }

@@ -1,6 +1,7 @@
 import { ServiceError, ValidationFailure } from '../errors/index.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { WorkerMetrics } from '../observability/metrics.ts';
+import { requestFacts } from '../observability/request-facts.ts';
 import { HttpContext } from './context.ts';
 import { errorReply, send, type Reply } from './respond.ts';
 import type { Router } from './router.ts';
@@ -29,7 +30,7 @@ export function createApp(uws: UwsModule, router: Router, log: Logger, metrics: 
     const status = ctx.aborted && ctx.status === 0 ? 499 : ctx.status || reply.status;
     metrics.observe(ctx.route, ctx.method, status, seconds);
     log.info(
-      { request_id: ctx.requestId, method: ctx.method, route: ctx.route, status, code: ctx.errorCode, latency_ms: Math.round(seconds * 10000) / 10 },
+      { request_id: ctx.requestId, method: ctx.method, route: ctx.route, status, code: ctx.errorCode, latency_ms: Math.round(seconds * 10000) / 10, ...requestFacts(ctx) },
       'request',
     );
   };

@@ -6,7 +6,7 @@ import { MODULE_IDS, PHASES, type ModuleId, type PreparedCapture } from '../pack
 import { decide, retry, type Policy } from './decision.ts';
 import { fuse } from './fusion.ts';
 import { loadManifest, MAX_BATCH, minFinalFrames, type Manifest } from './manifest.ts';
-import { InferencePool, poolShape, transferable } from './pool.ts';
+import { InferencePool, poolShape, transferable, type PoolTimes } from './pool.ts';
 import type { WorkerReport } from './protocol.ts';
 import type { FrameOutputs } from './runner.ts';
 import { webGpuAdapterName } from './runtime.ts';
@@ -36,6 +36,8 @@ export interface InferenceEngine extends InferenceService {
   close(): Promise<void>;
   /** the provider actually in use; before start() the one requested (auto: wasm) */
   readonly executionProvider: ExecutionProvider;
+  /** the pool's per-task queue-wait and run-time summaries (ms), null before start */
+  poolTimes(): PoolTimes | null;
 }
 
 
@@ -174,6 +176,10 @@ class Engine implements InferenceEngine {
         modes,
       };
     });
+  }
+
+  poolTimes(): PoolTimes | null {
+    return this.pool?.times ?? null;
   }
 
   async infer(job: InferenceJob): Promise<ResultRecord[]> {

@@ -30,6 +30,11 @@ export function transferable(pixels: Uint8Array): Uint8Array {
   return own ? pixels : new Uint8Array(pixels);
 }
 
+export interface PoolTimes {
+  waitTime: Piscina['histogram']['waitTime'];
+  runTime: Piscina['histogram']['runTime'];
+}
+
 export class InferencePool {
   private readonly piscina: Piscina;
   private readonly channel: BroadcastChannel;
@@ -55,6 +60,12 @@ export class InferencePool {
       workerData: { ...config, channel } satisfies WorkerConfig,
     });
     this.piscina.on('error', onError);
+  }
+
+  /** piscina's per-task queue-wait and run-time summaries (ms), for /metrics */
+  get times(): PoolTimes {
+    const h = this.piscina.histogram;
+    return { waitTime: h.waitTime, runTime: h.runTime };
   }
 
   run<T extends WorkerTask>(task: T, transfer: ArrayBuffer[] = []): Promise<WorkerReply<T>> {

@@ -68,9 +68,28 @@ function wrap(ort: OrtLike, session: InferenceSession): Session {
   };
 }
 
+/**
+ * On Linux Dawn reaches GPUs through Vulkan only, and without the Vulkan loader it writes a
+ * multi-line warning straight to fd 2 from native code, where no logger can catch it. Asking
+ * the system's dynamic loader first (the same search Dawn's dlopen does) lets a machine
+ * without Vulkan skip the probe quietly; the caller logs the fallback to WASM as a JSON line.
+ * process.dlopen on a library that is not a Node addon throws either way: "cannot open
+ * shared object file" means absent, anything else (no self-registration) means present.
+ */
+function vulkanLoaderPresent(): boolean {
+  if (process.platform !== 'linux') return true;
+  try {
+    process.dlopen({ exports: {} } as NodeJS.Module, 'libvulkan.so.1');
+    return true;
+  } catch (e) {
+    return !/cannot open shared object file/.test((e as Error).message);
+  }
+}
+
 /** Asks Dawn (the `webgpu` package) for an adapter; null when none exists. With
  * `install`, also exposes it as navigator.gpu, which onnxruntime-web/webgpu expects. */
 export async function webGpuAdapterName(install = false): Promise<string | null> {
+  if (!vulkanLoaderPresent()) return null;
   try {
     const mod = (await import('webgpu')) as unknown as {
       create(flags: string[]): { requestAdapter(): Promise<{ info?: { description?: string } } | null> };

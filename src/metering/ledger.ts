@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { ModuleId } from '../packets/types.ts';
 import type { Store } from '../store/open.ts';
+import { ledgerPrunedTotals } from '../store/retention.ts';
 import type { Period } from '../store/records.ts';
 import { PERIODS } from './periods.ts';
 import type { LedgerEntry, LedgerKind } from './records.ts';
@@ -32,6 +33,12 @@ export function appendLedger(
 
 function windowOf(period: Period, w: { day: string; month: string }): string {
   return period === 'day' ? w.day : period === 'month' ? w.month : 'all';
+}
+
+/** The counter keys an entry moved and by how much (retention folds pruned entries with it). */
+export function ledgerCounterDeltas(e: LedgerEntry): { key: [string, string, string, string]; delta: number }[] {
+  const delta = e.kind === 'charge' ? e.units : -e.units;
+  return PERIODS.map((period) => ({ key: [e.token_id, e.module_id, period, windowOf(period, e.windows)], delta }));
 }
 
 export interface PageQuery {
@@ -94,6 +101,8 @@ export interface LedgerCheck {
 export function verifyLedger(store: Store): LedgerCheck {
   return store.db.ledger.transactionSync(() => {
     const expected = new Map<string, number>();
+    // entries removed by retention count through their per-window totals
+    for (const { key, units } of ledgerPrunedTotals(store)) expected.set(JSON.stringify(key), units);
     let entries = 0;
     for (const { value } of store.db.ledger.getRange({})) {
       const e = value as LedgerEntry;

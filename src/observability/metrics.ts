@@ -2,8 +2,15 @@ import client from 'prom-client';
 
 export type MetricsSnapshot = Awaited<ReturnType<client.Registry['getMetricsAsJSON']>>;
 
-// Each API worker keeps its own registry; the main thread merges the workers' JSON with
-// AggregatorRegistry.aggregate so /metrics shows the whole process.
+const SECONDS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
+// Each API worker keeps its own registry; the main thread merges the workers' JSON with its
+// own through AggregatorRegistry.aggregate, so /metrics shows the whole process.
+//
+// prom-client's default metrics are collected in every thread, labelled `thread`: heap,
+// event-loop delay, GC and handles are per thread (an isolate each), so they stay apart.
+// The `process_*` ones (CPU, RSS, file descriptors, start time) read the whole process and
+// would be counted once per thread if summed: only the main thread reports them.
 export class WorkerMetrics {
   readonly registry = new client.Registry();
   readonly requests = new client.Counter({
@@ -16,7 +23,7 @@ export class WorkerMetrics {
     name: 'lv_http_request_duration_seconds',
     help: 'HTTP request latency by route pattern',
     labelNames: ['route'] as const,
-    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    buckets: SECONDS,
     registers: [this.registry],
   });
   readonly slotsInUse = new client.Gauge({
@@ -26,20 +33,99 @@ export class WorkerMetrics {
   });
   readonly busyRejections = new client.Counter({
     name: 'lv_verify_busy_total',
-    help: 'verify calls answered 503 server_busy',
+    help: 'verify calls refused by admission control (503 server_busy)',
     registers: [this.registry],
   });
   readonly inferenceSeconds = new client.Histogram({
     name: 'lv_inference_duration_seconds',
-    help: 'time from hand-off to inference until results, per verify call',
+    help: 'time from hand-off to inference until results, per verify call (queue wait and compute)',
     labelNames: ['module'] as const,
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [this.registry],
   });
+  readonly verdicts = new client.Counter({
+    name: 'lv_verdicts_total',
+    help: 'capture results answered, by module, capture mode and verdict (live, non_live, retry); replays are not counted again',
+    labelNames: ['module', 'mode', 'verdict'] as const,
+    registers: [this.registry],
+  });
+  readonly units = new client.Counter({
+    name: 'lv_units_total',
+    help: 'quota units by module: charged (reserved, as the ledger records a charge) and refunded (inference failed)',
+    labelNames: ['module', 'kind'] as const,
+    registers: [this.registry],
+  });
+  readonly quotaRejections = new client.Counter({
+    name: 'lv_quota_rejections_total',
+    help: 'verify calls refused with 429 quota_exceeded, by module',
+    labelNames: ['module'] as const,
+    registers: [this.registry],
+  });
+  readonly verifyErrors = new client.Counter({
+    name: 'lv_verify_errors_total',
+    help: 'verify calls answered with an error, by module and error code',
+    labelNames: ['module', 'code'] as const,
+    registers: [this.registry],
+  });
+
+  constructor(thread = 'api') {
+    client.collectDefaultMetrics({ register: this.registry, labels: { thread } });
+  }
 
   observe(route: string, method: string, status: number, seconds: number): void {
     this.requests.inc({ route, method, status: String(status) });
     this.latency.observe({ route }, seconds);
+  }
+
+  async snapshot(): Promise<MetricsSnapshot> {
+    return (await this.registry.getMetricsAsJSON()).filter((m) => !m.name.startsWith('process_'));
+  }
+}
+
+/** What the main thread can say about inference: readiness per module and the pool's own
+ * queue-wait and run-time figures (piscina measures both per task, in milliseconds). */
+export interface InferenceStats {
+  readiness(): { module_id: string; ready: boolean }[];
+  poolTimes(): { waitTime: TimeSummary; runTime: TimeSummary } | null;
+}
+interface TimeSummary { p50: number; p90: number; p99: number; max: number }
+
+const QUANTILES = [['0.5', 'p50'], ['0.9', 'p90'], ['0.99', 'p99'], ['1', 'max']] as const;
+
+/** The main thread's registry: the process-wide metrics, its own thread's, and inference. */
+export class MainMetrics {
+  readonly registry = new client.Registry();
+
+  constructor(stats: InferenceStats) {
+    client.collectDefaultMetrics({ register: this.registry, labels: { thread: 'main' } });
+    new client.Gauge({
+      name: 'lv_model_ready',
+      help: '1 when the module\'s graphs are loaded and warmed, else 0',
+      labelNames: ['module'] as const,
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const m of stats.readiness()) this.set({ module: m.module_id }, m.ready ? 1 : 0);
+      },
+    });
+    const pool = (name: string, key: 'waitTime' | 'runTime', help: string) =>
+      new client.Gauge({
+        name,
+        help,
+        labelNames: ['quantile'] as const,
+        registers: [this.registry],
+        collect() {
+          this.reset();
+          const times = stats.poolTimes();
+          if (!times) return;
+          for (const [q, field] of QUANTILES) {
+            const ms = times[key][field];
+            if (Number.isFinite(ms)) this.set({ quantile: q }, ms / 1000);
+          }
+        },
+      });
+    pool('lv_inference_queue_wait_seconds', 'waitTime', 'time inference tasks waited for a pool thread, quantiles since start (piscina)');
+    pool('lv_inference_compute_seconds', 'runTime', 'time inference tasks ran on a pool thread, quantiles since start (piscina)');
   }
 
   snapshot(): Promise<MetricsSnapshot> {

@@ -170,3 +170,9 @@ export class LmdbBackend implements StoreBackend {
     return sweepFailures(this.store, at);
   }
 }
+
+/** The LMDB environment behind a backend, or null on PostgreSQL: for the operations that are
+ * LMDB's own (a file copy for backups, pruning of its tables) until they are store operations. */
+export function embeddedStore(backend: StoreBackend): Store | null {
+  return backend instanceof LmdbBackend ? backend.store : null;
+}

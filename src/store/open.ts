@@ -9,6 +9,8 @@ export const SCHEMA_VERSION = 1;
 const NAMES = [
   'meta', 'users', 'usersByName', 'tokens', 'tokenHashes', 'modules', 'counters', 'ledger',
   'idempotency', 'reservations', 'sessions', 'loginFailures', 'audit', 'results',
+  // units of ledger entries removed by retention, per counter key (src/store/retention.ts)
+  'ledgerPruned',
 ] as const;
 export type DbName = (typeof NAMES)[number];
 

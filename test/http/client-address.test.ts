@@ -10,3 +10,31 @@ t.test('X-Forwarded-For counts only behind a trusted proxy', async (t) => {
   t.equal(clientAddress(proxied, '10.0.0.1', 'spoofed, 198.51.100.7'), '198.51.100.7', 'hops left of the first untrusted one are ignored');
   t.equal(clientAddress(proxied, '::ffff:10.0.0.1', undefined), '10.0.0.1');
 });
+
+t.test('TRUSTED_PROXIES takes CIDR ranges, IPv4 and IPv6', async (t) => {
+  const c = loadConfig({ TRUSTED_PROXIES: '10.0.0.0/8, 2001:db8:ffff::/48' });
+  t.equal(clientAddress(c, '10.20.30.40', '198.51.100.1'), '198.51.100.1', 'v4 peer inside the range');
+  t.equal(clientAddress(c, '::ffff:10.1.2.3', '198.51.100.2'), '198.51.100.2', 'IPv4-mapped peer inside the v4 range');
+  t.equal(clientAddress(c, '11.0.0.1', '198.51.100.1'), '11.0.0.1', 'v4 peer outside the range is the client');
+  t.equal(clientAddress(c, '2001:db8:ffff:1::9', '2001:db8:1::5'), '2001:db8:1::5', 'v6 peer inside the range');
+  t.equal(clientAddress(c, '2001:db8:fffe::9', '2001:db8:1::5'), '2001:db8:fffe::9', 'v6 peer outside the range');
+  t.equal(clientAddress(c, '10.0.0.1', '203.0.113.9, 10.9.9.9, 10.0.0.7'), '203.0.113.9', 'hops inside the range are skipped');
+  t.equal(clientAddress(c, '10.0.0.1', 'spoofed, 203.0.113.9'), '203.0.113.9', 'hops left of the first untrusted one are ignored');
+  t.equal(clientAddress(c, '10.0.0.1', undefined), '10.0.0.1', 'no header: the proxy itself');
+});
+
+t.test('a bad TRUSTED_PROXIES entry refuses to start, naming the variable', async (t) => {
+  const { spawn } = await import('node:child_process');
+  const { ROOT, tempDir } = await import('../helpers/server.ts');
+  for (const bad of ['10.0.0.0/33', 'not-an-address', '2001:db8::/129']) {
+    const r = await new Promise<{ code: number | null; out: string }>((resolve) => {
+      const p = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { cwd: ROOT, env: { ...process.env, DATA_DIR: tempDir(), WORKERS: '1', TRUSTED_PROXIES: bad } });
+      let out = '';
+      p.stdout.on('data', (d) => (out += d));
+      p.stderr.on('data', (d) => (out += d));
+      p.on('exit', (code) => resolve({ code, out }));
+    });
+    t.equal(r.code, 2, `${bad} refused`);
+    t.match(r.out, /TRUSTED_PROXIES/);
+  }
+});

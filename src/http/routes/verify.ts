@@ -4,6 +4,7 @@ import { ServiceError, ValidationFailure } from '../../errors/index.ts';
 import type { ResultRecord } from '../../inference/types.ts';
 import { archiveDemoUpload, countryOf, requestFingerprint, type Reservation } from '../../metering/index.ts';
 import { MODULE_IDS, type ModuleId, type ParsedMetadata } from '../../packets/types.ts';
+import { recordVerify } from '../../observability/request-facts.ts';
 import { signBody } from '../../signing/index.ts';
 import type { TokenRecord } from '../../store/records.ts';
 import { earlyMetadata, prepareRequest } from '../../verify/index.ts';
@@ -36,12 +37,16 @@ interface CallState {
   moduleId: string | null;
   captures: number;
   charged: number;
+  /** for the metrics and the request log line (recordVerify) */
+  reserved: number;
+  refunded: number;
+  results: ResultRecord[] | null;
 }
 
 export function verifyRoutes(router: Router, s: Services): void {
   const slots = new CapacitySlots(LIMITS.slotsPerWorker, (n) => s.metrics.slotsInUse.set(n));
   router.add('POST', '/v1/modules/:module_id/verify', (ctx, params) => {
-    const state: CallState = { token: null, moduleId: null, captures: 0, charged: 0 };
+    const state: CallState = { token: null, moduleId: null, captures: 0, charged: 0, reserved: 0, refunded: 0, results: null };
     let pending: Promise<Reply>;
     try {
       pending = verify(ctx, params.module_id!, s, slots, state);
@@ -63,6 +68,7 @@ export function verifyRoutes(router: Router, s: Services): void {
       })
       .then(async (reply) => {
         audit(ctx, s, state, reply.status);
+        recordVerify(ctx, s.metrics, state, reply.status, ctx.errorCode, reply.headers?.['Idempotency-Replayed'] === 'true');
         return signed(s, reply);
       });
   });
@@ -127,6 +133,7 @@ async function run(
     return { status: outcome.status, body: outcome.body, contentType: 'application/json', headers: { 'Idempotency-Replayed': 'true' } };
   }
   const reservation = outcome.reservation;
+  state.reserved = reservation.units;
 
   let results: ResultRecord[];
   try {
@@ -136,9 +143,11 @@ async function run(
     s.metrics.inferenceSeconds.observe({ module: moduleId }, (performance.now() - started) / 1000);
   } catch (err) {
     await s.store.refund(reservation.id, now());
+    state.refunded = reservation.units;
     if (err instanceof InferenceFailedError) throw new ServiceError('inference_failed');
     throw err;
   }
+  state.results = results;
   const body = await settleCall(s, ctx, reservation, moduleId, results);
   state.charged = reservation.units;
   return { status: 200, body, contentType: 'application/json' };

@@ -1,0 +1,72 @@
+import { now } from '../clock.ts';
+import type { Config } from '../config/index.ts';
+import { ledgerCounterDeltas } from '../metering/ledger.ts';
+import type { LedgerEntry } from '../metering/records.ts';
+import type { Logger } from '../observability/logger.ts';
+import type { StoreBackend } from '../store/backend.ts';
+import { embeddedStore } from '../store/lmdb-backend.ts';
+import { pruneAuditBefore, pruneLedgerBefore, pruneResultsBefore } from '../store/retention.ts';
+import { pruneArchiveBefore } from './archive.ts';
+
+const DAY_MS = 86_400_000;
+
+export type RetentionConfig = Pick<Config, 'DATA_DIR' | 'RETENTION_AUDIT_DAYS' | 'RETENTION_RESULTS_DAYS' | 'RETENTION_LEDGER_DAYS' | 'RETENTION_ARCHIVE_DAYS'>;
+
+export interface PruneReport {
+  at: string;
+  /** records removed per kind; null where the kind is kept for ever (setting 0) */
+  audit: number | null;
+  results: number | null;
+  ledger: number | null;
+  /** archived requests (folders) removed with their day */
+  archive: number | null;
+}
+
+/** One pass over every kind with its own period; the same in the service and the CLI. */
+export async function pruneOnce(backend: StoreBackend, config: RetentionConfig, at = now()): Promise<PruneReport> {
+  const cutoff = (days: number) => at - days * DAY_MS;
+  const run = async (days: number, fn: (cutoff: number) => Promise<number>) => (days > 0 ? fn(cutoff(days)) : null);
+  const store = embeddedStore(backend);
+  // Pruning rows is written for LMDB only so far; on PostgreSQL the database kinds are left
+  // alone (reported as null, README Retention) and only the demo archive is pruned.
+  if (!store) {
+    return { at: new Date(at).toISOString(), audit: null, results: null, ledger: null, archive: await run(config.RETENTION_ARCHIVE_DAYS, (c) => pruneArchiveBefore(config.DATA_DIR, c)) };
+  }
+  return {
+    at: new Date(at).toISOString(),
+    audit: await run(config.RETENTION_AUDIT_DAYS, (c) => pruneAuditBefore(store, c)),
+    results: await run(config.RETENTION_RESULTS_DAYS, (c) => pruneResultsBefore(store, c)),
+    ledger: await run(config.RETENTION_LEDGER_DAYS, (c) => pruneLedgerBefore(store, c, (e: LedgerEntry) => ledgerCounterDeltas(e))),
+    archive: await run(config.RETENTION_ARCHIVE_DAYS, (c) => pruneArchiveBefore(config.DATA_DIR, c)),
+  };
+}
+
+/** The service's pruner: once at start, then hourly, in the main thread only (one pass per
+ * process, never one per API worker). Failures are logged and retried at the next tick. */
+export function startRetention(store: StoreBackend, config: RetentionConfig, log: Logger, everyMs = 3600_000): () => Promise<void> {
+  let running: Promise<void> | null = null;
+  let stopped = false;
+  const tick = () => {
+    if (running || stopped) return;
+    running = pass().finally(() => {
+      running = null;
+    });
+  };
+  const pass = async () => {
+    try {
+      const report = await pruneOnce(store, config);
+      if (report.audit || report.results || report.ledger || report.archive) log.info({ pruned: report }, 'retention: pruned');
+    } catch (err) {
+      log.error({ err }, 'retention: prune failed');
+    }
+  };
+  tick();
+  const timer = setInterval(tick, everyMs);
+  timer.unref();
+  // stop: no new pass; resolves when a pass under way ends, so the store closes after it
+  return async () => {
+    stopped = true;
+    clearInterval(timer);
+    await running;
+  };
+}

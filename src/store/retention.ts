@@ -1,0 +1,88 @@
+import type { Store } from './open.ts';
+import { atomically } from './atomic.ts';
+
+// Store-level retention operations on LMDB: each removes records older than a cutoff in
+// bounded batches, one write transaction per batch, so a large first prune never holds the
+// single LMDB writer lock long enough to stall a verify call's reservation.
+// The PostgreSQL store (in progress elsewhere) needs the same four operations.
+
+const BATCH = 500;
+
+/** Audit rows are keyed [epoch ms, request id]: a key range, nothing else to read. */
+export async function pruneAuditBefore(store: Store, cutoff: number): Promise<number> {
+  let removed = 0;
+  for (;;) {
+    const keys = [...store.db.audit.getKeys({ start: [0], end: [cutoff], limit: BATCH })];
+    if (keys.length === 0) return removed;
+    await atomically(store, () => {
+      for (const k of keys) store.db.audit.remove(k);
+    });
+    removed += keys.length;
+  }
+}
+
+/** Result JSON is keyed by request id with its time inside; a scan, removed in batches. */
+export async function pruneResultsBefore(store: Store, cutoff: number): Promise<number> {
+  let removed = 0;
+  let batch: unknown[] = [];
+  const flush = async () => {
+    const keys = batch;
+    batch = [];
+    if (keys.length === 0) return;
+    await atomically(store, () => {
+      for (const k of keys) {
+        // re-read inside the write: a record rewritten since the scan is judged again
+        const v = store.db.results.get(k as string) as { at?: string } | undefined;
+        if (v && Date.parse(v.at ?? '') < cutoff) {
+          store.db.results.remove(k as string);
+          removed++;
+        }
+      }
+    });
+  };
+  for (const { key, value } of store.db.results.getRange({})) {
+    if (Date.parse((value as { at?: string }).at ?? '') < cutoff) batch.push(key);
+    if (batch.length >= BATCH) await flush();
+  }
+  await flush();
+  return removed;
+}
+
+type CounterKey = [token_id: string, module_id: string, period: string, window: string];
+
+/** Folds a removed ledger entry's units into the per-window totals of pruned entries. */
+function addPruned(store: Store, key: CounterKey, delta: number): void {
+  store.db.ledgerPruned.put(key, ((store.db.ledgerPruned.get(key) as number | undefined) ?? 0) + delta);
+}
+
+/**
+ * Ledger entries older than the cutoff go, and in the same transaction their units are added
+ * to `ledgerPruned`, keyed like the usage counters ([token, module, period, window]). The
+ * counters never change, so usage is untouched, and `ledger verify` checks
+ * counters = pruned totals + remaining entries.
+ */
+export async function pruneLedgerBefore(
+  store: Store,
+  cutoff: number,
+  keysOf: (entry: any) => { key: CounterKey; delta: number }[],
+): Promise<number> {
+  let removed = 0;
+  for (;;) {
+    const n = await atomically(store, () => {
+      // read the batch first, then write: no removal under a live cursor
+      const batch = [...store.db.ledger.getRange({ start: [0], end: [cutoff], limit: BATCH })];
+      for (const { key, value } of batch) {
+        for (const { key: k, delta } of keysOf(value)) addPruned(store, k, delta);
+        store.db.ledger.remove(key);
+      }
+      return batch.length;
+    });
+    removed += n;
+    if (n === 0) return removed;
+  }
+}
+
+/** The pruned entries' totals per counter key, for `ledger verify`. */
+export function ledgerPrunedTotals(store: Store): Iterable<{ key: CounterKey; units: number }> {
+  return store.db.ledgerPruned.getRange({}).map(({ key, value }) => ({ key: key as CounterKey, units: value as number }));
+}

@@ -1,0 +1,69 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import t from 'tap';
+import { postVerify, request, single } from '../helpers/captures.ts';
+import { lmdbOpen } from '../helpers/lmdb.ts';
+import { bearer, makeToken, startServer, tempDir } from '../helpers/server.ts';
+
+// Backup taken from a running service with a verify call in flight, restored by the
+// documented procedure (README "Backup and restore") into a fresh DATA_DIR, served again.
+
+t.test('a backup of the live store, restored, serves the same tokens, usage and replays', async (t) => {
+  const env = { TEST_INFERENCE_DELAY_MS: '20000', TEST_INFERENCE_DELAY_PREFIX: 'slow-' };
+  const a = await startServer({ env, ready: true });
+  t.teardown(() => a.stop());
+  const { id, token } = await makeToken(a, ['rgb_liveness:10:never']);
+  const bodies = [request([single({ id: 'b-1' })]), request([single({ id: 'b-2', seed: 7 })])];
+  const first = await postVerify(a.baseUrl, token, 'rgb_liveness', bodies[0]!, { 'idempotency-key': 'key-1' });
+  const second = await postVerify(a.baseUrl, token, 'rgb_liveness', bodies[1]!, { 'idempotency-key': 'key-2' });
+  t.equal(first.status, 200);
+  t.equal(second.status, 200);
+
+  // a call still in inference while the copy is made (held 20 s by the test delay, far longer
+  // than the CLI takes to start and copy): its reservation is pending in the copy
+  const slow = postVerify(a.baseUrl, token, 'rgb_liveness', request([single({ id: 'slow-1' })]), { 'idempotency-key': 'key-3' });
+  const db = lmdbOpen(a.dataDir);
+  for (const end = Date.now() + 20_000; Date.now() < end; await new Promise((r) => setTimeout(r, 50))) {
+    if ([...db.reservations.getRange({})].some((e: any) => e.value.state === 'pending')) break;
+  }
+  t.ok([...db.reservations.getRange({})].some((e: any) => e.value.state === 'pending'), 'a reservation is pending during the backup');
+  await db.close();
+
+  const file = path.join(tempDir('lv-backup-'), 'store.mdb');
+  const backup = await a.cli(['backup', file]);
+  t.equal(backup.code, 0, backup.stderr);
+  t.equal(backup.json.file, file);
+  t.ok(fs.statSync(file).size > 0);
+  t.equal(fs.statSync(file).mode & 0o777, 0o600, 'the copy is private (it holds token hashes and results)');
+  const again = await a.cli(['backup', file]);
+  t.equal(again.code, 1, 'an existing file is never overwritten');
+  t.match(again.stderr, /exists/);
+  t.equal((await slow).status, 200, 'the service went on serving during the backup');
+  await a.stop();
+
+  // restore: the copy becomes DATA_DIR/store/data.mdb; the signing keys travel separately
+  const restored = tempDir('lv-restored-');
+  fs.mkdirSync(path.join(restored, 'store'));
+  fs.copyFileSync(file, path.join(restored, 'store', 'data.mdb'));
+  fs.cpSync(path.join(a.dataDir, 'keys'), path.join(restored, 'keys'), { recursive: true });
+
+  const b = await startServer({ dataDir: restored, env, ready: true });
+  t.teardown(() => b.stop());
+  t.ok(b.logLines().some((l) => /crash recovery/.test(l.msg ?? '')), 'the call pending in the copy was recovered (refunded) at start');
+
+  const me = await fetch(`${b.baseUrl}/v1/me`, { headers: bearer(token) });
+  t.equal(me.status, 200, 'the same token authenticates');
+  const usage = (await me.json()).usage.find((u: any) => u.module_id === 'rgb_liveness');
+  t.equal(usage.used, 2, 'usage as of the backup: two charged, the in-flight one refunded by recovery');
+  const list = await b.cli(['token', 'show', id]);
+  t.equal(list.json.id, id);
+
+  for (const [i, key] of ['key-1', 'key-2'].entries()) {
+    const replay = await postVerify(b.baseUrl, token, 'rgb_liveness', bodies[i]!, { 'idempotency-key': key });
+    t.equal(replay.headers.get('idempotency-replayed'), 'true', `${key} replays`);
+    t.equal(replay.text, [first, second][i]!.text, `${key}: the same bytes`);
+  }
+  const verify = await b.cli(['ledger', 'verify']);
+  t.equal(verify.code, 0);
+  t.equal(verify.json.ok, true, 'the restored ledger verifies');
+});

@@ -1,0 +1,84 @@
+import { execFileSync, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import https from 'node:https';
+import net from 'node:net';
+import path from 'node:path';
+import t from 'tap';
+import { request, single } from '../helpers/captures.ts';
+import { lmdbOpen } from '../helpers/lmdb.ts';
+import { makeToken, ROOT, startServer, tempDir } from '../helpers/server.ts';
+
+// The README's nginx snippet (deploy/nginx-liveness.conf), run for real in front of the
+// service: TLS at nginx, the client's address carried in X-Forwarded-For, a spoofed header
+// dropped. Needs nginx (`apt-get install nginx`); skipped, saying so, without it.
+const NGINX = '/usr/sbin/nginx';
+
+async function freePort(): Promise<number> {
+  const s = net.createServer().listen(0, '127.0.0.1');
+  await new Promise((r) => s.once('listening', r));
+  const port = (s.address() as net.AddressInfo).port;
+  await new Promise((r) => s.close(r));
+  return port;
+}
+
+t.test('nginx snippet: TLS at the proxy, client address through X-Forwarded-For', { skip: fs.existsSync(NGINX) ? false : 'nginx not installed' }, async (t) => {
+  const s = await startServer({ ready: true, env: { TRUSTED_PROXIES: '127.0.0.1' } });
+  t.teardown(() => s.stop());
+  const dir = tempDir('lv-nginx-');
+  const cert = path.join(dir, 'cert.pem');
+  const key = path.join(dir, 'key.pem');
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '2', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', key, '-out', cert], { stdio: 'ignore' });
+  const port = await freePort();
+  const site = fs
+    .readFileSync(path.join(ROOT, 'deploy/nginx-liveness.conf'), 'utf8')
+    .replace('server 127.0.0.1:8080;', `server 127.0.0.1:${s.port};`)
+    .replace('listen 443 ssl http2;', `listen 127.0.0.1:${port} ssl http2;`)
+    .replace('/etc/liveness/tls/fullchain.pem', cert)
+    .replace('/etc/liveness/tls/privkey.pem', key);
+  fs.writeFileSync(path.join(dir, 'site.conf'), site);
+  // a throwaway main config around the site: no daemon, everything under the temp prefix
+  fs.writeFileSync(
+    path.join(dir, 'nginx.conf'),
+    `user root; worker_processes 1; pid ${dir}/nginx.pid; error_log ${dir}/error.log; events {}\n` +
+      `http { access_log off; client_body_temp_path ${dir}/body; proxy_temp_path ${dir}/proxy; include ${dir}/site.conf; }\n`,
+  );
+  const nginx = spawn(NGINX, ['-p', dir, '-c', path.join(dir, 'nginx.conf'), '-g', 'daemon off;'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let nginxErr = '';
+  nginx.stderr!.on('data', (d) => (nginxErr += d));
+  const nginxExit = new Promise((r) => nginx.on('exit', r));
+  t.teardown(async () => {
+    nginx.kill('SIGQUIT');
+    await nginxExit;
+  });
+  // wait for nginx to accept, bounded
+  for (let end = Date.now() + 20_000; ; await new Promise((r) => setTimeout(r, 100))) {
+    const up = await new Promise<boolean>((r) => net.connect(port, '127.0.0.1').once('connect', function (this: net.Socket) { this.destroy(); r(true); }).once('error', () => r(false)));
+    if (up) break;
+    if (Date.now() > end || nginx.exitCode !== null) throw new Error(`nginx did not start: ${nginxErr}`);
+  }
+
+  const { token } = await makeToken(s, ['rgb_liveness:5:day']);
+  const body = request([single({ id: 'via-nginx' })]);
+  // the client connects from 127.0.0.5 (any 127/8 address is loopback) and lies in its header
+  const answer = await new Promise<{ status: number; rid: string; text: string }>((resolve, reject) => {
+    const req = https.request(
+      { host: '127.0.0.1', port, method: 'POST', path: '/v1/modules/rgb_liveness/verify', ca: fs.readFileSync(cert), localAddress: '127.0.0.5', agent: false,
+        headers: { authorization: `Bearer ${token}`, 'content-type': body.contentType, 'x-forwarded-for': '81.2.69.160' } },
+      (res) => {
+        let text = '';
+        res.on('data', (d) => (text += d));
+        res.on('end', () => resolve({ status: res.statusCode!, rid: res.headers['x-request-id'] as string, text }));
+      },
+    );
+    req.on('error', reject);
+    req.end(body.body);
+  });
+  t.equal(answer.status, 200, answer.text);
+  const db = lmdbOpen(s.dataDir);
+  t.teardown(() => db.close());
+  let row: any;
+  for (const end = Date.now() + 10_000; !row && Date.now() < end; await new Promise((r) => setTimeout(r, 100))) {
+    row = [...db.audit.getRange({})].map((e) => e.value as any).find((a) => a.request_id === answer.rid);
+  }
+  t.equal(row?.client_ip, '127.0.0.5', 'the audit names the real client, not nginx and not the spoofed header');
+});

@@ -1,0 +1,111 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import net from 'node:net';
+import t from 'tap';
+import { ROOT, tempDir } from '../helpers/server.ts';
+
+// Drives `npm start` exactly as an operator or a supervisor does, and signals the pid it
+// started (npm's), never node's directly.
+
+interface Started {
+  npm: ChildProcess;
+  nodePid: number;
+  port: number;
+  lines: () => any[];
+  stderr: () => string;
+  npmExit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+async function npmStart(): Promise<Started> {
+  const env = { ...process.env, HOST: '127.0.0.1', PORT: '0', DATA_DIR: tempDir(), WORKERS: '1', INFERENCE_THREADS: '1', WARMUP_RUNS: '0', LOG_LEVEL: 'info' };
+  // detached: npm leads its own process group, so nothing here signals node by accident
+  const npm = spawn('npm', ['start', '--silent'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  const parsed: any[] = [];
+  let err = '';
+  let buf = '';
+  npm.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+  const npmExit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => npm.on('exit', (code, signal) => r({ code, signal })));
+  const listening = new Promise<any>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`npm start did not listen:\n${err}`)), 180_000);
+    npm.stdout!.on('data', (d: Buffer) => {
+      buf += d.toString();
+      let i: number;
+      while ((i = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, i);
+        buf = buf.slice(i + 1);
+        try {
+          const j = JSON.parse(line);
+          parsed.push(j);
+          if (j.msg === 'listening') {
+            clearTimeout(timer);
+            resolve(j);
+          }
+        } catch {
+          /* build output */
+        }
+      }
+    });
+    void npmExit.then(() => reject(new Error(`npm exited before listening:\n${err}`)));
+  });
+  const l = await listening;
+  return { npm, nodePid: l.pid, port: l.port, lines: () => parsed, stderr: () => err, npmExit };
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Polls until the pid is gone, bounded. */
+async function gone(pid: number, ms = 60_000): Promise<boolean> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (!alive(pid)) return true;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return false;
+}
+
+function connects(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = net.connect(port, '127.0.0.1');
+    s.once('connect', () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once('error', () => resolve(false));
+  });
+}
+
+for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+  t.test(`${signal} to the pid npm start gave drains and stops the service`, async (t) => {
+    const s = await npmStart();
+    t.teardown(() => {
+      if (alive(s.nodePid)) process.kill(s.nodePid, 'SIGKILL');
+    });
+    t.not(s.nodePid, s.npm.pid, 'node is a child of npm, not npm itself');
+    t.equal((await fetch(`http://127.0.0.1:${s.port}/health/live`)).status, 200);
+    process.kill(s.npm.pid!, signal);
+    await s.npmExit;
+    t.ok(await gone(s.nodePid), 'the service process ended');
+    t.equal(await connects(s.port), false, 'nobody serves the port any more');
+    t.ok(s.lines().some((l) => l.msg === 'draining'), 'it drained');
+    t.ok(s.lines().some((l) => l.msg === 'stopped' && l.code === 0), 'and stopped cleanly');
+    t.notMatch(s.stderr(), /Vulkan|libvulkan/, 'no native WebGPU probe noise on stderr');
+  });
+}
+
+t.test('a service whose npm parent is killed outright drains instead of staying orphaned', async (t) => {
+  const s = await npmStart();
+  t.teardown(() => {
+    if (alive(s.nodePid)) process.kill(s.nodePid, 'SIGKILL');
+  });
+  process.kill(s.npm.pid!, 'SIGKILL');
+  await s.npmExit;
+  t.ok(await gone(s.nodePid), 'the orphaned service ended by itself');
+  t.equal(await connects(s.port), false);
+  t.ok(s.lines().some((l) => l.msg === 'parent process is gone; draining'));
+});

@@ -1,0 +1,108 @@
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import https from 'node:https';
+import http from 'node:http';
+import path from 'node:path';
+import t from 'tap';
+import { request, single } from '../helpers/captures.ts';
+import { lmdbOpen } from '../helpers/lmdb.ts';
+import { makeToken, startServer, tempDir } from '../helpers/server.ts';
+
+// A certificate made here with openssl (encrypted key, so the passphrase path is exercised),
+// served by uWS's SSLApp and checked by Node's https client against that certificate.
+const dir = tempDir('lv-tls-');
+const cert = path.join(dir, 'cert.pem');
+const key = path.join(dir, 'key.pem');
+execFileSync('openssl', [
+  'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-days', '2', '-subj', '/CN=127.0.0.1',
+  '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', key, '-out', cert, '-passout', 'pass:correct horse',
+], { stdio: 'ignore' });
+const ca = fs.readFileSync(cert);
+
+interface Answer { status: number; headers: http.IncomingHttpHeaders; body: string; authorized: boolean }
+
+function call(port: number, method: string, p: string, headers: Record<string, string> = {}, body?: Uint8Array | string): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const req = https.request({ host: '127.0.0.1', port, method, path: p, ca, headers, agent: false }, (res) => {
+      let text = '';
+      res.on('data', (d) => (text += d));
+      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: text, authorized: (res.socket as import('node:tls').TLSSocket).authorized }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+t.test('TLS_CERT_FILE/TLS_KEY_FILE serve HTTPS; the session cookie is Secure by default', async (t) => {
+  const s = await startServer({
+    env: { TLS_CERT_FILE: cert, TLS_KEY_FILE: key, TLS_KEY_PASSPHRASE: 'correct horse', TRUSTED_PROXIES: '127.0.0.0/8', ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'a-long-password' },
+  });
+  t.teardown(() => s.stop());
+  t.ok(s.logLines().some((l) => l.msg === 'listening' && l.tls === true), 'the listening line says TLS');
+
+  const live = await call(s.port, 'GET', '/health/live');
+  t.equal(live.status, 200);
+  t.ok(live.authorized, 'the client verified the certificate chain');
+
+  const plain = await new Promise<string>((resolve) => {
+    const req = http.get({ host: '127.0.0.1', port: s.port, path: '/health/live', agent: false }, (res) => resolve(`answered ${res.statusCode}`));
+    req.on('error', () => resolve('refused'));
+  });
+  t.equal(plain, 'refused', 'plain HTTP gets no answer on the TLS port');
+
+  const login = await call(s.port, 'POST', '/auth/login', { 'content-type': 'application/json' }, JSON.stringify({ username: 'root', password: 'a-long-password' }));
+  t.equal(login.status, 200);
+  const cookie = String(login.headers['set-cookie']);
+  t.match(cookie, /lv_session=/);
+  t.match(cookie, /; Secure/, 'Secure on by default under TLS');
+
+  // a range of trusted proxies (the loopback /8) lets X-Forwarded-For name the client
+  const { token } = await makeToken(s, ['rgb_liveness:5:day']);
+  const body = request([single({ id: 'tls-1' })]);
+  const readyBy = Date.now() + 120_000;
+  while ((await call(s.port, 'GET', '/health/ready')).status !== 200) {
+    if (Date.now() > readyBy) throw new Error('not ready over TLS');
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  const verify = await call(s.port, 'POST', '/v1/modules/rgb_liveness/verify', { authorization: `Bearer ${token}`, 'content-type': body.contentType, 'x-forwarded-for': '81.2.69.160' }, body.body);
+  t.equal(verify.status, 200, 'a verify call over TLS');
+  t.equal(JSON.parse(verify.body).charged_units, 1);
+  const rid = verify.headers['x-request-id'] as string;
+  const db = lmdbOpen(s.dataDir);
+  t.teardown(() => db.close());
+  const end = Date.now() + 10_000;
+  let row: any;
+  while (!row && Date.now() < end) {
+    row = [...db.audit.getRange({})].map((e) => e.value as any).find((a) => a.request_id === rid);
+    if (!row) await new Promise((r) => setTimeout(r, 100));
+  }
+  t.match(row, { client_ip: '81.2.69.160', country: 'GB' }, 'audit names the client behind a proxy in the trusted range');
+});
+
+t.test('COOKIE_SECURE=0 still turns Secure off explicitly under TLS', async (t) => {
+  const { loadConfig } = await import('../../src/config/index.ts');
+  t.equal(loadConfig({ TLS_CERT_FILE: cert, TLS_KEY_FILE: key }).COOKIE_SECURE, true);
+  t.equal(loadConfig({ TLS_CERT_FILE: cert, TLS_KEY_FILE: key, COOKIE_SECURE: '0' }).COOKIE_SECURE, false);
+  t.equal(loadConfig({}).COOKIE_SECURE, false);
+  t.throws(() => loadConfig({ TLS_CERT_FILE: cert }), /TLS_CERT_FILE and TLS_KEY_FILE must be set together/);
+});
+
+t.test('a wrong passphrase or unreadable file refuses to start with a message', async (t) => {
+  const { spawn } = await import('node:child_process');
+  const { ROOT } = await import('../helpers/server.ts');
+  const run = (env: Record<string, string>) =>
+    new Promise<{ code: number | null; out: string }>((resolve) => {
+      const p = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { cwd: ROOT, env: { ...process.env, DATA_DIR: tempDir(), WORKERS: '1', PORT: '0', ...env } });
+      let out = '';
+      p.stdout.on('data', (d) => (out += d));
+      p.stderr.on('data', (d) => (out += d));
+      p.on('exit', (code) => resolve({ code, out }));
+    });
+  const wrong = await run({ TLS_CERT_FILE: cert, TLS_KEY_FILE: key, TLS_KEY_PASSPHRASE: 'wrong' });
+  t.equal(wrong.code, 2);
+  t.match(wrong.out, /certificate and key do not load together/);
+  t.notMatch(wrong.out, /wrong/, 'the passphrase is not echoed');
+  const missing = await run({ TLS_CERT_FILE: path.join(dir, 'nope.pem'), TLS_KEY_FILE: key, TLS_KEY_PASSPHRASE: 'correct horse' });
+  t.equal(missing.code, 2);
+  t.match(missing.out, /TLS_CERT_FILE: cannot read .*nope\.pem \(ENOENT\)/);
+});
