@@ -125,8 +125,9 @@ function pngCase(r: Rand, id: string): Case {
     bytes = flip(r, good, 1 + int(r, 4), 8);
     what = 'bytes flipped after the signature';
   } else if (kind === 2) {
-    bytes = flip(r, good, 1, 0);
-    bytes = Buffer.concat([bytes.subarray(0, 8), good.subarray(8)]);
+    bytes = Buffer.from(good);
+    const at = int(r, 8);
+    bytes[at] = bytes[at]! ^ (1 + int(r, 255));
     what = 'signature flipped';
   } else if (kind === 3) {
     // IHDR with other dimensions, CRC made right so only the meaning is wrong
@@ -212,8 +213,11 @@ function headersCase(r: Rand, id: string, token: string): Case {
     what = 'Content-Length shorter than the body (the rest reads as a next request)';
     closeOk = true;
   } else if (kind === 4) {
-    base.contentLength = pick(r, [32 * 1024 * 1024 + 1, 2 ** 31 - 1]);
+    base.contentLength = pick(r, [32 * 1024 * 1024 + 1, 100 * 1024 * 1024, 999_999_999, 1_000_000_000, 2 ** 31 - 1]);
     what = `Content-Length ${base.contentLength} (over the limit)`;
+    // uWS 20.30's parser drops a request whose Content-Length has 10 digits or more (>= 10^9)
+    // before any handler runs: closed without an answer (README, known limitations)
+    closeOk = base.contentLength >= 1_000_000_000;
   } else if (kind === 5) {
     head = verifyHead({ ...base, contentLength: null, chunked: true });
     const size = v.body.length.toString(16);
@@ -294,6 +298,8 @@ export async function runFuzz(opts: FuzzOptions): Promise<ScenarioResult> {
     }
     const byCategory: Record<string, Record<string, number>> = {};
     let oks = 0;
+    /** mutations that left the request valid (answered 200), by kind */
+    const accepted: Record<string, number> = {};
     let busyRetries = 0;
     let maxMs = 0;
     let next = 0;
@@ -316,7 +322,11 @@ export async function runFuzz(opts: FuzzOptions): Promise<ScenarioResult> {
         if (res.outcome === 'hung') failures.add(`${where}: neither answered nor closed within ${waitMs} ms`);
         else if (res.outcome === 'closed' && !c.closeOk) failures.add(`${where}: closed without an answer`);
         else if (res.status !== undefined && res.status >= 500) failures.add(`${where}: ${res.status} ${res.code ?? ''}`);
-        if (res.status === 200) oks++;
+        if (res.status === 200) {
+          oks++;
+          const k = `${c.category}: ${c.what}`;
+          accepted[k] = (accepted[k] ?? 0) + 1;
+        }
         if ((i + 1) % 500 === 0) log(`${i + 1}/${cases.length} calls`);
       }
     };
@@ -329,7 +339,7 @@ export async function runFuzz(opts: FuzzOptions): Promise<ScenarioResult> {
     failures.check(ledger.ok, `ledger verify failed: ${ledger.detail}`);
     return {
       name: 'fuzz',
-      figures: { calls: cases.length, seconds: Math.round(seconds), answered_200: oks, units_used: used, busy_retries: busyRetries, slowest_ms: maxMs, ledger_ok: ledger.ok, outcomes: JSON.stringify(byCategory) },
+      figures: { calls: cases.length, seconds: Math.round(seconds), answered_200: oks, units_used: used, busy_retries: busyRetries, slowest_ms: maxMs, ledger_ok: ledger.ok, outcomes: JSON.stringify(byCategory), accepted_as_valid: JSON.stringify(accepted) },
       failures: failures.done(),
     };
   } finally {
