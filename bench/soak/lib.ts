@@ -5,9 +5,26 @@
 // operator CLI as the judge of the stored state.
 
 import fs from 'node:fs';
-import { startServer, makeToken, type ServerHandle, type StartOptions } from '../../test/helpers/server.ts';
+import { startServer as startTestServer, makeToken, type ServerHandle, type StartOptions } from '../../test/helpers/server.ts';
 
-export { startServer, makeToken, type ServerHandle, type StartOptions };
+export { makeToken, type ServerHandle, type StartOptions };
+
+// Every server a scenario starts is registered, so a scenario cut off by its time bound (or a
+// runner that is interrupted) leaves no service process running behind it.
+const live = new Set<ServerHandle>();
+
+export async function startServer(opts: StartOptions = {}): Promise<ServerHandle> {
+  const s = await startTestServer(opts);
+  live.add(s);
+  void s.exited.then(() => live.delete(s));
+  return s;
+}
+
+/** SIGKILLs every server still running (they are throw-away: temporary DATA_DIRs). */
+export function killAllServers(): void {
+  for (const s of live) s.proc.kill('SIGKILL');
+  live.clear();
+}
 
 export interface ScenarioResult {
   name: string;

@@ -17,8 +17,7 @@
 
 import net from 'node:net';
 import { buildCapture, buildVerifyBody } from '../../src/client/index.ts';
-import { sequence } from '../../test/helpers/captures.ts';
-import { smallSingle, verifyHead } from '../../test/ingest/helpers.ts';
+import { flatPixels, okFrame, pngOfSize, smallSingle, verifyHead } from '../../test/ingest/helpers.ts';
 import { Failures, makeToken, sleep, startServer, type ScenarioResult } from './lib.ts';
 
 export interface SlowClientExpectations {
@@ -46,6 +45,8 @@ export interface SlowClientOptions {
   tricklers: number;
   honestCalls: number;
   trickleBytesPerSec?: number;
+  /** size of each of the paced client's 20 PNG frames (the upload lasts 20 x this / rate) */
+  pacedFrameBytes?: number;
   workers?: number;
   expect: SlowClientExpectations;
   /** extra server environment (e.g. the minimum-rate and cap settings once they exist) */
@@ -152,7 +153,8 @@ export async function runSlowClient(opts: SlowClientOptions): Promise<ScenarioRe
     // a paced client above the minimum rate, whose upload outlasts uWS's built-in window
     let paced: { status: number | null; ms: number; bytes: number } | null = null;
     if (ex.pacedBytesPerSec !== null) {
-      const seq = buildCapture(sequence(20, { id: 'paced' }));
+      const png = pngOfSize(flatPixels(), opts.pacedFrameBytes ?? 8 * 1024);
+      const seq = buildCapture({ capture_id: 'paced', mode: 'rgb_sequence', frames: Array.from({ length: 20 }, (_, i) => okFrame(i, png)) });
       const b = buildVerifyBody(seq.metadata, seq.files);
       const c = await open(server.port, '127.0.0.1');
       conns.push(c);
