@@ -176,6 +176,8 @@ export async function runSlowClient(opts: SlowClientOptions): Promise<ScenarioRe
     const answered: Record<string, number> = {};
     for (const c of tricklers) answered[c.status === null ? 'closed' : String(c.status)] = (answered[c.status === null ? 'closed' : String(c.status)] ?? 0) + 1;
     const ends = tricklers.filter((c) => c.endedAt !== null).map((c) => c.endedAt! - started);
+    const late = ends.filter((ms) => ms > ex.slowAnswerWithinMs).length;
+    failures.check(late === 0, `${late} trickling connections ended only after ${ex.slowAnswerWithinMs} ms`);
     for (const c of tricklers) if (c.status !== null) failures.check(c.status < 500 || c.status === 503, `a trickler was answered ${c.status}`);
     for (const c of conns) c.socket.destroy();
     await Promise.all(trickling);
