@@ -64,8 +64,9 @@ function valid(id: string): { body: Buffer; contentType: string; metadata: any; 
 
 const WEIRD: unknown[] = [null, -1, 0, 1e308, -1e308, 2 ** 53 + 1, '', 'x'.repeat(10_000), '\ud800', '\u0000', true, [], {}, [[[[[]]]]], { a: 1 }, '1', 1.5, NaN];
 
-/** A JSON value mutated at a random path: deleted, retyped, or given an odd value. */
-function mutateJson(r: Rand, value: any): any {
+/** A JSON value mutated at a random path: deleted, retyped, or given an odd value; `did`
+ * collects what was done, so a mutation the service accepts can be named in the report. */
+function mutateJson(r: Rand, value: any, did: string[] = []): any {
   const copy = structuredClone(value);
   const paths: (string | number)[][] = [];
   const walk = (v: any, p: (string | number)[]) => {
@@ -79,9 +80,20 @@ function mutateJson(r: Rand, value: any): any {
   for (const k of path.slice(0, -1)) parent = parent[k];
   const last = path[path.length - 1]!;
   const op = int(r, 4);
-  if (op === 0 && !Array.isArray(parent)) delete parent[last];
-  else if (op === 1 && !Array.isArray(parent)) parent[`${String(last)}_x`] = pick(r, WEIRD);
-  else parent[last] = pick(r, WEIRD);
+  const at = path.join('.');
+  const show = (v: unknown) => (JSON.stringify(v) ?? String(v)).slice(0, 20);
+  if (op === 0 && !Array.isArray(parent)) {
+    delete parent[last];
+    did.push(`delete ${at}`);
+  } else if (op === 1 && !Array.isArray(parent)) {
+    const v = pick(r, WEIRD);
+    parent[`${String(last)}_x`] = v;
+    did.push(`add ${at}_x=${show(v)}`);
+  } else {
+    const v = pick(r, WEIRD);
+    parent[last] = v;
+    did.push(`set ${at}=${show(v)}`);
+  }
   return copy;
 }
 
@@ -103,9 +115,10 @@ function metadataCase(r: Rand, id: string): Case {
   } else {
     let m = v.metadata;
     const n = 1 + int(r, 3);
-    for (let i = 0; i < n; i++) m = mutateJson(r, m);
+    const did: string[] = [];
+    for (let i = 0; i < n; i++) m = mutateJson(r, m, did);
     text = JSON.stringify(m);
-    what = `${n} JSON mutation(s)`;
+    what = `JSON mutation: ${did.join(', ')}`;
   }
   const parts = [{ name: 'metadata', data: text }, { name: 'f0', filename: 'f0.png', type: 'image/png', data: Buffer.from(png) }];
   if (int(r, 4) === 0) parts.reverse();
