@@ -12,7 +12,9 @@ function runMain(env: Record<string, string>): Promise<{ code: number | null; ou
     let out = '';
     p.stdout.on('data', (d) => (out += d));
     p.stderr.on('data', (d) => (out += d));
-    const timer = setTimeout(() => p.kill('SIGKILL'), 30_000);
+    // hang detector only: a refused configuration exits at once, but loading tsx and the
+    // modules can take well over 30 s on a loaded shared machine
+    const timer = setTimeout(() => p.kill('SIGKILL'), 120_000);
     p.on('exit', (code) => {
       clearTimeout(timer);
       resolve({ code, out });

@@ -95,7 +95,9 @@ export async function startServer(opts: StartOptions = {}): Promise<ServerHandle
   }));
   const port = await new Promise<number>((resolve, reject) => {
     let buf = '';
-    const timer = setTimeout(() => reject(new Error(`server did not start:\n${logs.join('\n')}`)), opts.timeoutMs ?? 60_000);
+    // a hang detector, not a speed check: on a loaded shared 2-core machine a start (tsx
+    // compile, WASM warm-up) has been seen to take over a minute
+    const timer = setTimeout(() => reject(new Error(`server did not start:\n${logs.join('\n')}`)), opts.timeoutMs ?? 180_000);
     const onLine = (line: string) => {
       logs.push(line);
       if (line.includes('"msg":"listening"')) {

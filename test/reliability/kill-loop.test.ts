@@ -2,6 +2,10 @@
 import t from 'tap';
 import { runKillLoop } from '../../bench/soak/kill-loop.ts';
 
+// several server starts and a bounded load: more than the default per-file bound when the
+// machine is loaded; still a hang detector
+t.setTimeout(600_000);
+
 t.test('SIGKILL under idempotent load: replays byte-identical, ledger verified, units = keys completed', async (t) => {
   const r = await runKillLoop({ cycles: 3, clients: 3, loadMsMin: 800, loadMsMax: 2000, seed: 7, log: (l) => t.comment(l) });
   t.comment(JSON.stringify(r.figures));

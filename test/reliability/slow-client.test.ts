@@ -4,6 +4,10 @@
 import t from 'tap';
 import { runSlowClient, SLOW_CLIENT_PROFILES } from '../../bench/soak/slow-client.ts';
 
+// several server starts and a bounded load: more than the default per-file bound when the
+// machine is loaded; still a hang detector
+t.setTimeout(600_000);
+
 const profile = (process.env.SLOW_CLIENT_PROFILE ?? 'target') as keyof typeof SLOW_CLIENT_PROFILES;
 
 t.test(`slow clients (${profile}): tricklers get an answer or a close, honest clients stay served`, async (t) => {
