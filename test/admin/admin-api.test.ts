@@ -6,6 +6,7 @@ import { openStore } from '../../src/store/open.ts';
 import { getToken } from '../../src/store/tokens.ts';
 import { bearer, startServer, tempDir } from '../helpers/server.ts';
 import { client, login } from '../auth/session-client.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 // contract.md "Administration API", over real HTTP. Usage is produced with the metering
 // code's own reserve() against the server's store (LMDB is shared between processes), the
@@ -354,8 +355,7 @@ t.test('body types: JSON, a +json type or none is read; any other type is 422 at
 
 t.test('state-changing calls are logged with the operator who made them', async (t) => {
   const r = await admin('PATCH', '/admin/api/modules/rgb_liveness', { enabled: true });
-  await new Promise((res) => setTimeout(res, 200));
-  const line = server.logLines().find((l) => l.msg === 'admin action' && l.request_id === r.headers.get('x-request-id'));
+  const line = await waitFor(() => server.logLines().find((l) => l.msg === 'admin action' && l.request_id === r.headers.get('x-request-id')), { what: 'the admin action log line' }).catch(() => undefined);
   t.hasStrict(line, { admin: 'root', method: 'PATCH', path: '/admin/api/modules/rgb_liveness' });
   t.notOk(server.logs.join('\n').includes(session.cookie.split('=')[1]!), 'the session id is never logged');
   t.notOk(server.logs.join('\n').includes(session.csrf), 'nor the CSRF token');

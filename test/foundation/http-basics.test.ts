@@ -1,6 +1,7 @@
 import t from 'tap';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { startServer } from '../helpers/server.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 const server = await startServer();
 t.teardown(() => server.stop());
@@ -76,8 +77,7 @@ t.test('request log lines carry id, route, status and latency but no token', asy
   const r = await fetch(`${server.baseUrl}/v1/me`, { headers: { authorization: `Bearer ${token}` } });
   t.equal(r.status, 401);
   const id = r.headers.get('x-request-id');
-  await new Promise((res) => setTimeout(res, 100));
-  const line = server.logLines().find((l) => l.request_id === id);
+  const line = await waitFor(() => server.logLines().find((l) => l.request_id === id), { what: 'the request log line' }).catch(() => undefined);
   t.ok(line, 'logged');
   t.equal(line.status, 401);
   t.equal(line.code, 'invalid_token');

@@ -4,6 +4,7 @@ import t from 'tap';
 import { lmdbOpen } from '../helpers/lmdb.ts';
 import { postVerify, request, single } from '../helpers/captures.ts';
 import { makeToken, ROOT, runCli, startServer, tempDir } from '../helpers/server.ts';
+import { settledState, waitFor } from '../helpers/wait.ts';
 
 function runMain(env: Record<string, string>): Promise<{ code: number | null; out: string }> {
   return new Promise((resolve) => {
@@ -11,7 +12,9 @@ function runMain(env: Record<string, string>): Promise<{ code: number | null; ou
     let out = '';
     p.stdout.on('data', (d) => (out += d));
     p.stderr.on('data', (d) => (out += d));
-    const timer = setTimeout(() => p.kill('SIGKILL'), 30_000);
+    // hang detector only: a refused configuration exits at once, but loading tsx and the
+    // modules can take well over 30 s on a loaded shared machine
+    const timer = setTimeout(() => p.kill('SIGKILL'), 120_000);
     p.on('exit', (code) => {
       clearTimeout(timer);
       resolve({ code, out });
@@ -49,14 +52,15 @@ t.test('a port held by another uWS-style SO_REUSEPORT listener is refused too', 
 });
 
 t.test('SIGTERM drains: in-flight calls finish, new connections are refused, exit 0', async (t) => {
-  const s = await startServer({ ready: true, env: { TEST_INFERENCE_DELAY_MS: '2000' } });
+  const s = await startServer({ ready: true, env: { TEST_INFERENCE_DELAY_MS: '4000' } });
   t.equal((await fetch(`${s.baseUrl}/health/live`)).status, 200);
   const { token } = await makeToken(s, ['rgb_liveness:5:day']);
   const inflight = postVerify(s.baseUrl, token, 'rgb_liveness', request([single()]));
-  await new Promise((r) => setTimeout(r, 800));
+  const inflightState = settledState(inflight);
+  // in flight = its unit is reserved (inference, delayed 4 s, runs after the reservation)
+  await waitFor(async () => (await (await fetch(`${s.baseUrl}/v1/me`, { headers: { authorization: `Bearer ${token}` } })).json()).usage[0].used === 1, { what: 'the verify call to be in flight' });
   const stopped = s.stop('SIGTERM');
-  await new Promise((r) => setTimeout(r, 300));
-  const late = await new Promise((resolve) => {
+  const connect = () => new Promise<'accepted' | 'refused'>((resolve) => {
     const sock = net.connect(s.port, '127.0.0.1');
     sock.once('connect', () => {
       sock.destroy();
@@ -64,7 +68,10 @@ t.test('SIGTERM drains: in-flight calls finish, new connections are refused, exi
     });
     sock.once('error', () => resolve('refused'));
   });
+  // the drain closes the listen sockets soon after the signal: poll until a connect is refused
+  const late = await waitFor(async () => ((await connect()) === 'refused' ? 'refused' : undefined), { timeoutMs: 15_000, what: 'new connections to be refused' }).catch(() => 'accepted');
   t.equal(late, 'refused', 'listen sockets closed while draining');
+  t.notOk(inflightState.settled, 'and the in-flight call was still running when they closed');
   const done = await inflight;
   t.equal(done.status, 200, 'the in-flight verify finished');
   t.equal(done.json.charged_units, 1);

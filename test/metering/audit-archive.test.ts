@@ -4,6 +4,7 @@ import t from 'tap';
 import { postVerify, request, single } from '../helpers/captures.ts';
 import { lmdbOpen } from '../helpers/lmdb.ts';
 import { makeToken, startServer } from '../helpers/server.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 const server = await startServer({ ready: true, env: { TRUSTED_PROXIES: '127.0.0.1' } });
 t.teardown(() => server.stop());
@@ -16,9 +17,14 @@ t.test('every verify call leaves an audit line; results are stored; no token, no
   t.equal(denied.status, 403);
   const anon = await postVerify(server.baseUrl, 'lvk_' + 'x'.repeat(43), 'rgb_liveness', request([single()]));
   t.equal(anon.status, 401);
-  await new Promise((r) => setTimeout(r, 300));
   const db = lmdbOpen(server.dataDir);
-  const audit = [...db.audit.getRange({})].map((e) => e.value as any);
+  // audit lines are written without holding up the answer: wait (bounded) for all three
+  const rids = [ok.json.request_id, denied.headers.get('x-request-id')!, anon.headers.get('x-request-id')!];
+  const audit = await waitFor(() => {
+    (db.audit as any).resetReadTxn?.();
+    const rows = [...db.audit.getRange({})].map((e) => e.value as any);
+    return rids.every((rid) => rows.some((a) => a.request_id === rid)) ? rows : undefined;
+  }, { what: 'the three audit lines' });
   const byId = (rid: string) => audit.find((a) => a.request_id === rid);
   t.match(byId(ok.json.request_id), { token_id: id, module_id: 'rgb_liveness', status: 200, error_code: null, captures: 1, charged_units: 1, client_ip: '81.2.69.160', country: 'GB' });
   t.match(byId(denied.headers.get('x-request-id')!), { token_id: id, status: 403, error_code: 'module_forbidden', charged_units: 0, client_ip: '127.0.0.1', country: null });
@@ -36,9 +42,11 @@ t.test('untrusted peers cannot choose their audit address', async (t) => {
   t.teardown(() => other.stop());
   const { token } = await makeToken(other, ['rgb_liveness:5:day']);
   const r = await postVerify(other.baseUrl, token, 'rgb_liveness', request([single()]), { 'x-forwarded-for': '81.2.69.160' });
-  await new Promise((res) => setTimeout(res, 300));
   const db = lmdbOpen(other.dataDir);
-  const line = [...db.audit.getRange({})].map((e) => e.value as any).find((a) => a.request_id === r.json.request_id);
+  const line = await waitFor(() => {
+    (db.audit as any).resetReadTxn?.();
+    return [...db.audit.getRange({})].map((e) => e.value as any).find((a) => a.request_id === r.json.request_id);
+  }, { what: 'the audit line' });
   t.equal(line.client_ip, '127.0.0.1');
   await db.close();
 });

@@ -3,6 +3,7 @@ import { buildCapture, buildVerifyBody } from '../../src/client/index.ts';
 import { postVerify, request, single } from '../helpers/captures.ts';
 import { lmdbOpen } from '../helpers/lmdb.ts';
 import { bearer, makeToken, startServer } from '../helpers/server.ts';
+import { settledState, waitFor } from '../helpers/wait.ts';
 
 const server = await startServer({
   ready: true,
@@ -67,7 +68,10 @@ t.test('a pending key answers 409 request_in_progress with Retry-After', async (
   const { token } = await makeToken(server, ['rgb_liveness:10:day']);
   const body = request([single({ id: 'slow-1' })]);
   const first = postVerify(server.baseUrl, token, 'rgb_liveness', body, { 'idempotency-key': 'k-slow' });
-  await new Promise((r) => setTimeout(r, 1000));
+  const firstDone = settledState(first);
+  // the key is pending from the moment its units are reserved (the same write binds the key)
+  await waitFor(async () => (await used(token)) === 1, { what: 'the first call to reserve its unit' });
+  t.notOk(firstDone.settled, 'the first call is still running');
   const second = await postVerify(server.baseUrl, token, 'rgb_liveness', body, { 'idempotency-key': 'k-slow' });
   t.equal(second.status, 409);
   t.equal(second.json.error.code, 'request_in_progress');

@@ -2,6 +2,7 @@ import t from 'tap';
 import { postVerify, request, single } from '../helpers/captures.ts';
 import { lmdbOpen } from '../helpers/lmdb.ts';
 import { bearer, makeToken, startServer, tempDir } from '../helpers/server.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 t.test('two requests racing for the last unit on different API workers: exactly one wins', async (t) => {
   const server = await startServer({ ready: true });
@@ -16,9 +17,13 @@ t.test('two requests racing for the last unit on different API workers: exactly 
     t.same(statuses, [200, 429], `round ${round}: one 200, one 429`);
     const me = await (await fetch(`${server.baseUrl}/v1/me`, { headers: bearer(token) })).json();
     t.equal(me.usage[0].used, 1);
-    await new Promise((r) => setTimeout(r, 50));
     const ids = new Set(results.map((r) => r.headers.get('x-request-id')));
-    for (const l of server.logLines()) if (ids.has(l.request_id)) workersSeen.add(l.worker);
+    // the request log line may be written just after the answer: wait for both lines
+    const lines = await waitFor(() => {
+      const found = server.logLines().filter((l) => ids.has(l.request_id) && l.worker !== undefined);
+      return found.length >= ids.size ? found : undefined;
+    }, { what: `the log lines of round ${round}` });
+    for (const l of lines) workersSeen.add(l.worker);
   }
   t.equal(workersSeen.size, 2, 'both API workers served racing requests');
   const v = await server.cli(['ledger', 'verify']);
@@ -34,8 +39,11 @@ t.test('SIGKILL during inference: restart refunds the pending reservation and fr
   const inflight = postVerify(first.baseUrl, token, 'rgb_liveness', body, { 'idempotency-key': 'k-crash' }).catch((e) => e);
   // Wait until the reservation is written, then kill the process hard.
   const db = lmdbOpen(dataDir);
-  for (let i = 0; i < 100 && [...db.reservations.getRange({})].length === 0; i++) await new Promise((r) => setTimeout(r, 100));
-  const pending = [...db.reservations.getRange({})].map((e) => e.value as any);
+  const pending = await waitFor(() => {
+    (db.reservations as any).resetReadTxn?.();
+    const rows = [...db.reservations.getRange({})].map((e) => e.value as any);
+    return rows.length > 0 ? rows : undefined;
+  }, { timeoutMs: 30_000, what: 'the reservation of the in-flight call' });
   t.equal(pending.length, 1);
   t.equal(pending[0].state, 'pending');
   await db.close();

@@ -4,6 +4,7 @@ import t from 'tap';
 import { createLocalJWKSet, decodeProtectedHeader, flattenedVerify, type JSONWebKeySet } from 'jose';
 import { publicJwks, rotateSigningKey, RETIRED_PUBLISH_MS, signBody, VerdictSigner } from '../../src/signing/index.ts';
 import { runCli, startServer, tempDir } from '../helpers/server.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 /** What a backend does (README "Checking signed verdicts"): re-attach the exact body bytes
  * as the payload of the detached JWS and verify it against the service's JWKS. */
@@ -54,9 +55,11 @@ t.test('rotation: new kid signs, the old public key stays published for a while'
   t.same(jwks.keys.map((k) => k.kid).sort(), [oldKid, rotated.kid].sort());
   t.ok(await check(jwks, BODY, before), 'a verdict signed before the rotation still checks');
 
-  // a worker's signer notices the new kid within its re-check interval (1 s)
-  await new Promise((r) => setTimeout(r, 1100));
-  const after = await signer.sign(BODY);
+  // a worker's signer notices the new kid after its re-check interval (1 s): polled, bounded
+  const after = await waitFor(async () => {
+    const sig = await signer.sign(BODY);
+    return decodeProtectedHeader(sig).kid === rotated.kid ? sig : undefined;
+  }, { timeoutMs: 15_000, what: 'the signer to sign with the rotated key' });
   t.equal(decodeProtectedHeader(after).kid, rotated.kid);
   t.ok(await check(jwks, BODY, after));
 

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { bgr80Single, rawColor, rawSequence, rawSingle } from '../inference/reference.ts';
 import { color, crop, frameInput, postVerify, request, sequence, single } from '../helpers/captures.ts';
-import { makeToken, startServer } from '../helpers/server.ts';
+import { makeToken, startServer, waitReady } from '../helpers/server.ts';
 
 // Result records over real HTTP with the real pool, checked against scores computed directly
 // with onnxruntime-node (test/inference/reference.ts writes the preprocessing out by hand).
@@ -71,13 +71,7 @@ t.test('the second model set deploys by manifest only and matches onnxruntime', 
   // color_liveness is not in that set: the service stays not ready until the operator disables it
   const { token } = await makeToken(server, ['rgb_liveness:100:day']);
   t.equal((await server.cli(['module', 'disable', 'color_liveness'])).code, 0);
-  let ready: any;
-  for (let i = 0; i < 300; i++) {
-    const res = await fetch(`${server.baseUrl}/health/ready`);
-    ready = await res.json();
-    if (res.status === 200) break;
-    await new Promise((r) => setTimeout(r, 200));
-  }
+  const ready = await waitReady(server.baseUrl, 60_000);
   t.equal(ready.status, 'ready');
   t.equal(ready.modules.rgb_liveness.model_set, 'bgr80_ensemble_v1');
   const r = await postVerify(server.baseUrl, token, 'rgb_liveness', request([single({ seed: 5 })]));

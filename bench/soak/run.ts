@@ -1,0 +1,91 @@
+// npm run soak [-- --quick] [-- --only=kill-loop,fuzz,overload,slow-client]
+//              [-- --slow-profile=target|uws_builtin]
+// The reliability suite: each scenario starts its own server on loopback (PORT=0, temporary
+// DATA_DIR), runs a bounded count of calls for a bounded time, stops by itself and prints its
+// figures; a JSON report goes to bench/results/soak.json (soak-quick.json with --quick).
+// Exit code 1 when any guarantee was broken. `--quick` runs the sizes of the tap versions
+// (test/reliability/); the default sizes are those of the issue-15 report.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { runFuzz } from './fuzz.ts';
+import { runKillLoop } from './kill-loop.ts';
+import { killAllServers, type ScenarioResult } from './lib.ts';
+import { runOverload } from './overload.ts';
+import { runSlowClient, SLOW_CLIENT_PROFILES } from './slow-client.ts';
+
+const quick = process.argv.includes('--quick');
+const only = process.argv.find((a) => a.startsWith('--only='))?.slice(7).split(',');
+const slowProfile = (process.argv.find((a) => a.startsWith('--slow-profile='))?.slice(15) ?? 'target') as keyof typeof SLOW_CLIENT_PROFILES;
+if (!SLOW_CLIENT_PROFILES[slowProfile]) {
+  process.stderr.write(`unknown --slow-profile ${slowProfile}: ${Object.keys(SLOW_CLIENT_PROFILES).join(', ')}\n`);
+  process.exit(2);
+}
+const log = (line: string) => process.stderr.write(`  ${line}\n`);
+
+const scenarios: { name: string; boundMs: number; run: () => Promise<ScenarioResult> }[] = [
+  {
+    name: 'kill-loop',
+    boundMs: quick ? 5 * 60_000 : 25 * 60_000,
+    run: () => runKillLoop(quick
+      ? { cycles: 3, clients: 3, loadMsMin: 800, loadMsMax: 2000, seed: 7, log }
+      : { cycles: 30, clients: 6, loadMsMin: 1000, loadMsMax: 4000, seed: 7, log }),
+  },
+  {
+    name: 'fuzz',
+    boundMs: quick ? 5 * 60_000 : 25 * 60_000,
+    run: () => runFuzz(quick ? { count: 240, seed: 11, stalls: 1, log } : { count: 6000, seed: 11, stalls: 3, log }),
+  },
+  {
+    name: 'overload',
+    boundMs: quick ? 3 * 60_000 : 6 * 60_000,
+    run: () => runOverload(quick ? { seconds: 15, multiplier: 4, rssGrowthLimit: 96 * 1024 * 1024, log } : { seconds: 60, multiplier: 4, rssGrowthLimit: 64 * 1024 * 1024, log }),
+  },
+  {
+    name: 'slow-client',
+    boundMs: quick ? 3 * 60_000 : 6 * 60_000,
+    run: () => runSlowClient(quick
+      ? { tricklers: 12, honestCalls: 3, expect: SLOW_CLIENT_PROFILES[slowProfile], log }
+      : { tricklers: 50, honestCalls: 10, pacedFrameBytes: 20 * 1024, expect: { ...SLOW_CLIENT_PROFILES[slowProfile], pacedBytesPerSec: SLOW_CLIENT_PROFILES[slowProfile].pacedBytesPerSec === null ? null : 8 * 1024 }, log }),
+  },
+];
+
+const report: Record<string, unknown> = {
+  when: new Date().toISOString(),
+  quick,
+  slow_profile: slowProfile,
+  machine: { cores: os.availableParallelism(), cpu: os.cpus()[0]?.model ?? 'unknown', node: process.version, loadavg: os.loadavg() },
+};
+let broken = 0;
+process.on('SIGINT', () => {
+  killAllServers();
+  process.exit(130);
+});
+
+for (const s of scenarios) {
+  if (only && !only.includes(s.name)) continue;
+  process.stderr.write(`soak: ${s.name}...\n`);
+  const t0 = performance.now();
+  let timer: NodeJS.Timeout | undefined;
+  const bound = new Promise<ScenarioResult>((resolve) => {
+    timer = setTimeout(() => resolve({ name: s.name, figures: {}, failures: [`did not finish within ${s.boundMs / 1000} s`] }), s.boundMs);
+  });
+  const r = await Promise.race([s.run().catch((err: Error): ScenarioResult => ({ name: s.name, figures: {}, failures: [`crashed: ${err.stack ?? err.message}`] })), bound]);
+  clearTimeout(timer);
+  killAllServers();
+  const seconds = (performance.now() - t0) / 1000;
+  report[s.name] = { ...r, seconds: Math.round(seconds) };
+  broken += r.failures.length;
+  process.stdout.write(`\n${s.name} (${seconds.toFixed(0)} s): ${r.failures.length === 0 ? 'PASS' : 'FAIL'}\n`);
+  for (const [k, v] of Object.entries(r.figures)) process.stdout.write(`  ${k}: ${v}\n`);
+  for (const f of r.failures) process.stdout.write(`  FAILED: ${f}\n`);
+}
+
+const dir = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'results');
+fs.mkdirSync(dir, { recursive: true });
+const file = path.join(dir, quick ? 'soak-quick.json' : 'soak.json');
+fs.writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
+process.stdout.write(`\nreport: ${path.relative(process.cwd(), file)}\n`);
+// the scenarios' keep-alive sockets and timers must not keep the runner alive
+process.exit(broken === 0 ? 0 : 1);
