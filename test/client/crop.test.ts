@@ -1,5 +1,5 @@
 import t from 'tap';
-import { eyeCrop320, cropSamplePoint } from '../../src/client/index.ts';
+import { eyeCrop320, cropSamplePoint } from '../../client/src/index.ts';
 
 // 4x4 source: R = 10x + 40y, G = 200 - 10x, B = 7 at pixel (x, y). Bilinear sampling of a
 // linear function is exact, so expected values are worked out by hand below.

@@ -2,7 +2,7 @@ import t, { type Test } from 'tap';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createHash } from 'node:crypto';
-import { buildCapture, createVerifyClient, parseRetryAfter, backoffDelay, isRetryable, type VerifyClientOptions } from '../../src/client/index.ts';
+import { buildCaptureWith, createVerifyClient, parseRetryAfter, backoffDelay, isRetryable, type VerifyClientOptions } from '../../client/src/index.ts';
 
 interface Scripted {
   status: number;
@@ -52,10 +52,10 @@ const result = (capture_id: string, status: 'ok' | 'retry', alive: boolean | nul
 });
 const okBody = (...results: unknown[]) => ({ request_id: 'r1', module_id: 'rgb_liveness', charged_units: results.length, results, usage: [] });
 
-const packet = () => buildCapture({
+const packet = () => buildCaptureWith({
   mode: 'rgb_single', capture_id: 'cap-1',
   frames: [{ timestamp_us: 1, source_size: [640, 480], eyes_xy: [[300, 200], [340, 200]], image: { bytes: new Uint8Array(307200).fill(1) } }],
-});
+}, (b) => createHash('sha256').update(b).digest('hex'));
 
 function client(baseUrl: string, extra: Partial<VerifyClientOptions> = {}) {
   const delays: number[] = [];

@@ -9,27 +9,9 @@
 // - The outcome separates a verdict from an error by type, so a 401/403/429 can never be read
 //   as "not live"; a verdict is status plus alive of each result, never HTTP 200 alone.
 
-import { randomUUID } from 'node:crypto';
-import type { ModuleId, BatchEnvelope, CapturePacket, ValidationIssue } from '../packets/types.ts';
-import type { ResultRecord } from '../inference/types.ts';
-import { buildVerifyBody } from './multipart.ts';
-
-export interface UsageRecord {
-  module_id: string;
-  limit: number | null;
-  period: 'day' | 'month' | 'never';
-  used: number;
-  remaining: number | null;
-  reset_at: string | null;
-}
-
-export interface VerifyResponse {
-  request_id: string;
-  module_id: string;
-  charged_units: number;
-  results: ResultRecord[];
-  usage: UsageRecord[];
-}
+import { randomId } from './digest.ts';
+import { encodeMultipart } from './multipart.ts';
+import type { ModuleId, BatchEnvelope, CapturePacket, ResultRecord, ValidationIssue, VerifyResponse } from './wire.ts';
 
 export type Verdict = 'live' | 'not_live' | 'retry';
 
@@ -159,15 +141,13 @@ export function createVerifyClient(options: VerifyClientOptions): VerifyClient {
 
   async function verify(moduleId: ModuleId, metadata: CapturePacket | BatchEnvelope | string,
     files: ReadonlyMap<string, Uint8Array>, call: VerifyCallOptions = {}): Promise<VerifyOutcome> {
-    const key = call.idempotencyKey ?? randomUUID();
+    const key = call.idempotencyKey ?? randomId();
     if (!IDEMPOTENCY_KEY.test(key)) {
       throw new RangeError('Idempotency-Key must be 1 to 200 printable ASCII characters without spaces');
     }
     // Built once: every attempt sends these very bytes (same boundary included), which is what
     // "same key and package" means to the server's idempotency check.
-    const { body, contentType } = buildVerifyBody(metadata, files);
-    // Buffer.concat allocates a plain ArrayBuffer; the cast only narrows the declared type.
-    const payload = body as Uint8Array<ArrayBuffer>;
+    const { body: payload, contentType } = encodeMultipart(metadata, files);
     const url = `${base}/v1/modules/${encodeURIComponent(moduleId)}/verify`;
     const headers = {
       authorization: `Bearer ${options.token}`,
