@@ -26,6 +26,8 @@ export const ConfigSchema = Type.Object({
   INFERENCE_TIMEOUT_SECONDS: Int(1, 3600, 'a verify call with no inference result by then fails as inference_failed and is refunded'),
   METRICS_TOKEN: Type.Optional(Type.String({ minLength: 16, description: 'bearer token that opens /metrics beyond loopback' })),
   TRUSTED_PROXIES: Type.Array(Type.String({ minLength: 1 }), { description: 'addresses whose X-Forwarded-For is believed' }),
+  // exact origins as browsers send them: scheme, lowercase host, optional port, nothing after
+  CORS_ORIGINS: Type.Array(Type.String({ pattern: '^https?://([a-z0-9.-]+|\\[[0-9a-f:.]+\\])(:[0-9]{1,5})?$' }), { description: 'origins allowed to call /v1 from a browser' }),
   LOG_LEVEL: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l))),
   IDEMPOTENCY_RETENTION_HOURS: Int(24, 24 * 365, 'completed idempotency records are kept at least this long'),
   SESSION_IDLE_MINUTES: Int(1, 24 * 60, 'admin session idle timeout'),
@@ -81,6 +83,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     INFERENCE_TIMEOUT_SECONDS: int('INFERENCE_TIMEOUT_SECONDS', env.INFERENCE_TIMEOUT_SECONDS, 120),
     METRICS_TOKEN: opt(env.METRICS_TOKEN),
     TRUSTED_PROXIES: (env.TRUSTED_PROXIES || '').split(',').map((s) => s.trim()).filter(Boolean),
+    CORS_ORIGINS: (env.CORS_ORIGINS || '').split(',').map((s) => s.trim()).filter(Boolean),
     LOG_LEVEL: env.LOG_LEVEL || 'info',
     IDEMPOTENCY_RETENTION_HOURS: int('IDEMPOTENCY_RETENTION_HOURS', env.IDEMPOTENCY_RETENTION_HOURS, 24),
     SESSION_IDLE_MINUTES: int('SESSION_IDLE_MINUTES', env.SESSION_IDLE_MINUTES, 30),
