@@ -14,3 +14,18 @@ t.test('the package and the service agree on modules, profiles and the crop size
   t.same(CAPTURE_PROFILE, server.CAPTURE_PROFILE);
   t.equal(RGB8_BYTES, server.RGB8_BYTES);
 });
+
+t.test('the package states the limits the service enforces', async (t) => {
+  const { LIMITS } = await import('../../client/src/index.ts');
+  const verify = (await import('../../src/http/routes/verify.ts')).LIMITS;
+  const packets = await import('../../src/packets/limits.ts');
+  t.same(LIMITS, {
+    bodyBytes: verify.maxBodyBytes,
+    partBytes: verify.maxPartBytes,
+    parts: verify.maxParts,
+    capturesPerRequest: packets.MAX_CAPTURES_PER_REQUEST,
+    eventsPerRequest: packets.MAX_EVENTS_PER_REQUEST,
+    eventsPerCapture: packets.MAX_EVENTS_PER_CAPTURE,
+    idempotencyKeyMaxLength: 200,
+  });
+});
