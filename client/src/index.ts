@@ -11,6 +11,6 @@ export { encodeMultipart, toFormData, type MultipartBody } from './multipart.ts'
 export {
   createVerifyClient, isRetryable, parseRetryAfter, backoffDelay,
   type VerifyClient, type VerifyClientOptions, type VerifyCallOptions, type VerifyOutcome,
-  type VerifyCompleted, type VerifyFailed, type CaptureVerdict, type Verdict,
+  type VerifyCompleted, type VerifyFailed, type CaptureVerdict, type Verdict, type ReadOutcome,
 } from './verify-client.ts';
 export * from './wire.ts';

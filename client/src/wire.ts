@@ -144,3 +144,12 @@ export interface VerifyResponse {
   results: ResultRecord[];
   usage: UsageRecord[];
 }
+
+export interface MeResponse {
+  token: { id: string; name: string; expires_at: string | null; demo: boolean };
+  usage: UsageRecord[];
+}
+
+export interface ModulesResponse {
+  modules: { module_id: ModuleId; status: 'available' | 'disabled' | 'unavailable' }[];
+}

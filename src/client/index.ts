@@ -18,7 +18,7 @@ export {
 export type {
   SourceImage, EyePair, CaptureInput, FrameInput, ImageInput, BuiltRequest, SyncDigest, MultipartBody,
   VerifyClient, VerifyClientOptions, VerifyCallOptions, VerifyOutcome, VerifyCompleted, VerifyFailed,
-  CaptureVerdict, Verdict, VerifyResponse, UsageRecord, ResultRecord, ErrorCode,
+  CaptureVerdict, Verdict, VerifyResponse, UsageRecord, ResultRecord, ErrorCode, ReadOutcome, MeResponse, ModulesResponse,
   CapturePacket, BatchEnvelope, FrameRecord, ImageDescriptor, ModuleId, Mode, Phase, ValidationIssue,
 } from '../../client/src/index.ts';
 export { encodePng } from '../images/png-encode.ts';

@@ -64,17 +64,18 @@ const { metadata, files } = await buildCapture({ mode: 'rgb_single', capture_id:
   frames: [{ timestamp_us: 0, source_size: [width, height], eyes_xy: eyes, image: { bytes: crop } }] });
 const client = createVerifyClient({ baseUrl: process.env.BASE_URL, token: process.env.TOKEN });
 const outcome = await client.verify('rgb_liveness', metadata, files);
-console.log(JSON.stringify({ outcome, sha256: metadata.frames[0].image.sha256 }));
+const me = await client.me();
+console.log(JSON.stringify({ outcome, me, sha256: metadata.frames[0].image.sha256 }));
 `);
   const { stdout } = await run(process.execPath, ['verify.mjs'], { cwd: app, env: { ...process.env, BASE_URL: server.baseUrl, TOKEN: token } });
-  const { outcome, sha256 } = JSON.parse(stdout);
+  const { outcome, me, sha256 } = JSON.parse(stdout);
   t.equal(outcome.kind, 'completed', stdout);
   t.equal(outcome.response.charged_units, 1);
   t.equal(outcome.verdicts[0].capture_id, 'pkg-js-1');
   t.match(outcome.verdicts[0].verdict, /^(live|not_live|retry)$/);
   t.match(sha256, /^[0-9a-f]{64}$/);
-  const me = await (await fetch(`${server.baseUrl}/v1/me`, { headers: { authorization: `Bearer ${token}` } })).json();
-  t.equal(me.usage[0].used, 1, 'the service charged the one capture');
+  t.equal(me.kind, 'ok');
+  t.equal(me.value.usage[0].used, 1, 'the service charged the one capture, as client.me() reads');
 });
 
 const TS_APP = `

@@ -252,3 +252,24 @@ t.test('helpers: Retry-After parsing, jitter bounds, retry classification', asyn
   t.equal(isRetryable(503, null), true);
   t.equal(isRetryable(500, null), false);
 });
+
+t.test('me and modules: the body, or the error with its code; nothing retried', async (t) => {
+  const me = { token: { id: 'tok_1', name: 'kiosk', expires_at: null, demo: false }, usage: [] };
+  const svc = await fakeService(t, [
+    { status: 200, body: me },
+    { status: 200, body: { modules: [{ module_id: 'rgb_liveness', status: 'available' }] } },
+    { status: 401, body: err('invalid_token') },
+    { status: 200, body: { something: 'else' } },
+  ]);
+  const { c } = client(svc.baseUrl);
+  t.same(await c.me(), { kind: 'ok', value: me, requestId: 'req-1' });
+  const mods = await c.modules();
+  t.equal(mods.kind === 'ok' && mods.value.modules[0]!.status, 'available');
+  t.same(await c.me(), { kind: 'error', httpStatus: 401, code: 'invalid_token', message: 'invalid_token', retryAfterMs: null, requestId: 'req-3' });
+  t.match(await c.modules(), { kind: 'error', httpStatus: 200, code: 'invalid_response' }, 'a 200 that is not the documented shape');
+  t.same(svc.seen.map((s) => `${s.method} ${s.url} ${s.headers.authorization}`), [
+    'GET /v1/me Bearer lvk_test', 'GET /v1/modules Bearer lvk_test', 'GET /v1/me Bearer lvk_test', 'GET /v1/modules Bearer lvk_test',
+  ]);
+  const down = await createVerifyClient({ baseUrl: 'http://127.0.0.1:1', token: 'x' }).me();
+  t.match(down, { kind: 'error', httpStatus: 0, code: 'network_error' });
+});
