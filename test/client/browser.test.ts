@@ -28,6 +28,13 @@ if (!fs.existsSync(CHROMIUM)) {
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
   });
   t.teardown(() => browser.close());
+  // a verify runs real inference: on a loaded 2-core machine it can take longer than
+  // Playwright's 30 s default; each wait still ends at the event it waits for
+  const newPage = async (options?: Parameters<typeof browser.newPage>[0]) => {
+    const page = await browser.newPage(options);
+    page.setDefaultTimeout(180_000);
+    return page;
+  };
 
   // a 640x480 source: gradients plus a fixed pattern, so every crop pixel is distinct-ish
   const W = 640;
@@ -50,7 +57,7 @@ if (!fs.existsSync(CHROMIUM)) {
 
   t.test('the example page: pick a file, click the eyes, see the crop, send it, see the verdict', async (t) => {
     const { token } = await makeToken(server, ['rgb_liveness:10:day']);
-    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    const page = await newPage({ viewport: { width: 1280, height: 900 } });
     const problems: string[] = [];
     page.on('pageerror', (e) => problems.push(e.message));
     await page.goto(`${example.url}/?service=${encodeURIComponent(server.baseUrl)}`);
@@ -79,7 +86,7 @@ if (!fs.existsSync(CHROMIUM)) {
 
   t.test('the bundle on a canvas: crop, build, verify with retries and a typed outcome', async (t) => {
     const { token } = await makeToken(server, ['rgb_liveness:10:day']);
-    const page = await browser.newPage();
+    const page = await newPage();
     await page.goto(`${example.url}/`);
     const out = await page.evaluate(async ({ baseUrl, token }) => {
       const pkg = await import(`${location.origin}/client.js`);
@@ -124,7 +131,7 @@ if (!fs.existsSync(CHROMIUM)) {
 
   t.test('a page on an origin not in CORS_ORIGINS cannot call the service', async (t) => {
     const { token } = await makeToken(server, ['rgb_liveness:10:day']);
-    const page = await browser.newPage();
+    const page = await newPage();
     // the same page under another host name is another origin
     await page.goto(`http://localhost:${example.port}/`);
     const out = await page.evaluate(async ({ baseUrl, token }) => {
