@@ -15,6 +15,8 @@ const CHROMIUM = '/usr/bin/chromium';
 if (!fs.existsSync(CHROMIUM)) {
   t.plan(0, `client browser test skipped: ${CHROMIUM} not found. Enable it with \`apt-get install -y chromium\` (Debian; .ci/run does this when run as root)`);
 } else {
+  // a browser, two servers and real inference: more than the suite's 240 s default when loaded
+  t.setTimeout(480_000);
   const { chromium } = await import('playwright-core');
   const { startExampleServer } = await import(pathToFileURL(path.join(ROOT, 'examples/capture/serve.mjs')).href) as {
     startExampleServer(o?: { port?: number; host?: string }): Promise<{ port: number; url: string; close(): Promise<void> }>;

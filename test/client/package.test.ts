@@ -9,6 +9,9 @@ import { ROOT, makeToken, startServer, tempDir } from '../helpers/server.ts';
 // `npm pack`, installed from the tarball into an empty project with no registry access, then
 // used from plain JavaScript (against the running service) and type-checked from TypeScript.
 const run = promisify(execFile);
+// npm, tsc, the linter and the generator are whole programs: on a loaded
+// 2-core machine the file needs more than the suite's 240 s default, so it asks for more
+t.setTimeout(480_000);
 const TSC = path.join(ROOT, 'node_modules/typescript/bin/tsc');
 const npm = (args: string[], cwd: string) => run('npm', args, { cwd, env: { ...process.env, npm_config_update_notifier: 'false' } });
 
@@ -22,6 +25,11 @@ fs.mkdirSync(pkgDir);
 for (const entry of ['package.json', 'tsconfig.json', 'README.md', 'src']) {
   fs.cpSync(path.join(ROOT, 'client', entry), path.join(pkgDir, entry), { recursive: true });
 }
+
+// started now so that its start-up overlaps the build and the install
+const serverStarting = startServer({ ready: true });
+serverStarting.catch(() => {}); // a failed start is reported by the subtest that awaits it
+t.teardown(async () => (await serverStarting.catch(() => null))?.stop());
 
 let tarball = '';
 t.test('the package builds to ESM JavaScript with declarations and packs only dist', async (t) => {
@@ -49,8 +57,7 @@ t.test('installs from the tarball offline into an empty project', async (t) => {
 });
 
 t.test('plain JavaScript: crop, build and verify against the running service', async (t) => {
-  const server = await startServer({ ready: true });
-  t.teardown(() => server.stop());
+  const server = await serverStarting;
   const { token } = await makeToken(server, ['rgb_liveness:10:day']);
   fs.writeFileSync(path.join(app, 'verify.mjs'), `
 import { eyeCrop320, buildCapture, createVerifyClient, RGB8_BYTES } from '@liveness-service/client';
@@ -91,6 +98,8 @@ export async function check(baseUrl: string, token: string): Promise<string> {
 }
 `;
 
+// The @ts-expect-error line in TS_APP is itself an error when the declarations read as `any`,
+// so a passing check also proves the types are real.
 t.test('TypeScript: a fresh `tsc --init` project and a CommonJS one both type-check a call', async (t) => {
   fs.writeFileSync(path.join(app, 'app.ts'), TS_APP);
   // `tsc --init` writes the settings a new project starts from (TypeScript 5.9: NodeNext,
@@ -100,8 +109,4 @@ t.test('TypeScript: a fresh `tsc --init` project and a CommonJS one both type-ch
   await t.resolves(run(process.execPath, [TSC, '--noEmit', '-p', 'tsconfig.json', '--skipLibCheck', 'false'], { cwd: app }), 'tsc --init defaults');
   // older projects: CommonJS output with node10 resolution finds the top-level "types"
   await t.resolves(run(process.execPath, [TSC, '--noEmit', '--strict', '--module', 'commonjs', '--target', 'es2022', 'app.ts'], { cwd: app }), 'CommonJS, node10 resolution');
-  // a wrong call fails, so the declarations are really read
-  fs.writeFileSync(path.join(app, 'bad.ts'), `import { eyeCrop320 } from '@liveness-service/client';\nexport const n: number = eyeCrop320({ data: new Uint8Array(3), width: 1, height: 1 }, [[0, 0], [1, 0]]);\n`);
-  const bad = await run(process.execPath, [TSC, '--noEmit', '--strict', '--module', 'nodenext', 'bad.ts'], { cwd: app }).then(() => '', (e: { stdout: string }) => e.stdout);
-  t.match(bad, /TS2322/, 'a wrong type is reported');
 });

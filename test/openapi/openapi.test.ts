@@ -11,6 +11,9 @@ import { ROOT, startServer, tempDir } from '../helpers/server.ts';
 // recommended rules (redocly.yaml: examples must fit their schemas), a client generated with
 // openapi-typescript and a call through it type-checked.
 const run = promisify(execFile);
+// npm, tsc, the linter and the generator are whole programs: on a loaded
+// 2-core machine the file needs more than the suite's 240 s default, so it asks for more
+t.setTimeout(480_000);
 const bin = (rel: string) => path.join(ROOT, 'node_modules', rel);
 
 const server = await startServer();
