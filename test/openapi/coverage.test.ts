@@ -1,7 +1,7 @@
 import t from 'tap';
 import { buildRouter } from '../../src/http/routes/index.ts';
 import type { Services } from '../../src/http/services.ts';
-import { buildOpenApi } from '../../src/openapi/document.ts';
+import { buildOpenApi } from '../../src/openapi/index.ts';
 
 // Every route the service registers is in the document and every documented operation is a
 // route: an endpoint added without its operations-table entry fails here.
