@@ -2,6 +2,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { RemoteInference } from './cluster/remote-inference.ts';
 import type { FromWorker, ToWorker, WorkerData } from './cluster/messages.ts';
 import { createApp } from './http/app.ts';
+import { createCors } from './http/cors.ts';
 import { buildRouter } from './http/routes/index.ts';
 import { closeApp, listen, loadUws, LISTEN_SHARED, type us_listen_socket } from './http/uws.ts';
 import { createLogger } from './observability/logger.ts';
@@ -38,7 +39,7 @@ const router = buildRouter({
       post({ type: 'metrics-request', id });
     }),
 });
-const handle = createApp(appModule(uws, config), router, log, metrics);
+const handle = createApp(appModule(uws, config), router, log, metrics, createCors(config.CORS_ORIGINS));
 let listenSocket: us_listen_socket | null = null;
 
 void listen(handle.app, config.HOST, port, LISTEN_SHARED).then((socket) => {

@@ -31,6 +31,8 @@ export const ConfigSchema = Type.Object({
   TLS_KEY_FILE: Type.Optional(Type.String({ minLength: 1, description: 'PEM private key for TLS_CERT_FILE' })),
   TLS_KEY_PASSPHRASE: Type.Optional(Type.String({ minLength: 1, description: 'passphrase of an encrypted TLS_KEY_FILE' })),
   TRUSTED_PROXIES: Type.Array(Type.String({ minLength: 1 }), { description: 'addresses whose X-Forwarded-For is believed' }),
+  // exact origins as browsers send them: scheme, lowercase host, optional port, nothing after
+  CORS_ORIGINS: Type.Array(Type.String({ pattern: '^https?://([a-z0-9.-]+|\\[[0-9a-f:.]+\\])(:[0-9]{1,5})?$' }), { description: 'origins allowed to call /v1 from a browser' }),
   LOG_LEVEL: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l))),
   IDEMPOTENCY_RETENTION_HOURS: Int(24, 24 * 365, 'completed idempotency records are kept at least this long'),
   RETENTION_AUDIT_DAYS: Int(0, 36500, 'audit rows older than this are pruned; 0 keeps them'),
@@ -96,6 +98,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     TLS_KEY_FILE: opt(env.TLS_KEY_FILE) && path.resolve(cwd, env.TLS_KEY_FILE!),
     TLS_KEY_PASSPHRASE: opt(env.TLS_KEY_PASSPHRASE),
     TRUSTED_PROXIES: (env.TRUSTED_PROXIES || '').split(',').map((s) => s.trim()).filter(Boolean),
+    CORS_ORIGINS: (env.CORS_ORIGINS || '').split(',').map((s) => s.trim()).filter(Boolean),
     LOG_LEVEL: env.LOG_LEVEL || 'info',
     IDEMPOTENCY_RETENTION_HOURS: int('IDEMPOTENCY_RETENTION_HOURS', env.IDEMPOTENCY_RETENTION_HOURS, 24),
     RETENTION_AUDIT_DAYS: int('RETENTION_AUDIT_DAYS', env.RETENTION_AUDIT_DAYS, 400),

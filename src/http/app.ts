@@ -3,6 +3,7 @@ import type { Logger } from '../observability/logger.ts';
 import type { WorkerMetrics } from '../observability/metrics.ts';
 import { requestFacts } from '../observability/request-facts.ts';
 import { HttpContext } from './context.ts';
+import type { Cors } from './cors.ts';
 import { errorReply, send, type Reply } from './respond.ts';
 import type { Router } from './router.ts';
 import type { TemplatedApp, UwsModule } from './uws.ts';
@@ -18,7 +19,7 @@ export interface AppHandle {
 
 /** One uWS app per API worker. Every request goes through one dispatcher so that every
  * answer, including 404/405 and crashes, carries X-Request-ID, the error body and a log line. */
-export function createApp(uws: UwsModule, router: Router, log: Logger, metrics: WorkerMetrics): AppHandle {
+export function createApp(uws: UwsModule, router: Router, log: Logger, metrics: WorkerMetrics, cors: Cors | null = null): AppHandle {
   const app = uws.App();
   let inFlight = 0;
   let draining = false;
@@ -45,9 +46,16 @@ export function createApp(uws: UwsModule, router: Router, log: Logger, metrics: 
     inFlight++;
     let result: Reply | Promise<Reply>;
     try {
-      const match = router.match(ctx.method, ctx.path);
-      ctx.route = match.pattern;
-      result = match.handler(ctx, match.params);
+      ctx.responseHeaders = cors?.headersFor(ctx) ?? null;
+      const preflight = cors?.preflight(ctx);
+      if (preflight) {
+        ctx.route = 'cors-preflight';
+        result = preflight;
+      } else {
+        const match = router.match(ctx.method, ctx.path);
+        ctx.route = match.pattern;
+        result = match.handler(ctx, match.params);
+      }
     } catch (err) {
       result = errorReply(ctx, err);
     }

@@ -33,6 +33,8 @@ export class HttpContext {
   /** error code of the answer, for the request log */
   errorCode: string | undefined;
   status = 0;
+  /** headers every answer to this request carries (CORS), whatever path answers it */
+  responseHeaders: Record<string, string> | null = null;
   /** called once when the client goes away before the answer (slot release, cleanup) */
   private abortHandlers: (() => void)[] = [];
 

@@ -109,6 +109,7 @@ function write(ctx: HttpContext, reply: Reply, payload: string | Buffer | Uint8A
     ctx.res.writeHeader('X-Request-ID', ctx.requestId);
     if (type && reply.status !== 204) ctx.res.writeHeader('Content-Type', type);
     ctx.res.writeHeader('Cache-Control', 'no-store');
+    if (ctx.responseHeaders) for (const [k, v] of Object.entries(ctx.responseHeaders)) ctx.res.writeHeader(k, v);
     if (reply.headers) for (const [k, v] of Object.entries(reply.headers)) ctx.res.writeHeader(k, v);
     if (reply.status === 204) ctx.res.endWithoutBody(0, close);
     else ctx.res.end(payload, close);

@@ -1,11 +1,16 @@
-import type { TSchema } from '@sinclair/typebox';
-import * as admin from '../admin/schemas.ts';
-import { LoginSchema, SessionSchema } from '../auth/schemas.ts';
-import { BatchEnvelopeSchema, CapturePacketSchema, FrameSchema, ImageDescriptorSchema, MetadataSchema } from '../packets/schemas.ts';
-import * as r from './responses.ts';
+import { Type } from '@sinclair/typebox';
+import { ERRORS, type ErrorCode } from '../errors/index.ts';
+import { ADMIN_OPERATIONS } from './admin-operations.ts';
+import { COMPONENTS } from './components.ts';
+import { REQUEST_ID } from './examples.ts';
+import { referenceComponents, toJsonSchema, type JsonSchema } from './json-schema.ts';
+import type { Operation, SchemaUse } from './operation.ts';
+import { OPERATIONS } from './operations.ts';
+import { ErrorBodyOf } from './responses.ts';
 
-// The document is generated from the TypeBox schemas the service validates with, so the
-// description cannot drift from the checks. Symbols TypeBox adds are dropped by JSON.
+// The document is generated from the TypeBox schemas the service validates with, the error
+// catalogue (src/errors/codes.ts) and the 422 issue catalogue, so the description cannot
+// drift from the checks. Each operation is one entry in operations.ts / admin-operations.ts.
 
 const DESCRIPTION = `Token-authenticated, per-module metered liveness verification.
 
@@ -27,168 +32,128 @@ descriptor (\`[..., "frames", 3, "image"]\`); a multipart part fault names the p
 **Signed verdicts**: when present, the \`X-Verdict-Signature\` header is a detached JWS (EdDSA) over the exact
 response body; keys are published at \`/.well-known/jwks.json\`.
 
-**Metrics**: \`/metrics\` answers loopback clients, and others only with \`Authorization: Bearer <METRICS_TOKEN>\`.`;
+**CORS**: with \`CORS_ORIGINS\` set, the listed origins may call \`/v1\` from a browser (preflight answered; \`X-Request-ID\`,\n\`Idempotency-Replayed\`, \`Retry-After\` and \`X-Verdict-Signature\` exposed). \`/admin\` and \`/auth\` never answer cross-origin.\n\n**Metrics**: \`/metrics\` answers loopback clients, and others only with \`Authorization: Bearer <METRICS_TOKEN>\`.`;
 
-const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
-const jsonContent = (schema: object) => ({ 'application/json': { schema } });
-const err = (description: string) => ({ description, content: jsonContent(ref('ErrorBody')) });
-const ok = (schema: object, description = 'OK') => ({ description, content: jsonContent(schema) });
-const body = (schema: object) => ({ required: true, content: jsonContent(schema) });
-const validation = { description: 'Validation error', content: jsonContent(ref('ValidationErrorBody')) };
-const bearer = [{ businessToken: [] }];
-const session = [{ adminSession: [] }];
-const csrfHeader = { name: 'X-CSRF-Token', in: 'header', required: true, schema: { type: 'string' }, description: 'from /auth/login or /auth/session' };
-const pathParam = (name: string, schema: object = { type: 'string' }) => ({ name, in: 'path', required: true, schema });
-const retryAfter = { 'Retry-After': { schema: { type: 'integer' }, description: 'seconds' } };
-const adminErrors = { '401': err('invalid_session'), '403': err('forbidden or csrf_failed') };
-const pageQuery = ['token_id', 'module_id', 'from', 'to', 'cursor', 'limit'].map((name) => ({ name, in: 'query', required: false, schema: { type: 'string' } }));
 
-function strip(schema: TSchema): object {
-  return JSON.parse(JSON.stringify(schema));
+const TAGS = [
+  { name: 'business', description: 'Verification with a business token (Authorization: Bearer lvk_...)' },
+  { name: 'health', description: 'Liveness and readiness probes' },
+  { name: 'auth', description: 'Administrator sessions' },
+  { name: 'admin', description: 'Administration API and console; admin session, X-CSRF-Token on state-changing calls' },
+  { name: 'meta', description: 'Keys, this document, metrics' },
+];
+
+const SECURITY = { none: [], bearer: [{ businessToken: [] }], session: [{ adminSession: [] }] } as const;
+const csrfHeader = {
+  name: 'X-CSRF-Token', in: 'header', required: true, schema: { type: 'string' },
+  description: 'csrf_token from /auth/login or /auth/session', example: 'c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6',
+};
+const requestIdHeader = { 'X-Request-ID': { $ref: '#/components/headers/X-Request-ID' } };
+
+function schemaOf(use: SchemaUse): JsonSchema {
+  return typeof use === 'string' ? { $ref: `#/components/schemas/${use}` } : toJsonSchema(use);
 }
 
-export function buildOpenApi(): object {
-  const schemas: Record<string, object> = {
-    ErrorBody: strip(r.ErrorBody),
-    ValidationErrorBody: strip(r.ValidationErrorBody),
-    ImageDescriptor: strip(ImageDescriptorSchema),
-    Frame: strip(FrameSchema),
-    CapturePacket: strip(CapturePacketSchema),
-    BatchEnvelope: strip(BatchEnvelopeSchema),
-    Metadata: strip(MetadataSchema),
-    UsageRecord: strip(r.UsageRecord),
-    ResultRecord: strip(r.ResultRecord),
-    VerifyResponse: strip(r.VerifyResponse),
-    MeResponse: strip(r.MeResponse),
-    ModulesResponse: strip(r.ModulesResponse),
-    HealthLive: strip(r.HealthLive),
-    HealthReady: strip(r.HealthReady),
-    Login: strip(LoginSchema),
-    Session: strip(SessionSchema),
-    AdminModule: strip(r.AdminModule),
-    ModulePatch: strip(admin.ModulePatchSchema),
-    User: strip(r.User),
-    UserCreate: strip(admin.UserCreateSchema),
-    UserPatch: strip(admin.UserPatchSchema),
-    Token: strip(r.Token),
-    TokenDetail: strip(r.TokenDetail),
-    TokenCreated: strip(r.TokenCreated),
-    TokenCreate: strip(admin.TokenCreateSchema),
-    TokenPatch: strip(admin.TokenPatchSchema),
-    Grant: strip(admin.GrantSchema),
-    GrantBody: strip(admin.GrantBodySchema),
-    LedgerPage: strip(r.Page(r.LedgerEntry)),
-    AuditPage: strip(r.Page(r.AuditRecord)),
-    Settlement: strip(r.Settlement),
-    SettlementResolve: strip(admin.SettlementResolveSchema),
-  };
-
-  const moduleParam = pathParam('module_id', { type: 'string', enum: ['rgb_liveness', 'color_liveness'] });
-  const paths: Record<string, object> = {
-    '/health/live': { get: { summary: 'Process liveness', responses: { '200': ok(ref('HealthLive')) } } },
-    '/health/ready': {
-      get: { summary: 'Model readiness', responses: { '200': ok(ref('HealthReady')), '503': ok(ref('HealthReady'), 'Not ready') } },
-    },
-    '/v1/me': {
-      get: { summary: 'Current token and its usage; not metered', security: bearer, responses: { '200': ok(ref('MeResponse')), '401': err('invalid_token') } },
-    },
-    '/v1/modules': {
-      get: { summary: 'Modules granted to the token and their status; not metered', security: bearer, responses: { '200': ok(ref('ModulesResponse')), '401': err('invalid_token') } },
-    },
-    '/v1/modules/{module_id}/verify': {
-      post: {
-        summary: 'Verify one capture or a batch',
-        security: bearer,
-        parameters: [
-          moduleParam,
-          { name: 'Idempotency-Key', in: 'header', required: false, schema: { type: 'string', minLength: 1, maxLength: 200, pattern: '^[!-~]+$' } },
-        ],
-        requestBody: {
-          required: true,
-          content: {
-            'multipart/form-data': {
-              schema: {
-                type: 'object',
-                required: ['metadata'],
-                properties: { metadata: { type: 'string', description: 'JSON text: one CapturePacket or {captures:[...]} (schema Metadata); no filename' } },
-                additionalProperties: { type: 'string', contentEncoding: 'binary', description: 'one file part per image.part (png or rgb8), at most 1 MiB each' },
-              },
-              encoding: { metadata: { contentType: 'application/json, text/plain' } },
-            },
-          },
+/** One response per status, listing its codes as an enum, with one example per code. */
+function errorResponses(op: Operation): Record<string, object> {
+  const codes: ErrorCode[] = [...op.errors];
+  if (op.auth === 'session') codes.push('invalid_session');
+  if (op.tag === 'admin' && op.auth === 'session') codes.push('forbidden');
+  if (op.csrf) codes.push('csrf_failed');
+  codes.push('internal_error');
+  const byStatus = new Map<number, ErrorCode[]>();
+  for (const code of new Set(codes)) {
+    const status = ERRORS[code].status;
+    byStatus.set(status, [...(byStatus.get(status) ?? []), code]);
+  }
+  const out: Record<string, object> = {};
+  for (const [status, list] of [...byStatus].sort((a, b) => a[0] - b[0])) {
+    out[String(status)] = {
+      description: list.join(', '),
+      headers: { ...requestIdHeader, ...op.errorHeaders?.[String(status)] },
+      content: {
+        'application/json': {
+          // ErrorBody with `code` narrowed to this status's codes
+          schema: toJsonSchema(ErrorBodyOf(Type.Unsafe<string>({ type: 'string', enum: list }))),
+          examples: Object.fromEntries(list.map((code) => [code, {
+            summary: code,
+            value: { error: { code, message: ERRORS[code].message }, request_id: REQUEST_ID },
+          }])),
         },
-        responses: {
-          '200': {
-            description: 'Verification results (HTTP 200 alone is not a liveness verdict: read status and alive)',
-            headers: {
-              'X-Request-ID': { schema: { type: 'string' } },
-              'Idempotency-Replayed': { schema: { type: 'string', enum: ['true'] } },
-              'X-Verdict-Signature': { schema: { type: 'string' }, description: 'detached JWS (EdDSA) over the body' },
-            },
-            content: jsonContent(ref('VerifyResponse')),
-          },
-          '400': err('invalid_idempotency_key or invalid_content_length'),
-          '401': err('invalid_token'),
-          '403': err('module_forbidden or module_disabled'),
-          '404': err('module_not_found'),
-          '409': { ...err('request_in_progress or idempotency_conflict'), headers: retryAfter },
-          '413': err('payload_too_large'),
-          '415': err('unsupported_media_type'),
-          '422': { ...validation, description: 'Validation error (invalid_input): metadata, ordering, geometry, parts, image bytes or hashes, or a body that is not valid multipart framing (loc ["body"], type multipart_invalid)' },
-          '429': { ...err('quota_exceeded'), headers: retryAfter },
-          '500': err('inference_failed, settlement_failed or internal_error'),
-          '503': { ...err('server_busy or module_unavailable'), headers: retryAfter },
+      },
+    };
+  }
+  return out;
+}
+
+function operationObject(op: Operation): object {
+  const parameters: object[] = [...(op.parameters ?? [])];
+  if (op.csrf) parameters.push(csrfHeader);
+  const success = op.success;
+  const responses: Record<string, object> = {
+    [success.status]: {
+      description: success.description,
+      headers: { ...requestIdHeader, ...success.headers },
+      ...(success.schema === undefined ? {} : {
+        content: { [success.contentType ?? 'application/json']: { schema: schemaOf(success.schema), example: success.example } },
+      }),
+    },
+    ...op.extraResponses,
+    ...errorResponses(op),
+    // what any path can answer besides the listed (a wrong method is 405 with Allow)
+    default: {
+      description: 'Any other error, in the common error body',
+      headers: requestIdHeader,
+      content: {
+        'application/json': {
+          schema: { $ref: '#/components/schemas/ErrorBody' },
+          example: { error: { code: 'method_not_allowed', message: ERRORS.method_not_allowed.message }, request_id: REQUEST_ID },
         },
       },
     },
-    '/auth/login': {
-      post: { summary: 'Administrator login', requestBody: body(ref('Login')), responses: { '200': ok(ref('Session')), '401': err('invalid_credentials'), '403': err('login_disabled'), '422': validation, '429': err('too_many_attempts') } },
-    },
-    '/auth/session': { get: { summary: 'Current session', security: session, responses: { '200': ok(ref('Session')), '401': err('invalid_session') } } },
-    '/auth/logout': { post: { summary: 'End the session', security: session, parameters: [csrfHeader], responses: { '204': { description: 'Logged out' }, ...adminErrors } } },
-    '/admin': { get: { summary: 'Administration console (HTML)', responses: { '200': { description: 'console', content: { 'text/html': { schema: { type: 'string' } } } } } } },
-    '/admin/api/modules': { get: { summary: 'Modules', security: session, responses: { '200': ok({ type: 'object', properties: { modules: { type: 'array', items: ref('AdminModule') } } }), ...adminErrors } } },
-    '/admin/api/modules/{module_id}': {
-      patch: { summary: 'Enable or disable a module', security: session, parameters: [moduleParam, csrfHeader], requestBody: body(ref('ModulePatch')), responses: { '200': ok(ref('AdminModule')), ...adminErrors, '404': err('not_found'), '422': validation } },
-    },
-    '/admin/api/users': {
-      get: { summary: 'Users', security: session, responses: { '200': ok({ type: 'object', properties: { users: { type: 'array', items: ref('User') } } }), ...adminErrors } },
-      post: { summary: 'Create a user', security: session, parameters: [csrfHeader], requestBody: body(ref('UserCreate')), responses: { '201': ok(ref('User')), ...adminErrors, '409': err('conflict'), '422': validation } },
-    },
-    '/admin/api/users/{id}': {
-      patch: { summary: 'Change a user', security: session, parameters: [pathParam('id'), csrfHeader], requestBody: body(ref('UserPatch')), responses: { '200': ok(ref('User')), ...adminErrors, '404': err('not_found'), '409': err('conflict: would leave no enabled admin'), '422': validation } },
-    },
-    '/admin/api/tokens': {
-      get: { summary: 'Tokens (never the plaintext)', security: session, responses: { '200': ok({ type: 'object', properties: { tokens: { type: 'array', items: ref('Token') } } }), ...adminErrors } },
-      post: { summary: 'Create a token; the plaintext is in this response only', security: session, parameters: [csrfHeader], requestBody: body(ref('TokenCreate')), responses: { '201': ok(ref('TokenCreated')), ...adminErrors, '422': validation } },
-    },
-    '/admin/api/tokens/{id}': {
-      get: { summary: 'One token with grants and usage', security: session, parameters: [pathParam('id')], responses: { '200': ok(ref('TokenDetail')), ...adminErrors, '404': err('not_found') } },
-      patch: { summary: 'Change a token', security: session, parameters: [pathParam('id'), csrfHeader], requestBody: body(ref('TokenPatch')), responses: { '200': ok(ref('Token')), ...adminErrors, '404': err('not_found'), '409': err('conflict: a revoked token cannot be enabled'), '422': validation } },
-      delete: { summary: 'Revoke a token for good', security: session, parameters: [pathParam('id'), csrfHeader], responses: { '204': { description: 'Revoked' }, ...adminErrors, '404': err('not_found') } },
-    },
-    '/admin/api/tokens/{id}/grants/{module_id}': {
-      put: { summary: 'Create or change a grant (usage of the current period is kept)', security: session, parameters: [pathParam('id'), moduleParam, csrfHeader], requestBody: body(ref('GrantBody')), responses: { '200': ok(ref('Grant')), ...adminErrors, '404': err('not_found'), '422': validation } },
-      delete: { summary: 'Remove a grant (a later re-grant keeps the period\'s usage)', security: session, parameters: [pathParam('id'), moduleParam, csrfHeader], responses: { '204': { description: 'Removed' }, ...adminErrors, '404': err('not_found') } },
-    },
-    '/admin/api/usage': { get: { summary: 'Usage ledger, paged', security: session, parameters: pageQuery, responses: { '200': ok(ref('LedgerPage')), ...adminErrors, '422': validation } } },
-    '/admin/api/audit': { get: { summary: 'Request audit records, paged', security: session, parameters: pageQuery, responses: { '200': ok(ref('AuditPage')), ...adminErrors, '422': validation } } },
-    '/admin/api/settlements': { get: { summary: 'Pending settlements needing operator recovery', security: session, responses: { '200': ok({ type: 'object', properties: { settlements: { type: 'array', items: ref('Settlement') } } }), ...adminErrors } } },
-    '/admin/api/settlements/{id}/resolve': {
-      post: { summary: 'Charge or refund a pending settlement', security: session, parameters: [pathParam('id'), csrfHeader], requestBody: body(ref('SettlementResolve')), responses: { '200': ok(ref('Settlement')), ...adminErrors, '404': err('not_found'), '409': err('conflict: not pending'), '422': validation } },
-    },
-    '/.well-known/jwks.json': { get: { summary: 'Public keys for verdict signatures', responses: { '200': ok({ type: 'object', properties: { keys: { type: 'array', items: { type: 'object' } } } }) } } },
-    '/openapi.json': { get: { summary: 'This document', responses: { '200': ok({ type: 'object' }) } } },
-    '/metrics': { get: { summary: 'Prometheus metrics (loopback, or Bearer METRICS_TOKEN)', responses: { '200': { description: 'text exposition format', content: { 'text/plain': { schema: { type: 'string' } } } } } } },
   };
+  if (op.validation) {
+    responses['422'] = {
+      description: op.validation.description ?? 'Validation error (invalid_input)',
+      headers: requestIdHeader,
+      content: { 'application/json': { schema: { $ref: '#/components/schemas/ValidationErrorBody' }, example: op.validation.example } },
+    };
+  }
+  return {
+    operationId: op.operationId,
+    summary: op.summary,
+    ...(op.description ? { description: op.description } : {}),
+    tags: [op.tag],
+    security: SECURITY[op.auth],
+    ...(parameters.length > 0 ? { parameters } : {}),
+    ...(op.body ? { requestBody: { required: true, content: { 'application/json': { schema: schemaOf(op.body.schema), example: op.body.example } } } } : {}),
+    ...(op.rawBody ? { requestBody: op.rawBody } : {}),
+    responses: Object.fromEntries(Object.entries(responses).sort(([a], [b]) => a.localeCompare(b))),
+  };
+}
+
+export function buildOpenApi(): object {
+  const plain: Record<string, JsonSchema> = {};
+  for (const [name, schema] of Object.entries(COMPONENTS)) plain[name] = toJsonSchema(schema);
+  const schemas: Record<string, unknown> = {};
+  for (const [name, schema] of Object.entries(plain)) schemas[name] = referenceComponents(schema, plain, name);
+
+  const paths: Record<string, Record<string, object>> = {};
+  for (const op of [...OPERATIONS, ...ADMIN_OPERATIONS]) {
+    const item = (paths[op.path] ??= {});
+    if (item[op.method]) throw new Error(`openapi: ${op.method} ${op.path} is declared twice`);
+    item[op.method] = operationObject(op);
+  }
 
   return {
     openapi: '3.1.0',
     info: { title: 'Algorithm Service', version: '0.5.1', description: DESCRIPTION },
     servers: [{ url: '/', description: 'the reachable {base_url}; HTTPS in production' }],
-    paths,
+    tags: TAGS,
+    paths: referenceComponents(paths, plain),
     components: {
       schemas,
+      headers: { 'X-Request-ID': { description: 'id of this request, in every answer and in the logs', schema: { type: 'string' } } },
       securitySchemes: {
         businessToken: { type: 'http', scheme: 'bearer', description: 'business token (lvk_...), /v1 only' },
         adminSession: { type: 'apiKey', in: 'cookie', name: 'lv_session', description: 'administrator session cookie (<COOKIE_PREFIX>_session)' },

@@ -6,22 +6,21 @@ import { GrantSchema, ModuleIdSchema, PeriodSchema, RoleSchema } from '../admin/
 const Nullable = <T extends TSchema>(s: T) => Type.Union([s, Type.Null()]);
 const DateTime = Type.String({ format: 'date-time' });
 
-export const ErrorBody = Type.Object({
-  error: Type.Object({ code: Type.String(), message: Type.String() }),
+/** The error body with `code` narrowed to `codes` (the catalogue, or one response's codes). */
+export const ErrorBodyOf = (codes: TSchema) => Type.Object({
+  error: Type.Object({ code: codes, message: Type.String() }),
   request_id: Type.String(),
 });
 
-export const ValidationErrorBody = Type.Object({
-  detail: Type.Array(
-    Type.Object({
-      loc: Type.Array(Type.Union([Type.String(), Type.Integer()]), { description: 'path to the offending value; see the loc convention in the API description' }),
-      msg: Type.String(),
-      type: Type.String(),
-      input: Type.Optional(Type.Unknown()),
-      ctx: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
-    }),
-  ),
+export const ValidationIssueOf = (types: TSchema) => Type.Object({
+  loc: Type.Array(Type.Union([Type.String(), Type.Integer()]), { description: 'path to the offending value; see the loc convention in the API description' }),
+  msg: Type.String(),
+  type: types,
+  input: Type.Optional(Type.Unknown()),
+  ctx: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
 });
+
+export const ValidationErrorBodyOf = (types: TSchema) => Type.Object({ detail: Type.Array(ValidationIssueOf(types)) });
 
 export const UsageRecord = Type.Object({
   module_id: ModuleIdSchema,
@@ -132,6 +131,9 @@ export const AuditRecord = Type.Object({
   captures: Type.Integer(),
   charged_units: Type.Integer(),
   latency_ms: Type.Number(),
+});
+export const Jwks = Type.Object({
+  keys: Type.Array(Type.Object({ kty: Type.String(), crv: Type.String(), x: Type.String(), kid: Type.String(), alg: Type.String(), use: Type.String() }, { additionalProperties: true })),
 });
 export const Page = <T extends TSchema>(item: T) => Type.Object({ items: Type.Array(item), next_cursor: Nullable(Type.String()) });
 export const Settlement = Type.Object({

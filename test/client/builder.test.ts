@@ -1,6 +1,7 @@
 import t from 'tap';
 import { createHash } from 'node:crypto';
-import { buildBatch, buildCapture, buildVerifyBody, encodePng } from '../../src/client/index.ts';
+import { buildBatch, buildCapture, encodeMultipart, toFormData } from '../../client/src/index.ts';
+import { encodePng } from '../../src/images/png-encode.ts';
 import { parseMetadata } from '../../src/packets/validate.ts';
 import { checkParts } from '../../src/packets/parts.ts';
 
@@ -14,7 +15,7 @@ const okFrame = (i: number, image: Uint8Array) => ({
 t.test('buildCapture fills the protocol constants, the profile of the mode and every sha256', async (t) => {
   const png = encodePng(rgb(3));
   const raw = rgb(4);
-  const { metadata, files } = buildCapture({
+  const { metadata, files } = await buildCapture({
     mode: 'rgb_sequence',
     frames: [okFrame(0, png), { timestamp_us: 40_000, status: 'dropped' }, okFrame(2, raw)],
   });
@@ -31,23 +32,23 @@ t.test('buildCapture fills the protocol constants, the profile of the mode and e
   const parsed = parseMetadata(JSON.stringify(metadata), 'rgb_liveness');
   const uploads = [...files].map(([name, b]) => ({ name, filename: 'x', size: b.length, sha256: sha(b) }));
   t.same(checkParts(parsed.images, uploads), [], 'the service accepts what the builder made');
-  t.not(buildCapture({ mode: 'rgb_single', frames: [] }).metadata.capture_id, buildCapture({ mode: 'rgb_single', frames: [] }).metadata.capture_id, 'a new capture, a new id');
+  t.not((await buildCapture({ mode: 'rgb_single', frames: [] })).metadata.capture_id, (await buildCapture({ mode: 'rgb_single', frames: [] })).metadata.capture_id, 'a new capture, a new id');
 });
 
 t.test('colour captures keep phase and display time; profiles follow the mode', async (t) => {
   const phases = ['white', 'red', 'green', 'blue'] as const;
-  const { metadata } = buildCapture({
+  const { metadata } = await buildCapture({
     mode: 'color',
     frames: phases.map((phase, i) => ({ ...okFrame(i, rgb(i)), phase, display_time_us: 1_000 + i * 33_333 - 10 })),
   });
   t.equal(metadata.capture_profile, 'color_wrgb_v1');
   t.same(metadata.frames.map((f) => f.phase), phases);
   t.same(parseMetadata(JSON.stringify(metadata), 'color_liveness').images.length, 4);
-  t.equal(buildCapture({ mode: 'rgb_single', frames: [] }).metadata.capture_profile, 'rgb_single_v1');
+  t.equal((await buildCapture({ mode: 'rgb_single', frames: [] })).metadata.capture_profile, 'rgb_single_v1');
 });
 
 t.test('buildBatch keeps part names unique across captures', async (t) => {
-  const { metadata, files } = buildBatch([
+  const { metadata, files } = await buildBatch([
     { mode: 'rgb_single', capture_id: 'a', frames: [okFrame(0, rgb(1))] },
     { mode: 'rgb_sequence', capture_id: 'b', frames: [okFrame(0, rgb(2)), okFrame(1, rgb(3))] },
   ]);
@@ -56,20 +57,20 @@ t.test('buildBatch keeps part names unique across captures', async (t) => {
   const parsed = parseMetadata(JSON.stringify(metadata), 'rgb_liveness');
   t.equal(parsed.batch, true);
   t.same(parsed.images.map((r) => r.part), ['c0.f0', 'c1.f0', 'c1.f1']);
-  t.throws(() => buildCapture({ mode: 'rgb_sequence', frames: [
+  await t.rejects(buildCapture({ mode: 'rgb_sequence', frames: [
     { ...okFrame(0, rgb(1)), image: { bytes: rgb(1), part: 'x' } },
     { ...okFrame(1, rgb(1)), image: { bytes: rgb(1), part: 'x' } },
   ] }), /twice/);
 });
 
-t.test('buildVerifyBody: metadata as a text field without filename, images as files, same bytes back', async (t) => {
+t.test('encodeMultipart: metadata as a text field without filename, images as files, same bytes back', async (t) => {
   const png = encodePng(rgb(5));
   const raw = rgb(6);
-  const { metadata, files } = buildCapture({ mode: 'rgb_sequence', frames: [okFrame(0, png), okFrame(1, raw)] });
-  const { body, contentType } = buildVerifyBody(metadata, files);
+  const { metadata, files } = await buildCapture({ mode: 'rgb_sequence', frames: [okFrame(0, png), okFrame(1, raw)] });
+  const { body, contentType } = encodeMultipart(metadata, files);
   t.match(contentType, /^multipart\/form-data; boundary=----lvclient[0-9a-f]{24}$/);
   // An independent parser (undici's) reads it back.
-  const form = await new Response(body as Uint8Array<ArrayBuffer>, { headers: { 'content-type': contentType } }).formData();
+  const form = await new Response(body, { headers: { 'content-type': contentType } }).formData();
   const meta = form.get('metadata');
   t.equal(typeof meta, 'string', 'metadata is a field, not a file');
   t.same(JSON.parse(meta as string), metadata);
@@ -79,16 +80,28 @@ t.test('buildVerifyBody: metadata as a text field without filename, images as fi
     t.ok(Buffer.from(await (file as Blob).arrayBuffer()).equals(Buffer.from(bytes)), `${name} bytes intact`);
   }
   t.equal([...form.keys()].length, 3, 'nothing extra');
-  const head = body.subarray(0, 200).toString('latin1');
+  const head = Buffer.from(body.subarray(0, 200)).toString('latin1');
   t.match(head, /Content-Disposition: form-data; name="metadata"\r\n\r\n\{/);
   t.notMatch(head.split('\r\n\r\n')[0], /filename/);
-  const other = buildVerifyBody(metadata, files);
+  const other = encodeMultipart(metadata, files);
   t.not(other.contentType, contentType, 'a random boundary per body');
 });
 
-t.test('buildVerifyBody refuses part names a multipart header cannot carry', async (t) => {
+t.test('encodeMultipart refuses part names a multipart header cannot carry', async (t) => {
   for (const name of ['a"b', 'a\r\nb', 'a\\b', '', 'metadata']) {
-    t.throws(() => buildVerifyBody('{}', new Map([[name, new Uint8Array(1)]])), RangeError, JSON.stringify(name));
+    t.throws(() => encodeMultipart('{}', new Map([[name, new Uint8Array(1)]])), RangeError, JSON.stringify(name));
   }
-  t.doesNotThrow(() => buildVerifyBody('{}', new Map([['dir/frame 1.png', new Uint8Array(1)]])), 'slashes and spaces are fine');
+  t.doesNotThrow(() => encodeMultipart('{}', new Map([['dir/frame 1.png', new Uint8Array(1)]])), 'slashes and spaces are fine');
+});
+
+t.test('toFormData carries the same fields and bytes as encodeMultipart', async (t) => {
+  const png = encodePng(rgb(7));
+  const { metadata, files } = await buildCapture({ mode: 'rgb_single', frames: [okFrame(0, png)] });
+  const form = toFormData(metadata, files);
+  t.same(JSON.parse(form.get('metadata') as string), metadata);
+  const file = form.get('f0') as File;
+  t.equal(file.type, 'image/png');
+  t.equal(file.name, 'image.png');
+  t.equal(sha(new Uint8Array(await file.arrayBuffer())), metadata.frames[0].image!.sha256);
+  t.throws(() => toFormData(metadata, new Map([['metadata', png]])), RangeError);
 });

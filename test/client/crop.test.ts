@@ -1,5 +1,5 @@
 import t from 'tap';
-import { eyeCrop320, cropSamplePoint } from '../../src/client/index.ts';
+import { eyeCrop320, cropSamplePoint } from '../../client/src/index.ts';
 
 // 4x4 source: R = 10x + 40y, G = 200 - 10x, B = 7 at pixel (x, y). Bilinear sampling of a
 // linear function is exact, so expected values are worked out by hand below.
@@ -112,4 +112,52 @@ t.test('the face frame: chin side is below the eyes in the crop', async (t) => {
   const crop = eyeCrop320({ data: spots(200, 200, [[100, 130]]), width: 200, height: 200 }, [e0, e1]);
   const [x, y] = centroid(crop, 0, 320);
   t.ok(Math.abs(x - 160) < 0.3 && Math.abs(y - (400 / 3 + 80)) < 0.3, `mark at ${x.toFixed(2)}, ${y.toFixed(2)}`);
+});
+
+/** The contract's geometry written plainly, one call per pixel: what the optimised loop in
+ * eyeCrop320 must reproduce byte for byte. */
+function plainCrop(data: ArrayLike<number>, w: number, h: number, eyes: [[number, number], [number, number]]): Uint8Array {
+  const ch = data.length / (w * h);
+  const out = new Uint8Array(320 * 320 * 3);
+  const at = (x: number, y: number, c: number) => (x >= 0 && x < w && y >= 0 && y < h ? data[(y * w + x) * ch + c]! : 0);
+  for (let j = 0; j < 320; j++) {
+    for (let i = 0; i < 320; i++) {
+      const [x, y] = cropSamplePoint(eyes, i, j);
+      const xf = Math.floor(x);
+      const yf = Math.floor(y);
+      const fx = x - xf;
+      const fy = y - yf;
+      for (let c = 0; c < 3; c++) {
+        let v = 0;
+        if (xf >= 0 && xf < w && yf >= 0 && yf < h) v += (1 - fx) * (1 - fy) * at(xf, yf, c);
+        if (xf + 1 >= 0 && xf + 1 < w && yf >= 0 && yf < h) v += fx * (1 - fy) * at(xf + 1, yf, c);
+        if (xf >= 0 && xf < w && yf + 1 >= 0 && yf + 1 < h) v += (1 - fx) * fy * at(xf, yf + 1, c);
+        if (xf + 1 >= 0 && xf + 1 < w && yf + 1 >= 0 && yf + 1 < h) v += fx * fy * at(xf + 1, yf + 1, c);
+        out[(j * 320 + i) * 3 + c] = Math.min(255, Math.max(0, Math.round(v)));
+      }
+    }
+  }
+  return out;
+}
+
+t.test('the optimised crop equals the plain formula on random images, eye lines and borders', async (t) => {
+  let seed = 12345;
+  const rnd = () => {
+    seed = (seed * 1103515245 + 12345) >>> 0;
+    return seed / 2 ** 32;
+  };
+  const cases: [number, number, number, [[number, number], [number, number]]][] = [
+    [200, 150, 3, [[80, 70], [120, 72]]],
+    [200, 150, 4, [[5, 5], [60, 20]]], // crop runs off the top left: black borders
+    [97, 61, 3, [[40.25, 30.75], [41.5, 10.125]]], // steep, fractional, mostly outside
+    [64, 64, 4, [[63, 63], [64, 64]]], // on the last pixel and the far edge
+  ];
+  for (let k = 0; k < 4; k++) cases.push([120 + k * 17, 90 + k * 11, 3 + (k % 2), [[rnd() * 100, rnd() * 80], [20 + rnd() * 100, rnd() * 90]]]);
+  for (const [w, h, ch, eyes] of cases) {
+    const data = ch === 4 ? new Uint8ClampedArray(w * h * 4) : new Uint8Array(w * h * 3);
+    for (let i = 0; i < data.length; i++) data[i] = Math.floor(rnd() * 256);
+    const fast = eyeCrop320({ data, width: w, height: h }, eyes);
+    const plain = plainCrop(data, w, h, eyes);
+    t.ok(Buffer.from(fast).equals(Buffer.from(plain)), `${w}x${h}x${ch} eyes ${JSON.stringify(eyes)}`);
+  }
 });

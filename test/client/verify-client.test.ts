@@ -2,7 +2,7 @@ import t, { type Test } from 'tap';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createHash } from 'node:crypto';
-import { buildCapture, createVerifyClient, parseRetryAfter, backoffDelay, isRetryable, type VerifyClientOptions } from '../../src/client/index.ts';
+import { buildCaptureWith, createVerifyClient, parseRetryAfter, backoffDelay, isRetryable, type VerifyClientOptions } from '../../client/src/index.ts';
 
 interface Scripted {
   status: number;
@@ -52,10 +52,10 @@ const result = (capture_id: string, status: 'ok' | 'retry', alive: boolean | nul
 });
 const okBody = (...results: unknown[]) => ({ request_id: 'r1', module_id: 'rgb_liveness', charged_units: results.length, results, usage: [] });
 
-const packet = () => buildCapture({
+const packet = () => buildCaptureWith({
   mode: 'rgb_single', capture_id: 'cap-1',
   frames: [{ timestamp_us: 1, source_size: [640, 480], eyes_xy: [[300, 200], [340, 200]], image: { bytes: new Uint8Array(307200).fill(1) } }],
-});
+}, (b) => createHash('sha256').update(b).digest('hex'));
 
 function client(baseUrl: string, extra: Partial<VerifyClientOptions> = {}) {
   const delays: number[] = [];
@@ -251,4 +251,25 @@ t.test('helpers: Retry-After parsing, jitter bounds, retry classification', asyn
   t.equal(isRetryable(500, 'settlement_failed'), false);
   t.equal(isRetryable(503, null), true);
   t.equal(isRetryable(500, null), false);
+});
+
+t.test('me and modules: the body, or the error with its code; nothing retried', async (t) => {
+  const me = { token: { id: 'tok_1', name: 'kiosk', expires_at: null, demo: false }, usage: [] };
+  const svc = await fakeService(t, [
+    { status: 200, body: me },
+    { status: 200, body: { modules: [{ module_id: 'rgb_liveness', status: 'available' }] } },
+    { status: 401, body: err('invalid_token') },
+    { status: 200, body: { something: 'else' } },
+  ]);
+  const { c } = client(svc.baseUrl);
+  t.same(await c.me(), { kind: 'ok', value: me, requestId: 'req-1' });
+  const mods = await c.modules();
+  t.equal(mods.kind === 'ok' && mods.value.modules[0]!.status, 'available');
+  t.same(await c.me(), { kind: 'error', httpStatus: 401, code: 'invalid_token', message: 'invalid_token', retryAfterMs: null, requestId: 'req-3' });
+  t.match(await c.modules(), { kind: 'error', httpStatus: 200, code: 'invalid_response' }, 'a 200 that is not the documented shape');
+  t.same(svc.seen.map((s) => `${s.method} ${s.url} ${s.headers.authorization}`), [
+    'GET /v1/me Bearer lvk_test', 'GET /v1/modules Bearer lvk_test', 'GET /v1/me Bearer lvk_test', 'GET /v1/modules Bearer lvk_test',
+  ]);
+  const down = await createVerifyClient({ baseUrl: 'http://127.0.0.1:1', token: 'x' }).me();
+  t.match(down, { kind: 'error', httpStatus: 0, code: 'network_error' });
 });

@@ -1,4 +1,4 @@
-import { buildOpenApi } from '../../openapi/document.ts';
+import { buildOpenApi } from '../../openapi/index.ts';
 import type { Router } from '../router.ts';
 
 export function openapiRoutes(router: Router): void {

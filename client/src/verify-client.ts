@@ -9,27 +9,11 @@
 // - The outcome separates a verdict from an error by type, so a 401/403/429 can never be read
 //   as "not live"; a verdict is status plus alive of each result, never HTTP 200 alone.
 
-import { randomUUID } from 'node:crypto';
-import type { ModuleId, BatchEnvelope, CapturePacket, ValidationIssue } from '../packets/types.ts';
-import type { ResultRecord } from '../inference/types.ts';
-import { buildVerifyBody } from './multipart.ts';
-
-export interface UsageRecord {
-  module_id: string;
-  limit: number | null;
-  period: 'day' | 'month' | 'never';
-  used: number;
-  remaining: number | null;
-  reset_at: string | null;
-}
-
-export interface VerifyResponse {
-  request_id: string;
-  module_id: string;
-  charged_units: number;
-  results: ResultRecord[];
-  usage: UsageRecord[];
-}
+import { randomId } from './digest.ts';
+import { encodeMultipart } from './multipart.ts';
+import type {
+  ModuleId, BatchEnvelope, CapturePacket, MeResponse, ModulesResponse, ResultRecord, ValidationIssue, VerifyResponse,
+} from './wire.ts';
 
 export type Verdict = 'live' | 'not_live' | 'retry';
 
@@ -101,9 +85,19 @@ export interface VerifyCallOptions {
   signal?: AbortSignal;
 }
 
+/** Answer of a read call (me, modules): the body, or the error as in a verify outcome. Read
+ * calls are not retried: they are cheap to repeat and the caller knows when it needs them. */
+export type ReadOutcome<T> =
+  | { kind: 'ok'; value: T; requestId: string | null }
+  | { kind: 'error'; httpStatus: number; code: string; message: string; retryAfterMs: number | null; requestId: string | null };
+
 export interface VerifyClient {
   verify(moduleId: ModuleId, metadata: CapturePacket | BatchEnvelope | string,
     files: ReadonlyMap<string, Uint8Array>, options?: VerifyCallOptions): Promise<VerifyOutcome>;
+  /** GET /v1/me: the token and its usage per granted module; never metered */
+  me(options?: { signal?: AbortSignal }): Promise<ReadOutcome<MeResponse>>;
+  /** GET /v1/modules: the granted modules and whether each is available now; never metered */
+  modules(options?: { signal?: AbortSignal }): Promise<ReadOutcome<ModulesResponse>>;
 }
 
 const RETRIED_CODES = new Set(['server_busy', 'module_unavailable', 'request_in_progress', 'inference_failed', 'internal_error']);
@@ -159,15 +153,13 @@ export function createVerifyClient(options: VerifyClientOptions): VerifyClient {
 
   async function verify(moduleId: ModuleId, metadata: CapturePacket | BatchEnvelope | string,
     files: ReadonlyMap<string, Uint8Array>, call: VerifyCallOptions = {}): Promise<VerifyOutcome> {
-    const key = call.idempotencyKey ?? randomUUID();
+    const key = call.idempotencyKey ?? randomId();
     if (!IDEMPOTENCY_KEY.test(key)) {
       throw new RangeError('Idempotency-Key must be 1 to 200 printable ASCII characters without spaces');
     }
     // Built once: every attempt sends these very bytes (same boundary included), which is what
     // "same key and package" means to the server's idempotency check.
-    const { body, contentType } = buildVerifyBody(metadata, files);
-    // Buffer.concat allocates a plain ArrayBuffer; the cast only narrows the declared type.
-    const payload = body as Uint8Array<ArrayBuffer>;
+    const { body: payload, contentType } = encodeMultipart(metadata, files);
     const url = `${base}/v1/modules/${encodeURIComponent(moduleId)}/verify`;
     const headers = {
       authorization: `Bearer ${options.token}`,
@@ -201,7 +193,37 @@ export function createVerifyClient(options: VerifyClientOptions): VerifyClient {
     return last!;
   }
 
-  return { verify };
+  async function read<T>(path: string, signal: AbortSignal | undefined, valid: (json: unknown) => boolean): Promise<ReadOutcome<T>> {
+    let res: Response;
+    try {
+      res = await doFetch(`${base}${path}`, { headers: { authorization: `Bearer ${options.token}`, accept: 'application/json' }, signal });
+    } catch (err) {
+      if (signal?.aborted) throw err;
+      return { kind: 'error', httpStatus: 0, code: 'network_error', message: (err as Error).message ?? String(err), retryAfterMs: null, requestId: null };
+    }
+    const requestId = res.headers.get('x-request-id');
+    const text = await res.text();
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      json = undefined;
+    }
+    if (res.status === 200 && valid(json)) return { kind: 'ok', value: json as T, requestId };
+    const error = (json as { error?: { code?: unknown; message?: unknown } } | undefined)?.error;
+    return {
+      kind: 'error', httpStatus: res.status,
+      code: res.status === 200 ? 'invalid_response' : typeof error?.code === 'string' ? error.code : `http_${res.status}`,
+      message: typeof error?.message === 'string' ? error.message : `HTTP ${res.status}`,
+      retryAfterMs: parseRetryAfter(res.headers.get('retry-after')), requestId,
+    };
+  }
+
+  return {
+    verify,
+    me: (o = {}) => read<MeResponse>('/v1/me', o.signal, (j) => Array.isArray((j as MeResponse | undefined)?.usage) && typeof (j as MeResponse).token === 'object'),
+    modules: (o = {}) => read<ModulesResponse>('/v1/modules', o.signal, (j) => Array.isArray((j as ModulesResponse | undefined)?.modules)),
+  };
 }
 
 async function readOutcome(res: Response, key: string, attempts: number): Promise<VerifyOutcome> {

@@ -53,20 +53,56 @@ export function eyeCrop320(src: SourceImage, eyes: EyePair): Uint8Array {
     throw new RangeError('eyeCrop320: eye points must be finite and distinct');
   }
   const { cx, cy, ux, uy, vx, vy, side } = frame(eyes);
+  // one element type for the hot loop whatever the caller passed (canvas data is clamped)
+  const px = data instanceof Uint8Array ? data : new Uint8Array(data.buffer, data.byteOffset, data.length);
   const out = new Uint8Array(SIZE * SIZE * 3);
   // The contract's formula per pixel, not an incremental walk, so that rounding ties land
-  // where any other implementation of the same formula puts them.
+  // where any other implementation of the same formula puts them: x = cx + a*ux + b*vx - 0.5
+  // is evaluated in that order, with a*ux and a*uy taken once per column. The loop is written
+  // out (no call per pixel, a branch-free path for samples inside the image) because a
+  // capture client crops every frame: test/client/crop.test.ts holds it to the plain version.
+  const aux = new Float64Array(SIZE);
+  const auy = new Float64Array(SIZE);
+  for (let i = 0; i < SIZE; i++) {
+    const a = ((i + 0.5) / SIZE - 0.5) * side;
+    aux[i] = a * ux;
+    auy[i] = a * uy;
+  }
+  const rowStride = width * channels;
   for (let j = 0; j < SIZE; j++) {
     const b = ((j + 0.5) / SIZE - 0.5) * side;
+    const bvx = b * vx;
+    const bvy = b * vy;
     for (let i = 0; i < SIZE; i++) {
-      const a = ((i + 0.5) / SIZE - 0.5) * side;
-      sampleBilinear(data, width, height, channels, cx + a * ux + b * vx - 0.5, cy + a * uy + b * vy - 0.5, out, (j * SIZE + i) * 3);
+      const x = cx + aux[i]! + bvx - 0.5;
+      const y = cy + auy[i]! + bvy - 0.5;
+      const o = (j * SIZE + i) * 3;
+      const xf = Math.floor(x);
+      const yf = Math.floor(y);
+      if (xf >= 0 && yf >= 0 && xf + 1 < width && yf + 1 < height) {
+        const fx = x - xf;
+        const fy = y - yf;
+        const w00 = (1 - fx) * (1 - fy);
+        const w10 = fx * (1 - fy);
+        const w01 = (1 - fx) * fy;
+        const w11 = fx * fy;
+        const p00 = yf * rowStride + xf * channels;
+        const p01 = p00 + rowStride;
+        for (let c = 0; c < 3; c++) {
+          const v = w00 * px[p00 + c]! + w10 * px[p00 + channels + c]! + w01 * px[p01 + c]! + w11 * px[p01 + channels + c]!;
+          const r = Math.round(v);
+          out[o + c] = r > 255 ? 255 : r;
+        }
+      } else {
+        sampleBilinear(px, width, height, channels, x, y, out, o);
+      }
     }
   }
   return out;
 }
 
-function sampleBilinear(data: ArrayLike<number>, w: number, h: number, channels: number,
+/** Bilinear sample at (x, y) where some neighbours may lie outside the source (black). */
+function sampleBilinear(data: Uint8Array, w: number, h: number, channels: number,
   x: number, y: number, out: Uint8Array, o: number): void {
   const xf = Math.floor(x);
   const yf = Math.floor(y);

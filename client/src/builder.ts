@@ -2,11 +2,9 @@
 // constants, the capture_profile that belongs to the mode, part names and the sha256 of every
 // image, so that a client cannot get those wrong by hand.
 
-import { createHash, randomUUID } from 'node:crypto';
-import { CAPTURE_PROFILE } from '../packets/types.ts';
-import type {
-  BatchEnvelope, CapturePacket, FrameRecord, FrameStatus, ImageEncoding, Mode, Phase, Point,
-} from '../packets/types.ts';
+import { randomId, sha256Hex } from './digest.ts';
+import { CAPTURE_PROFILE, PREPROCESS_PROFILE } from './wire.ts';
+import type { BatchEnvelope, CapturePacket, FrameRecord, FrameStatus, ImageEncoding, Mode, Phase, Point } from './wire.ts';
 
 export interface ImageInput {
   /** the exact bytes that will be uploaded: a PNG file or 307200 rgb8 bytes */
@@ -41,20 +39,42 @@ export interface CaptureInput {
 
 export interface BuiltRequest<M> {
   metadata: M;
-  /** part name -> bytes, ready for buildVerifyBody */
+  /** part name -> bytes, ready for encodeMultipart or the verify client */
   files: Map<string, Uint8Array>;
 }
 
-export function sha256Hex(bytes: Uint8Array): string {
-  return createHash('sha256').update(bytes).digest('hex');
-}
+/** A synchronous SHA-256 (lowercase hex), for callers that have one (node:crypto). */
+export type SyncDigest = (bytes: Uint8Array) => string;
 
 /** PNG files start with the 8-byte signature \x89PNG\r\n\x1a\n. */
 export function isPng(bytes: Uint8Array): boolean {
   return bytes.length >= 8 && bytes[0] === 0x89 && bytes[1] === 0x50 && bytes[2] === 0x4e && bytes[3] === 0x47;
 }
 
-export function buildCapture(input: CaptureInput, options: { partPrefix?: string } = {}): BuiltRequest<CapturePacket> {
+/** One capture; every image hashed with Web Crypto. */
+export async function buildCapture(input: CaptureInput, options: { partPrefix?: string } = {}): Promise<BuiltRequest<CapturePacket>> {
+  return buildCaptureWith(input, await digestsOf([input]), options);
+}
+
+/** Several captures in one envelope; default part names are prefixed `c<k>.` per capture so
+ * they stay unique across the request. */
+export async function buildBatch(inputs: CaptureInput[]): Promise<BuiltRequest<BatchEnvelope>> {
+  return buildBatchWith(inputs, await digestsOf(inputs));
+}
+
+// Web Crypto only hashes asynchronously; the hashes are taken first so that the assembly
+// below stays one synchronous function shared with the SyncDigest variants.
+async function digestsOf(inputs: CaptureInput[]): Promise<SyncDigest> {
+  const digests = new Map<Uint8Array, string>();
+  const images = inputs.flatMap((c) => c.frames.flatMap((f) => (f.image ? [f.image.bytes] : [])));
+  await Promise.all(images.map(async (bytes) => {
+    if (!digests.has(bytes)) digests.set(bytes, await sha256Hex(bytes));
+  }));
+  return (bytes) => digests.get(bytes)!;
+}
+
+/** buildCapture with a synchronous hash function supplied by the caller. */
+export function buildCaptureWith(input: CaptureInput, digest: SyncDigest, options: { partPrefix?: string } = {}): BuiltRequest<CapturePacket> {
   const files = new Map<string, Uint8Array>();
   const frames = input.frames.map((f, i): FrameRecord => {
     const frame: FrameRecord = {
@@ -71,7 +91,7 @@ export function buildCapture(input: CaptureInput, options: { partPrefix?: string
       frame.image = {
         part,
         encoding: f.image.encoding ?? (isPng(f.image.bytes) ? 'png' : 'rgb8'),
-        sha256: sha256Hex(f.image.bytes),
+        sha256: digest(f.image.bytes),
       };
     }
     if (f.phase !== undefined) frame.phase = f.phase;
@@ -80,22 +100,21 @@ export function buildCapture(input: CaptureInput, options: { partPrefix?: string
   });
   const metadata: CapturePacket = {
     protocol_version: 1,
-    capture_id: input.capture_id ?? randomUUID(),
+    capture_id: input.capture_id ?? randomId(),
     mode: input.mode,
     capture_profile: CAPTURE_PROFILE[input.mode],
-    preprocess_profile: 'eye_crop_320_v1',
+    preprocess_profile: PREPROCESS_PROFILE,
     complete: input.complete ?? true,
     frames,
   };
   return { metadata, files };
 }
 
-/** Several captures in one envelope; default part names are prefixed `c<k>.` per capture so
- * they stay unique across the request. */
-export function buildBatch(inputs: CaptureInput[]): BuiltRequest<BatchEnvelope> {
+/** buildBatch with a synchronous hash function supplied by the caller. */
+export function buildBatchWith(inputs: CaptureInput[], digest: SyncDigest): BuiltRequest<BatchEnvelope> {
   const files = new Map<string, Uint8Array>();
   const captures = inputs.map((input, k) => {
-    const built = buildCapture(input, { partPrefix: `c${k}.` });
+    const built = buildCaptureWith(input, digest, { partPrefix: `c${k}.` });
     for (const [part, bytes] of built.files) {
       if (files.has(part)) throw new RangeError(`buildBatch: part name '${part}' is used twice`);
       files.set(part, bytes);

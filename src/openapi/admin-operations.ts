@@ -1,0 +1,160 @@
+// The administration API (contract.md "Administration API") and the console's static files.
+// Every /admin/api operation needs an admin session (invalid_session, forbidden are added by
+// document.ts); `csrf: true` marks the state-changing ones.
+
+import { Type } from '@sinclair/typebox';
+import * as ex from './examples.ts';
+import { moduleIdParam, pathParam, type Operation, type ParameterSpec } from './operation.ts';
+
+const tokenId = pathParam('id', ex.token.id, { type: 'string' }, 'token id');
+const userId = pathParam('id', ex.user.id, { type: 'string' }, 'user id');
+const settlementId = pathParam('id', ex.settlement.id, { type: 'string' }, 'reservation id from the settlements list');
+
+const query = (name: string, example: unknown, description: string, schema: object = { type: 'string' }): ParameterSpec =>
+  ({ name, in: 'query', required: false, schema, example, description });
+const pageQuery: ParameterSpec[] = [
+  query('token_id', ex.token.id, 'only this token'),
+  query('module_id', 'rgb_liveness', 'only this module', { $ref: '#/components/schemas/ModuleId' }),
+  query('from', '2026-11-01T00:00:00Z', 'ISO 8601 time, inclusive', { type: 'string', format: 'date-time' }),
+  query('to', '2026-12-01T00:00:00Z', 'ISO 8601 time, exclusive', { type: 'string', format: 'date-time' }),
+  query('cursor', 'eyJhdCI6IjIwMjYtMTEtMjNUMDk6MzA6MDAuMDAwWiJ9', 'next_cursor of the previous page'),
+  query('limit', 100, 'page size, 1 to 1000 (default 100)', { type: 'integer', minimum: 1, maximum: 1000 }),
+];
+
+export const ADMIN_OPERATIONS: Operation[] = [
+  {
+    method: 'get', path: '/admin', operationId: 'getConsole', tag: 'admin', auth: 'none',
+    summary: 'Administration console (HTML; logs in through /auth/login)',
+    success: { status: '200', description: 'The console page', contentType: 'text/html', schema: Type.String(), example: '<!doctype html>...' },
+    errors: [],
+  },
+  {
+    method: 'get', path: '/admin/static/{file}', operationId: 'getConsoleFile', tag: 'admin', auth: 'none',
+    summary: 'Static file of the console (script or style sheet)',
+    parameters: [pathParam('file', 'app.js')],
+    success: { status: '200', description: 'The file', contentType: 'application/javascript', schema: Type.String(), example: '// console script' },
+    errors: ['not_found'],
+  },
+  {
+    method: 'get', path: '/admin/api/modules', operationId: 'adminListModules', tag: 'admin', auth: 'session',
+    summary: 'Modules with readiness and decision policy',
+    success: { status: '200', description: 'All modules', schema: 'AdminModuleList', example: { modules: [ex.adminModule] } },
+    errors: [],
+  },
+  {
+    method: 'patch', path: '/admin/api/modules/{module_id}', operationId: 'adminPatchModule', tag: 'admin', auth: 'session', csrf: true,
+    summary: 'Enable or disable a module',
+    parameters: [moduleIdParam],
+    body: { schema: 'ModulePatch', example: { enabled: false } },
+    success: { status: '200', description: 'The module', schema: 'AdminModule', example: { ...ex.adminModule, enabled: false } },
+    errors: ['not_found'],
+    validation: { example: { detail: [{ loc: ['body', 'enabled'], msg: 'Input should be a valid boolean', type: 'bool_type', input: 'no' }] } },
+  },
+  {
+    method: 'get', path: '/admin/api/users', operationId: 'adminListUsers', tag: 'admin', auth: 'session',
+    summary: 'Users',
+    success: { status: '200', description: 'All users', schema: 'UserList', example: { users: [ex.user] } },
+    errors: [],
+  },
+  {
+    method: 'post', path: '/admin/api/users', operationId: 'adminCreateUser', tag: 'admin', auth: 'session', csrf: true,
+    summary: 'Create a user',
+    body: { schema: 'UserCreate', example: { username: 'operator', password: 'a-long-password', role: 'admin' } },
+    success: { status: '201', description: 'Created', schema: 'User', example: ex.user },
+    errors: ['conflict'],
+    validation: { example: ex.jsonValidation },
+  },
+  {
+    method: 'patch', path: '/admin/api/users/{id}', operationId: 'adminPatchUser', tag: 'admin', auth: 'session', csrf: true,
+    summary: 'Change a user (a changed password or a disabled account ends their sessions)',
+    parameters: [userId],
+    body: { schema: 'UserPatch', example: { enabled: false } },
+    success: { status: '200', description: 'The user', schema: 'User', example: { ...ex.user, enabled: false } },
+    errors: ['not_found', 'conflict'],
+    validation: { example: ex.jsonValidation },
+  },
+  {
+    method: 'get', path: '/admin/api/tokens', operationId: 'adminListTokens', tag: 'admin', auth: 'session',
+    summary: 'Tokens (never the plaintext)',
+    success: { status: '200', description: 'All tokens', schema: 'TokenList', example: { tokens: [ex.token] } },
+    errors: [],
+  },
+  {
+    method: 'post', path: '/admin/api/tokens', operationId: 'adminCreateToken', tag: 'admin', auth: 'session', csrf: true,
+    summary: 'Create a token; the plaintext is in this response only',
+    body: { schema: 'TokenCreate', example: { name: 'kiosk-17', grants: [ex.grant] } },
+    success: { status: '201', description: 'Created, with the plaintext token', schema: 'TokenCreated', example: ex.tokenCreated },
+    errors: [],
+    validation: { example: ex.jsonValidation },
+  },
+  {
+    method: 'get', path: '/admin/api/tokens/{id}', operationId: 'adminGetToken', tag: 'admin', auth: 'session',
+    summary: 'One token with grants and usage',
+    parameters: [tokenId],
+    success: { status: '200', description: 'The token', schema: 'TokenDetail', example: ex.tokenDetail },
+    errors: ['not_found'],
+  },
+  {
+    method: 'patch', path: '/admin/api/tokens/{id}', operationId: 'adminPatchToken', tag: 'admin', auth: 'session', csrf: true,
+    summary: 'Change a token (a revoked token cannot be enabled: 409)',
+    parameters: [tokenId],
+    body: { schema: 'TokenPatch', example: { enabled: false } },
+    success: { status: '200', description: 'The token', schema: 'Token', example: { ...ex.token, enabled: false } },
+    errors: ['not_found', 'conflict'],
+    validation: { example: ex.jsonValidation },
+  },
+  {
+    method: 'delete', path: '/admin/api/tokens/{id}', operationId: 'adminRevokeToken', tag: 'admin', auth: 'session', csrf: true,
+    summary: 'Revoke a token for good',
+    parameters: [tokenId],
+    success: { status: '204', description: 'Revoked' },
+    errors: ['not_found'],
+  },
+  {
+    method: 'put', path: '/admin/api/tokens/{id}/grants/{module_id}', operationId: 'adminSetGrant', tag: 'admin', auth: 'session', csrf: true,
+    summary: 'Create or change a grant (usage of the current period is kept)',
+    parameters: [tokenId, moduleIdParam],
+    body: { schema: 'GrantBody', example: { limit: 1000, period: 'day' } },
+    success: { status: '200', description: 'The grant', schema: 'Grant', example: ex.grant },
+    errors: ['not_found'],
+    validation: { example: { detail: [{ loc: ['body', 'period'], msg: "Input should be 'day', 'month' or 'never'", type: 'literal_error', input: 'week' }] } },
+  },
+  {
+    method: 'delete', path: '/admin/api/tokens/{id}/grants/{module_id}', operationId: 'adminRemoveGrant', tag: 'admin', auth: 'session', csrf: true,
+    summary: "Remove a grant (a later re-grant keeps the period's usage)",
+    parameters: [tokenId, moduleIdParam],
+    success: { status: '204', description: 'Removed' },
+    errors: ['not_found'],
+  },
+  {
+    method: 'get', path: '/admin/api/usage', operationId: 'adminListLedger', tag: 'admin', auth: 'session',
+    summary: 'Usage ledger, paged',
+    parameters: pageQuery,
+    success: { status: '200', description: 'One page', schema: 'LedgerPage', example: ex.ledgerPage },
+    errors: [],
+    validation: { example: ex.queryValidation },
+  },
+  {
+    method: 'get', path: '/admin/api/audit', operationId: 'adminListAudit', tag: 'admin', auth: 'session',
+    summary: 'Request audit records, paged',
+    parameters: pageQuery,
+    success: { status: '200', description: 'One page', schema: 'AuditPage', example: ex.auditPage },
+    errors: [],
+    validation: { example: ex.queryValidation },
+  },
+  {
+    method: 'get', path: '/admin/api/settlements', operationId: 'adminListSettlements', tag: 'admin', auth: 'session',
+    summary: 'Settlements needing operator recovery',
+    success: { status: '200', description: 'Pending settlements', schema: 'SettlementList', example: { settlements: [ex.settlement] } },
+    errors: [],
+  },
+  {
+    method: 'post', path: '/admin/api/settlements/{id}/resolve', operationId: 'adminResolveSettlement', tag: 'admin', auth: 'session', csrf: true,
+    summary: 'Charge or refund a settlement that failed',
+    parameters: [settlementId],
+    body: { schema: 'SettlementResolve', example: { action: 'refund' } },
+    success: { status: '200', description: 'The resolved settlement', schema: 'Settlement', example: { ...ex.settlement, state: 'refunded' } },
+    errors: ['not_found', 'conflict'],
+    validation: { example: { detail: [{ loc: ['body', 'action'], msg: "Input should be 'charge' or 'refund'", type: 'literal_error', input: 'undo' }] } },
+  },
+];

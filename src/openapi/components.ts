@@ -1,0 +1,65 @@
+// Named schemas of the document, from the TypeBox schemas the service validates with and the
+// response shapes in responses.ts, plus the error and issue catalogues. Register a shape here
+// to give it a name; operations may also use a TypeBox schema inline.
+
+import { Type, type TSchema } from '@sinclair/typebox';
+import * as admin from '../admin/schemas.ts';
+import { LoginSchema, SessionSchema } from '../auth/schemas.ts';
+import { ERRORS } from '../errors/index.ts';
+import { ISSUE_TYPES } from '../errors/issue-types.ts';
+import { BatchEnvelopeSchema, CapturePacketSchema, FrameSchema, ImageDescriptorSchema, MetadataSchema } from '../packets/schemas.ts';
+import * as r from './responses.ts';
+
+// plain string enums rather than unions of literals: what client generators turn into enums
+export const ErrorCodeSchema = Type.Unsafe<string>({ type: 'string', enum: Object.keys(ERRORS), description: 'every error.code the service answers' });
+export const IssueTypeSchema = Type.Unsafe<string>({ type: 'string', enum: [...ISSUE_TYPES], description: 'every type a 422 detail item carries' });
+
+export const COMPONENTS = {
+  ErrorCode: ErrorCodeSchema,
+  IssueType: IssueTypeSchema,
+  ErrorBody: r.ErrorBodyOf(ErrorCodeSchema),
+  ModuleId: admin.ModuleIdSchema,
+  Period: admin.PeriodSchema,
+  Role: admin.RoleSchema,
+  ValidationIssue: r.ValidationIssueOf(IssueTypeSchema),
+  ValidationErrorBody: r.ValidationErrorBodyOf(IssueTypeSchema),
+  ImageDescriptor: ImageDescriptorSchema,
+  Frame: FrameSchema,
+  CapturePacket: CapturePacketSchema,
+  BatchEnvelope: BatchEnvelopeSchema,
+  Metadata: MetadataSchema,
+  UsageRecord: r.UsageRecord,
+  ResultRecord: r.ResultRecord,
+  VerifyResponse: r.VerifyResponse,
+  MeResponse: r.MeResponse,
+  ModulesResponse: r.ModulesResponse,
+  HealthLive: r.HealthLive,
+  HealthReady: r.HealthReady,
+  Jwks: r.Jwks,
+  Login: LoginSchema,
+  Session: SessionSchema,
+  AdminModule: r.AdminModule,
+  AdminModuleList: Type.Object({ modules: Type.Array(r.AdminModule) }),
+  ModulePatch: admin.ModulePatchSchema,
+  User: r.User,
+  UserList: Type.Object({ users: Type.Array(r.User) }),
+  UserCreate: admin.UserCreateSchema,
+  UserPatch: admin.UserPatchSchema,
+  Token: r.Token,
+  TokenList: Type.Object({ tokens: Type.Array(r.Token) }),
+  TokenDetail: r.TokenDetail,
+  TokenCreated: r.TokenCreated,
+  TokenCreate: admin.TokenCreateSchema,
+  TokenPatch: admin.TokenPatchSchema,
+  Grant: admin.GrantSchema,
+  GrantBody: admin.GrantBodySchema,
+  LedgerEntry: r.LedgerEntry,
+  LedgerPage: r.Page(r.LedgerEntry),
+  AuditRecord: r.AuditRecord,
+  AuditPage: r.Page(r.AuditRecord),
+  Settlement: r.Settlement,
+  SettlementList: Type.Object({ settlements: Type.Array(r.Settlement) }),
+  SettlementResolve: admin.SettlementResolveSchema,
+} satisfies Record<string, TSchema>;
+
+export type ComponentName = keyof typeof COMPONENTS;

@@ -1,0 +1,129 @@
+// The public, business and session operations. Administration API: admin-operations.ts.
+
+import { Type } from '@sinclair/typebox';
+import * as ex from './examples.ts';
+import { moduleIdParam, retryAfter, type Operation } from './operation.ts';
+
+const VERIFY_422 = 'Validation error (invalid_input): metadata, ordering, geometry, parts, image bytes or hashes, '
+  + 'or a body that is not valid multipart framing (loc ["body"], type multipart_invalid)';
+
+export const OPERATIONS: Operation[] = [
+  {
+    method: 'get', path: '/health/live', operationId: 'getHealthLive', tag: 'health', auth: 'none',
+    summary: 'Process liveness',
+    success: { status: '200', description: 'The process answers', schema: 'HealthLive', example: { status: 'live' } },
+    errors: [],
+  },
+  {
+    method: 'get', path: '/health/ready', operationId: 'getHealthReady', tag: 'health', auth: 'none',
+    summary: 'Model readiness: the store answers and every enabled module is loaded and warmed',
+    success: { status: '200', description: 'Ready', schema: 'HealthReady', example: ex.healthReady },
+    errors: [],
+    extraResponses: {
+      '503': {
+        description: 'Not ready (the same shape, status not_ready)',
+        content: { 'application/json': { schema: { $ref: '#/components/schemas/HealthReady' }, example: { ...ex.healthReady, status: 'not_ready', modules: { rgb_liveness: { ...ex.healthReady.modules.rgb_liveness, ready: false } } } } },
+      },
+    },
+  },
+  {
+    method: 'get', path: '/v1/me', operationId: 'getMe', tag: 'business', auth: 'bearer',
+    summary: 'Current token and its usage; not metered',
+    success: { status: '200', description: 'The token and a usage snapshot per granted module', schema: 'MeResponse', example: ex.me },
+    errors: ['invalid_token'],
+  },
+  {
+    method: 'get', path: '/v1/modules', operationId: 'listModules', tag: 'business', auth: 'bearer',
+    summary: 'Modules granted to the token and their status; not metered',
+    success: { status: '200', description: 'Granted modules', schema: 'ModulesResponse', example: ex.modules },
+    errors: ['invalid_token'],
+  },
+  {
+    method: 'post', path: '/v1/modules/{module_id}/verify', operationId: 'verify', tag: 'business', auth: 'bearer',
+    summary: 'Verify one capture or a batch',
+    description: 'One unit is charged per capture. HTTP 200 alone is not a liveness verdict: read `status` and `alive` of each result. '
+      + 'Retry server_busy, module_unavailable, request_in_progress and inference_failed with the same Idempotency-Key and the same bytes.',
+    parameters: [
+      moduleIdParam,
+      {
+        name: 'Idempotency-Key', in: 'header', required: false, example: 'b7e3c1a0-2f4d-4e5a-9b8c-7d6e5f4a3b2c',
+        description: 'makes a retry safe: the same key with the same request replays the saved answer without a new charge',
+        schema: { type: 'string', minLength: 1, maxLength: 200, pattern: '^[!-~]+$' },
+      },
+    ],
+    rawBody: {
+      required: true,
+      content: {
+        'multipart/form-data': {
+          schema: {
+            type: 'object',
+            required: ['metadata'],
+            properties: {
+              metadata: {
+                type: 'string', contentMediaType: 'application/json', contentSchema: { $ref: '#/components/schemas/Metadata' },
+                description: 'JSON text: one CapturePacket or {captures:[...]} (schema Metadata); a field without filename, sent first',
+              },
+            },
+            additionalProperties: { type: 'string', contentMediaType: 'application/octet-stream', description: 'one file part per image.part (png or rgb8), at most 1 MiB each' },
+          },
+          encoding: { metadata: { contentType: 'application/json, text/plain' } },
+          example: ex.verifyRequest,
+        },
+      },
+    },
+    success: {
+      status: '200', description: 'Verification results (HTTP 200 alone is not a liveness verdict: read status and alive)', schema: 'VerifyResponse', example: ex.verifyResponse,
+      headers: {
+        'Idempotency-Replayed': { schema: { type: 'string', enum: ['true'] }, description: 'the saved answer of an earlier call with this key' },
+        'X-Verdict-Signature': { schema: { type: 'string' }, description: 'detached JWS (EdDSA) over the exact body bytes; keys at /.well-known/jwks.json' },
+      },
+    },
+    errors: [
+      'invalid_idempotency_key', 'invalid_content_length', 'invalid_token', 'module_forbidden', 'module_disabled', 'module_not_found',
+      'request_in_progress', 'idempotency_conflict', 'payload_too_large', 'unsupported_media_type', 'quota_exceeded',
+      'inference_failed', 'settlement_failed', 'server_busy', 'module_unavailable',
+    ],
+    validation: { description: VERIFY_422, example: ex.verifyValidation },
+    errorHeaders: { '409': retryAfter, '429': retryAfter, '503': retryAfter },
+  },
+  {
+    method: 'post', path: '/auth/login', operationId: 'login', tag: 'auth', auth: 'none',
+    summary: 'Administrator login: sets the session cookie and returns the CSRF token',
+    body: { schema: 'Login', example: { username: 'root', password: 'correct horse battery' } },
+    success: { status: '200', description: 'Logged in', schema: 'Session', example: ex.session },
+    errors: ['invalid_credentials', 'login_disabled', 'too_many_attempts'],
+    validation: { example: { detail: [{ loc: ['body', 'password'], msg: 'Field required', type: 'missing' }] } },
+    errorHeaders: { '429': retryAfter },
+  },
+  {
+    method: 'get', path: '/auth/session', operationId: 'getSession', tag: 'auth', auth: 'session',
+    summary: 'Current session',
+    success: { status: '200', description: 'The session', schema: 'Session', example: ex.session },
+    errors: ['invalid_session'],
+  },
+  {
+    method: 'post', path: '/auth/logout', operationId: 'logout', tag: 'auth', auth: 'session', csrf: true,
+    summary: 'End the session',
+    success: { status: '204', description: 'Logged out' },
+    errors: ['invalid_session'],
+  },
+  {
+    method: 'get', path: '/.well-known/jwks.json', operationId: 'getJwks', tag: 'meta', auth: 'none',
+    summary: 'Public keys of the verdict signatures',
+    success: { status: '200', description: 'JSON Web Key Set', schema: 'Jwks', example: ex.jwks },
+    errors: [],
+  },
+  {
+    method: 'get', path: '/openapi.json', operationId: 'getOpenApi', tag: 'meta', auth: 'none',
+    summary: 'This document',
+    success: { status: '200', description: 'OpenAPI 3.1.0', schema: Type.Object({ openapi: Type.String() }, { additionalProperties: true }), example: { openapi: '3.1.0' } },
+    errors: [],
+  },
+  {
+    method: 'get', path: '/metrics', operationId: 'getMetrics', tag: 'meta', auth: 'none',
+    summary: 'Prometheus metrics (loopback, or Authorization: Bearer METRICS_TOKEN)',
+    description: 'Other clients get a 404 not_found, so the endpoint does not advertise itself.',
+    success: { status: '200', description: 'Text exposition format', contentType: 'text/plain', schema: Type.String(), example: '# HELP http_requests_total Requests\n' },
+    errors: ['not_found'],
+  },
+];

@@ -1,0 +1,99 @@
+import t from 'tap';
+import http from 'node:http';
+import { loadConfig } from '../../src/config/index.ts';
+import { postVerify, request, single } from '../helpers/captures.ts';
+import { bearer, makeToken, startServer } from '../helpers/server.ts';
+
+// CORS_ORIGINS through the real server. Node's http client is used because it sends an
+// Origin header as given (a browser-side test lives in test/client/browser.test.ts).
+const ORIGIN = 'http://capture.example:8443';
+
+function raw(baseUrl: string, method: string, path: string, headers: Record<string, string>): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(`${baseUrl}${path}`, { method, headers }, (res) => {
+      let body = '';
+      res.on('data', (d) => (body += d));
+      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+const preflight = (origin: string, method = 'POST') => ({
+  origin, 'access-control-request-method': method, 'access-control-request-headers': 'authorization,idempotency-key,content-type',
+});
+
+t.test('CORS_ORIGINS must be exact origins', async (t) => {
+  t.same(loadConfig({}).CORS_ORIGINS, [], 'empty by default');
+  t.same(loadConfig({ CORS_ORIGINS: 'https://a.example, http://127.0.0.1:5173,http://[::1]:80' }).CORS_ORIGINS,
+    ['https://a.example', 'http://127.0.0.1:5173', 'http://[::1]:80']);
+  for (const bad of ['*', 'https://a.example/', 'https://a.example/path', 'a.example', 'https://A.example', 'ftp://a.example']) {
+    t.throws(() => loadConfig({ CORS_ORIGINS: bad }), /CORS_ORIGINS/, bad);
+  }
+});
+
+t.test('without CORS_ORIGINS nothing changes', async (t) => {
+  const server = await startServer();
+  t.teardown(() => server.stop());
+  const pre = await raw(server.baseUrl, 'OPTIONS', '/v1/modules/rgb_liveness/verify', preflight(ORIGIN));
+  t.equal(pre.status, 405, 'a preflight is an ordinary wrong method');
+  t.equal(pre.headers['access-control-allow-origin'], undefined);
+  const me = await raw(server.baseUrl, 'GET', '/v1/me', { origin: ORIGIN });
+  t.equal(me.status, 401);
+  t.equal(me.headers['access-control-allow-origin'], undefined);
+  t.equal(me.headers.vary, undefined);
+});
+
+t.test('with CORS_ORIGINS', async (t) => {
+  const server = await startServer({ ready: true, env: { CORS_ORIGINS: `https://other.example,${ORIGIN}` } });
+  t.teardown(() => server.stop());
+  const { token } = await makeToken(server, ['rgb_liveness:10:day']);
+
+  t.test('a listed origin gets its preflight on /v1 routes', async (t) => {
+    for (const [path, method] of [['/v1/modules/rgb_liveness/verify', 'POST'], ['/v1/me', 'GET'], ['/v1/modules', 'GET']] as const) {
+      const r = await raw(server.baseUrl, 'OPTIONS', path, preflight(ORIGIN, method));
+      t.equal(r.status, 204, path);
+      t.equal(r.headers['access-control-allow-origin'], ORIGIN);
+      t.match(r.headers['access-control-allow-methods'], method);
+      t.same(r.headers['access-control-allow-headers']!.split(/,\s*/).map((h) => h.toLowerCase()).sort(), ['authorization', 'content-type', 'idempotency-key']);
+      t.equal(r.headers['access-control-allow-credentials'], undefined, 'no cookies across origins');
+      t.match(r.headers.vary, /Origin/);
+      t.ok(r.headers['x-request-id']);
+    }
+  });
+
+  t.test('an unlisted origin, and /admin and /auth for anyone, get no CORS answer', async (t) => {
+    const other = await raw(server.baseUrl, 'OPTIONS', '/v1/modules/rgb_liveness/verify', preflight('http://evil.example'));
+    t.equal(other.status, 405);
+    t.equal(other.headers['access-control-allow-origin'], undefined);
+    t.match(other.headers.vary, /Origin/);
+    for (const path of ['/admin/api/tokens', '/auth/login', '/admin', '/auth/session']) {
+      const r = await raw(server.baseUrl, 'OPTIONS', path, preflight(ORIGIN));
+      t.equal(r.status, 405, path);
+      t.equal(r.headers['access-control-allow-origin'], undefined, path);
+      const get = await raw(server.baseUrl, 'GET', path, { origin: ORIGIN });
+      t.equal(get.headers['access-control-allow-origin'], undefined, `GET ${path}`);
+    }
+    // a preflight must ask for a method; a bare OPTIONS is routed as before
+    const bare = await raw(server.baseUrl, 'OPTIONS', '/v1/me', { origin: ORIGIN });
+    t.equal(bare.status, 405);
+  });
+
+  t.test('answers to a listed origin, errors included, expose what a capture client reads', async (t) => {
+    const denied = await raw(server.baseUrl, 'GET', '/v1/me', { origin: ORIGIN });
+    t.equal(denied.status, 401);
+    t.equal(denied.headers['access-control-allow-origin'], ORIGIN, 'a browser can read the error');
+    const exposed = denied.headers['access-control-expose-headers']!.split(/,\s*/).map((h) => h.toLowerCase()).sort();
+    t.same(exposed, ['idempotency-replayed', 'retry-after', 'x-request-id', 'x-verdict-signature']);
+
+    const v = await postVerify(server.baseUrl, token, 'rgb_liveness', request([single({ id: 'cors-1' })]), { origin: ORIGIN, 'idempotency-key': 'cors-key-1' });
+    t.equal(v.status, 200, v.text);
+    t.equal(v.headers.get('access-control-allow-origin'), ORIGIN);
+    const replay = await postVerify(server.baseUrl, token, 'rgb_liveness', request([single({ id: 'cors-1' })]), { origin: ORIGIN, 'idempotency-key': 'cors-key-1' });
+    t.equal(replay.headers.get('idempotency-replayed'), 'true');
+    t.equal(replay.headers.get('access-control-allow-origin'), ORIGIN, 'a replay carries CORS headers too');
+    const plain = await fetch(`${server.baseUrl}/v1/me`, { headers: bearer(token) });
+    t.equal(plain.headers.get('access-control-allow-origin'), null, 'no Origin, no CORS headers');
+  });
+});
