@@ -4,6 +4,7 @@ import { loadConfig } from '../config/index.ts';
 import { checkModelSet } from '../inference/index.ts';
 import { calibrate, CalibrationError, summary } from '../inference/calibration/index.ts';
 import { ManifestError } from '../inference/manifest.ts';
+import { availableModelSets, readModelSetState, requestActivation } from '../inference/model-set-requests.ts';
 import { UsageError } from './errors.ts';
 import type { Command } from './main.ts';
 
@@ -43,6 +44,38 @@ export const modelCommands: Record<string, Command> = {
         if (e instanceof CalibrationError || e instanceof ManifestError) throw new UsageError(e.message);
         throw e;
       }
+    },
+  },
+  'models status': {
+    usage: 'models status   (the model set a running server on this DATA_DIR serves, and its last activation)',
+    async run() {
+      const config = loadConfig();
+      return readModelSetState(config.DATA_DIR) ?? { active: null, note: 'no running server has written its state in this DATA_DIR', available: availableModelSets(config.MODELS_DIR) };
+    },
+  },
+  'models activate': {
+    usage: 'models activate <model_set> [--wait SECONDS]   (a running server loads, checks and warms it beside the old set, then switches; lasts until restart)',
+    async run(_store, args) {
+      const { positionals, values } = parseArgs({ args, allowPositionals: true, options: { wait: { type: 'string' } } });
+      const set = positionals[0];
+      if (!set) throw new UsageError('model set name required');
+      const config = loadConfig();
+      if (!availableModelSets(config.MODELS_DIR).includes(set)) throw new UsageError(`unknown model set ${set}: no ${set}/manifest.json in ${config.MODELS_DIR}`);
+      const wait = values.wait === undefined ? 0 : Number(values.wait);
+      if (!Number.isInteger(wait) || wait < 0 || wait > 86_400) throw new UsageError('--wait must be a whole number of seconds (0 to 86400)');
+      const req = requestActivation(config.DATA_DIR, set);
+      if (wait === 0) return { request_id: req.id, model_set: set, requested_at: req.at };
+      // poll the server's answer (it checks twice a second), within the bound given
+      const end = Date.now() + wait * 1000;
+      while (Date.now() < end) {
+        const state = readModelSetState(config.DATA_DIR);
+        if (state?.last_request_id === req.id && state.last) {
+          if (state.last.outcome === 'refused') process.exitCode = 1;
+          return { request_id: req.id, ...state.last, active: state.active };
+        }
+        await new Promise((r) => setTimeout(r, 250));
+      }
+      throw new UsageError(`no answer from a server within ${wait} s (is one running on ${config.DATA_DIR}?); request ${req.id} stays pending`);
     },
   },
 };
