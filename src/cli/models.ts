@@ -1,10 +1,16 @@
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../config/index.ts';
-import { checkModelSet } from '../inference/index.ts';
-import { calibrate, CalibrationError, summary } from '../inference/calibration/index.ts';
-import { ManifestError } from '../inference/manifest.ts';
-import { availableModelSets, readModelSetState, requestActivation } from '../inference/model-set-requests.ts';
+import {
+  availableModelSets,
+  calibrate,
+  CalibrationError,
+  calibrationSummary,
+  checkModelSet,
+  ManifestError,
+  readModelSetState,
+  requestActivation,
+} from '../inference/index.ts';
 import { UsageError } from './errors.ts';
 import type { Command } from './main.ts';
 
@@ -37,7 +43,7 @@ export const modelCommands: Record<string, Command> = {
           backend: config.INFERENCE_BACKEND,
           threads: config.INFERENCE_THREADS,
         });
-        process.stderr.write(`${summary(report)}\n`);
+        process.stderr.write(`${calibrationSummary(report)}\n`);
         const { scores: _scores, ...figures } = report;
         return figures;
       } catch (e) {

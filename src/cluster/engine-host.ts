@@ -1,6 +1,5 @@
 import type { Config } from '../config/index.ts';
-import { watchActivationRequests } from '../inference/model-set-requests.ts';
-import { createModelSetSwitch } from '../inference/model-sets.ts';
+import { createModelSetSwitch, watchActivationRequests } from '../inference/index.ts';
 import type { InferenceJob, InferenceService, ResultRecord } from '../inference/types.ts';
 import type { Logger } from '../observability/logger.ts';
 

@@ -5,7 +5,7 @@ import { Type } from '@sinclair/typebox';
 import { requireAdmin } from '../../admin/guard.ts';
 import { bodyParser } from '../../admin/validate.ts';
 import { ServiceError } from '../../errors/index.ts';
-import { availableModelSets, readModelSetState, requestActivation } from '../../inference/model-set-requests.ts';
+import { availableModelSets, readModelSetState, requestActivation } from '../../inference/index.ts';
 import { readJson } from '../body.ts';
 import { json } from '../respond.ts';
 import type { Router } from '../router.ts';
