@@ -126,13 +126,14 @@ function featureWidth(session: Session, input: string): number | null {
 export async function checkModuleOutputs(base: string, graphs: LoadedGraph[]): Promise<string | null> {
   const crops = checkPixels();
   const where = (i: number) => `${base}.graphs[${i}]: ${graphs[i].spec.file}`;
-  const features: Float32Array[] = [];
-  let featureSize = 0;
+  // per frame graph with features, per check crop: the runner concatenates them over graphs
+  const features: Float32Array[][] = [];
   for (const [i, g] of graphs.entries()) {
     const spec = g.spec;
     if (spec.role === 'temporal') continue;
     const channels = CHANNELS[spec.role];
     // every crop alone, and for a dynamic graph all of them in one batch too
+    const own: Float32Array[] = [];
     const batches = crops.map((c) => [c]);
     if (spec.batch === 'dynamic') batches.push(crops.slice(0, MAX_BATCH));
     for (const batch of batches) {
@@ -149,20 +150,27 @@ export async function checkModuleOutputs(base: string, graphs: LoadedGraph[]): P
         const f = out[spec.features_output].data;
         const bad = f.find((v) => !Number.isFinite(v));
         if (bad !== undefined) return `${where(i)} output "${spec.features_output}" gave ${bad} on the check inputs (every value must be finite)`;
-        if (batch.length === 1) {
-          features.push(f.slice());
-          featureSize = f.length;
-        }
+        if (batch.length === 1) own.push(f.slice());
       }
     }
+    if (own.length > 0) features.push(own);
   }
+  const featureSize = features.reduce((sum, g) => sum + (g[0]?.length ?? 0), 0);
   for (const [i, g] of graphs.entries()) {
     const spec = g.spec;
     if (spec.role !== 'temporal') continue;
     const width = featureSize || featureWidth(g.session, spec.input) || 16;
-    const frames = Math.max(1, Math.min(features.length, crops.length));
+    const frames = crops.length;
     const data = new Float32Array(frames * width);
-    for (let k = 0; k < frames; k++) if (features[k]?.length === width) data.set(features[k], k * width);
+    if (width === featureSize) {
+      for (let k = 0; k < frames; k++) {
+        let at = k * width;
+        for (const g of features) {
+          data.set(g[k]!, at);
+          at += g[k]!.length;
+        }
+      }
+    }
     let out;
     try {
       out = await g.session.run({ [spec.input]: { data, dims: [1, frames, width] } }, [spec.output]);

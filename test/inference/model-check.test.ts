@@ -121,3 +121,12 @@ t.test('outputProblem reads widths, sums and ranges', async (t) => {
   t.equal(outputProblem({ output: 'p', output_kind: 'logit' }, [-40, 40], 2), null);
   t.match(outputProblem({ output: 'p', output_kind: 'logit' }, [1, 2, 3], 2), /3 values for a batch of 2/);
 });
+
+t.test('the temporal head is checked on the features the frame graphs really give', async (t) => {
+  // two frame graphs with features: the service concatenates them (32 wide), which the
+  // 16-wide temporal head cannot take; the check must see what serving would send
+  const root = variant(t, 'raw_v1', (m) => { m.modules.rgb_liveness.graphs.splice(1, 0, { ...m.modules.rgb_liveness.graphs[0] }); });
+  const r = await checkModelSet(join(root, 'raw_v1'));
+  t.equal(r.ok, false);
+  t.match(r.report, /rgb_liveness: FAILED: modules\.rgb_liveness\.graphs\[2\]: temporal_head\.onnx failed on the check inputs/);
+});
