@@ -23,20 +23,25 @@ async function runtimeFor(): Promise<Runtime> {
 
 async function init(): Promise<(task: WorkerTask) => Promise<unknown>> {
   const runners = new Map<ModuleId, ModuleRunner>();
-  let current: ModuleId | null = null;
+  let runtime: Runtime | null = null;
   try {
-    const runtime = await runtimeFor();
+    runtime = await runtimeFor();
     report({ kind: 'provider', worker: threadId, provider: runtime.provider, note: null });
-    for (const id of config.modules) {
-      current = id;
+  } catch (e) {
+    report({ kind: 'error', worker: threadId, module: null, message: (e as Error).message });
+  }
+  // Each module on its own: one whose graphs fail their checks stays unready with its
+  // reason while the others load and serve.
+  for (const id of runtime ? config.modules : []) {
+    try {
       const t0 = performance.now();
-      const runner = await ModuleRunner.load(runtime, config.manifest, id);
+      const runner = await ModuleRunner.load(runtime!, config.manifest, id);
       await runner.warmup(config.warmupRuns);
       runners.set(id, runner);
       report({ kind: 'warm', worker: threadId, module: id, ms: performance.now() - t0 });
+    } catch (e) {
+      report({ kind: 'error', worker: threadId, module: id, message: (e as Error).message });
     }
-  } catch (e) {
-    report({ kind: 'error', worker: threadId, module: current, message: (e as Error).message });
   }
   return async (task: WorkerTask) => {
     const runner = runners.get(task.module);

@@ -1,5 +1,16 @@
 import path from 'node:path';
-import { checkModelSet } from '../inference/index.ts';
+import { parseArgs } from 'node:util';
+import { loadConfig } from '../config/index.ts';
+import {
+  availableModelSets,
+  calibrate,
+  CalibrationError,
+  calibrationSummary,
+  checkModelSet,
+  ManifestError,
+  readModelSetState,
+  requestActivation,
+} from '../inference/index.ts';
 import { UsageError } from './errors.ts';
 import type { Command } from './main.ts';
 
@@ -12,6 +23,65 @@ export const modelCommands: Record<string, Command> = {
       if (!result.ok) process.exitCode = 1;
       process.stderr.write(`${result.report}\n`);
       return { ok: result.ok };
+    },
+  },
+  'models calibrate': {
+    usage: 'models calibrate <model_set> --live <dir> --attack <dir> [--out <dir>]   (APCER/BPCER/ACER, EER, DET plot; default out DATA_DIR/calibration/<model_set>)',
+    async run(_store, args) {
+      const { positionals, values } = parseArgs({ args, allowPositionals: true, options: { live: { type: 'string' }, attack: { type: 'string' }, out: { type: 'string' } } });
+      const set = positionals[0];
+      if (!set) throw new UsageError('model set (a name in MODELS_DIR or a folder) required');
+      if (!values.live || !values.attack) throw new UsageError('--live <dir> and --attack <dir> are both required');
+      const config = loadConfig();
+      try {
+        const report = await calibrate({
+          set,
+          modelsDir: config.MODELS_DIR,
+          liveDir: path.resolve(values.live),
+          attackDir: path.resolve(values.attack),
+          outDir: path.resolve(values.out ?? path.join(config.DATA_DIR, 'calibration', path.basename(set))),
+          backend: config.INFERENCE_BACKEND,
+          threads: config.INFERENCE_THREADS,
+        });
+        process.stderr.write(`${calibrationSummary(report)}\n`);
+        const { scores: _scores, ...figures } = report;
+        return figures;
+      } catch (e) {
+        if (e instanceof CalibrationError || e instanceof ManifestError) throw new UsageError(e.message);
+        throw e;
+      }
+    },
+  },
+  'models status': {
+    usage: 'models status   (the model set a running server on this DATA_DIR serves, and its last activation)',
+    async run() {
+      const config = loadConfig();
+      return readModelSetState(config.DATA_DIR) ?? { active: null, note: 'no running server has written its state in this DATA_DIR', available: availableModelSets(config.MODELS_DIR) };
+    },
+  },
+  'models activate': {
+    usage: 'models activate <model_set> [--wait SECONDS]   (a running server loads, checks and warms it beside the old set, then switches; lasts until restart)',
+    async run(_store, args) {
+      const { positionals, values } = parseArgs({ args, allowPositionals: true, options: { wait: { type: 'string' } } });
+      const set = positionals[0];
+      if (!set) throw new UsageError('model set name required');
+      const config = loadConfig();
+      if (!availableModelSets(config.MODELS_DIR).includes(set)) throw new UsageError(`unknown model set ${set}: no ${set}/manifest.json in ${config.MODELS_DIR}`);
+      const wait = values.wait === undefined ? 0 : Number(values.wait);
+      if (!Number.isInteger(wait) || wait < 0 || wait > 86_400) throw new UsageError('--wait must be a whole number of seconds (0 to 86400)');
+      const req = requestActivation(config.DATA_DIR, set);
+      if (wait === 0) return { request_id: req.id, model_set: set, requested_at: req.at };
+      // poll the server's answer (it checks twice a second), within the bound given
+      const end = Date.now() + wait * 1000;
+      while (Date.now() < end) {
+        const state = readModelSetState(config.DATA_DIR);
+        if (state?.last_request_id === req.id && state.last) {
+          if (state.last.outcome === 'refused') process.exitCode = 1;
+          return { request_id: req.id, ...state.last, active: state.active };
+        }
+        await new Promise((r) => setTimeout(r, 250));
+      }
+      throw new UsageError(`no answer from a server within ${wait} s (is one running on ${config.DATA_DIR}?); request ${req.id} stays pending`);
     },
   },
 };

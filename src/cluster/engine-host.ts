@@ -1,5 +1,5 @@
 import type { Config } from '../config/index.ts';
-import { createInferenceEngine } from '../inference/index.ts';
+import { createModelSetSwitch, watchActivationRequests } from '../inference/index.ts';
 import type { PoolTimes } from '../inference/pool.ts';
 import type { InferenceJob, InferenceService, ResultRecord } from '../inference/types.ts';
 import type { Logger } from '../observability/logger.ts';
@@ -12,7 +12,8 @@ export interface EngineHost extends InferenceService {
 /** Starts the process's one inference engine (warm-up runs in the background; readiness
  * reports it) and applies the testing-only fault settings around it. */
 export function startEngine(config: Config, log: Logger): EngineHost {
-  const engine = createInferenceEngine({
+  // a switch over model sets: the admin API and the CLI can activate another set live
+  const engine = createModelSetSwitch({
     modelsDir: config.MODELS_DIR,
     modelSet: config.MODEL_SET,
     backend: config.INFERENCE_BACKEND,
@@ -21,6 +22,7 @@ export function startEngine(config: Config, log: Logger): EngineHost {
     log: (obj, msg) => log.info(obj, msg),
   });
   let closing = false;
+  const stopWatching = watchActivationRequests(config.DATA_DIR, config.MODELS_DIR, engine, (obj, msg) => log.info(obj, msg));
   // a stop during warm-up rejects start(); only a failure while serving is an error
   engine.start().catch((err: Error) => {
     if (!closing) log.error({ err }, 'inference engine failed to start');
@@ -40,6 +42,7 @@ export function startEngine(config: Config, log: Logger): EngineHost {
     },
     close: () => {
       closing = true;
+      stopWatching();
       return engine.close();
     },
   };

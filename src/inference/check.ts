@@ -44,6 +44,11 @@ export async function checkModelSet(dir: string): Promise<{ ok: boolean; report:
         if (Math.abs(one.probability[0] - four.probability[0]) > 1e-4) {
           throw new Error(`frame score differs between batch 1 and batch ${MAX_BATCH} (${one.probability[0]} vs ${four.probability[0]})`);
         }
+        // the graph checks at load make this unreachable; it stays as the last word, so
+        // a score the service could not decide on never reads "result: ok"
+        if (!four.probability.every((p) => Number.isFinite(p) && p >= 0 && p <= 1)) {
+          throw new Error(`frame ensemble gave live probabilities ${four.probability.join(' ')}`);
+        }
         lines.push(`  frame ensemble: live probabilities ${four.probability.map(fmt).join(' ')}; features ${four.featureSize}`);
         if (manifest.modules.rgb_liveness?.modes.rgb_sequence?.decision_policy === 'temporal_head_v1') {
           const t = await runner.runTemporal(four.features!, MAX_BATCH);

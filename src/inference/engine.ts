@@ -9,7 +9,7 @@ import { loadManifest, MAX_BATCH, minFinalFrames, type Manifest } from './manife
 import { InferencePool, poolShape, transferable, type PoolTimes } from './pool.ts';
 import type { WorkerReport } from './protocol.ts';
 import type { FrameOutputs } from './runner.ts';
-import { webGpuAdapterName } from './runtime.ts';
+import { webGpuAdapter } from './runtime.ts';
 import { logit } from './scores.ts';
 import type { ExecutionProvider, InferenceJob, InferenceService, ModePolicy, ModuleReadiness, ResultRecord } from './types.ts';
 import { scoreJumps, structuralWindow } from './window.ts';
@@ -69,6 +69,8 @@ class Engine implements InferenceEngine {
   private started: Promise<void> | null = null;
   private settle: { resolve: () => void; reject: (e: Error) => void } | null = null;
   private closed = false;
+  /** set when serving on a fallback WebGPU adapter, shown in readiness */
+  private adapterNote: string | null = null;
 
   constructor(
     private readonly manifest: Manifest,
@@ -98,10 +100,17 @@ class Engine implements InferenceEngine {
     const backend = this.opts.backend;
     if (backend === 'native') return 'native';
     if (backend === 'wasm') return 'wasm';
-    const adapter = await webGpuAdapterName();
-    if (adapter) {
-      this.log({ adapter }, 'inference: WebGPU adapter found');
+    const adapter = await webGpuAdapter();
+    // A fallback adapter is a CPU emulation (SwiftShader): `auto` never serves on it; an
+    // explicit `webgpu` does, and readiness says so.
+    if (adapter && (!adapter.fallback || backend === 'webgpu')) {
+      this.log({ adapter: adapter.name, fallback: adapter.fallback }, 'inference: WebGPU adapter found');
+      if (adapter.fallback) this.adapterNote = `WebGPU on a fallback adapter (${adapter.name}): a CPU emulation, far slower than WASM`;
       return 'webgpu';
+    }
+    if (adapter) {
+      this.log({ adapter: adapter.name }, 'inference: only a fallback WebGPU adapter (CPU emulation), using WASM');
+      return 'wasm';
     }
     this.log({ requested: backend }, 'inference: no WebGPU adapter, falling back to WASM');
     return 'wasm';
@@ -172,6 +181,7 @@ class Engine implements InferenceEngine {
         decision_policy: modes[0]?.decision_policy ?? '',
         threshold: modes[0]?.threshold ?? 0,
         execution_provider: this.provider,
+        ...(this.adapterNote && this.provider === 'webgpu' ? { execution_note: this.adapterNote } : {}),
         error: this.errors.get(module_id) ?? null,
         modes,
       };

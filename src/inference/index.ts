@@ -1,7 +1,11 @@
 // The inference concern's public surface: the engine the server runs in its main
-// thread, the manifest loader and the operator's model check.
+// thread (behind the model-set switch), the manifest loader, and the operator's model
+// check, calibration and live model-set change.
 export { createInferenceEngine, type Backend, type EngineOptions, type InferenceEngine } from './engine.ts';
 export { loadManifest, ManifestError, MANIFEST_FORMAT, type Manifest } from './manifest.ts';
 export { checkModelSet } from './check.ts';
+export { calibrate, CalibrationError, summary as calibrationSummary, type CalibrationReport } from './calibration/index.ts';
+export { createModelSetSwitch, ActivationBusyError, type ModelSetSwitch, type Activation, type ModelSetStatus } from './model-sets.ts';
+export { availableModelSets, readModelSetState, requestActivation, watchActivationRequests, type ModelSetState } from './model-set-requests.ts';
 export { poolShape } from './pool.ts';
 export type * from './types.ts';

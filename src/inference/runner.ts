@@ -9,6 +9,7 @@ import { allocate, dims, prepareFrame, writePlanes, type Plan } from './preproce
 import type { Feed, Runtime, Session } from './runtime.ts';
 import { MAX_FINAL_WINDOW } from './window.ts';
 import { combine, liveProbability, type Combined, type Member } from './scores.ts';
+import { checkModuleOutputs } from './graph-check.ts';
 
 export interface FrameOutputs {
   /** per frame: ensemble live probability */
@@ -110,6 +111,11 @@ export class ModuleRunner {
       const mismatch = inputMismatch(spec, session);
       if (mismatch) throw new Error(`modules.${moduleId}.graphs[${i}]: ${spec.file} input "${spec.input}" ${mismatch}`);
       loaded.push({ spec, session });
+    }
+    const problem = await checkModuleOutputs(`modules.${moduleId}`, loaded);
+    if (problem) {
+      for (const l of loaded) await l.session.release();
+      throw new Error(problem);
     }
     const byRole = <G extends GraphSpec>(role: GraphSpec['role']) => loaded.filter((l) => l.spec.role === role) as Loaded<G>[];
     return new ModuleRunner(

@@ -86,25 +86,69 @@ function vulkanLoaderPresent(): boolean {
   }
 }
 
+export interface WebGpuAdapter {
+  /** the adapter's description, e.g. "SwiftShader driver 5.0.0" */
+  name: string;
+  /** Dawn's isFallbackAdapter: a CPU emulation (SwiftShader), correct but about 1.5 s a
+   * frame here, far slower than WASM; `auto` never serves on one */
+  fallback: boolean;
+}
+
+type DawnAdapter = { info?: { description?: string; vendor?: string; isFallbackAdapter?: boolean } } | null;
+type DawnModule = {
+  create(flags: string[]): { requestAdapter(): Promise<DawnAdapter> };
+  globals: Record<string, unknown>;
+};
+
+/**
+ * onnxruntime-web's threaded build hands GPUQueue.writeBuffer views of its shared
+ * WebAssembly memory; Dawn's binding rejects a SharedArrayBuffer-backed source
+ * ("Invalid argument"), so every inference failed on its first upload. Such sources are
+ * copied into a plain buffer first. `slice` of a typed array allocates a new, unshared
+ * ArrayBuffer of the same element type, so dataOffset and size (in elements) keep their
+ * meaning. Installed once per realm, on the prototype every queue shares.
+ */
+export function copySharedUploads(globals: Record<string, unknown>): void {
+  const Queue = globals.GPUQueue as { prototype: Record<string, unknown> } | undefined;
+  if (!Queue || (Queue.prototype as { __lvSharedCopy?: boolean }).__lvSharedCopy) return;
+  const write = Queue.prototype.writeBuffer as (this: unknown, ...args: unknown[]) => unknown;
+  Queue.prototype.writeBuffer = function writeBuffer(this: unknown, buffer: unknown, offset: unknown, data: unknown, ...rest: unknown[]) {
+    let src = data;
+    if (ArrayBuffer.isView(data) && data.buffer instanceof SharedArrayBuffer) {
+      src = data instanceof DataView
+        ? new DataView(new Uint8Array(data.buffer, data.byteOffset, data.byteLength).slice().buffer)
+        : (data as unknown as Uint8Array).slice();
+    } else if (data instanceof SharedArrayBuffer) {
+      src = new Uint8Array(data).slice().buffer;
+    }
+    return write.call(this, buffer, offset, src, ...rest);
+  };
+  (Queue.prototype as { __lvSharedCopy?: boolean }).__lvSharedCopy = true;
+}
+
 /** Asks Dawn (the `webgpu` package) for an adapter; null when none exists. With
  * `install`, also exposes it as navigator.gpu, which onnxruntime-web/webgpu expects. */
-export async function webGpuAdapterName(install = false): Promise<string | null> {
+export async function webGpuAdapter(install = false): Promise<WebGpuAdapter | null> {
   if (!vulkanLoaderPresent()) return null;
   try {
-    const mod = (await import('webgpu')) as unknown as {
-      create(flags: string[]): { requestAdapter(): Promise<{ info?: { description?: string } } | null> };
-      globals: Record<string, unknown>;
-    };
+    const mod = (await import('webgpu')) as unknown as DawnModule;
     const gpu = mod.create([]);
     const adapter = await gpu.requestAdapter();
     if (!adapter) return null;
-    if (!install) return adapter.info?.description || 'webgpu';
+    const found = { name: adapter.info?.description || adapter.info?.vendor || 'webgpu', fallback: adapter.info?.isFallbackAdapter === true };
+    if (!install) return found;
     Object.assign(globalThis, mod.globals);
+    copySharedUploads(mod.globals);
     Object.defineProperty(globalThis, 'navigator', { value: { gpu }, configurable: true, writable: true });
-    return adapter.info?.description || 'webgpu';
+    return found;
   } catch {
     return null;
   }
+}
+
+/** The adapter's name, or null: kept for callers that only ask whether one exists. */
+export async function webGpuAdapterName(install = false): Promise<string | null> {
+  return (await webGpuAdapter(install))?.name ?? null;
 }
 
 /**

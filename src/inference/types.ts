@@ -59,6 +59,8 @@ export interface ModuleReadiness {
   decision_policy: string;
   threshold: number;
   execution_provider: ExecutionProvider | null;
+  /** why the provider is unusual, e.g. WebGPU on a fallback (software) adapter */
+  execution_note?: string;
   error: string | null;
   /** the per-mode policies behind the entry (rgb_liveness has a single-frame and a sequence
    * policy; the entry's own decision_policy and threshold show the first) */

@@ -51,6 +51,35 @@ export const ADMIN_OPERATIONS: Operation[] = [
     validation: { example: { detail: [{ loc: ['body', 'enabled'], msg: 'Input should be a valid boolean', type: 'bool_type', input: 'no' }] } },
   },
   {
+    method: 'get', path: '/admin/api/model-set', operationId: 'adminGetModelSet', tag: 'admin', auth: 'session',
+    summary: 'Model set served now, one being activated, the last activation and the sets in MODELS_DIR',
+    success: {
+      status: '200', description: 'Model-set state of this node',
+      schema: Type.Object({
+        active: Type.String(),
+        activating: Type.Union([Type.String(), Type.Null()]),
+        last: Type.Union([Type.Object({ model_set: Type.String(), outcome: Type.Union([Type.Literal('active'), Type.Literal('unchanged'), Type.Literal('refused')]), reason: Type.Union([Type.String(), Type.Null()]), at: Type.String({ format: 'date-time' }) }), Type.Null()]),
+        last_request_id: Type.Union([Type.String(), Type.Null()]),
+        available: Type.Array(Type.String()),
+      }),
+      example: { active: 'raw_v1', activating: null, last: null, last_request_id: null, available: ['bgr80_ensemble_v1', 'raw_v1'] },
+    },
+    errors: [],
+  },
+  {
+    method: 'post', path: '/admin/api/model-set', operationId: 'adminActivateModelSet', tag: 'admin', auth: 'session', csrf: true,
+    summary: 'Activate another model set live (until restart)',
+    description: 'The set loads, is checked against its graphs and warms beside the serving set; then calls switch atomically and in-flight calls finish on the old set. A set that fails is refused and the old set keeps serving (see GET). Per node.',
+    body: { schema: Type.Object({ model_set: Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9._-]+$' }) }, { additionalProperties: false }), example: { model_set: 'bgr80_ensemble_v1' } },
+    success: {
+      status: '202', description: 'Activation requested',
+      schema: Type.Object({ request_id: Type.String(), model_set: Type.String(), requested_at: Type.String({ format: 'date-time' }) }),
+      example: { request_id: 'msr_01', model_set: 'bgr80_ensemble_v1', requested_at: '2026-11-23T10:00:00.000Z' },
+    },
+    errors: ['not_found'],
+    validation: { example: ex.jsonValidation },
+  },
+  {
     method: 'get', path: '/admin/api/users', operationId: 'adminListUsers', tag: 'admin', auth: 'session',
     summary: 'Users',
     success: { status: '200', description: 'All users', schema: 'UserList', example: { users: [ex.user] } },

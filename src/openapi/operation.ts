@@ -35,7 +35,7 @@ export interface Operation {
   /** a body that is not JSON (verify's multipart): the OpenAPI requestBody as is */
   rawBody?: object;
   success: {
-    status: '200' | '201' | '204';
+    status: '200' | '201' | '202' | '204';
     description: string;
     schema?: SchemaUse;
     example?: unknown;

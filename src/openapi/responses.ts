@@ -77,6 +77,7 @@ const ModuleHealth = Type.Object({
   ready: Type.Boolean(),
   model_set: Type.String(),
   execution_provider: Nullable(Type.Union([Type.Literal('wasm'), Type.Literal('webgpu'), Type.Literal('native')])),
+  execution_note: Type.Optional(Type.String({ description: 'present when the provider is unusual: WebGPU on a fallback (software) adapter' })),
   error: Type.Optional(Type.String()),
 });
 export const HealthLive = Type.Object({ status: Type.Literal('live') });

@@ -3,6 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import { checkModelSet, createInferenceEngine } from '../../src/inference/index.ts';
+import { outputProblem } from '../../src/inference/graph-check.ts';
+import { brightnessSet } from './test-graphs.ts';
 
 const MODELS = join(import.meta.dirname, '../../models');
 
@@ -52,4 +54,79 @@ t.test('a manifest that disagrees with the graph fails at load with both shapes'
   t.teardown(() => engine.close());
   await t.rejects(engine.start(), /manifest makes it \[N, 3, 80, 80\]/);
   t.match(engine.readiness()[0], { ready: false, error: /rgb_frame\.onnx input "image"/ });
+});
+
+t.test('a live_index outside the output fails the check and keeps the module unready', async (t) => {
+  const root = variant(t, 'bgr80_ensemble_v1', (m) => { m.modules.rgb_liveness.graphs[1].live_index = 3; });
+  const r = await checkModelSet(join(root, 'bgr80_ensemble_v1'));
+  t.equal(r.ok, false);
+  t.match(r.report, 'rgb_liveness: FAILED: modules.rgb_liveness.graphs[1]: bgr80_b.onnx live_index 3 is out of range: output "probs" has 3 classes (0 to 2)');
+  t.notMatch(r.report, /NaN/);
+  t.match(r.report, /result: FAILED$/);
+
+  const engine = createInferenceEngine({ modelsDir: root, modelSet: 'bgr80_ensemble_v1', backend: 'wasm', threads: 1, warmupRuns: 1, enabledModules: ['rgb_liveness'] });
+  t.teardown(() => engine.close());
+  await t.rejects(engine.start(), /live_index 3 is out of range/);
+  t.match(engine.readiness()[0], { ready: false, error: /graphs\[1\]: bgr80_b\.onnx live_index 3 is out of range/ });
+});
+
+t.test('logits declared as softmax, and a logit graph read as softmax, are caught', async (t) => {
+  const logits = brightnessSet(t, { head: 'logits', kind: 'softmax', live_index: 1 });
+  const r = await checkModelSet(logits.dir);
+  t.equal(r.ok, false);
+  t.match(r.report, /graphs\[0\]: bright\.onnx output "score" gave -?[\d.]+, outside \[0, 1\], but output_kind is "softmax" \(is it "logits"\?\)|sums to [\d.]+ over its 3 classes, not 1/);
+
+  // declared right, the same graph passes
+  const fine = brightnessSet(t, { head: 'logits', kind: 'logits', live_index: 1 });
+  const ok = await checkModelSet(fine.dir);
+  t.equal(ok.ok, true, ok.report);
+  const soft = brightnessSet(t, { head: 'softmax', kind: 'softmax', live_index: 1 });
+  t.equal((await checkModelSet(soft.dir)).ok, true);
+
+  // a one-value logit graph declared with classes: no second class to read
+  const one = brightnessSet(t, { head: 'logit', kind: 'logits', live_index: 0 });
+  t.match((await checkModelSet(one.dir)).report, /output "score" has 1 value per item; output_kind "logits" needs at least two classes/);
+  // and a three-class graph declared as one logit would be misread silently
+  const wide = brightnessSet(t, { head: 'softmax', kind: 'logit' });
+  t.match((await checkModelSet(wide.dir)).report, /output "score" has 3 values per item but output_kind "logit" means exactly one/);
+});
+
+t.test('a graph that gives NaN fails the check; the other module still serves', async (t) => {
+  const nan = brightnessSet(t, { head: 'nan', kind: 'logit' });
+  const r = await checkModelSet(nan.dir);
+  t.equal(r.ok, false);
+  t.match(r.report, 'graphs[0]: bright.onnx output "score" gave NaN on the check inputs (every value must be finite)');
+
+  // A raw_v1 copy whose colour module is broken: rgb_liveness loads and is ready, colour
+  // is unready with the reason.
+  const root = variant(t, 'raw_v1', (m) => { m.modules.color_liveness.graphs[0].output_kind = 'softmax'; m.modules.color_liveness.graphs[0].live_index = 0; });
+  const engine = createInferenceEngine({ modelsDir: root, modelSet: 'raw_v1', backend: 'wasm', threads: 1, warmupRuns: 1 });
+  t.teardown(() => engine.close());
+  await t.rejects(engine.start(), /color_difference\.onnx output "logit" has 1 value per item/);
+  const deadline = Date.now() + 60_000;
+  while (!engine.readiness()[0].ready && Date.now() < deadline) await new Promise((res) => setTimeout(res, 20));
+  const [rgb, colour] = engine.readiness();
+  t.match(rgb, { module_id: 'rgb_liveness', ready: true, error: null });
+  t.match(colour, { module_id: 'color_liveness', ready: false, error: /modules\.color_liveness\.graphs\[0\]: color_difference\.onnx output "logit" has 1 value per item/ });
+});
+
+t.test('outputProblem reads widths, sums and ranges', async (t) => {
+  const sm = { output: 'p', output_kind: 'softmax' as const, live_index: 1 };
+  t.equal(outputProblem(sm, [0.2, 0.7, 0.1, 0.3, 0.3, 0.4], 2), null);
+  t.match(outputProblem(sm, [0.2, 0.7, 0.1, 0.3, 0.3, 0.3999], 2), null, 'within 1e-3');
+  t.match(outputProblem(sm, [0.2, 0.7, 0.1, 0.3, 0.3, 0.398], 2), /sums to 0\.99[0-9]* over its 3 classes/);
+  t.match(outputProblem(sm, [0.2, 0.7, 0.1, 0.3, 0.3, Infinity], 2), /gave Infinity/);
+  t.match(outputProblem({ ...sm, live_index: 3 }, [0.2, 0.7, 0.1], 1), /live_index 3 is out of range/);
+  t.match(outputProblem({ output: 'p', output_kind: 'probability' }, [1.5], 1), /outside \[0, 1\]/);
+  t.equal(outputProblem({ output: 'p', output_kind: 'logit' }, [-40, 40], 2), null);
+  t.match(outputProblem({ output: 'p', output_kind: 'logit' }, [1, 2, 3], 2), /3 values for a batch of 2/);
+});
+
+t.test('the temporal head is checked on the features the frame graphs really give', async (t) => {
+  // two frame graphs with features: the service concatenates them (32 wide), which the
+  // 16-wide temporal head cannot take; the check must see what serving would send
+  const root = variant(t, 'raw_v1', (m) => { m.modules.rgb_liveness.graphs.splice(1, 0, { ...m.modules.rgb_liveness.graphs[0] }); });
+  const r = await checkModelSet(join(root, 'raw_v1'));
+  t.equal(r.ok, false);
+  t.match(r.report, /rgb_liveness: FAILED: modules\.rgb_liveness\.graphs\[2\]: temporal_head\.onnx failed on the check inputs/);
 });

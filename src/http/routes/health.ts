@@ -19,6 +19,7 @@ export function healthRoutes(router: Router, s: Services): void {
         ready: m.ready,
         model_set: m.model_set,
         execution_provider: m.execution_provider,
+        ...(m.execution_note ? { execution_note: m.execution_note } : {}),
         ...(m.error ? { error: m.error } : {}),
       };
       if (enabled && !m.ready) ready = false;

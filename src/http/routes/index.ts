@@ -7,6 +7,7 @@ import { businessRoutes } from './business.ts';
 import { healthRoutes } from './health.ts';
 import { jwksRoutes } from './jwks.ts';
 import { metricsRoutes } from './metrics.ts';
+import { modelSetRoutes } from './model-sets.ts';
 import { openapiRoutes } from './openapi.ts';
 import { verifyRoutes } from './verify.ts';
 
@@ -19,6 +20,7 @@ export function buildRouter(s: Services): Router {
   openapiRoutes(router);
   authRoutes(router, s);
   adminRoutes(router, s);
+  modelSetRoutes(router, s);
   adminConsoleRoutes(router);
   jwksRoutes(router, s);
   return router;

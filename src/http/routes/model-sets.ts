@@ -1,0 +1,41 @@
+// Admin API for hot model-set change (models/README.md "Changing the model set live").
+// The engine lives in the main thread; these handlers leave a request for it and read its
+// state (src/inference/model-set-requests.ts), so an API worker never waits for a warm-up.
+import { Type } from '@sinclair/typebox';
+import { requireAdmin } from '../../admin/guard.ts';
+import { bodyParser } from '../../admin/validate.ts';
+import { ServiceError } from '../../errors/index.ts';
+import { availableModelSets, readModelSetState, requestActivation } from '../../inference/index.ts';
+import { readJson } from '../body.ts';
+import { json } from '../respond.ts';
+import type { Router } from '../router.ts';
+import type { Services } from '../services.ts';
+
+export const ModelSetActivateSchema = Type.Object(
+  { model_set: Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9._-]+$' }) },
+  { additionalProperties: false },
+);
+const parseActivate = bodyParser(ModelSetActivateSchema);
+
+export function modelSetRoutes(router: Router, s: Services): void {
+  const state = () => readModelSetState(s.config.DATA_DIR) ?? {
+    active: s.config.MODEL_SET, activating: null, last: null, last_request_id: null, available: availableModelSets(s.config.MODELS_DIR),
+  };
+
+  router.add('GET', '/admin/api/model-set', (ctx) => {
+    requireAdmin(ctx, s);
+    return json(200, state());
+  });
+
+  // 202: the set loads and warms beside the serving one (seconds to minutes); GET shows
+  // `activating`, then `last` with this request's id and the outcome (active or refused).
+  router.add('POST', '/admin/api/model-set', async (ctx) => {
+    requireAdmin(ctx, s);
+    const body = parseActivate(await readJson(ctx));
+    if (!availableModelSets(s.config.MODELS_DIR).includes(body.model_set)) {
+      throw new ServiceError('not_found', `Unknown model set ${body.model_set} (no ${body.model_set}/manifest.json in MODELS_DIR)`);
+    }
+    const req = requestActivation(s.config.DATA_DIR, body.model_set);
+    return json(202, { request_id: req.id, model_set: req.model_set, requested_at: req.at });
+  });
+}

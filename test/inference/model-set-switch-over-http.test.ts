@@ -1,0 +1,66 @@
+import { cpSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import t from 'tap';
+import { client, login } from '../auth/session-client.ts';
+import { postVerify, request, single } from '../helpers/captures.ts';
+import { makeToken, runCli, startServer, tempDir } from '../helpers/server.ts';
+
+const MODELS = join(import.meta.dirname, '../../models');
+
+t.test('an operator switches the served model set live (CLI and admin API); a failing set is refused', async (t) => {
+  const root = tempDir('models-');
+  for (const set of ['raw_v1', 'bgr80_ensemble_v1']) cpSync(join(MODELS, set), join(root, set), { recursive: true });
+  cpSync(join(MODELS, 'bgr80_ensemble_v1'), join(root, 'broken_v1'), { recursive: true });
+  const file = join(root, 'broken_v1', 'manifest.json');
+  const m = JSON.parse(readFileSync(file, 'utf8'));
+  m.model_set = 'broken_v1';
+  m.modules.rgb_liveness.graphs[1].live_index = 5;
+  writeFileSync(file, JSON.stringify(m));
+
+  // bgr80 has no colour module: disabled first, so the service can turn ready on it
+  const dataDir = tempDir();
+  const env = { MODELS_DIR: root, MODEL_SET: 'bgr80_ensemble_v1', INFERENCE_BACKEND: 'wasm', ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'correct horse battery' };
+  t.equal((await runCli(dataDir, ['module', 'disable', 'color_liveness'], '', env)).code, 0);
+  const server = await startServer({ dataDir, ready: true, env });
+  t.teardown(() => server.stop());
+  const { token } = await makeToken(server, ['rgb_liveness:100:day']);
+  const served = async (id: string) => {
+    const r = await postVerify(server.baseUrl, token, 'rgb_liveness', request([single({ id })]));
+    t.equal(r.status, 200, r.text);
+    return r.json.results[0].model_set as string;
+  };
+  t.equal(await served('before'), 'bgr80_ensemble_v1');
+  const status = await server.cli(['models', 'status']);
+  t.match(status.json, { active: 'bgr80_ensemble_v1', activating: null, available: ['bgr80_ensemble_v1', 'broken_v1', 'raw_v1'] });
+
+  // CLI: activate and wait for the answer
+  const act = await server.cli(['models', 'activate', 'raw_v1', '--wait', '300']);
+  t.equal(act.code, 0, act.stderr);
+  t.match(act.json, { model_set: 'raw_v1', outcome: 'active', reason: null, active: 'raw_v1' });
+  const ready = await (await fetch(`${server.baseUrl}/health/ready`)).json();
+  t.match(ready.modules.rgb_liveness, { ready: true, model_set: 'raw_v1' }, 'per-module readiness names the new set');
+  t.equal(await served('after'), 'raw_v1', 'results carry the set that served them');
+
+  // admin API: a set that fails its graph checks is refused; the old set keeps serving
+  const session = await login(server.baseUrl, 'root', 'correct horse battery');
+  const admin = client(server.baseUrl, session);
+  const unknown = await admin('POST', '/admin/api/model-set', { model_set: 'nope' });
+  t.equal(unknown.status, 404);
+  const bad = await admin('POST', '/admin/api/model-set', { model_set: '../raw_v1' });
+  t.equal(bad.status, 422);
+  const posted = await admin('POST', '/admin/api/model-set', { model_set: 'broken_v1' });
+  t.equal(posted.status, 202, JSON.stringify(posted.json));
+  let state: any;
+  const end = Date.now() + 300_000;
+  do {
+    state = (await admin('GET', '/admin/api/model-set')).json;
+    if (state.last_request_id === posted.json.request_id) break;
+    await new Promise((r) => setTimeout(r, 100));
+  } while (Date.now() < end);
+  t.match(state, { active: 'raw_v1', activating: null, last_request_id: posted.json.request_id, last: { model_set: 'broken_v1', outcome: 'refused', reason: /graphs\[1\]: bgr80_b\.onnx live_index 5 is out of range/ } });
+  t.equal(await served('still'), 'raw_v1', 'the refused set never served');
+  const refusedCli = await server.cli(['models', 'activate', 'broken_v1', '--wait', '300']);
+  t.equal(refusedCli.code, 1, 'the CLI exits 1 on a refusal');
+  t.match(refusedCli.json, { outcome: 'refused', active: 'raw_v1' });
+  t.match((await server.cli(['models', 'activate', 'nope'])).stderr, /unknown model set nope/);
+});

@@ -1,0 +1,113 @@
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t, { type Test } from 'tap';
+import { createInferenceEngine, type EngineOptions, type InferenceEngine } from '../../src/inference/index.ts';
+import { createModelSetSwitch } from '../../src/inference/model-sets.ts';
+import { capture } from './helpers.ts';
+
+const MODELS = join(import.meta.dirname, '../../models');
+
+/** raw_v1 and bgr80_ensemble_v1, plus broken_v1: bgr80 with a live_index its graph lacks. */
+function modelsRoot(t: Test): string {
+  const root = mkdtempSync(join(tmpdir(), 'models-'));
+  t.teardown(() => rmSync(root, { recursive: true, force: true }));
+  for (const set of ['raw_v1', 'bgr80_ensemble_v1']) cpSync(join(MODELS, set), join(root, set), { recursive: true });
+  cpSync(join(MODELS, 'bgr80_ensemble_v1'), join(root, 'broken_v1'), { recursive: true });
+  const file = join(root, 'broken_v1', 'manifest.json');
+  const m = JSON.parse(readFileSync(file, 'utf8'));
+  m.model_set = 'broken_v1';
+  m.modules.rgb_liveness.graphs[0].live_index = 3;
+  writeFileSync(file, JSON.stringify(m));
+  return root;
+}
+
+/** Real engines, whose calls can be held in flight per model set after they computed,
+ * and whose closing is recorded. */
+function gatedFactory() {
+  const gates = new Map<string, Promise<void>>();
+  const closed: string[] = [];
+  const create = (o: EngineOptions): InferenceEngine => {
+    const e = createInferenceEngine(o);
+    return {
+      start: () => e.start(),
+      readiness: () => e.readiness(),
+      poolTimes: () => e.poolTimes(),
+      get executionProvider() {
+        return e.executionProvider;
+      },
+      async infer(job) {
+        const r = await e.infer(job);
+        await gates.get(o.modelSet);
+        return r;
+      },
+      async close() {
+        closed.push(o.modelSet);
+        await e.close();
+      },
+    };
+  };
+  return { gates, closed, create };
+}
+
+const single = (id: string) => ({ module_id: 'rgb_liveness' as const, captures: [capture(id, 'rgb_single', [{ seed: 2 }])] });
+
+t.test('activating another set: atomic switch, in-flight calls finish on the old set, failed sets refused', async (t) => {
+  const root = modelsRoot(t);
+  const f = gatedFactory();
+  const logs: string[] = [];
+  const sw = createModelSetSwitch(
+    { modelsDir: root, modelSet: 'raw_v1', backend: 'wasm', threads: 1, warmupRuns: 1, enabledModules: ['rgb_liveness'], log: (_o, m) => logs.push(m) },
+    { create: f.create, now: () => new Date('2026-11-23T12:00:00Z') },
+  );
+  t.teardown(() => sw.close());
+  await sw.start();
+  t.match(sw.status(), { active: 'raw_v1', activating: null, last: null });
+  const [first] = await sw.infer(single('a'));
+  t.equal(first!.model_set, 'raw_v1');
+
+  // a call held in flight on raw_v1 across the switch
+  let release!: () => void;
+  f.gates.set('raw_v1', new Promise<void>((r) => (release = r)));
+  const held = sw.infer(single('held'));
+  const activation = sw.activate('bgr80_ensemble_v1');
+  t.equal(sw.status().activating, 'bgr80_ensemble_v1', 'loading beside the old set');
+  t.equal(sw.readiness()[0]!.model_set, 'raw_v1', 'the old set serves while the new one warms');
+  t.same(await activation, { model_set: 'bgr80_ensemble_v1', outcome: 'active', reason: null, at: '2026-11-23T12:00:00.000Z' });
+  t.match(sw.readiness()[0], { module_id: 'rgb_liveness', ready: true, model_set: 'bgr80_ensemble_v1', error: null });
+  const [after] = await sw.infer(single('b'));
+  t.equal(after!.model_set, 'bgr80_ensemble_v1', 'new calls go to the new set');
+  t.notOk(f.closed.includes('raw_v1'), 'the old set stays open while a call is in flight on it');
+  release();
+  const [old] = await held;
+  t.match(old, { capture_id: 'held', status: 'ok', model_set: 'raw_v1' }, 'the in-flight call finished on the old set');
+  const end = Date.now() + 30_000;
+  while (!f.closed.includes('raw_v1') && Date.now() < end) await new Promise((r) => setImmediate(r));
+  t.ok(f.closed.includes('raw_v1'), 'the old set is closed once its last call finished');
+
+  // a set that fails its graph checks is refused; the active one keeps serving
+  const refused = await sw.activate('broken_v1');
+  t.match(refused, { model_set: 'broken_v1', outcome: 'refused', reason: /graphs\[0\]: bgr80_a\.onnx live_index 3 is out of range/ });
+  t.match(sw.status(), { active: 'bgr80_ensemble_v1', activating: null, last: { outcome: 'refused' } });
+  t.ok(f.closed.includes('broken_v1'), 'the refused engine is closed');
+  t.equal((await sw.infer(single('c')))[0]!.model_set, 'bgr80_ensemble_v1');
+  t.match(await sw.activate('no_such_set'), { outcome: 'refused', reason: /^manifest\.json: cannot be read/ });
+  t.match(await sw.activate('bgr80_ensemble_v1'), { outcome: 'unchanged', reason: null });
+
+  // one activation at a time
+  const back = sw.activate('raw_v1');
+  await t.rejects(sw.activate('raw_v1'), { name: 'ActivationBusyError', message: 'model set raw_v1 is being activated' });
+  t.match(await back, { outcome: 'active' });
+  t.equal((await sw.infer(single('d')))[0]!.model_set, 'raw_v1');
+  t.ok(logs.includes('model set refused') && logs.includes('model set active'));
+});
+
+t.test('a set that would leave a served module unready is refused', async (t) => {
+  const root = modelsRoot(t);
+  const sw = createModelSetSwitch({ modelsDir: root, modelSet: 'raw_v1', backend: 'wasm', threads: 1, warmupRuns: 1 });
+  t.teardown(() => sw.close());
+  await sw.start();
+  const r = await sw.activate('bgr80_ensemble_v1');
+  t.match(r, { outcome: 'refused', reason: 'color_liveness would become unready: model set bgr80_ensemble_v1 does not describe color_liveness' });
+  t.same(sw.readiness().map((m) => [m.module_id, m.ready, m.model_set]), [['rgb_liveness', true, 'raw_v1'], ['color_liveness', true, 'raw_v1']]);
+});

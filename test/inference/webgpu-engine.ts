@@ -1,0 +1,36 @@
+// Used by webgpu-compare.child.ts: starts the engine with `auto` and with `webgpu` on a
+// tiny graph set and returns what each chose and what readiness says.
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInferenceEngine } from '../../src/inference/index.ts';
+import { brightnessGraph } from './test-graphs.ts';
+import { capture } from './helpers.ts';
+
+export async function engineChoices(): Promise<Record<string, unknown>> {
+  const root = mkdtempSync(join(tmpdir(), 'models-gpu-'));
+  const dir = join(root, 'tiny_v1');
+  mkdirSync(dir);
+  writeFileSync(join(dir, 'tiny.onnx'), brightnessGraph('logit', 16, 8, 0.5));
+  writeFileSync(join(dir, 'manifest.json'), JSON.stringify({
+    format: 'liveness-model-set/1', model_set: 'tiny_v1', trained: true,
+    modules: { rgb_liveness: {
+      graphs: [{ role: 'frame', file: 'tiny.onnx', input: 'input', output: 'score', output_kind: 'logit', layout: 'NCHW', dtype: 'float32', batch: 'dynamic', crop_fraction: 1, size: 16, channel_order: 'RGB', scale: 1 / 255, mean: [0, 0, 0], std: [1, 1, 1] }],
+      modes: { rgb_single: { decision_policy: 'single_frame_v1', threshold: 0.5 } },
+    } },
+  }));
+  const out: Record<string, unknown> = {};
+  try {
+    for (const backend of ['auto', 'webgpu'] as const) {
+      const logs: string[] = [];
+      const engine = createInferenceEngine({ modelsDir: root, modelSet: 'tiny_v1', backend, threads: 1, warmupRuns: 1, enabledModules: ['rgb_liveness'], log: (_o, m) => logs.push(m) });
+      await engine.start();
+      const [r] = await engine.infer({ module_id: 'rgb_liveness', captures: [capture('g', 'rgb_single', [{ seed: 3 }])] });
+      out[backend] = { provider: engine.executionProvider, readiness: engine.readiness()[0], logs, score: r!.score };
+      await engine.close();
+    }
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+  return out;
+}
