@@ -1,0 +1,66 @@
+import t from 'tap';
+import { postVerify, request, single, type VerifyCall } from '../helpers/captures.ts';
+import { startPostgres } from '../helpers/postgres.ts';
+import { bearer, makeToken, startServer, waitReady, type ServerHandle } from '../helpers/server.ts';
+
+// Two nodes of the real service on one PostgreSQL database under load while the database
+// stops and starts again (issue 11, multi-node test part 3).
+const pg = await startPostgres();
+t.teardown(() => pg.stop());
+const env = { DATABASE_URL: pg.url, NODE_LEASE_SECONDS: '6', WORKERS: '1' };
+const nodes: ServerHandle[] = await Promise.all([0, 1].map(() => startServer({ env, ready: true, timeoutMs: 200_000 })));
+t.teardown(() => Promise.all(nodes.map((n) => n.stop())));
+const cli = (args: string[]) => nodes[0]!.cli(args);
+const used = async (node: ServerHandle, token: string) => (await (await fetch(`${node.baseUrl}/v1/me`, { headers: bearer(token) })).json()).usage[0].used as number;
+
+t.test('database restart mid-load: no node dies, answers use the spec codes, counters equal the ledger', async (t) => {
+  const live = nodes;
+  const { token } = await makeToken(nodes[0]!, ['rgb_liveness:unlimited:day']);
+  const finals = new Map<string, number>();
+  const seen = new Set<number>();
+  let stopLoad = false;
+  const loop = async (lane: number) => {
+    for (let k = 0; !stopLoad || k < 4; k++) {
+      const key = `db-${lane}-${k}`;
+      const body = request([single({ id: key })]);
+      let r: VerifyCall | Error = new Error('not sent');
+      // a client following the spec: same key, same bytes, honour Retry-After (bounded)
+      for (let attempt = 0; attempt < 200; attempt++) {
+        r = await postVerify(live[lane % 2]!.baseUrl, token, 'rgb_liveness', body, { 'idempotency-key': key }).catch((e: Error) => e);
+        if (r instanceof Error) break;
+        seen.add(r.status);
+        // 500 inference_failed (a settlement refused after a lapsed lease) was refunded and
+        // released its key: the same key may be sent again; settlement_failed is final
+        const code = (r.json as { error?: { code?: string } } | undefined)?.error?.code;
+        if (r.status !== 503 && r.status !== 409 && code !== 'inference_failed') break;
+        await new Promise((res) => setTimeout(res, 250));
+      }
+      finals.set(key, r instanceof Error ? -1 : r.status);
+      if (k > 200) break;
+    }
+  };
+  const load = [0, 1, 2, 3].map(loop);
+  // bounded wait for the load to be under way, then restart the database under it
+  for (let i = 0; i < 400 && finals.size < 4; i++) await new Promise((r) => setTimeout(r, 25));
+  await pg.halt();
+  await new Promise((r) => setTimeout(r, 1500)); // the outage itself: the database stays away this long
+  await pg.resume();
+  for (const n of live) await waitReady(n.baseUrl, 60_000);
+  stopLoad = true;
+  await Promise.all(load);
+  for (const n of live) t.equal(n.proc.exitCode, null, `node ${n.port} is still running`);
+  t.ok([...seen].every((s) => [200, 409, 500, 503].includes(s)), `statuses seen: ${[...seen].sort().join(', ')}`);
+  const outcomes = [...finals.values()];
+  t.ok(outcomes.every((s) => s === 200 || s === 500), `every call ended 200 or settlement_failed: ${JSON.stringify(Object.fromEntries(finals))}`);
+  // a settlement that failed while the database was away is marked by its node after the
+  // next lease renewal: polled, bounded
+  const want = outcomes.filter((s) => s === 500).length;
+  let failed = -1;
+  for (let i = 0; i < 60 && failed !== want; i++) {
+    if (i > 0) await new Promise((r) => setTimeout(r, 500));
+    failed = (await cli(['settlements', 'list'])).json.settlements.length as number;
+  }
+  t.equal(failed, want, 'every settlement_failed is listed for the operator');
+  t.equal(await used(live[0]!, token), outcomes.length, 'each key charged exactly once (settled or held for the operator)');
+  t.equal((await cli(['ledger', 'verify'])).json.ok, true, 'counters equal the ledger');
+});
