@@ -1,7 +1,7 @@
 import { now } from './clock.ts';
 import type { Config } from './config/index.ts';
 import type { Logger } from './observability/logger.ts';
-import { ensureSigningKey } from './signing/index.ts';
+import { keySourceFor } from './signing/index.ts';
 import type { StoreBackend } from './store/backend.ts';
 
 /** Refunds what dead holders left pending, logging each (the holder as holder_pid or
@@ -17,12 +17,13 @@ async function recover(store: StoreBackend, log: Logger): Promise<number> {
   return recovered.length;
 }
 
-/** Once per process, before serving: create the verdict signing key on first start, settle
+/** Once per process, before serving: create the verdict signing key on first start (in
+ * DATA_DIR, or in the database with PostgreSQL), settle
  * what a crashed predecessor left pending, prune expired idempotency records, and keep
  * pruning hourly. With the shared PostgreSQL store every node also sweeps, every half
  * lease, the reservations of nodes whose lease expired (SKIP LOCKED: sweepers never queue). */
 export async function startupHooks(store: StoreBackend, config: Config, log: Logger): Promise<void> {
-  await ensureSigningKey(config.DATA_DIR, now());
+  await keySourceFor(store, config.DATA_DIR).current(now());
   const recovered = await recover(store, log);
   if (recovered > 0) log.warn({ recovered }, 'crash recovery finished');
   if (store.kind === 'postgres') {

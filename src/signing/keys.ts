@@ -8,7 +8,7 @@ import { calculateJwkThumbprint, type JWK } from 'jose';
 // RETIRED_PUBLISH_MS, so a backend that received a verdict just before a rotation can still
 // check it, and is deleted after RETIRED_DELETE_MS.
 export const RETIRED_PUBLISH_MS = 7 * 24 * 3600 * 1000;
-const RETIRED_DELETE_MS = 30 * 24 * 3600 * 1000;
+export const RETIRED_DELETE_MS = 30 * 24 * 3600 * 1000;
 
 export interface KeyFile {
   kid: string;
@@ -32,14 +32,19 @@ function writeAtomic(file: string, text: string): void {
   fs.renameSync(tmp, file);
 }
 
-async function newKeyFile(dataDir: string, at: number): Promise<KeyFile> {
+/** A fresh Ed25519 key, not yet stored anywhere. */
+export async function newKey(at: number): Promise<KeyFile> {
   const { privateKey } = generateKeyPairSync('ed25519');
   const jwk = privateKey.export({ format: 'jwk' }) as JWK;
   // RFC 7638 thumbprint: a kid any party can recompute from the public key alone.
   const kid = await calculateJwkThumbprint({ kty: jwk.kty!, crv: jwk.crv!, x: jwk.x! });
-  const key: KeyFile = { kid, created_at: new Date(at).toISOString(), retired_at: null, jwk: { ...jwk, kid, alg: 'EdDSA', use: 'sig' } };
+  return { kid, created_at: new Date(at).toISOString(), retired_at: null, jwk: { ...jwk, kid, alg: 'EdDSA', use: 'sig' } };
+}
+
+async function newKeyFile(dataDir: string, at: number): Promise<KeyFile> {
+  const key = await newKey(at);
   fs.mkdirSync(keysDir(dataDir), { recursive: true, mode: 0o700 });
-  writeAtomic(keyFile(dataDir, kid), JSON.stringify(key));
+  writeAtomic(keyFile(dataDir, key.kid), JSON.stringify(key));
   return key;
 }
 

@@ -1,6 +1,8 @@
 import { CompactSign, importJWK } from 'jose';
 import { now } from '../clock.ts';
+import type { StoreBackend } from '../store/backend.ts';
 import { ensureSigningKey, readCurrentKid, readKey } from './keys.ts';
+import { SHARED_KEY_CACHE_MS, storeKeys, type KeySource } from './source.ts';
 
 // Each API worker signs every verify response body. The key is imported once per worker;
 // `current` is re-read at most once per CHECK_MS so that a `keys rotate` from the CLI is
@@ -65,7 +67,56 @@ export function signerFor(dataDir: string): VerdictSigner {
   return s;
 }
 
+/** Signs with the current key of the shared database. A query per response would put the
+ * database on the hot path, so the key is re-read at most once per SHARED_KEY_CACHE_MS;
+ * a rotation on another node is therefore used here within that time. */
+export class SharedSigner {
+  private loaded: Promise<Loaded> | undefined;
+  private loadedAt = 0;
+
+  constructor(readonly keys: KeySource) {}
+
+  private current(): Promise<Loaded> {
+    const t = Date.now();
+    if (this.loaded && t - this.loadedAt < SHARED_KEY_CACHE_MS) return this.loaded;
+    this.loadedAt = t;
+    const previous = this.loaded;
+    const next = (async () => {
+      const file = await this.keys.current(now());
+      const old = await previous?.catch(() => undefined);
+      if (old && old.kid === file.kid) return old;
+      return { kid: file.kid, key: (await importJWK(file.jwk, 'EdDSA')) as CryptoKey };
+    })();
+    next.catch(() => {
+      if (this.loaded === next) this.loaded = undefined;
+    });
+    this.loaded = next;
+    return next;
+  }
+
+  async sign(body: string | Uint8Array): Promise<string> {
+    const { kid, key } = await this.current();
+    const payload = typeof body === 'string' ? encoder.encode(body) : body;
+    const jws = await new CompactSign(payload).setProtectedHeader({ alg: 'EdDSA', kid }).sign(key);
+    const [header, , signature] = jws.split('.');
+    return `${header}..${signature}`;
+  }
+}
+
+const sharedSigners = new WeakMap<StoreBackend, SharedSigner>();
+
+/** The signer of this process: DATA_DIR's key files with LMDB, the database with PostgreSQL. */
+export function signerOf(store: StoreBackend, dataDir: string): VerdictSigner | SharedSigner {
+  if (store.kind !== 'postgres') return signerFor(dataDir);
+  let s = sharedSigners.get(store);
+  if (!s) {
+    s = new SharedSigner(storeKeys(store));
+    sharedSigners.set(store, s);
+  }
+  return s;
+}
+
 /** Signature for the `X-Verdict-Signature` header of a verify response. */
-export function signBody(source: string | VerdictSigner, body: string | Uint8Array): Promise<string> {
+export function signBody(source: string | VerdictSigner | SharedSigner, body: string | Uint8Array): Promise<string> {
   return (typeof source === 'string' ? signerFor(source) : source).sign(body);
 }

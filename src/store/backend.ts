@@ -4,6 +4,7 @@ import type { LedgerCheck, Page, PageQuery } from '../metering/ledger.ts';
 import type { AuditRecord, LedgerEntry, Reservation } from '../metering/records.ts';
 import type { ReserveInput, ReserveOutcome } from '../metering/reserve.ts';
 import type { UsageRecord } from '../metering/usage.ts';
+import type { KeyFile } from '../signing/keys.ts';
 import type { ModuleId } from '../packets/types.ts';
 import type { TokenRecord, UserRecord } from './records.ts';
 
@@ -89,4 +90,15 @@ export interface StoreBackend {
   recordLoginFailure(address: string, username: string, at: number): Promise<void>;
   recordLoginSuccess(address: string, username: string, at: number): Promise<void>;
   sweepLoginThrottle(at: number): Promise<void>;
+
+  // verdict-signing keys, shared by every node (PostgreSQL only: LMDB keeps them in
+  // DATA_DIR/keys files, signing/keys.ts, and its adapter throws)
+  /** every stored key, oldest first; the current one has retired_at null */
+  listSigningKeys(): Promise<KeyFile[]>;
+  /** stores `candidate` as current unless a current key exists (decided atomically, so
+   * nodes starting together agree on one key); returns the current key either way */
+  createFirstSigningKey(candidate: KeyFile): Promise<KeyFile>;
+  /** `next` becomes current and the previous current is retired at `at`, in one
+   * transaction; keys retired at or before `deleteRetiredBefore` are deleted */
+  rotateSigningKey(next: KeyFile, at: number, deleteRetiredBefore: number): Promise<{ kid: string; retired: string | null; deleted: string[] }>;
 }

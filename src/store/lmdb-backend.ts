@@ -9,6 +9,7 @@ import { reserve } from '../metering/reserve.ts';
 import { refund, resolveReservation, settle } from '../metering/settle.ts';
 import { usageSnapshot } from '../metering/usage.ts';
 import type { ModuleId } from '../packets/types.ts';
+import type { KeyFile } from '../signing/keys.ts';
 import type { StoreBackend, UserPatch } from './backend.ts';
 import { moduleEnabled, setModuleEnabled } from './modules.ts';
 import { openStore, readLatest, storeHealthy, type Store } from './open.ts';
@@ -168,6 +169,18 @@ export class LmdbBackend implements StoreBackend {
   }
   sweepLoginThrottle(at: number) {
     return sweepFailures(this.store, at);
+  }
+
+  // One host needs no shared keys: the files in DATA_DIR/keys stay the single source
+  // (signing/source.ts picks them), so reaching these is a wiring mistake.
+  listSigningKeys(): Promise<KeyFile[]> {
+    return Promise.reject(new Error('the LMDB store keeps signing keys in DATA_DIR/keys'));
+  }
+  createFirstSigningKey(): Promise<KeyFile> {
+    return Promise.reject(new Error('the LMDB store keeps signing keys in DATA_DIR/keys'));
+  }
+  rotateSigningKey(): Promise<{ kid: string; retired: string | null; deleted: string[] }> {
+    return Promise.reject(new Error('the LMDB store keeps signing keys in DATA_DIR/keys'));
   }
 }
 

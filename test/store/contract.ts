@@ -5,6 +5,7 @@ import { ServiceError } from '../../src/errors/index.ts';
 import type { Reservation } from '../../src/metering/records.ts';
 import type { ReserveInput } from '../../src/metering/reserve.ts';
 import type { UsageRecord } from '../../src/metering/usage.ts';
+import { newKey, publicJwksOf, RETIRED_DELETE_MS } from '../../src/signing/keys.ts';
 import type { StoreBackend } from '../../src/store/backend.ts';
 import type { Grant, TokenRecord, UserRecord } from '../../src/store/records.ts';
 
@@ -257,5 +258,39 @@ export function storeContract(t: Test, store: StoreBackend): void {
 
   t.test('healthy', async (t) => {
     t.equal(await store.healthy(), true);
+  });
+
+  t.test('verdict-signing keys: one current key however many nodes start; rotation retires it; old retirements are deleted', async (t) => {
+    if (store.kind === 'lmdb') {
+      // one host keeps its key files in DATA_DIR/keys (test/signing); the store must not
+      // pretend to hold keys it does not share
+      await t.rejects(store.listSigningKeys(), /DATA_DIR\/keys/);
+      await t.rejects(store.createFirstSigningKey(await newKey(T0)), /DATA_DIR\/keys/);
+      return;
+    }
+    const candidates = await Promise.all([1, 2, 3, 4, 5].map(() => newKey(T0)));
+    const winners = await Promise.all(candidates.map((c) => store.createFirstSigningKey(c)));
+    const first = winners[0]!.kid;
+    t.ok(candidates.some((c) => c.kid === first));
+    t.same(new Set(winners.map((w) => w.kid)), new Set([first]), 'every racing node got the same key');
+    t.same((await store.listSigningKeys()).map((k) => [k.kid, k.retired_at]), [[first, null]]);
+    t.equal((await store.listSigningKeys())[0]!.jwk.d, candidates.find((c) => c.kid === first)!.jwk.d, 'the private key round-trips');
+
+    const next = await newKey(T0 + 1000);
+    const rotated = await store.rotateSigningKey(next, T0 + 1000, T0 - RETIRED_DELETE_MS);
+    t.same(rotated, { kid: next.kid, retired: first, deleted: [] });
+    t.equal((await store.createFirstSigningKey(await newKey(T0))).kid, next.kid, 'a late starter takes the current key');
+
+    const racing = await Promise.all([2000, 2000, 2000].map(async (d) => store.rotateSigningKey(await newKey(T0 + d), T0 + d, T0 - RETIRED_DELETE_MS)));
+    const keys = await store.listSigningKeys();
+    t.equal(keys.length, 5);
+    t.equal(keys.filter((k) => k.retired_at === null).length, 1, 'racing rotations leave one current key');
+    t.same(new Set(racing.map((r) => r.retired)).size, 3, 'each rotation retired a different key');
+    t.same(publicJwksOf(keys, T0 + 3000).keys.map((k) => k.kid), keys.map((k) => k.kid), 'retired keys stay published');
+
+    const later = T0 + 1000 + RETIRED_DELETE_MS;
+    const last = await store.rotateSigningKey(await newKey(later), later, later - RETIRED_DELETE_MS);
+    t.same(last.deleted, [first], 'only the key retired a full RETIRED_DELETE_MS ago is deleted');
+    t.notOk((await store.listSigningKeys()).some((k) => k.kid === first));
   });
 }

@@ -1,5 +1,6 @@
 import { now } from '../../clock.ts';
 import { listKeys, publicJwksOf, readCurrentKid, type KeyFile } from '../../signing/keys.ts';
+import { SHARED_KEY_CACHE_MS, storeKeys } from '../../signing/source.ts';
 import type { Router } from '../router.ts';
 import type { Services } from '../services.ts';
 
@@ -19,5 +20,24 @@ export function jwksRoutes(router: Router, s: Services): void {
     else cache.checkedAt = t;
     return cache.keys;
   };
+  if (s.store.kind === 'postgres') {
+    // shared keys: re-read from the database at most once per SHARED_KEY_CACHE_MS, the same
+    // bound the signer keeps, so no node lags a rotation longer than that
+    const source = storeKeys(s.store);
+    let shared: { keys: Promise<KeyFile[]>; readAt: number } | undefined;
+    const sharedKeys = (): Promise<KeyFile[]> => {
+      const t = Date.now();
+      if (shared && t - shared.readAt < SHARED_KEY_CACHE_MS) return shared.keys;
+      const read = { keys: source.list(), readAt: t };
+      // a failed read is not cached: the next request asks the database again
+      read.keys.catch(() => {
+        if (shared === read) shared = undefined;
+      });
+      shared = read;
+      return read.keys;
+    };
+    router.add('GET', '/.well-known/jwks.json', async () => ({ status: 200, body: publicJwksOf(await sharedKeys(), now()) }));
+    return;
+  }
   router.add('GET', '/.well-known/jwks.json', () => ({ status: 200, body: publicJwksOf(keys(), now()) }));
 }

@@ -5,7 +5,7 @@ import type { ResultRecord } from '../../inference/types.ts';
 import { archiveDemoUpload, countryOf, requestFingerprint, type Reservation } from '../../metering/index.ts';
 import { MODULE_IDS, type ModuleId, type ParsedMetadata } from '../../packets/types.ts';
 import { recordVerify } from '../../observability/request-facts.ts';
-import { signBody } from '../../signing/index.ts';
+import { signBody, signerOf } from '../../signing/index.ts';
 import type { TokenRecord } from '../../store/records.ts';
 import { earlyMetadata, prepareRequest } from '../../verify/index.ts';
 import { CapacitySlots } from '../capacity.ts';
@@ -172,7 +172,7 @@ async function signed(s: Services, reply: Reply): Promise<Reply> {
   if (reply.body === undefined) return reply;
   const body = typeof reply.body === 'string' ? reply.body : JSON.stringify(reply.body);
   try {
-    const signature = await signBody(s.config.DATA_DIR, body);
+    const signature = await signBody(signerOf(s.store, s.config.DATA_DIR), body);
     return { ...reply, body, contentType: 'application/json', headers: { ...reply.headers, 'X-Verdict-Signature': signature } };
   } catch (err) {
     s.log.error({ err }, 'verdict signing failed');

@@ -12,6 +12,8 @@ import type { AuditRecord, LedgerEntry, Reservation } from '../../metering/recor
 import type { ReserveInput, ReserveOutcome } from '../../metering/reserve.ts';
 import type { UsageRecord } from '../../metering/usage.ts';
 import type { ModuleId } from '../../packets/types.ts';
+import type { KeyFile } from '../../signing/keys.ts';
+import type { JWK } from 'jose';
 import type { Grant, TokenRecord, UserRecord } from '../records.ts';
 import type { ResolveAction, StoreBackend, UserPatch } from '../backend.ts';
 import { StoreError } from '../open.ts';
@@ -552,6 +554,34 @@ export class PgBackend implements StoreBackend {
     if (stale.length > 0) await this.q('DELETE FROM login_throttle WHERE key = ANY($1)', [stale]);
     await this.q('DELETE FROM login_known WHERE at_ms <= $1', [at - KNOWN_ADDRESS_MS]);
   }
+
+  async listSigningKeys(): Promise<KeyFile[]> {
+    return (await this.q('SELECT kid, created_at, retired_at, jwk FROM signing_keys ORDER BY seq')).rows.map(keyOf);
+  }
+
+  async createFirstSigningKey(candidate: KeyFile): Promise<KeyFile> {
+    // the partial unique index admits one unretired row: a racing insert waits for the
+    // winner's commit and then does nothing, so the SELECT below sees the winner
+    await this.q(`INSERT INTO signing_keys (kid, created_at, jwk) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, [candidate.kid, candidate.created_at, JSON.stringify(candidate.jwk)]);
+    const row = (await this.q('SELECT kid, created_at, retired_at, jwk FROM signing_keys WHERE retired_at IS NULL')).rows[0];
+    if (!row) throw new Error('no current signing key after insert');
+    return keyOf(row);
+  }
+
+  async rotateSigningKey(next: KeyFile, at: number, deleteRetiredBefore: number) {
+    return this.tx(async (c) => {
+      // rotations from two CLIs queue here instead of both retiring the same key
+      await c.query(`SELECT pg_advisory_xact_lock(hashtext('lv_signing_keys'))`);
+      const old = (await c.query(`UPDATE signing_keys SET retired_at = $1, retired_ms = $2 WHERE retired_at IS NULL RETURNING kid`, [new Date(at).toISOString(), at])).rows[0];
+      await c.query(`INSERT INTO signing_keys (kid, created_at, jwk) VALUES ($1, $2, $3)`, [next.kid, next.created_at, JSON.stringify(next.jwk)]);
+      const deleted = (await c.query(`DELETE FROM signing_keys WHERE retired_ms <= $1 RETURNING kid`, [deleteRetiredBefore])).rows.map((r) => r.kid as string);
+      return { kid: next.kid, retired: (old?.kid as string | undefined) ?? null, deleted };
+    });
+  }
+}
+
+function keyOf(r: Row): KeyFile {
+  return { kid: r.kid as string, created_at: r.created_at as string, retired_at: (r.retired_at as string | null) ?? null, jwk: (typeof r.jwk === 'string' ? JSON.parse(r.jwk) : r.jwk) as JWK };
 }
 
 /** Connection-level failures (refused, reset, terminated, timed out, server shutting down)

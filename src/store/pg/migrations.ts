@@ -240,4 +240,23 @@ BEGIN
 END $$;
 `;
 
-export const MIGRATIONS: readonly { version: number; sql: string }[] = [{ version: 1, sql: V1 }];
+// Verdict-signing keys shared by every node (issue 11). The private JWK is stored as it is:
+// whoever can SELECT this table can sign verdicts (README, Signed verdicts). At most one
+// key is current (retired_at NULL), enforced by the partial unique index, so nodes that
+// start together cannot create two.
+const V_SIGNING_KEYS = `
+CREATE TABLE signing_keys (
+  seq bigserial NOT NULL,
+  kid text PRIMARY KEY,
+  created_at text NOT NULL,
+  retired_at text,
+  retired_ms bigint,
+  jwk jsonb NOT NULL
+);
+CREATE UNIQUE INDEX signing_keys_one_current ON signing_keys ((true)) WHERE retired_at IS NULL;
+`;
+
+export const MIGRATIONS: readonly { version: number; sql: string }[] = [
+  { version: 1, sql: V1 },
+  { version: 2, sql: V_SIGNING_KEYS },
+];
