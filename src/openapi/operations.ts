@@ -110,7 +110,7 @@ export const OPERATIONS: Operation[] = [
   {
     method: 'get', path: '/.well-known/jwks.json', operationId: 'getJwks', tag: 'meta', auth: 'none',
     summary: 'Public keys of the verdict signatures',
-    success: { status: '200', description: 'JSON Web Key Set', schema: 'Jwks', example: ex.jwks },
+    success: { status: '200', description: 'JSON Web Key Set: the current key and keys retired in the last 7 days. Nodes on one database serve the same set; a rotation appears on every node within 10 s', schema: 'Jwks', example: ex.jwks },
     errors: [],
   },
   {
