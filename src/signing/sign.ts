@@ -74,16 +74,27 @@ export class SharedSigner {
   private loaded: Promise<Loaded> | undefined;
   private loadedAt = 0;
 
-  constructor(readonly keys: KeySource) {}
+  constructor(
+    readonly keys: KeySource,
+    private readonly cacheMs = SHARED_KEY_CACHE_MS,
+  ) {}
 
   private current(): Promise<Loaded> {
     const t = Date.now();
-    if (this.loaded && t - this.loadedAt < SHARED_KEY_CACHE_MS) return this.loaded;
+    if (this.loaded && t - this.loadedAt < this.cacheMs) return this.loaded;
     this.loadedAt = t;
     const previous = this.loaded;
     const next = (async () => {
-      const file = await this.keys.current(now());
       const old = await previous?.catch(() => undefined);
+      let file;
+      try {
+        file = await this.keys.current(now());
+      } catch (err) {
+        // the database is away: keep signing with the key this node has (asked again
+        // after another SHARED_KEY_CACHE_MS) rather than answer unsigned
+        if (old) return old;
+        throw err;
+      }
       if (old && old.kid === file.kid) return old;
       return { kid: file.kid, key: (await importJWK(file.jwk, 'EdDSA')) as CryptoKey };
     })();

@@ -28,8 +28,10 @@ export function jwksRoutes(router: Router, s: Services): void {
     const sharedKeys = (): Promise<KeyFile[]> => {
       const t = Date.now();
       if (shared && t - shared.readAt < SHARED_KEY_CACHE_MS) return shared.keys;
-      const read = { keys: source.list(), readAt: t };
-      // a failed read is not cached: the next request asks the database again
+      const previous = shared?.keys;
+      // the database is away: serve the set this node last read (asked again after another
+      // SHARED_KEY_CACHE_MS); with nothing read yet the error answers (503 server_busy)
+      const read = { keys: source.list().catch((err) => (previous ? previous : Promise.reject(err))), readAt: t };
       read.keys.catch(() => {
         if (shared === read) shared = undefined;
       });
