@@ -81,6 +81,7 @@ t.test('two nodes, one JWKS; a verdict from A checks against B; `keys rotate` re
   for (const n of nodes) {
     await poll(n, 'signing with', async () => [(await signedVerdict(n, token)).kid]);
     await poll(n, 'publishing', async () => (await jwksOf(n)).keys.map((k) => k.kid!));
+    t.comment(`${n.baseUrl} signs with and publishes the new kid ${Date.now() - committed} ms after the rotation`);
   }
   t.same(late, [], 'no request started after the cache time got the old key set');
   const [ra, rb] = await Promise.all([jwksOf(a), jwksOf(b)]);
