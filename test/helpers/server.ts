@@ -66,6 +66,14 @@ export interface StartOptions {
   timeoutMs?: number;
 }
 
+// Servers still running when the test process exits (a test file cut off by tap's timeout,
+// an uncaught error) are killed with it: otherwise each lingers as an orphan, holding memory
+// and CPU, and slows every later test on a shared machine (seen: 18 orphans after timeouts).
+const liveServers = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const p of liveServers) p.kill('SIGKILL');
+});
+
 /** Starts the real service (`node --import tsx src/main.ts`, as npm start does) on an
  * ephemeral port with a temporary DATA_DIR. */
 export async function startServer(opts: StartOptions = {}): Promise<ServerHandle> {
@@ -82,6 +90,8 @@ export async function startServer(opts: StartOptions = {}): Promise<ServerHandle
     ...opts.env,
   };
   const proc = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  liveServers.add(proc);
+  proc.once('exit', () => liveServers.delete(proc));
   const logs: string[] = [];
   // LV_SERVER_LOG=<file>: keep every server's output for post-mortems of a failed run
   const logFile = process.env.LV_SERVER_LOG;
