@@ -6,6 +6,10 @@ import { newId } from '../store/ids.ts';
 import type { Store } from '../store/open.ts';
 import type { Grant, TokenRecord } from '../store/records.ts';
 import { getToken, insertToken, listTokens, updateToken, withGrant, withoutGrant } from '../store/tokens.ts';
+import { searchTokens } from '../store/token-search.ts';
+import { encodeCursor, type ListQuery } from './page-query.ts';
+
+export { DuplicateTokenNameError } from '../store/token-names.ts';
 
 // Token administration shared by the admin API and the CLI, so both behave the same.
 
@@ -52,6 +56,23 @@ export async function createToken(
 
 export function listTokenViews(store: Store): TokenView[] {
   return listTokens(store).map(tokenView);
+}
+
+/** A page of tokens in name order (case ignored), `q` matching name, prefix or id. */
+export async function searchTokenViews(store: Store, q: ListQuery): Promise<{ tokens: TokenView[]; next_cursor: string | null }> {
+  const page = await searchTokens(store, q);
+  return { tokens: page.items.map(tokenView), next_cursor: page.next && encodeCursor(page.next) };
+}
+
+/** Adds each row's token name (null when the row has no token or the token is gone), so
+ * operators read names, not ids. One read per distinct token of the page. */
+export function withTokenNames<T extends { token_id: string | null }>(store: Store, items: readonly T[]): (T & { token_name: string | null })[] {
+  const names = new Map<string, string | null>();
+  return items.map((item) => {
+    const id = item.token_id;
+    if (id !== null && !names.has(id)) names.set(id, getToken(store, id)?.name ?? null);
+    return { ...item, token_name: id === null ? null : names.get(id)! };
+  });
 }
 
 export function tokenDetail(store: Store, id: string): (TokenView & { usage: UsageRecord[] }) | undefined {

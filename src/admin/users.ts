@@ -3,6 +3,8 @@ import { isoNow } from '../clock.ts';
 import type { Store } from '../store/open.ts';
 import type { Role, UserRecord } from '../store/records.ts';
 import { createUser, listUsers, updateUser } from '../store/users.ts';
+import { searchUsers } from '../store/token-search.ts';
+import { encodeCursor, type ListQuery } from './page-query.ts';
 
 export type UserView = Omit<UserRecord, 'password_hash'>;
 
@@ -17,6 +19,12 @@ export async function addUser(store: Store, input: { username: string; password:
 
 export function listUserViews(store: Store): UserView[] {
   return listUsers(store).map(userView);
+}
+
+/** A page of users in username order, `q` matching the username or the id. */
+export function searchUserViews(store: Store, q: ListQuery): { users: UserView[]; next_cursor: string | null } {
+  const page = searchUsers(store, q);
+  return { users: page.items.map(userView), next_cursor: page.next && encodeCursor(page.next) };
 }
 
 export class LastAdminError extends Error {}

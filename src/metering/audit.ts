@@ -9,6 +9,6 @@ export function writeAudit(store: Store, record: AuditRecord): Promise<boolean> 
   return store.db.audit.put([Date.parse(record.at), record.request_id], record);
 }
 
-export function listAudit(store: Store, q: PageQuery): Page<AuditRecord> {
-  return pageByTime<AuditRecord>(store, 'audit', q);
+export function listAudit(store: Store, q: PageQuery, where?: (r: AuditRecord) => boolean): Page<AuditRecord> {
+  return pageByTime<AuditRecord>(store, 'audit', q, where);
 }

@@ -8,5 +8,7 @@ export { listPendingSettlements, resolveSettlement, type SettlementView } from '
 export { recoverPending, pruneIdempotency } from './recovery.ts';
 export { requestFingerprint, canonicalJson } from './fingerprint.ts';
 export { writeAudit, listAudit } from './audit.ts';
+export { AUDIT_OUTCOMES, outcomeOfBody, outcomeOfResults, type AuditOutcome } from './outcome.ts';
+export { dailyTotals, ensureDailyTotals, type DailyTotal } from './daily-totals.ts';
 export { countryOf } from './geo.ts';
 export { archiveDemoUpload } from './archive.ts';

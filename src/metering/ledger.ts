@@ -1,7 +1,9 @@
 import { randomBytes } from 'node:crypto';
+import type { Key } from 'lmdb';
 import type { ModuleId } from '../packets/types.ts';
 import type { Store } from '../store/open.ts';
 import type { Period } from '../store/records.ts';
+import { addToDailyTotals } from './daily-totals.ts';
 import { PERIODS } from './periods.ts';
 import type { LedgerEntry, LedgerKind } from './records.ts';
 
@@ -27,6 +29,7 @@ export function appendLedger(
     const key = [e.token_id, e.module_id, period, windowOf(period, e.windows)];
     store.db.counters.put(key, ((store.db.counters.get(key) as number | undefined) ?? 0) + delta);
   }
+  addToDailyTotals(store, entry);
   return entry;
 }
 
@@ -41,6 +44,8 @@ export interface PageQuery {
   to?: number;
   cursor?: string;
   limit?: number;
+  /** time order; `asc` (oldest first) unless asked */
+  order?: 'asc' | 'desc';
 }
 
 export interface Page<T> {
@@ -48,14 +53,21 @@ export interface Page<T> {
   next_cursor: string | null;
 }
 
-/** Time-ordered pages over a db keyed [epoch ms, id]; the cursor is the last key served. */
+/** Time-ordered pages over a db keyed [epoch ms, id]; the cursor is the last key served.
+ * `where` filters further (the audit's status and outcome). */
 export function pageByTime<T extends { token_id: string | null; module_id: string | null }>(
   store: Store,
   db: 'ledger' | 'audit',
   q: PageQuery,
+  where?: (v: T) => boolean,
 ): Page<T> {
   const limit = Math.min(Math.max(q.limit ?? 100, 1), 1000);
-  let start: [number] | [number, string] = [q.from ?? 0];
+  const desc = q.order === 'desc';
+  // [t] sorts before every [t, id]: as a lower bound it includes time t, as an upper bound
+  // (reverse start, or end) it excludes it; so `from` is inclusive and `to` exclusive both ways
+  const low: Key = [q.from ?? 0];
+  const high: Key = [q.to ?? Number.MAX_SAFE_INTEGER];
+  let start = desc ? high : low;
   let exclusiveStart: string | undefined;
   if (q.cursor) {
     const key = JSON.parse(Buffer.from(q.cursor, 'base64url').toString('utf8')) as [number, string];
@@ -64,11 +76,12 @@ export function pageByTime<T extends { token_id: string | null; module_id: strin
   }
   const items: T[] = [];
   let last: unknown;
-  for (const { key, value } of store.db[db].getRange({ start, end: [q.to ?? Number.MAX_SAFE_INTEGER] })) {
+  for (const { key, value } of store.db[db].getRange({ start, end: desc ? low : high, reverse: desc })) {
     if (exclusiveStart !== undefined && JSON.stringify(key) === exclusiveStart) continue;
     const v = value as T;
     if (q.token_id && v.token_id !== q.token_id) continue;
     if (q.module_id && v.module_id !== q.module_id) continue;
+    if (where && !where(v)) continue;
     if (items.length === limit) {
       return { items, next_cursor: Buffer.from(JSON.stringify(last)).toString('base64url') };
     }

@@ -9,6 +9,9 @@ export const SCHEMA_VERSION = 1;
 const NAMES = [
   'meta', 'users', 'usersByName', 'tokens', 'tokenHashes', 'modules', 'counters', 'ledger',
   'idempotency', 'reservations', 'sessions', 'loginFailures', 'audit', 'results',
+  // console indexes (token-names.ts, metering/daily-totals.ts): derived from the records
+  // above and rebuilt from them when absent, so a store written before they existed opens
+  'tokensByName', 'dailyTotals',
 ] as const;
 export type DbName = (typeof NAMES)[number];
 
