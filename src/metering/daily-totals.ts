@@ -1,5 +1,5 @@
 import { atomically } from '../store/atomic.ts';
-import type { Store } from '../store/open.ts';
+import { DAILY_TOTALS_FLAG as BUILT, type Store } from '../store/open.ts';
 import type { LedgerEntry } from './records.ts';
 
 // Units per UTC day, kept beside the ledger so the console's usage chart is one short range
@@ -14,8 +14,6 @@ import type { LedgerEntry } from './records.ts';
 // Port note (store interface): addToDailyTotals runs with appendLedger in its transaction;
 // dailyTotals is the query. In SQL: SELECT day, sum(...) FROM ledger GROUP BY day, or a
 // rollup table updated in the same transaction.
-
-const BUILT = 'daily_totals_v1';
 
 type Totals = [charged: number, refunded: number];
 

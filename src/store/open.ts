@@ -15,6 +15,12 @@ const NAMES = [
 ] as const;
 export type DbName = (typeof NAMES)[number];
 
+/** Meta flags of the derived indexes: set when an index is complete (token-names.ts,
+ * metering/daily-totals.ts). */
+export const TOKEN_NAME_INDEX_FLAG = 'token_name_index_v1';
+export const DAILY_TOTALS_FLAG = 'daily_totals_v1';
+const DERIVED_INDEXES = [TOKEN_NAME_INDEX_FLAG, DAILY_TOTALS_FLAG];
+
 export interface Store {
   readonly root: RootDatabase;
   readonly dir: string;
@@ -36,7 +42,10 @@ export function openStore(dataDir: string): Store {
   if (found === undefined) {
     // ifNoExists keeps two processes racing to create the store from both writing it.
     db.meta.transactionSync(() => {
-      if (db.meta.get('schema_version') === undefined) db.meta.putSync('schema_version', SCHEMA_VERSION);
+      if (db.meta.get('schema_version') !== undefined) return;
+      db.meta.putSync('schema_version', SCHEMA_VERSION);
+      // a new store's derived indexes are complete (empty); older stores build them once
+      for (const flag of DERIVED_INDEXES) db.meta.putSync(flag, true);
     });
   } else if (found !== SCHEMA_VERSION) {
     root.close();

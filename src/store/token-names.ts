@@ -1,5 +1,5 @@
 import { atomically } from './atomic.ts';
-import type { Store } from './open.ts';
+import { TOKEN_NAME_INDEX_FLAG as BUILT, type Store } from './open.ts';
 import type { TokenRecord } from './records.ts';
 
 // Token name index: key [nameKey(name), token id] -> token_prefix. It serves two console
@@ -10,8 +10,6 @@ import type { TokenRecord } from './records.ts';
 // Port note (store interface): everything that reads or writes `tokensByName` is in this
 // file and token-search.ts; in SQL it is a unique index on lower(normalize(name)) that
 // tolerates the rows that predate it (see ensureTokenNameIndex).
-
-const BUILT = 'token_name_index_v1';
 
 /** Names are unique ignoring case and Unicode composition ("Kiosk-1" and "kiosk-1" name the
  * same token for an operator reading a list). */

@@ -27,6 +27,9 @@ const legacy = (id: string, name: string): TokenRecord => ({
 {
   const old = openStore(dataDir);
   await old.root.transaction(() => {
+    // as an older build left it: no derived-index flags
+    old.db.meta.remove('token_name_index_v1');
+    old.db.meta.remove('daily_totals_v1');
     for (const tok of [legacy('tok_legacyAAAA', 'Front desk'), legacy('tok_legacyBBBB', 'front desk')]) {
       old.db.tokens.put(tok.id, tok);
       old.db.tokenHashes.put(tok.hash, tok.id);

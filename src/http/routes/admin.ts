@@ -29,7 +29,8 @@ import { bodyParser } from '../../admin/validate.ts';
 import { destroyUserSessions } from '../../auth/session.ts';
 import { ServiceError, ValidationFailure } from '../../errors/index.ts';
 import { now } from '../../clock.ts';
-import { dailyTotals, listAudit, listLedger, listPendingSettlements, resolveSettlement } from '../../metering/index.ts';
+import { ensureTokenNameIndex } from '../../store/token-names.ts';
+import { dailyTotals, ensureDailyTotals, listAudit, listLedger, listPendingSettlements, resolveSettlement } from '../../metering/index.ts';
 import type { ModuleId } from '../../packets/types.ts';
 import { setModuleEnabled } from '../../store/modules.ts';
 import { DuplicateUserError, getUser } from '../../store/users.ts';
@@ -75,6 +76,11 @@ async function nameChecked<T>(write: () => Promise<T>): Promise<T> {
  * synchronously before it claims the body, so a refused call never reads one. */
 export function adminRoutes(router: Router, s: Services): void {
   const { store } = s;
+  // A store written by an older build has no token name index or daily totals yet: build
+  // them now (once, whichever worker is first), not on an operator's first click.
+  for (const build of [ensureTokenNameIndex, ensureDailyTotals]) {
+    build(store).catch((err: unknown) => s.log.error({ err }, 'building a console index failed; it is retried on first use'));
+  }
   // Every admin route is registered through this, so none can forget the guard.
   const admin = (method: string, path: string, handler: (ctx: HttpContext, p: Params, who: AdminSession) => Reply | Promise<Reply>) =>
     router.add(method, path, (ctx, p) => handler(ctx, p, requireAdmin(ctx, s)));
