@@ -41,7 +41,27 @@ const csrfHeader = { name: 'X-CSRF-Token', in: 'header', required: true, schema:
 const pathParam = (name: string, schema: object = { type: 'string' }) => ({ name, in: 'path', required: true, schema });
 const retryAfter = { 'Retry-After': { schema: { type: 'integer' }, description: 'seconds' } };
 const adminErrors = { '401': err('invalid_session'), '403': err('forbidden or csrf_failed') };
-const pageQuery = ['token_id', 'module_id', 'from', 'to', 'cursor', 'limit'].map((name) => ({ name, in: 'query', required: false, schema: { type: 'string' } }));
+const query = (name: string, schema: object, description: string) => ({ name, in: 'query', required: false, schema, description });
+const timeQuery = { type: 'string', description: 'ISO 8601 date or time with a zone (Z or +hh:mm); a date is 00:00 UTC' };
+const pageQuery = [
+  query('token_id', { type: 'string' }, 'only this token'),
+  query('module_id', { type: 'string' }, 'only this module'),
+  query('from', timeQuery, 'inclusive'),
+  query('to', timeQuery, 'exclusive'),
+  query('cursor', { type: 'string' }, 'next_cursor of the previous page'),
+  query('limit', { type: 'integer', minimum: 1, maximum: 1000, default: 100 }, 'page size'),
+  query('order', { type: 'string', enum: ['asc', 'desc'], default: 'asc' }, 'time order: asc oldest first, desc newest first'),
+];
+const auditQuery = [
+  ...pageQuery,
+  query('status', { type: 'string', pattern: '^[1-5]([0-9]{2}|xx)$' }, 'an HTTP status (429) or a class (4xx)'),
+  query('outcome', { type: 'string', enum: ['live', 'non_live', 'retry', 'mixed', 'error'] }, 'what the call decided'),
+];
+const listQuery = (what: string) => [
+  query('q', { type: 'string', maxLength: 200 }, what),
+  query('limit', { type: 'integer', minimum: 1, maximum: 1000, default: 100 }, 'page size'),
+  query('cursor', { type: 'string' }, 'next_cursor of the previous page'),
+];
 
 function strip(schema: TSchema): object {
   return JSON.parse(JSON.stringify(schema));
@@ -77,6 +97,9 @@ export function buildOpenApi(): object {
     TokenPatch: strip(admin.TokenPatchSchema),
     Grant: strip(admin.GrantSchema),
     GrantBody: strip(admin.GrantBodySchema),
+    TokenList: strip(r.TokenList),
+    UserList: strip(r.UserList),
+    UsageDaily: strip(r.UsageDaily),
     LedgerPage: strip(r.Page(r.LedgerEntry)),
     AuditPage: strip(r.Page(r.AuditRecord)),
     Settlement: strip(r.Settlement),
@@ -152,19 +175,19 @@ export function buildOpenApi(): object {
       patch: { summary: 'Enable or disable a module', security: session, parameters: [moduleParam, csrfHeader], requestBody: body(ref('ModulePatch')), responses: { '200': ok(ref('AdminModule')), ...adminErrors, '404': err('not_found'), '422': validation } },
     },
     '/admin/api/users': {
-      get: { summary: 'Users', security: session, responses: { '200': ok({ type: 'object', properties: { users: { type: 'array', items: ref('User') } } }), ...adminErrors } },
+      get: { summary: 'Users; searched and paged when q, limit or cursor is given', security: session, parameters: listQuery('matches the username (substring, case ignored) or the id (from its start)'), responses: { '200': ok(ref('UserList')), ...adminErrors, '422': validation } },
       post: { summary: 'Create a user', security: session, parameters: [csrfHeader], requestBody: body(ref('UserCreate')), responses: { '201': ok(ref('User')), ...adminErrors, '409': err('conflict'), '422': validation } },
     },
     '/admin/api/users/{id}': {
       patch: { summary: 'Change a user', security: session, parameters: [pathParam('id'), csrfHeader], requestBody: body(ref('UserPatch')), responses: { '200': ok(ref('User')), ...adminErrors, '404': err('not_found'), '409': err('conflict: would leave no enabled admin'), '422': validation } },
     },
     '/admin/api/tokens': {
-      get: { summary: 'Tokens (never the plaintext)', security: session, responses: { '200': ok({ type: 'object', properties: { tokens: { type: 'array', items: ref('Token') } } }), ...adminErrors } },
-      post: { summary: 'Create a token; the plaintext is in this response only', security: session, parameters: [csrfHeader], requestBody: body(ref('TokenCreate')), responses: { '201': ok(ref('TokenCreated')), ...adminErrors, '422': validation } },
+      get: { summary: 'Tokens (never the plaintext); searched and paged when q, limit or cursor is given', security: session, parameters: listQuery('matches the name (substring, case ignored), the token prefix or the id (both from their start)'), responses: { '200': ok(ref('TokenList')), ...adminErrors, '422': validation } },
+      post: { summary: 'Create a token; the plaintext is in this response only', security: session, parameters: [csrfHeader], requestBody: body(ref('TokenCreate')), responses: { '201': ok(ref('TokenCreated')), ...adminErrors, '409': err('conflict: another token has this name (case ignored)'), '422': validation } },
     },
     '/admin/api/tokens/{id}': {
       get: { summary: 'One token with grants and usage', security: session, parameters: [pathParam('id')], responses: { '200': ok(ref('TokenDetail')), ...adminErrors, '404': err('not_found') } },
-      patch: { summary: 'Change a token', security: session, parameters: [pathParam('id'), csrfHeader], requestBody: body(ref('TokenPatch')), responses: { '200': ok(ref('Token')), ...adminErrors, '404': err('not_found'), '409': err('conflict: a revoked token cannot be enabled'), '422': validation } },
+      patch: { summary: 'Change a token', security: session, parameters: [pathParam('id'), csrfHeader], requestBody: body(ref('TokenPatch')), responses: { '200': ok(ref('Token')), ...adminErrors, '404': err('not_found'), '409': err('conflict: a revoked token cannot be enabled, or another token has the new name (case ignored)'), '422': validation } },
       delete: { summary: 'Revoke a token for good', security: session, parameters: [pathParam('id'), csrfHeader], responses: { '204': { description: 'Revoked' }, ...adminErrors, '404': err('not_found') } },
     },
     '/admin/api/tokens/{id}/grants/{module_id}': {
@@ -172,7 +195,21 @@ export function buildOpenApi(): object {
       delete: { summary: 'Remove a grant (a later re-grant keeps the period\'s usage)', security: session, parameters: [pathParam('id'), moduleParam, csrfHeader], responses: { '204': { description: 'Removed' }, ...adminErrors, '404': err('not_found') } },
     },
     '/admin/api/usage': { get: { summary: 'Usage ledger, paged', security: session, parameters: pageQuery, responses: { '200': ok(ref('LedgerPage')), ...adminErrors, '422': validation } } },
-    '/admin/api/audit': { get: { summary: 'Request audit records, paged', security: session, parameters: pageQuery, responses: { '200': ok(ref('AuditPage')), ...adminErrors, '422': validation } } },
+    '/admin/api/usage/daily': {
+      get: {
+        operationId: 'getUsageDaily',
+        summary: 'Units per UTC day (charges minus refunds, on the day that took the units), every day of the range; default the 30 days ending today (UTC), at most 400 days',
+        security: session,
+        parameters: [
+          query('token_id', { type: 'string' }, 'only this token'),
+          query('module_id', { type: 'string' }, 'only this module'),
+          query('from', timeQuery, 'its UTC day is the first listed'),
+          query('to', timeQuery, 'exclusive: the last day listed holds the last instant before it'),
+        ],
+        responses: { '200': ok(ref('UsageDaily')), ...adminErrors, '422': validation },
+      },
+    },
+    '/admin/api/audit': { get: { summary: 'Request audit records, paged; filtered by token, module, time, status and outcome', security: session, parameters: auditQuery, responses: { '200': ok(ref('AuditPage')), ...adminErrors, '422': validation } } },
     '/admin/api/settlements': { get: { summary: 'Pending settlements needing operator recovery', security: session, responses: { '200': ok({ type: 'object', properties: { settlements: { type: 'array', items: ref('Settlement') } } }), ...adminErrors } } },
     '/admin/api/settlements/{id}/resolve': {
       post: { summary: 'Charge or refund a pending settlement', security: session, parameters: [pathParam('id'), csrfHeader], requestBody: body(ref('SettlementResolve')), responses: { '200': ok(ref('Settlement')), ...adminErrors, '404': err('not_found'), '409': err('conflict: not pending'), '422': validation } },

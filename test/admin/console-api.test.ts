@@ -1,6 +1,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import t from 'tap';
+import t, { type Test } from 'tap';
+import { FormatRegistry, type TSchema } from '@sinclair/typebox';
+import { Value } from '@sinclair/typebox/value';
+import * as described from '../../src/openapi/responses.ts';
 import { createToken } from '../../src/admin/tokens.ts';
 import { reserve, refund, writeAudit, type AuditRecord } from '../../src/metering/index.ts';
 import { openStore } from '../../src/store/open.ts';
@@ -50,6 +53,13 @@ t.teardown(async () => {
 });
 const base = server.baseUrl;
 const admin = client(base, await login(base, 'root', 'correct horse battery'));
+
+if (!FormatRegistry.Has('date')) FormatRegistry.Set('date', (v) => /^\d{4}-\d{2}-\d{2}$/.test(v));
+/** The answer has the shape /openapi.json describes (the schemas it is generated from). */
+const conforms = (t: Test, schema: TSchema, value: unknown, what: string) => {
+  const errors = [...Value.Errors(schema, value)].slice(0, 3).map((e) => `${e.path}: ${e.message}`);
+  t.same(errors, [], `${what} matches its OpenAPI schema`);
+};
 
 /** A raw JSON body, so escapes such as \ud800 reach the server as written. */
 const raw = (method: string, p: string, text: string) => admin(method, p, text);
@@ -152,6 +162,8 @@ t.test('tokens: server-side search and paging in name order', async (t) => {
   t.same((await admin('GET', `/admin/api/tokens?q=${target.token_prefix}`)).json.tokens.map((x: any) => x.id), [target.id], 'by token prefix');
   t.same((await admin('GET', `/admin/api/tokens?q=${target.id}`)).json.tokens.map((x: any) => x.id), [target.id], 'by id');
   t.same((await admin('GET', '/admin/api/tokens?q=no-such-token')).json, { tokens: [], next_cursor: null });
+  conforms(t, described.TokenList, all, 'the whole list');
+  conforms(t, described.TokenList, lobby.json, 'a page');
 
   for (const [query, loc] of [['limit=0', 'limit'], ['limit=1001', 'limit'], ['cursor=bm9wZQ', 'cursor'], ['sort=name', 'sort']] as const) {
     const bad = await admin('GET', `/admin/api/tokens?${query}`);
@@ -174,6 +186,7 @@ t.test('users: server-side search and paging', async (t) => {
   const dora = first.json.users[0].id;
   t.same((await admin('GET', `/admin/api/users?q=${dora}`)).json.users.map((u: any) => u.username), ['ops-anna'], 'by id');
   t.same(Object.keys((await admin('GET', '/admin/api/users')).json), ['users'], 'unpaged without parameters');
+  conforms(t, described.UserList, first.json, 'a page of users');
 });
 
 t.test('audit: newest first on request, filtered by status and outcome, with outcome, replay and token name', async (t) => {
@@ -207,7 +220,9 @@ t.test('audit: newest first on request, filtered by status and outcome, with out
   t.same(ids(await admin('GET', `/admin/api/audit?${window}&outcome=error`)), ['req_audit04', 'req_audit05', 'req_audit07'], 'an old error record counts as error');
   t.same(ids(await admin('GET', `/admin/api/audit?${window}&outcome=retry&module_id=color_liveness&token_id=${token.id}`)), ['req_audit06']);
 
-  const items = (await admin('GET', `/admin/api/audit?${window}`)).json.items;
+  const page = (await admin('GET', `/admin/api/audit?${window}`)).json;
+  conforms(t, described.Page(described.AuditRecord), page, 'an audit page');
+  const items = page.items;
   t.hasStrict(items[2], { request_id: 'req_audit03', outcome: 'live', replayed: true, token_name: 'audited kiosk' });
   t.hasStrict(items[4], { token_id: null, token_name: null, outcome: 'error' });
   t.hasStrict(items[6], { request_id: 'req_audit07', outcome: 'error', replayed: null }, 'unknown replay on an old record');
@@ -218,6 +233,14 @@ t.test('audit: newest first on request, filtered by status and outcome, with out
     t.same(bad.json.detail.map((d: any) => d.loc), [['query', loc]]);
   }
   t.equal((await admin('GET', '/admin/api/usage?status=200')).status, 422, 'status filters the audit only');
+});
+
+t.test('the new endpoint and parameters are in /openapi.json', async (t) => {
+  const doc = await (await fetch(`${base}/openapi.json`)).json();
+  t.ok(doc.paths['/admin/api/usage/daily']?.get, 'the daily totals endpoint');
+  t.same(doc.paths['/admin/api/audit'].get.parameters.map((p: any) => p.name).sort(), ['cursor', 'from', 'limit', 'module_id', 'order', 'outcome', 'status', 'to', 'token_id']);
+  t.same(doc.paths['/admin/api/tokens'].get.parameters.map((p: any) => p.name), ['q', 'limit', 'cursor']);
+  t.ok(doc.paths['/admin/api/tokens'].post.responses['409'], 'a taken name is documented');
 });
 
 t.test('usage: daily totals from the server, every UTC day of the range', async (t) => {
@@ -245,6 +268,8 @@ t.test('usage: daily totals from the server, every UTC day of the range', async 
       { day: '2026-05-05', charged: 0, refunded: 0, units: 0 },
     ],
   });
+  conforms(t, described.UsageDaily, mine.json, 'the daily totals');
+  conforms(t, described.Page(described.LedgerEntry), (await admin('GET', `/admin/api/usage?token_id=${token.id}`)).json, 'a ledger page');
   const rgb = await admin('GET', `/admin/api/usage/daily?token_id=${token.id}&module_id=rgb_liveness&from=2026-05-03&to=2026-05-05`);
   t.same(rgb.json.days.map((d: any) => d.units), [3, 1]);
   const everyone = await admin('GET', '/admin/api/usage/daily?from=2026-05-01T00:00:00Z&to=2026-05-05T00:00:00Z');
