@@ -1,4 +1,5 @@
 import type { Store } from '../store/open.ts';
+import { indexAuditByToken } from './by-token.ts';
 import { pageByTime, type Page, type PageQuery } from './ledger.ts';
 import type { AuditRecord } from './records.ts';
 
@@ -6,6 +7,7 @@ import type { AuditRecord } from './records.ts';
  * approximate country). Never image bytes, never tokens. Written without awaiting: lmdb
  * batches these into the next commit, off the request's critical path. */
 export function writeAudit(store: Store, record: AuditRecord): Promise<boolean> {
+  indexAuditByToken(store, record);
   return store.db.audit.put([Date.parse(record.at), record.request_id], record);
 }
 

@@ -10,5 +10,6 @@ export { requestFingerprint, canonicalJson } from './fingerprint.ts';
 export { writeAudit, listAudit } from './audit.ts';
 export { AUDIT_OUTCOMES, outcomeOfBody, outcomeOfResults, type AuditOutcome } from './outcome.ts';
 export { dailyTotals, ensureDailyTotals, type DailyTotal } from './daily-totals.ts';
+export { ensureByTokenIndex } from './by-token.ts';
 export { countryOf } from './geo.ts';
 export { archiveDemoUpload } from './archive.ts';

@@ -3,6 +3,7 @@ import type { Key } from 'lmdb';
 import type { ModuleId } from '../packets/types.ts';
 import type { Store } from '../store/open.ts';
 import type { Period } from '../store/records.ts';
+import { byTokenReady, indexLedgerByToken } from './by-token.ts';
 import { addToDailyTotals } from './daily-totals.ts';
 import { PERIODS } from './periods.ts';
 import type { LedgerEntry, LedgerKind } from './records.ts';
@@ -24,6 +25,7 @@ export function appendLedger(
     windows: e.windows,
   };
   store.db.ledger.put([e.at, entry.id], entry);
+  indexLedgerByToken(store, entry, e.at);
   const delta = e.kind === 'charge' ? e.units : -e.units;
   for (const period of PERIODS) {
     const key = [e.token_id, e.module_id, period, windowOf(period, e.windows)];
@@ -65,18 +67,22 @@ export function pageByTime<T extends { token_id: string | null; module_id: strin
   const desc = q.order === 'desc';
   // [t] sorts before every [t, id]: as a lower bound it includes time t, as an upper bound
   // (reverse start, or end) it excludes it; so `from` is inclusive and `to` exclusive both ways
-  const low: Key = [q.from ?? 0];
-  const high: Key = [q.to ?? Number.MAX_SAFE_INTEGER];
-  let start = desc ? high : low;
+  const low: Key[] = [q.from ?? 0];
+  const high: Key[] = [q.to ?? Number.MAX_SAFE_INTEGER];
+  let start: Key[] = desc ? high : low;
   let exclusiveStart: string | undefined;
   if (q.cursor) {
     const key = JSON.parse(Buffer.from(q.cursor, 'base64url').toString('utf8')) as [number, string];
     start = key;
     exclusiveStart = JSON.stringify(key);
   }
+  // one token's rows come from its range of the byToken index (same [ms, id] keys)
+  const indexed = q.token_id !== undefined && byTokenReady(store);
+  const prefix: Key[] = indexed ? [db, q.token_id!] : [];
   const items: T[] = [];
   let last: unknown;
-  for (const { key, value } of store.db[db].getRange({ start, end: desc ? low : high, reverse: desc })) {
+  const rows = indexed ? tokenRows(store, db, [...prefix, ...start], [...prefix, ...(desc ? low : high)], desc) : store.db[db].getRange({ start, end: desc ? low : high, reverse: desc });
+  for (const { key, value } of rows) {
     if (exclusiveStart !== undefined && JSON.stringify(key) === exclusiveStart) continue;
     const v = value as T;
     if (q.token_id && v.token_id !== q.token_id) continue;
@@ -89,6 +95,14 @@ export function pageByTime<T extends { token_id: string | null; module_id: strin
     last = key;
   }
   return { items, next_cursor: null };
+}
+
+function* tokenRows(store: Store, db: 'ledger' | 'audit', start: Key[], end: Key[], reverse: boolean): Iterable<{ key: Key; value: unknown }> {
+  for (const full of store.db.byToken.getKeys({ start, end, reverse })) {
+    const key = (full as Key[]).slice(2);
+    const value = store.db[db].get(key);
+    if (value !== undefined) yield { key, value };
+  }
 }
 
 export function listLedger(store: Store, q: PageQuery): Page<Omit<LedgerEntry, 'windows'>> {

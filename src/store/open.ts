@@ -9,9 +9,9 @@ export const SCHEMA_VERSION = 1;
 const NAMES = [
   'meta', 'users', 'usersByName', 'tokens', 'tokenHashes', 'modules', 'counters', 'ledger',
   'idempotency', 'reservations', 'sessions', 'loginFailures', 'audit', 'results',
-  // console indexes (token-names.ts, metering/daily-totals.ts): derived from the records
+  // console indexes (token-names.ts, metering/daily-totals.ts, metering/by-token.ts): derived from the records
   // above and rebuilt from them when absent, so a store written before they existed opens
-  'tokensByName', 'dailyTotals',
+  'tokensByName', 'dailyTotals', 'byToken',
 ] as const;
 export type DbName = (typeof NAMES)[number];
 
@@ -19,7 +19,8 @@ export type DbName = (typeof NAMES)[number];
  * metering/daily-totals.ts). */
 export const TOKEN_NAME_INDEX_FLAG = 'token_name_index_v1';
 export const DAILY_TOTALS_FLAG = 'daily_totals_v1';
-const DERIVED_INDEXES = [TOKEN_NAME_INDEX_FLAG, DAILY_TOTALS_FLAG];
+export const BY_TOKEN_FLAG = 'by_token_index_v1';
+const DERIVED_INDEXES = [TOKEN_NAME_INDEX_FLAG, DAILY_TOTALS_FLAG, BY_TOKEN_FLAG];
 
 export interface Store {
   readonly root: RootDatabase;

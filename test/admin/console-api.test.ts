@@ -33,6 +33,7 @@ const legacy = (id: string, name: string): TokenRecord => ({
     // as an older build left it: no derived-index flags
     old.db.meta.remove('token_name_index_v1');
     old.db.meta.remove('daily_totals_v1');
+    old.db.meta.remove('by_token_index_v1');
     for (const tok of [legacy('tok_legacyAAAA', 'Front desk'), legacy('tok_legacyBBBB', 'front desk')]) {
       old.db.tokens.put(tok.id, tok);
       old.db.tokenHashes.put(tok.hash, tok.id);
@@ -101,6 +102,8 @@ t.test('duplicates already in the store stay usable; only new names are checked'
   t.equal((await admin('POST', '/admin/api/tokens', { name: 'FRONT DESK', grants: [] })).status, 409, 'a third is refused');
   t.equal((await admin('PATCH', '/admin/api/tokens/tok_legacyBBBB', { name: 'front desk 2' })).status, 200, 'one can be renamed away');
   t.equal((await admin('PATCH', '/admin/api/tokens/tok_legacyBBBB', { name: 'Front Desk' })).status, 409, 'but not back while the other holds it');
+  const ledger = await admin('GET', '/admin/api/usage?token_id=tok_legacyAAAA&order=desc');
+  t.same(ledger.json.items.map((e: any) => e.id), ['led_legacy'], 'an older ledger row is found by token');
 });
 
 t.test('names must be well-formed Unicode text (issue 15)', async (t) => {

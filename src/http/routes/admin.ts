@@ -30,7 +30,7 @@ import { destroyUserSessions } from '../../auth/session.ts';
 import { ServiceError, ValidationFailure } from '../../errors/index.ts';
 import { now } from '../../clock.ts';
 import { ensureTokenNameIndex } from '../../store/token-names.ts';
-import { dailyTotals, ensureDailyTotals, listAudit, listLedger, listPendingSettlements, resolveSettlement } from '../../metering/index.ts';
+import { dailyTotals, ensureByTokenIndex, ensureDailyTotals, listAudit, listLedger, listPendingSettlements, resolveSettlement } from '../../metering/index.ts';
 import type { ModuleId } from '../../packets/types.ts';
 import { setModuleEnabled } from '../../store/modules.ts';
 import { DuplicateUserError, getUser } from '../../store/users.ts';
@@ -78,7 +78,7 @@ export function adminRoutes(router: Router, s: Services): void {
   const { store } = s;
   // A store written by an older build has no token name index or daily totals yet: build
   // them now (once, whichever worker is first), not on an operator's first click.
-  for (const build of [ensureTokenNameIndex, ensureDailyTotals]) {
+  for (const build of [ensureTokenNameIndex, ensureDailyTotals, ensureByTokenIndex]) {
     build(store).catch((err: unknown) => s.log.error({ err }, 'building a console index failed; it is retried on first use'));
   }
   // Every admin route is registered through this, so none can forget the guard.
