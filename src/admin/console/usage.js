@@ -23,7 +23,7 @@ export async function renderUsage(panel, filters = {}) {
     h('h2', {}, 'Usage'),
     filterForm(filters, (f) => guarded(() => renderUsage(panel, f)), { dates: true }),
     h('p', {}, `Units used from ${daily.from} to ${daily.to} (UTC days; charges minus refunds): `, h('strong', { 'data-testid': 'usage-total' }, String(daily.total))),
-    dailyChart(daily.days),
+    h('div', { class: 'chart-wrap' }, dailyChart(daily.days)),
     h('h2', {}, 'Ledger entries'),
     list.el,
   );
