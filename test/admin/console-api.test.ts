@@ -87,6 +87,11 @@ t.test('token names are unique ignoring case; a rename to a taken name is a 409'
   await admin('DELETE', `/admin/api/tokens/${revoked.json.id}`);
   t.equal((await admin('POST', '/admin/api/tokens', { name: 'Retired Kiosk', grants: [] })).status, 409, 'a revoked token keeps its name');
 
+  // the check runs inside the write transaction: of simultaneous creates (spread over both
+  // API workers' connections) exactly one wins
+  const racing = await Promise.all(Array.from({ length: 6 }, (_, i) => admin('POST', '/admin/api/tokens', { name: i % 2 ? 'Race' : 'race', grants: [] })));
+  t.same(racing.map((r) => r.status).sort(), [201, 409, 409, 409, 409, 409], 'one of six simultaneous creates wins');
+
   const cli = await server.cli(['token', 'create', '--name', 'kiosk-18']);
   t.equal(cli.code, 1, 'the CLI refuses a taken name too');
   t.match(cli.stderr, 'exists');
