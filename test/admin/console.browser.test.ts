@@ -83,6 +83,7 @@ if (!fs.existsSync(CHROMIUM)) {
     await page.click('button:has-text("browser kiosk")');
     await page.waitForSelector('[data-testid=used-rgb_liveness]');
     t.equal((await page.textContent('[data-testid=used-rgb_liveness]'))!.trim(), '1', 'the token detail shows the unit used');
+    t.equal(await page.textContent('[data-testid=token-usage-total]'), '1', 'and its daily chart counts it');
 
     await page.click('#tabs button[data-tab=usage]');
     await page.waitForSelector('[data-testid=usage-chart]');
@@ -108,6 +109,12 @@ if (!fs.existsSync(CHROMIUM)) {
     t.match(rows[0]![0], / UTC$/, 'times say UTC');
     t.same([rows[0]![1], rows[0]![3], rows[0]![5], rows[0]![6], rows[0]![8]], ['browser kiosk', '200', outcome, 'replay', '0'], 'newest first: the replay, by token name, not charged');
     t.same([rows[1]![5], rows[1]![6], rows[1]![8]], [outcome, 'no', '1'], 'then the first call');
+    await page.click('[data-testid=audit-table] tr:first-child button:has-text("browser kiosk")');
+    await page.waitForFunction(() => (document.querySelector('[data-testid=filter-token]') as HTMLInputElement | null)?.value.startsWith('tok_'));
+    const tokenId = (await (await fetch(`${server.baseUrl}/v1/me`, { headers: bearer(plaintext) })).json()).token.id;
+    t.equal(await page.inputValue('[data-testid=filter-token]'), tokenId, 'a token name in the log filters by that token');
+    await page.waitForSelector('[data-testid=audit-table] table');
+    t.equal((await page.$$('#panel tr[data-request-id]')).length, 2);
     await page.selectOption('[data-testid=filter-outcome]', outcome === 'live' ? 'non_live' : 'live');
     await page.click('[data-testid=filter-apply]');
     await page.waitForSelector('[data-testid=audit-table] [data-testid=empty]');

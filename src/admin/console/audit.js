@@ -4,10 +4,10 @@ import { filterForm, filterQuery } from './filters.js';
 
 const HEADERS = ['time (UTC)', 'token', 'module', 'status', 'error', 'outcome', 'replay', 'captures', 'units', 'client', 'country', 'latency ms', 'request'];
 
-function row(a) {
+function row(a, onToken) {
   return h('tr', { 'data-request-id': a.request_id },
     h('td', {}, fmtTime(a.at)),
-    h('td', { title: a.token_id ?? '' }, a.token_name ?? a.token_id ?? '—'),
+    h('td', { title: a.token_id ?? '' }, a.token_id === null ? '—' : h('button', { type: 'button', class: 'link', title: 'only this token', onclick: () => onToken(a.token_id) }, a.token_name ?? a.token_id)),
     h('td', {}, a.module_id ?? ''),
     h('td', { class: 'num' }, String(a.status)),
     h('td', {}, a.error_code ?? ''),
@@ -30,7 +30,8 @@ export async function renderAudit(panel, filters = {}) {
     testid: 'audit-table',
     empty: 'No audit records match.',
     load: (cursor) => get(`/admin/api/audit${qs({ ...query, order: 'desc', limit: 50, cursor })}`),
-    row,
+    // a token's name narrows the log to that token
+    row: (a) => row(a, (tokenId) => guarded(() => renderAudit(panel, { ...filters, token: tokenId }))),
   });
   panel.replaceChildren(
     h('h2', {}, 'Audit log'),

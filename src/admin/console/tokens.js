@@ -1,4 +1,5 @@
 import { del, get, patch, post, put, qs } from './api.js';
+import { dailyChart } from './chart.js';
 import { confirmed, fmtTime, guarded, h, isoToUtcInput, pagedTable, table, utcInputToIso } from './dom.js';
 
 const MODULES = ['rgb_liveness', 'color_liveness'];
@@ -96,7 +97,7 @@ function tokenRow(t, refresh, openDetail) {
 }
 
 async function renderDetail(panel, id, back) {
-  const t = await get(`/admin/api/tokens/${id}`);
+  const [t, daily] = await Promise.all([get(`/admin/api/tokens/${id}`), get(`/admin/api/usage/daily${qs({ token_id: id })}`)]);
   const usage = new Map(t.usage.map((u) => [u.module_id, u]));
   const grantRow = (m) => {
     const g = t.grants.find((x) => x.module_id === m);
@@ -126,7 +127,9 @@ async function renderDetail(panel, id, back) {
     h('p', { class: 'muted' }, `${t.id} · ${t.token_prefix}… · created ${fmtTime(t.created_at)} · ${t.revoked ? 'revoked' : t.enabled ? 'enabled' : 'disabled'}`),
     h('p', { class: 'muted' }, 'Used and remaining are for the current period; day and month periods reset at 00:00 UTC.'),
     h('button', { type: 'button', 'data-testid': 'refresh-detail', onclick: () => guarded(() => renderDetail(panel, id, back)) }, 'Refresh'),
-    table(['module', 'grant', 'used', 'remaining', 'resets', ''], MODULES.map(grantRow)),
+    table(['module', 'grant', 'used', 'remaining', 'resets (UTC)', ''], MODULES.map(grantRow)),
+    h('h3', {}, `Units per UTC day, ${daily.from} to ${daily.to}: `, h('span', { 'data-testid': 'token-usage-total' }, String(daily.total))),
+    h('div', { class: 'chart-wrap' }, dailyChart(daily.days)),
   );
 }
 
