@@ -56,12 +56,15 @@ export interface Page<T> {
 }
 
 /** Time-ordered pages over a db keyed [epoch ms, id]; the cursor is the last key served.
- * `where` filters further (the audit's status and outcome). */
+ * `where` filters further (the audit's status and outcome). With `budget`, a call walks at
+ * most that many rows: a selective filter then answers a short (even empty) page whose
+ * next_cursor is the last row walked, so no call scans the whole log. */
 export function pageByTime<T extends { token_id: string | null; module_id: string | null }>(
   store: Store,
   db: 'ledger' | 'audit',
   q: PageQuery,
   where?: (v: T) => boolean,
+  budget = Infinity,
 ): Page<T> {
   const limit = Math.min(Math.max(q.limit ?? 100, 1), 1000);
   const desc = q.order === 'desc';
@@ -81,9 +84,12 @@ export function pageByTime<T extends { token_id: string | null; module_id: strin
   const prefix: Key[] = indexed ? [db, q.token_id!] : [];
   const items: T[] = [];
   let last: unknown;
+  let walked = 0;
   const rows = indexed ? tokenRows(store, db, [...prefix, ...start], [...prefix, ...(desc ? low : high)], desc) : store.db[db].getRange({ start, end: desc ? low : high, reverse: desc });
   for (const { key, value } of rows) {
     if (exclusiveStart !== undefined && JSON.stringify(key) === exclusiveStart) continue;
+    if (walked++ === budget) return { items, next_cursor: Buffer.from(JSON.stringify(last)).toString('base64url') };
+    last = items.length === limit ? last : key;
     const v = value as T;
     if (q.token_id && v.token_id !== q.token_id) continue;
     if (q.module_id && v.module_id !== q.module_id) continue;

@@ -5,7 +5,7 @@ import { FormatRegistry, type TSchema } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import * as described from '../../src/openapi/responses.ts';
 import { createToken } from '../../src/admin/tokens.ts';
-import { reserve, refund, writeAudit, type AuditRecord } from '../../src/metering/index.ts';
+import { AUDIT_SCAN_BUDGET, reserve, refund, writeAudit, type AuditRecord } from '../../src/metering/index.ts';
 import { openStore } from '../../src/store/open.ts';
 import type { TokenRecord } from '../../src/store/records.ts';
 import { getToken } from '../../src/store/tokens.ts';
@@ -253,6 +253,27 @@ t.test('audit: newest first on request, filtered by status and outcome, with out
     t.same(bad.json.detail.map((d: any) => d.loc), [['query', loc]]);
   }
   t.equal((await admin('GET', '/admin/api/usage?status=200')).status, 422, 'status filters the audit only');
+});
+
+t.test('audit: a selective filter walks a bounded stretch per call and goes on from there', async (t) => {
+  const T0 = AT + 10 * DAY;
+  const n = AUDIT_SCAN_BUDGET + 50;
+  const rec = (i: number, status: number): AuditRecord => ({
+    request_id: `req_bulk${String(i).padStart(6, '0')}`, at: new Date(T0 + i).toISOString(), token_id: null, module_id: 'rgb_liveness', client_ip: '127.0.0.1',
+    country: null, status, error_code: status === 200 ? null : 'server_busy', captures: 1, charged_units: 0, latency_ms: 1, outcome: status === 200 ? 'live' : 'error', replayed: false,
+  });
+  await store.root.transaction(() => {
+    for (let i = 0; i < n; i++) store.db.audit.put([T0 + i, rec(i, i === 0 ? 503 : 200).request_id], rec(i, i === 0 ? 503 : 200));
+  });
+  const window = `from=${new Date(T0).toISOString()}&to=${new Date(T0 + n).toISOString()}`;
+  const first = await admin('GET', `/admin/api/audit?${window}&order=desc&status=503`);
+  t.same(first.json.items, [], 'the newest stretch holds no 503');
+  t.type(first.json.next_cursor, 'string', 'but the log goes on');
+  const second = await admin('GET', `/admin/api/audit?${window}&order=desc&status=503&cursor=${first.json.next_cursor}`);
+  t.same(second.json.items.map((a: any) => a.request_id), ['req_bulk000000'], 'found further back');
+  t.equal(second.json.next_cursor, null);
+  const unfiltered = await admin('GET', `/admin/api/audit?${window}&order=desc&limit=1000`);
+  t.equal(unfiltered.json.items.length, 1000, 'without a status or outcome filter pages are full, as before');
 });
 
 t.test('the new endpoint and parameters are in /openapi.json', async (t) => {

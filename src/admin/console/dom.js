@@ -45,7 +45,11 @@ export function pagedTable({ headers, load, row, empty = 'Nothing found.', testi
     const prev = h('button', { type: 'button', disabled: at === 0, 'data-testid': 'page-prev', onclick: () => guarded(() => { at--; return show(); }) }, '← Previous');
     const next = h('button', { type: 'button', disabled: !page.next_cursor, 'data-testid': 'page-next', onclick: () => guarded(() => { at++; return show(); }) }, 'Next →');
     el.replaceChildren(
-      page.items.length === 0 ? h('p', { class: 'muted', 'data-testid': 'empty' }, empty) : table(headers, page.items.map(row)),
+      // a selective filter may answer an empty page that is not the end: the server walks a
+      // bounded stretch per call, and Next searches on from where it stopped
+      page.items.length === 0
+        ? h('p', { class: 'muted', 'data-testid': 'empty' }, page.next_cursor ? 'No matches in this stretch; Next searches further.' : empty)
+        : table(headers, page.items.map(row)),
       h('div', { class: 'pager' }, prev, h('span', { class: 'muted', 'data-testid': 'page-number' }, `page ${at + 1}`), next),
     );
     el.setAttribute('data-page', String(at + 1));
