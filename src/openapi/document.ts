@@ -209,7 +209,7 @@ export function buildOpenApi(): object {
         responses: { '200': ok(ref('UsageDaily')), ...adminErrors, '422': validation },
       },
     },
-    '/admin/api/audit': { get: { summary: 'Request audit records, paged; filtered by token, module, time, status and outcome', security: session, parameters: auditQuery, responses: { '200': ok(ref('AuditPage')), ...adminErrors, '422': validation } } },
+    '/admin/api/audit': { get: { summary: 'Request audit records, paged; filtered by token, module, time, status and outcome', description: 'With status or outcome, one call walks at most 10,000 records: a page may be short or empty and still carry a next_cursor; only a null next_cursor ends the log.', security: session, parameters: auditQuery, responses: { '200': ok(ref('AuditPage')), ...adminErrors, '422': validation } } },
     '/admin/api/settlements': { get: { summary: 'Pending settlements needing operator recovery', security: session, responses: { '200': ok({ type: 'object', properties: { settlements: { type: 'array', items: ref('Settlement') } } }), ...adminErrors } } },
     '/admin/api/settlements/{id}/resolve': {
       post: { summary: 'Charge or refund a pending settlement', security: session, parameters: [pathParam('id'), csrfHeader], requestBody: body(ref('SettlementResolve')), responses: { '200': ok(ref('Settlement')), ...adminErrors, '404': err('not_found'), '409': err('conflict: not pending'), '422': validation } },
