@@ -36,7 +36,11 @@ async function timeView(page: Page, view: string, act: () => Promise<void>): Pro
   });
   const t0 = performance.now();
   await act();
-  await page.waitForSelector(`[data-testid=${view}] table:not([data-stale]), [data-testid=${view}] [data-testid=empty]:not([data-stale])`, { timeout: 60_000 });
+  try {
+    await page.waitForSelector(`[data-testid=${view}] table:not([data-stale]), [data-testid=${view}] [data-testid=empty]:not([data-stale])`, { timeout: 60_000 });
+  } catch (err) {
+    throw new Error(`${view} did not render; the console shows: ${JSON.stringify(await page.textContent('#main-error'))}`, { cause: err });
+  }
   return performance.now() - t0;
 }
 
