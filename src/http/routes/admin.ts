@@ -76,10 +76,11 @@ async function nameChecked<T>(write: () => Promise<T>): Promise<T> {
  * synchronously before it claims the body, so a refused call never reads one. */
 export function adminRoutes(router: Router, s: Services): void {
   const { store } = s;
-  // A store written by an older build has no token name index or daily totals yet: build
-  // them now (once, whichever worker is first), not on an operator's first click.
+  // A store written by an older build has no token name index, daily totals or per-token
+  // index yet: build them now (once, whichever worker is first), not on an operator's first
+  // click. Should that fail, the first two are built on first use and token filters scan.
   for (const build of [ensureTokenNameIndex, ensureDailyTotals, ensureByTokenIndex]) {
-    build(store).catch((err: unknown) => s.log.error({ err }, 'building a console index failed; it is retried on first use'));
+    build(store).catch((err: unknown) => s.log.error({ err }, 'building a console index failed'));
   }
   // Every admin route is registered through this, so none can forget the guard.
   const admin = (method: string, path: string, handler: (ctx: HttpContext, p: Params, who: AdminSession) => Reply | Promise<Reply>) =>
