@@ -20,7 +20,8 @@ function reader(params: URLSearchParams, known: readonly string[]) {
     if (!known.includes(name)) issues.push({ loc: ['query', name], msg: 'Extra inputs are not permitted', type: 'extra_forbidden' });
     else if (value !== '') values.set(name, value);
   }
-  const fail = (name: string, msg: string, type: string) => issues.push({ loc: ['query', name], msg, type, input: values.get(name)!.slice(0, 256) });
+  // the issue is passed as `{ type: '...' }` so the catalogue test (test/openapi/catalogues.test.ts) sees every type
+  const fail = (name: string, msg: string, { type }: { type: string }) => issues.push({ loc: ['query', name], msg, type, input: values.get(name)!.slice(0, 256) });
   return {
     issues,
     values,
@@ -29,14 +30,14 @@ function reader(params: URLSearchParams, known: readonly string[]) {
       const v = values.get(name);
       if (v === undefined) return undefined;
       const ms = ISO.test(v) ? Date.parse(v) : NaN;
-      if (Number.isNaN(ms)) fail(name, 'Input should be an ISO 8601 date or time', 'datetime_parsing');
+      if (Number.isNaN(ms)) fail(name, 'Input should be an ISO 8601 date or time', { type: 'datetime_parsing' });
       return Number.isNaN(ms) ? undefined : ms;
     },
     limit(): number | undefined {
       const v = values.get('limit');
       if (v === undefined) return undefined;
       if (/^\d{1,4}$/.test(v) && Number(v) >= 1 && Number(v) <= MAX_PAGE) return Number(v);
-      fail('limit', `Input should be an integer from 1 to ${MAX_PAGE}`, 'int_parsing');
+      fail('limit', `Input should be an integer from 1 to ${MAX_PAGE}`, { type: 'int_parsing' });
       return undefined;
     },
     done() {
@@ -82,10 +83,10 @@ export function parsePageQuery(params: URLSearchParams, known: readonly string[]
   if (limit !== undefined) q.limit = limit;
   const order = values.get('order');
   if (order === 'asc' || order === 'desc') q.order = order;
-  else if (order !== undefined) r.fail('order', "Input should be 'asc' or 'desc'", 'literal_error');
+  else if (order !== undefined) r.fail('order', "Input should be 'asc' or 'desc'", { type: 'literal_error' });
   const cursor = values.get('cursor');
   if (cursor !== undefined) {
-    if (decodeCursor(cursor, timeKey) === undefined) r.fail('cursor', CURSOR_MSG, 'value_error');
+    if (decodeCursor(cursor, timeKey) === undefined) r.fail('cursor', CURSOR_MSG, { type: 'value_error' });
     else q.cursor = cursor;
   }
   r.done();
@@ -142,13 +143,13 @@ export function parseListQuery(params: URLSearchParams): ListQuery | null {
   const out: ListQuery = { limit: r.limit() ?? 100 };
   const q = r.values.get('q');
   if (q !== undefined) {
-    if ([...q].length > 200) r.fail('q', 'String should have at most 200 characters', 'string_too_long');
+    if ([...q].length > 200) r.fail('q', 'String should have at most 200 characters', { type: 'string_too_long' });
     else out.q = q;
   }
   const cursor = r.values.get('cursor');
   if (cursor !== undefined) {
     const key = decodeCursor(cursor, nameKey) as [string, string] | undefined;
-    if (key === undefined) r.fail('cursor', CURSOR_MSG, 'value_error');
+    if (key === undefined) r.fail('cursor', CURSOR_MSG, { type: 'value_error' });
     else out.after = key;
   }
   r.done();
