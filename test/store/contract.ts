@@ -210,6 +210,56 @@ export function storeContract(t: Test, store: StoreBackend): void {
     t.equal(a2.next_cursor, null);
   });
 
+  t.test('console: token and user search pages in name order with a keyset cursor', async (t) => {
+    const tag = randomBytes(4).toString('hex');
+    const names = [`Srch${tag} b`, `srch${tag} A`, `srch${tag} c`, `SRCH${tag} d`, `srch${tag} E`];
+    const toks = names.map((name) => tokenRecord([], { name }));
+    for (const tok of toks) await store.insertToken(tok);
+    const seen: string[] = [];
+    let after: [string, string] | undefined;
+    for (let round = 0; round < 10; round++) {
+      const page = await store.searchTokens({ q: `srch${tag}`, limit: 2, ...(after ? { after } : {}) });
+      seen.push(...page.items.map((x) => x.name));
+      if (!page.next) break;
+      after = page.next;
+    }
+    t.same(seen, [`srch${tag} A`, `Srch${tag} b`, `srch${tag} c`, `SRCH${tag} d`, `srch${tag} E`], 'every match once, case ignored in the order');
+    t.same((await store.searchTokens({ q: toks[2]!.id, limit: 10 })).items.map((x) => x.id), [toks[2]!.id], 'q matches the id');
+    t.same((await store.searchTokens({ q: `nothing-${tag}`, limit: 10 })), { items: [], next: null });
+
+    const users = ['zed', 'amy', 'kim'].map((n, i): UserRecord => ({ id: id('usr'), username: `u${tag}-${n}`, role: 'user', enabled: true, password_hash: 'h', created_at: new Date(T0 + i).toISOString() }));
+    for (const u of users) await store.createUser(u);
+    const p1 = await store.searchUsers({ q: `U${tag}`, limit: 2 });
+    t.same(p1.items.map((u) => u.username), [`u${tag}-amy`, `u${tag}-kim`]);
+    const p2 = await store.searchUsers({ q: `u${tag}`, limit: 2, after: p1.next! });
+    t.same(p2, { items: [users[0]], next: null }, 'the last page');
+  });
+
+  t.test('console: audit filters fill the page; daily totals per UTC day, a refund on the day of its charge', async (t) => {
+    const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: null, period: 'never' }]);
+    await store.insertToken(tok);
+    for (let i = 0; i < 6; i++) {
+      await store.writeAudit({ request_id: `req_f_${i}_${tok.id}`, at: new Date(T0 + i).toISOString(), token_id: tok.id, module_id: 'rgb_liveness', client_ip: '192.0.2.1', country: null, status: i % 2 ? 429 : 200, error_code: i % 2 ? 'quota_exceeded' : null, captures: 1, charged_units: i % 2 ? 0 : 1, latency_ms: 1 });
+    }
+    const failed = (r: { status: number }) => r.status >= 400;
+    const f1 = await store.listAudit({ token_id: tok.id, limit: 2 }, failed);
+    t.same(f1.items.map((r) => r.request_id), [1, 3].map((i) => `req_f_${i}_${tok.id}`), 'only matching rows, the page filled');
+    const f2 = await store.listAudit({ token_id: tok.id, limit: 2, cursor: f1.next_cursor! }, failed);
+    t.same(f2.items.map((r) => r.request_id), [`req_f_5_${tok.id}`]);
+
+    const day = 86_400_000;
+    const early = await reserved(store, reserveInput(tok, { at: T0 - day, units: 2 }));
+    await reserved(store, reserveInput(tok, { at: T0 - 60_000, units: 3 }));
+    await reserved(store, reserveInput(tok, { at: T0 }));
+    await store.refund(early.id, T0 + 1000);
+    const days = await store.dailyTotals({ fromDay: '2026-05-02', toDay: '2026-05-04', token_id: tok.id });
+    t.same(days, [
+      { day: '2026-05-02', charged: 0, refunded: 0, units: 0 },
+      { day: '2026-05-03', charged: 2, refunded: 2, units: 0 },
+      { day: '2026-05-04', charged: 4, refunded: 0, units: 4 },
+    ]);
+  });
+
   t.test('completed keys are pruned after the retention, pending ones never', async (t) => {
     const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: null, period: 'day' }]);
     await store.insertToken(tok);
