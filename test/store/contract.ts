@@ -246,6 +246,9 @@ export function storeContract(t: Test, store: StoreBackend): void {
     t.same(f1.items.map((r) => r.request_id), [1, 3].map((i) => `req_f_${i}_${tok.id}`), 'only matching rows, the page filled');
     const f2 = await store.listAudit({ token_id: tok.id, limit: 2, cursor: f1.next_cursor! }, failed);
     t.same(f2.items.map((r) => r.request_id), [`req_f_5_${tok.id}`]);
+    const d1 = await store.listAudit({ token_id: tok.id, limit: 4, order: 'desc' });
+    const d2 = await store.listAudit({ token_id: tok.id, limit: 4, order: 'desc', cursor: d1.next_cursor! });
+    t.same([...d1.items, ...d2.items].map((r) => r.request_id), [5, 4, 3, 2, 1, 0].map((i) => `req_f_${i}_${tok.id}`), 'newest first on request, across pages');
 
     const day = 86_400_000;
     const early = await reserved(store, reserveInput(tok, { at: T0 - day, units: 2 }));

@@ -421,16 +421,17 @@ export class PgBackend implements StoreBackend {
     const limit = Math.min(Math.max(q.limit ?? 100, 1), 1000);
     const where = ['at_ms >= $1', 'at_ms < $2'];
     const values: unknown[] = [q.from ?? 0, q.to ?? Number.MAX_SAFE_INTEGER];
+    const desc = q.order === 'desc';
     if (q.cursor) {
       const [cAt, cId] = JSON.parse(Buffer.from(q.cursor, 'base64url').toString('utf8')) as [number, string];
       values.push(cAt, cId);
-      where.push(`(at_ms, ${idCol}) > ($${values.length - 1}, $${values.length})`);
+      where.push(`(at_ms, ${idCol}) ${desc ? '<' : '>'} ($${values.length - 1}, $${values.length})`);
     }
     const col = table === 'ledger' ? 'token_id' : "record->>'token_id'";
     const mcol = table === 'ledger' ? 'module_id' : "record->>'module_id'";
     if (q.token_id) where.push(`${col} = $${values.push(q.token_id)}`);
     if (q.module_id) where.push(`${mcol} = $${values.push(q.module_id)}`);
-    const rows = (await this.q(`SELECT * FROM ${table} WHERE ${where.join(' AND ')} ORDER BY at_ms, ${idCol} LIMIT ${limit + 1}`, values)).rows;
+    const rows = (await this.q(`SELECT * FROM ${table} WHERE ${where.join(' AND ')} ORDER BY at_ms ${desc ? 'DESC' : ''}, ${idCol} ${desc ? 'DESC' : ''} LIMIT ${limit + 1}`, values)).rows;
     const more = rows.length > limit;
     const items = rows.slice(0, limit);
     const last = items[items.length - 1];
