@@ -6,6 +6,7 @@ import type { Reservation } from '../../src/metering/records.ts';
 import type { ReserveInput } from '../../src/metering/reserve.ts';
 import type { UsageRecord } from '../../src/metering/usage.ts';
 import type { StoreBackend } from '../../src/store/backend.ts';
+import { DuplicateTokenNameError } from '../../src/store/token-names.ts';
 import type { Grant, TokenRecord, UserRecord } from '../../src/store/records.ts';
 
 // One contract, run against every store (test/store/lmdb.test.ts, test/store/pg.test.ts):
@@ -208,6 +209,19 @@ export function storeContract(t: Test, store: StoreBackend): void {
     const a2 = await store.listAudit({ token_id: tok.id, limit: 2, cursor: a1.next_cursor! });
     t.same([...a1.items, ...a2.items].map((x) => x.request_id), [0, 1, 2].map((i) => `req_audit_${i}_${tok.id}`));
     t.equal(a2.next_cursor, null);
+  });
+
+  t.test('console: a new token name may not match another, case ignored; a rename to its own name is fine', async (t) => {
+    const tag = randomBytes(4).toString('hex');
+    const a = tokenRecord([], { name: `Dup ${tag}` });
+    await store.insertToken(a);
+    const dup = (p: Promise<unknown>) => p.then(() => 'resolved', (e: unknown) => (e instanceof DuplicateTokenNameError ? 'duplicate' : String(e)));
+    t.equal(await dup(store.insertToken(tokenRecord([], { name: `dup ${tag.toUpperCase()}` }))), 'duplicate', 'create refused');
+    const b = tokenRecord([], { name: `other ${tag}` });
+    await store.insertToken(b);
+    t.equal(await dup(store.updateToken(b.id, (x) => ({ ...x, name: `DUP ${tag}` }))), 'duplicate', 'rename refused');
+    t.equal((await store.getToken(b.id))!.name, `other ${tag}`, 'the refused rename changed nothing');
+    t.equal((await store.updateToken(a.id, (x) => ({ ...x, name: `dup ${tag}` })))!.name, `dup ${tag}`, 'same key, other case');
   });
 
   t.test('console: token and user search pages in name order with a keyset cursor', async (t) => {

@@ -18,7 +18,7 @@ import { StoreError } from '../open.ts';
 import { migrate } from './migrate.ts';
 import { AUDIT_SCAN_BUDGET } from '../../metering/audit.ts';
 import type { DailyTotal } from '../../metering/daily-totals.ts';
-import { nameKey as tokenNameKey } from '../token-names.ts';
+import { DuplicateTokenNameError, nameKey as tokenNameKey } from '../token-names.ts';
 import type { SearchPage, SearchQuery } from '../token-search.ts';
 
 const cmpPair = (a: readonly [string, string], b: readonly [string, string]) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0);
@@ -259,13 +259,28 @@ export class PgBackend implements StoreBackend {
     return (await this.q('SELECT record FROM tokens ORDER BY created_at, id')).rows.map((r) => r.record as TokenRecord);
   }
   async insertToken(token: TokenRecord) {
-    await this.q('INSERT INTO tokens (id, hash, record, created_at) VALUES ($1, $2, $3, $4)', [token.id, token.hash, token, token.created_at]);
+    await this.tx(async (c) => {
+      await this.checkNewTokenName(c, undefined, token);
+      await c.query('INSERT INTO tokens (id, hash, record, created_at) VALUES ($1, $2, $3, $4)', [token.id, token.hash, token, token.created_at]);
+    });
+  }
+  /** The console's rule (token-names.ts): a new name may not match another token's, case and
+   * Unicode composition ignored; duplicates that predate the rule stay. A transaction lock on
+   * the name's key serialises two writers of one name on any node, without a unique index
+   * that existing duplicates would break. */
+  private async checkNewTokenName(c: pg.PoolClient, before: TokenRecord | undefined, after: TokenRecord) {
+    const key = tokenNameKey(after.name);
+    if (before && tokenNameKey(before.name) === key) return;
+    await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`token-name:${key}`]);
+    const taken = await c.query("SELECT 1 FROM tokens WHERE lower(normalize(record->>'name', NFC)) = $1 AND id <> $2 LIMIT 1", [key, after.id]);
+    if (taken.rows.length > 0) throw new DuplicateTokenNameError(after.name);
   }
   async updateToken(id: string, change: (t: TokenRecord) => TokenRecord) {
     return this.tx(async (c) => {
       const t = (await c.query('SELECT record FROM tokens WHERE id = $1 FOR UPDATE', [id])).rows[0]?.record as TokenRecord | undefined;
       if (!t) return undefined;
       const next = change(t);
+      await this.checkNewTokenName(c, t, next);
       await c.query('UPDATE tokens SET record = $2 WHERE id = $1', [id, next]);
       return next;
     });
