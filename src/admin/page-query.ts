@@ -1,57 +1,186 @@
 import { ValidationFailure } from '../errors/index.ts';
-import type { PageQuery } from '../metering/index.ts';
+import { AUDIT_OUTCOMES, type AuditOutcome, type AuditRecord, type PageQuery } from '../metering/index.ts';
 import type { ValidationIssue } from '../packets/types.ts';
 
-const KNOWN = new Set(['token_id', 'module_id', 'from', 'to', 'cursor', 'limit']);
 export const MAX_PAGE = 1000;
+/** Widest range of GET /admin/api/usage/daily, so one call stays one short read. */
+export const MAX_DAYS = 400;
 
-/** Query of GET /admin/api/usage and /admin/api/audit: `from` (inclusive) and `to`
- * (exclusive) are ISO 8601 times, `limit` 1..1000 (default 100), `cursor` the
- * `next_cursor` of the previous page. Unknown parameters are refused like unknown fields. */
-export function parsePageQuery(params: URLSearchParams): PageQuery {
-  const issues: ValidationIssue[] = [];
-  const q: PageQuery = {};
+const PAGE_PARAMS = ['token_id', 'module_id', 'from', 'to', 'cursor', 'limit', 'order'];
+const AUDIT_PARAMS = [...PAGE_PARAMS, 'status', 'outcome'];
+const ISO = /^\d{4}-\d{2}-\d{2}(T[\d:.]+(Z|[+-]\d{2}:\d{2}))?$/;
+
+type Issues = ValidationIssue[];
+
+/** Collects the query's issues; unknown parameters are refused like unknown body fields. */
+function reader(params: URLSearchParams, known: readonly string[]) {
+  const issues: Issues = [];
+  const values = new Map<string, string>();
   for (const [name, value] of params) {
-    if (!KNOWN.has(name)) {
-      issues.push({ loc: ['query', name], msg: 'Extra inputs are not permitted', type: 'extra_forbidden' });
-      continue;
-    }
-    if (value === '') continue;
-    switch (name) {
-      case 'token_id':
-      case 'module_id':
-        q[name] = value;
-        break;
-      case 'from':
-      case 'to': {
-        const ms = /^\d{4}-\d{2}-\d{2}(T[\d:.]+(Z|[+-]\d{2}:\d{2}))?$/.test(value) ? Date.parse(value) : NaN;
-        if (Number.isNaN(ms)) issues.push({ loc: ['query', name], msg: 'Input should be an ISO 8601 date or time', type: 'datetime_parsing', input: value });
-        else q[name] = ms;
-        break;
-      }
-      case 'limit':
-        if (!/^\d{1,4}$/.test(value) || Number(value) < 1 || Number(value) > MAX_PAGE) {
-          issues.push({ loc: ['query', 'limit'], msg: `Input should be an integer from 1 to ${MAX_PAGE}`, type: 'int_parsing', input: value });
-        } else q.limit = Number(value);
-        break;
-      case 'cursor':
-        if (!validCursor(value)) issues.push({ loc: ['query', 'cursor'], msg: 'Input should be a next_cursor returned by this endpoint', type: 'value_error', input: value.slice(0, 256) });
-        else q.cursor = value;
-        break;
-    }
+    if (!known.includes(name)) issues.push({ loc: ['query', name], msg: 'Extra inputs are not permitted', type: 'extra_forbidden' });
+    else if (value !== '') values.set(name, value);
   }
-  if (issues.length > 0) throw new ValidationFailure(issues);
+  // the issue is passed as `{ type: '...' }` so the catalogue test (test/openapi/catalogues.test.ts) sees every type
+  const fail = (name: string, msg: string, { type }: { type: string }) => issues.push({ loc: ['query', name], msg, type, input: values.get(name)!.slice(0, 256) });
+  return {
+    issues,
+    values,
+    fail,
+    time(name: string): number | undefined {
+      const v = values.get(name);
+      if (v === undefined) return undefined;
+      const ms = ISO.test(v) ? Date.parse(v) : NaN;
+      if (Number.isNaN(ms)) fail(name, 'Input should be an ISO 8601 date or time', { type: 'datetime_parsing' });
+      return Number.isNaN(ms) ? undefined : ms;
+    },
+    limit(): number | undefined {
+      const v = values.get('limit');
+      if (v === undefined) return undefined;
+      if (/^\d{1,4}$/.test(v) && Number(v) >= 1 && Number(v) <= MAX_PAGE) return Number(v);
+      fail('limit', `Input should be an integer from 1 to ${MAX_PAGE}`, { type: 'int_parsing' });
+      return undefined;
+    },
+    done() {
+      if (issues.length > 0) throw new ValidationFailure(issues);
+    },
+  };
+}
+
+function decodeCursor(value: string, valid: (key: unknown) => boolean): unknown {
+  if (!/^[A-Za-z0-9_-]{1,1024}$/.test(value)) return undefined;
+  try {
+    const key = JSON.parse(Buffer.from(value, 'base64url').toString('utf8')) as unknown;
+    return valid(key) ? key : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export function encodeCursor(key: unknown): string {
+  return Buffer.from(JSON.stringify(key)).toString('base64url');
+}
+
+const CURSOR_MSG = 'Input should be a next_cursor returned by this endpoint';
+// The metering pager decodes cursors as JSON [epoch ms, id]; a forged one must be a 422
+// here, not a parse error there.
+const timeKey = (k: unknown) => Array.isArray(k) && k.length === 2 && Number.isFinite(k[0]) && typeof k[1] === 'string';
+const nameKey = (k: unknown) => Array.isArray(k) && k.length === 2 && typeof k[0] === 'string' && typeof k[1] === 'string';
+
+/** Query of GET /admin/api/usage: `from` (inclusive) and `to` (exclusive) are ISO 8601 times,
+ * `limit` 1..1000 (default 100), `cursor` the `next_cursor` of the previous page, `order`
+ * asc (oldest first, the default) or desc. */
+export function parsePageQuery(params: URLSearchParams, known: readonly string[] = PAGE_PARAMS): PageQuery {
+  const r = reader(params, known);
+  const q: PageQuery = {};
+  const { values } = r;
+  if (values.has('token_id')) q.token_id = values.get('token_id')!;
+  if (values.has('module_id')) q.module_id = values.get('module_id')!;
+  const from = r.time('from');
+  const to = r.time('to');
+  if (from !== undefined) q.from = from;
+  if (to !== undefined) q.to = to;
+  const limit = r.limit();
+  if (limit !== undefined) q.limit = limit;
+  const order = values.get('order');
+  if (order === 'asc' || order === 'desc') q.order = order;
+  else if (order !== undefined) r.fail('order', "Input should be 'asc' or 'desc'", { type: 'literal_error' });
+  const cursor = values.get('cursor');
+  if (cursor !== undefined) {
+    if (decodeCursor(cursor, timeKey) === undefined) r.fail('cursor', CURSOR_MSG, { type: 'value_error' });
+    else q.cursor = cursor;
+  }
+  r.done();
   return q;
 }
 
-/** The metering pager decodes cursors as JSON [epoch ms, id]; a forged one must be a 422
- * here, not a parse error there. */
-function validCursor(value: string): boolean {
-  if (!/^[A-Za-z0-9_-]{1,512}$/.test(value)) return false;
-  try {
-    const key = JSON.parse(Buffer.from(value, 'base64url').toString('utf8')) as unknown;
-    return Array.isArray(key) && key.length === 2 && Number.isFinite(key[0]) && typeof key[1] === 'string';
-  } catch {
-    return false;
+/** GET /admin/api/audit: the usage query plus `status` (an HTTP status such as 429, or a
+ * class such as 4xx) and `outcome` (live, non_live, retry, mixed, error). */
+export function parseAuditQuery(params: URLSearchParams): { page: PageQuery; where?: (a: AuditRecord) => boolean } {
+  let statusIssue: ValidationIssue | undefined;
+  let outcomeIssue: ValidationIssue | undefined;
+  const status = params.get('status') || undefined;
+  const outcome = params.get('outcome') || undefined;
+  let statusOk: ((s: number) => boolean) | undefined;
+  if (status !== undefined) {
+    if (/^[1-5]\d\d$/.test(status)) statusOk = (s) => s === Number(status);
+    else if (/^[1-5]xx$/i.test(status)) statusOk = (s) => Math.floor(s / 100) === Number(status[0]);
+    else statusIssue = { loc: ['query', 'status'], msg: 'Input should be an HTTP status (100 to 599) or a class such as 4xx', type: 'value_error', input: status.slice(0, 256) };
   }
+  if (outcome !== undefined && !(AUDIT_OUTCOMES as readonly string[]).includes(outcome)) {
+    outcomeIssue = { loc: ['query', 'outcome'], msg: `Input should be ${AUDIT_OUTCOMES.map((o) => `'${o}'`).join(', ')}`, type: 'literal_error', input: outcome.slice(0, 256) };
+  }
+  let page: PageQuery;
+  try {
+    page = parsePageQuery(params, AUDIT_PARAMS);
+  } catch (e) {
+    if (e instanceof ValidationFailure) throw new ValidationFailure([...e.detail, ...[statusIssue, outcomeIssue].filter((i) => i !== undefined)]);
+    throw e;
+  }
+  if (statusIssue || outcomeIssue) throw new ValidationFailure([statusIssue, outcomeIssue].filter((i) => i !== undefined));
+  if (statusOk === undefined && outcome === undefined) return { page };
+  return {
+    page,
+    where: (a) => (statusOk === undefined || statusOk(a.status)) && (outcome === undefined || auditOutcome(a) === outcome),
+  };
+}
+
+/** Records written before outcomes were kept: an error status is an error; a 200 is unknown. */
+export function auditOutcome(a: AuditRecord): AuditOutcome | null {
+  return a.outcome ?? (a.status === 200 ? null : 'error');
+}
+
+export interface ListQuery {
+  q?: string;
+  limit: number;
+  after?: [string, string];
+}
+
+/** GET /admin/api/tokens and /admin/api/users with `q`, `limit` or `cursor`: a page in name
+ * order. Null when none is given: the unpaged list of the contract. */
+export function parseListQuery(params: URLSearchParams): ListQuery | null {
+  const r = reader(params, ['q', 'limit', 'cursor']);
+  if ([...params.keys()].length === 0) return null;
+  const out: ListQuery = { limit: r.limit() ?? 100 };
+  const q = r.values.get('q');
+  if (q !== undefined) {
+    if ([...q].length > 200) r.fail('q', 'String should have at most 200 characters', { type: 'string_too_long' });
+    else out.q = q;
+  }
+  const cursor = r.values.get('cursor');
+  if (cursor !== undefined) {
+    const key = decodeCursor(cursor, nameKey) as [string, string] | undefined;
+    if (key === undefined) r.fail('cursor', CURSOR_MSG, { type: 'value_error' });
+    else out.after = key;
+  }
+  r.done();
+  return out;
+}
+
+export interface DailyQuery {
+  fromDay: string;
+  toDay: string;
+  token_id?: string;
+  module_id?: string;
+}
+
+const DAY_MS = 86_400_000;
+const dayOf = (ms: number) => new Date(ms).toISOString().slice(0, 10);
+
+/** GET /admin/api/usage/daily: `from` and `to` (ISO 8601, UTC days; `to` exclusive as in the
+ * ledger query) default to the 30 days ending today (UTC). */
+export function parseDailyQuery(params: URLSearchParams, nowMs: number): DailyQuery {
+  const r = reader(params, ['token_id', 'module_id', 'from', 'to']);
+  const from = r.time('from');
+  const to = r.time('to');
+  r.done();
+  // the last day shown is the one holding the last instant before `to`
+  const toDay = dayOf((to ?? Date.UTC(new Date(nowMs).getUTCFullYear(), new Date(nowMs).getUTCMonth(), new Date(nowMs).getUTCDate() + 1)) - 1);
+  const fromDay = dayOf(from ?? Date.parse(`${toDay}T00:00:00Z`) - 29 * DAY_MS);
+  const span = (Date.parse(`${toDay}T00:00:00Z`) - Date.parse(`${fromDay}T00:00:00Z`)) / DAY_MS + 1;
+  if (span < 1) throw new ValidationFailure([{ loc: ['query', 'to'], msg: 'Input should be later than from', type: 'value_error', input: params.get('to') ?? '' }]);
+  if (span > MAX_DAYS) throw new ValidationFailure([{ loc: ['query', 'from'], msg: `The range should span at most ${MAX_DAYS} days`, type: 'value_error', input: params.get('from') ?? '' }]);
+  const out: DailyQuery = { fromDay, toDay };
+  if (r.values.has('token_id')) out.token_id = r.values.get('token_id')!;
+  if (r.values.has('module_id')) out.module_id = r.values.get('module_id')!;
+  return out;
 }

@@ -6,6 +6,16 @@ if (!FormatRegistry.Has('date-time')) {
   FormatRegistry.Set('date-time', (v) => /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/.test(v) && !Number.isNaN(Date.parse(v)));
 }
 
+// issue 15: a name is text an operator reads and types. A lone surrogate ("\ud800" in JSON)
+// is not text (it cannot be encoded as UTF-8, so it would reach the store and logs mangled),
+// and control characters hide in a list; both are a 422 (type string_unicode, as pydantic
+// names a string that is not valid Unicode).
+export const NAME_TEXT = 'name-text';
+// with the u flag a paired surrogate is one code point, so Cs matches lone ones only
+const NOT_TEXT = /[\p{Cs}\p{Cc}]/u;
+export const isNameText = (v: string): boolean => !NOT_TEXT.test(v);
+if (!FormatRegistry.Has(NAME_TEXT)) FormatRegistry.Set(NAME_TEXT, isNameText);
+
 const strict = { additionalProperties: false } as const;
 
 export const ModuleIdSchema = Type.Union([Type.Literal('rgb_liveness'), Type.Literal('color_liveness')]);
@@ -17,7 +27,12 @@ export const LimitSchema = Type.Union([Type.Integer({ minimum: 0, maximum: 2 ** 
 export const ExpiresAtSchema = Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'ISO 8601 time; null never expires' });
 export const UsernameSchema = Type.String({ pattern: '^[A-Za-z0-9_.@-]{1,64}$' });
 export const PasswordSchema = Type.String({ minLength: 8, maxLength: 1024 });
-export const TokenNameSchema = Type.String({ minLength: 1, maxLength: 200 });
+export const TokenNameSchema = Type.String({
+  minLength: 1,
+  maxLength: 200,
+  format: NAME_TEXT,
+  description: 'well-formed Unicode without control characters; unique among tokens, ignoring case (409 conflict)',
+});
 
 export const GrantBodySchema = Type.Object({ limit: LimitSchema, period: PeriodSchema }, strict);
 export const GrantSchema = Type.Object({ module_id: ModuleIdSchema, limit: LimitSchema, period: PeriodSchema }, strict);

@@ -6,6 +6,9 @@ import { newId } from '../store/ids.ts';
 import type { StoreBackend } from '../store/backend.ts';
 import type { Grant, TokenRecord } from '../store/records.ts';
 import { withGrant, withoutGrant } from '../store/tokens.ts';
+import { encodeCursor, type ListQuery } from './page-query.ts';
+
+export { DuplicateTokenNameError } from '../store/token-names.ts';
 
 // Token administration shared by the admin API and the CLI, so both behave the same.
 
@@ -52,6 +55,22 @@ export async function createToken(
 
 export async function listTokenViews(store: StoreBackend): Promise<TokenView[]> {
   return (await store.listTokens()).map(tokenView);
+}
+
+/** A page of tokens in name order (case ignored), `q` matching name, prefix or id. */
+export async function searchTokenViews(store: StoreBackend, q: ListQuery): Promise<{ tokens: TokenView[]; next_cursor: string | null }> {
+  const page = await store.searchTokens(q);
+  return { tokens: page.items.map(tokenView), next_cursor: page.next && encodeCursor(page.next) };
+}
+
+/** Adds each row's token name (null when the row has no token or the token is gone), so
+ * operators read names, not ids. One read per distinct token of the page. */
+export async function withTokenNames<T extends { token_id: string | null }>(store: StoreBackend, items: readonly T[]): Promise<(T & { token_name: string | null })[]> {
+  const names = new Map<string, string | null>();
+  for (const { token_id: id } of items) {
+    if (id !== null && !names.has(id)) names.set(id, (await store.getToken(id))?.name ?? null);
+  }
+  return items.map((item) => ({ ...item, token_name: item.token_id === null ? null : names.get(item.token_id)! }));
 }
 
 export async function tokenDetail(store: StoreBackend, id: string): Promise<(TokenView & { usage: UsageRecord[] }) | undefined> {

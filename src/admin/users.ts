@@ -4,6 +4,7 @@ import type { StoreBackend } from '../store/backend.ts';
 import { newId } from '../store/ids.ts';
 import type { Role, UserRecord } from '../store/records.ts';
 import { DuplicateUserError } from '../store/users.ts';
+import { encodeCursor, type ListQuery } from './page-query.ts';
 
 export type UserView = Omit<UserRecord, 'password_hash'>;
 
@@ -22,6 +23,12 @@ export async function addUser(store: StoreBackend, input: { username: string; pa
 
 export async function listUserViews(store: StoreBackend): Promise<UserView[]> {
   return (await store.listUsers()).map(userView);
+}
+
+/** A page of users in username order, `q` matching the username or the id. */
+export async function searchUserViews(store: StoreBackend, q: ListQuery): Promise<{ users: UserView[]; next_cursor: string | null }> {
+  const page = await store.searchUsers(q);
+  return { users: page.items.map(userView), next_cursor: page.next && encodeCursor(page.next) };
 }
 
 export class LastAdminError extends Error {}

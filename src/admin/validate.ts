@@ -1,7 +1,8 @@
 import type { Static, TSchema } from '@sinclair/typebox';
-import { TypeCompiler } from '@sinclair/typebox/compiler';
+import { TypeCompiler, ValueErrorType, type ValueError } from '@sinclair/typebox/compiler';
 import { ValidationFailure } from '../errors/index.ts';
-import { addSchemaErrors, IssueList } from '../packets/issues.ts';
+import { addSchemaErrors, IssueList, pathToLoc } from '../packets/issues.ts';
+import { NAME_TEXT } from './schemas.ts';
 
 export type Parser<T extends TSchema> = (body: unknown) => Static<T>;
 
@@ -13,10 +14,20 @@ export function bodyParser<T extends TSchema>(schema: T): Parser<T> {
     if (check.Check(body)) return body;
     const issues = new IssueList();
     if (body === undefined) issues.issue(['body'], 'missing', 'Field required');
-    else addSchemaErrors(check.Errors(body), ['body'], body, issues);
+    else addSchemaErrors(nameTextIssues(check.Errors(body), body, issues), ['body'], body, issues);
     if (issues.length === 0) issues.issue(['body'], 'model_type', 'Input does not match the schema');
     // a rejected password is still a password: never echo it back
     for (const item of issues.items) if (item.loc[item.loc.length - 1] === 'password') delete item.input;
     throw new ValidationFailure(issues.items);
   };
+}
+
+/** Reports a name that is not text the way pydantic reports a string that is not valid
+ * Unicode; passes every other error on. */
+function* nameTextIssues(errors: Iterable<ValueError>, body: unknown, issues: IssueList): Iterable<ValueError> {
+  for (const e of errors) {
+    if (e.type === ValueErrorType.StringFormat && (e.schema as { format?: string }).format === NAME_TEXT) {
+      issues.issue(pathToLoc(['body'], e.path, body), 'string_unicode', 'Input should be well-formed Unicode text without control characters');
+    } else yield e;
+  }
 }

@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
-import { createToken, duplicateGrantIndex, listTokenViews, patchToken, removeGrant, revokeToken, RevokedTokenError, setGrant, tokenDetail } from '../admin/tokens.ts';
+import { isNameText } from '../admin/schemas.ts';
+import { createToken, DuplicateTokenNameError, duplicateGrantIndex, listTokenViews, patchToken, removeGrant, revokeToken, RevokedTokenError, setGrant, tokenDetail } from '../admin/tokens.ts';
 import { addUser, listUserViews } from '../admin/users.ts';
 import { isoNow, now } from '../clock.ts';
 import { ConfigError, loadConfig } from '../config/index.ts';
@@ -82,11 +83,17 @@ const commands: Record<string, Command> = {
     async run(store, args) {
       const { values } = parseArgs({ args, options: { name: { type: 'string' }, grant: { type: 'string', multiple: true }, expires: { type: 'string' }, demo: { type: 'boolean' } } });
       if (!values.name) throw new UsageError('--name required');
+      if (!isNameText(values.name) || [...values.name].length > 200) throw new UsageError('--name must be 1 to 200 characters of text without control characters');
       const grants = (values.grant ?? []).map(grantOf);
       const twice = duplicateGrantIndex(grants);
       if (twice >= 0) throw new UsageError(`${grants[twice]!.module_id} is granted twice; each module may be granted once`);
-      const { token, plaintext } = await createToken(store, { name: values.name, grants, demo: values.demo ?? false, expires_at: values.expires ? isoOf(values.expires, '--expires') : null });
-      return { ...token, token: plaintext };
+      try {
+        const { token, plaintext } = await createToken(store, { name: values.name, grants, demo: values.demo ?? false, expires_at: values.expires ? isoOf(values.expires, '--expires') : null });
+        return { ...token, token: plaintext };
+      } catch (e) {
+        if (e instanceof DuplicateTokenNameError) throw new UsageError(e.message);
+        throw e;
+      }
     },
   },
   'token list': { usage: 'token list', run: async (store) => ({ tokens: await listTokenViews(store) }) },

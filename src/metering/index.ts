@@ -7,6 +7,9 @@ export { settle, refund, resolveReservation, SettlementError } from './settle.ts
 export { listPendingSettlements, resolveSettlement, type SettlementView } from './settlements.ts';
 export { pruneIdempotency } from './recovery.ts';
 export { requestFingerprint, canonicalJson } from './fingerprint.ts';
-export { writeAudit, listAudit } from './audit.ts';
+export { writeAudit, listAudit, AUDIT_SCAN_BUDGET } from './audit.ts';
+export { AUDIT_OUTCOMES, outcomeOfBody, outcomeOfResults, type AuditOutcome } from './outcome.ts';
+export { dailyTotals, ensureDailyTotals, type DailyTotal } from './daily-totals.ts';
+export { ensureByTokenIndex } from './by-token.ts';
 export { countryOf } from './geo.ts';
 export { archiveDemoUpload } from './archive.ts';

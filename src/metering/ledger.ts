@@ -1,8 +1,11 @@
 import { randomBytes } from 'node:crypto';
+import type { Key } from 'lmdb';
 import type { ModuleId } from '../packets/types.ts';
 import type { Store } from '../store/open.ts';
 import { ledgerPrunedTotals } from '../store/retention.ts';
 import type { Period } from '../store/records.ts';
+import { byTokenReady, indexLedgerByToken } from './by-token.ts';
+import { addToDailyTotals } from './daily-totals.ts';
 import { PERIODS } from './periods.ts';
 import type { LedgerEntry, LedgerKind } from './records.ts';
 
@@ -23,11 +26,13 @@ export function appendLedger(
     windows: e.windows,
   };
   store.db.ledger.put([e.at, entry.id], entry);
+  indexLedgerByToken(store, entry, e.at);
   const delta = e.kind === 'charge' ? e.units : -e.units;
   for (const period of PERIODS) {
     const key = [e.token_id, e.module_id, period, windowOf(period, e.windows)];
     store.db.counters.put(key, ((store.db.counters.get(key) as number | undefined) ?? 0) + delta);
   }
+  addToDailyTotals(store, entry);
   return entry;
 }
 
@@ -48,6 +53,8 @@ export interface PageQuery {
   to?: number;
   cursor?: string;
   limit?: number;
+  /** time order; `asc` (oldest first) unless asked */
+  order?: 'asc' | 'desc';
 }
 
 export interface Page<T> {
@@ -55,27 +62,45 @@ export interface Page<T> {
   next_cursor: string | null;
 }
 
-/** Time-ordered pages over a db keyed [epoch ms, id]; the cursor is the last key served. */
+/** Time-ordered pages over a db keyed [epoch ms, id]; the cursor is the last key served.
+ * `where` filters further (the audit's status and outcome). With `budget`, a call walks at
+ * most that many rows: a selective filter then answers a short (even empty) page whose
+ * next_cursor is the last row walked, so no call scans the whole log. */
 export function pageByTime<T extends { token_id: string | null; module_id: string | null }>(
   store: Store,
   db: 'ledger' | 'audit',
   q: PageQuery,
+  where?: (v: T) => boolean,
+  budget = Infinity,
 ): Page<T> {
   const limit = Math.min(Math.max(q.limit ?? 100, 1), 1000);
-  let start: [number] | [number, string] = [q.from ?? 0];
+  const desc = q.order === 'desc';
+  // [t] sorts before every [t, id]: as a lower bound it includes time t, as an upper bound
+  // (reverse start, or end) it excludes it; so `from` is inclusive and `to` exclusive both ways
+  const low: Key[] = [q.from ?? 0];
+  const high: Key[] = [q.to ?? Number.MAX_SAFE_INTEGER];
+  let start: Key[] = desc ? high : low;
   let exclusiveStart: string | undefined;
   if (q.cursor) {
     const key = JSON.parse(Buffer.from(q.cursor, 'base64url').toString('utf8')) as [number, string];
     start = key;
     exclusiveStart = JSON.stringify(key);
   }
+  // one token's rows come from its range of the byToken index (same [ms, id] keys)
+  const indexed = q.token_id !== undefined && byTokenReady(store);
+  const prefix: Key[] = indexed ? [db, q.token_id!] : [];
   const items: T[] = [];
   let last: unknown;
-  for (const { key, value } of store.db[db].getRange({ start, end: [q.to ?? Number.MAX_SAFE_INTEGER] })) {
+  let walked = 0;
+  const rows = indexed ? tokenRows(store, db, [...prefix, ...start], [...prefix, ...(desc ? low : high)], desc) : store.db[db].getRange({ start, end: desc ? low : high, reverse: desc });
+  for (const { key, value } of rows) {
     if (exclusiveStart !== undefined && JSON.stringify(key) === exclusiveStart) continue;
+    if (walked++ === budget) return { items, next_cursor: Buffer.from(JSON.stringify(last)).toString('base64url') };
+    last = items.length === limit ? last : key;
     const v = value as T;
     if (q.token_id && v.token_id !== q.token_id) continue;
     if (q.module_id && v.module_id !== q.module_id) continue;
+    if (where && !where(v)) continue;
     if (items.length === limit) {
       return { items, next_cursor: Buffer.from(JSON.stringify(last)).toString('base64url') };
     }
@@ -83,6 +108,14 @@ export function pageByTime<T extends { token_id: string | null; module_id: strin
     last = key;
   }
   return { items, next_cursor: null };
+}
+
+function* tokenRows(store: Store, db: 'ledger' | 'audit', start: Key[], end: Key[], reverse: boolean): Iterable<{ key: Key; value: unknown }> {
+  for (const full of store.db.byToken.getKeys({ start, end, reverse })) {
+    const key = (full as Key[]).slice(2);
+    const value = store.db[db].get(key);
+    if (value !== undefined) yield { key, value };
+  }
 }
 
 export function listLedger(store: Store, q: PageQuery): Page<Omit<LedgerEntry, 'windows'>> {

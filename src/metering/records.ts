@@ -1,4 +1,5 @@
 import type { ModuleId } from '../packets/types.ts';
+import type { AuditOutcome } from './outcome.ts';
 
 export type LedgerKind = 'charge' | 'refund';
 
@@ -69,4 +70,9 @@ export interface AuditRecord {
   captures: number;
   charged_units: number;
   latency_ms: number;
+  /** live, non_live, retry or mixed for a 200 answer, error otherwise; absent on records
+   * written before it was kept */
+  outcome?: AuditOutcome;
+  /** the answer was an idempotent replay (no inference, no charge); absent likewise */
+  replayed?: boolean;
 }

@@ -19,6 +19,17 @@ const pageQuery: ParameterSpec[] = [
   query('to', '2026-12-01T00:00:00Z', 'ISO 8601 time, exclusive', { type: 'string', format: 'date-time' }),
   query('cursor', 'eyJhdCI6IjIwMjYtMTEtMjNUMDk6MzA6MDAuMDAwWiJ9', 'next_cursor of the previous page'),
   query('limit', 100, 'page size, 1 to 1000 (default 100)', { type: 'integer', minimum: 1, maximum: 1000 }),
+  query('order', 'desc', 'time order: asc oldest first (default), desc newest first', { type: 'string', enum: ['asc', 'desc'] }),
+];
+const auditQuery: ParameterSpec[] = [
+  ...pageQuery,
+  query('status', '4xx', 'an HTTP status (429) or a class (4xx)', { type: 'string', pattern: '^[1-5]([0-9]{2}|xx)$' }),
+  query('outcome', 'retry', 'what the call decided', { type: 'string', enum: ['live', 'non_live', 'retry', 'mixed', 'error'] }),
+];
+const listQuery = (what: string): ParameterSpec[] => [
+  query('q', 'kiosk', what, { type: 'string', maxLength: 200 }),
+  query('limit', 100, 'page size, 1 to 1000 (default 100)', { type: 'integer', minimum: 1, maximum: 1000 }),
+  query('cursor', 'WyJraW9zayIsInRva19McjhUejR2WDkiXQ', 'next_cursor of the previous page'),
 ];
 
 export const ADMIN_OPERATIONS: Operation[] = [
@@ -81,9 +92,11 @@ export const ADMIN_OPERATIONS: Operation[] = [
   },
   {
     method: 'get', path: '/admin/api/users', operationId: 'adminListUsers', tag: 'admin', auth: 'session',
-    summary: 'Users',
-    success: { status: '200', description: 'All users', schema: 'UserList', example: { users: [ex.user] } },
+    summary: 'Users; with q, limit or cursor a page in username order',
+    parameters: listQuery('matches the username (substring, case ignored) or the id (from its start)'),
+    success: { status: '200', description: 'All users, or one page', schema: 'UserList', example: { users: [ex.user] } },
     errors: [],
+    validation: { example: ex.queryValidation },
   },
   {
     method: 'post', path: '/admin/api/users', operationId: 'adminCreateUser', tag: 'admin', auth: 'session', csrf: true,
@@ -104,16 +117,18 @@ export const ADMIN_OPERATIONS: Operation[] = [
   },
   {
     method: 'get', path: '/admin/api/tokens', operationId: 'adminListTokens', tag: 'admin', auth: 'session',
-    summary: 'Tokens (never the plaintext)',
-    success: { status: '200', description: 'All tokens', schema: 'TokenList', example: { tokens: [ex.token] } },
+    summary: 'Tokens (never the plaintext); with q, limit or cursor a page in name order',
+    parameters: listQuery('matches the name (substring, case ignored), the token prefix or the id (from their start)'),
+    success: { status: '200', description: 'All tokens, or one page', schema: 'TokenList', example: { tokens: [ex.token] } },
     errors: [],
+    validation: { example: ex.queryValidation },
   },
   {
     method: 'post', path: '/admin/api/tokens', operationId: 'adminCreateToken', tag: 'admin', auth: 'session', csrf: true,
     summary: 'Create a token; the plaintext is in this response only',
     body: { schema: 'TokenCreate', example: { name: 'kiosk-17', grants: [ex.grant] } },
     success: { status: '201', description: 'Created, with the plaintext token', schema: 'TokenCreated', example: ex.tokenCreated },
-    errors: [],
+    errors: ['conflict'],
     validation: { example: ex.jsonValidation },
   },
   {
@@ -164,9 +179,20 @@ export const ADMIN_OPERATIONS: Operation[] = [
     validation: { example: ex.queryValidation },
   },
   {
+    method: 'get', path: '/admin/api/usage/daily', operationId: 'adminUsageDaily', tag: 'admin', auth: 'session',
+    summary: 'Units per UTC day over a range, every day listed',
+    parameters: pageQuery.filter((p) => ['token_id', 'module_id', 'from', 'to'].includes(p.name)),
+    success: {
+      status: '200', description: 'Daily totals', schema: 'UsageDaily',
+      example: { from: '2026-11-22', to: '2026-11-23', days: [{ day: '2026-11-22', charged: 3, refunded: 1, units: 2 }, { day: '2026-11-23', charged: 1, refunded: 0, units: 1 }], total: 3 },
+    },
+    errors: [],
+    validation: { example: ex.queryValidation },
+  },
+  {
     method: 'get', path: '/admin/api/audit', operationId: 'adminListAudit', tag: 'admin', auth: 'session',
-    summary: 'Request audit records, paged',
-    parameters: pageQuery,
+    summary: 'Request audit records, paged, with status and outcome filters',
+    parameters: auditQuery,
     success: { status: '200', description: 'One page', schema: 'AuditPage', example: ex.auditPage },
     errors: [],
     validation: { example: ex.queryValidation },

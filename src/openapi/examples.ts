@@ -59,13 +59,14 @@ export const token = {
 export const tokenDetail = { ...token, usage: [usage] };
 export const tokenCreated = { ...token, token: 'lvk_Ab3dEf9hIjKlMnOpQrStUvWxYz0123456789AbCdEfG' };
 export const ledgerPage = {
-  items: [{ id: 'led_Qm2Lr8Tz4vX9', request_id: REQUEST_ID, token_id: token.id, module_id: 'rgb_liveness', units: 1, kind: 'charge', at: AT }],
+  items: [{ id: 'led_Qm2Lr8Tz4vX9', request_id: REQUEST_ID, token_id: token.id, module_id: 'rgb_liveness', units: 1, kind: 'charge', at: AT, token_name: token.name }],
   next_cursor: null,
 };
 export const auditPage = {
   items: [{
     request_id: REQUEST_ID, at: AT, token_id: token.id, module_id: 'rgb_liveness', client_ip: '203.0.113.7', country: 'DE',
     status: 200, error_code: null, captures: 1, charged_units: 1, latency_ms: 84.2,
+    outcome: 'live', replayed: false, token_name: token.name,
   }],
   next_cursor: 'eyJhdCI6IjIwMjYtMTEtMjNUMDk6MzA6MDAuMDAwWiJ9',
 };

@@ -1,5 +1,6 @@
 import { Type, type TSchema } from '@sinclair/typebox';
 import { GrantSchema, ModuleIdSchema, PeriodSchema, RoleSchema } from '../admin/schemas.ts';
+import { AUDIT_OUTCOMES } from '../metering/outcome.ts';
 
 // Response shapes, described for clients. They mirror the TypeScript types the handlers
 // build (src/inference/types.ts, src/metering/usage.ts, src/store/records.ts).
@@ -111,10 +112,12 @@ export const Token = Type.Object({
 });
 export const TokenDetail = Type.Composite([Token, Type.Object({ usage: Type.Array(UsageRecord) })]);
 export const TokenCreated = Type.Composite([Token, Type.Object({ token: Type.String({ description: 'the plaintext, returned this once only' }) })]);
+const TokenName = Nullable(Type.String({ description: 'the token\'s current name; null when the row has no token or the token is gone' }));
 export const LedgerEntry = Type.Object({
   id: Type.String(),
   request_id: Type.String(),
   token_id: Type.String(),
+  token_name: TokenName,
   module_id: ModuleIdSchema,
   units: Type.Integer(),
   kind: Type.Union([Type.Literal('charge'), Type.Literal('refund')]),
@@ -132,6 +135,11 @@ export const AuditRecord = Type.Object({
   captures: Type.Integer(),
   charged_units: Type.Integer(),
   latency_ms: Type.Number(),
+  token_name: TokenName,
+  outcome: Nullable(Type.Union(AUDIT_OUTCOMES.map((o) => Type.Literal(o)), {
+    description: 'live, non_live or retry when every capture had that result, mixed for a batch with several, error for any answer but 200; null on a 200 recorded before outcomes were kept',
+  })),
+  replayed: Nullable(Type.Boolean({ description: 'an idempotent replay (saved answer, nothing charged); null on records from before it was kept' })),
 });
 export const Jwks = Type.Object({
   keys: Type.Array(Type.Object({ kty: Type.String(), crv: Type.String(), x: Type.String(), kid: Type.String(), alg: Type.String(), use: Type.String() }, { additionalProperties: true })),
@@ -145,4 +153,27 @@ export const Settlement = Type.Object({
   units: Type.Integer(),
   state: Type.String(),
   created_at: DateTime,
+});
+
+// Console at scale (issue 14): paged lists and the daily usage totals.
+const NextCursor = Nullable(Type.String({ description: 'pass as `cursor` for the next page; null on the last page' }));
+export const TokenList = Type.Object({
+  tokens: Type.Array(Token),
+  next_cursor: Type.Optional(NextCursor),
+}, { description: 'without q, limit or cursor: every token in creation order and no next_cursor; with any of them: one page in name order' });
+export const UserList = Type.Object({
+  users: Type.Array(User),
+  next_cursor: Type.Optional(NextCursor),
+}, { description: 'without q, limit or cursor: every user and no next_cursor; with any of them: one page in username order' });
+export const DailyTotal = Type.Object({
+  day: Type.String({ format: 'date', description: 'a UTC day' }),
+  charged: Type.Integer(),
+  refunded: Type.Integer(),
+  units: Type.Integer({ description: 'charged minus refunded' }),
+});
+export const UsageDaily = Type.Object({
+  from: Type.String({ format: 'date', description: 'first UTC day listed' }),
+  to: Type.String({ format: 'date', description: 'last UTC day listed (inclusive)' }),
+  days: Type.Array(DailyTotal, { description: 'every day of the range, oldest first, zero days included' }),
+  total: Type.Integer({ description: 'sum of units over the range' }),
 });

@@ -6,7 +6,9 @@ import type { ReserveInput, ReserveOutcome } from '../metering/reserve.ts';
 import type { UsageRecord } from '../metering/usage.ts';
 import type { KeyFile } from '../signing/keys.ts';
 import type { ModuleId } from '../packets/types.ts';
+import type { DailyTotal } from '../metering/daily-totals.ts';
 import type { TokenRecord, UserRecord } from './records.ts';
+import type { SearchPage, SearchQuery } from './token-search.ts';
 
 // One store, two implementations: LMDB embedded in DATA_DIR (the default, one host) and
 // PostgreSQL (DATABASE_URL, several stateless nodes on one database). The interface is cut
@@ -69,7 +71,18 @@ export interface StoreBackend {
   listLedger(q: PageQuery): Promise<Page<Omit<LedgerEntry, 'windows'>>>;
   verifyLedger(): Promise<LedgerCheck>;
   writeAudit(record: AuditRecord): Promise<void>;
-  listAudit(q: PageQuery): Promise<Page<AuditRecord>>;
+  /** `where` narrows the page (status/outcome filters); pages are filled up to the limit */
+  listAudit(q: PageQuery, where?: (r: AuditRecord) => boolean): Promise<Page<AuditRecord>>;
+
+  // console at scale (issue 14)
+  /** tokens in name order (case ignored) then id, `q` matching name, prefix or id */
+  searchTokens(q: SearchQuery): Promise<SearchPage<TokenRecord>>;
+  /** users in username order, `q` matching the username or the id */
+  searchUsers(q: SearchQuery): Promise<SearchPage<UserRecord>>;
+  /** units per UTC day in [fromDay, toDay], every day listed */
+  dailyTotals(q: { fromDay: string; toDay: string; token_id?: string; module_id?: string }): Promise<DailyTotal[]>;
+  /** builds the console's derived indexes of a store written before they existed */
+  ensureConsoleIndexes(): Promise<void>;
   /** completed keys older than the retention, with their settled reservations */
   pruneIdempotency(at: number, retentionHours: number): Promise<number>;
   /** refunds pending reservations whose holder is gone (LMDB: its process; PostgreSQL: its

@@ -14,6 +14,10 @@ import type { StoreBackend, UserPatch } from './backend.ts';
 import { moduleEnabled, setModuleEnabled } from './modules.ts';
 import { openStore, readLatest, storeHealthy, type Store } from './open.ts';
 import type { TokenRecord, UserRecord } from './records.ts';
+import { searchTokens, searchUsers, type SearchQuery } from './token-search.ts';
+import { ensureTokenNameIndex } from './token-names.ts';
+import { dailyTotals, ensureDailyTotals } from '../metering/daily-totals.ts';
+import { ensureByTokenIndex } from '../metering/by-token.ts';
 import { getToken, getTokenByHash, insertToken, listTokens, updateToken } from './tokens.ts';
 import { getUser, getUserByName, insertUser, listUsers, updateUser } from './users.ts';
 
@@ -108,9 +112,26 @@ export class LmdbBackend implements StoreBackend {
   async writeAudit(record: Parameters<StoreBackend['writeAudit']>[0]) {
     await writeAudit(this.store, record);
   }
-  async listAudit(q: Parameters<StoreBackend['listAudit']>[0]) {
+  async listAudit(q: Parameters<StoreBackend['listAudit']>[0], where?: Parameters<StoreBackend['listAudit']>[1]) {
     readLatest(this.store);
-    return listAudit(this.store, q);
+    return listAudit(this.store, q, where);
+  }
+  async searchTokens(q: SearchQuery) {
+    readLatest(this.store);
+    return searchTokens(this.store, q);
+  }
+  async searchUsers(q: SearchQuery) {
+    readLatest(this.store);
+    return searchUsers(this.store, q);
+  }
+  async dailyTotals(q: Parameters<StoreBackend['dailyTotals']>[0]) {
+    readLatest(this.store);
+    return dailyTotals(this.store, q);
+  }
+  async ensureConsoleIndexes() {
+    await ensureTokenNameIndex(this.store);
+    await ensureDailyTotals(this.store);
+    await ensureByTokenIndex(this.store);
   }
   pruneIdempotency(at: number, retentionHours: number) {
     return pruneIdempotency(this.store, at, retentionHours);

@@ -11,8 +11,18 @@ const NAMES = [
   'idempotency', 'reservations', 'sessions', 'loginFailures', 'audit', 'results',
   // units of ledger entries removed by retention, per counter key (src/store/retention.ts)
   'ledgerPruned',
+  // console indexes (token-names.ts, metering/daily-totals.ts, metering/by-token.ts): derived from the records
+  // above and rebuilt from them when absent, so a store written before they existed opens
+  'tokensByName', 'dailyTotals', 'byToken',
 ] as const;
 export type DbName = (typeof NAMES)[number];
+
+/** Meta flags of the derived indexes: set when an index is complete (token-names.ts,
+ * metering/daily-totals.ts). */
+export const TOKEN_NAME_INDEX_FLAG = 'token_name_index_v1';
+export const DAILY_TOTALS_FLAG = 'daily_totals_v1';
+export const BY_TOKEN_FLAG = 'by_token_index_v1';
+const DERIVED_INDEXES = [TOKEN_NAME_INDEX_FLAG, DAILY_TOTALS_FLAG, BY_TOKEN_FLAG];
 
 export interface Store {
   readonly root: RootDatabase;
@@ -35,7 +45,10 @@ export function openStore(dataDir: string): Store {
   if (found === undefined) {
     // ifNoExists keeps two processes racing to create the store from both writing it.
     db.meta.transactionSync(() => {
-      if (db.meta.get('schema_version') === undefined) db.meta.putSync('schema_version', SCHEMA_VERSION);
+      if (db.meta.get('schema_version') !== undefined) return;
+      db.meta.putSync('schema_version', SCHEMA_VERSION);
+      // a new store's derived indexes are complete (empty); older stores build them once
+      for (const flag of DERIVED_INDEXES) db.meta.putSync(flag, true);
     });
   } else if (found !== SCHEMA_VERSION) {
     root.close();

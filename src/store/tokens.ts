@@ -2,6 +2,7 @@ import { atomically } from './atomic.ts';
 import { readLatest, type Store } from './open.ts';
 import type { Grant, TokenRecord } from './records.ts';
 import type { ModuleId } from '../packets/types.ts';
+import { buildTokenNameIndex, checkNewTokenName, indexTokenName } from './token-names.ts';
 
 /** A token authenticates only while enabled, not revoked and not past its expiry. */
 export function isTokenLive(token: TokenRecord, at: number): boolean {
@@ -23,20 +24,30 @@ export function listTokens(store: Store): TokenRecord[] {
   return [...store.db.tokens.getRange({})].map((e) => e.value as TokenRecord).sort((a, b) => a.created_at.localeCompare(b.created_at));
 }
 
+/** Throws DuplicateTokenNameError (nothing written) when another token has the name. */
 export async function insertToken(store: Store, token: TokenRecord): Promise<void> {
   await atomically(store, () => {
+    buildTokenNameIndex(store);
+    checkNewTokenName(store, undefined, token);
+    indexTokenName(store, undefined, token);
     store.db.tokenHashes.put(token.hash, token.id);
     store.db.tokens.put(token.id, token);
   });
 }
 
 /** Read-modify-write of one token inside a write transaction, so concurrent operators
- * (admin API on any worker, CLI) never lose each other's changes. */
+ * (admin API on any worker, CLI) never lose each other's changes. A rename to a name another
+ * token has throws DuplicateTokenNameError and changes nothing. */
 export async function updateToken(store: Store, id: string, change: (t: TokenRecord) => TokenRecord): Promise<TokenRecord | undefined> {
   return atomically(store, () => {
     const token = store.db.tokens.get(id) as TokenRecord | undefined;
     if (!token) return undefined;
     const next = change(token);
+    if (next.name !== token.name) {
+      buildTokenNameIndex(store);
+      checkNewTokenName(store, token, next);
+    }
+    indexTokenName(store, token, next);
     store.db.tokens.put(id, next);
     return next;
   });

@@ -27,7 +27,7 @@ const admin = client(base, session);
 
 /** Tokens through the API itself: the CLI costs a process start per token. */
 async function makeApiToken(grants: [string, number | null, string][]): Promise<{ id: string; token: string }> {
-  const r = await admin('POST', '/admin/api/tokens', { name: 'test', grants: grants.map(([module_id, limit, period]) => ({ module_id, limit, period })) });
+  const r = await admin('POST', '/admin/api/tokens', { name: `test-${Math.random().toString(36).slice(2)}`, grants: grants.map(([module_id, limit, period]) => ({ module_id, limit, period })) });
   return { id: r.json.id, token: r.json.token };
 }
 

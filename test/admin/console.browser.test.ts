@@ -28,6 +28,16 @@ if (!fs.existsSync(CHROMIUM)) {
     if (m.type() === 'error' && !/401/.test(m.text())) problems.push(m.text());
   });
   page.on('pageerror', (e) => problems.push(e.message));
+  // Destructive actions ask with confirm(): each test step says whether the operator accepts
+  // (`answer`), and the questions asked are recorded.
+  let answer = true;
+  const asked: string[] = [];
+  page.on('dialog', (d) => {
+    asked.push(d.message());
+    void (answer ? d.accept() : d.dismiss());
+  });
+  /** Clicks and waits for the confirmation the click must raise; returns its question. */
+  const clickAsked = async (selector: string) => (await Promise.all([page.waitForEvent('dialog'), page.click(selector)]))[0].message();
 
   t.test('log in, create a token, verify with it, watch the usage move', async (t) => {
     await page.goto(`${server.baseUrl}/admin`);
@@ -55,7 +65,8 @@ if (!fs.existsSync(CHROMIUM)) {
     t.equal(me.status, 200, 'the token from the console works on /v1');
     t.equal((await me.json()).token.name, 'browser kiosk');
 
-    const v = await postVerify(server.baseUrl, plaintext, 'rgb_liveness', request([single({ id: 'browser-1' })]));
+    const body = request([single({ id: 'browser-1' })]);
+    const v = await postVerify(server.baseUrl, plaintext, 'rgb_liveness', body, { 'idempotency-key': 'browser-key-1' });
     t.equal(v.status, 200, v.text);
     t.equal(v.json.charged_units, 1);
     const signature = v.headers.get('x-verdict-signature');
@@ -72,6 +83,7 @@ if (!fs.existsSync(CHROMIUM)) {
     await page.click('button:has-text("browser kiosk")');
     await page.waitForSelector('[data-testid=used-rgb_liveness]');
     t.equal((await page.textContent('[data-testid=used-rgb_liveness]'))!.trim(), '1', 'the token detail shows the unit used');
+    t.equal(await page.textContent('[data-testid=token-usage-total]'), '1', 'and its daily chart counts it');
 
     await page.click('#tabs button[data-tab=usage]');
     await page.waitForSelector('[data-testid=usage-chart]');
@@ -79,13 +91,43 @@ if (!fs.existsSync(CHROMIUM)) {
     const today = new Date().toISOString().slice(0, 10);
     t.equal(await page.getAttribute(`[data-testid=usage-chart] g[data-day="${today}"]`, 'data-units'), '1', 'today\'s bar in the chart');
 
+    // the same key and bytes again: a replay, answered from the saved body, not charged
+    const again = await postVerify(server.baseUrl, plaintext, 'rgb_liveness', body, { 'idempotency-key': 'browser-key-1' });
+    t.equal(again.headers.get('idempotency-replayed'), 'true');
+    const result = v.json.results[0];
+    const outcome = result.status === 'retry' ? 'retry' : result.alive ? 'live' : 'non_live';
+
     await page.click('#tabs button[data-tab=audit]');
     await page.waitForSelector('#panel table tbody tr');
-    t.match(await page.textContent('#panel table'), '200');
+    // the audit write is not awaited by the verify call: poll the view until both are there
+    for (let i = 0; i < 50 && (await page.$$('#panel tr[data-request-id]')).length < 2; i++) {
+      await page.click('[data-testid=filter-apply]');
+      await page.waitForSelector('[data-testid=audit-table] [data-testid=page-number]');
+    }
+    const rows = await page.$$eval('#panel tr[data-request-id]', (trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent)));
+    t.equal(rows.length, 2, 'the call and its replay');
+    t.match(rows[0]![0], / UTC$/, 'times say UTC');
+    t.same([rows[0]![1], rows[0]![3], rows[0]![5], rows[0]![6], rows[0]![8]], ['browser kiosk', '200', outcome, 'replay', '0'], 'newest first: the replay, by token name, not charged');
+    t.same([rows[1]![5], rows[1]![6], rows[1]![8]], [outcome, 'no', '1'], 'then the first call');
+    await page.click('[data-testid=audit-table] tr:first-child button:has-text("browser kiosk")');
+    await page.waitForFunction(() => (document.querySelector('[data-testid=filter-token]') as HTMLInputElement | null)?.value.startsWith('tok_'));
+    const tokenId = (await (await fetch(`${server.baseUrl}/v1/me`, { headers: bearer(plaintext) })).json()).token.id;
+    t.equal(await page.inputValue('[data-testid=filter-token]'), tokenId, 'a token name in the log filters by that token');
+    await page.waitForSelector('[data-testid=audit-table] table');
+    t.equal((await page.$$('#panel tr[data-request-id]')).length, 2);
+    await page.selectOption('[data-testid=filter-outcome]', outcome === 'live' ? 'non_live' : 'live');
+    await page.click('[data-testid=filter-apply]');
+    await page.waitForSelector('[data-testid=audit-table] [data-testid=empty]');
+    t.pass('the outcome filter is applied by the server');
 
     await page.click('#tabs button[data-tab=modules]');
     await page.waitForSelector('#panel tr[data-module=rgb_liveness]');
     t.match(await page.textContent('#panel tr[data-module=rgb_liveness]'), 'rgb_single, rgb_sequence');
+    answer = false;
+    t.match(await clickAsked('#panel tr[data-module=color_liveness] button:has-text("Disable")'), /^Disable color_liveness\?/, 'the operator is asked');
+    t.equal(await page.textContent('#panel tr[data-module=color_liveness] td:nth-child(2)'), 'enabled');
+    t.equal((await (await fetch(`${server.baseUrl}/health/ready`)).json()).modules.color_liveness.enabled, true, 'a dismissed confirmation leaves the module enabled');
+    answer = true;
     await page.click('#panel tr[data-module=color_liveness] button:has-text("Disable")');
     await page.waitForSelector('#panel tr[data-module=color_liveness] button:has-text("Enable")');
     const colorOff = await (await fetch(`${server.baseUrl}/health/ready`)).json();
@@ -104,9 +146,22 @@ if (!fs.existsSync(CHROMIUM)) {
     await page.waitForSelector('#panel p:has-text("Nothing pending")');
 
     await page.click('#tabs button[data-tab=tokens]');
-    await page.click('tr:has-text("browser kiosk") button:has-text("Disable")');
+    t.match(await clickAsked('tr:has-text("browser kiosk") button:has-text("Disable")'), /^Disable token "browser kiosk"\?/);
     await page.waitForSelector('tr:has-text("browser kiosk") td:text-is("disabled")');
     t.equal((await fetch(`${server.baseUrl}/v1/me`, { headers: bearer(plaintext) })).status, 401, 'disabled from the console');
+
+    // grant removal asks too; dismissed, the grant stays
+    await page.click('button:has-text("browser kiosk")');
+    answer = false;
+    t.match(await clickAsked('#panel tr[data-module=rgb_liveness] button:has-text("Remove grant")'), /^Remove the rgb_liveness grant of "browser kiosk"\?/);
+    t.equal((await page.textContent('#panel tr[data-module=rgb_liveness] td:nth-child(2)'))!.trim(), '10 / day', 'dismissed: the grant stays');
+    answer = true;
+    await page.click('#panel tr[data-module=rgb_liveness] button:has-text("Remove grant")');
+    await page.waitForSelector('#panel tr[data-module=rgb_liveness] td:text-is("not granted")');
+    await page.click('[data-testid=back-to-tokens]');
+    answer = false;
+    t.match(await clickAsked('tr:has-text("browser kiosk") button:has-text("Revoke")'), /^Revoke token "browser kiosk" for good\?/);
+    t.equal(await page.textContent('tr:has-text("browser kiosk") td:nth-child(3)'), 'disabled', 'dismissed: not revoked');
 
     await page.reload();
     await page.waitForSelector('#main-view', { state: 'visible' });

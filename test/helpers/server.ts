@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -170,7 +171,8 @@ export async function waitReady(baseUrl: string, timeoutMs = 120_000): Promise<a
 
 /** Creates a token through the CLI and returns its id and plaintext. */
 export async function makeToken(server: { cli: ServerHandle['cli'] }, grants: string[], extra: string[] = []): Promise<{ id: string; token: string }> {
-  const r = await server.cli(['token', 'create', '--name', 'test', ...grants.flatMap((g) => ['--grant', g]), ...extra]);
+  // token names are unique: a fresh one per call
+  const r = await server.cli(['token', 'create', '--name', `test-${randomUUID()}`, ...grants.flatMap((g) => ['--grant', g]), ...extra]);
   if (r.code !== 0) throw new Error(`token create failed: ${r.stderr}`);
   return { id: r.json.id, token: r.json.token };
 }

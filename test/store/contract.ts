@@ -7,6 +7,7 @@ import type { ReserveInput } from '../../src/metering/reserve.ts';
 import type { UsageRecord } from '../../src/metering/usage.ts';
 import { newKey, publicJwksOf, RETIRED_DELETE_MS } from '../../src/signing/keys.ts';
 import type { StoreBackend } from '../../src/store/backend.ts';
+import { DuplicateTokenNameError } from '../../src/store/token-names.ts';
 import type { Grant, TokenRecord, UserRecord } from '../../src/store/records.ts';
 
 // One contract, run against every store (test/store/lmdb.test.ts, test/store/pg.test.ts):
@@ -209,6 +210,72 @@ export function storeContract(t: Test, store: StoreBackend): void {
     const a2 = await store.listAudit({ token_id: tok.id, limit: 2, cursor: a1.next_cursor! });
     t.same([...a1.items, ...a2.items].map((x) => x.request_id), [0, 1, 2].map((i) => `req_audit_${i}_${tok.id}`));
     t.equal(a2.next_cursor, null);
+  });
+
+  t.test('console: a new token name may not match another, case ignored; a rename to its own name is fine', async (t) => {
+    const tag = randomBytes(4).toString('hex');
+    const a = tokenRecord([], { name: `Dup ${tag}` });
+    await store.insertToken(a);
+    const dup = (p: Promise<unknown>) => p.then(() => 'resolved', (e: unknown) => (e instanceof DuplicateTokenNameError ? 'duplicate' : String(e)));
+    t.equal(await dup(store.insertToken(tokenRecord([], { name: `dup ${tag.toUpperCase()}` }))), 'duplicate', 'create refused');
+    const b = tokenRecord([], { name: `other ${tag}` });
+    await store.insertToken(b);
+    t.equal(await dup(store.updateToken(b.id, (x) => ({ ...x, name: `DUP ${tag}` }))), 'duplicate', 'rename refused');
+    t.equal((await store.getToken(b.id))!.name, `other ${tag}`, 'the refused rename changed nothing');
+    t.equal((await store.updateToken(a.id, (x) => ({ ...x, name: `dup ${tag}` })))!.name, `dup ${tag}`, 'same key, other case');
+  });
+
+  t.test('console: token and user search pages in name order with a keyset cursor', async (t) => {
+    const tag = randomBytes(4).toString('hex');
+    const names = [`Srch${tag} b`, `srch${tag} A`, `srch${tag} c`, `SRCH${tag} d`, `srch${tag} E`];
+    const toks = names.map((name) => tokenRecord([], { name }));
+    for (const tok of toks) await store.insertToken(tok);
+    const seen: string[] = [];
+    let after: [string, string] | undefined;
+    for (let round = 0; round < 10; round++) {
+      const page = await store.searchTokens({ q: `srch${tag}`, limit: 2, ...(after ? { after } : {}) });
+      seen.push(...page.items.map((x) => x.name));
+      if (!page.next) break;
+      after = page.next;
+    }
+    t.same(seen, [`srch${tag} A`, `Srch${tag} b`, `srch${tag} c`, `SRCH${tag} d`, `srch${tag} E`], 'every match once, case ignored in the order');
+    t.same((await store.searchTokens({ q: toks[2]!.id, limit: 10 })).items.map((x) => x.id), [toks[2]!.id], 'q matches the id');
+    t.same((await store.searchTokens({ q: `nothing-${tag}`, limit: 10 })), { items: [], next: null });
+
+    const users = ['zed', 'amy', 'kim'].map((n, i): UserRecord => ({ id: id('usr'), username: `u${tag}-${n}`, role: 'user', enabled: true, password_hash: 'h', created_at: new Date(T0 + i).toISOString() }));
+    for (const u of users) await store.createUser(u);
+    const p1 = await store.searchUsers({ q: `U${tag}`, limit: 2 });
+    t.same(p1.items.map((u) => u.username), [`u${tag}-amy`, `u${tag}-kim`]);
+    const p2 = await store.searchUsers({ q: `u${tag}`, limit: 2, after: p1.next! });
+    t.same(p2, { items: [users[0]], next: null }, 'the last page');
+  });
+
+  t.test('console: audit filters fill the page; daily totals per UTC day, a refund on the day of its charge', async (t) => {
+    const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: null, period: 'never' }]);
+    await store.insertToken(tok);
+    for (let i = 0; i < 6; i++) {
+      await store.writeAudit({ request_id: `req_f_${i}_${tok.id}`, at: new Date(T0 + i).toISOString(), token_id: tok.id, module_id: 'rgb_liveness', client_ip: '192.0.2.1', country: null, status: i % 2 ? 429 : 200, error_code: i % 2 ? 'quota_exceeded' : null, captures: 1, charged_units: i % 2 ? 0 : 1, latency_ms: 1 });
+    }
+    const failed = (r: { status: number }) => r.status >= 400;
+    const f1 = await store.listAudit({ token_id: tok.id, limit: 2 }, failed);
+    t.same(f1.items.map((r) => r.request_id), [1, 3].map((i) => `req_f_${i}_${tok.id}`), 'only matching rows, the page filled');
+    const f2 = await store.listAudit({ token_id: tok.id, limit: 2, cursor: f1.next_cursor! }, failed);
+    t.same(f2.items.map((r) => r.request_id), [`req_f_5_${tok.id}`]);
+    const d1 = await store.listAudit({ token_id: tok.id, limit: 4, order: 'desc' });
+    const d2 = await store.listAudit({ token_id: tok.id, limit: 4, order: 'desc', cursor: d1.next_cursor! });
+    t.same([...d1.items, ...d2.items].map((r) => r.request_id), [5, 4, 3, 2, 1, 0].map((i) => `req_f_${i}_${tok.id}`), 'newest first on request, across pages');
+
+    const day = 86_400_000;
+    const early = await reserved(store, reserveInput(tok, { at: T0 - day, units: 2 }));
+    await reserved(store, reserveInput(tok, { at: T0 - 60_000, units: 3 }));
+    await reserved(store, reserveInput(tok, { at: T0 }));
+    await store.refund(early.id, T0 + 1000);
+    const days = await store.dailyTotals({ fromDay: '2026-05-02', toDay: '2026-05-04', token_id: tok.id });
+    t.same(days, [
+      { day: '2026-05-02', charged: 0, refunded: 0, units: 0 },
+      { day: '2026-05-03', charged: 2, refunded: 2, units: 0 },
+      { day: '2026-05-04', charged: 4, refunded: 0, units: 4 },
+    ]);
   });
 
   t.test('completed keys are pruned after the retention, pending ones never', async (t) => {

@@ -30,9 +30,12 @@ function showMain(session) {
 async function openTab(name) {
   for (const b of document.querySelectorAll('#tabs button')) b.setAttribute('aria-selected', String(b.dataset.tab === name));
   history.replaceState(null, '', `#${name}`);
-  const panel = $('panel');
-  panel.replaceChildren();
-  await guarded(() => TABS[name](panel));
+  // Each opening renders into its own box: a slower, earlier tab that answers late fills a
+  // box no longer on the page instead of replacing the tab the operator switched to.
+  const view = document.createElement('div');
+  view.dataset.tab = name;
+  $('panel').replaceChildren(view);
+  await guarded(() => TABS[name](view));
 }
 
 whenUnauthorised(() => showLogin('Your session has ended; log in again.'));

@@ -1,5 +1,5 @@
 import { get, patch } from './api.js';
-import { guarded, h, table } from './dom.js';
+import { confirmed, guarded, h, table } from './dom.js';
 
 export async function renderModules(panel) {
   const { modules } = await get('/admin/api/modules');
@@ -16,7 +16,11 @@ export async function renderModules(panel) {
       h('td', {}, h('button', {
         type: 'button',
         class: m.enabled ? 'danger' : 'primary',
-        onclick: () => guarded(async () => { await patch(`/admin/api/modules/${m.module_id}`, { enabled: !m.enabled }); await renderModules(panel); }),
+        onclick: () => guarded(async () => {
+          if (m.enabled && !confirmed(`Disable ${m.module_id}? Every token's calls to it are refused (403 module_disabled) until it is enabled again.`)) return;
+          await patch(`/admin/api/modules/${m.module_id}`, { enabled: !m.enabled });
+          await renderModules(panel);
+        }),
       }, m.enabled ? 'Disable' : 'Enable')),
     );
   panel.replaceChildren(

@@ -1,11 +1,11 @@
 import { get, post } from './api.js';
-import { fmtTime, guarded, h, table } from './dom.js';
+import { confirmed, fmtTime, guarded, h, table } from './dom.js';
 
 export async function renderSettlements(panel) {
   const { settlements } = await get('/admin/api/settlements');
   const resolve = (s, action) =>
     guarded(async () => {
-      if (!confirm(`${action === 'charge' ? 'Charge' : 'Refund'} ${s.units} unit(s) of request ${s.request_id}?`)) return;
+      if (!confirmed(`${action === 'charge' ? 'Charge' : 'Refund'} ${s.units} unit(s) of request ${s.request_id}?`)) return;
       await post(`/admin/api/settlements/${s.id}/resolve`, { action });
       await renderSettlements(panel);
     });
@@ -14,7 +14,7 @@ export async function renderSettlements(panel) {
     h('p', { class: 'muted' }, 'Verify calls whose settlement could not be written. Charge when the client received its answer, refund when it did not.'),
     settlements.length === 0
       ? h('p', {}, 'Nothing pending.')
-      : table(['created', 'request', 'token', 'module', 'units', 'state', 'idempotency key', ''], settlements.map((s) =>
+      : table(['created (UTC)', 'request', 'token', 'module', 'units', 'state', 'idempotency key', ''], settlements.map((s) =>
           h('tr', {},
             h('td', {}, fmtTime(s.created_at)), h('td', {}, h('code', {}, s.request_id)), h('td', {}, s.token_id), h('td', {}, s.module_id),
             h('td', { class: 'num' }, String(s.units)), h('td', {}, s.state), h('td', {}, s.idempotency_key ?? ''),

@@ -1,5 +1,6 @@
-import { del, get, patch, post, put } from './api.js';
-import { fmtTime, guarded, h, localToIso, table } from './dom.js';
+import { del, get, patch, post, put, qs } from './api.js';
+import { dailyChart } from './chart.js';
+import { confirmed, fmtTime, guarded, h, isoToUtcInput, pagedTable, table, utcInputToIso } from './dom.js';
 
 const MODULES = ['rgb_liveness', 'color_liveness'];
 const PERIODS = ['day', 'month', 'never'];
@@ -24,7 +25,7 @@ function createForm(panel) {
   const form = h('form', { id: 'token-create' },
     h('h2', {}, 'New token'),
     h('label', {}, 'Name', h('input', { name: 'name', required: true, maxlength: 200, 'data-testid': 'token-name' })),
-    h('label', {}, 'Expires (optional)', h('input', { name: 'expires', type: 'datetime-local' })),
+    h('label', {}, 'Expires (UTC, optional)', h('input', { name: 'expires', type: 'datetime-local' })),
     h('label', { class: 'inline' }, h('input', { type: 'checkbox', name: 'demo' }), 'demo (archive images)'),
     grantRows,
     h('button', { type: 'submit', 'data-testid': 'token-create-submit' }, 'Create token'),
@@ -35,11 +36,12 @@ function createForm(panel) {
       const f = new FormData(form);
       const grants = MODULES.filter((m) => f.get(`grant_${m}`)).map((m) => ({ module_id: m, limit: limitValue(String(f.get(`limit_${m}`))), period: f.get(`period_${m}`) }));
       const body = { name: String(f.get('name')), demo: f.get('demo') === 'on', grants };
-      const expires = localToIso(String(f.get('expires')));
+      const expires = utcInputToIso(String(f.get('expires')));
       if (expires) body.expires_at = expires;
       const created = await post('/admin/api/tokens', body);
       form.reset();
-      await renderTokens(panel, created);
+      // the new token is listed by its name, whatever page it would fall on
+      await renderTokens(panel, created, created.name);
     });
   });
   return form;
@@ -65,22 +67,26 @@ function plaintextNotice(created) {
   );
 }
 
-function tokenRow(panel, t) {
-  const act = (label, fn, cls) => h('button', { type: 'button', class: cls, onclick: () => guarded(async () => { await fn(); await renderTokens(panel); }) }, label);
-  const expiry = h('input', { type: 'datetime-local', 'aria-label': 'new expiry' });
+function tokenRow(t, refresh, openDetail) {
+  const act = (label, fn, cls) => h('button', { type: 'button', class: cls, onclick: () => guarded(async () => { if ((await fn()) !== false) await refresh(); }) }, label);
+  const expiry = h('input', { type: 'datetime-local', value: isoToUtcInput(t.expires_at), 'aria-label': `new expiry of ${t.name} (UTC)` });
   const actions = t.revoked
     ? [h('span', { class: 'muted' }, 'revoked')]
     : [
-        act(t.enabled ? 'Disable' : 'Enable', () => patch(`/admin/api/tokens/${t.id}`, { enabled: !t.enabled })),
+        act(t.enabled ? 'Disable' : 'Enable', async () => {
+          if (t.enabled && !confirmed(`Disable token "${t.name}"? Its calls are refused until it is enabled again.`)) return false;
+          await patch(`/admin/api/tokens/${t.id}`, { enabled: !t.enabled });
+        }),
         act(t.demo ? 'Unset demo' : 'Set demo', () => patch(`/admin/api/tokens/${t.id}`, { demo: !t.demo })),
         expiry,
-        act('Set expiry (blank: never)', () => patch(`/admin/api/tokens/${t.id}`, { expires_at: localToIso(expiry.value) })),
+        act('Set expiry (UTC; blank: never)', () => patch(`/admin/api/tokens/${t.id}`, { expires_at: utcInputToIso(expiry.value) })),
         act('Revoke', async () => {
-          if (confirm(`Revoke "${t.name}" for good?`)) await del(`/admin/api/tokens/${t.id}`);
+          if (!confirmed(`Revoke token "${t.name}" for good? This cannot be undone.`)) return false;
+          await del(`/admin/api/tokens/${t.id}`);
         }, 'danger'),
       ];
   return h('tr', { 'data-token-id': t.id },
-    h('td', {}, h('button', { type: 'button', class: 'link', title: 'grants and usage', onclick: () => guarded(() => renderDetail(panel, t.id)) }, t.name)),
+    h('td', {}, h('button', { type: 'button', class: 'link', title: 'grants and usage', onclick: () => guarded(() => openDetail(t.id)) }, t.name)),
     h('td', {}, h('code', {}, `${t.token_prefix}…`)),
     h('td', {}, t.revoked ? 'revoked' : t.enabled ? 'enabled' : 'disabled'),
     h('td', {}, t.expires_at ? fmtTime(t.expires_at) : 'never'),
@@ -90,8 +96,8 @@ function tokenRow(panel, t) {
   );
 }
 
-async function renderDetail(panel, id) {
-  const t = await get(`/admin/api/tokens/${id}`);
+async function renderDetail(panel, id, back) {
+  const [t, daily] = await Promise.all([get(`/admin/api/tokens/${id}`), get(`/admin/api/usage/daily${qs({ token_id: id })}`)]);
   const usage = new Map(t.usage.map((u) => [u.module_id, u]));
   const grantRow = (m) => {
     const g = t.grants.find((x) => x.module_id === m);
@@ -106,26 +112,53 @@ async function renderDetail(panel, id) {
       h('td', {}, u?.reset_at ? fmtTime(u.reset_at) : ''),
       h('td', {}, h('div', { class: 'row-actions' },
         limit, period,
-        h('button', { type: 'button', onclick: () => guarded(async () => { await put(`/admin/api/tokens/${id}/grants/${m}`, { limit: limitValue(limit.value), period: period.value }); await renderDetail(panel, id); }) }, g ? 'Change grant' : 'Grant'),
-        g && h('button', { type: 'button', class: 'danger', onclick: () => guarded(async () => { await del(`/admin/api/tokens/${id}/grants/${m}`); await renderDetail(panel, id); }) }, 'Remove grant'),
+        h('button', { type: 'button', onclick: () => guarded(async () => { await put(`/admin/api/tokens/${id}/grants/${m}`, { limit: limitValue(limit.value), period: period.value }); await renderDetail(panel, id, back); }) }, g ? 'Change grant' : 'Grant'),
+        g && h('button', { type: 'button', class: 'danger', onclick: () => guarded(async () => {
+          if (!confirmed(`Remove the ${m} grant of "${t.name}"? Its calls to ${m} are refused at once (usage of the period is kept).`)) return;
+          await del(`/admin/api/tokens/${id}/grants/${m}`);
+          await renderDetail(panel, id, back);
+        }) }, 'Remove grant'),
       )),
     );
   };
   panel.replaceChildren(
-    h('button', { type: 'button', onclick: () => guarded(() => renderTokens(panel)) }, '← All tokens'),
+    h('button', { type: 'button', 'data-testid': 'back-to-tokens', onclick: () => guarded(() => renderTokens(panel, undefined, back)) }, '← All tokens'),
     h('h2', {}, `Token "${t.name}"`),
     h('p', { class: 'muted' }, `${t.id} · ${t.token_prefix}… · created ${fmtTime(t.created_at)} · ${t.revoked ? 'revoked' : t.enabled ? 'enabled' : 'disabled'}`),
-    h('button', { type: 'button', 'data-testid': 'refresh-detail', onclick: () => guarded(() => renderDetail(panel, id)) }, 'Refresh'),
-    table(['module', 'grant', 'used', 'remaining', 'resets', ''], MODULES.map(grantRow)),
+    h('p', { class: 'muted' }, 'Used and remaining are for the current period; day and month periods reset at 00:00 UTC.'),
+    h('button', { type: 'button', 'data-testid': 'refresh-detail', onclick: () => guarded(() => renderDetail(panel, id, back)) }, 'Refresh'),
+    table(['module', 'grant', 'used', 'remaining', 'resets (UTC)', ''], MODULES.map(grantRow)),
+    h('h3', {}, `Units per UTC day, ${daily.from} to ${daily.to}: `, h('span', { 'data-testid': 'token-usage-total' }, String(daily.total))),
+    h('div', { class: 'chart-wrap' }, dailyChart(daily.days)),
   );
 }
 
-export async function renderTokens(panel, created) {
-  const { tokens } = await get('/admin/api/tokens');
+/** Tokens are searched and paged by the server (name, prefix or id; name order), so the
+ * view costs the same with ten tokens or fifty thousand. `search` keeps the query when the
+ * operator comes back from a token's detail. */
+export async function renderTokens(panel, created, search = '') {
+  const list = pagedTable({
+    headers: ['name', 'prefix', 'state', 'expires (UTC)', 'demo', 'grants (limit / period)', ''],
+    testid: 'token-table',
+    empty: search ? `No token matches "${search}".` : 'No tokens yet.',
+    load: (cursor) => get(`/admin/api/tokens${qs({ q: search, limit: 50, cursor })}`).then((p) => ({ items: p.tokens, next_cursor: p.next_cursor })),
+    row: (t) => tokenRow(t, () => list.reload(), (id) => renderDetail(panel, id, search)),
+  });
+  const box = h('input', { type: 'search', name: 'q', value: search, placeholder: 'name, lvk_ prefix or tok_ id', 'aria-label': 'search tokens', 'data-testid': 'token-search' });
+  const searchForm = h('form', { class: 'search', role: 'search', 'data-testid': 'token-search-form' },
+    h('label', {}, 'Search tokens', box),
+    h('button', { type: 'submit' }, 'Search'),
+  );
+  searchForm.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    void guarded(() => renderTokens(panel, undefined, box.value.trim()));
+  });
   panel.replaceChildren(
     created ? plaintextNotice(created) : '',
     createForm(panel),
     h('h2', {}, 'Tokens'),
-    table(['name', 'prefix', 'state', 'expires', 'demo', 'grants (limit / period)', ''], tokens.map((t) => tokenRow(panel, t))),
+    searchForm,
+    list.el,
   );
+  await list.reload();
 }

@@ -1,8 +1,14 @@
-import { get, patch, post } from './api.js';
-import { fmtTime, guarded, h, table } from './dom.js';
+import { get, patch, post, qs } from './api.js';
+import { confirmed, fmtTime, guarded, h, pagedTable } from './dom.js';
 
-export async function renderUsers(panel) {
-  const { users } = await get('/admin/api/users');
+// Destructive changes ask first: disabling an account ends its sessions, taking the admin
+// role locks it out of this console.
+const QUESTIONS = {
+  disable: (u) => `Disable user "${u.username}"? Their sessions end at once.`,
+  demote: (u) => `Make "${u.username}" a user? They lose access to this console.`,
+};
+
+export async function renderUsers(panel, search = '') {
   const form = h('form', {},
     h('h2', {}, 'New user'),
     h('label', {}, 'Username', h('input', { name: 'username', required: true, pattern: '[A-Za-z0-9_.@\\-]{1,64}' })),
@@ -15,24 +21,42 @@ export async function renderUsers(panel) {
     void guarded(async () => {
       const f = new FormData(form);
       await post('/admin/api/users', { username: f.get('username'), password: f.get('password'), role: f.get('role') });
-      await renderUsers(panel);
+      await renderUsers(panel, String(f.get('username')));
     });
   });
-  const change = (u, body) => guarded(async () => { await patch(`/admin/api/users/${u.id}`, body); await renderUsers(panel); });
+  const change = (u, body, question) => guarded(async () => {
+    if (question && !confirmed(question)) return;
+    await patch(`/admin/api/users/${u.id}`, body);
+    await list.reload();
+  });
   const row = (u) => {
     const pw = h('input', { type: 'password', minlength: 8, placeholder: 'new password', autocomplete: 'new-password', 'aria-label': `new password for ${u.username}` });
-    return h('tr', {},
+    return h('tr', { 'data-user': u.username },
       h('td', {}, u.username),
       h('td', {}, u.role),
       h('td', {}, u.enabled ? 'enabled' : 'disabled'),
       h('td', {}, fmtTime(u.created_at)),
       h('td', {}, h('div', { class: 'row-actions' },
-        h('button', { type: 'button', onclick: () => change(u, { enabled: !u.enabled }) }, u.enabled ? 'Disable' : 'Enable'),
-        h('button', { type: 'button', onclick: () => change(u, { role: u.role === 'admin' ? 'user' : 'admin' }) }, u.role === 'admin' ? 'Make user' : 'Make admin'),
+        h('button', { type: 'button', onclick: () => change(u, { enabled: !u.enabled }, u.enabled && QUESTIONS.disable(u)) }, u.enabled ? 'Disable' : 'Enable'),
+        h('button', { type: 'button', onclick: () => change(u, { role: u.role === 'admin' ? 'user' : 'admin' }, u.role === 'admin' && QUESTIONS.demote(u)) }, u.role === 'admin' ? 'Make user' : 'Make admin'),
         pw,
-        h('button', { type: 'button', onclick: () => change(u, { password: pw.value }) }, 'Set password'),
+        h('button', { type: 'button', onclick: () => change(u, { password: pw.value }, `Set a new password for "${u.username}"? Their other sessions end.`) }, 'Set password'),
       )),
     );
   };
-  panel.replaceChildren(form, h('h2', {}, 'Users'), table(['username', 'role', 'state', 'created', ''], users.map(row)));
+  const list = pagedTable({
+    headers: ['username', 'role', 'state', 'created (UTC)', ''],
+    testid: 'user-table',
+    empty: search ? `No user matches "${search}".` : 'No users.',
+    load: (cursor) => get(`/admin/api/users${qs({ q: search, limit: 50, cursor })}`).then((p) => ({ items: p.users, next_cursor: p.next_cursor })),
+    row,
+  });
+  const box = h('input', { type: 'search', name: 'q', value: search, placeholder: 'username or usr_ id', 'aria-label': 'search users', 'data-testid': 'user-search' });
+  const searchForm = h('form', { class: 'search', role: 'search' }, h('label', {}, 'Search users', box), h('button', { type: 'submit' }, 'Search'));
+  searchForm.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    void guarded(() => renderUsers(panel, box.value.trim()));
+  });
+  panel.replaceChildren(form, h('h2', {}, 'Users'), searchForm, list.el);
+  await list.reload();
 }

@@ -1,6 +1,6 @@
 import { requireAdmin, type AdminSession } from '../../admin/guard.ts';
 import { isModuleId, moduleView, moduleViews } from '../../admin/modules.ts';
-import { parsePageQuery } from '../../admin/page-query.ts';
+import { auditOutcome, parseAuditQuery, parseDailyQuery, parseListQuery, parsePageQuery } from '../../admin/page-query.ts';
 import {
   GrantBodySchema,
   ModulePatchSchema,
@@ -10,11 +10,25 @@ import {
   UserCreateSchema,
   UserPatchSchema,
 } from '../../admin/schemas.ts';
-import { createToken, duplicateGrantIndex, listTokenViews, patchToken, removeGrant, revokeToken, RevokedTokenError, setGrant, tokenDetail } from '../../admin/tokens.ts';
-import { addUser, LastAdminError, listUserViews, patchUser } from '../../admin/users.ts';
+import {
+  createToken,
+  DuplicateTokenNameError,
+  duplicateGrantIndex,
+  listTokenViews,
+  patchToken,
+  removeGrant,
+  revokeToken,
+  RevokedTokenError,
+  searchTokenViews,
+  setGrant,
+  tokenDetail,
+  withTokenNames,
+} from '../../admin/tokens.ts';
+import { addUser, LastAdminError, listUserViews, patchUser, searchUserViews } from '../../admin/users.ts';
 import { bodyParser } from '../../admin/validate.ts';
 import { destroyUserSessions } from '../../auth/session.ts';
 import { ServiceError, ValidationFailure } from '../../errors/index.ts';
+import { now } from '../../clock.ts';
 import { listPendingSettlements, resolveSettlement } from '../../metering/index.ts';
 import type { ModuleId } from '../../packets/types.ts';
 import { DuplicateUserError } from '../../store/users.ts';
@@ -46,11 +60,26 @@ function moduleParam(id: string | undefined): ModuleId {
   return id;
 }
 
+/** Token names are unique: a create or rename to a taken name is a 409 conflict. */
+async function nameChecked<T>(write: () => Promise<T>): Promise<T> {
+  try {
+    return await write();
+  } catch (e) {
+    if (e instanceof DuplicateTokenNameError) throw new ServiceError('conflict', e.message);
+    throw e;
+  }
+}
+
 /** contract.md "Administration API". Every handler runs requireAdmin (session, role, CSRF)
  * before it claims the body, so a refused call never reads one (the body is held, paused,
  * while the session is looked up, and drained by the refusal). */
 export function adminRoutes(router: Router, s: Services): void {
   const { store } = s;
+  // A store written by an older build has no token name index, daily totals or per-token
+  // index yet: build them now (once, whichever worker is first), not on an operator's first
+  // click. Should that fail, the first two are built on first use and token filters scan.
+  // registration without a store (the OpenAPI coverage test) builds nothing
+  store?.ensureConsoleIndexes().catch((err: unknown) => s.log.error({ err }, 'building a console index failed'));
   // Every admin route is registered through this, so none can forget the guard.
   const admin = (method: string, path: string, handler: (ctx: HttpContext, p: Params, who: AdminSession) => Reply | Promise<Reply>) =>
     router.add(method, path, async (ctx, p) => handler(ctx, p, await requireAdmin(ctx, s)));
@@ -66,8 +95,10 @@ export function adminRoutes(router: Router, s: Services): void {
     return json(200, await moduleView(store, s.inference, id, s.config.MODEL_SET));
   });
 
+  // Without q, limit or cursor: every user, as the contract has it; with any: a page.
   admin('GET', '/admin/api/users', async (ctx) => {
-    return json(200, { users: await listUserViews(store) });
+    const q = parseListQuery(ctx.searchParams());
+    return json(200, q ? await searchUserViews(store, q) : { users: await listUserViews(store) });
   });
 
   admin('POST', '/admin/api/users', async (ctx) => {
@@ -100,8 +131,11 @@ export function adminRoutes(router: Router, s: Services): void {
     return json(200, user);
   });
 
+  // Without q, limit or cursor: every token in creation order, as the contract has it;
+  // with any: a page in name order with next_cursor.
   admin('GET', '/admin/api/tokens', async (ctx) => {
-    return json(200, { tokens: await listTokenViews(store) });
+    const q = parseListQuery(ctx.searchParams());
+    return json(200, q ? await searchTokenViews(store, q) : { tokens: await listTokenViews(store) });
   });
 
   admin('POST', '/admin/api/tokens', async (ctx) => {
@@ -111,7 +145,7 @@ export function adminRoutes(router: Router, s: Services): void {
       throw new ValidationFailure([{ loc: ['body', 'grants', twice, 'module_id'], msg: 'Each module may be granted once', type: 'value_error', input: body.grants[twice]!.module_id }]);
     }
     // the plaintext is in this answer and nowhere else: only its hash is stored
-    const { token, plaintext } = await createToken(store, body);
+    const { token, plaintext } = await nameChecked(() => createToken(store, body));
     return json(201, { ...token, token: plaintext });
   });
 
@@ -122,7 +156,7 @@ export function adminRoutes(router: Router, s: Services): void {
   admin('PATCH', '/admin/api/tokens/:id', async (ctx, p) => {
     const body = parse.tokenPatch(await readJson(ctx));
     try {
-      return json(200, found(await patchToken(store, p.id!, body), 'token'));
+      return json(200, found(await nameChecked(() => patchToken(store, p.id!, body)), 'token'));
     } catch (e) {
       if (e instanceof RevokedTokenError) throw new ServiceError('conflict', e.message);
       throw e;
@@ -148,11 +182,22 @@ export function adminRoutes(router: Router, s: Services): void {
   });
 
   admin('GET', '/admin/api/usage', async (ctx) => {
-    return json(200, await store.listLedger(parsePageQuery(ctx.searchParams())));
+    const page = await store.listLedger(parsePageQuery(ctx.searchParams()));
+    return json(200, { items: await withTokenNames(store, page.items), next_cursor: page.next_cursor });
+  });
+
+  // Units per UTC day from the totals kept with the ledger, every day of the range listed.
+  admin('GET', '/admin/api/usage/daily', async (ctx) => {
+    const q = parseDailyQuery(ctx.searchParams(), now());
+    const days = await store.dailyTotals(q);
+    return json(200, { from: q.fromDay, to: q.toDay, days, total: days.reduce((sum, d) => sum + d.units, 0) });
   });
 
   admin('GET', '/admin/api/audit', async (ctx) => {
-    return json(200, await store.listAudit(parsePageQuery(ctx.searchParams())));
+    const { page, where } = parseAuditQuery(ctx.searchParams());
+    const found = await store.listAudit(page, where);
+    const items = found.items.map((a) => ({ ...a, outcome: auditOutcome(a), replayed: a.replayed ?? null }));
+    return json(200, { items: await withTokenNames(store, items), next_cursor: found.next_cursor });
   });
 
   admin('GET', '/admin/api/settlements', async (ctx) => {

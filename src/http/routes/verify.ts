@@ -2,7 +2,7 @@ import { now } from '../../clock.ts';
 import { InferenceFailedError } from '../../cluster/remote-inference.ts';
 import { ServiceError, ValidationFailure } from '../../errors/index.ts';
 import type { ResultRecord } from '../../inference/types.ts';
-import { archiveDemoUpload, countryOf, requestFingerprint, type Reservation } from '../../metering/index.ts';
+import { archiveDemoUpload, countryOf, outcomeOfBody, outcomeOfResults, requestFingerprint, type AuditOutcome, type Reservation } from '../../metering/index.ts';
 import { MODULE_IDS, type ModuleId, type ParsedMetadata } from '../../packets/types.ts';
 import { recordVerify } from '../../observability/request-facts.ts';
 import { signBody, signerOf } from '../../signing/index.ts';
@@ -41,12 +41,15 @@ interface CallState {
   reserved: number;
   refunded: number;
   results: ResultRecord[] | null;
+  /** set once the call has an answer with results (a first answer or a replay) */
+  outcome: AuditOutcome | null;
+  replayed: boolean;
 }
 
 export function verifyRoutes(router: Router, s: Services): void {
   const slots = new CapacitySlots(LIMITS.slotsPerWorker, (n) => s.metrics.slotsInUse.set(n));
   router.add('POST', '/v1/modules/:module_id/verify', (ctx, params) => {
-    const state: CallState = { token: null, moduleId: null, captures: 0, charged: 0, reserved: 0, refunded: 0, results: null };
+    const state: CallState = { token: null, moduleId: null, captures: 0, charged: 0, reserved: 0, refunded: 0, results: null, outcome: null, replayed: false };
     let pending: Promise<Reply>;
     try {
       pending = verify(ctx, params.module_id!, s, slots, state);
@@ -130,6 +133,8 @@ async function run(
     token, moduleId, units: prepared.captures.length, requestId: ctx.requestId, idempotencyKey: key, fingerprint, at, retryAfterSeconds: s.config.RETRY_AFTER_SECONDS,
   });
   if (outcome.kind === 'replay') {
+    state.replayed = true;
+    state.outcome = outcomeOfBody(outcome.status, outcome.body);
     return { status: outcome.status, body: outcome.body, contentType: 'application/json', headers: { 'Idempotency-Replayed': 'true' } };
   }
   const reservation = outcome.reservation;
@@ -150,6 +155,7 @@ async function run(
   state.results = results;
   const body = await settleCall(s, ctx, reservation, moduleId, results);
   state.charged = reservation.units;
+  state.outcome = outcomeOfResults(results);
   return { status: 200, body, contentType: 'application/json' };
 }
 
@@ -194,6 +200,8 @@ function audit(ctx: HttpContext, s: Services, state: CallState, status: number):
     captures: state.captures,
     charged_units: state.charged,
     latency_ms: Math.round((performance.now() - ctx.startedAt) * 10) / 10,
+    outcome: status === 200 && !ctx.aborted && state.outcome !== null ? state.outcome : 'error',
+    replayed: state.replayed,
   }).catch((err) => s.log.error({ err }, 'audit write failed'));
 }
 

@@ -18,6 +18,12 @@ import type { Grant, TokenRecord, UserRecord } from '../records.ts';
 import type { ResolveAction, StoreBackend, UserPatch } from '../backend.ts';
 import { StoreError } from '../open.ts';
 import { migrate } from './migrate.ts';
+import { AUDIT_SCAN_BUDGET } from '../../metering/audit.ts';
+import type { DailyTotal } from '../../metering/daily-totals.ts';
+import { DuplicateTokenNameError, nameKey as tokenNameKey } from '../token-names.ts';
+import type { SearchPage, SearchQuery } from '../token-search.ts';
+
+const cmpPair = (a: readonly [string, string], b: readonly [string, string]) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0);
 
 export interface PgOptions {
   /** how long a node's lease lasts without renewal; renewed every third of it */
@@ -255,13 +261,28 @@ export class PgBackend implements StoreBackend {
     return (await this.q('SELECT record FROM tokens ORDER BY created_at, id')).rows.map((r) => r.record as TokenRecord);
   }
   async insertToken(token: TokenRecord) {
-    await this.q('INSERT INTO tokens (id, hash, record, created_at) VALUES ($1, $2, $3, $4)', [token.id, token.hash, token, token.created_at]);
+    await this.tx(async (c) => {
+      await this.checkNewTokenName(c, undefined, token);
+      await c.query('INSERT INTO tokens (id, hash, record, created_at) VALUES ($1, $2, $3, $4)', [token.id, token.hash, token, token.created_at]);
+    });
+  }
+  /** The console's rule (token-names.ts): a new name may not match another token's, case and
+   * Unicode composition ignored; duplicates that predate the rule stay. A transaction lock on
+   * the name's key serialises two writers of one name on any node, without a unique index
+   * that existing duplicates would break. */
+  private async checkNewTokenName(c: pg.PoolClient, before: TokenRecord | undefined, after: TokenRecord) {
+    const key = tokenNameKey(after.name);
+    if (before && tokenNameKey(before.name) === key) return;
+    await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`token-name:${key}`]);
+    const taken = await c.query("SELECT 1 FROM tokens WHERE lower(normalize(record->>'name', NFC)) = $1 AND id <> $2 LIMIT 1", [key, after.id]);
+    if (taken.rows.length > 0) throw new DuplicateTokenNameError(after.name);
   }
   async updateToken(id: string, change: (t: TokenRecord) => TokenRecord) {
     return this.tx(async (c) => {
       const t = (await c.query('SELECT record FROM tokens WHERE id = $1 FOR UPDATE', [id])).rows[0]?.record as TokenRecord | undefined;
       if (!t) return undefined;
       const next = change(t);
+      await this.checkNewTokenName(c, t, next);
       await c.query('UPDATE tokens SET record = $2 WHERE id = $1', [id, next]);
       return next;
     });
@@ -417,16 +438,17 @@ export class PgBackend implements StoreBackend {
     const limit = Math.min(Math.max(q.limit ?? 100, 1), 1000);
     const where = ['at_ms >= $1', 'at_ms < $2'];
     const values: unknown[] = [q.from ?? 0, q.to ?? Number.MAX_SAFE_INTEGER];
+    const desc = q.order === 'desc';
     if (q.cursor) {
       const [cAt, cId] = JSON.parse(Buffer.from(q.cursor, 'base64url').toString('utf8')) as [number, string];
       values.push(cAt, cId);
-      where.push(`(at_ms, ${idCol}) > ($${values.length - 1}, $${values.length})`);
+      where.push(`(at_ms, ${idCol}) ${desc ? '<' : '>'} ($${values.length - 1}, $${values.length})`);
     }
     const col = table === 'ledger' ? 'token_id' : "record->>'token_id'";
     const mcol = table === 'ledger' ? 'module_id' : "record->>'module_id'";
     if (q.token_id) where.push(`${col} = $${values.push(q.token_id)}`);
     if (q.module_id) where.push(`${mcol} = $${values.push(q.module_id)}`);
-    const rows = (await this.q(`SELECT * FROM ${table} WHERE ${where.join(' AND ')} ORDER BY at_ms, ${idCol} LIMIT ${limit + 1}`, values)).rows;
+    const rows = (await this.q(`SELECT * FROM ${table} WHERE ${where.join(' AND ')} ORDER BY at_ms ${desc ? 'DESC' : ''}, ${idCol} ${desc ? 'DESC' : ''} LIMIT ${limit + 1}`, values)).rows;
     const more = rows.length > limit;
     const items = rows.slice(0, limit);
     const last = items[items.length - 1];
@@ -462,8 +484,75 @@ export class PgBackend implements StoreBackend {
   async writeAudit(record: AuditRecord) {
     await this.q('INSERT INTO audit (at_ms, request_id, record) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [Date.parse(record.at), record.request_id, record]);
   }
-  listAudit(q: PageQuery): Promise<Page<AuditRecord>> {
-    return this.page('audit', q, (r) => r.record as AuditRecord, 'request_id');
+  async listAudit(q: PageQuery, where?: (r: AuditRecord) => boolean): Promise<Page<AuditRecord>> {
+    if (!where) return this.page('audit', q, (r) => r.record as AuditRecord, 'request_id');
+    // filters are predicates shared with LMDB: scan pages until this one is full, bounded
+    // like the LMDB scan (AUDIT_SCAN_BUDGET), and answer a cursor at the last row examined
+    const limit = Math.min(Math.max(q.limit ?? 100, 1), 1000);
+    const items: AuditRecord[] = [];
+    let cursor = q.cursor;
+    for (let scanned = 0; scanned < AUDIT_SCAN_BUDGET; ) {
+      const page = await this.page('audit', { ...q, cursor, limit: 1000 }, (r) => r.record as AuditRecord, 'request_id');
+      for (const r of page.items) {
+        scanned++;
+        if (!where(r)) continue;
+        items.push(r);
+        if (items.length === limit) return { items, next_cursor: cursorOf(Date.parse(r.at), r.request_id) };
+      }
+      if (!page.next_cursor) return { items, next_cursor: null };
+      cursor = page.next_cursor;
+    }
+    return { items, next_cursor: cursor ?? null };
+  }
+
+  // Token and user search read every record and page in JS with the same order and
+  // cursor as LMDB; correct, but O(tokens) per page (an indexed SQL query is still to do).
+  async searchTokens(query: SearchQuery): Promise<SearchPage<TokenRecord>> {
+    const needle = query.q === undefined ? undefined : tokenNameKey(query.q);
+    const key = (t: TokenRecord): [string, string] => [tokenNameKey(t.name), t.id];
+    const rows = (await this.listTokens())
+      .filter((t) => needle === undefined || tokenNameKey(t.name).includes(needle) || t.token_prefix.startsWith(query.q!) || t.id.startsWith(query.q!))
+      .map((t) => ({ t, k: key(t) }))
+      .sort((a, b) => cmpPair(a.k, b.k))
+      .filter((r) => !query.after || cmpPair(r.k, query.after) > 0);
+    const items = rows.slice(0, query.limit).map((r) => r.t);
+    return { items, next: rows.length > query.limit ? key(items[items.length - 1]!) : null };
+  }
+  async searchUsers(query: SearchQuery): Promise<SearchPage<UserRecord>> {
+    const needle = query.q?.toLowerCase();
+    const rows = (await this.listUsers())
+      .filter((u) => needle === undefined || u.username.toLowerCase().includes(needle) || u.id.startsWith(query.q!))
+      .sort((a, b) => (a.username < b.username ? -1 : a.username > b.username ? 1 : 0))
+      .filter((u) => !query.after || u.username > query.after[0]);
+    const items = rows.slice(0, query.limit);
+    const last = items[items.length - 1];
+    return { items, next: rows.length > query.limit && last ? [last.username, last.id] : null };
+  }
+  async dailyTotals(q: { fromDay: string; toDay: string; token_id?: string; module_id?: string }): Promise<DailyTotal[]> {
+    // the ledger's day column is the window that took the units, so a refund lands on the
+    // day of its charge
+    const values: unknown[] = [q.fromDay, q.toDay];
+    const where = ['day >= $1', 'day <= $2'];
+    if (q.token_id !== undefined) where.push(`token_id = $${values.push(q.token_id)}`);
+    if (q.module_id !== undefined) where.push(`module_id = $${values.push(q.module_id)}`);
+    const rows = (
+      await this.q(
+        `SELECT day, sum(CASE kind WHEN 'charge' THEN units ELSE 0 END)::bigint AS c, sum(CASE kind WHEN 'refund' THEN units ELSE 0 END)::bigint AS r
+         FROM ledger WHERE ${where.join(' AND ')} GROUP BY day`,
+        values,
+      )
+    ).rows;
+    const sums = new Map(rows.map((r) => [r.day as string, [Number(r.c), Number(r.r)] as const]));
+    const out: DailyTotal[] = [];
+    for (let t = Date.parse(`${q.fromDay}T00:00:00Z`), end = Date.parse(`${q.toDay}T00:00:00Z`); t <= end; t += 86_400_000) {
+      const day = new Date(t).toISOString().slice(0, 10);
+      const [charged, refunded] = sums.get(day) ?? [0, 0];
+      out.push({ day, charged, refunded, units: charged - refunded });
+    }
+    return out;
+  }
+  async ensureConsoleIndexes() {
+    // nothing derived to build: SQL answers these from the tables themselves
   }
 
   async pruneIdempotency(at: number, retentionHours: number) {

@@ -1,0 +1,68 @@
+import type { Store } from './open.ts';
+import type { TokenRecord, UserRecord } from './records.ts';
+import { ensureTokenNameIndex, nameKey } from './token-names.ts';
+
+// Paged search over tokens and users for the console. Both walk a name-ordered index
+// (tokensByName, usersByName) reading keys and small values only; whole records are read for
+// the page's rows alone, so a page costs the same with 50 tokens or 50,000.
+//
+// Port note (store interface): searchTokens and searchUsers are the queries to port; in SQL,
+// `WHERE lower(name) LIKE '%q%' OR token_prefix LIKE 'q%' OR id LIKE 'q%' ORDER BY
+// lower(name), id` with a keyset cursor.
+
+export interface SearchQuery {
+  /** matched against the name (substring, ignoring case), the token prefix and the id
+   * (both from their start) */
+  q?: string;
+  limit: number;
+  /** the last row of the previous page, as returned in `next` */
+  after?: [string, string];
+}
+
+export interface SearchPage<T> {
+  items: T[];
+  /** key of the last row served when more may follow, else null */
+  next: [string, string] | null;
+}
+
+export async function searchTokens(store: Store, query: SearchQuery): Promise<SearchPage<TokenRecord>> {
+  await ensureTokenNameIndex(store);
+  const needle = query.q === undefined ? undefined : nameKey(query.q);
+  const items: TokenRecord[] = [];
+  const range = store.db.tokensByName.getRange(query.after ? { start: query.after } : {});
+  for (const { key, value } of range) {
+    const [name, id] = key as [string, string];
+    if (query.after && name === query.after[0] && id === query.after[1]) continue;
+    if (query.q !== undefined && !(name.includes(needle!) || (value as string).startsWith(query.q) || id.startsWith(query.q))) continue;
+    if (items.length === query.limit) return { items, next: lastKey(items) };
+    const t = store.db.tokens.get(id) as TokenRecord | undefined;
+    if (t) items.push(t);
+  }
+  return { items, next: null };
+}
+
+function lastKey(items: TokenRecord[]): [string, string] {
+  const t = items[items.length - 1]!;
+  return [nameKey(t.name), t.id];
+}
+
+/** Users in username order (usernames are unique and ASCII), `q` matching the username
+ * (substring, ignoring case) or the id (from its start). */
+export function searchUsers(store: Store, query: SearchQuery): SearchPage<UserRecord> {
+  const needle = query.q?.toLowerCase();
+  const items: UserRecord[] = [];
+  const range = store.db.usersByName.getRange(query.after ? { start: query.after[0] } : {});
+  for (const { key, value } of range) {
+    const username = key as string;
+    const id = value as string;
+    if (query.after && username === query.after[0]) continue;
+    if (needle !== undefined && !(username.toLowerCase().includes(needle) || id.startsWith(query.q!))) continue;
+    if (items.length === query.limit) {
+      const last = items[items.length - 1]!;
+      return { items, next: [last.username, last.id] };
+    }
+    const u = store.db.users.get(id) as UserRecord | undefined;
+    if (u) items.push(u);
+  }
+  return { items, next: null };
+}
