@@ -57,8 +57,8 @@ export class InferencePool {
     this.piscina.on('error', onError);
   }
 
-  run<T extends WorkerTask>(task: T, transfer: ArrayBuffer[] = []): Promise<WorkerReply<T>> {
-    return this.piscina.run(task, { transferList: transfer }) as Promise<WorkerReply<T>>;
+  run(task: WorkerTask, transfer: ArrayBuffer[] = []): Promise<WorkerReply> {
+    return this.piscina.run(task, { transferList: transfer }) as Promise<WorkerReply>;
   }
 
   async close(): Promise<void> {
