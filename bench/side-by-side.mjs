@@ -11,7 +11,7 @@
 // A peer whose dependencies are not installed (peers/fastify: `npm ci`; FastAPI:
 // peers/fastapi/install.sh) is reported as not run, with the reason; nothing is assumed.
 import { spawn, spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -29,6 +29,8 @@ const ROUNDS = arg('rounds', quick ? 1 : 3);
 const SECONDS = arg('seconds', quick ? 3 : 10);
 const WARMUP = arg('warmup', quick ? 1 : 2);
 const CONCURRENCY = arg('concurrency', 4);
+const bi = process.argv.indexOf('--baseline');
+const BASELINE = bi > 0 ? process.argv[bi + 1] : null;
 const KINDS = (process.env.KINDS ?? 'single-png single-rgb8 sequence20 batch32').split(/\s+/).filter(Boolean);
 const TOKEN = 'bench-side-by-side-token';
 
@@ -81,27 +83,33 @@ async function stop(proc) {
   clearTimeout(timer);
 }
 
-/** The service on tiny128, deployed the way peers/README.md says. */
-async function startService(port) {
+/** The service on tiny128, deployed the way peers/README.md says. `from`: another build of
+ * the service (--baseline DIR, e.g. an older commit's `npm run build`) to compare with. */
+async function startService(port, from = root, name = 'service') {
   const dir = mkdtempSync(join(tmpdir(), 'side-by-side-'));
   const models = join(dir, 'models/tiny128');
   mkdirSync(models, { recursive: true });
   copyFileSync(join(peers, 'model/tiny128.onnx'), join(models, 'tiny128.onnx'));
-  copyFileSync(join(peers, 'model/tiny128.manifest.json'), join(models, 'manifest.json'));
+  const manifest = JSON.parse(readFileSync(join(peers, 'model/tiny128.manifest.json'), 'utf8'));
+  // The peers resize bilinearly (OpenCV INTER_LINEAR) and the manifest's description says
+  // so; this service's default is area, so the deployment names it. A --baseline build from
+  // before the field existed gets the file unchanged (it resized 320 -> 128 bilinearly too).
+  if (from === root) for (const g of manifest.modules.rgb_liveness.graphs) g.resize = 'bilinear';
+  writeFileSync(join(models, 'manifest.json'), JSON.stringify(manifest, null, 2));
   const env = { ...process.env, DATA_DIR: join(dir, 'data'), MODELS_DIR: join(dir, 'models'), MODEL_SET: 'tiny128', LOG_LEVEL: 'warn' };
   const cli = (...a) => {
-    const r = spawnSync(process.execPath, [join(root, 'dist/src/cli/main.js'), ...a], { cwd: root, env, encoding: 'utf8' });
+    const r = spawnSync(process.execPath, [join(from, 'dist/src/cli/main.js'), ...a], { cwd: from, env, encoding: 'utf8' });
     if (r.status !== 0) throw new Error(`cli ${a.join(' ')}: ${r.stderr}`);
     return r.stdout;
   };
   cli('module', 'disable', 'color_liveness'); // tiny128 does not describe it
   const token = JSON.parse(cli('token', 'create', '--name', 'bench', '--grant', 'rgb_liveness:unlimited:never')).token;
-  const { proc, log } = start('service', process.execPath, [join(root, 'dist/src/main.js')], {
-    cwd: root, env: { ...env, HOST: '127.0.0.1', PORT: String(port), WORKERS: '2' },
+  const { proc, log } = start(name, process.execPath, [join(from, 'dist/src/main.js')], {
+    cwd: from, env: { ...env, HOST: '127.0.0.1', PORT: String(port), WORKERS: '2' },
   });
   const base = `http://127.0.0.1:${port}`;
-  await waitReady(base, proc, 'service', log);
-  return { name: 'service', base, token, proc, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+  await waitReady(base, proc, name, log);
+  return { name, base, token, proc, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
 function peerEnv(port) {
@@ -145,7 +153,9 @@ const median = (xs) => {
 const systems = [];
 const skipped = [];
 try {
-  for (const [i, boot] of [startService, startFastify, startFastapi].entries()) {
+  const boots = [startService, startFastify, startFastapi];
+  if (BASELINE) boots.splice(1, 0, (port) => startService(port, BASELINE, 'service-before'));
+  for (const [i, boot] of boots.entries()) {
     const s = await boot(18290 + i);
     if (s.skipped) {
       skipped.push(s);
@@ -175,7 +185,7 @@ try {
         ? { captures_per_s: median(mine.map((r) => r.captures_per_s)), share_503: median(mine.map((r) => r.share_503)), p50_ms: median(mine.map((r) => r.p50_ms)), runs: mine.map((r) => r.captures_per_s) }
         : null;
     }
-    const peersRun = names.filter((n) => n !== 'service' && row[n]);
+    const peersRun = names.filter((n) => !n.startsWith('service') && row[n]);
     const best = peersRun.length ? Math.max(...peersRun.map((n) => row[n].captures_per_s)) : NaN;
     row.best_peer = best;
     row.ratio = row.service ? row.service.captures_per_s / best : NaN;
@@ -194,11 +204,12 @@ try {
       `WORKERS=2 / PEER_WORKERS=2, concurrency ${CONCURRENCY}, ${ROUNDS} interleaved round(s) of ${SECONDS} s (+${WARMUP} s warm-up); ` +
       'medians of captures/s counted on 200 answers only; the share of 503 answers in brackets.',
     '',
-    `| kind | ${names.join(' | ')} | service / best peer |`,
-    `|---|${names.map(() => '---|').join('')}---|`,
-    ...table.map((r) => `| ${r.kind} | ${names.map((n) => cell(r[n])).join(' | ')} | ${f(r.ratio, 2)} |`),
+    `| kind | ${names.join(' | ')} | service / best peer |${BASELINE ? ' service / service-before |' : ''}`,
+    `|---|${names.map(() => '---|').join('')}---|${BASELINE ? '---|' : ''}`,
+    ...table.map((r) => `| ${r.kind} | ${names.map((n) => cell(r[n])).join(' | ')} | ${f(r.ratio, 2)} |${BASELINE ? ` ${f(r.service && r['service-before'] ? r.service.captures_per_s / r['service-before'].captures_per_s : NaN, 2)} |` : ''}`),
     '',
     ...skipped.map((s) => `- ${s.name} not run: ${s.skipped}`),
+    ...(BASELINE ? [`- service-before: the same service built from ${BASELINE} (the code before this change), run in the same interleaved rounds.`] : []),
     '',
     '![captures/s per kind](side-by-side.svg)',
     '',
@@ -214,7 +225,7 @@ try {
 
 /** Grouped bars: captures/s per kind, one bar per system; a system not run has none. */
 function svg(table, names, when) {
-  const colours = { service: '#1f77b4', fastify: '#ff7f0e', fastapi: '#2ca02c' };
+  const colours = { service: '#1f77b4', 'service-before': '#9ecae1', fastify: '#ff7f0e', fastapi: '#2ca02c' };
   const W = 760;
   const H = 380;
   const left = 60;

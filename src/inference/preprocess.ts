@@ -30,6 +30,8 @@ const CROP_BYTES = CROP * ROW;
  */
 interface Taps {
   k: number;
+  /** taps actually used by output i (the rest of its k slots are empty) */
+  count: Int32Array;
   index: Int32Array;
   weight: Float64Array;
 }
@@ -52,7 +54,7 @@ function bilinearTaps(origin: number, side: number, size: number): Taps {
     weight[i * 2] = 1 - f;
     weight[i * 2 + 1] = f;
   }
-  return { k: 2, index, weight };
+  return { k: 2, count: new Int32Array(size).fill(2), index, weight };
 }
 
 /** area: output pixel i is the mean of the source interval [origin + i*f, origin + (i+1)*f),
@@ -64,6 +66,7 @@ function areaTaps(origin: number, side: number, size: number): Taps {
   const k = Math.ceil(factor) + 1;
   const index = new Int32Array(size * k);
   const weight = new Float64Array(size * k);
+  const count = new Int32Array(size);
   for (let i = 0; i < size; i++) {
     const a = origin + i * factor;
     const b = a + factor;
@@ -75,9 +78,10 @@ function areaTaps(origin: number, side: number, size: number): Taps {
       weight[i * k + t] = w;
       t++;
     }
+    count[i] = t;
     for (; t < k; t++) index[i * k + t] = index[i * k];
   }
-  return { k, index, weight };
+  return { k, count, index, weight };
 }
 
 /**
@@ -147,6 +151,8 @@ export class FramePreparer {
       else blockF32(px, dst as Float32Array, k, block.origin, block.factor, block.inv);
     } else if (u8) {
       tapsU8(px, dst as Uint8Array, k, this.taps);
+    } else if (this.taps.k === 2) {
+      twoTapsF32(px, dst as Float32Array, k, this.taps);
     } else {
       tapsF32(px, dst as Float32Array, k, this.taps);
     }
@@ -238,18 +244,19 @@ function tapsF32(px: Uint8Array, dst: Float32Array, k: Kernel, taps: Taps): void
   const o1 = k.cs;
   const o2 = 2 * k.cs;
   const fround = Math.fround;
-  const { k: n, index, weight } = taps;
+  const { k: n, count, index, weight } = taps;
   let p = 0;
   for (let y = 0; y < size; y++) {
     for (let x = 0; x < size; x++, p++) {
       let r = 0;
       let g = 0;
       let b = 0;
-      for (let ty = 0; ty < n; ty++) {
+      const cy = count[y];
+      const cx = count[x];
+      for (let ty = 0; ty < cy; ty++) {
         const wy = weight[y * n + ty];
-        if (wy === 0) continue;
         const row = index[y * n + ty] * ROW;
-        for (let tx = 0; tx < n; tx++) {
+        for (let tx = 0; tx < cx; tx++) {
           const w = wy * weight[x * n + tx];
           const s = row + index[x * n + tx] * 3;
           r += w * px[s];
@@ -267,6 +274,44 @@ function tapsF32(px: Uint8Array, dst: Float32Array, k: Kernel, taps: Taps): void
   }
 }
 
+/** Bilinear (and area when enlarging) into float32, the common case: two taps per axis
+ * unrolled, no inner loops. */
+function twoTapsF32(px: Uint8Array, dst: Float32Array, k: Kernel, taps: Taps): void {
+  const { size, bgr, base, ps } = k;
+  const [m0, m1, m2] = k.mul;
+  const [a0, a1, a2] = k.add;
+  const o1 = k.cs;
+  const o2 = 2 * k.cs;
+  const fround = Math.fround;
+  const { index, weight } = taps;
+  let p = 0;
+  for (let y = 0; y < size; y++) {
+    const r0 = index[2 * y] * ROW;
+    const r1 = index[2 * y + 1] * ROW;
+    const wy0 = weight[2 * y];
+    const wy1 = weight[2 * y + 1];
+    for (let x = 0; x < size; x++, p++) {
+      const c0 = index[2 * x] * 3;
+      const c1 = index[2 * x + 1] * 3;
+      const w00 = wy0 * weight[2 * x];
+      const w01 = wy0 * weight[2 * x + 1];
+      const w10 = wy1 * weight[2 * x];
+      const w11 = wy1 * weight[2 * x + 1];
+      const s00 = r0 + c0;
+      const s01 = r0 + c1;
+      const s10 = r1 + c0;
+      const s11 = r1 + c1;
+      const fr = fround(w00 * px[s00] + w01 * px[s01] + w10 * px[s10] + w11 * px[s11]);
+      const g = fround(w00 * px[s00 + 1] + w01 * px[s01 + 1] + w10 * px[s10 + 1] + w11 * px[s11 + 1]);
+      const fb = fround(w00 * px[s00 + 2] + w01 * px[s01 + 2] + w10 * px[s10 + 2] + w11 * px[s11 + 2]);
+      const o = base + p * ps;
+      dst[o] = (bgr ? fb : fr) * m0 + a0;
+      dst[o + o1] = g * m1 + a1;
+      dst[o + o2] = (bgr ? fr : fb) * m2 + a2;
+    }
+  }
+}
+
 function tapsU8(px: Uint8Array, dst: Uint8Array, k: Kernel, taps: Taps): void {
   const { size, bgr, base, ps } = k;
   const [m0, m1, m2] = k.mul;
@@ -274,18 +319,19 @@ function tapsU8(px: Uint8Array, dst: Uint8Array, k: Kernel, taps: Taps): void {
   const o1 = k.cs;
   const o2 = 2 * k.cs;
   const fround = Math.fround;
-  const { k: n, index, weight } = taps;
+  const { k: n, count, index, weight } = taps;
   let p = 0;
   for (let y = 0; y < size; y++) {
     for (let x = 0; x < size; x++, p++) {
       let r = 0;
       let g = 0;
       let b = 0;
-      for (let ty = 0; ty < n; ty++) {
+      const cy = count[y];
+      const cx = count[x];
+      for (let ty = 0; ty < cy; ty++) {
         const wy = weight[y * n + ty];
-        if (wy === 0) continue;
         const row = index[y * n + ty] * ROW;
-        for (let tx = 0; tx < n; tx++) {
+        for (let tx = 0; tx < cx; tx++) {
           const w = wy * weight[x * n + tx];
           const s = row + index[x * n + tx] * 3;
           r += w * px[s];
