@@ -44,8 +44,24 @@ async function init(): Promise<(task: WorkerTask) => Promise<WorkerReply>> {
   return async (task: WorkerTask): Promise<WorkerReply> => {
     const runner = runners.get(task.module);
     if (!runner) throw new Error(`${task.module} is not loaded in this inference worker`);
-    const policy = policyFor(config.manifest, task.module, task.mode);
-    return MODES[task.mode]({ runner, manifest: config.manifest, policy }, task.captures);
+    const ctx = { runner, manifest: config.manifest, policy: policyFor(config.manifest, task.module, task.mode) };
+    const run = MODES[task.mode];
+    try {
+      return await run(ctx, task.captures);
+    } catch (e) {
+      if (task.captures.length === 1) return [{ error: (e as Error).message }];
+    }
+    // The task packed captures of several requests: try each alone, so only the one that
+    // fails is reported failed and the others still get their records.
+    const out: WorkerReply = [];
+    for (const c of task.captures) {
+      try {
+        out.push((await run(ctx, [c]))[0]);
+      } catch (e) {
+        out.push({ error: (e as Error).message });
+      }
+    }
+    return out;
   };
 }
 

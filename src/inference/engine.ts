@@ -249,8 +249,9 @@ class Engine implements InferenceEngine {
       (records) => {
         group.items.forEach((it, i) => {
           const r = records[i];
-          if (r) it.resolve(r);
-          else it.reject(new Error(`inference worker returned no record for capture ${it.capture.packet.capture_id}`));
+          if (!r) it.reject(new Error(`inference worker returned no record for capture ${it.capture.packet.capture_id}`));
+          else if ('error' in r) it.reject(new Error(r.error));
+          else it.resolve(r);
         });
       },
       (err: Error) => {

@@ -23,7 +23,9 @@ export interface WorkerTask {
   captures: PreparedCapture[];
 }
 
-export type WorkerReply = ResultRecord[];
+/** One entry per capture: its record, or why it failed. A shared task can hold captures
+ * of several requests, so a failure is reported per capture, never for the whole task. */
+export type WorkerReply = (ResultRecord | { error: string })[];
 
 export type WorkerReport =
   | { kind: 'provider'; worker: number; provider: ExecutionProvider; note: string | null }

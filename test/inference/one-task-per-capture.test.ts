@@ -75,3 +75,27 @@ t.test('single frames of concurrent requests waiting for a busy pool share one m
     t.ok(Math.abs(r.score - ref) < TOL, `request ${i}: ${r.score} vs ${ref}`);
   }
 });
+
+t.test('a capture that fails inside a shared task fails alone', async (t) => {
+  const engine = createInferenceEngine({ modelsDir: MODELS, modelSet: 'raw_v1', backend: 'wasm', threads: 1, warmupRuns: 1, enabledModules: ['rgb_liveness'] });
+  t.teardown(() => engine.close());
+  await engine.start();
+  const caps = [0, 1, 2, 3].map((i) => capture(`r${i}`, 'rgb_single', [{ seed: 400 + i }]));
+  const px = caps.map((c) => clonePixels(c)[0]!);
+  // validation never lets this through; here it stands for any fault of one capture
+  caps[2].pixels[0] = new Uint8Array(1);
+  const before = engine.counters();
+  // four requests in one turn: packed into one task
+  const outcomes = await Promise.allSettled(caps.map((c) => engine.infer({ module_id: 'rgb_liveness', captures: [c] })));
+  t.equal(engine.counters().tasks - before.tasks, 1, 'the four shared one task');
+  t.equal(outcomes[2].status, 'rejected');
+  t.match((outcomes[2] as PromiseRejectedResult).reason.message, /307200/);
+  for (const i of [0, 1, 3]) {
+    const o = outcomes[i];
+    t.equal(o.status, 'fulfilled', `request ${i} is not failed by its neighbour`);
+    if (o.status === 'fulfilled') {
+      const ref = await rawSingle(px[i]);
+      t.ok(Math.abs(o.value[0].score! - ref) < TOL, `request ${i}: ${o.value[0].score} vs ${ref}`);
+    }
+  }
+});
