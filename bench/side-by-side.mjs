@@ -29,6 +29,11 @@ const ROUNDS = arg('rounds', quick ? 1 : 3);
 const SECONDS = arg('seconds', quick ? 3 : 10);
 const WARMUP = arg('warmup', quick ? 1 : 2);
 const CONCURRENCY = arg('concurrency', 4);
+// --set raw_v1: the service alone on its shipped set (the peers only serve tiny128), for
+// the service / bare-inference table; bench/engine.mjs gives the bare side.
+const si = process.argv.indexOf('--set');
+const SET = si > 0 ? process.argv[si + 1] : 'tiny128';
+const OUT = SET === 'tiny128' ? 'side-by-side' : `service-${SET}`;
 const bi = process.argv.indexOf('--baseline');
 const BASELINE = bi > 0 ? process.argv[bi + 1] : null;
 const KINDS = (process.env.KINDS ?? 'single-png single-rgb8 sequence20 batch32').split(/\s+/).filter(Boolean);
@@ -87,22 +92,26 @@ async function stop(proc) {
  * the service (--baseline DIR, e.g. an older commit's `npm run build`) to compare with. */
 async function startService(port, from = root, name = 'service') {
   const dir = mkdtempSync(join(tmpdir(), 'side-by-side-'));
-  const models = join(dir, 'models/tiny128');
-  mkdirSync(models, { recursive: true });
-  copyFileSync(join(peers, 'model/tiny128.onnx'), join(models, 'tiny128.onnx'));
-  const manifest = JSON.parse(readFileSync(join(peers, 'model/tiny128.manifest.json'), 'utf8'));
-  // The peers resize bilinearly (OpenCV INTER_LINEAR) and the manifest's description says
-  // so; this service's default is area, so the deployment names it. A --baseline build from
-  // before the field existed gets the file unchanged (it resized 320 -> 128 bilinearly too).
-  if (from === root) for (const g of manifest.modules.rgb_liveness.graphs) g.resize = 'bilinear';
-  writeFileSync(join(models, 'manifest.json'), JSON.stringify(manifest, null, 2));
-  const env = { ...process.env, DATA_DIR: join(dir, 'data'), MODELS_DIR: join(dir, 'models'), MODEL_SET: 'tiny128', LOG_LEVEL: 'warn' };
+  let modelsDir = join(from, 'models');
+  if (SET === 'tiny128') {
+    modelsDir = join(dir, 'models');
+    const models = join(modelsDir, 'tiny128');
+    mkdirSync(models, { recursive: true });
+    copyFileSync(join(peers, 'model/tiny128.onnx'), join(models, 'tiny128.onnx'));
+    const manifest = JSON.parse(readFileSync(join(peers, 'model/tiny128.manifest.json'), 'utf8'));
+    // The peers resize bilinearly (OpenCV INTER_LINEAR) and the manifest's description says
+    // so; this service's default is area, so the deployment names it. A --baseline build from
+    // before the field existed gets the file unchanged (it resized 320 -> 128 bilinearly too).
+    if (from === root) for (const g of manifest.modules.rgb_liveness.graphs) g.resize = 'bilinear';
+    writeFileSync(join(models, 'manifest.json'), JSON.stringify(manifest, null, 2));
+  }
+  const env = { ...process.env, DATA_DIR: join(dir, 'data'), MODELS_DIR: modelsDir, MODEL_SET: SET, LOG_LEVEL: 'warn' };
   const cli = (...a) => {
     const r = spawnSync(process.execPath, [join(from, 'dist/src/cli/main.js'), ...a], { cwd: from, env, encoding: 'utf8' });
     if (r.status !== 0) throw new Error(`cli ${a.join(' ')}: ${r.stderr}`);
     return r.stdout;
   };
-  cli('module', 'disable', 'color_liveness'); // tiny128 does not describe it
+  if (SET === 'tiny128') cli('module', 'disable', 'color_liveness'); // tiny128 does not describe it
   const token = JSON.parse(cli('token', 'create', '--name', 'bench', '--grant', 'rgb_liveness:unlimited:never')).token;
   const { proc, log } = start(name, process.execPath, [join(from, 'dist/src/main.js')], {
     cwd: from, env: { ...env, HOST: '127.0.0.1', PORT: String(port), WORKERS: '2' },
@@ -153,7 +162,7 @@ const median = (xs) => {
 const systems = [];
 const skipped = [];
 try {
-  const boots = [startService, startFastify, startFastapi];
+  const boots = SET === 'tiny128' ? [startService, startFastify, startFastapi] : [startService];
   if (BASELINE) boots.splice(1, 0, (port) => startService(port, BASELINE, 'service-before'));
   for (const [i, boot] of boots.entries()) {
     const s = await boot(18290 + i);
@@ -200,7 +209,8 @@ try {
     `# Side-by-side: service vs peers (${when})`,
     '',
     `Command: \`npm run build && node bench/side-by-side.mjs${process.argv.slice(2).length ? ` ${process.argv.slice(2).join(' ')}` : ''}\`. ` +
-      `Graph ../shared/peers/model/tiny128.onnx (the service deploys it by manifest), client ../shared/peers/load.mjs, ` +
+      (SET === 'tiny128' ? 'Graph ../shared/peers/model/tiny128.onnx (the service deploys it by manifest), ' : `Model set ${SET} (service only), `) +
+      'client ../shared/peers/load.mjs, ' +
       `WORKERS=2 / PEER_WORKERS=2, concurrency ${CONCURRENCY}, ${ROUNDS} interleaved round(s) of ${SECONDS} s (+${WARMUP} s warm-up); ` +
       'medians of captures/s counted on 200 answers only; the share of 503 answers in brackets.',
     '',
@@ -211,16 +221,31 @@ try {
     ...skipped.map((s) => `- ${s.name} not run: ${s.skipped}`),
     ...(BASELINE ? [`- service-before: the same service built from ${BASELINE} (the code before this change), run in the same interleaved rounds.`] : []),
     '',
-    '![captures/s per kind](side-by-side.svg)',
+    ...bareRatios(table),
+    `![captures/s per kind](${OUT}.svg)`,
     '',
   ];
-  writeFileSync(join(here, 'results/side-by-side.json'), `${JSON.stringify(result, null, 2)}\n`);
-  writeFileSync(join(here, 'results/side-by-side.md'), md.join('\n'));
-  writeFileSync(join(here, 'results/side-by-side.svg'), svg(table, names, when));
+  writeFileSync(join(here, `results/${OUT}.json`), `${JSON.stringify(result, null, 2)}\n`);
+  writeFileSync(join(here, `results/${OUT}.md`), md.join('\n'));
+  writeFileSync(join(here, `results/${OUT}.svg`), svg(table, names, when));
   console.log(md.join('\n'));
 } finally {
   for (const s of systems) await stop(s.proc);
   for (const s of systems) s.cleanup?.();
+}
+
+/** Service over bare engine (bench/results/engine-<set>.json from bench/engine.mjs, if
+ * there): the same rgb8/png work without HTTP, validation, metering or signing. */
+function bareRatios(table) {
+  const file = join(here, `results/engine-${SET}.json`);
+  if (!existsSync(file)) return [];
+  const bare = JSON.parse(readFileSync(file, 'utf8')).medians;
+  const caseFor = { 'single-png': 'single', 'single-rgb8': 'single', sequence20: 'sequence20', batch32: 'batch32' };
+  const rows = table.filter((r) => r.service && bare[caseFor[r.kind]]).map((r) => {
+    const b = bare[caseFor[r.kind]]['this build'];
+    return `| ${r.kind} | ${r.service.captures_per_s.toFixed(1)} | ${b.toFixed(1)} | ${(r.service.captures_per_s / b).toFixed(2)} |`;
+  });
+  return rows.length ? [`Service / bare engine (bench/results/engine-${SET}.json):`, '', '| kind | service | bare engine | ratio |', '|---|---|---|---|', ...rows, ''] : [];
 }
 
 /** Grouped bars: captures/s per kind, one bar per system; a system not run has none. */
