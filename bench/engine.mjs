@@ -53,7 +53,7 @@ const CASES = [
   { name: 'sequence20', module: 'rgb_liveness', job: (k) => [capture(`q${k}`, 'rgb_sequence', 20)] },
   { name: 'batch32', module: 'rgb_liveness', job: (k) => Array.from({ length: 32 }, (_, i) => capture(`b${k}_${i}`, 'rgb_single', 1)) },
   ...(SET === 'raw_v1' ? [{ name: 'color4', module: 'color_liveness', job: (k) => [capture(`c${k}`, 'color', 4)] }] : []),
-];
+].filter((c) => !process.env.CASES || process.env.CASES.split(/[ ,]+/).includes(c.name));
 
 function modelsDir(from) {
   if (SET !== 'tiny128') return { dir: join(from, 'models'), cleanup() {} };

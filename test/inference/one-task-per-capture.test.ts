@@ -99,3 +99,15 @@ t.test('a capture that fails inside a shared task fails alone', async (t) => {
     }
   }
 });
+
+t.test('with fixed-batch frame graphs single frames go one per task (no model batch to gain)', async (t) => {
+  const engine = createInferenceEngine({
+    modelsDir: MODELS, modelSet: 'bgr80_ensemble_v1', backend: 'wasm', threads: 1, warmupRuns: 1, enabledModules: ['rgb_liveness'],
+  });
+  t.teardown(() => engine.close());
+  await engine.start();
+  const caps = Array.from({ length: 6 }, (_, i) => capture(`f${i}`, 'rgb_single', [{ seed: 500 + i }]));
+  const results = await engine.infer({ module_id: 'rgb_liveness', captures: caps });
+  t.same(engine.counters(), { tasks: 6, captures: 6 });
+  t.same(results.map((r) => r.capture_id), caps.map((c) => c.packet.capture_id));
+});
