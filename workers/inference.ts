@@ -2,7 +2,8 @@
 // reports progress on the pool's BroadcastChannel, then serves tasks.
 import { BroadcastChannel, threadId, workerData } from 'node:worker_threads';
 import type { ModuleId } from '../src/packets/types.ts';
-import type { WorkerConfig, WorkerReport, WorkerTask } from '../src/inference/protocol.ts';
+import type { WorkerConfig, WorkerReply, WorkerReport, WorkerTask } from '../src/inference/protocol.ts';
+import { MODES, policyFor } from '../src/inference/modes/index.ts';
 import { ModuleRunner } from '../src/inference/runner.ts';
 import { createRuntime, type Runtime } from '../src/inference/runtime.ts';
 
@@ -21,7 +22,7 @@ async function runtimeFor(): Promise<Runtime> {
   }
 }
 
-async function init(): Promise<(task: WorkerTask) => Promise<unknown>> {
+async function init(): Promise<(task: WorkerTask) => Promise<WorkerReply>> {
   const runners = new Map<ModuleId, ModuleRunner>();
   let runtime: Runtime | null = null;
   try {
@@ -43,17 +44,29 @@ async function init(): Promise<(task: WorkerTask) => Promise<unknown>> {
       report({ kind: 'error', worker: threadId, module: id, message: (e as Error).message });
     }
   }
-  return async (task: WorkerTask) => {
+  // A whole capture's work runs here (the mode's pure function), so the main thread
+  // sends each task once and gets its records once.
+  return async (task: WorkerTask): Promise<WorkerReply> => {
     const runner = runners.get(task.module);
     if (!runner) throw new Error(`${task.module} is not loaded in this inference worker`);
-    switch (task.op) {
-      case 'frames':
-        return runner.runFrames(task.pixels);
-      case 'temporal':
-        return runner.runTemporal(task.features, task.frames);
-      case 'color':
-        return runner.runColor(task.pixels);
+    const ctx = { runner, manifest: config.manifest, policy: policyFor(config.manifest, task.module, task.mode) };
+    const run = MODES[task.mode];
+    try {
+      return await run(ctx, task.captures);
+    } catch (e) {
+      if (task.captures.length === 1) return [{ error: (e as Error).message }];
     }
+    // The task packed captures of several requests: try each alone, so only the one that
+    // fails is reported failed and the others still get their records.
+    const out: WorkerReply = [];
+    for (const c of task.captures) {
+      try {
+        out.push((await run(ctx, [c]))[0]);
+      } catch (e) {
+        out.push({ error: (e as Error).message });
+      }
+    }
+    return out;
   };
 }
 

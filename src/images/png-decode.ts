@@ -187,7 +187,8 @@ function checkHeader(h: Header): void {
   }
 }
 
-function inflate(data: Uint8Array): Buffer {
+/** The zlib stage alone (exported for bench/frame.mjs, which times it apart from the unfilter). */
+export function inflate(data: Uint8Array): Buffer {
   let result: { buffer: Buffer; engine: zlib.Inflate };
   try {
     // maxOutputLength stops a deflate bomb at the first byte past the expected size; a chunk
@@ -213,7 +214,8 @@ function inflate(data: Uint8Array): Buffer {
   return result.buffer;
 }
 
-function unfilter(raw: Uint8Array): Uint8Array {
+/** The filter stage alone: 320 filtered rows -> RGB (exported for bench/frame.mjs). */
+export function unfilter(raw: Uint8Array): Uint8Array {
   const out = new Uint8Array(new ArrayBuffer(RGB8_BYTES));
   for (let y = 0; y < CROP_SIZE; y++) {
     const filter = raw[y * (STRIDE + 1)];

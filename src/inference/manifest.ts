@@ -45,6 +45,9 @@ const ImageGraph = Type.Object(
     batch: Type.Union([Type.Literal('dynamic'), Type.Literal(1)]),
     crop_fraction: Type.Number({ exclusiveMinimum: 0, maximum: 1 }),
     size: Type.Integer({ minimum: 8, maximum: 320 }),
+    /** area (default): each output pixel is the mean of the source area it covers;
+     * bilinear: OpenCV INTER_LINEAR, half-pixel centres. See preprocess.ts. */
+    resize: Type.Optional(Type.Union([Type.Literal('area'), Type.Literal('bilinear')])),
     channel_order: Type.Union([Type.Literal('RGB'), Type.Literal('BGR')]),
     scale: Type.Number({ exclusiveMinimum: 0 }),
     mean: Type.Array(Type.Number(), { minItems: 3, maxItems: 3 }),

@@ -5,7 +5,7 @@
 // its model_set); the old engine closes when its last call has finished. A set that fails
 // to load, fails its graph checks, or would leave a module unready that the old set
 // serves is refused, closed, and the old set keeps serving.
-import { createInferenceEngine, type EngineOptions, type InferenceEngine } from './engine.ts';
+import { createInferenceEngine, type EngineCounters, type EngineOptions, type InferenceEngine } from './engine.ts';
 import type { PoolTimes } from './pool.ts';
 import type { ExecutionProvider, InferenceJob, ModuleReadiness, ResultRecord } from './types.ts';
 
@@ -76,6 +76,11 @@ class Switch implements ModelSetSwitch {
   /** the serving set's pool figures (a set being activated has not served yet) */
   poolTimes(): PoolTimes | null {
     return this.current.engine.poolTimes();
+  }
+
+  /** the serving set's task counters */
+  counters(): EngineCounters {
+    return this.current.engine.counters();
   }
 
   status(): ModelSetStatus {

@@ -68,8 +68,8 @@ export class InferencePool {
     return { waitTime: h.waitTime, runTime: h.runTime };
   }
 
-  run<T extends WorkerTask>(task: T, transfer: ArrayBuffer[] = []): Promise<WorkerReply<T>> {
-    return this.piscina.run(task, { transferList: transfer }) as Promise<WorkerReply<T>>;
+  run(task: WorkerTask, transfer: ArrayBuffer[] = []): Promise<WorkerReply> {
+    return this.piscina.run(task, { transferList: transfer }) as Promise<WorkerReply>;
   }
 
   async close(): Promise<void> {

@@ -1,9 +1,8 @@
 // What the main thread and the pool workers say to each other. Everything here is
 // structured-clone friendly; pixel buffers travel in transfer lists.
-import type { ModuleId } from '../packets/types.ts';
+import type { Mode, ModuleId, PreparedCapture } from '../packets/types.ts';
 import type { Manifest } from './manifest.ts';
-import type { ColorOutputs, FrameOutputs } from './runner.ts';
-import type { ExecutionProvider } from './types.ts';
+import type { ExecutionProvider, ResultRecord } from './types.ts';
 
 export interface WorkerConfig {
   manifest: Manifest;
@@ -15,16 +14,18 @@ export interface WorkerConfig {
   channel: string;
 }
 
-export type WorkerTask =
-  | { op: 'frames'; module: ModuleId; pixels: Uint8Array[] }
-  | { op: 'temporal'; module: ModuleId; features: Float32Array; frames: number }
-  | { op: 'color'; module: ModuleId; pixels: Uint8Array[] };
+/** Whole captures of one module and mode; the worker answers one record per capture.
+ * rgb_single tasks carry up to MAX_BATCH captures (one model batch), the others one. */
+export interface WorkerTask {
+  op: 'captures';
+  module: ModuleId;
+  mode: Mode;
+  captures: PreparedCapture[];
+}
 
-export type WorkerReply<T extends WorkerTask> = T extends { op: 'frames' }
-  ? FrameOutputs
-  : T extends { op: 'temporal' }
-    ? { probability: number; logit: number }
-    : ColorOutputs;
+/** One entry per capture: its record, or why it failed. A shared task can hold captures
+ * of several requests, so a failure is reported per capture, never for the whole task. */
+export type WorkerReply = (ResultRecord | { error: string })[];
 
 export type WorkerReport =
   | { kind: 'provider'; worker: number; provider: ExecutionProvider; note: string | null }

@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PHASES as PHASE_ORDER, RGB8_BYTES, type ModuleId } from '../packets/types.ts';
 import { MAX_BATCH, type GraphSpec, type ImageGraphSpec, type Manifest, type TemporalGraphSpec } from './manifest.ts';
-import { allocate, dims, prepareFrame, writePlanes, type Plan } from './preprocess.ts';
+import { dims, FramePreparer, InputBuffer, type Plan } from './preprocess.ts';
 import type { Feed, Runtime, Session } from './runtime.ts';
 import { MAX_FINAL_WINDOW } from './window.ts';
 import { combine, liveProbability, type Combined, type Member } from './scores.ts';
@@ -29,18 +29,18 @@ interface Loaded<G extends GraphSpec> {
   session: Session;
 }
 
+/** An image graph with its compiled preprocessing and its reused input tensor. */
+interface LoadedImage extends Loaded<ImageGraphSpec> {
+  prep: FramePreparer;
+  input: InputBuffer;
+}
+
 const PHASES = PHASE_ORDER.length;
 
-// Graphs with the same preprocessing share one prepared input per frame; the key is built
-// once per graph spec, not on every run.
-const planKeys = new WeakMap<Plan, string>();
+// Graphs with the same preprocessing share one scratch per colour phase; the key is built
+// once per graph spec, at load.
 function planKey(p: Plan): string {
-  let key = planKeys.get(p);
-  if (key === undefined) {
-    key = JSON.stringify([p.crop_fraction, p.size, p.channel_order, p.scale, p.mean, p.std]);
-    planKeys.set(p, key);
-  }
-  return key;
+  return JSON.stringify([p.crop_fraction, p.size, p.resize ?? 'area', p.channel_order, p.scale, p.mean, p.std]);
 }
 
 function member(g: GraphSpec, data: Float32Array, item: number, batch: number): Member {
@@ -50,6 +50,27 @@ function member(g: GraphSpec, data: Float32Array, item: number, batch: number): 
 
 function runScore(l: Loaded<GraphSpec>, feed: Record<string, Feed>, extra: string[] = []) {
   return l.session.run(feed, [l.spec.output, ...extra]);
+}
+
+/** Copies planar float32 channels (`count` planes of n) into channels [channelOffset, +count)
+ * of item 0 of an input tensor in the spec's layout; uint8 inputs rounded and clamped.
+ * With `minus`, writes plane - minus (the colour phase differences). */
+function putPlanes(l: LoadedImage, planes: Float32Array, minus: Float32Array | null, channelOffset: number, count: number): void {
+  const dst = l.input.data;
+  const n = l.prep.pixelsPerPlane;
+  const channels = l.input.channels;
+  const nchw = l.spec.layout === 'NCHW';
+  const u8 = dst instanceof Uint8Array;
+  const fround = Math.fround;
+  for (let c = 0; c < count; c++) {
+    const src = c * n;
+    const cs = nchw ? (channelOffset + c) * n : channelOffset + c;
+    const ps = nchw ? 1 : channels;
+    for (let i = 0; i < n; i++) {
+      const v = minus ? fround(planes[src + i] - minus[src + i]) : planes[src + i];
+      dst[cs + i * ps] = u8 ? (v <= 0 ? 0 : v >= 255 ? 255 : Math.round(v)) : v;
+    }
+  }
 }
 
 const CHANNELS: Record<ImageGraphSpec['role'], number> = { frame: 3, color_difference: 3 * (PHASES - 1), color_appearance: 3 * PHASES };
@@ -80,13 +101,26 @@ function inputMismatch(spec: GraphSpec, session: Session): string | null {
 }
 
 export class ModuleRunner {
+  /** planKey -> one float32 [3][n] scratch per colour phase, reused by every runColor */
+  private readonly phaseScratch = new Map<string, Float32Array[]>();
+  // The input tensors and scratch are reused, so one call runs at a time; a pool worker
+  // takes one task at a time, and the guard makes any other caller's mistake loud.
+  private busy = false;
+
   private constructor(
     readonly moduleId: ModuleId,
-    private readonly frames: Loaded<ImageGraphSpec>[],
+    private readonly frames: LoadedImage[],
     private readonly temporal: Loaded<TemporalGraphSpec> | null,
-    private readonly differences: Loaded<ImageGraphSpec>[],
-    private readonly appearances: Loaded<ImageGraphSpec>[],
-  ) {}
+    private readonly differences: LoadedImage[],
+    private readonly appearances: LoadedImage[],
+  ) {
+    for (const l of [...differences, ...appearances]) {
+      const key = planKey(l.spec);
+      if (!this.phaseScratch.has(key)) {
+        this.phaseScratch.set(key, Array.from({ length: PHASES }, () => new Float32Array(3 * l.prep.pixelsPerPlane)));
+      }
+    }
+  }
 
   static async load(runtime: Runtime, manifest: Manifest, moduleId: ModuleId): Promise<ModuleRunner> {
     const mod = manifest.modules[moduleId];
@@ -110,20 +144,26 @@ export class ModuleRunner {
       }
       const mismatch = inputMismatch(spec, session);
       if (mismatch) throw new Error(`modules.${moduleId}.graphs[${i}]: ${spec.file} input "${spec.input}" ${mismatch}`);
-      loaded.push({ spec, session });
+      if (spec.role === 'temporal') {
+        loaded.push({ spec, session });
+      } else {
+        const capacity = spec.batch === 'dynamic' ? MAX_BATCH : 1;
+        const image: LoadedImage = { spec, session, prep: new FramePreparer(spec), input: new InputBuffer(spec, capacity, CHANNELS[spec.role]) };
+        loaded.push(image);
+      }
     }
     const problem = await checkModuleOutputs(`modules.${moduleId}`, loaded);
     if (problem) {
       for (const l of loaded) await l.session.release();
       throw new Error(problem);
     }
-    const byRole = <G extends GraphSpec>(role: GraphSpec['role']) => loaded.filter((l) => l.spec.role === role) as Loaded<G>[];
+    const byRole = <G extends Loaded<GraphSpec>>(role: GraphSpec['role']) => loaded.filter((l) => l.spec.role === role) as G[];
     return new ModuleRunner(
       moduleId,
-      byRole<ImageGraphSpec>('frame'),
-      byRole<TemporalGraphSpec>('temporal')[0] ?? null,
-      byRole<ImageGraphSpec>('color_difference'),
-      byRole<ImageGraphSpec>('color_appearance'),
+      byRole<LoadedImage>('frame'),
+      byRole<Loaded<TemporalGraphSpec>>('temporal')[0] ?? null,
+      byRole<LoadedImage>('color_difference'),
+      byRole<LoadedImage>('color_appearance'),
     );
   }
 
@@ -132,44 +172,54 @@ export class ModuleRunner {
     return this.frames.map((l) => l.spec);
   }
 
+  private async exclusive<T>(work: () => Promise<T>): Promise<T> {
+    if (this.busy) throw new Error(`${this.moduleId} runner is already running a call; its buffers are reused`);
+    this.busy = true;
+    try {
+      return await work();
+    } finally {
+      this.busy = false;
+    }
+  }
+
   /** Up to MAX_BATCH frames through every frame graph; dynamic-batch graphs take them in
    * one run, fixed-batch graphs one at a time. */
-  async runFrames(pixels: Uint8Array[]): Promise<FrameOutputs> {
+  runFrames(pixels: Uint8Array[]): Promise<FrameOutputs> {
+    return this.exclusive(() => this.frameRuns(pixels));
+  }
+
+  private async frameRuns(pixels: Uint8Array[]): Promise<FrameOutputs> {
     const n = pixels.length;
     if (n < 1 || n > MAX_BATCH) throw new Error(`runFrames takes 1 to ${MAX_BATCH} frames, got ${n}`);
-    const prepared = new Map<string, Float32Array[][]>();
     const members: Member[][] = pixels.map(() => []);
     const featureParts: { data: Float32Array; width: number }[] = [];
     for (const l of this.frames) {
-      const key = planKey(l.spec);
-      let planes = prepared.get(key);
-      if (!planes) {
-        planes = pixels.map((p) => prepareFrame(l.spec, p));
-        prepared.set(key, planes);
-      }
       const extra = l.spec.features_output ? [l.spec.features_output] : [];
-      const batches = l.spec.batch === 'dynamic' ? [[...planes.keys()]] : planes.map((_, i) => [i]);
+      const dynamic = l.spec.batch === 'dynamic';
+      const runs = dynamic ? 1 : n;
+      const per = dynamic ? n : 1;
       let featData: Float32Array | null = null;
       let featWidth = 0;
-      for (const items of batches) {
-        const input = allocate(l.spec, items.length, 3);
-        items.forEach((frame, b) => writePlanes(l.spec, input, planes[frame], b, 0, 3));
-        const out = await runScore(l, { [l.spec.input]: { data: input, dims: dims(l.spec, items.length, 3) } }, extra);
+      for (let r = 0; r < runs; r++) {
+        for (let b = 0; b < per; b++) l.prep.write(pixels[r * per + b], l.input.data, b, 0, 3);
+        const out = await runScore(l, { [l.spec.input]: { data: l.input.view(per), dims: l.input.dims(per) } }, extra);
         const score = out[l.spec.output].data;
-        items.forEach((frame, b) => members[frame].push(member(l.spec, score, b, items.length)));
+        for (let b = 0; b < per; b++) members[r * per + b].push(member(l.spec, score, b, per));
         if (l.spec.features_output) {
           const f = out[l.spec.features_output].data;
-          featWidth = f.length / items.length;
+          featWidth = f.length / per;
           featData ??= new Float32Array(n * featWidth);
-          featData.set(f, items[0] * featWidth);
+          featData.set(f, r * per * featWidth);
         }
       }
       if (featData && featWidth > 0) featureParts.push({ data: featData, width: featWidth });
     }
-    const combined = members.map((m) => combine(m));
+    const probability = members.map((m) => combine(m).probability);
     const featureSize = featureParts.reduce((s, p) => s + p.width, 0);
     let features: Float32Array | null = null;
-    if (featureSize > 0) {
+    if (featureParts.length === 1) {
+      features = featureParts[0].data;
+    } else if (featureSize > 0) {
       features = new Float32Array(n * featureSize);
       for (let i = 0; i < n; i++) {
         let o = i * featureSize;
@@ -179,55 +229,51 @@ export class ModuleRunner {
         }
       }
     }
-    return { probability: combined.map((c) => c.probability), features, featureSize };
+    return { probability, features, featureSize };
   }
 
   /** The temporal head over [1, frames, featureSize]. */
-  async runTemporal(features: Float32Array, frames: number): Promise<Combined> {
-    const l = this.temporal;
-    if (!l) throw new Error(`${this.moduleId} has no temporal graph`);
-    const width = features.length / frames;
-    const out = await runScore(l, { [l.spec.input]: { data: features, dims: [1, frames, width] } });
-    return combine([member(l.spec, out[l.spec.output].data, 0, 1)]);
+  runTemporal(features: Float32Array, frames: number): Promise<Combined> {
+    return this.exclusive(async () => {
+      const l = this.temporal;
+      if (!l) throw new Error(`${this.moduleId} has no temporal graph`);
+      const width = features.length / frames;
+      const out = await runScore(l, { [l.spec.input]: { data: features, dims: [1, frames, width] } });
+      return combine([member(l.spec, out[l.spec.output].data, 0, 1)]);
+    });
   }
 
   /** The four phase frames (white, red, green, blue) through both colour branches. The
    * difference branch sees the normalised red-white, green-red and blue-green images
    * stacked on the channel axis; the appearance branch the four frames stacked. */
-  async runColor(pixels: Uint8Array[]): Promise<ColorOutputs> {
+  runColor(pixels: Uint8Array[]): Promise<ColorOutputs> {
+    return this.exclusive(() => this.colorRuns(pixels));
+  }
+
+  private async colorRuns(pixels: Uint8Array[]): Promise<ColorOutputs> {
     if (pixels.length !== PHASES) throw new Error(`runColor takes ${PHASES} frames, got ${pixels.length}`);
-    const prepared = new Map<string, Float32Array[][]>();
-    const planesFor = (spec: ImageGraphSpec) => {
-      const key = planKey(spec);
-      let planes = prepared.get(key);
-      if (!planes) {
-        planes = pixels.map((p) => prepareFrame(spec, p));
-        prepared.set(key, planes);
+    const done = new Set<string>();
+    const phases = (l: LoadedImage): Float32Array[] => {
+      const key = planKey(l.spec);
+      const scratch = this.phaseScratch.get(key)!;
+      if (!done.has(key)) {
+        for (let k = 0; k < PHASES; k++) l.prep.planes(pixels[k], scratch[k]);
+        done.add(key);
       }
-      return planes;
+      return scratch;
     };
     const difference: Member[] = [];
     for (const l of this.differences) {
-      const planes = planesFor(l.spec);
-      const input = allocate(l.spec, 1, 3 * (PHASES - 1));
-      for (let k = 1; k < PHASES; k++) {
-        const diff = planes[k].map((plane, c) => {
-          const prev = planes[k - 1][c];
-          const d = new Float32Array(plane.length);
-          for (let i = 0; i < d.length; i++) d[i] = plane[i] - prev[i];
-          return d;
-        });
-        writePlanes(l.spec, input, diff, 0, 3 * (k - 1), 3 * (PHASES - 1));
-      }
-      const out = await runScore(l, { [l.spec.input]: { data: input, dims: dims(l.spec, 1, 3 * (PHASES - 1)) } });
+      const planes = phases(l);
+      for (let k = 1; k < PHASES; k++) putPlanes(l, planes[k], planes[k - 1], 3 * (k - 1), 3);
+      const out = await runScore(l, { [l.spec.input]: { data: l.input.view(1), dims: l.input.dims(1) } });
       difference.push(member(l.spec, out[l.spec.output].data, 0, 1));
     }
     const appearance: Member[] = [];
     for (const l of this.appearances) {
-      const planes = planesFor(l.spec);
-      const input = allocate(l.spec, 1, 3 * PHASES);
-      planes.forEach((p, k) => writePlanes(l.spec, input, p, 0, 3 * k, 3 * PHASES));
-      const out = await runScore(l, { [l.spec.input]: { data: input, dims: dims(l.spec, 1, 3 * PHASES) } });
+      const planes = phases(l);
+      for (let k = 0; k < PHASES; k++) putPlanes(l, planes[k], null, 3 * k, 3);
+      const out = await runScore(l, { [l.spec.input]: { data: l.input.view(1), dims: l.input.dims(1) } });
       appearance.push(member(l.spec, out[l.spec.output].data, 0, 1));
     }
     return { difference: combine(difference), appearance: combine(appearance) };

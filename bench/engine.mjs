@@ -1,0 +1,141 @@
+// Bare inference engine throughput on the compiled build, no HTTP: the pool the service
+// runs (INFERENCE_THREADS=2 -> 2 pool workers of 1 thread), fed decoded crops by 4
+// concurrent callers, captures/s per case. With --baseline DIR the same cases run against
+// another build (e.g. the code before a change) in interleaved rounds, so the shared
+// machine's load drift hits both alike.
+//
+//   npm run build && node bench/engine.mjs [--baseline DIR] [--rounds 3] [--seconds 5] [--set raw_v1|tiny128]
+//
+// tiny128 is ../shared/peers/model (resize bilinear, as the peers do).
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = join(here, '..');
+const opt = (name, dflt) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? process.argv[i + 1] : dflt;
+};
+const ROUNDS = Number(opt('rounds', 3));
+const SECONDS = Number(opt('seconds', 5));
+const SET = opt('set', 'raw_v1');
+const BASELINE = opt('baseline', null);
+const CONCURRENCY = 4;
+
+function crop(seed) {
+  const px = new Uint8Array(320 * 320 * 3);
+  let s = seed >>> 0;
+  for (let i = 0; i < px.length; i++) {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    px[i] = s >>> 24;
+  }
+  return px;
+}
+const CROPS = Array.from({ length: 8 }, (_, i) => crop(i + 7));
+
+function capture(id, mode, n) {
+  const frames = Array.from({ length: n }, (_, i) => ({
+    source_index: i, timestamp_us: i * 33_000, status: 'ok', source_size: [720, 1280], eyes_xy: [[300, 400], [380, 400]],
+    image: { part: `${id}_${i}`, encoding: 'rgb8', sha256: '0'.repeat(64) },
+    ...(mode === 'color' ? { phase: ['white', 'red', 'green', 'blue'][i] } : {}),
+  }));
+  const profile = mode === 'rgb_single' ? 'rgb_single_v1' : mode === 'rgb_sequence' ? 'rgb_contiguous_v1' : 'color_wrgb_v1';
+  return {
+    packet: { protocol_version: 1, capture_id: id, mode, capture_profile: profile, preprocess_profile: 'eye_crop_320_v1', complete: true, frames },
+    pixels: frames.map((_, i) => CROPS[i % CROPS.length].slice()),
+  };
+}
+
+const CASES = [
+  { name: 'single', module: 'rgb_liveness', job: (k) => [capture(`s${k}`, 'rgb_single', 1)] },
+  { name: 'sequence20', module: 'rgb_liveness', job: (k) => [capture(`q${k}`, 'rgb_sequence', 20)] },
+  { name: 'batch32', module: 'rgb_liveness', job: (k) => Array.from({ length: 32 }, (_, i) => capture(`b${k}_${i}`, 'rgb_single', 1)) },
+  ...(SET === 'raw_v1' ? [{ name: 'color4', module: 'color_liveness', job: (k) => [capture(`c${k}`, 'color', 4)] }] : []),
+].filter((c) => !process.env.CASES || process.env.CASES.split(/[ ,]+/).includes(c.name));
+
+function modelsDir(from) {
+  if (SET !== 'tiny128') return { dir: join(from, 'models'), cleanup() {} };
+  const peers = realpathSync(join(root, '../shared/peers'));
+  const dir = mkdtempSync(join(tmpdir(), 'engine-bench-'));
+  mkdirSync(join(dir, 'tiny128'));
+  copyFileSync(join(peers, 'model/tiny128.onnx'), join(dir, 'tiny128/tiny128.onnx'));
+  const m = JSON.parse(readFileSync(join(peers, 'model/tiny128.manifest.json'), 'utf8'));
+  if (from === root) for (const g of m.modules.rgb_liveness.graphs) g.resize = 'bilinear';
+  writeFileSync(join(dir, 'tiny128/manifest.json'), JSON.stringify(m));
+  return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+async function engineFor(from, name) {
+  if (!existsSync(join(from, 'dist/src/inference/index.js'))) throw new Error(`${from}: run \`npm run build\` there first`);
+  const { createInferenceEngine } = await import(join(from, 'dist/src/inference/index.js'));
+  const models = modelsDir(from);
+  const engine = createInferenceEngine({
+    modelsDir: models.dir, modelSet: SET, backend: 'wasm', threads: 2, warmupRuns: 30,
+    enabledModules: SET === 'raw_v1' ? ['rgb_liveness', 'color_liveness'] : ['rgb_liveness'],
+  });
+  await engine.start();
+  return { name, engine, cleanup: models.cleanup };
+}
+
+async function measure(engine, c) {
+  let k = 0;
+  let captures = 0;
+  const t0 = performance.now();
+  const until = t0 + SECONDS * 1000;
+  await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
+    while (performance.now() < until) {
+      const caps = c.job(k++);
+      await engine.infer({ module_id: c.module, captures: caps });
+      captures += caps.length;
+    }
+  }));
+  return captures / ((performance.now() - t0) / 1000);
+}
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+
+const systems = [await engineFor(root, 'this build')];
+if (BASELINE) systems.push(await engineFor(BASELINE, 'baseline'));
+const runs = [];
+try {
+  for (let r = 0; r < ROUNDS; r++) {
+    for (const c of CASES) {
+      const order = systems.map((_, i) => systems[(i + r) % systems.length]);
+      for (const s of order) {
+        const v = await measure(s.engine, c);
+        runs.push({ round: r, system: s.name, case: c.name, captures_per_s: v });
+        console.error(`round ${r + 1}/${ROUNDS} ${c.name} ${s.name}: ${v.toFixed(1)} captures/s`);
+      }
+    }
+  }
+} finally {
+  for (const s of systems) {
+    await s.engine.close();
+    s.cleanup();
+  }
+}
+const lines = [
+  `# Bare engine throughput, ${SET} (compiled build, ${new Date().toISOString()})`,
+  '',
+  `Command: \`npm run build && node bench/engine.mjs ${process.argv.slice(2).join(' ')}\`. 2 pool workers x 1 thread, ${CONCURRENCY} concurrent callers, rgb8 crops, medians of ${ROUNDS} interleaved ${SECONDS} s rounds.`,
+  '',
+  `| case | ${systems.map((s) => s.name).join(' | ')} |${BASELINE ? ' ratio |' : ''}`,
+  `|---|${systems.map(() => '---|').join('')}${BASELINE ? '---|' : ''}`,
+];
+const result = {};
+for (const c of CASES) {
+  const m = systems.map((s) => median(runs.filter((x) => x.system === s.name && x.case === c.name).map((x) => x.captures_per_s)));
+  result[c.name] = Object.fromEntries(systems.map((s, i) => [s.name, m[i]]));
+  lines.push(`| ${c.name} | ${m.map((v) => v.toFixed(1)).join(' | ')} |${BASELINE ? ` ${(m[0] / m[1]).toFixed(2)} |` : ''}`);
+}
+lines.push('');
+mkdirSync(join(here, 'results'), { recursive: true });
+writeFileSync(join(here, 'results', `engine-${SET}.json`), `${JSON.stringify({ when: new Date().toISOString(), set: SET, rounds: ROUNDS, seconds: SECONDS, baseline: BASELINE, medians: result, runs }, null, 2)}\n`);
+writeFileSync(join(here, 'results', `engine-${SET}.md`), lines.join('\n'));
+console.log(lines.join('\n'));
+process.exit(0);

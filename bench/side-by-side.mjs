@@ -1,0 +1,295 @@
+// Side-by-side: this service (compiled build) against the two peers of ../shared/peers on
+// the same graph (tiny128.onnx, deployed in the service by manifest) and the same client
+// (load.mjs), all on loopback, WORKERS=2 / PEER_WORKERS=2, concurrency 4. Rounds are
+// interleaved (every kind on every system, system order rotated each round) so drift in
+// the shared machine's load hits all systems alike; the report gives medians and ratios.
+//
+//   npm run build && node bench/side-by-side.mjs [--rounds 3] [--seconds 10] [--warmup 2] [--quick]
+//
+// Writes bench/results/side-by-side.{json,md,svg}. Plain JavaScript on purpose: the
+// service is measured as it runs in production, and the driver adds no loader.
+// A peer whose dependencies are not installed (peers/fastify: `npm ci`; FastAPI:
+// peers/fastapi/install.sh) is reported as not run, with the reason; nothing is assumed.
+import { spawn, spawnSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = join(here, '..');
+// real path: load.mjs runs only when argv[1] is its own resolved path (../shared is a link)
+const peers = existsSync(join(root, '../shared/peers')) ? realpathSync(join(root, '../shared/peers')) : join(root, '../shared/peers');
+const arg = (name, dflt) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? Number(process.argv[i + 1]) : dflt;
+};
+const quick = process.argv.includes('--quick');
+const ROUNDS = arg('rounds', quick ? 1 : 3);
+const SECONDS = arg('seconds', quick ? 3 : 10);
+const WARMUP = arg('warmup', quick ? 1 : 2);
+const CONCURRENCY = arg('concurrency', 4);
+// --set raw_v1: the service alone on its shipped set (the peers only serve tiny128), for
+// the service / bare-inference table; bench/engine.mjs gives the bare side.
+const si = process.argv.indexOf('--set');
+const SET = si > 0 ? process.argv[si + 1] : 'tiny128';
+const OUT = SET === 'tiny128' ? 'side-by-side' : `service-${SET}`;
+const bi = process.argv.indexOf('--baseline');
+const BASELINE = bi > 0 ? process.argv[bi + 1] : null;
+const KINDS = (process.env.KINDS ?? 'single-png single-rgb8 sequence20 batch32').split(/\s+/).filter(Boolean);
+const TOKEN = 'bench-side-by-side-token';
+
+if (!existsSync(join(root, 'dist/src/main.js'))) {
+  console.error('bench/side-by-side.mjs runs the compiled service: `npm run build` first');
+  process.exit(2);
+}
+if (!existsSync(join(peers, 'load.mjs'))) {
+  console.error(`no peers at ${peers}`);
+  process.exit(2);
+}
+
+const children = new Set();
+function stopAll() {
+  for (const c of children) if (c.exitCode === null) c.kill('SIGTERM');
+}
+process.on('exit', stopAll);
+process.on('SIGINT', () => process.exit(130));
+
+async function waitReady(base, proc, name, log, timeoutMs = 240_000) {
+  const until = Date.now() + timeoutMs;
+  while (Date.now() < until) {
+    if (proc.exitCode !== null) throw new Error(`${name} exited (${proc.exitCode}) before it was ready:\n${log.join('').slice(-2000)}`);
+    try {
+      const r = await fetch(`${base}/health/ready`);
+      if (r.status === 200) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  throw new Error(`${name} not ready within ${timeoutMs / 1000} s`);
+}
+
+function start(name, cmd, args, opts) {
+  const log = [];
+  const proc = spawn(cmd, args, { ...opts, stdio: ['ignore', 'pipe', 'pipe'] });
+  proc.stdout.on('data', (d) => log.push(String(d)));
+  proc.stderr.on('data', (d) => log.push(String(d)));
+  children.add(proc);
+  return { proc, log };
+}
+
+async function stop(proc) {
+  if (proc.exitCode !== null) return;
+  const gone = new Promise((r) => proc.once('exit', r));
+  proc.kill('SIGTERM');
+  const timer = setTimeout(() => proc.kill('SIGKILL'), 15_000);
+  await gone;
+  clearTimeout(timer);
+}
+
+/** The service on tiny128, deployed the way peers/README.md says. `from`: another build of
+ * the service (--baseline DIR, e.g. an older commit's `npm run build`) to compare with. */
+async function startService(port, from = root, name = 'service') {
+  const dir = mkdtempSync(join(tmpdir(), 'side-by-side-'));
+  let modelsDir = join(from, 'models');
+  if (SET === 'tiny128') {
+    modelsDir = join(dir, 'models');
+    const models = join(modelsDir, 'tiny128');
+    mkdirSync(models, { recursive: true });
+    copyFileSync(join(peers, 'model/tiny128.onnx'), join(models, 'tiny128.onnx'));
+    const manifest = JSON.parse(readFileSync(join(peers, 'model/tiny128.manifest.json'), 'utf8'));
+    // The peers resize bilinearly (OpenCV INTER_LINEAR) and the manifest's description says
+    // so; this service's default is area, so the deployment names it. A --baseline build from
+    // before the field existed gets the file unchanged (it resized 320 -> 128 bilinearly too).
+    if (from === root) for (const g of manifest.modules.rgb_liveness.graphs) g.resize = 'bilinear';
+    writeFileSync(join(models, 'manifest.json'), JSON.stringify(manifest, null, 2));
+  }
+  const env = { ...process.env, DATA_DIR: join(dir, 'data'), MODELS_DIR: modelsDir, MODEL_SET: SET, LOG_LEVEL: 'warn' };
+  const cli = (...a) => {
+    const r = spawnSync(process.execPath, [join(from, 'dist/src/cli/main.js'), ...a], { cwd: from, env, encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(`cli ${a.join(' ')}: ${r.stderr}`);
+    return r.stdout;
+  };
+  if (SET === 'tiny128') cli('module', 'disable', 'color_liveness'); // tiny128 does not describe it
+  const token = JSON.parse(cli('token', 'create', '--name', 'bench', '--grant', 'rgb_liveness:unlimited:never')).token;
+  const { proc, log } = start(name, process.execPath, [join(from, 'dist/src/main.js')], {
+    cwd: from, env: { ...env, HOST: '127.0.0.1', PORT: String(port), WORKERS: '2' },
+  });
+  const base = `http://127.0.0.1:${port}`;
+  await waitReady(base, proc, name, log);
+  return { name, base, token, proc, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+function peerEnv(port) {
+  return { ...process.env, PEER_TOKEN: TOKEN, PORT: String(port), HOST: '127.0.0.1', PEER_WORKERS: '2', PEER_THREADS: '1', PEER_MODEL: join(peers, 'model/tiny128.onnx') };
+}
+
+async function startFastify(port) {
+  if (!existsSync(join(peers, 'fastify/node_modules'))) return { name: 'fastify', skipped: 'peers/fastify has no node_modules (run `npm ci` there)' };
+  const { proc, log } = start('fastify', process.execPath, ['server.mjs'], { cwd: join(peers, 'fastify'), env: peerEnv(port) });
+  const base = `http://127.0.0.1:${port}`;
+  await waitReady(base, proc, 'fastify', log);
+  return { name: 'fastify', base, token: TOKEN, proc };
+}
+
+async function startFastapi(port) {
+  const probe = spawnSync('/usr/bin/python3', ['-c', 'import fastapi, uvicorn, cv2, PIL, numpy, multipart'], { encoding: 'utf8' });
+  if (probe.status !== 0) return { name: 'fastapi', skipped: `Debian python3 lacks the FastAPI peer's packages (peers/fastapi/install.sh): ${(probe.stderr || probe.error?.message || '').trim().split('\n').pop()}` };
+  // serve.py: uvicorn with TCP_NODELAY, the FastAPI baseline peers/README.md recommends
+  const { proc, log } = start('fastapi', '/usr/bin/python3', ['serve.py', '--host', '127.0.0.1', '--port', String(port), '--workers', '2'], {
+    cwd: join(peers, 'fastapi'), env: peerEnv(port),
+  });
+  const base = `http://127.0.0.1:${port}`;
+  await waitReady(base, proc, 'fastapi', log);
+  return { name: 'fastapi', base, token: TOKEN, proc };
+}
+
+function runLoad(sys, kind) {
+  const r = spawnSync(process.execPath, [join(peers, 'load.mjs'), '--base', sys.base, '--token', sys.token, '--module', 'rgb_liveness',
+    '--kind', kind, '--concurrency', String(CONCURRENCY), '--seconds', String(SECONDS), '--warmup', String(WARMUP)], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`load.mjs against ${sys.name}: ${r.stderr}`);
+  const line = JSON.parse(r.stdout.trim().split('\n').pop());
+  const busy = line.non200_by_status['503'] ?? 0;
+  return { ...line, share_503: line.requests ? busy / line.requests : 0 };
+}
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length === 0 ? NaN : s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+
+const systems = [];
+const skipped = [];
+try {
+  const boots = SET === 'tiny128' ? [startService, startFastify, startFastapi] : [startService];
+  if (BASELINE) boots.splice(1, 0, (port) => startService(port, BASELINE, 'service-before'));
+  for (const [i, boot] of boots.entries()) {
+    const s = await boot(18290 + i);
+    if (s.skipped) {
+      skipped.push(s);
+      console.error(`side-by-side: ${s.name} not run: ${s.skipped}`);
+    } else {
+      systems.push(s);
+      console.error(`side-by-side: ${s.name} ready on ${s.base}`);
+    }
+  }
+  const runs = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const kind of KINDS) {
+      const order = systems.map((_, i) => systems[(i + round) % systems.length]);
+      for (const sys of order) {
+        const r = runLoad(sys, kind);
+        runs.push({ round, system: sys.name, ...r });
+        console.error(`round ${round + 1}/${ROUNDS} ${kind} ${sys.name}: ${r.captures_per_s} captures/s, ${(r.share_503 * 100).toFixed(0)} % 503, p50 ${r.p50_ms} ms`);
+      }
+    }
+  }
+  const names = [...systems.map((s) => s.name), ...skipped.map((s) => s.name)];
+  const table = KINDS.map((kind) => {
+    const row = { kind };
+    for (const name of names) {
+      const mine = runs.filter((r) => r.system === name && r.kind === kind);
+      row[name] = mine.length
+        ? { captures_per_s: median(mine.map((r) => r.captures_per_s)), share_503: median(mine.map((r) => r.share_503)), p50_ms: median(mine.map((r) => r.p50_ms)), runs: mine.map((r) => r.captures_per_s) }
+        : null;
+    }
+    const peersRun = names.filter((n) => !n.startsWith('service') && row[n]);
+    const best = peersRun.length ? Math.max(...peersRun.map((n) => row[n].captures_per_s)) : NaN;
+    row.best_peer = best;
+    row.ratio = row.service ? row.service.captures_per_s / best : NaN;
+    return row;
+  });
+
+  const when = new Date().toISOString();
+  const result = { when, node: process.version, rounds: ROUNDS, seconds: SECONDS, warmup: WARMUP, concurrency: CONCURRENCY, workers: 2, skipped, table, runs };
+  const f = (n, d = 1) => (n === null || n === undefined || Number.isNaN(n) ? '–' : n.toFixed(d));
+  const cell = (c) => (c ? `${f(c.captures_per_s)}${c.share_503 > 0 ? ` (${f(c.share_503 * 100, 0)} % 503)` : ''}` : 'not run');
+  const md = [
+    `# Side-by-side: service vs peers (${when})`,
+    '',
+    `Command: \`npm run build && node bench/side-by-side.mjs${process.argv.slice(2).length ? ` ${process.argv.slice(2).join(' ')}` : ''}\`. ` +
+      (SET === 'tiny128' ? 'Graph ../shared/peers/model/tiny128.onnx (the service deploys it by manifest), ' : `Model set ${SET} (service only), `) +
+      'client ../shared/peers/load.mjs, ' +
+      `WORKERS=2 / PEER_WORKERS=2, concurrency ${CONCURRENCY}, ${ROUNDS} interleaved round(s) of ${SECONDS} s (+${WARMUP} s warm-up); ` +
+      'medians of captures/s counted on 200 answers only; the share of 503 answers in brackets.',
+    '',
+    `| kind | ${names.join(' | ')} | service / best peer |${BASELINE ? ' service / service-before |' : ''}`,
+    `|---|${names.map(() => '---|').join('')}---|${BASELINE ? '---|' : ''}`,
+    ...table.map((r) => `| ${r.kind} | ${names.map((n) => cell(r[n])).join(' | ')} | ${f(r.ratio, 2)} |${BASELINE ? ` ${f(r.service && r['service-before'] ? r.service.captures_per_s / r['service-before'].captures_per_s : NaN, 2)} |` : ''}`),
+    '',
+    ...skipped.map((s) => `- ${s.name} not run: ${s.skipped}`),
+    ...(BASELINE ? [`- service-before: the same service built from ${BASELINE} (the code before this change), run in the same interleaved rounds.`] : []),
+    '',
+    ...bareRatios(table),
+    `![captures/s per kind](${OUT}.svg)`,
+    '',
+  ];
+  writeFileSync(join(here, `results/${OUT}.json`), `${JSON.stringify(result, null, 2)}\n`);
+  writeFileSync(join(here, `results/${OUT}.md`), md.join('\n'));
+  writeFileSync(join(here, `results/${OUT}.svg`), svg(table, names, when));
+  console.log(md.join('\n'));
+} finally {
+  for (const s of systems) await stop(s.proc);
+  for (const s of systems) s.cleanup?.();
+}
+
+/** Service over bare engine (bench/results/engine-<set>.json from bench/engine.mjs, if
+ * there): the same rgb8/png work without HTTP, validation, metering or signing. */
+function bareRatios(table) {
+  const file = join(here, `results/engine-${SET}.json`);
+  if (!existsSync(file)) return [];
+  const bare = JSON.parse(readFileSync(file, 'utf8')).medians;
+  const caseFor = { 'single-png': 'single', 'single-rgb8': 'single', sequence20: 'sequence20', batch32: 'batch32' };
+  const rows = table.filter((r) => r.service && bare[caseFor[r.kind]]).map((r) => {
+    const b = bare[caseFor[r.kind]]['this build'];
+    return `| ${r.kind} | ${r.service.captures_per_s.toFixed(1)} | ${b.toFixed(1)} | ${(r.service.captures_per_s / b).toFixed(2)} |`;
+  });
+  return rows.length ? [`Service / bare engine (bench/results/engine-${SET}.json):`, '', '| kind | service | bare engine | ratio |', '|---|---|---|---|', ...rows, ''] : [];
+}
+
+/** Grouped bars: captures/s per kind, one bar per system; a system not run has none. */
+function svg(table, names, when) {
+  const colours = { service: '#1f77b4', 'service-before': '#9ecae1', fastify: '#ff7f0e', fastapi: '#2ca02c' };
+  const W = 760;
+  const H = 380;
+  const left = 60;
+  const bottom = 320;
+  const top = 50;
+  const max = Math.max(1, ...table.flatMap((r) => names.map((n) => r[n]?.captures_per_s ?? 0)));
+  const scale = (bottom - top) / max;
+  const group = (W - left - 20) / table.length;
+  const bar = Math.min(50, (group - 30) / names.length);
+  const out = [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" font-family="sans-serif" font-size="12">`,
+    `<text x="${W / 2}" y="20" text-anchor="middle" font-size="14">captures/s per kind (200 answers; WORKERS=2, concurrency ${CONCURRENCY}, medians)</text>`,
+    `<text x="${W / 2}" y="36" text-anchor="middle" fill="#666">${when}</text>`,
+    `<line x1="${left}" y1="${bottom}" x2="${W - 10}" y2="${bottom}" stroke="#000"/>`,
+    `<line x1="${left}" y1="${top}" x2="${left}" y2="${bottom}" stroke="#000"/>`,
+  ];
+  for (let i = 0; i <= 4; i++) {
+    const v = (max * i) / 4;
+    const y = bottom - v * scale;
+    out.push(`<line x1="${left - 4}" y1="${y}" x2="${W - 10}" y2="${y}" stroke="#ddd"/><text x="${left - 6}" y="${y + 4}" text-anchor="end">${v.toFixed(0)}</text>`);
+  }
+  table.forEach((r, g) => {
+    const x0 = left + g * group + (group - bar * names.length) / 2;
+    names.forEach((n, k) => {
+      const v = r[n]?.captures_per_s;
+      const x = x0 + k * bar;
+      if (v === undefined) {
+        out.push(`<text x="${x + bar / 2}" y="${bottom - 4}" text-anchor="middle" font-size="9" fill="#999">n/a</text>`);
+        return;
+      }
+      const h = v * scale;
+      out.push(`<rect x="${x}" y="${bottom - h}" width="${bar - 2}" height="${h}" fill="${colours[n] ?? '#888'}"/>`);
+      out.push(`<text x="${x + bar / 2 - 1}" y="${bottom - h - 3}" text-anchor="middle" font-size="10">${v.toFixed(0)}</text>`);
+    });
+    out.push(`<text x="${left + g * group + group / 2}" y="${bottom + 18}" text-anchor="middle">${r.kind}</text>`);
+  });
+  names.forEach((n, k) => {
+    out.push(`<rect x="${left + k * 120}" y="${H - 26}" width="12" height="12" fill="${colours[n] ?? '#888'}"/><text x="${left + k * 120 + 16}" y="${H - 16}">${n}</text>`);
+  });
+  out.push('</svg>');
+  return `${out.join('\n')}\n`;
+}
