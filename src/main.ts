@@ -2,7 +2,8 @@ import { Worker } from 'node:worker_threads';
 import { bootstrapAdmin } from './admin/bootstrap.ts';
 import { startEngine, type EngineHost } from './cluster/engine-host.ts';
 import type { FromWorker, ToWorker, WorkerData } from './cluster/messages.ts';
-import { ConfigError, loadConfig, type Config } from './config/index.ts';
+import { ConfigError, loadConfig, SLOTS_PER_WORKER, type Config } from './config/index.ts';
+import { createAdmissionTable } from './http/capacity.ts';
 import { listen, loadUws, LISTEN_EXCLUSIVE, NativeBindingError, type UwsModule } from './http/uws.ts';
 import { createLogger, type Logger } from './observability/logger.ts';
 import { aggregateMetrics, type MetricsSnapshot } from './observability/metrics.ts';
@@ -30,14 +31,19 @@ class Cluster {
   private collections = new Map<number, { want: number; got: MetricsSnapshot[]; reply: (text: string, type: string) => void }>();
   private nextCollection = 1;
   private lastReadiness = '';
+  // one verify slot table for the host, so that admission does not depend on which worker the
+  // kernel handed a connection to
+  private admission: SharedArrayBuffer;
 
-  constructor(private config: Config, private log: Logger, private engine: EngineHost, private store: Store) {}
+  constructor(private config: Config, private log: Logger, private engine: EngineHost, private store: Store) {
+    this.admission = createAdmissionTable(config.WORKERS * SLOTS_PER_WORKER);
+  }
 
   async start(port: number): Promise<void> {
     const started: Promise<void>[] = [];
     for (let index = 0; index < this.config.WORKERS; index++) {
       const entry = new URL(`./worker${SOURCE_EXT}`, import.meta.url);
-      const data: WorkerData = { config: this.config, port, index, entry: entry.href };
+      const data: WorkerData = { config: this.config, port, index, admission: this.admission, entry: entry.href };
       // Compiled JavaScript starts the thread directly; under tsx the thread must register the
       // loader first (thread-entry.mjs).
       const worker = new Worker(SOURCE_EXT === '.js' ? entry : new URL('./thread-entry.mjs', import.meta.url), { workerData: data });

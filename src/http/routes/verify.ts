@@ -8,7 +8,6 @@ import { signBody } from '../../signing/index.ts';
 import { moduleEnabled } from '../../store/modules.ts';
 import type { TokenRecord } from '../../store/records.ts';
 import { earlyMetadata, prepareRequest } from '../../verify/index.ts';
-import { CapacitySlots } from '../capacity.ts';
 import { clientAddress } from '../client-address.ts';
 import type { HttpContext } from '../context.ts';
 import { parseMultipartBoundary, type ReceivedPart } from '../multipart/index.ts';
@@ -26,7 +25,12 @@ export const LIMITS = {
   // 256 events at most, each with at most one image, plus metadata
   maxParts: 257,
   maxHeaderBytes: 8 * 1024,
-  slotsPerWorker: 2,
+} as const;
+
+const BUSY_MESSAGES = {
+  host: 'No capacity slot available; retry after the indicated delay',
+  address: 'Too many concurrent verify calls from this client address; retry after the indicated delay',
+  token: 'Too many concurrent verify calls with this token; retry after the indicated delay',
 } as const;
 
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,200}$/;
@@ -40,12 +44,11 @@ interface CallState {
 }
 
 export function verifyRoutes(router: Router, s: Services): void {
-  const slots = new CapacitySlots(LIMITS.slotsPerWorker, (n) => s.metrics.slotsInUse.set(n));
   router.add('POST', '/v1/modules/:module_id/verify', (ctx, params) => {
     const state: CallState = { token: null, moduleId: null, captures: 0, charged: 0 };
     let pending: Promise<Reply>;
     try {
-      pending = verify(ctx, params.module_id!, s, slots, state);
+      pending = verify(ctx, params.module_id!, s, state);
     } catch (err) {
       pending = Promise.reject(err);
     }
@@ -71,7 +74,7 @@ export function verifyRoutes(router: Router, s: Services): void {
 
 /** The checks before the body, in the contract's order, run synchronously so that the body
  * reader is attached before uWS delivers the first chunk. */
-function verify(ctx: HttpContext, moduleParam: string, s: Services, slots: CapacitySlots, state: CallState): Promise<Reply> {
+function verify(ctx: HttpContext, moduleParam: string, s: Services, state: CallState): Promise<Reply> {
   const token = requireToken(ctx, s);
   state.token = token;
   if (!(MODULE_IDS as readonly string[]).includes(moduleParam)) throw new ServiceError('module_not_found', `Unknown module ${JSON.stringify(moduleParam.slice(0, 64))}`);
@@ -82,10 +85,10 @@ function verify(ctx: HttpContext, moduleParam: string, s: Services, slots: Capac
   if (!s.inference.readiness().find((m) => m.module_id === moduleId)?.ready) {
     throw new ServiceError('module_unavailable', 'The module\'s models are not loaded yet', { 'Retry-After': String(s.config.RETRY_AFTER_SECONDS) });
   }
-  const release = slots.tryAcquire();
-  if (!release) {
+  const release = s.admission.tryAcquire(clientAddress(s.config, ctx.peerAddress, ctx.headers['x-forwarded-for']), token.id);
+  if (typeof release === 'string') {
     s.metrics.busyRejections.inc();
-    throw new ServiceError('server_busy', undefined, { 'Retry-After': String(s.config.RETRY_AFTER_SECONDS) });
+    throw new ServiceError('server_busy', BUSY_MESSAGES[release], { 'Retry-After': String(s.config.RETRY_AFTER_SECONDS) });
   }
   try {
     const key = ctx.headers['idempotency-key'];
@@ -94,7 +97,7 @@ function verify(ctx: HttpContext, moduleParam: string, s: Services, slots: Capac
     const boundary = parseMultipartBoundary(ctx.headers['content-type']);
     if (boundary === null) throw new ServiceError('unsupported_media_type');
     const metadata = earlyMetadata(moduleId);
-    const upload = receiveMultipart(ctx, boundary, LIMITS, metadata.onPartEnd);
+    const upload = receiveMultipart(ctx, boundary, LIMITS, metadata.onPartEnd, s.uploadPacer);
     return run(ctx, s, token, moduleId, key ?? null, upload, metadata.parsed, state).finally(release);
   } catch (err) {
     release();
