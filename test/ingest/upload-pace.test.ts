@@ -43,10 +43,10 @@ function bigBody(bytes: number) {
 
 /** Writes `data` at `bytesPerSecond` (pieces every 100 ms) and stops early when the server
  * answers or the socket breaks. */
-async function trickle(conn: RawConn, data: Buffer, bytesPerSecond: number): Promise<void> {
+async function trickle(conn: RawConn, data: Buffer, bytesPerSecond: number, answered: () => boolean): Promise<void> {
   const piece = Math.max(1, Math.round(bytesPerSecond / 10));
   for (let at = 0; at < data.length; at += piece) {
-    if (conn.hasAnswer || conn.isClosed) return;
+    if (answered() || conn.hasAnswer || conn.isClosed) return;
     if (!(await conn.write(data.subarray(at, at + piece)))) return;
     await sleep(100);
   }
@@ -57,8 +57,10 @@ async function upload(port: number, token: string, b: { body: Buffer; contentTyp
   await conn.connected;
   const started = Date.now();
   await conn.write(verifyHead({ token, contentType: b.contentType, contentLength: b.body.length }));
-  const sending = trickle(conn, b.body.subarray(0, stopAfter), rate);
+  let answered = false;
+  const sending = trickle(conn, b.body.subarray(0, stopAfter), rate, () => answered);
   const r = await conn.response({ answerWaitMs: 60_000 });
+  answered = true;
   await sending;
   return { answer: rawAnswer(r), ms: Date.now() - started, conn };
 }
