@@ -46,7 +46,7 @@ class Cluster {
       const data: WorkerData = { config: this.config, port, index, admission: this.admission, entry: entry.href };
       // Compiled JavaScript starts the thread directly; under tsx the thread must register the
       // loader first (thread-entry.mjs).
-      const worker = new Worker(SOURCE_EXT === '.js' ? entry : new URL('./thread-entry.mjs', import.meta.url), { workerData: data });
+      const worker = new Worker(SOURCE_EXT === '.js' ? entry : new URL('./thread-entry.mjs', import.meta.url), { workerData: data, resourceLimits: { maxYoungGenerationSizeMb: 4 } });
       this.workers.push(worker);
       started.push(
         new Promise((resolve, reject) => {

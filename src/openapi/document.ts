@@ -22,12 +22,15 @@ descriptor (\`[..., "frames", 3, "image"]\`); a multipart part fault names the p
 
 **Order of checks on verify**: token (401), module exists (404), grant (403 module_forbidden), enabled
 (403 module_disabled), capacity slot (503 server_busy, before the body is read), headers and content type
-(400, 413, 415), body and inputs (413, 422), idempotency (409), quota (429), inference (200, 500).
+(400, 413, 415), body and inputs (408 request_timeout for an upload below the minimum rate or past its
+deadline, 413, 422), idempotency (409), quota (429), inference (200, 500). Capacity is 2 x WORKERS slots
+shared by the whole host, with caps per client address and per token (also 503 server_busy).
 
 **Signed verdicts**: when present, the \`X-Verdict-Signature\` header is a detached JWS (EdDSA) over the exact
 response body; keys are published at \`/.well-known/jwks.json\`.
 
-**Metrics**: \`/metrics\` answers loopback clients, and others only with \`Authorization: Bearer <METRICS_TOKEN>\`.`;
+**Metrics**: \`/metrics\` answers loopback clients (judged by the client address, X-Forwarded-For included when
+the peer is a trusted proxy), and others only with \`Authorization: Bearer <METRICS_TOKEN>\`.`;
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 const jsonContent = (schema: object) => ({ 'application/json': { schema } });
@@ -131,6 +134,7 @@ export function buildOpenApi(): object {
           '401': err('invalid_token'),
           '403': err('module_forbidden or module_disabled'),
           '404': err('module_not_found'),
+          '408': err('request_timeout: the upload fell below UPLOAD_MIN_BYTES_PER_SECOND over UPLOAD_RATE_WINDOW_SECONDS, or outlived UPLOAD_DEADLINE_SECONDS; nothing charged, the key not bound; retry with the same key'),
           '409': { ...err('request_in_progress or idempotency_conflict'), headers: retryAfter },
           '413': err('payload_too_large'),
           '415': err('unsupported_media_type'),
