@@ -2,9 +2,10 @@ import { Worker } from 'node:worker_threads';
 import { bootstrapAdmin } from './admin/bootstrap.ts';
 import { startEngine, type EngineHost } from './cluster/engine-host.ts';
 import type { FromWorker, ToWorker, WorkerData } from './cluster/messages.ts';
-import { ConfigError, loadConfig, type Config } from './config/index.ts';
+import { ConfigError, loadConfig, SLOTS_PER_WORKER, type Config } from './config/index.ts';
 import { compileTrust } from './http/client-address.ts';
 import { checkTls } from './http/tls.ts';
+import { createAdmissionTable } from './http/capacity.ts';
 import { listen, loadUws, LISTEN_EXCLUSIVE, NativeBindingError, type UwsModule } from './http/uws.ts';
 import { createLogger, type Logger } from './observability/logger.ts';
 import { aggregateMetrics, MainMetrics, type MetricsSnapshot } from './observability/metrics.ts';
@@ -37,19 +38,29 @@ class Cluster {
   private nextCollection = 1;
   private lastReadiness = '';
   private readonly metrics: MainMetrics;
+  // one verify slot table for the host, so that admission does not depend on which worker the
+  // kernel handed a connection to
+  private admission: SharedArrayBuffer;
 
   constructor(private config: Config, private log: Logger, private engine: EngineHost, private store: StoreBackend, private stopRetention: () => Promise<void>) {
     this.metrics = new MainMetrics(engine);
+    this.admission = createAdmissionTable(config.WORKERS * SLOTS_PER_WORKER);
   }
 
   async start(port: number): Promise<void> {
     const started: Promise<void>[] = [];
     for (let index = 0; index < this.config.WORKERS; index++) {
       const entry = new URL(`./worker${SOURCE_EXT}`, import.meta.url);
-      const data: WorkerData = { config: this.config, port, index, entry: entry.href };
+      const data: WorkerData = { config: this.config, port, index, admission: this.admission, entry: entry.href };
       // Compiled JavaScript starts the thread directly; under tsx the thread must register the
       // loader first (thread-entry.mjs).
-      const worker = new Worker(SOURCE_EXT === '.js' ? entry : new URL('./thread-entry.mjs', import.meta.url), { workerData: data });
+      // An API worker's allocations are small and short-lived (body bytes live outside the JS
+      // heap), so a 4 MB young generation costs little GC time and saves about 5 MiB of
+      // committed heap per worker, which counts when WORKERS is sized for slow uploads.
+      const worker = new Worker(SOURCE_EXT === '.js' ? entry : new URL('./thread-entry.mjs', import.meta.url), {
+        workerData: data,
+        resourceLimits: { maxYoungGenerationSizeMb: 4 },
+      });
       this.workers.push(worker);
       started.push(
         new Promise((resolve, reject) => {

@@ -1,8 +1,11 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { RemoteInference } from './cluster/remote-inference.ts';
 import type { FromWorker, ToWorker, WorkerData } from './cluster/messages.ts';
+import { SLOTS_PER_WORKER } from './config/index.ts';
 import { createApp } from './http/app.ts';
 import { createCors } from './http/cors.ts';
+import { HostAdmission } from './http/capacity.ts';
+import { UploadPacer } from './http/upload-pace.ts';
 import { buildRouter } from './http/routes/index.ts';
 import { closeApp, listen, loadUws, LISTEN_SHARED, type us_listen_socket } from './http/uws.ts';
 import { createLogger } from './observability/logger.ts';
@@ -13,7 +16,7 @@ import { openConfiguredStore } from './store/select.ts';
 // One API worker thread: its own uWS app on the shared port (SO_REUSEPORT lets the kernel
 // spread connections), its own handle on the store (LMDB, or a PostgreSQL pool and node
 // lease), inference through the main thread.
-const { config, port, index } = workerData as WorkerData;
+const { config, port, index, admission: admissionTable } = workerData as WorkerData;
 const main = parentPort!;
 const post = (m: FromWorker) => main.postMessage(m);
 
@@ -22,6 +25,17 @@ const log = createLogger(config.LOG_LEVEL, { worker: index });
 const store = await openConfiguredStore(config, (err) => log.warn({ err: { message: err.message } }, 'store connection error'));
 const metrics = new WorkerMetrics(`api-${index}`);
 const inference = new RemoteInference(main, config.INFERENCE_TIMEOUT_SECONDS * 1000);
+const admission = new HostAdmission(
+  admissionTable,
+  index,
+  { slots: config.WORKERS * SLOTS_PER_WORKER, perAddress: config.UPLOADS_PER_ADDRESS, perToken: config.UPLOADS_PER_TOKEN },
+  (n) => metrics.slotsInUse.set(n),
+);
+const uploadPacer = new UploadPacer({
+  minBytesPerSecond: config.UPLOAD_MIN_BYTES_PER_SECOND,
+  windowSeconds: config.UPLOAD_RATE_WINDOW_SECONDS,
+  deadlineSeconds: config.UPLOAD_DEADLINE_SECONDS,
+});
 
 let nextMetricsId = 1;
 const metricsWaiters = new Map<number, (r: { text: string; contentType: string }) => void>();
@@ -32,6 +46,8 @@ const router = buildRouter({
   log,
   metrics,
   inference,
+  admission,
+  uploadPacer,
   collectMetrics: () =>
     new Promise((resolve) => {
       const id = nextMetricsId++;

@@ -6,6 +6,8 @@ export interface WorkerData {
   config: Config;
   port: number;
   index: number;
+  /** the host-wide verify slot table (src/http/capacity.ts), shared by every API worker */
+  admission: SharedArrayBuffer;
   /** module the thread entry loads (see src/thread-entry.mjs) */
   entry: string;
 }

@@ -6,6 +6,12 @@ import { TypeCompiler } from '@sinclair/typebox/compiler';
 // Start-up variables: contract.md "Running it" fixes HOST, PORT, DATA_DIR, WORKERS,
 // COOKIE_PREFIX, COOKIE_SECURE, ADMIN_USERNAME/PASSWORD; the rest are documented in the README.
 const MAX_WORKERS = 64;
+// The spec's capacity: 2 concurrent verify calls per API worker, pooled host-wide.
+export const SLOTS_PER_WORKER = 2;
+// An API worker mostly waits on uploads (a slot covers the whole upload), so the default is
+// sized for slow links rather than for cores: 8 per core, at least 8 (16 slots), at most 64.
+const WORKERS_PER_CORE = 8;
+const MIN_DEFAULT_WORKERS = 8;
 const MAX_INFERENCE_THREADS = 256;
 const Int = (min: number, max: number, description: string) => Type.Integer({ minimum: min, maximum: max, description });
 
@@ -16,6 +22,11 @@ export const ConfigSchema = Type.Object({
   DATABASE_URL: Type.Optional(Type.String({ pattern: '^postgres(ql)?://', description: 'PostgreSQL store shared by several nodes (postgres://...); unset: LMDB in DATA_DIR' })),
   NODE_LEASE_SECONDS: Int(2, 600, 'PostgreSQL store: a node that has not renewed its lease for this long is presumed dead and its pending reservations are refunded'),
   WORKERS: Int(1, MAX_WORKERS, 'API worker threads'),
+  UPLOAD_MIN_BYTES_PER_SECOND: Int(1, 1 << 30, 'an upload slower than this, averaged over UPLOAD_RATE_WINDOW_SECONDS, is answered 408'),
+  UPLOAD_RATE_WINDOW_SECONDS: Int(2, 3600, 'the window over which the upload rate is averaged; also the longest stall allowed'),
+  UPLOAD_DEADLINE_SECONDS: Int(1, 24 * 3600, 'an upload not finished by then is answered 408'),
+  UPLOADS_PER_ADDRESS: Int(1, 2 * MAX_WORKERS, 'concurrent verify calls one client address may hold, host-wide'),
+  UPLOADS_PER_TOKEN: Int(1, 2 * MAX_WORKERS, 'concurrent verify calls one business token may hold, host-wide'),
   COOKIE_PREFIX: Type.String({ pattern: '^[A-Za-z0-9_-]{1,32}$', description: 'session cookie is <prefix>_session' }),
   COOKIE_SECURE: Type.Boolean({ description: 'add Secure to the session cookie' }),
   ADMIN_USERNAME: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9_.@-]{1,64}$' })),
@@ -80,8 +91,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     DATA_DIR: path.resolve(cwd, env.DATA_DIR || './data'),
     DATABASE_URL: opt(env.DATABASE_URL),
     NODE_LEASE_SECONDS: int('NODE_LEASE_SECONDS', env.NODE_LEASE_SECONDS, 15),
-    // the default follows the cores but stays inside the accepted range, so a large host starts
-    WORKERS: int('WORKERS', env.WORKERS, Math.min(cores, MAX_WORKERS)),
+    // the default stays inside the accepted range, so a large host starts
+    WORKERS: int('WORKERS', env.WORKERS, Math.min(Math.max(MIN_DEFAULT_WORKERS, cores * WORKERS_PER_CORE), MAX_WORKERS)),
+    UPLOAD_MIN_BYTES_PER_SECOND: int('UPLOAD_MIN_BYTES_PER_SECOND', env.UPLOAD_MIN_BYTES_PER_SECOND, 8000),
+    UPLOAD_RATE_WINDOW_SECONDS: int('UPLOAD_RATE_WINDOW_SECONDS', env.UPLOAD_RATE_WINDOW_SECONDS, 10),
+    UPLOAD_DEADLINE_SECONDS: int('UPLOAD_DEADLINE_SECONDS', env.UPLOAD_DEADLINE_SECONDS, 600),
+    UPLOADS_PER_ADDRESS: 0,
+    UPLOADS_PER_TOKEN: 0,
     COOKIE_PREFIX: env.COOKIE_PREFIX || 'lv',
     // Served over TLS, the session cookie is Secure unless the operator says otherwise.
     COOKIE_SECURE: bool('COOKIE_SECURE', env.COOKIE_SECURE, Boolean(opt(env.TLS_CERT_FILE) && opt(env.TLS_KEY_FILE))),
@@ -114,6 +130,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     TEST_INFERENCE_FAIL_PREFIX: opt(env.TEST_INFERENCE_FAIL_PREFIX),
     TEST_SETTLEMENT_FAIL_PREFIX: opt(env.TEST_SETTLEMENT_FAIL_PREFIX),
   };
+  // Caps default to shares of the host's slots (validated once WORKERS is known): one address
+  // may take half of them and one token three quarters, but never fewer than 4, so that a
+  // small host still serves one client's modest concurrency.
+  const slots = Number.isInteger(raw.WORKERS) ? raw.WORKERS * SLOTS_PER_WORKER : 2;
+  raw.UPLOADS_PER_ADDRESS = int('UPLOADS_PER_ADDRESS', env.UPLOADS_PER_ADDRESS, Math.min(slots, Math.max(4, Math.ceil(slots / 2))));
+  raw.UPLOADS_PER_TOKEN = int('UPLOADS_PER_TOKEN', env.UPLOADS_PER_TOKEN, Math.min(slots, Math.max(4, Math.ceil((slots * 3) / 4))));
   const errors = [...check.Errors(raw)];
   if (errors.length > 0) {
     const lines = errors.map((e) => `${e.path.slice(1).split('/')[0]}: ${e.message} (got ${JSON.stringify(e.value)})`);

@@ -17,6 +17,7 @@ export const ERRORS = {
   method_not_allowed: { status: 405, message: 'Method not allowed on this path' },
   request_in_progress: { status: 409, message: 'A request with this Idempotency-Key is still in progress' },
   idempotency_conflict: { status: 409, message: 'This Idempotency-Key was used with a different request' },
+  request_timeout: { status: 408, message: 'The upload was too slow or did not finish in time; retry with the same key' },
   conflict: { status: 409, message: 'The resource already exists' },
   payload_too_large: { status: 413, message: 'The request body, a part or the batch is too large' },
   unsupported_media_type: { status: 415, message: 'The body must be multipart/form-data' },

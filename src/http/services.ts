@@ -3,6 +3,8 @@ import type { InferenceService } from '../inference/types.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { WorkerMetrics } from '../observability/metrics.ts';
 import type { StoreBackend } from '../store/backend.ts';
+import type { HostAdmission } from './capacity.ts';
+import type { UploadPacer } from './upload-pace.ts';
 
 /** What the routes of one API worker share. */
 export interface Services {
@@ -11,6 +13,10 @@ export interface Services {
   log: Logger;
   metrics: WorkerMetrics;
   inference: InferenceService;
+  /** verify slots of the whole host, with the per-address and per-token caps */
+  admission: HostAdmission;
+  /** minimum upload rate and upload deadline of this worker's verify calls */
+  uploadPacer: UploadPacer;
   /** Prometheus text of the whole process (all workers), gathered by the main thread */
   collectMetrics(): Promise<{ text: string; contentType: string }>;
 }

@@ -1,6 +1,7 @@
 import { ServiceError } from '../errors/index.ts';
 import type { HttpContext } from './context.ts';
 import { MultipartError, MultipartParser, type ReceivedPart } from './multipart/index.ts';
+import type { UploadPacer } from './upload-pace.ts';
 
 export class ClientGoneError extends Error {}
 
@@ -19,6 +20,7 @@ export function receiveMultipart(
   boundary: string,
   limits: UploadLimits,
   onPartEnd?: (part: ReceivedPart) => void,
+  pacer?: UploadPacer,
 ): Promise<ReceivedPart[]> {
   return new Promise((resolve, reject) => {
     const parser = new MultipartParser(boundary, limits, { onPartEnd });
@@ -27,17 +29,23 @@ export function receiveMultipart(
     const fail = (err: unknown) => {
       if (settled) return;
       settled = true;
+      pace?.done();
       ctx.bodyAbandoned = true;
       reject(err instanceof MultipartError ? err.answer() : err);
     };
+    // A body already complete in the handler tick has nothing left to pace.
+    const pace = pacer && ctx.bodyUnread() ? pacer.track(ctx.res, fail) : undefined;
     ctx.onAbort(() => fail(new ClientGoneError('client disconnected during upload')));
     ctx.readBody((chunk, isLast) => {
       if (settled) return;
       try {
         received += chunk.byteLength;
+        pace?.received(chunk.byteLength);
         if (received > limits.maxBodyBytes) throw new ServiceError('payload_too_large', `The body exceeds the ${limits.maxBodyBytes}-byte limit`);
         if (chunk.byteLength > 0) parser.write(Buffer.from(chunk.slice(0)));
         if (isLast) {
+          // uWS disarms its own timer on the last chunk; the pacer must not re-arm it
+          pace?.done();
           const parts = parser.end();
           settled = true;
           resolve(parts);

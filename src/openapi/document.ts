@@ -27,12 +27,14 @@ descriptor (\`[..., "frames", 3, "image"]\`); a multipart part fault names the p
 
 **Order of checks on verify**: token (401), module exists (404), grant (403 module_forbidden), enabled
 (403 module_disabled), capacity slot (503 server_busy, before the body is read), headers and content type
-(400, 413, 415), body and inputs (413, 422), idempotency (409), quota (429), inference (200, 500).
+(400, 413, 415), body and inputs (408 request_timeout for an upload below the minimum rate or past its
+deadline, 413, 422), idempotency (409), quota (429), inference (200, 500). Capacity is 2 x WORKERS slots
+shared by the whole host, with caps per client address and per token (also 503 server_busy).
 
 **Signed verdicts**: when present, the \`X-Verdict-Signature\` header is a detached JWS (EdDSA) over the exact
 response body; keys are published at \`/.well-known/jwks.json\`.
 
-**CORS**: with \`CORS_ORIGINS\` set, the listed origins may call \`/v1\` from a browser (preflight answered; \`X-Request-ID\`,\n\`Idempotency-Replayed\`, \`Retry-After\` and \`X-Verdict-Signature\` exposed). \`/admin\` and \`/auth\` never answer cross-origin.\n\n**Metrics**: \`/metrics\` answers loopback clients, and others only with \`Authorization: Bearer <METRICS_TOKEN>\`.`;
+**CORS**: with \`CORS_ORIGINS\` set, the listed origins may call \`/v1\` from a browser (preflight answered; \`X-Request-ID\`,\n\`Idempotency-Replayed\`, \`Retry-After\` and \`X-Verdict-Signature\` exposed). \`/admin\` and \`/auth\` never answer cross-origin.\n\n**Metrics**: \`/metrics\` answers loopback clients (judged by the client address, X-Forwarded-For included when\nthe peer is a trusted proxy), and others only with \`Authorization: Bearer <METRICS_TOKEN>\`.`;
 
 
 const TAGS = [

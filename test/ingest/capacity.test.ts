@@ -1,4 +1,4 @@
-// Verify capacity over real HTTP: one API worker (WORKERS=1) admits two verify calls; the slot
+// Verify capacity over real HTTP: one API worker (WORKERS=1) gives the host two verify slots; the slot
 // is taken before the body is read and held through upload, preparation and inference
 // (TEST_INFERENCE_DELAY_MS keeps a call in inference); the next call gets 503 server_busy with
 // Retry-After without its body being read; slots come back on every path (success, every kind
@@ -136,13 +136,15 @@ t.test('a slow client that sent half its body holds a slot; when it disconnects,
   t.ok(aborted.every((x) => x.charged_units === 0 && x.token_id === tok.id), 'nothing charged to the token');
 });
 
-t.test('a client that stalls mid-upload and never disconnects loses its slot to the idle timeout', async (t) => {
+t.test('a client that stalls mid-upload and never disconnects is answered 408 and loses its slot', async (t) => {
   const stalled = await halfUpload();
   await slotsUntil((n) => n === 1, 'the stalled upload holding a slot');
-  // uWS closes an HTTP connection idle for about 10 s; the wait is bounded, not a speed check
-  await slotsUntil((n) => n === 0, 'the idle timeout to free the slot', 40_000);
-  await stalled.response({ answerWaitMs: 5_000 }).catch(() => undefined);
-  t.ok(stalled.isClosed, 'the server closed the stalled connection');
+  // the minimum upload rate is judged over UPLOAD_RATE_WINDOW_SECONDS (10 s by default); the
+  // wait is bounded, not a speed check
+  const r = await stalled.response({ answerWaitMs: 40_000 });
+  t.equal(r.status, 408, 'answered, not reset');
+  t.equal(r.json?.error?.code, 'request_timeout');
+  await slotsUntil((n) => n === 0, 'the slot to come back');
   stalled.close();
   t.equal((await valid()).status, 200, 'the slot serves the next call');
 });

@@ -1,11 +1,19 @@
 import { timingSafeEqual } from 'node:crypto';
 import { ServiceError } from '../../errors/index.ts';
+import { clientAddress } from '../client-address.ts';
 import type { HttpContext } from '../context.ts';
 import type { Router } from '../router.ts';
 import type { Services } from '../services.ts';
 
 function isLoopback(addr: string): boolean {
   return addr.startsWith('127.') || addr === '::1' || addr === '0000:0000:0000:0000:0000:0000:0000:0001' || addr.startsWith('::ffff:127.');
+}
+
+/** Loopback by the same client-address rule as the audit line: behind a trusted reverse proxy
+ * on this host the socket peer is always loopback, so the peer alone would open the metrics
+ * to every outside client; the forwarded address is what must be local. */
+function fromLoopback(ctx: HttpContext, s: Services): boolean {
+  return isLoopback(clientAddress(s.config, ctx.peerAddress, ctx.headers['x-forwarded-for']));
 }
 
 function bearerMatches(ctx: HttpContext, expected: string): boolean {
@@ -21,7 +29,7 @@ function bearerMatches(ctx: HttpContext, expected: string): boolean {
 export function metricsRoutes(router: Router, s: Services): void {
   router.add('GET', '/metrics', async (ctx) => {
     const token = s.config.METRICS_TOKEN;
-    const allowed = token ? bearerMatches(ctx, token) || isLoopback(ctx.peerAddress) : isLoopback(ctx.peerAddress);
+    const allowed = (token !== undefined && bearerMatches(ctx, token)) || fromLoopback(ctx, s);
     if (!allowed) throw new ServiceError('not_found', `No route for ${ctx.path}`);
     const { text, contentType } = await s.collectMetrics();
     return { status: 200, body: text, contentType };

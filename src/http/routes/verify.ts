@@ -1,23 +1,14 @@
-import { now } from '../../clock.ts';
-import { InferenceFailedError } from '../../cluster/remote-inference.ts';
 import { ServiceError, ValidationFailure } from '../../errors/index.ts';
-import type { ResultRecord } from '../../inference/types.ts';
-import { archiveDemoUpload, countryOf, outcomeOfBody, outcomeOfResults, requestFingerprint, type AuditOutcome, type Reservation } from '../../metering/index.ts';
-import { MODULE_IDS, type ModuleId, type ParsedMetadata } from '../../packets/types.ts';
 import { recordVerify } from '../../observability/request-facts.ts';
-import { signBody, signerOf } from '../../signing/index.ts';
-import type { TokenRecord } from '../../store/records.ts';
-import { earlyMetadata, prepareRequest } from '../../verify/index.ts';
-import { CapacitySlots } from '../capacity.ts';
+import { respond, storeMetering, verify, withTestFaults, type CallTrace, type VerifyDeps, type VerifyRequest } from '../../verify/index.ts';
+import { checkContentLength } from '../body.ts';
 import { clientAddress } from '../client-address.ts';
 import type { HttpContext } from '../context.ts';
-import { parseMultipartBoundary, type ReceivedPart } from '../multipart/index.ts';
+import { parseMultipartBoundary } from '../multipart/index.ts';
 import { errorReply, type Reply } from '../respond.ts';
 import type { Router } from '../router.ts';
 import type { Services } from '../services.ts';
-import { checkContentLength } from '../body.ts';
 import { ClientGoneError, receiveMultipart } from '../upload.ts';
-import { requireToken } from './business.ts';
 
 // interface-spec.md Limits
 export const LIMITS = {
@@ -26,37 +17,36 @@ export const LIMITS = {
   // 256 events at most, each with at most one image, plus metadata
   maxParts: 257,
   maxHeaderBytes: 8 * 1024,
-  slotsPerWorker: 2,
 } as const;
 
-const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,200}$/;
-
-/** What the audit line of a verify call needs to know, filled in as the call progresses. */
-interface CallState {
-  token: TokenRecord | null;
-  moduleId: string | null;
-  captures: number;
-  charged: number;
-  /** for the metrics and the request log line (recordVerify) */
-  reserved: number;
-  refunded: number;
-  results: ResultRecord[] | null;
-  /** set once the call has an answer with results (a first answer or a replay) */
-  outcome: AuditOutcome | null;
-  replayed: boolean;
-}
-
+/** POST /v1/modules/{module_id}/verify: the HTTP side of the use case in src/verify/ (what a
+ * request is, how its body streams, how an error is rendered). */
 export function verifyRoutes(router: Router, s: Services): void {
-  const slots = new CapacitySlots(LIMITS.slotsPerWorker, (n) => s.metrics.slotsInUse.set(n));
+  const deps: VerifyDeps = withTestFaults(
+    {
+      config: s.config,
+      store: s.store,
+      admission: s.admission,
+      metering: storeMetering(s.store),
+      inference: s.inference,
+      metrics: {
+        busy: () => s.metrics.busyRejections.inc(),
+        inferenceSeconds: (module, seconds) => s.metrics.inferenceSeconds.observe({ module }, seconds),
+      },
+      log: s.log,
+    },
+    s.config,
+  );
   router.add('POST', '/v1/modules/:module_id/verify', (ctx, params) => {
-    const state: CallState = { token: null, moduleId: null, captures: 0, charged: 0, reserved: 0, refunded: 0, results: null, outcome: null, replayed: false };
-    let pending: Promise<Reply>;
+    const req = verifyRequest(ctx, params.module_id!, s);
+    const trace: CallTrace = { token: null, moduleId: null, captures: 0, charged: 0, reserved: 0, refunded: 0, results: null };
+    let answer: Promise<Reply>;
     try {
-      pending = verify(ctx, params.module_id!, s, slots, state);
+      answer = verify(req, deps, trace);
     } catch (err) {
-      pending = Promise.reject(err);
+      answer = Promise.reject(err);
     }
-    return pending
+    return answer
       .catch((err): Reply => {
         if (err instanceof ClientGoneError) {
           // Nobody is listening; the code is for the audit line and the request log.
@@ -69,139 +59,28 @@ export function verifyRoutes(router: Router, s: Services): void {
         }
         return errorReply(ctx, err);
       })
-      .then(async (reply) => {
-        audit(ctx, s, state, reply.status);
-        recordVerify(ctx, s.metrics, state, reply.status, ctx.errorCode, reply.headers?.['Idempotency-Replayed'] === 'true');
-        return signed(s, reply);
+      .then((reply) => {
+        // metrics and the request log line describe the answer as decided, before signing
+        recordVerify(ctx, s.metrics, trace, reply.status, ctx.errorCode, reply.headers?.['Idempotency-Replayed'] === 'true');
+        return respond(req, deps, trace, reply, ctx.errorCode ?? null);
       });
   });
 }
 
-/** The checks before the body, in the contract's order. The token and module lookups may
- * wait for the store (PostgreSQL); meanwhile the body is held, its socket paused
- * (HttpContext.holdUnclaimedBody), so nothing is read before the capacity slot is taken. */
-async function verify(ctx: HttpContext, moduleParam: string, s: Services, slots: CapacitySlots, state: CallState): Promise<Reply> {
-  const token = await requireToken(ctx, s);
-  state.token = token;
-  if (!(MODULE_IDS as readonly string[]).includes(moduleParam)) throw new ServiceError('module_not_found', `Unknown module ${JSON.stringify(moduleParam.slice(0, 64))}`);
-  const moduleId = moduleParam as ModuleId;
-  state.moduleId = moduleId;
-  if (!token.grants.some((g) => g.module_id === moduleId)) throw new ServiceError('module_forbidden');
-  if (!(await s.store.moduleEnabled(moduleId))) throw new ServiceError('module_disabled');
-  if (!s.inference.readiness().find((m) => m.module_id === moduleId)?.ready) {
-    throw new ServiceError('module_unavailable', 'The module\'s models are not loaded yet', { 'Retry-After': String(s.config.RETRY_AFTER_SECONDS) });
-  }
-  const release = slots.tryAcquire();
-  if (!release) {
-    s.metrics.busyRejections.inc();
-    throw new ServiceError('server_busy', undefined, { 'Retry-After': String(s.config.RETRY_AFTER_SECONDS) });
-  }
-  try {
-    const key = ctx.headers['idempotency-key'];
-    if (key !== undefined && !IDEMPOTENCY_KEY.test(key)) throw new ServiceError('invalid_idempotency_key');
-    checkContentLength(ctx, LIMITS.maxBodyBytes);
-    const boundary = parseMultipartBoundary(ctx.headers['content-type']);
-    if (boundary === null) throw new ServiceError('unsupported_media_type');
-    const metadata = earlyMetadata(moduleId);
-    const upload = receiveMultipart(ctx, boundary, LIMITS, metadata.onPartEnd);
-    return run(ctx, s, token, moduleId, key ?? null, upload, metadata.parsed, state).finally(release);
-  } catch (err) {
-    release();
-    throw err;
-  }
+function verifyRequest(ctx: HttpContext, moduleParam: string, s: Services): VerifyRequest {
+  return {
+    requestId: ctx.requestId,
+    moduleParam,
+    authorization: ctx.headers['authorization'],
+    idempotencyKey: ctx.headers['idempotency-key'],
+    clientAddress: clientAddress(s.config, ctx.peerAddress, ctx.headers['x-forwarded-for']),
+    startedAt: ctx.startedAt,
+    aborted: () => ctx.aborted,
+    openBody(onPartEnd) {
+      checkContentLength(ctx, LIMITS.maxBodyBytes);
+      const boundary = parseMultipartBoundary(ctx.headers['content-type']);
+      if (boundary === null) throw new ServiceError('unsupported_media_type');
+      return receiveMultipart(ctx, boundary, LIMITS, onPartEnd, s.uploadPacer);
+    },
+  };
 }
-
-async function run(
-  ctx: HttpContext,
-  s: Services,
-  token: TokenRecord,
-  moduleId: ModuleId,
-  key: string | null,
-  upload: Promise<ReceivedPart[]>,
-  early: () => ParsedMetadata | undefined,
-  state: CallState,
-): Promise<Reply> {
-  const parts = await upload;
-  const prepared = prepareRequest(moduleId, parts, early());
-  state.captures = prepared.captures.length;
-  // parseMetadata returns the parsed objects themselves, so the metadata is not parsed again
-  const { batch, captures } = prepared.parsed;
-  const fingerprint = key === null ? null : requestFingerprint(moduleId, batch ? { captures } : captures[0], prepared.files);
-
-  const at = now();
-  const outcome = await s.store.reserve({
-    token, moduleId, units: prepared.captures.length, requestId: ctx.requestId, idempotencyKey: key, fingerprint, at, retryAfterSeconds: s.config.RETRY_AFTER_SECONDS,
-  });
-  if (outcome.kind === 'replay') {
-    state.replayed = true;
-    state.outcome = outcomeOfBody(outcome.status, outcome.body);
-    return { status: outcome.status, body: outcome.body, contentType: 'application/json', headers: { 'Idempotency-Replayed': 'true' } };
-  }
-  const reservation = outcome.reservation;
-  state.reserved = reservation.units;
-
-  let results: ResultRecord[];
-  try {
-    if (token.demo) await archiveDemoUpload(s.config.DATA_DIR, at, ctx.requestId, prepared.metadataText, prepared.files);
-    const started = performance.now();
-    results = await s.inference.infer({ module_id: moduleId, captures: prepared.captures });
-    s.metrics.inferenceSeconds.observe({ module: moduleId }, (performance.now() - started) / 1000);
-  } catch (err) {
-    await s.store.refund(reservation.id, now());
-    state.refunded = reservation.units;
-    if (err instanceof InferenceFailedError) throw new ServiceError('inference_failed');
-    throw err;
-  }
-  state.results = results;
-  const body = await settleCall(s, ctx, reservation, moduleId, results);
-  state.charged = reservation.units;
-  state.outcome = outcomeOfResults(results);
-  return { status: 200, body, contentType: 'application/json' };
-}
-
-function settleCall(s: Services, ctx: HttpContext, reservation: Reservation, moduleId: ModuleId, results: ResultRecord[]): Promise<string> {
-  const failPrefix = s.config.TEST_SETTLEMENT_FAIL_PREFIX;
-  const inject = failPrefix !== undefined && results.some((r) => r.capture_id.startsWith(failPrefix));
-  return s.store.settle(
-    reservation,
-    now(),
-    (usage) => JSON.stringify({ request_id: ctx.requestId, module_id: moduleId, charged_units: reservation.units, results, usage }),
-    results,
-    inject,
-  );
-}
-
-/** Every verify answer carries a detached JWS over its exact body bytes, so a backend can tell
- * whether a device forwarded the service's verdict unchanged (see README, Signed verdicts). */
-async function signed(s: Services, reply: Reply): Promise<Reply> {
-  // a client that went away gets nothing, so there is nothing to sign
-  if (reply.body === undefined) return reply;
-  const body = typeof reply.body === 'string' ? reply.body : JSON.stringify(reply.body);
-  try {
-    const signature = await signBody(signerOf(s.store, s.config.DATA_DIR), body);
-    return { ...reply, body, contentType: 'application/json', headers: { ...reply.headers, 'X-Verdict-Signature': signature } };
-  } catch (err) {
-    s.log.error({ err }, 'verdict signing failed');
-    return { ...reply, body, contentType: 'application/json' };
-  }
-}
-
-function audit(ctx: HttpContext, s: Services, state: CallState, status: number): void {
-  const ip = clientAddress(s.config, ctx.peerAddress, ctx.headers['x-forwarded-for']);
-  void s.store.writeAudit({
-    request_id: ctx.requestId,
-    at: new Date(now()).toISOString(),
-    token_id: state.token?.id ?? null,
-    module_id: state.moduleId,
-    client_ip: ip,
-    country: countryOf(ip),
-    status: ctx.aborted ? 499 : status,
-    error_code: ctx.errorCode ?? null,
-    captures: state.captures,
-    charged_units: state.charged,
-    latency_ms: Math.round((performance.now() - ctx.startedAt) * 10) / 10,
-    outcome: status === 200 && !ctx.aborted && state.outcome !== null ? state.outcome : 'error',
-    replayed: state.replayed,
-  }).catch((err) => s.log.error({ err }, 'audit write failed'));
-}
-

@@ -1,0 +1,56 @@
+import type { Config } from '../config/index.ts';
+import type { ReceivedPart } from '../http/multipart/index.ts';
+import type { InferenceService } from '../inference/types.ts';
+import type { Logger } from '../observability/logger.ts';
+import type { StoreBackend } from '../store/backend.ts';
+import type { Metering } from './metering.ts';
+
+/** What the verify use case needs from the transport: the request's values, copied before the
+ * first await, and its body. */
+export interface VerifyRequest {
+  requestId: string;
+  /** path parameter, not yet known to be a module */
+  moduleParam: string;
+  authorization: string | undefined;
+  idempotencyKey: string | undefined;
+  /** the client by the audit's rule (the peer, or X-Forwarded-For from a trusted proxy) */
+  clientAddress: string;
+  /** monotonic ms when the request arrived, for the audit's latency */
+  startedAt: number;
+  /** Checks the body's framing headers (400 invalid_content_length, 413, 415: thrown at once)
+   * and starts streaming the body; `onPartEnd` sees each part as it completes. Called in the
+   * same tick as the request arrived: the transport delivers no body to a reader set later. */
+  openBody(onPartEnd: (part: ReceivedPart) => void): Promise<ReceivedPart[]>;
+  /** the client went away before the answer */
+  aborted(): boolean;
+}
+
+/** Why admission refused a call (see src/http/capacity.ts). */
+export type AdmissionRefusal = 'host' | 'address' | 'token';
+
+export interface Admission {
+  /** an idempotent release, or why not */
+  tryAcquire(address: string, tokenId: string): (() => void) | AdmissionRefusal;
+}
+
+export interface VerifyDeps {
+  config: Pick<Config, 'DATA_DIR' | 'RETRY_AFTER_SECONDS'>;
+  /** token, module and audit records */
+  store: StoreBackend;
+  admission: Admission;
+  metering: Metering;
+  inference: InferenceService;
+  metrics: {
+    busy(): void;
+    inferenceSeconds(moduleId: string, seconds: number): void;
+  };
+  log: Logger;
+}
+
+/** An answer of the use case; the transport renders it. */
+export interface VerifyAnswer {
+  status: number;
+  body?: unknown;
+  headers?: Record<string, string>;
+  contentType?: string;
+}

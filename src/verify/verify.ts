@@ -1,0 +1,203 @@
+import { authenticateBearer } from '../auth/business-token.ts';
+import { now } from '../clock.ts';
+import { InferenceFailedError } from '../cluster/remote-inference.ts';
+import { ServiceError } from '../errors/index.ts';
+import type { ResultRecord } from '../inference/types.ts';
+import { countryOf, outcomeOfBody, outcomeOfResults, requestFingerprint, type AuditOutcome, type Reservation } from '../metering/index.ts';
+import { MODULE_IDS, type ModuleId } from '../packets/types.ts';
+import { signBody, signerOf } from '../signing/index.ts';
+import type { TokenRecord } from '../store/records.ts';
+import { earlyMetadata } from './early-metadata.ts';
+import type { AdmissionRefusal, VerifyAnswer, VerifyDeps, VerifyRequest } from './ports.ts';
+import { prepareRequest, type PreparedRequest } from './prepare.ts';
+
+// POST /v1/modules/{module_id}/verify as the contract orders it:
+//   accept   token (401), module (404), grant (403), enabled (403), models ready (503)
+//   admit    a host-wide capacity slot (503 server_busy), before any byte of the body
+//   receive  Idempotency-Key (400), body headers (400/413/415), the streamed body (413/422)
+//   validate metadata, parts, hashes and every image (422)
+//   reserve  idempotency (409, or a replay) and quota (429), in one transaction
+//   infer    the module's networks (500 inference_failed, units refunded)
+//   settle   charge, save the answer on the key, store the results (500 settlement_failed)
+//   respond  audit line and detached signature on every answer, errors included
+// accept awaits the store (token, module enabled: PostgreSQL answers asynchronously); meanwhile
+// the transport holds the body, its socket paused (HttpContext.holdUnclaimedBody), so no body
+// byte is read before the capacity slot is taken.
+
+/** What the audit line of a call needs, filled in as the steps get that far. */
+export interface CallTrace {
+  token: TokenRecord | null;
+  moduleId: ModuleId | null;
+  captures: number;
+  charged: number;
+  /** for the metrics and the request log line (recordVerify) */
+  reserved: number;
+  refunded: number;
+  results: ResultRecord[] | null;
+  /** for the audit: set once the call has an answer with results (a first answer or a replay) */
+  outcome?: AuditOutcome | null;
+  replayed?: boolean;
+}
+
+/** Runs the call up to its answer. Rejects with the step's error (ServiceError,
+ * ValidationFailure, or the transport's client-gone error); the slot is released either way. */
+export async function verify(req: VerifyRequest, deps: VerifyDeps, trace: CallTrace): Promise<VerifyAnswer> {
+  const { token, moduleId } = await accept(req, deps, trace);
+  const release = admit(req, deps, token);
+  try {
+    const upload = receive(req, moduleId);
+    return afterUpload(req, deps, trace, token, moduleId, upload).finally(release);
+  } catch (err) {
+    release();
+    throw err;
+  }
+}
+
+async function afterUpload(req: VerifyRequest, deps: VerifyDeps, trace: CallTrace, token: TokenRecord, moduleId: ModuleId, upload: Upload): Promise<VerifyAnswer> {
+  const prepared = validate(moduleId, await upload.parts, upload.early());
+  trace.captures = prepared.captures.length;
+  const at = now();
+  const booked = await reserve(req, deps, token, moduleId, prepared, at);
+  if (booked.kind === 'replay') {
+    trace.replayed = true;
+    trace.outcome = outcomeOfBody(booked.answer.status, booked.answer.body as string);
+    return booked.answer;
+  }
+  trace.reserved = booked.reservation.units;
+  const results = await infer(req, deps, trace, token, moduleId, prepared, booked.reservation, at);
+  trace.results = results;
+  trace.outcome = outcomeOfResults(results);
+  const body = await settle(req, deps, moduleId, booked.reservation, results);
+  trace.charged = booked.reservation.units;
+  return { status: 200, body, contentType: 'application/json' };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The steps
+
+async function accept(req: VerifyRequest, deps: VerifyDeps, trace: CallTrace): Promise<{ token: TokenRecord; moduleId: ModuleId }> {
+  const token = await authenticateBearer(deps.store, req.authorization, now());
+  trace.token = token;
+  if (!(MODULE_IDS as readonly string[]).includes(req.moduleParam)) {
+    throw new ServiceError('module_not_found', `Unknown module ${JSON.stringify(req.moduleParam.slice(0, 64))}`);
+  }
+  const moduleId = req.moduleParam as ModuleId;
+  trace.moduleId = moduleId;
+  if (!token.grants.some((g) => g.module_id === moduleId)) throw new ServiceError('module_forbidden');
+  if (!(await deps.store.moduleEnabled(moduleId))) throw new ServiceError('module_disabled');
+  if (!deps.inference.readiness().find((m) => m.module_id === moduleId)?.ready) {
+    throw new ServiceError('module_unavailable', 'The module\'s models are not loaded yet', retryAfter(deps));
+  }
+  return { token, moduleId };
+}
+
+const BUSY_MESSAGES: Record<AdmissionRefusal, string> = {
+  host: 'No capacity slot available; retry after the indicated delay',
+  address: 'Too many concurrent verify calls from this client address; retry after the indicated delay',
+  token: 'Too many concurrent verify calls with this token; retry after the indicated delay',
+};
+
+function admit(req: VerifyRequest, deps: VerifyDeps, token: TokenRecord): () => void {
+  const release = deps.admission.tryAcquire(req.clientAddress, token.id);
+  if (typeof release === 'string') {
+    deps.metrics.busy();
+    throw new ServiceError('server_busy', BUSY_MESSAGES[release], retryAfter(deps));
+  }
+  return release;
+}
+
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,200}$/;
+
+interface Upload {
+  parts: Promise<import('../http/multipart/index.ts').ReceivedPart[]>;
+  /** the metadata as parsed the moment its part ended, if it did */
+  early(): ReturnType<ReturnType<typeof earlyMetadata>['parsed']>;
+}
+
+function receive(req: VerifyRequest, moduleId: ModuleId): Upload {
+  if (req.idempotencyKey !== undefined && !IDEMPOTENCY_KEY.test(req.idempotencyKey)) throw new ServiceError('invalid_idempotency_key');
+  const metadata = earlyMetadata(moduleId);
+  return { parts: req.openBody(metadata.onPartEnd), early: metadata.parsed };
+}
+
+function validate(moduleId: ModuleId, parts: Awaited<Upload['parts']>, early: ReturnType<Upload['early']>): PreparedRequest {
+  return prepareRequest(moduleId, parts, early);
+}
+
+type Booking = { kind: 'reserved'; reservation: Reservation } | { kind: 'replay'; answer: VerifyAnswer };
+
+async function reserve(req: VerifyRequest, deps: VerifyDeps, token: TokenRecord, moduleId: ModuleId, prepared: PreparedRequest, at: number): Promise<Booking> {
+  const key = req.idempotencyKey ?? null;
+  // parseMetadata returns the parsed objects themselves, so the metadata is not parsed again
+  const { batch, captures } = prepared.parsed;
+  const fingerprint = key === null ? null : requestFingerprint(moduleId, batch ? { captures } : captures[0], prepared.files);
+  const outcome = await deps.metering.reserve({
+    token, moduleId, units: prepared.captures.length, requestId: req.requestId, idempotencyKey: key, fingerprint, at, retryAfterSeconds: deps.config.RETRY_AFTER_SECONDS,
+  });
+  if (outcome.kind === 'replay') {
+    return { kind: 'replay', answer: { status: outcome.status, body: outcome.body, contentType: 'application/json', headers: { 'Idempotency-Replayed': 'true' } } };
+  }
+  return outcome;
+}
+
+async function infer(req: VerifyRequest, deps: VerifyDeps, trace: CallTrace, token: TokenRecord, moduleId: ModuleId, prepared: PreparedRequest, reservation: Reservation, at: number): Promise<ResultRecord[]> {
+  try {
+    if (token.demo) await deps.metering.archiveDemoUpload(deps.config.DATA_DIR, at, req.requestId, prepared.metadataText, prepared.files);
+    const started = performance.now();
+    const results = await deps.inference.infer({ module_id: moduleId, captures: prepared.captures });
+    deps.metrics.inferenceSeconds(moduleId, (performance.now() - started) / 1000);
+    return results;
+  } catch (err) {
+    await deps.metering.refund(reservation.id, now());
+    trace.refunded = reservation.units;
+    if (err instanceof InferenceFailedError) throw new ServiceError('inference_failed');
+    throw err;
+  }
+}
+
+function settle(req: VerifyRequest, deps: VerifyDeps, moduleId: ModuleId, reservation: Reservation, results: ResultRecord[]): Promise<string> {
+  return deps.metering.settle(
+    reservation,
+    now(),
+    (usage) => JSON.stringify({ request_id: req.requestId, module_id: moduleId, charged_units: reservation.units, results, usage }),
+    results,
+  );
+}
+
+/** Every answer, errors included, is audited and carries a detached JWS over its exact body
+ * bytes, so a backend can tell whether a device forwarded the service's verdict unchanged. */
+export async function respond(req: VerifyRequest, deps: VerifyDeps, trace: CallTrace, answer: VerifyAnswer, errorCode: string | null): Promise<VerifyAnswer> {
+  audit(req, deps, trace, answer.status, errorCode);
+  // a client that went away gets nothing, so there is nothing to sign
+  if (answer.body === undefined) return answer;
+  const body = typeof answer.body === 'string' ? answer.body : JSON.stringify(answer.body);
+  try {
+    const signature = await signBody(signerOf(deps.store, deps.config.DATA_DIR), body);
+    return { ...answer, body, contentType: 'application/json', headers: { ...answer.headers, 'X-Verdict-Signature': signature } };
+  } catch (err) {
+    deps.log.error({ err }, 'verdict signing failed');
+    return { ...answer, body, contentType: 'application/json' };
+  }
+}
+
+function audit(req: VerifyRequest, deps: VerifyDeps, trace: CallTrace, status: number, errorCode: string | null): void {
+  void deps.store.writeAudit({
+    request_id: req.requestId,
+    at: new Date(now()).toISOString(),
+    token_id: trace.token?.id ?? null,
+    module_id: trace.moduleId,
+    client_ip: req.clientAddress,
+    country: countryOf(req.clientAddress),
+    status: req.aborted() ? 499 : status,
+    error_code: errorCode,
+    captures: trace.captures,
+    charged_units: trace.charged,
+    latency_ms: Math.round((performance.now() - req.startedAt) * 10) / 10,
+    outcome: status === 200 && !req.aborted() && trace.outcome ? trace.outcome : 'error',
+    replayed: trace.replayed ?? false,
+  }).catch((err) => deps.log.error({ err }, 'audit write failed'));
+}
+
+function retryAfter(deps: VerifyDeps): Record<string, string> {
+  return { 'Retry-After': String(deps.config.RETRY_AFTER_SECONDS) };
+}
