@@ -13,12 +13,12 @@ const me = (token: string | undefined, extra: Record<string, string> = {}) =>
   fetch(`${server.baseUrl}/v1/me`, { headers: { ...(token === undefined ? {} : { authorization: token }), ...extra } });
 
 t.test('a CLI-made token reads its usage on /v1/me', async (t) => {
-  const { id, token } = await makeToken(server, ['rgb_liveness:100:day', 'color_liveness:unlimited:never']);
+  const { id, token, name } = await makeToken(server, ['rgb_liveness:100:day', 'color_liveness:unlimited:never']);
   t.match(token, /^lvk_[A-Za-z0-9_-]{43}$/);
   const r = await me(`Bearer ${token}`);
   t.equal(r.status, 200);
   const body = await r.json();
-  t.same(body.token, { id, name: 'test', expires_at: null, demo: false });
+  t.same(body.token, { id, name, expires_at: null, demo: false });
   t.same(body.usage, [
     { module_id: 'color_liveness', limit: null, period: 'never', used: 0, remaining: null, reset_at: null },
     { module_id: 'rgb_liveness', limit: 100, period: 'day', used: 0, remaining: 100, reset_at: '2026-04-01T00:00:00.000Z' },

@@ -170,11 +170,12 @@ export async function waitReady(baseUrl: string, timeoutMs = 120_000): Promise<a
 }
 
 /** Creates a token through the CLI and returns its id and plaintext. */
-export async function makeToken(server: { cli: ServerHandle['cli'] }, grants: string[], extra: string[] = []): Promise<{ id: string; token: string }> {
+export async function makeToken(server: { cli: ServerHandle['cli'] }, grants: string[], extra: string[] = []): Promise<{ id: string; token: string; name: string }> {
   // token names are unique: a fresh one per call
-  const r = await server.cli(['token', 'create', '--name', `test-${randomUUID()}`, ...grants.flatMap((g) => ['--grant', g]), ...extra]);
+  const name = `test-${randomUUID()}`;
+  const r = await server.cli(['token', 'create', '--name', name, ...grants.flatMap((g) => ['--grant', g]), ...extra]);
   if (r.code !== 0) throw new Error(`token create failed: ${r.stderr}`);
-  return { id: r.json.id, token: r.json.token };
+  return { id: r.json.id, token: r.json.token, name };
 }
 
 export function bearer(token: string): Record<string, string> {
