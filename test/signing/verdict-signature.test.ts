@@ -89,6 +89,12 @@ t.test('the server publishes the JWKS; `keys rotate` adds a key', async (t) => {
   const r = await runCli(server.dataDir, ['keys', 'rotate']);
   t.equal(r.code, 0, r.stderr);
   t.equal(r.json.retired, jwks.keys[0]!.kid);
-  const after = (await (await fetch(`${server.baseUrl}/.well-known/jwks.json`)).json()) as JSONWebKeySet;
-  t.same(after.keys.map((k) => k.kid).sort(), [jwks.keys[0]!.kid, r.json.kid].sort());
+  // the server re-reads the key files at most once a second (src/http/routes/jwks.ts)
+  const want = [jwks.keys[0]!.kid, r.json.kid].sort();
+  let after: JSONWebKeySet | undefined;
+  await waitFor(async () => {
+    after = (await (await fetch(`${server.baseUrl}/.well-known/jwks.json`)).json()) as JSONWebKeySet;
+    return after.keys.length === 2;
+  }, { timeoutMs: 10_000, what: 'the JWKS to list the rotated key' });
+  t.same(after!.keys.map((k) => k.kid).sort(), want);
 });

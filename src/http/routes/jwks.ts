@@ -20,26 +20,28 @@ export function jwksRoutes(router: Router, s: Services): void {
     else cache.checkedAt = t;
     return cache.keys;
   };
-  if (s.store.kind === 'postgres') {
-    // shared keys: re-read from the database at most once per SHARED_KEY_CACHE_MS, the same
-    // bound the signer keeps, so no node lags a rotation longer than that
-    const source = storeKeys(s.store);
-    let shared: { keys: Promise<KeyFile[]>; readAt: number } | undefined;
-    const sharedKeys = (): Promise<KeyFile[]> => {
-      const t = Date.now();
-      if (shared && t - shared.readAt < SHARED_KEY_CACHE_MS) return shared.keys;
-      const previous = shared?.keys;
-      // the database is away: serve the set this node last read (asked again after another
-      // SHARED_KEY_CACHE_MS); with nothing read yet the error answers (503 server_busy)
-      const read = { keys: source.list().catch((err) => (previous ? previous : Promise.reject(err))), readAt: t };
-      read.keys.catch(() => {
-        if (shared === read) shared = undefined;
-      });
-      shared = read;
-      return read.keys;
-    };
-    router.add('GET', '/.well-known/jwks.json', async () => ({ status: 200, body: publicJwksOf(await sharedKeys(), now()) }));
-    return;
-  }
-  router.add('GET', '/.well-known/jwks.json', () => ({ status: 200, body: publicJwksOf(keys(), now()) }));
+  // shared keys (PostgreSQL): re-read from the database at most once per
+  // SHARED_KEY_CACHE_MS, the same bound the signer keeps, so no node lags a rotation longer
+  // than that. The store is looked at per request, not at registration, which reads nothing
+  // of the services.
+  let source: ReturnType<typeof storeKeys> | undefined;
+  let shared: { keys: Promise<KeyFile[]>; readAt: number } | undefined;
+  const sharedKeys = (): Promise<KeyFile[]> => {
+    const t = Date.now();
+    if (shared && t - shared.readAt < SHARED_KEY_CACHE_MS) return shared.keys;
+    source ??= storeKeys(s.store);
+    const previous = shared?.keys;
+    // the database is away: serve the set this node last read (asked again after another
+    // SHARED_KEY_CACHE_MS); with nothing read yet the error answers (503 server_busy)
+    const read = { keys: source.list().catch((err) => (previous ? previous : Promise.reject(err))), readAt: t };
+    read.keys.catch(() => {
+      if (shared === read) shared = undefined;
+    });
+    shared = read;
+    return read.keys;
+  };
+  router.add('GET', '/.well-known/jwks.json', async () => ({
+    status: 200,
+    body: publicJwksOf(s.store.kind === 'postgres' ? await sharedKeys() : keys(), now()),
+  }));
 }
