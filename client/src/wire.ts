@@ -50,6 +50,7 @@ export const ERROR_STATUS = {
   module_not_found: 404,
   not_found: 404,
   method_not_allowed: 405,
+  request_timeout: 408,
   request_in_progress: 409,
   idempotency_conflict: 409,
   conflict: 409,

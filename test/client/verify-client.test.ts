@@ -117,19 +117,20 @@ t.test('server_busy, module_unavailable, request_in_progress, inference_failed, 
   t.equal(new Set(svc.seen.map((s) => s.headers['content-type'])).size, 1, 'same boundary');
 });
 
-t.test('module_unavailable and internal_error are retried too; a network failure is retried', async (t) => {
+t.test('module_unavailable, request_timeout and internal_error are retried too; a network failure is retried', async (t) => {
   const svc = await fakeService(t, [
     { status: 503, body: err('module_unavailable') },
     { status: 0, destroy: true },
+    { status: 408, body: err('request_timeout') },
     { status: 500, body: err('internal_error') },
     { status: 200, body: okBody(result('cap-1', 'ok', false)) },
   ]);
-  const { c, delays } = client(svc.baseUrl);
+  const { c, delays } = client(svc.baseUrl, { maxAttempts: 5 });
   const out = await c.verify('rgb_liveness', packet().metadata, packet().files, { idempotencyKey: 'k' });
   t.equal(out.kind, 'completed');
   t.same(out.kind === 'completed' && out.verdicts.map((v) => v.verdict), ['not_live']);
-  t.same(delays, [50, 100, 200], 'backoff doubles: 0.5 * 100, 0.5 * 200, 0.5 * 400');
-  t.equal(svc.seen.length, 4);
+  t.same(delays, [50, 100, 200, 400], 'backoff doubles: 0.5 * 100, 0.5 * 200, 0.5 * 400, 0.5 * 800');
+  t.equal(svc.seen.length, 5);
   t.equal(new Set(svc.seen.map((s) => s.bodySha)).size, 1);
 });
 
