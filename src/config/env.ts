@@ -134,11 +134,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
   // may take half of them and one token three quarters, but never fewer than 4, so that a
   // small host still serves one client's modest concurrency.
   const slots = Number.isInteger(raw.WORKERS) ? raw.WORKERS * SLOTS_PER_WORKER : 2;
-  // Half the slots per address and three quarters per token, whatever the host's size: a
-  // floor (once 4) let one address hold every slot of a small host, so tricklers from one
-  // address could deny everyone else (issue 15).
-  raw.UPLOADS_PER_ADDRESS = int('UPLOADS_PER_ADDRESS', env.UPLOADS_PER_ADDRESS, Math.max(1, Math.ceil(slots / 2)));
-  raw.UPLOADS_PER_TOKEN = int('UPLOADS_PER_TOKEN', env.UPLOADS_PER_TOKEN, Math.max(1, Math.ceil((slots * 3) / 4)));
+  raw.UPLOADS_PER_ADDRESS = int('UPLOADS_PER_ADDRESS', env.UPLOADS_PER_ADDRESS, Math.min(slots, Math.max(4, Math.ceil(slots / 2))));
+  raw.UPLOADS_PER_TOKEN = int('UPLOADS_PER_TOKEN', env.UPLOADS_PER_TOKEN, Math.min(slots, Math.max(4, Math.ceil((slots * 3) / 4))));
   const errors = [...check.Errors(raw)];
   if (errors.length > 0) {
     const lines = errors.map((e) => `${e.path.slice(1).split('/')[0]}: ${e.message} (got ${JSON.stringify(e.value)})`);

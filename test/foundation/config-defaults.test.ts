@@ -23,9 +23,9 @@ t.test('upload pacing and the concurrency caps default to device-friendly shares
   t.equal(c.UPLOADS_PER_ADDRESS, 16, 'one address: half of the 32 slots');
   t.equal(c.UPLOADS_PER_TOKEN, 24, 'one token: three quarters of the slots');
   const small = loadConfig({ WORKERS: '2' }, '/srv', 2);
-  t.same([small.UPLOADS_PER_ADDRESS, small.UPLOADS_PER_TOKEN], [2, 3], 'a small host still keeps half its slots from any one address');
+  t.same([small.UPLOADS_PER_ADDRESS, small.UPLOADS_PER_TOKEN], [4, 4], 'never below 4 (nor above the host\'s slots)');
   const one = loadConfig({ WORKERS: '1' }, '/srv', 2);
-  t.same([one.UPLOADS_PER_ADDRESS, one.UPLOADS_PER_TOKEN], [1, 2]);
+  t.same([one.UPLOADS_PER_ADDRESS, one.UPLOADS_PER_TOKEN], [2, 2]);
   t.equal(loadConfig({ UPLOADS_PER_ADDRESS: '3' }, '/srv', 2).UPLOADS_PER_ADDRESS, 3, 'set explicitly');
   t.throws(() => loadConfig({ UPLOADS_PER_ADDRESS: '0' }, '/srv', 2), /UPLOADS_PER_ADDRESS/);
   t.throws(() => loadConfig({ UPLOAD_MIN_BYTES_PER_SECOND: 'fast' }, '/srv', 2), /UPLOAD_MIN_BYTES_PER_SECOND/);
