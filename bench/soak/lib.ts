@@ -50,17 +50,8 @@ export class Failures {
   }
 }
 
-/** Deterministic PRNG (mulberry32): a run is reproducible from its seed. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** Deterministic PRNG (mulberry32, the model builder's): a run is reproducible from its seed. */
+export { prng } from '../../models/builder/prng.ts';
 
 /** Resident set size of a process in bytes (Linux /proc), null when it is gone. Threads share
  * the process's memory, so for the service this covers the main thread, every API worker and
