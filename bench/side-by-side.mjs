@@ -19,7 +19,10 @@ import { fileURLToPath } from 'node:url';
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, '..');
 // real path: load.mjs runs only when argv[1] is its own resolved path (../shared is a link)
-const peers = existsSync(join(root, '../shared/peers')) ? realpathSync(join(root, '../shared/peers')) : join(root, '../shared/peers');
+// PEERS_DIR: a writable copy of ../shared/peers (its fastify/ needs `npm ci`, which cannot run
+// in the read-only shared folder): `cp -r ../shared/peers /tmp/peers && (cd /tmp/peers/fastify && npm ci)`
+const peersDir = process.env.PEERS_DIR ?? join(root, '../shared/peers');
+const peers = existsSync(peersDir) ? realpathSync(peersDir) : peersDir;
 const arg = (name, dflt) => {
   const i = process.argv.indexOf(`--${name}`);
   return i > 0 ? Number(process.argv[i + 1]) : dflt;
@@ -208,7 +211,7 @@ try {
   const md = [
     `# Side-by-side: service vs peers (${when})`,
     '',
-    `Command: \`npm run build && node bench/side-by-side.mjs${process.argv.slice(2).length ? ` ${process.argv.slice(2).join(' ')}` : ''}\`. ` +
+    `Command: \`npm run build && ${process.env.PEERS_DIR ? `PEERS_DIR=${process.env.PEERS_DIR} ` : ""}node bench/side-by-side.mjs${process.argv.slice(2).length ? ` ${process.argv.slice(2).join(' ')}` : ''}\`. ` +
       (SET === 'tiny128' ? 'Graph ../shared/peers/model/tiny128.onnx (the service deploys it by manifest), ' : `Model set ${SET} (service only), `) +
       'client ../shared/peers/load.mjs, ' +
       `WORKERS=2 / PEER_WORKERS=2, concurrency ${CONCURRENCY}, ${ROUNDS} interleaved round(s) of ${SECONDS} s (+${WARMUP} s warm-up); ` +
