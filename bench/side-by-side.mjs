@@ -15,6 +15,7 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpat
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { PRODUCTION_ENV } from './production-env.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, '..');
@@ -108,7 +109,7 @@ async function startService(port, from = root, name = 'service') {
     if (from === root) for (const g of manifest.modules.rgb_liveness.graphs) g.resize = 'bilinear';
     writeFileSync(join(models, 'manifest.json'), JSON.stringify(manifest, null, 2));
   }
-  const env = { ...process.env, DATA_DIR: join(dir, 'data'), MODELS_DIR: modelsDir, MODEL_SET: SET, LOG_LEVEL: 'warn' };
+  const env = { ...process.env, ...PRODUCTION_ENV, DATA_DIR: join(dir, 'data'), MODELS_DIR: modelsDir, MODEL_SET: SET, LOG_LEVEL: 'warn' };
   const cli = (...a) => {
     const r = spawnSync(process.execPath, [join(from, 'dist/src/cli/main.js'), ...a], { cwd: from, env, encoding: 'utf8' });
     if (r.status !== 0) throw new Error(`cli ${a.join(' ')}: ${r.stderr}`);

@@ -64,18 +64,24 @@ export function send(ctx: HttpContext, reply: Reply): void {
 // - Declared length: answer at once without closing. uWS goes on parsing the declared rest
 //   into a reader that drops it, and the connection is clean for the next request; a client
 //   that stalls instead is closed by uWS's idle timeout.
-// - Chunked (no announced end): drain first and answer when the body ends, closing a
+// - Chunked (no announced end), or a declared length with `Connection: close`: drain first
+//   and answer when the body ends, closing a
 //   connection that then has nothing unread; a sender that goes on or stalls past the bound
 //   gets the answer with the close, reset or not.
 // - A declared rest beyond the bound is answered and closed at once.
 const DRAIN_MAX_BYTES = 64 * 1024 * 1024;
 const DRAIN_CHUNKED_MAX_BYTES = 4 * 1024 * 1024;
 const DRAIN_CHUNKED_MAX_MS = 5_000;
+const CONNECTION_CLOSE = /(?:^|,)\s*close\s*(?:,|$)/i;
 
 function answerBeforeBodyEnd(ctx: HttpContext, reply: Reply, payload: string | Buffer | Uint8Array, type: string | undefined): void {
   const declared = ctx.headers['content-length'];
   const remaining = declared !== undefined && /^\d{1,16}$/.test(declared) ? Number(declared) - ctx.bodyReceived : undefined;
-  if (remaining !== undefined) {
+  // A client that sent `Connection: close` has the connection closed after the answer (uWS
+  // does so itself), so its unread rest would turn that close into a reset: it is drained
+  // first, like a chunked body, within the same bounds as a declared rest.
+  const closing = CONNECTION_CLOSE.test(ctx.headers['connection'] ?? '');
+  if (remaining !== undefined && (!closing || remaining > DRAIN_MAX_BYTES)) {
     const drain = remaining <= DRAIN_MAX_BYTES && ctx.readBody(() => {});
     write(ctx, reply, payload, type, !drain || (reply.close ?? false));
     return;
@@ -84,6 +90,7 @@ function answerBeforeBodyEnd(ctx: HttpContext, reply: Reply, payload: string | B
     write(ctx, reply, payload, type, true);
     return;
   }
+  const maxBytes = remaining === undefined ? DRAIN_CHUNKED_MAX_BYTES : DRAIN_MAX_BYTES;
   const startedAt = ctx.bodyReceived;
   let done = false;
   const finish = () => {
@@ -94,7 +101,7 @@ function answerBeforeBodyEnd(ctx: HttpContext, reply: Reply, payload: string | B
   };
   const timer = setTimeout(finish, DRAIN_CHUNKED_MAX_MS);
   ctx.readBody((_chunk, isLast) => {
-    if (isLast || ctx.bodyReceived - startedAt > DRAIN_CHUNKED_MAX_BYTES) finish();
+    if (isLast || ctx.bodyReceived - startedAt > maxBytes) finish();
   });
   ctx.onAbort(() => {
     done = true;

@@ -228,6 +228,31 @@ t.test('an answer decided from the head reaches a client that is already sending
   }
 });
 
+// uWS closes the connection after answering a request that said `Connection: close`; with the
+// body's rest unread that close would be a reset that can destroy the answer in flight (seen
+// with 28 MB uploads refused 503 by bench/uploads.ts --big). The rest is drained first.
+t.test('an early answer reaches a client that sent Connection: close and is still sending a big body', async (t) => {
+  const b = overLong(8);
+  const cases: [string, Parameters<typeof verifyHead>[0], number, string][] = [
+    ['401', { token: 'lvk_nope', contentType: b.contentType, contentLength: b.body.length, extra: { Connection: 'close' } }, 401, 'invalid_token'],
+    ['415', { token: tok.token, contentType: 'application/json', contentLength: b.body.length, extra: { Connection: 'close' } }, 415, 'unsupported_media_type'],
+  ];
+  for (const [label, head, status, code] of cases) {
+    await t.test(label, async (t) => {
+      const conn = new RawConn(server.port);
+      await conn.connected;
+      await conn.write(verifyHead(head));
+      await writeBody(conn, b.body);
+      const r = await conn.response();
+      t.equal(r.writeError, null, 'every byte of the body was accepted: no reset while the client wrote');
+      const answer = rawAnswer(r);
+      t.same([answer.status, answer.json?.error?.code], [status, code], `the ${status} reached the client`);
+      await expectClosed(t, conn, 'the connection is closed after the answer, as the client asked');
+      conn.close();
+    });
+  }
+});
+
 // --- Content-Length and Content-Type ------------------------------------------------------------
 
 t.test('malformed Content-Length that reaches the service: 400 invalid_content_length', async (t) => {
