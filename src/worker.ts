@@ -24,7 +24,7 @@ const uws = loadUws();
 const log = createLogger(config.LOG_LEVEL, { worker: index });
 const store = await openConfiguredStore(config, (err) => log.warn({ err: { message: err.message } }, 'store connection error'));
 const metrics = new WorkerMetrics(`api-${index}`);
-const inference = new RemoteInference(main, config.INFERENCE_TIMEOUT_SECONDS * 1000);
+const inference = new RemoteInference(main, config.INFERENCE_TIMEOUT_SECONDS * 1000, () => metrics.lateInferenceResults.inc());
 const admission = new HostAdmission(
   admissionTable,
   index,

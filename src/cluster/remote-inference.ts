@@ -17,6 +17,8 @@ export class RemoteInference implements InferenceService {
   constructor(
     private readonly port: MessagePort,
     private readonly timeoutMs = 120_000,
+    /** called for each dropped late result: a slow or hung engine an operator should see */
+    private readonly onLateResult: () => void = () => {},
   ) {}
 
   readiness(): ModuleReadiness[] {
@@ -45,7 +47,11 @@ export class RemoteInference implements InferenceService {
 
   settle(id: number, results: ResultRecord[] | undefined, error: string | undefined): void {
     const p = this.pending.get(id);
-    if (!p) return;
+    if (!p) {
+      // ids are never reused, so an unknown id is a job whose timeout already failed the call
+      this.onLateResult();
+      return;
+    }
     this.pending.delete(id);
     clearTimeout(p.timer);
     if (results) p.resolve(results);

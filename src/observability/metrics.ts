@@ -61,6 +61,11 @@ export class WorkerMetrics {
     labelNames: ['module'] as const,
     registers: [this.registry],
   });
+  readonly lateInferenceResults = new client.Counter({
+    name: 'lv_inference_late_results_total',
+    help: 'inference results that arrived after their call had failed at INFERENCE_TIMEOUT_SECONDS, and were dropped (nothing charged)',
+    registers: [this.registry],
+  });
   readonly verifyErrors = new client.Counter({
     name: 'lv_verify_errors_total',
     help: 'verify calls answered with an error, by module and error code',
