@@ -50,7 +50,9 @@ class Cluster {
   async start(port: number): Promise<void> {
     const started: Promise<void>[] = [];
     for (let index = 0; index < this.config.WORKERS; index++) {
-      const entry = new URL(`./worker${SOURCE_EXT}`, import.meta.url);
+      // Compiled, the API worker runs as one bundled module (scripts/bundle-worker.mjs: about
+      // 12 MB less heap per worker than ~150 separate modules).
+      const entry = new URL(SOURCE_EXT === '.js' ? './worker.bundle.mjs' : './worker.ts', import.meta.url);
       const data: WorkerData = { config: this.config, port, index, admission: this.admission, entry: entry.href };
       // Compiled JavaScript starts the thread directly; under tsx the thread must register the
       // loader first (thread-entry.mjs).

@@ -1,7 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import t from 'tap';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { postVerify, request, single } from '../helpers/captures.ts';
 import { ROOT, tempDir } from '../helpers/server.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 // Drives `npm start` exactly as an operator or a supervisor does, and signals the pid it
 // started (npm's), never node's directly.
@@ -13,6 +17,7 @@ interface Started {
   lines: () => any[];
   stderr: () => string;
   npmExit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  env: NodeJS.ProcessEnv;
 }
 
 async function npmStart(): Promise<Started> {
@@ -47,7 +52,7 @@ async function npmStart(): Promise<Started> {
     void npmExit.then(() => reject(new Error(`npm exited before listening:\n${err}`)));
   });
   const l = await listening;
-  return { npm, nodePid: l.pid, port: l.port, lines: () => parsed, stderr: () => err, npmExit };
+  return { npm, nodePid: l.pid, port: l.port, lines: () => parsed, stderr: () => err, npmExit, env };
 }
 
 function alive(pid: number): boolean {
@@ -108,4 +113,32 @@ t.test('a service whose npm parent is killed outright drains instead of staying 
   t.ok(await gone(s.nodePid), 'the orphaned service ended by itself');
   t.equal(await connects(s.port), false);
   t.ok(s.lines().some((l) => l.msg === 'parent process is gone; draining'));
+});
+
+// Compiled, each API worker runs as one bundled module (scripts/bundle-worker.mjs), a file
+// the tests under tsx never load: this drives it through the paths that find files at run
+// time (the console's folder, the native packages) and a verify call end to end.
+t.test('the compiled start runs the bundled API worker: console, verify and metrics answer', async (t) => {
+  const s = await npmStart();
+  t.teardown(() => {
+    if (alive(s.nodePid)) process.kill(s.nodePid, 'SIGKILL');
+  });
+  t.ok(existsSync(join(ROOT, 'dist/src/worker.bundle.mjs')), 'the build wrote the bundle');
+  const base = `http://127.0.0.1:${s.port}`;
+  const page = await fetch(`${base}/admin`);
+  t.equal(page.status, 200, 'the console page is served');
+  t.match(await page.text(), /<html/i);
+  const created = spawn(process.execPath, [join(ROOT, 'dist/src/cli/main.js'), 'token', 'create', '--name', 'bundle', '--grant', 'rgb_liveness:5:day'], { cwd: ROOT, env: s.env });
+  let out = '';
+  created.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  await new Promise((r) => created.on('exit', r));
+  const token = JSON.parse(out).token as string;
+  await waitFor(async () => (await fetch(`${base}/health/ready`)).status === 200, { what: 'models ready', timeoutMs: 120_000 });
+  const r = await postVerify(base, token, 'rgb_liveness', request([single()]));
+  t.equal(r.status, 200, r.text);
+  t.equal(r.json.charged_units, 1);
+  t.match(await (await fetch(`${base}/metrics`)).text(), /lv_verdicts_total\{[^}]*module="rgb_liveness"/, 'the verdict is in the metrics');
+  process.kill(s.npm.pid!, 'SIGTERM');
+  await s.npmExit;
+  t.ok(await gone(s.nodePid));
 });

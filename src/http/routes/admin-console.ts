@@ -2,12 +2,14 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ServiceError } from '../../errors/index.ts';
+import { SOURCE_DIR } from '../../source-ext.ts';
 import type { Router } from '../router.ts';
 
 // The console is plain HTML, CSS and ES modules from src/admin/console, read once per worker.
 // It talks only to /admin/api and /auth; the CSP allows nothing but this origin's own files
-// and calls (no inline script or style, no frames, no form posts elsewhere).
-const DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), '../../admin/console');
+// and calls (no inline script or style, no frames, no form posts elsewhere). The folder is
+// found from the source folder, not this module: the API worker may run as one bundled file.
+const DIR = fileURLToPath(new URL('admin/console', SOURCE_DIR));
 const TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8',
   '.js': 'text/javascript; charset=utf-8',
