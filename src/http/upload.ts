@@ -42,7 +42,9 @@ export function receiveMultipart(
         received += chunk.byteLength;
         pace?.received(chunk.byteLength);
         if (received > limits.maxBodyBytes) throw new ServiceError('payload_too_large', `The body exceeds the ${limits.maxBodyBytes}-byte limit`);
-        if (chunk.byteLength > 0) parser.write(Buffer.from(chunk.slice(0)));
+        // A view, not a copy: uWS detaches the chunk when this callback returns, and the parser
+        // copies what it keeps (each byte once, into its part) before then.
+        if (chunk.byteLength > 0) parser.write(Buffer.from(chunk));
         if (isLast) {
           // uWS disarms its own timer on the last chunk; the pacer must not re-arm it
           pace?.done();

@@ -84,9 +84,10 @@ export class MultipartParser {
   }
 
   /**
-   * Feeds the next chunk. The parser keeps views into `chunk` for the parts' data, so the caller
-   * hands it over and must not reuse or modify it afterwards. After a throw the parser is dead:
-   * every later call rethrows the same error.
+   * Feeds the next chunk. The parser keeps no view into `chunk` once this returns (part data is
+   * copied into the part, a held-back tail into its own buffer), so the caller may pass the
+   * transport's own buffer, valid only for the duration of the call. After a throw the parser
+   * is dead: every later call rethrows the same error.
    */
   write(chunk: Buffer): void {
     this.guard();
@@ -157,7 +158,7 @@ export class MultipartParser {
         } else {
           this.emit(tail);
           this.emit(chunk.subarray(pos, pos + keep - tail.length));
-          this.tail = chunk.subarray(pos + keep - tail.length);
+          this.tail = Buffer.from(chunk.subarray(pos + keep - tail.length));
         }
         return chunk.length;
       }
@@ -171,7 +172,7 @@ export class MultipartParser {
     }
     const keep = this.heldFrom(chunk, pos);
     this.emit(chunk.subarray(pos, keep));
-    this.tail = chunk.subarray(keep);
+    this.tail = Buffer.from(chunk.subarray(keep)); // shorter than the delimiter; outlives the chunk
     return chunk.length;
   }
 

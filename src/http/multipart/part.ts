@@ -1,5 +1,12 @@
-// One part's bytes as they arrive: hashed slice by slice and kept as views into the written
-// chunks, so nothing is copied until a consumer asks for the contiguous bytes.
+// One part's bytes as they arrive, copied once, straight from the transport's chunk into the
+// part's own storage, and hashed a block at a time.
+//
+// Why one copy: the transport's chunk (uWS onData) is only valid during its callback. Keeping a
+// copy of every chunk and joining a part's slices later copied every body byte twice, and with
+// large allocations mapped on their own (README "Memory") each copy also faults its pages in
+// anew. The storage is a resizable ArrayBuffer reserved up to the part limit and committed as
+// the part grows, so it never moves and the finished part is exactly its bytes: an ArrayBuffer
+// of its own (offset 0) that can be transferred to another thread.
 
 import { createHash, type Hash } from 'node:crypto';
 import { MultipartError } from './errors.ts';
@@ -13,74 +20,60 @@ export interface ReceivedPart {
   /** Lowercase hex SHA-256 of exactly the part's bytes. */
   sha256: string;
   /**
-   * The part's bytes, concatenated on first call and cached. The Buffer owns its ArrayBuffer
-   * outright (offset 0, not the shared Buffer pool) so it can be transferred to a worker.
+   * The part's bytes. The Buffer covers the whole of its ArrayBuffer (offset 0, not the shared
+   * Buffer pool) so it can be transferred to a worker.
    */
   data(): Buffer;
 }
 
-// A client that trickles its upload (or a proxy that forwards tiny segments) would otherwise
-// leave one Buffer view, about a hundred bytes of heap, per few bytes of data: 32 MiB sent a byte
-// at a time would pin gigabytes. Small slices are therefore copied into a staging block, and
-// hashed a block at a time for the same reason. Blocks start small and double: a part read in
-// 64 KiB chunks stages only its first and last slice, a trickled one soon uses the largest block.
-const COALESCE_BELOW = 4 * 1024;
-const FIRST_STAGE_BYTES = 512;
-const MAX_STAGE_BYTES = 64 * 1024;
+// Growth by doubling keeps a trickled part (a byte per write) to a few dozen resizes, and the
+// hash runs over blocks, not over each few-byte slice (one hash update per byte would cost more
+// than the bytes).
+const FIRST_BYTES = 16 * 1024;
+const HASH_BLOCK_BYTES = 64 * 1024;
+
+type ResizableArrayBuffer = ArrayBuffer & { resize(byteLength: number): void };
 
 export class PartAccumulator {
   readonly headers: PartHeaders;
   private readonly maxBytes: number;
   private readonly hash: Hash = createHash('sha256');
-  private readonly slices: Buffer[] = [];
+  private readonly store: ResizableArrayBuffer;
   private size = 0;
-  /** Free room of the current staging block; bytes before `staged` await flushing. */
-  private stage: Buffer | null = null;
-  private staged = 0;
-  private nextStageBytes = FIRST_STAGE_BYTES;
+  private hashed = 0;
 
   constructor(headers: PartHeaders, maxBytes: number) {
     this.headers = headers;
     this.maxBytes = maxBytes;
+    this.store = new (ArrayBuffer as unknown as new (n: number, o: { maxByteLength: number }) => ResizableArrayBuffer)(0, { maxByteLength: maxBytes });
   }
 
-  append(slice: Buffer): void {
+  /** Copies `slice` (a view the caller may reuse once this returns). */
+  append(slice: Uint8Array): void {
     if (slice.length === 0) return;
-    if (this.size + slice.length > this.maxBytes) {
+    const end = this.size + slice.length;
+    if (end > this.maxBytes) {
       throw new MultipartError(
         'part_too_large',
         `part "${this.headers.name}" exceeds the limit of ${this.maxBytes} bytes`,
         this.headers.name,
       );
     }
-    this.size += slice.length;
-    if (slice.length >= COALESCE_BELOW) {
-      this.flushStage();
-      this.hash.update(slice);
-      this.slices.push(slice);
-      return;
-    }
-    if (this.stage === null || this.staged + slice.length > this.stage.length) {
-      this.flushStage();
-      this.stage = Buffer.allocUnsafe(Math.max(this.nextStageBytes, slice.length));
-      this.nextStageBytes = Math.min(2 * this.nextStageBytes, MAX_STAGE_BYTES);
-    }
-    this.staged += slice.copy(this.stage, this.staged);
+    if (end > this.store.byteLength) this.store.resize(Math.min(this.maxBytes, Math.max(end, FIRST_BYTES, 2 * this.store.byteLength)));
+    new Uint8Array(this.store, this.size, slice.length).set(slice);
+    this.size = end;
+    if (this.size - this.hashed >= HASH_BLOCK_BYTES) this.hashUpTo(this.size);
   }
 
   finish(): ReceivedPart {
-    this.flushStage();
-    return new BufferedPart(this.headers, this.size, this.hash.digest('hex'), this.slices);
+    this.hashUpTo(this.size);
+    this.store.resize(this.size);
+    return new BufferedPart(this.headers, this.size, this.hash.digest('hex'), Buffer.from(this.store, 0, this.size));
   }
 
-  private flushStage(): void {
-    if (this.stage === null || this.staged === 0) return;
-    const filled = this.stage.subarray(0, this.staged);
-    this.hash.update(filled);
-    this.slices.push(filled);
-    // Keep the block's unused room for the next small slices rather than allocating anew.
-    this.stage = this.stage.length > this.staged ? this.stage.subarray(this.staged) : null;
-    this.staged = 0;
+  private hashUpTo(end: number): void {
+    if (end > this.hashed) this.hash.update(new Uint8Array(this.store, this.hashed, end - this.hashed));
+    this.hashed = end;
   }
 }
 
@@ -88,31 +81,19 @@ class BufferedPart implements ReceivedPart {
   readonly name: string;
   readonly filename: string | null;
   readonly contentType: string | null;
-  readonly size: number;
-  readonly sha256: string;
-  private slices: Buffer[];
-  private joined: Buffer | null = null;
 
-  constructor(headers: PartHeaders, size: number, sha256: string, slices: Buffer[]) {
+  constructor(
+    headers: PartHeaders,
+    readonly size: number,
+    readonly sha256: string,
+    private readonly bytes: Buffer,
+  ) {
     this.name = headers.name;
     this.filename = headers.filename;
     this.contentType = headers.contentType;
-    this.size = size;
-    this.sha256 = sha256;
-    this.slices = slices;
   }
 
   data(): Buffer {
-    if (this.joined === null) {
-      // allocUnsafeSlow: an ArrayBuffer of exactly this size, never a pool slab, and no zero-fill
-      // since every byte is overwritten below.
-      const out = Buffer.allocUnsafeSlow(this.size);
-      let at = 0;
-      for (const s of this.slices) at += s.copy(out, at);
-      this.joined = out;
-      // The slices pin whole 64 KiB request chunks; let them go once the copy exists.
-      this.slices = [];
-    }
-    return this.joined;
+    return this.bytes;
   }
 }
