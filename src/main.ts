@@ -8,7 +8,7 @@ import { checkTls } from './http/tls.ts';
 import { createAdmissionTable } from './http/capacity.ts';
 import { listen, loadUws, LISTEN_EXCLUSIVE, NativeBindingError, type UwsModule } from './http/uws.ts';
 import { createLogger, type Logger } from './observability/logger.ts';
-import { aggregateMetrics, MainMetrics, type MetricsSnapshot } from './observability/metrics.ts';
+import { aggregateMetrics, MainMetrics, RefundMetrics, type MetricsSnapshot } from './observability/metrics.ts';
 import { DRAIN_TIMEOUT_MS, watchParent } from './lifecycle.ts';
 import { startRetention } from './retention/index.ts';
 import { SOURCE_EXT } from './source-ext.ts';
@@ -42,7 +42,7 @@ class Cluster {
   // kernel handed a connection to
   private admission: SharedArrayBuffer;
 
-  constructor(private config: Config, private log: Logger, private engine: EngineHost, private store: StoreBackend, private stopRetention: () => Promise<void>) {
+  constructor(private config: Config, private log: Logger, private engine: EngineHost, private store: StoreBackend, private stopRetention: () => Promise<void>, private refunds: RefundMetrics) {
     this.metrics = new MainMetrics(engine);
     this.admission = createAdmissionTable(config.WORKERS * SLOTS_PER_WORKER);
   }
@@ -124,9 +124,8 @@ class Cluster {
         c.got.push(m.snapshot);
         if (c.got.length === c.want) {
           this.collections.delete(m.id);
-          void this.metrics
-            .snapshot()
-            .then((own) => aggregateMetrics([own, ...c.got]))
+          void Promise.all([this.metrics.snapshot(), this.refunds.snapshot()])
+            .then((own) => aggregateMetrics([...own, ...c.got, ...(this.engine.poolMetrics() as MetricsSnapshot[])]))
             .then(({ text, contentType }) => c.reply(text, contentType));
         }
         break;
@@ -171,11 +170,12 @@ async function main(): Promise<void> {
     const uws = loadUws();
     const store = await openConfiguredStore(config, (err) => log.warn({ err: { message: err.message } }, 'store connection error'));
     await bootstrapAdmin(store, config, log);
-    await startupHooks(store, config, log);
+    const refunds = new RefundMetrics();
+    await startupHooks(store, config, log, (module, units) => refunds.refunded(module, units));
     const stopRetention = startRetention(store, config, log);
     const engine = startEngine(config, log);
     const port = await probePort(uws, config);
-    const cluster = new Cluster(config, log, engine, store, stopRetention);
+    const cluster = new Cluster(config, log, engine, store, stopRetention, refunds);
     for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => void cluster.stop(0));
     watchParent(log, () => void cluster.stop(0));
     await cluster.start(port);

@@ -6,9 +6,10 @@ import type { StoreBackend } from './store/backend.ts';
 
 /** Refunds what dead holders left pending, logging each (the holder as holder_pid or
  * holder_node: pino's own `pid` names the process that logs the line). */
-async function recover(store: StoreBackend, log: Logger): Promise<number> {
+async function recover(store: StoreBackend, log: Logger, onRefund: (module: string, units: number) => void): Promise<number> {
   const recovered = await store.recoverPending(now());
   for (const r of recovered) {
+    onRefund(r.module_id, r.units);
     log.warn(
       { reservation: r.id, request_id: r.request_id, token_id: r.token_id, module_id: r.module_id, units: r.units, ...(r.node ? { holder_node: r.node } : { holder_pid: r.pid, holder_pid_start: r.pid_start ?? null }) },
       'crash recovery: pending reservation refunded, idempotency key released',
@@ -22,12 +23,12 @@ async function recover(store: StoreBackend, log: Logger): Promise<number> {
  * what a crashed predecessor left pending, prune expired idempotency records, and keep
  * pruning hourly. With the shared PostgreSQL store every node also sweeps, every half
  * lease, the reservations of nodes whose lease expired (SKIP LOCKED: sweepers never queue). */
-export async function startupHooks(store: StoreBackend, config: Config, log: Logger): Promise<void> {
+export async function startupHooks(store: StoreBackend, config: Config, log: Logger, onRefund: (module: string, units: number) => void = () => {}): Promise<void> {
   await keySourceFor(store, config.DATA_DIR).current(now());
-  const recovered = await recover(store, log);
+  const recovered = await recover(store, log, onRefund);
   if (recovered > 0) log.warn({ recovered }, 'crash recovery finished');
   if (store.kind === 'postgres') {
-    setInterval(() => void recover(store, log).catch((err) => log.warn({ err: { message: (err as Error).message } }, 'lease sweep failed')), (config.NODE_LEASE_SECONDS * 1000) / 2).unref();
+    setInterval(() => void recover(store, log, onRefund).catch((err) => log.warn({ err: { message: (err as Error).message } }, 'lease sweep failed')), (config.NODE_LEASE_SECONDS * 1000) / 2).unref();
   }
   const prune = async () => {
     const pruned = await store.pruneIdempotency(now(), config.IDEMPOTENCY_RETENTION_HOURS);

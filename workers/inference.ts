@@ -6,11 +6,21 @@ import type { WorkerConfig, WorkerReply, WorkerReport, WorkerTask } from '../src
 import { MODES, policyFor } from '../src/inference/modes/index.ts';
 import { ModuleRunner } from '../src/inference/runner.ts';
 import { createRuntime, type Runtime } from '../src/inference/runtime.ts';
+import { threadMetrics } from '../src/observability/thread-metrics.ts';
 
 const config = workerData as WorkerConfig;
 const channel = new BroadcastChannel(config.channel);
 (channel as unknown as { unref(): void }).unref();
 const report = (r: WorkerReport) => channel.postMessage(r);
+
+// This thread's default metrics (heap, event-loop delay, GC) reach /metrics by push: a scrape
+// never waits on a thread that may be inside a long inference. The main thread keeps the
+// latest snapshot of each pool thread; a busy thread's figures are as old as its task.
+const METRICS_PUSH_MS = 5_000;
+const metrics = threadMetrics(`inference-${threadId}`);
+const pushMetrics = () => void metrics.snapshot().then((snapshot) => report({ kind: 'metrics', worker: threadId, snapshot }));
+pushMetrics();
+setInterval(pushMetrics, METRICS_PUSH_MS).unref();
 
 async function runtimeFor(): Promise<Runtime> {
   if (config.provider !== 'webgpu') return createRuntime(config.provider, config.sessionThreads);

@@ -7,6 +7,7 @@ import type { Logger } from '../observability/logger.ts';
 export interface EngineHost extends InferenceService {
   close(): Promise<void>;
   poolTimes(): PoolTimes | null;
+  poolMetrics(): unknown[][];
 }
 
 /** Starts the process's one inference engine (warm-up runs in the background; readiness
@@ -32,6 +33,7 @@ export function startEngine(config: Config, log: Logger): EngineHost {
   return {
     readiness: () => engine.readiness(),
     poolTimes: () => engine.poolTimes(),
+    poolMetrics: () => engine.poolMetrics(),
     async infer(job: InferenceJob): Promise<ResultRecord[]> {
       const delayPrefix = config.TEST_INFERENCE_DELAY_PREFIX;
       if (delay > 0 && (!delayPrefix || job.captures.some((c) => c.packet.capture_id.startsWith(delayPrefix)))) await new Promise((r) => setTimeout(r, delay));

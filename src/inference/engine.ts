@@ -34,6 +34,8 @@ export interface InferenceEngine extends InferenceService {
   readonly executionProvider: ExecutionProvider;
   /** the pool's per-task queue-wait and run-time summaries (ms), null before start */
   poolTimes(): PoolTimes | null;
+  /** the latest default-metrics snapshot each pool thread pushed (prom-client JSON) */
+  poolMetrics(): unknown[][];
   /** pool tasks and captures sent so far (each task is one message each way) */
   counters(): EngineCounters;
 }
@@ -63,6 +65,7 @@ class Engine implements InferenceEngine {
   private pool: InferencePool | null = null;
   private provider: ExecutionProvider | null = null;
   private readonly warm = new Map<ModuleId, Set<number>>();
+  private readonly threadMetrics = new Map<number, unknown[]>();
   private readonly errors = new Map<ModuleId, string>();
   private readonly loadable: ModuleId[];
   private started: Promise<void> | null = null;
@@ -163,6 +166,10 @@ class Engine implements InferenceEngine {
   }
 
   private onReport(r: WorkerReport, workers: number): void {
+    if (r.kind === 'metrics') {
+      this.threadMetrics.set(r.worker, r.snapshot);
+      return;
+    }
     if (r.kind === 'provider') {
       if (r.provider !== this.provider) {
         this.log({ note: r.note }, 'inference: worker fell back');
@@ -207,6 +214,10 @@ class Engine implements InferenceEngine {
 
   poolTimes(): PoolTimes | null {
     return this.pool?.times ?? null;
+  }
+
+  poolMetrics(): unknown[][] {
+    return [...this.threadMetrics.values()];
   }
 
   counters(): EngineCounters {

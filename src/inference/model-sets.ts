@@ -78,6 +78,11 @@ class Switch implements ModelSetSwitch {
     return this.current.engine.poolTimes();
   }
 
+  /** the serving set's pool threads (a set being activated joins once it serves) */
+  poolMetrics(): unknown[][] {
+    return this.current.engine.poolMetrics();
+  }
+
   /** the serving set's task counters */
   counters(): EngineCounters {
     return this.current.engine.counters();

@@ -30,4 +30,6 @@ export type WorkerReply = (ResultRecord | { error: string })[];
 export type WorkerReport =
   | { kind: 'provider'; worker: number; provider: ExecutionProvider; note: string | null }
   | { kind: 'warm'; worker: number; module: ModuleId; ms: number }
-  | { kind: 'error'; worker: number; module: ModuleId | null; message: string };
+  | { kind: 'error'; worker: number; module: ModuleId | null; message: string }
+  /** the thread's prom-client default metrics (getMetricsAsJSON), pushed every few seconds */
+  | { kind: 'metrics'; worker: number; snapshot: unknown[] };

@@ -51,7 +51,7 @@ export class WorkerMetrics {
   });
   readonly units = new client.Counter({
     name: 'lv_units_total',
-    help: 'quota units by module: charged (reserved, as the ledger records a charge) and refunded (inference failed)',
+    help: 'quota units by module: charged (reserved, as the ledger records a charge) and refunded (inference failed, crash recovery, lease sweep, operator refund)',
     labelNames: ['module', 'kind'] as const,
     registers: [this.registry],
   });
@@ -84,6 +84,27 @@ export class WorkerMetrics {
 
   async snapshot(): Promise<MetricsSnapshot> {
     return (await this.registry.getMetricsAsJSON()).filter((m) => !m.name.startsWith('process_'));
+  }
+}
+
+/** Units the main thread gives back: crash recovery at start and, with PostgreSQL, the sweep
+ * of expired nodes' reservations. Same metric as the API workers' lv_units_total, so the
+ * aggregated /metrics sums them. Created before the store's start-up hooks run. */
+export class RefundMetrics {
+  readonly registry = new client.Registry();
+  readonly units = new client.Counter({
+    name: 'lv_units_total',
+    help: 'quota units by module: charged (reserved, as the ledger records a charge) and refunded (inference failed, crash recovery, lease sweep, operator refund)',
+    labelNames: ['module', 'kind'] as const,
+    registers: [this.registry],
+  });
+
+  refunded(module: string, units: number): void {
+    this.units.inc({ module, kind: 'refunded' }, units);
+  }
+
+  snapshot(): Promise<MetricsSnapshot> {
+    return this.registry.getMetricsAsJSON();
   }
 }
 

@@ -303,8 +303,14 @@ t.test('settlements: list those needing an operator, resolve once', async (t) =>
 
   const used = async () => (await admin('GET', `/admin/api/tokens/${id}`)).json.usage[0].used;
   t.equal(await used(), 3);
+  const refundedMetric = async () => {
+    const text = await (await fetch(`${base}/metrics`)).text();
+    return [...text.matchAll(/^lv_units_total\{[^}]*kind="refunded"[^}]*\} (\d+)$/gm)].reduce((a, m) => a + Number(m[1]), 0);
+  };
+  const refundedBefore = await refundedMetric();
   const done = await admin('POST', `/admin/api/settlements/${r.id}/resolve`, { action: 'refund' });
   t.equal(done.status, 200);
+  t.equal(await refundedMetric(), refundedBefore + 2, 'the operator refund is counted in lv_units_total{kind="refunded"}');
   t.hasStrict(done.json, { id: r.id, state: 'refunded', units: 2 });
   t.equal(await used(), 1, 'the refund gave the units back');
   t.equal((await admin('POST', `/admin/api/settlements/${r.id}/resolve`, { action: 'charge' })).status, 409, 'resolved once only');

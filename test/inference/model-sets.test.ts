@@ -33,6 +33,7 @@ function gatedFactory() {
       start: () => e.start(),
       readiness: () => e.readiness(),
       poolTimes: () => e.poolTimes(),
+      poolMetrics: () => e.poolMetrics(),
       counters: () => e.counters(),
       get executionProvider() {
         return e.executionProvider;

@@ -66,6 +66,8 @@ t.test('SIGKILL during inference: restart refunds the pending reservation and fr
   const raw = second.logs.join('\n').split('\n').find((l) => l.includes('crash recovery: pending reservation refunded'))!;
   t.equal(raw.match(/"pid":/g)?.length, 1, 'one pid key per line: the logging process');
   t.equal((await (await fetch(`${second.baseUrl}/v1/me`, { headers: bearer(token) })).json()).usage[0].used, 0, 'refunded');
+  t.match(await (await fetch(`${second.baseUrl}/metrics`)).text(), /^lv_units_total\{(?=[^}]*module="rgb_liveness")(?=[^}]*kind="refunded")[^}]*\} 1$/m,
+    'the crash-recovery refund is counted in lv_units_total');
   const retry = await postVerify(second.baseUrl, token, 'rgb_liveness', body, { 'idempotency-key': 'k-crash' });
   t.equal(retry.status, 200, 'the key was released and the retry runs');
   t.equal(retry.headers.get('idempotency-replayed'), null);

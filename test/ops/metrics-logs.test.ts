@@ -60,7 +60,9 @@ t.test('verdicts, units, quota rejections, readiness and process metrics reach /
   const cpu = find(samples, 'process_cpu_user_seconds_total');
   t.equal(cpu.length, 1, 'process-wide CPU once, not once per thread');
   t.equal(cpu[0]!.labels.thread, 'main');
-  for (const thread of ['main', 'api-0', 'api-1']) {
+  const pool = [...new Set(find(samples, 'nodejs_heap_size_used_bytes').map((s) => s.labels.thread!).filter((th) => th.startsWith('inference-')))];
+  t.ok(pool.length >= 1, `the inference pool threads report their own metrics (${pool.join(', ')})`);
+  for (const thread of ['main', 'api-0', 'api-1', ...pool]) {
     t.equal(find(samples, 'nodejs_heap_size_used_bytes', { thread }).length, 1, `heap of ${thread}`);
     t.equal(find(samples, 'nodejs_eventloop_lag_p99_seconds', { thread }).length, 1, `event-loop delay of ${thread}`);
   }

@@ -210,6 +210,7 @@ export function adminRoutes(router: Router, s: Services): void {
     // reservation may belong to a verify call still in flight.
     const r = found(await resolveSettlement(store, p.id!, body.action), 'settlement');
     if (r === 'not_pending') throw new ServiceError('conflict', 'The settlement is not waiting for an operator');
+    if (body.action === 'refund') s.metrics.units.inc({ module: r.module_id, kind: 'refunded' }, r.units);
     return json(200, r);
   });
 }
