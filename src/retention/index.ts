@@ -1,11 +1,7 @@
 import { now } from '../clock.ts';
 import type { Config } from '../config/index.ts';
-import { ledgerCounterDeltas } from '../metering/ledger.ts';
-import type { LedgerEntry } from '../metering/records.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { StoreBackend } from '../store/backend.ts';
-import { embeddedStore } from '../store/lmdb-backend.ts';
-import { pruneAuditBefore, pruneLedgerBefore, pruneResultsBefore } from '../store/retention.ts';
 import { pruneArchiveBefore } from './archive.ts';
 
 const DAY_MS = 86_400_000;
@@ -26,17 +22,12 @@ export interface PruneReport {
 export async function pruneOnce(backend: StoreBackend, config: RetentionConfig, at = now()): Promise<PruneReport> {
   const cutoff = (days: number) => at - days * DAY_MS;
   const run = async (days: number, fn: (cutoff: number) => Promise<number>) => (days > 0 ? fn(cutoff(days)) : null);
-  const store = embeddedStore(backend);
-  // Pruning rows is written for LMDB only so far; on PostgreSQL the database kinds are left
-  // alone (reported as null, README Retention) and only the demo archive is pruned.
-  if (!store) {
-    return { at: new Date(at).toISOString(), audit: null, results: null, ledger: null, archive: await run(config.RETENTION_ARCHIVE_DAYS, (c) => pruneArchiveBefore(config.DATA_DIR, c)) };
-  }
   return {
     at: new Date(at).toISOString(),
-    audit: await run(config.RETENTION_AUDIT_DAYS, (c) => pruneAuditBefore(store, c)),
-    results: await run(config.RETENTION_RESULTS_DAYS, (c) => pruneResultsBefore(store, c)),
-    ledger: await run(config.RETENTION_LEDGER_DAYS, (c) => pruneLedgerBefore(store, c, (e: LedgerEntry) => ledgerCounterDeltas(e))),
+    audit: await run(config.RETENTION_AUDIT_DAYS, (c) => backend.pruneAuditBefore(c)),
+    results: await run(config.RETENTION_RESULTS_DAYS, (c) => backend.pruneResultsBefore(c)),
+    ledger: await run(config.RETENTION_LEDGER_DAYS, (c) => backend.pruneLedgerBefore(c)),
+    // the demo archive is files under DATA_DIR on every store (README "Running several nodes")
     archive: await run(config.RETENTION_ARCHIVE_DAYS, (c) => pruneArchiveBefore(config.DATA_DIR, c)),
   };
 }

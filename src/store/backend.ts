@@ -85,6 +85,12 @@ export interface StoreBackend {
   ensureConsoleIndexes(): Promise<void>;
   /** completed keys older than the retention, with their settled reservations */
   pruneIdempotency(at: number, retentionHours: number): Promise<number>;
+  /** retention (README "Retention"): records older than `cutoff` (epoch ms) removed in bounded
+   * batches, safe when several nodes prune at once; each returns how many went. Pruned ledger
+   * entries leave their units in per-counter totals, so verifyLedger() still holds. */
+  pruneAuditBefore(cutoff: number): Promise<number>;
+  pruneResultsBefore(cutoff: number): Promise<number>;
+  pruneLedgerBefore(cutoff: number): Promise<number>;
   /** refunds pending reservations whose holder is gone (LMDB: its process; PostgreSQL: its
    * node's lease expired) and releases their keys; returns what it refunded */
   recoverPending(at: number): Promise<Reservation[]>;

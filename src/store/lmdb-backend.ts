@@ -1,7 +1,7 @@
 import type { SessionRecord } from '../auth/session.ts';
 import { readThrottle, recordLoginFailure, recordLoginSuccess, sweepFailures } from '../auth/login-throttle.ts';
 import { listAudit, writeAudit } from '../metering/audit.ts';
-import { listLedger, verifyLedger } from '../metering/ledger.ts';
+import { ledgerCounterDeltas, listLedger, verifyLedger } from '../metering/ledger.ts';
 import { holderAlive } from '../metering/owner.ts';
 import type { Reservation } from '../metering/records.ts';
 import { pruneIdempotency } from '../metering/recovery.ts';
@@ -13,6 +13,7 @@ import type { KeyFile } from '../signing/keys.ts';
 import type { StoreBackend, UserPatch } from './backend.ts';
 import { moduleEnabled, setModuleEnabled } from './modules.ts';
 import { openStore, readLatest, storeHealthy, type Store } from './open.ts';
+import { pruneAuditBefore, pruneLedgerBefore, pruneResultsBefore } from './retention.ts';
 import type { TokenRecord, UserRecord } from './records.ts';
 import { searchTokens, searchUsers, type SearchQuery } from './token-search.ts';
 import { ensureTokenNameIndex } from './token-names.ts';
@@ -135,6 +136,15 @@ export class LmdbBackend implements StoreBackend {
   }
   pruneIdempotency(at: number, retentionHours: number) {
     return pruneIdempotency(this.store, at, retentionHours);
+  }
+  pruneAuditBefore(cutoff: number) {
+    return pruneAuditBefore(this.store, cutoff);
+  }
+  pruneResultsBefore(cutoff: number) {
+    return pruneResultsBefore(this.store, cutoff);
+  }
+  pruneLedgerBefore(cutoff: number) {
+    return pruneLedgerBefore(this.store, cutoff, ledgerCounterDeltas);
   }
   async recoverPending(at: number) {
     // a reservation names its process (owner.ts); recovery runs before this process serves

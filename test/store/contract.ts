@@ -360,4 +360,44 @@ export function storeContract(t: Test, store: StoreBackend): void {
     t.same(last.deleted, [first], 'only the key retired a full RETIRED_DELETE_MS ago is deleted');
     t.notOk((await store.listSigningKeys()).some((k) => k.kid === first));
   });
+
+  // Last: it prunes everything older than its cutoff, other tests' records at T0 included.
+  t.test('retention: audit, results and ledger entries older than the cutoff go; ledger verify still holds', async (t) => {
+    const DAY = 86_400_000;
+    const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: null, period: 'never' }]);
+    await store.insertToken(tok);
+    const old = T0 + 100 * DAY;
+    const recent = old + 10 * DAY;
+    const cutoff = old + 5 * DAY;
+    for (const at of [old, old + 1, recent]) {
+      const r = await reserved(store, reserveInput(tok, { at }));
+      await store.settle(r, at + 10, render(r.request_id), [{ at }]);
+    }
+    const refunded = await reserved(store, reserveInput(tok, { at: old + 2 }));
+    await store.refund(refunded.id, old + 3);
+    for (const at of [old, recent]) {
+      await store.writeAudit({ request_id: `req_ret_${at}_${tok.id}`, at: new Date(at).toISOString(), token_id: tok.id, module_id: 'rgb_liveness', client_ip: '192.0.2.1', country: null, status: 200, error_code: null, captures: 1, charged_units: 1, latency_ms: 1 });
+    }
+    const used = async () => (await store.usageSnapshot(tok, recent))[0]!.used;
+    const usedBefore = await used();
+    t.equal(usedBefore, 3);
+
+    t.ok((await store.pruneLedgerBefore(cutoff)) >= 4, 'the old charges, the old charge of the refund and the refund went');
+    t.ok((await store.pruneResultsBefore(cutoff)) >= 2);
+    t.ok((await store.pruneAuditBefore(cutoff)) >= 1);
+    t.same((await store.listLedger({ token_id: tok.id })).items.map((e) => e.at), [new Date(recent).toISOString()], 'only the recent entry is left');
+    t.same((await store.listAudit({ token_id: tok.id })).items.map((a) => a.at), [new Date(recent).toISOString()]);
+    t.equal(await used(), usedBefore, 'usage counters are untouched');
+    const check = await store.verifyLedger();
+    t.equal(check.ok, true, `counters = pruned totals + remaining entries ${JSON.stringify(check.mismatches)}`);
+    t.same([await store.pruneLedgerBefore(cutoff), await store.pruneResultsBefore(cutoff), await store.pruneAuditBefore(cutoff)], [0, 0, 0], 'a second pass finds nothing');
+    // several nodes prune at once: the rows go once, the totals are counted once
+    for (const at of [old + 5, old + 6, old + 7]) {
+      const r = await reserved(store, reserveInput(tok, { at }));
+      await store.settle(r, at + 10, render(r.request_id), []);
+    }
+    const removed = await Promise.all([1, 2, 3].map(() => store.pruneLedgerBefore(cutoff)));
+    t.equal(removed.reduce((a, b) => a + b, 0), 3, 'racing pruners removed each entry once');
+    t.equal((await store.verifyLedger()).ok, true);
+  });
 }

@@ -86,6 +86,9 @@ function reservationOf(r: Row): Reservation {
  * function call, or (operator paths only) one short transaction. The pool's 'error' events
  * are handled, so a database restart costs the calls in flight their answer (a
  * StoreUnavailableError), never the thread. */
+/** rows per retention statement: short enough not to hold row locks for long */
+const PRUNE_BATCH = 1000;
+
 export class PgBackend implements StoreBackend {
   readonly kind = 'postgres' as const;
   readonly pool: pg.Pool;
@@ -459,6 +462,52 @@ export class PgBackend implements StoreBackend {
     return this.page('ledger', q, (r) => ({ id: r.id, request_id: r.request_id, token_id: r.token_id, module_id: r.module_id, units: r.units, kind: r.kind, at: isoOf(r.at_ms) }), 'id');
   }
 
+  // Retention: each batch is one statement (its own transaction), at most PRUNE_BATCH rows,
+  // with SKIP LOCKED so nodes pruning at once take different rows and never wait on each other.
+  private async pruneBatches(sql: string, args: unknown[]): Promise<number> {
+    let removed = 0;
+    for (;;) {
+      const n = (await this.q(sql, args)).rows[0]!.n as number;
+      removed += n;
+      if (n === 0) return removed;
+    }
+  }
+
+  pruneAuditBefore(cutoff: number) {
+    return this.pruneBatches(`
+      WITH doomed AS (
+        DELETE FROM audit WHERE (at_ms, request_id) IN (
+          SELECT at_ms, request_id FROM audit WHERE at_ms < $1 ORDER BY at_ms LIMIT ${PRUNE_BATCH} FOR UPDATE SKIP LOCKED)
+        RETURNING 1)
+      SELECT count(*)::int AS n FROM doomed`, [cutoff]);
+  }
+
+  pruneResultsBefore(cutoff: number) {
+    return this.pruneBatches(`
+      WITH doomed AS (
+        DELETE FROM results WHERE request_id IN (
+          SELECT request_id FROM results WHERE record->>'at' < $1 ORDER BY record->>'at' LIMIT ${PRUNE_BATCH} FOR UPDATE SKIP LOCKED)
+        RETURNING 1)
+      SELECT count(*)::int AS n FROM doomed`, [isoOf(cutoff)]);
+  }
+
+  /** Entries and their units move to ledger_pruned in the same statement: never one without the other. */
+  pruneLedgerBefore(cutoff: number) {
+    return this.pruneBatches(`
+      WITH doomed AS (
+        DELETE FROM ledger WHERE id IN (
+          SELECT id FROM ledger WHERE at_ms < $1 ORDER BY at_ms LIMIT ${PRUNE_BATCH} FOR UPDATE SKIP LOCKED)
+        RETURNING token_id, module_id, units, kind, day, month),
+      totals AS (
+        SELECT token_id, module_id, p.period, p.win, sum(CASE kind WHEN 'charge' THEN units ELSE -units END) AS units
+        FROM doomed, LATERAL (VALUES ('day', day), ('month', month), ('never', 'all')) AS p(period, win)
+        GROUP BY token_id, module_id, p.period, p.win),
+      kept AS (
+        INSERT INTO ledger_pruned AS lp (token_id, module_id, period, win, units) SELECT * FROM totals
+        ON CONFLICT (token_id, module_id, period, win) DO UPDATE SET units = lp.units + EXCLUDED.units)
+      SELECT count(*)::int AS n FROM doomed`, [cutoff]);
+  }
+
   async verifyLedger(): Promise<LedgerCheck> {
     return this.tx(async (c) => {
       // one snapshot for both sides, or a reservation between the two reads would show as a mismatch
@@ -468,9 +517,12 @@ export class PgBackend implements StoreBackend {
       const rows = (
         await c.query(`
           WITH expected AS (
-            SELECT token_id, module_id, p.period, p.win, sum(CASE kind WHEN 'charge' THEN units ELSE -units END) AS units
-            FROM ledger, LATERAL (VALUES ('day', day), ('month', month), ('never', 'all')) AS p(period, win)
-            GROUP BY token_id, module_id, p.period, p.win)
+            SELECT token_id, module_id, period, win, sum(units) AS units FROM (
+              SELECT token_id, module_id, p.period, p.win, CASE kind WHEN 'charge' THEN units ELSE -units END AS units
+              FROM ledger, LATERAL (VALUES ('day', day), ('month', month), ('never', 'all')) AS p(period, win)
+              UNION ALL
+              SELECT token_id, module_id, period, win, units FROM ledger_pruned) AS all_units
+            GROUP BY token_id, module_id, period, win)
           SELECT coalesce(c.token_id, e.token_id) AS t, coalesce(c.module_id, e.module_id) AS m, coalesce(c.period, e.period) AS p,
                  coalesce(c.win, e.win) AS w, coalesce(c.used, 0) AS counter, coalesce(e.units, 0)::bigint AS ledger
           FROM counters c FULL JOIN expected e USING (token_id, module_id, period, win)

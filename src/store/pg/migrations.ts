@@ -256,7 +256,20 @@ CREATE TABLE signing_keys (
 CREATE UNIQUE INDEX signing_keys_one_current ON signing_keys ((true)) WHERE retired_at IS NULL;
 `;
 
+// Retention (README "Retention"): pruned ledger entries leave their units here, keyed like
+// the counters, so `ledger verify` still proves counters = pruned totals + entries; result
+// records are pruned by their settlement time.
+const V_RETENTION = `
+CREATE TABLE ledger_pruned (
+  token_id text NOT NULL, module_id text NOT NULL, period text NOT NULL, win text NOT NULL,
+  units bigint NOT NULL,
+  PRIMARY KEY (token_id, module_id, period, win)
+);
+CREATE INDEX results_at ON results ((record->>'at'));
+`;
+
 export const MIGRATIONS: readonly { version: number; sql: string }[] = [
   { version: 1, sql: V1 },
   { version: 2, sql: V_SIGNING_KEYS },
+  { version: 3, sql: V_RETENTION },
 ];
