@@ -22,12 +22,18 @@ export function isTokenShaped(value: string): boolean {
 }
 
 /** Resolves `Authorization: Bearer <token>` to a live token record or throws 401. The
- * lookup is by hash, so its timing does not depend on how much of a guess matched. */
-export async function authenticateBearer(store: StoreBackend, authorization: string | undefined, at: number): Promise<TokenRecord> {
+ * lookup is by hash, so its timing does not depend on how much of a guess matched.
+ * `lookup`: the verify path may read through a short cache (token-cache.ts). */
+export async function authenticateBearer(
+  store: StoreBackend,
+  authorization: string | undefined,
+  at: number,
+  lookup: (hash: string) => Promise<TokenRecord | undefined> = (hash) => store.getTokenByHash(hash),
+): Promise<TokenRecord> {
   const m = authorization === undefined ? null : /^Bearer ([^\s]+)$/i.exec(authorization.trim());
   if (!m || !isTokenShaped(m[1]!)) throw new ServiceError('invalid_token');
   const hash = hashToken(m[1]!);
-  const token = await store.getTokenByHash(hash);
+  const token = await lookup(hash);
   if (!token || !isTokenLive(token, at)) throw new ServiceError('invalid_token');
   return token;
 }

@@ -21,6 +21,7 @@ export const ConfigSchema = Type.Object({
   DATA_DIR: Type.String({ minLength: 1, description: 'LMDB store, archive and signing key' }),
   DATABASE_URL: Type.Optional(Type.String({ pattern: '^postgres(ql)?://', description: 'PostgreSQL store shared by several nodes (postgres://...); unset: LMDB in DATA_DIR' })),
   NODE_LEASE_SECONDS: Int(2, 600, 'PostgreSQL store: a node that has not renewed its lease for this long is presumed dead and its pending reservations are refunded'),
+  TOKEN_CACHE_SECONDS: Int(0, 300, 'PostgreSQL store: a verify call may start from a token read this long ago (the reservation re-reads it); 0 reads it every call'),
   WORKERS: Int(1, MAX_WORKERS, 'API worker threads'),
   UPLOAD_MIN_BYTES_PER_SECOND: Int(1, 1 << 30, 'an upload slower than this, averaged over UPLOAD_RATE_WINDOW_SECONDS, is answered 408'),
   UPLOAD_RATE_WINDOW_SECONDS: Int(2, 3600, 'the window over which the upload rate is averaged; also the longest stall allowed'),
@@ -91,6 +92,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     DATA_DIR: path.resolve(cwd, env.DATA_DIR || './data'),
     DATABASE_URL: opt(env.DATABASE_URL),
     NODE_LEASE_SECONDS: int('NODE_LEASE_SECONDS', env.NODE_LEASE_SECONDS, 15),
+    TOKEN_CACHE_SECONDS: int('TOKEN_CACHE_SECONDS', env.TOKEN_CACHE_SECONDS, 5),
     // the default stays inside the accepted range, so a large host starts
     WORKERS: int('WORKERS', env.WORKERS, Math.min(Math.max(MIN_DEFAULT_WORKERS, cores * WORKERS_PER_CORE), MAX_WORKERS)),
     UPLOAD_MIN_BYTES_PER_SECOND: int('UPLOAD_MIN_BYTES_PER_SECOND', env.UPLOAD_MIN_BYTES_PER_SECOND, 8000),

@@ -3,6 +3,7 @@ import type { ReceivedPart } from '../http/multipart/index.ts';
 import type { InferenceService } from '../inference/types.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { StoreBackend } from '../store/backend.ts';
+import type { TokenRecord } from '../store/records.ts';
 import type { Metering } from './metering.ts';
 
 /** What the verify use case needs from the transport: the request's values, copied before the
@@ -37,6 +38,8 @@ export interface VerifyDeps {
   config: Pick<Config, 'DATA_DIR' | 'RETRY_AFTER_SECONDS'>;
   /** token, module and audit records */
   store: StoreBackend;
+  /** token reads for accept; a short cache on a shared store (the reservation re-checks) */
+  tokens?: (hash: string) => Promise<TokenRecord | undefined>;
   admission: Admission;
   metering: Metering;
   inference: InferenceService;

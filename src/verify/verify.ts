@@ -76,7 +76,7 @@ async function afterUpload(req: VerifyRequest, deps: VerifyDeps, trace: CallTrac
 // The steps
 
 async function accept(req: VerifyRequest, deps: VerifyDeps, trace: CallTrace): Promise<{ token: TokenRecord; moduleId: ModuleId }> {
-  const token = await authenticateBearer(deps.store, req.authorization, now());
+  const token = await authenticateBearer(deps.store, req.authorization, now(), deps.tokens);
   trace.token = token;
   if (!(MODULE_IDS as readonly string[]).includes(req.moduleParam)) {
     throw new ServiceError('module_not_found', `Unknown module ${JSON.stringify(req.moduleParam.slice(0, 64))}`);

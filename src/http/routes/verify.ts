@@ -1,3 +1,4 @@
+import { TokenCache } from '../../auth/token-cache.ts';
 import { ServiceError, ValidationFailure } from '../../errors/index.ts';
 import { recordVerify } from '../../observability/request-facts.ts';
 import { respond, storeMetering, verify, withTestFaults, type CallTrace, type VerifyDeps, type VerifyRequest } from '../../verify/index.ts';
@@ -22,10 +23,15 @@ export const LIMITS = {
 /** POST /v1/modules/{module_id}/verify: the HTTP side of the use case in src/verify/ (what a
  * request is, how its body streams, how an error is rendered). */
 export function verifyRoutes(router: Router, s: Services): void {
+  // PostgreSQL: a token read is a round trip; LMDB reads are local and need no cache
+  const tokenCache = s.store.kind === 'postgres' && s.config.TOKEN_CACHE_SECONDS > 0
+    ? new TokenCache((hash) => s.store.getTokenByHash(hash), s.config.TOKEN_CACHE_SECONDS * 1000)
+    : null;
   const deps: VerifyDeps = withTestFaults(
     {
       config: s.config,
       store: s.store,
+      ...(tokenCache ? { tokens: (hash: string) => tokenCache.get(hash) } : {}),
       admission: s.admission,
       metering: storeMetering(s.store),
       inference: s.inference,
