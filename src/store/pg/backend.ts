@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import pg from 'pg';
+import { localNow, setClockOffset } from '../../clock.ts';
 import type { SessionRecord } from '../../auth/session.ts';
 import { countFailure, KNOWN_ADDRESS_MS, nameLive, throttleName, windowLive, type FailureCount, type ThrottleView } from '../../auth/throttle-rules.ts';
 import { addressKey, nameKey, pairKey } from '../../auth/throttle-rules.ts';
@@ -89,6 +90,9 @@ function reservationOf(r: Row): Reservation {
 /** rows per retention statement: short enough not to hold row locks for long */
 const PRUNE_BATCH = 1000;
 
+/** the database's clock as epoch ms (clock_timestamp: the moment of reading, not of the transaction's start) */
+const DB_MS = '(extract(epoch FROM clock_timestamp()) * 1000)::float8';
+
 export class PgBackend implements StoreBackend {
   readonly kind = 'postgres' as const;
   readonly pool: pg.Pool;
@@ -145,18 +149,30 @@ export class PgBackend implements StoreBackend {
     const id = `node_${randomBytes(9).toString('base64url')}`;
     const info = { pid: process.pid, host: os.hostname() };
     const started = Date.now();
-    await this.pool.query(`INSERT INTO nodes (id, info, lease_until) VALUES ($1, $2, now() + $3 * interval '1 millisecond')`, [id, info, this.leaseMs]);
+    const local = localNow();
+    const r = await this.pool.query(`INSERT INTO nodes (id, info, lease_until) VALUES ($1, $2, now() + $3 * interval '1 millisecond') RETURNING ${DB_MS} AS db_ms`, [id, info, this.leaseMs]);
+    this.followDatabaseClock(local, r.rows[0]!.db_ms);
     this.nodeId = id;
     this.leaseOkUntil = started + this.leaseMs;
+  }
+
+  /** Quota windows and record times follow the database's clock (src/clock.ts): the offset is
+   * measured against the midpoint of the round trip, so it is off by at most half of it. */
+  private followDatabaseClock(localBefore: number, dbMs: number): void {
+    setClockOffset(Math.round(dbMs - (localBefore + localNow()) / 2));
   }
 
   /** Extends the lease; a lease found lapsed is not revived (another node may be refunding
    * its reservations): this process registers as a new node for what it reserves next. */
   async renew(): Promise<boolean> {
     const started = Date.now();
+    const local = localNow();
     try {
-      const r = await this.pool.query(`UPDATE nodes SET lease_until = now() + $2 * interval '1 millisecond' WHERE id = $1 AND lease_until > now()`, [this.nodeId, this.leaseMs]);
-      if (r.rowCount === 1) this.leaseOkUntil = started + this.leaseMs;
+      const r = await this.pool.query(
+        `WITH renewed AS (UPDATE nodes SET lease_until = now() + $2 * interval '1 millisecond' WHERE id = $1 AND lease_until > now() RETURNING 1)
+         SELECT (SELECT count(*)::int FROM renewed) AS renewed, ${DB_MS} AS db_ms`, [this.nodeId, this.leaseMs]);
+      this.followDatabaseClock(local, r.rows[0]!.db_ms);
+      if (r.rows[0]!.renewed === 1) this.leaseOkUntil = started + this.leaseMs;
       else await this.register();
       await this.repair();
       return true;
