@@ -1,6 +1,7 @@
 import { cpSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
+import { waitFor } from '../helpers/wait.ts';
 import { client, login } from '../auth/session-client.ts';
 import { postVerify, request, single } from '../helpers/captures.ts';
 import { makeToken, runCli, startServer, tempDir } from '../helpers/server.ts';
@@ -37,7 +38,12 @@ t.test('an operator switches the served model set live (CLI and admin API); a fa
   const act = await server.cli(['models', 'activate', 'raw_v1', '--wait', '300']);
   t.equal(act.code, 0, act.stderr);
   t.match(act.json, { model_set: 'raw_v1', outcome: 'active', reason: null, active: 'raw_v1' });
-  const ready = await (await fetch(`${server.baseUrl}/health/ready`)).json();
+  // the main thread pushes readiness to the API workers every 200 ms: the worker that answers
+  // may learn of the switch just after the CLI did
+  const ready = await waitFor(async () => {
+    const r = await (await fetch(`${server.baseUrl}/health/ready`)).json();
+    return r.modules.rgb_liveness.model_set === 'raw_v1' ? r : undefined;
+  }, { what: 'readiness naming the new set', timeoutMs: 10_000 });
   t.match(ready.modules.rgb_liveness, { ready: true, model_set: 'raw_v1' }, 'per-module readiness names the new set');
   t.equal(await served('after'), 'raw_v1', 'results carry the set that served them');
 
