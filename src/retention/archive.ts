@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 
@@ -20,9 +21,17 @@ export async function pruneArchiveBefore(dataDir: string, cutoff: number): Promi
     if (!DAY_DIR.test(day)) continue;
     const start = Date.parse(`${day}T00:00:00Z`);
     if (!Number.isFinite(start) || start + DAY_MS > cutoff) continue;
-    const dir = path.join(root, day);
-    removed += (await fs.readdir(dir)).length;
-    await fs.rm(dir, { recursive: true, force: true });
+    // Several nodes may prune one shared archive (README "Running several nodes"): a day is
+    // claimed by renaming it, which only one of them can do, and only the claimant removes it.
+    const claimed = path.join(root, `.pruning-${day}-${process.pid}-${randomBytes(4).toString('hex')}`);
+    try {
+      await fs.rename(path.join(root, day), claimed);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') continue; // another pruner took it
+      throw e;
+    }
+    removed += (await fs.readdir(claimed)).length;
+    await fs.rm(claimed, { recursive: true, force: true });
   }
   return removed;
 }
