@@ -213,9 +213,11 @@ export class PgBackend implements StoreBackend {
     await this.pool.end();
   }
 
-  private async q(text: string, values: unknown[] = []): Promise<pg.QueryResult<Row>> {
+  /** `name`: a statement prepared once per connection (the hot path's calls), so the server
+   * does not parse and plan it again on every call. */
+  private async q(text: string, values: unknown[] = [], name?: string): Promise<pg.QueryResult<Row>> {
     try {
-      return await this.pool.query(text, values);
+      return await this.pool.query(name === undefined ? { text, values } : { name, text, values });
     } catch (err) {
       throw unavailable(err);
     }
@@ -326,7 +328,7 @@ export class PgBackend implements StoreBackend {
       const id = `rsv_${randomBytes(9).toString('base64url')}`;
       const call = this.q('SELECT lv_reserve($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) AS r', [
         token.id, moduleId, units, requestId, key, fingerprint, at, created, w.day, w.month, id, `led_${randomBytes(9).toString('base64url')}`, this.nodeId,
-      ]).catch((err: unknown) => {
+      ], 'lv_reserve').catch((err: unknown) => {
         // the caller answers 503 and runs nothing: if the reservation did commit, give it back
         if (err instanceof StoreUnavailableError) this.repairs.set(id, { kind: 'refund', at });
         throw err;
@@ -362,7 +364,7 @@ export class PgBackend implements StoreBackend {
         const out = (
           await this.q('SELECT lv_settle($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) AS r', [
             reservation.id, at, isoOf(at), template, marker, { at: isoOf(at), token_id: reservation.token_id, module_id: reservation.module_id, results }, w.day, w.month, w.resetDay, w.resetMonth,
-          ])
+          ], 'lv_settle')
         ).rows[0]!.r as { ok: boolean; body?: string; state?: string };
         if (out.ok) return out.body!;
         // Refused: this node's lease lapsed (another node may be refunding it) or the
