@@ -24,6 +24,12 @@ t.test('rgb8 pixels own exactly their buffer: a slice is copied, an exact buffer
   t.equal(rgb8ToPixels(exact).buffer, exact.buffer, 'no copy when the buffer already is exactly the image');
   const pooled = Buffer.from(new Uint8Array(307200)); // Buffer.from copies into its own allocation
   t.equal(rgb8ToPixels(pooled).buffer.byteLength, 307200);
+  // a multipart part's storage is resizable: its pixels go out in a plain buffer (fast reads)
+  const rab = new (ArrayBuffer as any)(307200, { maxByteLength: 1 << 20 }) as ArrayBuffer;
+  new Uint8Array(rab).fill(9);
+  const fromPart = rgb8ToPixels(Buffer.from(rab, 0, 307200));
+  t.equal((fromPart.buffer as any).resizable, false, 'copied out of the resizable storage');
+  t.equal(fromPart[307199], 9);
 });
 
 t.test('decodeImage turns a bad image into a 422 item at the frame image', async (t) => {
