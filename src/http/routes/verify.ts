@@ -23,15 +23,22 @@ export const LIMITS = {
 /** POST /v1/modules/{module_id}/verify: the HTTP side of the use case in src/verify/ (what a
  * request is, how its body streams, how an error is rendered). */
 export function verifyRoutes(router: Router, s: Services): void {
-  // PostgreSQL: a token read is a round trip; LMDB reads are local and need no cache
-  const tokenCache = s.store.kind === 'postgres' && s.config.TOKEN_CACHE_SECONDS > 0
-    ? new TokenCache((hash) => s.store.getTokenByHash(hash), s.config.TOKEN_CACHE_SECONDS * 1000)
-    : null;
+  // PostgreSQL: a token read is a round trip; LMDB reads are local and need no cache. Decided
+  // at the first call: routes are registered before (and without) a store in some tests.
+  let tokenCache: TokenCache | null | undefined;
+  const readToken = (hash: string) => {
+    if (tokenCache === undefined) {
+      tokenCache = s.store.kind === 'postgres' && s.config.TOKEN_CACHE_SECONDS > 0
+        ? new TokenCache((h) => s.store.getTokenByHash(h), s.config.TOKEN_CACHE_SECONDS * 1000)
+        : null;
+    }
+    return tokenCache ? tokenCache.get(hash) : s.store.getTokenByHash(hash);
+  };
   const deps: VerifyDeps = withTestFaults(
     {
       config: s.config,
       store: s.store,
-      ...(tokenCache ? { tokens: (hash: string) => tokenCache.get(hash) } : {}),
+      tokens: readToken,
       admission: s.admission,
       metering: storeMetering(s.store),
       inference: s.inference,
