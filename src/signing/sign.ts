@@ -1,4 +1,4 @@
-import { CompactSign, importJWK } from 'jose';
+import { createPrivateKey, sign as edSign, type KeyObject } from 'node:crypto';
 import { now } from '../clock.ts';
 import type { StoreBackend } from '../store/backend.ts';
 import { ensureSigningKey, readCurrentKid, readKey } from './keys.ts';
@@ -8,11 +8,30 @@ import { SHARED_KEY_CACHE_MS, storeKeys, type KeySource } from './source.ts';
 // `current` is re-read at most once per CHECK_MS so that a `keys rotate` from the CLI is
 // picked up within a second without a file read on every response.
 const CHECK_MS = 1000;
-const encoder = new TextEncoder();
 
 interface Loaded {
   kid: string;
-  key: CryptoKey;
+  key: KeyObject;
+  /** base64url of the protected header, the same for every body signed with this key */
+  header: string;
+}
+
+function loadedKey(kid: string, jwk: object): Loaded {
+  const key = createPrivateKey({ key: jwk as import('node:crypto').JsonWebKey, format: 'jwk' });
+  if (key.asymmetricKeyType !== 'ed25519') throw new Error(`signing key ${kid} is not an Ed25519 key`);
+  const header = Buffer.from(JSON.stringify({ alg: 'EdDSA', kid })).toString('base64url');
+  return { kid, key, header };
+}
+
+/** Detached compact JWS (RFC 7515 appendix F): `<protected header>..<signature>`, the
+ * signature over `<header>.<base64url(body)>`. Written here rather than with jose's
+ * CompactSign because jose signs through WebCrypto, whose every call is a round trip to
+ * libuv's thread pool: on the verify path that was about 0.3 ms per response, against
+ * 0.05 ms for node:crypto's synchronous Ed25519. jose still verifies them (tests, client). */
+function detachedJws({ key, header }: Loaded, body: string | Uint8Array): string {
+  const payload = (typeof body === 'string' ? Buffer.from(body) : Buffer.from(body.buffer, body.byteOffset, body.byteLength)).toString('base64url');
+  const signature = edSign(null, Buffer.from(`${header}.${payload}`), key);
+  return `${header}..${signature.toString('base64url')}`;
 }
 
 export class VerdictSigner {
@@ -24,8 +43,7 @@ export class VerdictSigner {
   private load(kid: string | undefined): Promise<Loaded> {
     return (async () => {
       const file = kid ? readKey(this.dataDir, kid) : await ensureSigningKey(this.dataDir, now());
-      const key = (await importJWK(file.jwk, 'EdDSA')) as CryptoKey;
-      return { kid: file.kid, key };
+      return loadedKey(file.kid, file.jwk);
     })();
   }
 
@@ -48,11 +66,7 @@ export class VerdictSigner {
   /** Detached compact JWS (RFC 7515 appendix F): `<protected header>..<signature>` over the
    * exact bytes of `body`; the header carries alg EdDSA and the kid. */
   async sign(body: string | Uint8Array): Promise<string> {
-    const { kid, key } = await this.current();
-    const payload = typeof body === 'string' ? encoder.encode(body) : body;
-    const jws = await new CompactSign(payload).setProtectedHeader({ alg: 'EdDSA', kid }).sign(key);
-    const [header, , signature] = jws.split('.');
-    return `${header}..${signature}`;
+    return detachedJws(await this.current(), body);
   }
 }
 
@@ -96,7 +110,7 @@ export class SharedSigner {
         throw err;
       }
       if (old && old.kid === file.kid) return old;
-      return { kid: file.kid, key: (await importJWK(file.jwk, 'EdDSA')) as CryptoKey };
+      return loadedKey(file.kid, file.jwk);
     })();
     next.catch(() => {
       if (this.loaded === next) this.loaded = undefined;
@@ -106,11 +120,7 @@ export class SharedSigner {
   }
 
   async sign(body: string | Uint8Array): Promise<string> {
-    const { kid, key } = await this.current();
-    const payload = typeof body === 'string' ? encoder.encode(body) : body;
-    const jws = await new CompactSign(payload).setProtectedHeader({ alg: 'EdDSA', kid }).sign(key);
-    const [header, , signature] = jws.split('.');
-    return `${header}..${signature}`;
+    return detachedJws(await this.current(), body);
   }
 }
 
