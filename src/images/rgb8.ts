@@ -15,11 +15,14 @@ export function rgb8ToPixels(bytes: Uint8Array): Uint8Array {
   }
   // A multipart part lives in a resizable ArrayBuffer (src/http/multipart/part.ts), and V8 in
   // Node 20 reads typed arrays over those about 3x slower than over plain ones: preprocessing
-  // reads every pixel, so such pixels are copied once into a plain buffer (about 0.03 ms).
-  const resizable = (bytes.buffer as ArrayBuffer & { resizable?: boolean }).resizable === true;
-  if (!resizable && bytes.byteOffset === 0 && bytes.buffer.byteLength === RGB8_BYTES && bytes.buffer instanceof ArrayBuffer) {
-    return new Uint8Array(bytes.buffer);
+  // reads every pixel, so such pixels are copied once into a plain buffer. ArrayBuffer#slice
+  // is that copy as one memcpy (22 us for a crop here); TypedArray#set reading a resizable
+  // buffer goes element by element (110 us).
+  const buffer = bytes.buffer as ArrayBuffer & { resizable?: boolean };
+  if (buffer.resizable !== true && bytes.byteOffset === 0 && buffer.byteLength === RGB8_BYTES && buffer instanceof ArrayBuffer) {
+    return new Uint8Array(buffer);
   }
+  if (buffer instanceof ArrayBuffer) return new Uint8Array(buffer.slice(bytes.byteOffset, bytes.byteOffset + RGB8_BYTES));
   const out = new Uint8Array(new ArrayBuffer(RGB8_BYTES));
   out.set(bytes);
   return out;
