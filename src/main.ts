@@ -5,6 +5,7 @@ import type { FromWorker, ToWorker, WorkerData } from './cluster/messages.ts';
 import { ConfigError, loadConfig, SLOTS_PER_WORKER, type Config } from './config/index.ts';
 import { compileTrust } from './http/client-address.ts';
 import { checkTls } from './http/tls.ts';
+import { createBalanceTable } from './http/balance.ts';
 import { createAdmissionTable } from './http/capacity.ts';
 import { listen, loadUws, LISTEN_EXCLUSIVE, NativeBindingError, type UwsModule } from './http/uws.ts';
 import { createLogger, type Logger } from './observability/logger.ts';
@@ -41,10 +42,13 @@ class Cluster {
   // one verify slot table for the host, so that admission does not depend on which worker the
   // kernel handed a connection to
   private admission: SharedArrayBuffer;
+  // verify calls answered per worker, so a worker the kernel gave too many connections sheds some
+  private balance: SharedArrayBuffer;
 
   constructor(private config: Config, private log: Logger, private engine: EngineHost, private store: StoreBackend, private stopRetention: () => Promise<void>, private refunds: RefundMetrics) {
     this.metrics = new MainMetrics(engine);
     this.admission = createAdmissionTable(config.WORKERS * SLOTS_PER_WORKER);
+    this.balance = createBalanceTable(config.WORKERS);
   }
 
   async start(port: number): Promise<void> {
@@ -53,7 +57,7 @@ class Cluster {
       // Compiled, the API worker runs as one bundled module (scripts/bundle-worker.mjs: about
       // 12 MB less heap per worker than ~150 separate modules).
       const entry = new URL(SOURCE_EXT === '.js' ? './worker.bundle.mjs' : './worker.ts', import.meta.url);
-      const data: WorkerData = { config: this.config, port, index, admission: this.admission, entry: entry.href };
+      const data: WorkerData = { config: this.config, port, index, admission: this.admission, balance: this.balance, entry: entry.href };
       // Compiled JavaScript starts the thread directly; under tsx the thread must register the
       // loader first (thread-entry.mjs).
       // An API worker's allocations are small and short-lived (body bytes live outside the JS

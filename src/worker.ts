@@ -4,6 +4,7 @@ import type { FromWorker, ToWorker, WorkerData } from './cluster/messages.ts';
 import { SLOTS_PER_WORKER } from './config/index.ts';
 import { createApp } from './http/app.ts';
 import { createCors } from './http/cors.ts';
+import { ConnectionBalance } from './http/balance.ts';
 import { HostAdmission } from './http/capacity.ts';
 import { UploadPacer } from './http/upload-pace.ts';
 import { buildRouter } from './http/routes/index.ts';
@@ -16,7 +17,7 @@ import { openConfiguredStore } from './store/select.ts';
 // One API worker thread: its own uWS app on the shared port (SO_REUSEPORT lets the kernel
 // spread connections), its own handle on the store (LMDB, or a PostgreSQL pool and node
 // lease), inference through the main thread.
-const { config, port, index, admission: admissionTable } = workerData as WorkerData;
+const { config, port, index, admission: admissionTable, balance: balanceTable } = workerData as WorkerData;
 const main = parentPort!;
 const post = (m: FromWorker) => main.postMessage(m);
 
@@ -47,6 +48,7 @@ const router = buildRouter({
   metrics,
   inference,
   admission,
+  balance: new ConnectionBalance(balanceTable, index),
   uploadPacer,
   collectMetrics: () =>
     new Promise((resolve) => {

@@ -8,6 +8,8 @@ export interface WorkerData {
   index: number;
   /** the host-wide verify slot table (src/http/capacity.ts), shared by every API worker */
   admission: SharedArrayBuffer;
+  /** verify calls answered per API worker (src/http/balance.ts), shared by every API worker */
+  balance: SharedArrayBuffer;
   /** module the thread entry loads (see src/thread-entry.mjs) */
   entry: string;
 }

@@ -3,6 +3,7 @@ import type { InferenceService } from '../inference/types.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { WorkerMetrics } from '../observability/metrics.ts';
 import type { StoreBackend } from '../store/backend.ts';
+import type { ConnectionBalance } from './balance.ts';
 import type { HostAdmission } from './capacity.ts';
 import type { UploadPacer } from './upload-pace.ts';
 
@@ -15,6 +16,8 @@ export interface Services {
   inference: InferenceService;
   /** verify slots of the whole host, with the per-address and per-token caps */
   admission: HostAdmission;
+  /** keep-alive connections spread over the API workers (absent: never shed) */
+  balance?: ConnectionBalance;
   /** minimum upload rate and upload deadline of this worker's verify calls */
   uploadPacer: UploadPacer;
   /** Prometheus text of the whole process (all workers), gathered by the main thread */

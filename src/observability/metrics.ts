@@ -61,6 +61,11 @@ export class WorkerMetrics {
     labelNames: ['module'] as const,
     registers: [this.registry],
   });
+  readonly connectionsShed = new client.Counter({
+    name: 'lv_connections_shed_total',
+    help: 'keep-alive connections closed after a verify answer because their API worker had more than its share of the calls (src/http/balance.ts)',
+    registers: [this.registry],
+  });
   readonly lateInferenceResults = new client.Counter({
     name: 'lv_inference_late_results_total',
     help: 'inference results that arrived after their call had failed at INFERENCE_TIMEOUT_SECONDS, and were dropped (nothing charged)',

@@ -29,7 +29,9 @@ descriptor (\`[..., "frames", 3, "image"]\`); a multipart part fault names the p
 (403 module_disabled), capacity slot (503 server_busy, before the body is read), headers and content type
 (400, 413, 415), body and inputs (408 request_timeout for an upload below the minimum rate or past its
 deadline, 413, 422), idempotency (409), quota (429), inference (200, 500). Capacity is 2 x WORKERS slots
-shared by the whole host, with caps per client address and per token (also 503 server_busy).
+shared by the whole host, with caps per client address and per token (also 503 server_busy). A verify answer
+may come with \`Connection: close\` when its API worker holds more than its share of the host's connections; the
+answer is complete, and the client's next request opens a new connection.
 
 **Signed verdicts**: when present, the \`X-Verdict-Signature\` header is a detached JWS (EdDSA) over the exact
 response body; keys are published at \`/.well-known/jwks.json\`.

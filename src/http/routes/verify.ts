@@ -76,6 +76,16 @@ export function verifyRoutes(router: Router, s: Services): void {
         // metrics and the request log line describe the answer as decided, before signing
         recordVerify(ctx, s.metrics, trace, reply.status, ctx.errorCode, reply.headers?.['Idempotency-Replayed'] === 'true');
         return respond(req, deps, trace, reply, ctx.errorCode ?? null);
+      })
+      .then((reply): Reply => {
+        // a worker with more than its share of the connections closes this one after the
+        // answer, so the client's next connection is hashed afresh (src/http/balance.ts);
+        // never while the body is still arriving, where a close would reset the upload
+        if (s.balance?.answered() && !ctx.bodyUnread() && !ctx.aborted) {
+          s.metrics.connectionsShed.inc();
+          return { ...reply, close: true };
+        }
+        return reply;
       });
   });
 }
