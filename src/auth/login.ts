@@ -1,5 +1,5 @@
 import type { Config } from '../config/index.ts';
-import { bodyParser } from '../admin/validate.ts';
+import { bodyParser } from '../packets/json-body.ts';
 import { ServiceError } from '../errors/index.ts';
 import type { StoreBackend } from '../store/backend.ts';
 import { verifyPassword } from './password.ts';

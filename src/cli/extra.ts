@@ -1,5 +1,5 @@
 import type { Command } from './main.ts';
-import { signingCommands } from '../signing/cli.ts';
+import { signingCommands } from './signing.ts';
 import { dbCommands } from './db.ts';
 import { meteringCommands } from './metering.ts';
 import { modelCommands } from './models.ts';

@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { isNameText } from '../admin/schemas.ts';
+import { isNameText } from '../packets/name-text.ts';
 import { createToken, DuplicateTokenNameError, duplicateGrantIndex, listTokenViews, patchToken, removeGrant, revokeToken, RevokedTokenError, setGrant, tokenDetail } from '../admin/tokens.ts';
 import { addUser, listUserViews } from '../admin/users.ts';
 import { isoNow, now } from '../clock.ts';

@@ -1,8 +1,9 @@
 import type { MessagePort } from 'node:worker_threads';
-import type { InferenceJob, InferenceService, ModuleReadiness, ResultRecord } from '../inference/types.ts';
+import { InferenceFailedError, type InferenceJob, type InferenceService, type ModuleReadiness, type ResultRecord } from '../inference/types.ts';
+
+export { InferenceFailedError };
 import type { FromWorker } from './messages.ts';
 
-export class InferenceFailedError extends Error {}
 
 /** The API worker's view of the one inference engine that lives in the main thread. Pixel
  * buffers are transferred, not copied: after infer() the caller's arrays are detached. */

@@ -50,8 +50,8 @@ export class ServiceError extends Error {
 /** 422 carrying FastAPI-style detail items instead of the error body. */
 export class ValidationFailure extends Error {
   readonly status = 422;
-  readonly detail: import('../packets/types.ts').ValidationIssue[];
-  constructor(detail: import('../packets/types.ts').ValidationIssue[]) {
+  readonly detail: import('../contract/index.ts').ValidationIssue[];
+  constructor(detail: import('../contract/index.ts').ValidationIssue[]) {
     super('invalid_input');
     this.detail = detail;
   }

@@ -1,7 +1,7 @@
 // From uploaded bytes to pixels, with failures as 422 items that point at the frame's image.
 
 import { ValidationFailure } from '../errors/codes.ts';
-import type { ImageEncoding, ValidationIssue } from '../packets/types.ts';
+import type { ImageEncoding, ValidationIssue } from '../contract/index.ts';
 import { ImageError } from './errors.ts';
 import { decodePng } from './png-decode.ts';
 import { rgb8ToPixels } from './rgb8.ts';

@@ -8,7 +8,7 @@
 // size) and one pass that undoes the filters straight into the result buffer.
 
 import * as zlib from 'node:zlib';
-import { CROP_SIZE, RGB8_BYTES } from '../packets/types.ts';
+import { CROP_SIZE, RGB8_BYTES } from '../contract/index.ts';
 import { crc32 } from './crc32.ts';
 import { ImageError } from './errors.ts';
 

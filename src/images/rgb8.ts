@@ -1,7 +1,7 @@
 // rgb8: the raw crop, exactly 307200 bytes of row-major HWC RGB (interface-spec.md "Image
 // encodings"). Nothing to decode; only the length and ownership of the memory matter.
 
-import { RGB8_BYTES } from '../packets/types.ts';
+import { RGB8_BYTES } from '../contract/index.ts';
 import { ImageError } from './errors.ts';
 
 /** Checks the length and returns pixels that own an ArrayBuffer of exactly 307200 bytes, so

@@ -81,3 +81,7 @@ export interface ModePolicy {
   threshold: number;
   min_final_frames: number | null;
 }
+
+/** Inference could not produce a capture's results (the engine failed, or gave no answer in
+ * time): the verify call answers 500 inference_failed and its units are refunded. */
+export class InferenceFailedError extends Error {}

@@ -6,5 +6,5 @@ export { parseMetadata } from './validate.ts';
 export { prepareCaptures } from './prepare.ts';
 export { checkParts, checkMetadataPart, METADATA_FIELD, type PartHeader } from './parts.ts';
 export { MODULE_MODES, CAPTURE_PROFILE, PHASES } from './rules.ts';
-export * from './limits.ts';
+export * from '../contract/limits.ts';
 export { codePointLength, type Loc } from './issues.ts';

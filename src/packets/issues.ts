@@ -4,7 +4,7 @@
 
 import { ValueErrorType, type ValueError } from '@sinclair/typebox/errors';
 import type { ValidationIssue } from './types.ts';
-import { MAX_ISSUES } from './limits.ts';
+import { MAX_ISSUES } from '../contract/index.ts';
 
 export type Loc = (string | number)[];
 

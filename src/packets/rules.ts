@@ -6,7 +6,7 @@
 
 import { CAPTURE_PROFILE, PHASES, type ImageEncoding, type ImageRef, type Mode, type ModuleId, type Phase } from './types.ts';
 import type { IssueList, Loc } from './issues.ts';
-import { MAX_EVENTS_COLOR, MAX_EVENTS_RGB_SINGLE } from './limits.ts';
+import { MAX_EVENTS_COLOR, MAX_EVENTS_RGB_SINGLE } from '../contract/index.ts';
 
 export const MODULE_MODES: Record<ModuleId, readonly Mode[]> = {
   rgb_liveness: ['rgb_single', 'rgb_sequence'],

@@ -4,7 +4,7 @@
 // JSON Schema (no Transform, no Date) because the OpenAPI document is generated from them.
 
 import { Type, type Static } from '@sinclair/typebox';
-import { CAPTURE_ID_MAX_CHARS } from './limits.ts';
+import { CAPTURE_ID_MAX_CHARS } from '../contract/index.ts';
 
 // Beyond 2^53 JSON numbers lose precision, so "strictly increasing" could no longer be decided.
 const SAFE_MAX = Number.MAX_SAFE_INTEGER;

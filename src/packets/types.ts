@@ -1,15 +1,10 @@
 // Shapes of the capture packet as the spec defines them. These are the types that
 // flow from validation to inference; the TypeBox schemas in this folder must agree.
 
-export type ModuleId = 'rgb_liveness' | 'color_liveness';
-export const MODULE_IDS: readonly ModuleId[] = ['rgb_liveness', 'color_liveness'];
+import type { FrameStatus, ImageEncoding, Mode, Phase, Point } from '../contract/index.ts';
 
-export type Mode = 'rgb_single' | 'rgb_sequence' | 'color';
-export type FrameStatus = 'ok' | 'face_unavailable' | 'dropped';
-export type Phase = 'white' | 'red' | 'green' | 'blue';
-export type ImageEncoding = 'png' | 'rgb8';
-
-export type Point = [number, number];
+export { CROP_SIZE, MODULE_IDS, RGB8_BYTES } from '../contract/index.ts';
+export type { FrameStatus, ImageEncoding, Mode, ModuleId, Phase, Point, ValidationIssue } from '../contract/index.ts';
 
 /** The module table of interface-spec.md: each mode's capture_profile. */
 export const CAPTURE_PROFILE: Record<Mode, string> = {
@@ -59,17 +54,6 @@ export interface PreparedCapture {
   pixels: (Uint8Array | null)[];
 }
 
-export const CROP_SIZE = 320;
-export const RGB8_BYTES = CROP_SIZE * CROP_SIZE * 3; // 307200
-
-/** FastAPI-style validation error item. */
-export interface ValidationIssue {
-  loc: (string | number)[];
-  msg: string;
-  type: string;
-  input?: unknown;
-  ctx?: Record<string, unknown>;
-}
 
 /** An image the metadata references: which multipart file part holds it, what its bytes must
  * hash to, and where its descriptor sits (`loc` points at the frame's `image`). */

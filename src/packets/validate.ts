@@ -9,7 +9,7 @@ import type { CapturePacket, ModuleId, ParsedMetadata } from './types.ts';
 import { BatchEnvelopeSchema, CapturePacketSchema } from './schemas.ts';
 import { IssueList, METADATA_LOC, addSchemaErrors, type Loc } from './issues.ts';
 import { checkCapture, newScope } from './rules.ts';
-import { MAX_CAPTURES_PER_REQUEST, MAX_EVENTS_PER_CAPTURE, MAX_EVENTS_PER_REQUEST } from './limits.ts';
+import { MAX_CAPTURES_PER_REQUEST, MAX_EVENTS_PER_CAPTURE, MAX_EVENTS_PER_REQUEST } from '../contract/index.ts';
 
 const checkPacket = TypeCompiler.Compile(CapturePacketSchema);
 const checkEnvelope = TypeCompiler.Compile(BatchEnvelopeSchema);

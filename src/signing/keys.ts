@@ -2,6 +2,7 @@ import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { calculateJwkThumbprint, type JWK } from 'jose';
+import type { KeyFile } from '../store/records.ts';
 
 // Verdict signing keys live in DATA_DIR/keys: one file per key (private JWK, mode 0600) and
 // a `current` file naming the kid that signs. A rotated key stays published in the JWKS for
@@ -10,12 +11,8 @@ import { calculateJwkThumbprint, type JWK } from 'jose';
 export const RETIRED_PUBLISH_MS = 7 * 24 * 3600 * 1000;
 export const RETIRED_DELETE_MS = 30 * 24 * 3600 * 1000;
 
-export interface KeyFile {
-  kid: string;
-  created_at: string;
-  retired_at: string | null;
-  jwk: JWK;
-}
+// stored by the store (files with LMDB, a table with PostgreSQL); defined there
+export type { KeyFile } from '../store/records.ts';
 
 export function keysDir(dataDir: string): string {
   return path.join(dataDir, 'keys');

@@ -4,7 +4,7 @@ import type { LedgerCheck, Page, PageQuery } from '../metering/ledger.ts';
 import type { AuditRecord, LedgerEntry, Reservation } from '../metering/records.ts';
 import type { ReserveInput, ReserveOutcome } from '../metering/reserve.ts';
 import type { UsageRecord } from '../metering/usage.ts';
-import type { KeyFile } from '../signing/keys.ts';
+import type { KeyFile } from './records.ts';
 import type { ModuleId } from '../packets/types.ts';
 import type { DailyTotal } from '../metering/daily-totals.ts';
 import type { TokenRecord, UserRecord } from './records.ts';

@@ -9,7 +9,7 @@ import { reserve } from '../metering/reserve.ts';
 import { refund, resolveReservation, settle } from '../metering/settle.ts';
 import { usageSnapshot } from '../metering/usage.ts';
 import type { ModuleId } from '../packets/types.ts';
-import type { KeyFile } from '../signing/keys.ts';
+import type { KeyFile } from './records.ts';
 import type { StoreBackend, UserPatch } from './backend.ts';
 import { moduleEnabled, setModuleEnabled } from './modules.ts';
 import { openStore, readLatest, storeHealthy, type Store } from './open.ts';

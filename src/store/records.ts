@@ -1,3 +1,4 @@
+import type { JWK } from 'jose';
 import type { ModuleId } from '../packets/types.ts';
 
 export type Role = 'admin' | 'user';
@@ -36,4 +37,13 @@ export interface TokenRecord {
 export interface ModuleState {
   module_id: ModuleId;
   enabled: boolean;
+}
+
+/** A verdict-signing key (Ed25519, as a private JWK) and its life: current until retired,
+ * published for a while after. Kept in DATA_DIR/keys with LMDB, in a table with PostgreSQL. */
+export interface KeyFile {
+  kid: string;
+  created_at: string;
+  retired_at: string | null;
+  jwk: JWK;
 }

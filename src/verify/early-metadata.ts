@@ -1,4 +1,4 @@
-import type { ReceivedPart } from '../http/multipart/index.ts';
+import type { ReceivedPart } from './ports.ts';
 import { METADATA_FIELD, parseMetadata } from '../packets/index.ts';
 import type { ModuleId, ParsedMetadata } from '../packets/types.ts';
 import { metadataText } from './prepare.ts';

@@ -1,10 +1,24 @@
 import type { Config } from '../config/index.ts';
-import type { ReceivedPart } from '../http/multipart/index.ts';
 import type { InferenceService } from '../inference/types.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { StoreBackend } from '../store/backend.ts';
 import type { TokenRecord } from '../store/records.ts';
 import type { Metering } from './metering.ts';
+
+/** One multipart part as the transport received it, hashed as its bytes arrived. */
+export interface ReceivedPart {
+  name: string;
+  filename: string | null;
+  contentType: string | null;
+  size: number;
+  /** Lowercase hex SHA-256 of exactly the part's bytes. */
+  sha256: string;
+  /**
+   * The part's bytes. The Buffer covers the whole of its ArrayBuffer (offset 0, not the shared
+   * Buffer pool) so it can be transferred to a worker.
+   */
+  data(): Buffer;
+}
 
 /** What the verify use case needs from the transport: the request's values, copied before the
  * first await, and its body. */

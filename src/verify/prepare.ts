@@ -1,5 +1,5 @@
 import { ValidationFailure } from '../errors/index.ts';
-import type { ReceivedPart } from '../http/multipart/index.ts';
+import type { ReceivedPart } from './ports.ts';
 import { checkMetadataPart, checkParts, METADATA_FIELD, parseMetadata, prepareCaptures } from '../packets/index.ts';
 import type { ModuleId, ParsedMetadata, PreparedCapture, ValidationIssue } from '../packets/types.ts';
 

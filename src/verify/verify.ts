@@ -1,6 +1,6 @@
 import { authenticateBearer } from '../auth/business-token.ts';
 import { now } from '../clock.ts';
-import { InferenceFailedError } from '../cluster/remote-inference.ts';
+import { InferenceFailedError } from '../inference/types.ts';
 import { ServiceError } from '../errors/index.ts';
 import type { ResultRecord } from '../inference/types.ts';
 import { countryOf, outcomeOfBody, outcomeOfResults, requestFingerprint, type AuditOutcome, type Reservation } from '../metering/index.ts';
@@ -8,7 +8,7 @@ import { MODULE_IDS, type ModuleId } from '../packets/types.ts';
 import { signBody, signerOf } from '../signing/index.ts';
 import type { TokenRecord } from '../store/records.ts';
 import { earlyMetadata } from './early-metadata.ts';
-import type { AdmissionRefusal, VerifyAnswer, VerifyDeps, VerifyRequest } from './ports.ts';
+import type { AdmissionRefusal, ReceivedPart, VerifyAnswer, VerifyDeps, VerifyRequest } from './ports.ts';
 import { prepareRequest, type PreparedRequest } from './prepare.ts';
 
 // POST /v1/modules/{module_id}/verify as the contract orders it:
@@ -109,7 +109,7 @@ function admit(req: VerifyRequest, deps: VerifyDeps, token: TokenRecord): () => 
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,200}$/;
 
 interface Upload {
-  parts: Promise<import('../http/multipart/index.ts').ReceivedPart[]>;
+  parts: Promise<ReceivedPart[]>;
   /** the metadata as parsed the moment its part ended, if it did */
   early(): ReturnType<ReturnType<typeof earlyMetadata>['parsed']>;
 }

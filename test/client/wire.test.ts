@@ -18,7 +18,7 @@ t.test('the package and the service agree on modules, profiles and the crop size
 t.test('the package states the limits the service enforces', async (t) => {
   const { LIMITS } = await import('../../client/src/index.ts');
   const verify = (await import('../../src/http/routes/verify.ts')).LIMITS;
-  const packets = await import('../../src/packets/limits.ts');
+  const packets = await import('../../src/contract/index.ts');
   t.same(LIMITS, {
     bodyBytes: verify.maxBodyBytes,
     partBytes: verify.maxPartBytes,

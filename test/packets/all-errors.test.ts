@@ -1,7 +1,7 @@
 import t from 'tap';
 import { brief, color, issuesOf, sequence, single } from './fixtures/metadata.ts';
 import { BatchEnvelopeSchema, CapturePacketSchema, FrameSchema, ImageDescriptorSchema, MetadataSchema } from '../../src/packets/schemas.ts';
-import { MAX_ISSUES } from '../../src/packets/limits.ts';
+import { MAX_ISSUES } from '../../src/contract/index.ts';
 
 t.test('every problem of a request comes back at once, across captures', async (t) => {
   const a = single({ protocol_version: 2, label: 'x' });

@@ -10,21 +10,11 @@
 
 import { createHash, type Hash } from 'node:crypto';
 import { MultipartError } from './errors.ts';
+import type { ReceivedPart } from '../../verify/ports.ts';
 import type { PartHeaders } from './headers.ts';
 
-export interface ReceivedPart {
-  name: string;
-  filename: string | null;
-  contentType: string | null;
-  size: number;
-  /** Lowercase hex SHA-256 of exactly the part's bytes. */
-  sha256: string;
-  /**
-   * The part's bytes. The Buffer covers the whole of its ArrayBuffer (offset 0, not the shared
-   * Buffer pool) so it can be transferred to a worker.
-   */
-  data(): Buffer;
-}
+// What a finished part is belongs to the verify use case (its port); this reader provides it.
+export type { ReceivedPart } from '../../verify/ports.ts';
 
 // Growth by doubling keeps a trickled part (a byte per write) to a few dozen resizes, and the
 // hash runs over blocks, not over each few-byte slice (one hash update per byte would cost more

@@ -1,4 +1,4 @@
-import { requireAdmin, type AdminSession } from '../../admin/guard.ts';
+import { requireAdmin, type AdminSession } from '../admin-guard.ts';
 import { isModuleId, moduleView, moduleViews } from '../../admin/modules.ts';
 import { auditOutcome, parseAuditQuery, parseDailyQuery, parseListQuery, parsePageQuery } from '../../admin/page-query.ts';
 import {
@@ -25,7 +25,7 @@ import {
   withTokenNames,
 } from '../../admin/tokens.ts';
 import { addUser, LastAdminError, listUserViews, patchUser, searchUserViews } from '../../admin/users.ts';
-import { bodyParser } from '../../admin/validate.ts';
+import { bodyParser } from '../../packets/json-body.ts';
 import { destroyUserSessions } from '../../auth/session.ts';
 import { ServiceError, ValidationFailure } from '../../errors/index.ts';
 import { now } from '../../clock.ts';

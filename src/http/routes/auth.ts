@@ -1,4 +1,4 @@
-import { requireCsrf, requireSession } from '../../admin/guard.ts';
+import { requireCsrf, requireSession } from '../admin-guard.ts';
 import { clientAddress } from '../client-address.ts';
 import { login, parseLogin, sessionBody } from '../../auth/login.ts';
 import { clearedCookie, readSessionCookie, sessionCookie } from '../../auth/session-cookie.ts';

@@ -2,8 +2,8 @@
 // The engine lives in the main thread; these handlers leave a request for it and read its
 // state (src/inference/model-set-requests.ts), so an API worker never waits for a warm-up.
 import { Type } from '@sinclair/typebox';
-import { requireAdmin } from '../../admin/guard.ts';
-import { bodyParser } from '../../admin/validate.ts';
+import { requireAdmin } from '../admin-guard.ts';
+import { bodyParser } from '../../packets/json-body.ts';
 import { ServiceError } from '../../errors/index.ts';
 import { availableModelSets, readModelSetState, requestActivation } from '../../inference/index.ts';
 import { readJson } from '../body.ts';

@@ -1,4 +1,5 @@
 import { TokenCache } from '../../auth/token-cache.ts';
+import { MAX_BODY_BYTES, MAX_HEADER_BYTES, MAX_PART_BYTES, MAX_PARTS } from '../../contract/index.ts';
 import { ServiceError, ValidationFailure } from '../../errors/index.ts';
 import { recordVerify } from '../../observability/request-facts.ts';
 import { respond, storeMetering, verify, withTestFaults, type CallTrace, type VerifyDeps, type VerifyRequest } from '../../verify/index.ts';
@@ -11,13 +12,12 @@ import type { Router } from '../router.ts';
 import type { Services } from '../services.ts';
 import { ClientGoneError, receiveMultipart } from '../upload.ts';
 
-// interface-spec.md Limits
+// interface-spec.md Limits, as the multipart reader takes them
 export const LIMITS = {
-  maxBodyBytes: 32 * 1024 * 1024,
-  maxPartBytes: 1024 * 1024,
-  // 256 events at most, each with at most one image, plus metadata
-  maxParts: 257,
-  maxHeaderBytes: 8 * 1024,
+  maxBodyBytes: MAX_BODY_BYTES,
+  maxPartBytes: MAX_PART_BYTES,
+  maxParts: MAX_PARTS,
+  maxHeaderBytes: MAX_HEADER_BYTES,
 } as const;
 
 /** POST /v1/modules/{module_id}/verify: the HTTP side of the use case in src/verify/ (what a

@@ -13,7 +13,7 @@ import type { AuditRecord, LedgerEntry, Reservation } from '../../metering/recor
 import type { ReserveInput, ReserveOutcome } from '../../metering/reserve.ts';
 import type { UsageRecord } from '../../metering/usage.ts';
 import type { ModuleId } from '../../packets/types.ts';
-import type { KeyFile } from '../../signing/keys.ts';
+import type { KeyFile } from '../records.ts';
 import type { JWK } from 'jose';
 import type { Grant, TokenRecord, UserRecord } from '../records.ts';
 import type { ResolveAction, StoreBackend, UserPatch } from '../backend.ts';

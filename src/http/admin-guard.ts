@@ -3,8 +3,8 @@ import { readSessionCookie } from '../auth/session-cookie.ts';
 import { destroySession, findSession, type SessionRecord } from '../auth/session.ts';
 import { now } from '../clock.ts';
 import { ServiceError } from '../errors/index.ts';
-import type { HttpContext } from '../http/context.ts';
-import type { Services } from '../http/services.ts';
+import type { HttpContext } from './context.ts';
+import type { Services } from './services.ts';
 import type { UserRecord } from '../store/records.ts';
 
 export interface AdminSession {

@@ -1,8 +1,12 @@
+// JSON request bodies (admin API, login, model-set activation) checked against their TypeBox
+// schema: every issue in one FastAPI-style 422, as packets are. Here, below admin/ and auth/,
+// because both parse bodies with it.
+
 import type { Static, TSchema } from '@sinclair/typebox';
 import { TypeCompiler, ValueErrorType, type ValueError } from '@sinclair/typebox/compiler';
 import { ValidationFailure } from '../errors/index.ts';
-import { addSchemaErrors, IssueList, pathToLoc } from '../packets/issues.ts';
-import { NAME_TEXT } from './schemas.ts';
+import { addSchemaErrors, IssueList, pathToLoc } from './issues.ts';
+import { NAME_TEXT } from './name-text.ts';
 
 export type Parser<T extends TSchema> = (body: unknown) => Static<T>;
 

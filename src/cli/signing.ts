@@ -1,8 +1,8 @@
-import type { Command } from '../cli/main.ts';
+import type { Command } from './main.ts';
 import { now } from '../clock.ts';
 import { loadConfig } from '../config/index.ts';
-import { publicJwksOf } from './keys.ts';
-import { keySourceFor } from './source.ts';
+import { publicJwksOf } from '../signing/keys.ts';
+import { keySourceFor } from '../signing/source.ts';
 
 // Keys live beside the store: DATA_DIR/keys files with LMDB, the shared database with
 // PostgreSQL (every node picks a rotation up within SHARED_KEY_CACHE_MS).
