@@ -1,7 +1,9 @@
-// Shapes of the capture packet as the spec defines them. These are the types that
-// flow from validation to inference; the TypeBox schemas in this folder must agree.
+// Shapes of the capture packet as the spec defines them: the types that flow from validation
+// to inference. The packet's own types are the TypeBox schemas' Static<> types.
 
-import type { FrameStatus, ImageEncoding, Mode, Phase, Point } from '../contract/index.ts';
+import type { Static } from '@sinclair/typebox';
+import type { ImageEncoding, Mode, Phase } from '../contract/index.ts';
+import type { BatchEnvelopeSchema, CapturePacketSchema, FrameSchema, ImageDescriptorSchema } from './schemas.ts';
 
 export { CROP_SIZE, MODULE_IDS, RGB8_BYTES } from '../contract/index.ts';
 export type { FrameStatus, ImageEncoding, Mode, ModuleId, Phase, Point, ValidationIssue } from '../contract/index.ts';
@@ -15,36 +17,12 @@ export const CAPTURE_PROFILE: Record<Mode, string> = {
 
 export const PHASES: readonly Phase[] = ['white', 'red', 'green', 'blue'];
 
-export interface ImageDescriptor {
-  part: string;
-  encoding: ImageEncoding;
-  sha256: string;
-}
-
-export interface FrameRecord {
-  source_index: number;
-  timestamp_us: number;
-  status: FrameStatus;
-  source_size?: [number, number];
-  eyes_xy?: [Point, Point];
-  image?: ImageDescriptor;
-  phase?: Phase;
-  display_time_us?: number;
-}
-
-export interface CapturePacket {
-  protocol_version: 1;
-  capture_id: string;
-  mode: Mode;
-  capture_profile: string;
-  preprocess_profile: string;
-  complete: boolean;
-  frames: FrameRecord[];
-}
-
-export interface BatchEnvelope {
-  captures: CapturePacket[];
-}
+// The packet types are derived from the TypeBox schemas (schemas.ts), so the shape that is
+// validated and the shape the code reads cannot drift apart.
+export type ImageDescriptor = Static<typeof ImageDescriptorSchema>;
+export type FrameRecord = Static<typeof FrameSchema>;
+export type CapturePacket = Static<typeof CapturePacketSchema>;
+export type BatchEnvelope = Static<typeof BatchEnvelopeSchema>;
 
 /** One validated capture ready for inference: `pixels[i]` is the decoded 320x320 RGB
  * (HWC, 307200 bytes, its own ArrayBuffer so it can be transferred) of frame i,
