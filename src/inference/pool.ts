@@ -23,10 +23,16 @@ export function poolShape(threads: number, provider: ExecutionProvider): { worke
   return { workers, sessionThreads: Math.max(1, Math.floor(total / workers)) };
 }
 
-/** A buffer can be transferred only when the view spans all of its own ArrayBuffer
- * (a pooled Node Buffer does not); otherwise it is copied once. */
+/** Pixels are transferred with their whole ArrayBuffer. That is right when the view spans
+ * its buffer, or starts at its buffer's first byte and the buffer is the capture's own: the decoders make exactly
+ * such buffers (rgb8: a buffer of its own; PNG: zlib's output buffer, with a little slack
+ * after the pixels, see decodePng). Node's shared Buffer pool only ever serves allocations
+ * under 4 KiB, so a view of at least that size at offset 0 is never a pool slice. Anything
+ * else (an offset view, a resizable or shared buffer) is copied once. */
 export function transferable(pixels: Uint8Array): Uint8Array {
-  const own = pixels.byteOffset === 0 && pixels.byteLength === pixels.buffer.byteLength && pixels.buffer instanceof ArrayBuffer;
+  const buffer = pixels.buffer as ArrayBuffer & { resizable?: boolean };
+  const own = pixels.byteOffset === 0 && (pixels.byteLength === buffer.byteLength || pixels.byteLength >= 4096)
+    && buffer instanceof ArrayBuffer && buffer.resizable !== true;
   return own ? pixels : new Uint8Array(pixels);
 }
 
