@@ -18,6 +18,9 @@ export interface ReceivedPart {
    * Buffer pool) so it can be transferred to a worker.
    */
   data(): Buffer;
+  /** Gives the part's storage back now rather than at the next garbage collection; data() is
+   * empty afterwards. The use case calls it once the call no longer needs the bytes. */
+  release?(): void;
 }
 
 /** What the verify use case needs from the transport: the request's values, copied before the

@@ -54,7 +54,17 @@ export async function verify(req: VerifyRequest, deps: VerifyDeps, trace: CallTr
 }
 
 async function afterUpload(req: VerifyRequest, deps: VerifyDeps, trace: CallTrace, token: TokenRecord, moduleId: ModuleId, upload: Upload): Promise<VerifyAnswer> {
-  const prepared = validate(moduleId, await upload.parts, upload.early());
+  const parts = await upload.parts;
+  try {
+    return await afterReceive(req, deps, trace, token, moduleId, parts, upload.early());
+  } finally {
+    // the pixels are copies and the fingerprint keeps hashes, so the body is not needed past here
+    for (const part of parts) part.release?.();
+  }
+}
+
+async function afterReceive(req: VerifyRequest, deps: VerifyDeps, trace: CallTrace, token: TokenRecord, moduleId: ModuleId, parts: ReceivedPart[], early: ReturnType<Upload['early']>): Promise<VerifyAnswer> {
+  const prepared = validate(moduleId, parts, early);
   trace.captures = prepared.captures.length;
   const at = now();
   const booked = await reserve(req, deps, token, moduleId, prepared, at);

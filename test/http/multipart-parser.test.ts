@@ -261,6 +261,20 @@ t.test('data() owns its ArrayBuffer, is cached, and can be transferred', async (
   t.same(Buffer.from(moved), data);
 });
 
+t.test('release() gives the storage back at once: data() is empty after, twice is harmless', async (t) => {
+  const data = Buffer.alloc(200_000, 7);
+  const [part, other] = parseAt(B, build(B, [{ name: 'x', filename: 'x', data }, { name: 'y', filename: 'y', data }]), []);
+  t.equal(part!.data().length, data.length);
+  part!.release!();
+  t.equal(part!.data().length, 0, 'no bytes after release');
+  t.equal(part!.data().buffer.byteLength, 0);
+  part!.release!();
+  t.ok(other!.data().equals(data), 'other parts keep their bytes');
+  const buf = other!.data();
+  structuredClone(buf.buffer, { transfer: [buf.buffer] });
+  t.doesNotThrow(() => other!.release!(), 'a transferred part releases nothing and does not throw');
+});
+
 t.test('padding, first boundary at offset 0, close delimiter without CRLF', async (t) => {
   const body = Buffer.from(`--${B} \t\r\nContent-Disposition: form-data; name=a\r\n\r\n1\r\n--${B}--`);
   const parts = parseAt(B, body, []);

@@ -1,0 +1,89 @@
+// The verify use case gives each part's storage back when the call is over (issue 15: 64
+// uploads in flight must not keep every finished body until the next full GC), whatever the
+// outcome, and only once nothing needs the bytes any more.
+
+import t from 'tap';
+import { generateToken, hashToken } from '../../src/auth/business-token.ts';
+import { ValidationFailure } from '../../src/errors/index.ts';
+import { MultipartParser, parseMultipartBoundary } from '../../src/http/multipart/index.ts';
+import type { ResultRecord } from '../../src/inference/types.ts';
+import type { TokenRecord } from '../../src/store/records.ts';
+import { verify, type CallTrace, type VerifyDeps, type VerifyRequest } from '../../src/verify/index.ts';
+import type { ReceivedPart } from '../../src/verify/ports.ts';
+import { request, single } from '../helpers/captures.ts';
+
+const plaintext = generateToken();
+const token: TokenRecord = {
+  id: 'tok-1', name: 't', token_prefix: plaintext.slice(0, 8), hash: hashToken(plaintext), enabled: true, expires_at: null,
+  demo: false, revoked: false, created_at: new Date().toISOString(), grants: [{ module_id: 'rgb_liveness', limit: null, period: 'never' }],
+};
+
+function parts(body: Uint8Array, contentType: string): ReceivedPart[] {
+  const p = new MultipartParser(parseMultipartBoundary(contentType)!, { maxPartBytes: 1 << 20, maxParts: 257, maxHeaderBytes: 8192 });
+  p.write(Buffer.from(body));
+  return p.end();
+}
+
+function call(received: ReceivedPart[]): VerifyRequest {
+  return {
+    requestId: 'req-1', moduleParam: 'rgb_liveness', authorization: `Bearer ${plaintext}`, idempotencyKey: undefined,
+    clientAddress: '127.0.0.1', startedAt: performance.now(), aborted: () => false,
+    openBody: (onPartEnd) => {
+      for (const p of received) onPartEnd(p);
+      return Promise.resolve(received);
+    },
+  };
+}
+
+function deps(seen: { bytesAtInference: number[] }, fail = false): VerifyDeps {
+  return {
+    config: { DATA_DIR: '/nonexistent', RETRY_AFTER_SECONDS: 1 },
+    store: { moduleEnabled: async () => true } as unknown as VerifyDeps['store'],
+    tokens: async (hash) => (hash === token.hash ? token : undefined),
+    admission: { tryAcquire: () => () => {} },
+    metering: {
+      reserve: async () => ({ kind: 'reserved', reservation: { id: 'r-1', units: 1 } }) as never,
+      settle: async (_r, _at, render) => render([]),
+      refund: async () => undefined,
+      archiveDemoUpload: async () => undefined,
+    },
+    inference: {
+      readiness: () => [{ module_id: 'rgb_liveness', ready: true }] as never,
+      infer: async (job) => {
+        seen.bytesAtInference.push(...job.captures.flatMap((c) => c.pixels.map((p) => p?.length ?? 0)));
+        if (fail) throw new Error('engine down');
+        return job.captures.map(() => ({ status: 'ok' }) as unknown as ResultRecord);
+      },
+    },
+    metrics: { busy: () => {}, inferenceSeconds: () => {} },
+    log: { error: () => {}, warn: () => {}, info: () => {} } as unknown as VerifyDeps['log'],
+  };
+}
+
+const trace = (): CallTrace => ({ token: null, moduleId: null, captures: 0, charged: 0, reserved: 0, refunded: 0, results: null });
+
+t.test('an answered call: the parts are released after inference had the pixels', async (t) => {
+  const b = request([single({ encoding: 'png' })]);
+  const received = parts(b.body, b.contentType);
+  const seen = { bytesAtInference: [] as number[] };
+  const answer = await verify(call(received), deps(seen), trace());
+  t.equal(answer.status, 200);
+  t.same(seen.bytesAtInference, [307200], 'inference got the whole decoded frame');
+  t.ok(received.length >= 2);
+  for (const p of received) t.equal(p.data().length, 0, `part ${p.name} released`);
+});
+
+t.test('a call whose inference fails, and one refused as invalid, release their parts too', async (t) => {
+  const b = request([single({ encoding: 'rgb8' })]);
+  const received = parts(b.body, b.contentType);
+  await t.rejects(verify(call(received), deps({ bytesAtInference: [] }, true), trace()));
+  for (const p of received) t.equal(p.data().length, 0, `failed inference: part ${p.name} released`);
+
+  const bad = request([single({ encoding: 'png' })]);
+  const broken = parts(bad.body, bad.contentType);
+  const image = broken.find((p) => p.name !== 'metadata')!;
+  image.data()[100] ^= 0xff; // the hash no longer matches: a 422
+  const refused = await verify(call(broken), deps({ bytesAtInference: [] }), trace()).then(() => null, (e: unknown) => e);
+  t.ok(refused instanceof ValidationFailure, 'refused with a 422');
+  for (const p of broken) t.equal(p.data().length, 0, `422: part ${p.name} released`);
+});
