@@ -19,7 +19,7 @@ import { reserveInput, tokenRecord } from '../test/store/contract.ts';
 interface Scenario {
   /** postgres+commit_delay: the same server with commit_delay = 200 us and commit_siblings =
    * 2 (README "Running several nodes"), still synchronous_commit = on */
-  store: 'lmdb' | 'postgres' | 'postgres+commit_delay';
+  store: 'lmdb' | 'lmdb+batched' | 'postgres' | 'postgres+commit_delay';
   callers: number;
   hot_token: boolean;
   pairs: number;
@@ -82,6 +82,12 @@ export async function benchStore(opts: { quick: boolean }): Promise<{ scenarios:
   for (const [callers, hot] of SHAPES) scenarios.push({ store: 'lmdb', ...(await run(lmdb, callers, hot, ms)) });
   await lmdb.close();
   fs.rmSync(dir, { recursive: true, force: true });
+  // LMDB_COMMITS=batched: the concurrent callers' transactions share commits
+  const batchedDir = fs.mkdtempSync(path.join(os.tmpdir(), 'lv-bench-store-'));
+  const batched = LmdbBackend.open(batchedDir, { commits: 'batched' });
+  for (const [callers, hot] of SHAPES) scenarios.push({ store: 'lmdb+batched', ...(await run(batched, callers, hot, ms)) });
+  await batched.close();
+  fs.rmSync(batchedDir, { recursive: true, force: true });
 
   const server = await startPostgres();
   try {

@@ -12,7 +12,7 @@ import type { ModuleId } from '../packets/types.ts';
 import type { KeyFile } from './records.ts';
 import type { StoreBackend, UserPatch } from './backend.ts';
 import { moduleEnabled, setModuleEnabled } from './modules.ts';
-import { openStore, readLatest, storeHealthy, type Store } from './open.ts';
+import { openStore, readLatest, storeHealthy, type LmdbCommits, type Store } from './open.ts';
 import { pruneAuditBefore, pruneLedgerBefore, pruneResultsBefore } from './retention.ts';
 import type { TokenRecord, UserRecord } from './records.ts';
 import { searchTokens, searchUsers, type SearchQuery } from './token-search.ts';
@@ -29,8 +29,8 @@ export class LmdbBackend implements StoreBackend {
   readonly kind = 'lmdb' as const;
   constructor(readonly store: Store) {}
 
-  static open(dataDir: string): LmdbBackend {
-    return new LmdbBackend(openStore(dataDir));
+  static open(dataDir: string, opts: { commits?: LmdbCommits } = {}): LmdbBackend {
+    return new LmdbBackend(openStore(dataDir, opts));
   }
 
   async healthy() {

@@ -24,8 +24,14 @@ export const DAILY_TOTALS_FLAG = 'daily_totals_v1';
 export const BY_TOKEN_FLAG = 'by_token_index_v1';
 const DERIVED_INDEXES = [TOKEN_NAME_INDEX_FLAG, DAILY_TOTALS_FLAG, BY_TOKEN_FLAG];
 
+/** How metering writes commit (README "Metering and idempotency"): `sync` on the calling
+ * thread, one disk sync each (lowest latency); `batched` through lmdb-js's write thread, which
+ * commits the writes of many concurrent calls together (highest throughput under load). */
+export type LmdbCommits = 'sync' | 'batched';
+
 export interface Store {
   readonly root: RootDatabase;
+  readonly commits: LmdbCommits;
   readonly dir: string;
   readonly db: Record<DbName, Database<any, any>>;
   close(): Promise<void>;
@@ -35,7 +41,7 @@ export class StoreError extends Error {}
 
 /** Opens (creating if needed) the LMDB environment under DATA_DIR/store. Every API worker
  * thread, the main thread and the CLI open the same files; LMDB serialises writers. */
-export function openStore(dataDir: string): Store {
+export function openStore(dataDir: string, opts: { commits?: LmdbCommits } = {}): Store {
   const dir = path.join(dataDir, 'store');
   fs.mkdirSync(dir, { recursive: true });
   const root = open({ path: dir, maxDbs: 32, mapSize: 2 * 1024 ** 3, compression: false });
@@ -54,7 +60,7 @@ export function openStore(dataDir: string): Store {
     root.close();
     throw new StoreError(`store at ${dir} has schema version ${String(found)}, this build needs ${SCHEMA_VERSION}`);
   }
-  return { root, dir, db, close: () => root.close() };
+  return { root, dir, db, commits: opts.commits ?? 'sync', close: () => root.close() };
 }
 
 /** Moves this thread's LMDB read snapshot to the latest commit. lmdb-js keeps one read

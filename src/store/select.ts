@@ -1,14 +1,15 @@
 import type { StoreBackend } from './backend.ts';
 import { LmdbBackend } from './lmdb-backend.ts';
+import type { LmdbCommits } from './open.ts';
 import { PgBackend, type PgOptions } from './pg/backend.ts';
 
 /** Opens the configured store: PostgreSQL (migrated under the advisory lock, this process
  * registered as a node with a lease) when a URL is given, else LMDB under `dataDir`. */
-export async function openBackend(opts: { databaseUrl: string | undefined; dataDir: string; pg?: PgOptions }): Promise<StoreBackend> {
-  return opts.databaseUrl === undefined ? LmdbBackend.open(opts.dataDir) : PgBackend.open(opts.databaseUrl, opts.pg);
+export async function openBackend(opts: { databaseUrl: string | undefined; dataDir: string; pg?: PgOptions; lmdbCommits?: LmdbCommits }): Promise<StoreBackend> {
+  return opts.databaseUrl === undefined ? LmdbBackend.open(opts.dataDir, { commits: opts.lmdbCommits }) : PgBackend.open(opts.databaseUrl, opts.pg);
 }
 
 /** The store a process of the service uses, from its validated configuration. */
-export function openConfiguredStore(config: { DATABASE_URL?: string | undefined; DATA_DIR: string; NODE_LEASE_SECONDS: number }, onError?: (err: Error) => void): Promise<StoreBackend> {
-  return openBackend({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, pg: { leaseMs: config.NODE_LEASE_SECONDS * 1000, ...(onError ? { onError } : {}) } });
+export function openConfiguredStore(config: { DATABASE_URL?: string | undefined; DATA_DIR: string; NODE_LEASE_SECONDS: number; LMDB_COMMITS?: LmdbCommits }, onError?: (err: Error) => void): Promise<StoreBackend> {
+  return openBackend({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, lmdbCommits: config.LMDB_COMMITS, pg: { leaseMs: config.NODE_LEASE_SECONDS * 1000, ...(onError ? { onError } : {}) } });
 }

@@ -1,38 +1,60 @@
 import t from 'tap';
 import { atomically } from '../../src/store/atomic.ts';
-import { openStore } from '../../src/store/open.ts';
+import { openStore, type LmdbCommits } from '../../src/store/open.ts';
 import { updateUser } from '../../src/store/users.ts';
 import { tempDir } from '../helpers/server.ts';
 
-const store = openStore(tempDir());
-t.teardown(() => store.close());
+// Both ways of committing (LMDB_COMMITS) keep the same guarantee.
+for (const commits of ['sync', 'batched'] as LmdbCommits[]) {
+  t.test(`commits: ${commits}`, async (t) => {
+    const store = openStore(tempDir(), { commits });
+    t.teardown(() => store.close());
+    t.equal(store.commits, commits);
 
-t.test('a throw part-way leaves none of the transaction behind, across databases', async (t) => {
-  await t.rejects(
-    atomically(store, () => {
-      store.db.ledger.put('entry', { units: 1 });
-      store.db.counters.put('counter', 1);
-      throw new Error('fails after two writes');
-    }),
-    /fails after two writes/,
-  );
-  t.equal(store.db.ledger.get('entry'), undefined, 'the ledger write was rolled back');
-  t.equal(store.db.counters.get('counter'), undefined, 'the counter write was rolled back');
-});
+    t.test('a throw part-way leaves none of the transaction behind, across databases', async (t) => {
+      await t.rejects(
+        atomically(store, () => {
+          store.db.ledger.put('entry', { units: 1 });
+          store.db.counters.put('counter', 1);
+          throw new Error('fails after two writes');
+        }),
+        /fails after two writes/,
+      );
+      t.equal(store.db.ledger.get('entry'), undefined, 'the ledger write was rolled back');
+      t.equal(store.db.counters.get('counter'), undefined, 'the counter write was rolled back');
+    });
 
-t.test('a transaction that returns commits every write and gives back its value', async (t) => {
-  const out = await atomically(store, () => {
-    store.db.ledger.put('entry', { units: 2 });
-    store.db.counters.put('counter', 2);
-    return 'done';
+    t.test('a transaction that returns commits every write and gives back its value', async (t) => {
+      const out = await atomically(store, () => {
+        store.db.ledger.put('entry', { units: 2 });
+        store.db.counters.put('counter', 2);
+        return 'done';
+      });
+      t.equal(out, 'done');
+      t.same(store.db.ledger.get('entry'), { units: 2 });
+      t.equal(store.db.counters.get('counter'), 2);
+    });
+
+    t.test('concurrent transactions all commit, each whole', async (t) => {
+      const n = 20;
+      const results = await Promise.allSettled(Array.from({ length: n }, (_, i) => atomically(store, () => {
+        store.db.ledger.put(`c-${i}`, { units: i });
+        if (i % 5 === 0) throw new Error(`refused ${i}`);
+        store.db.counters.put(`c-${i}`, i);
+        return i;
+      })));
+      t.equal(results.filter((r) => r.status === 'fulfilled').length, n - 4);
+      for (let i = 0; i < n; i++) {
+        const refused = i % 5 === 0;
+        t.same(store.db.ledger.get(`c-${i}`), refused ? undefined : { units: i }, `ledger ${i}`);
+        t.equal(store.db.counters.get(`c-${i}`), refused ? undefined : i, `counter ${i}`);
+      }
+    });
+
+    t.test('a rule that refuses after the read keeps the record unchanged', async (t) => {
+      await store.db.users.put('usr_1', { id: 'usr_1', username: 'a', role: 'admin', enabled: true, password_hash: 'x', created_at: '2026-01-01T00:00:00.000Z' });
+      await t.rejects(updateUser(store, 'usr_1', { role: 'user' }, () => { throw new Error('last admin'); }), /last admin/);
+      t.equal(store.db.users.get('usr_1').role, 'admin');
+    });
   });
-  t.equal(out, 'done');
-  t.same(store.db.ledger.get('entry'), { units: 2 });
-  t.equal(store.db.counters.get('counter'), 2);
-});
-
-t.test('a rule that refuses after the read keeps the record unchanged', async (t) => {
-  await store.db.users.put('usr_1', { id: 'usr_1', username: 'a', role: 'admin', enabled: true, password_hash: 'x', created_at: '2026-01-01T00:00:00.000Z' });
-  await t.rejects(updateUser(store, 'usr_1', { role: 'user' }, () => { throw new Error('last admin'); }), /last admin/);
-  t.equal(store.db.users.get('usr_1').role, 'admin');
-});
+}
