@@ -1,8 +1,7 @@
 import { authenticateBearer } from '../auth/business-token.ts';
 import { now } from '../clock.ts';
-import { InferenceFailedError } from '../inference/types.ts';
 import { ServiceError } from '../errors/index.ts';
-import type { ResultRecord } from '../inference/types.ts';
+import { InferenceFailedError, type ResultRecord } from '../inference/types.ts';
 import { countryOf, outcomeOfBody, outcomeOfResults, requestFingerprint, type AuditOutcome, type Reservation } from '../metering/index.ts';
 import { MODULE_IDS, type ModuleId } from '../packets/types.ts';
 import { signBody, signerOf } from '../signing/index.ts';
