@@ -24,11 +24,11 @@ export function poolShape(threads: number, provider: ExecutionProvider): { worke
 }
 
 /** Pixels are transferred with their whole ArrayBuffer. That is right when the view spans
- * its buffer, or starts at its buffer's first byte and the buffer is the capture's own: the decoders make exactly
- * such buffers (rgb8: a buffer of its own; PNG: zlib's output buffer, with a little slack
- * after the pixels, see decodePng). Node's shared Buffer pool only ever serves allocations
- * under 4 KiB, so a view of at least that size at offset 0 is never a pool slice. Anything
- * else (an offset view, a resizable or shared buffer) is copied once. */
+ * its buffer, or starts at its buffer's first byte and the buffer is the capture's own: the
+ * decoders make exactly such buffers (rgb8: a buffer of its own; PNG: zlib's output buffer,
+ * with a little slack after the pixels, see decodePng). Node's shared Buffer pool only ever
+ * serves allocations under 4 KiB, so a view of at least that size at offset 0 is never a pool
+ * slice. Anything else (an offset view, a resizable or shared buffer) is copied once. */
 export function transferable(pixels: Uint8Array): Uint8Array {
   const buffer = pixels.buffer as ArrayBuffer & { resizable?: boolean };
   const own = pixels.byteOffset === 0 && (pixels.byteLength === buffer.byteLength || pixels.byteLength >= 4096)
