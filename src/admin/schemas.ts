@@ -1,8 +1,6 @@
 import { FormatRegistry, Type, type Static } from '@sinclair/typebox';
 import { NAME_TEXT } from '../packets/name-text.ts';
 
-export { isNameText, NAME_TEXT } from '../packets/name-text.ts';
-
 // Bodies of the administration API (contract.md "Administration API"). Unknown fields are
 // rejected everywhere (additionalProperties: false), as the contract requires.
 if (!FormatRegistry.Has('date-time')) {

@@ -3,7 +3,7 @@
 // fields together (status, mode, order, uniqueness, module) live in rules.ts. They stay plain
 // JSON Schema (no Transform, no Date) because the OpenAPI document is generated from them.
 
-import { Type, type Static } from '@sinclair/typebox';
+import { Type } from '@sinclair/typebox';
 import { CAPTURE_ID_MAX_CHARS } from '../contract/index.ts';
 
 // Beyond 2^53 JSON numbers lose precision, so "strictly increasing" could no longer be decided.
@@ -113,8 +113,3 @@ export const MetadataSchema = Type.Union([CapturePacketSchema, BatchEnvelopeSche
   description:
     'The `metadata` text field: one CapturePacket, or a batch envelope. An object that has a `captures` key is read as an envelope.',
 });
-
-export type ImageDescriptorJson = Static<typeof ImageDescriptorSchema>;
-export type FrameJson = Static<typeof FrameSchema>;
-export type CapturePacketJson = Static<typeof CapturePacketSchema>;
-export type BatchEnvelopeJson = Static<typeof BatchEnvelopeSchema>;
