@@ -9,6 +9,7 @@ import { checkTls } from './http/tls.ts';
 import { createBalanceTable } from './http/balance.ts';
 import { createAdmissionTable } from './http/capacity.ts';
 import { listen, loadUws, LISTEN_EXCLUSIVE, NativeBindingError, type UwsModule } from './http/uws.ts';
+import { geoDatabase } from './metering/geo.ts';
 import { createLogger, type Logger } from './observability/logger.ts';
 import { aggregateMetrics, MainMetrics, RefundMetrics, type MetricsSnapshot } from './observability/metrics.ts';
 import { DRAIN_TIMEOUT_MS, watchParent } from './lifecycle.ts';
@@ -45,11 +46,14 @@ class Cluster {
   private admission: SharedArrayBuffer;
   // verify calls answered per worker, so a worker the kernel gave too many connections sheds some
   private balance: SharedArrayBuffer;
+  // the country database, read once for every API worker (src/metering/geo.ts)
+  private geo: SharedArrayBuffer | null;
 
   constructor(private config: Config, private log: Logger, private engine: EngineHost, private store: StoreBackend, private stopRetention: () => Promise<void>, private refunds: RefundMetrics) {
     this.metrics = new MainMetrics(engine);
     this.admission = createAdmissionTable(config.WORKERS * SLOTS_PER_WORKER);
     this.balance = createBalanceTable(config.WORKERS);
+    this.geo = geoDatabase();
   }
 
   async start(port: number): Promise<void> {
@@ -58,7 +62,7 @@ class Cluster {
       // Compiled, the API worker runs as one bundled module (scripts/bundle-worker.mjs: about
       // 12 MB less heap per worker than ~150 separate modules).
       const entry = new URL(SOURCE_EXT === '.js' ? './worker.bundle.mjs' : './worker.ts', import.meta.url);
-      const data: WorkerData = { config: this.config, port, index, admission: this.admission, balance: this.balance, entry: entry.href };
+      const data: WorkerData = { config: this.config, port, index, admission: this.admission, balance: this.balance, geo: this.geo, entry: entry.href };
       // Compiled JavaScript starts the thread directly; under tsx the thread must register the
       // loader first (thread-entry.mjs).
       // An API worker's allocations are small and short-lived (body bytes live outside the JS

@@ -9,6 +9,7 @@ import { HostAdmission } from './http/capacity.ts';
 import { UploadPacer } from './http/upload-pace.ts';
 import { buildRouter } from './http/routes/index.ts';
 import { closeApp, listen, loadUws, LISTEN_SHARED, type us_listen_socket } from './http/uws.ts';
+import { useGeoDatabase } from './metering/geo.ts';
 import { createLogger } from './observability/logger.ts';
 import { WorkerMetrics } from './observability/metrics.ts';
 import { appModule } from './http/tls.ts';
@@ -17,7 +18,8 @@ import { openConfiguredStore } from './store/select.ts';
 // One API worker thread: its own uWS app on the shared port (SO_REUSEPORT lets the kernel
 // spread connections), its own handle on the store (LMDB, or a PostgreSQL pool and node
 // lease), inference through the main thread.
-const { config, port, index, admission: admissionTable, balance: balanceTable } = workerData as WorkerData;
+const { config, port, index, admission: admissionTable, balance: balanceTable, geo } = workerData as WorkerData;
+useGeoDatabase(geo);
 const main = parentPort!;
 const post = (m: FromWorker) => main.postMessage(m);
 

@@ -10,6 +10,8 @@ export interface WorkerData {
   admission: SharedArrayBuffer;
   /** verify calls answered per API worker (src/http/balance.ts), shared by every API worker */
   balance: SharedArrayBuffer;
+  /** the country database in shared memory (src/metering/geo.ts), or null where unreadable */
+  geo: SharedArrayBuffer | null;
   /** module the thread entry loads (see src/thread-entry.mjs) */
   entry: string;
 }

@@ -7,8 +7,9 @@ export interface PreparedRequest {
   parsed: ParsedMetadata;
   metadataText: string;
   captures: PreparedCapture[];
-  /** every part but metadata, for the fingerprint and the demo archive; an rgb8 image's
-   * bytes may share memory with its pixels, so they are unusable once handed to infer() */
+  /** every part but metadata, for the fingerprint (names and hashes) and the demo archive
+   * (bytes); the bytes are empty once verify has released the parts (any call but a demo's,
+   * right after this step) */
   files: { name: string; sha256: string; bytes: Uint8Array }[];
 }
 

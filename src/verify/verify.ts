@@ -57,14 +57,22 @@ async function afterUpload(req: VerifyRequest, deps: VerifyDeps, trace: CallTrac
   try {
     return await afterReceive(req, deps, trace, token, moduleId, parts, upload.early());
   } finally {
-    // the pixels are copies and the fingerprint keeps hashes, so the body is not needed past here
-    for (const part of parts) part.release?.();
+    // every outcome gives the storage back (release is idempotent)
+    releaseParts(parts);
   }
+}
+
+function releaseParts(parts: ReceivedPart[]): void {
+  for (const part of parts) part.release?.();
 }
 
 async function afterReceive(req: VerifyRequest, deps: VerifyDeps, trace: CallTrace, token: TokenRecord, moduleId: ModuleId, parts: ReceivedPart[], early: ReturnType<Upload['early']>): Promise<VerifyAnswer> {
   const prepared = validate(moduleId, parts, early);
   trace.captures = prepared.captures.length;
+  // From here on the call needs the parts' names and hashes (fingerprint) and the decoded
+  // pixels, not the body: its storage goes back now rather than after inference, so calls
+  // queued for the engine do not hold their uploads too. A demo call archives the bytes first.
+  if (!token.demo) releaseParts(parts);
   const at = now();
   const booked = await reserve(req, deps, token, moduleId, prepared, at);
   if (booked.kind === 'replay') {

@@ -87,3 +87,32 @@ t.test('a call whose inference fails, and one refused as invalid, release their 
   t.ok(refused instanceof ValidationFailure, 'refused with a 422');
   for (const p of broken) t.equal(p.data().length, 0, `422: part ${p.name} released`);
 });
+
+t.test('a call gives its body back before inference (queued calls hold pixels, not uploads); a demo call only after its archive', async (t) => {
+  for (const demo of [false, true]) {
+    const b = request([single({ encoding: 'png' })]);
+    const received = parts(b.body, b.contentType);
+    const sizes = received.map((p) => p.data().length);
+    let heldAtInference: number[] = [];
+    let archived: number[] = [];
+    const d = deps({ bytesAtInference: [] });
+    d.tokens = async (hash) => (hash === token.hash ? { ...token, demo } : undefined);
+    d.metering.archiveDemoUpload = async (_dir, _at, _id, _meta, files) => {
+      archived = files.map((f) => f.bytes.length);
+    };
+    const infer = d.inference.infer;
+    d.inference.infer = (job) => {
+      heldAtInference = received.map((p) => p.data().length);
+      return infer(job);
+    };
+    const answer = await verify(call(received), d, trace());
+    t.equal(answer.status, 200);
+    if (demo) {
+      t.same(heldAtInference, sizes, 'demo: the parts are whole while the call runs');
+      t.same(archived, sizes.filter((_, i) => received[i]!.name !== 'metadata'), 'demo: the archive got every file part whole');
+    } else {
+      t.same(heldAtInference, received.map(() => 0), 'every part was released before inference');
+    }
+    for (const p of received) t.equal(p.data().length, 0, `part ${p.name} released at the end`);
+  }
+});
