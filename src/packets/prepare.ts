@@ -13,6 +13,9 @@ export function prepareCaptures(
   parsed: ParsedMetadata,
   bytesOf: (part: string) => Uint8Array | undefined,
   prior: readonly ValidationIssue[] = [],
+  /** told after each part is decoded (the pixels never share its bytes), so a caller that
+   * needs no bytes afterwards can give them back while the next frames decode */
+  decoded?: (part: string) => void,
 ): PreparedCapture[] {
   const prepared: PreparedCapture[] = parsed.captures.map((packet) => ({
     packet,
@@ -23,6 +26,7 @@ export function prepareCaptures(
     const bytes = bytesOf(ref.part);
     if (bytes === undefined) continue;
     const result = tryDecodeImage(ref.encoding, bytes, ref.loc);
+    decoded?.(ref.part);
     if (result.issue) issues.push(result.issue);
     else prepared[ref.captureIndex].pixels[ref.frameIndex] = result.pixels;
   }

@@ -25,8 +25,10 @@ export function metadataText(part: ReceivedPart): string {
 
 /** Everything the spec checks before quota and inference, in one pass: the metadata field,
  * the packet rules, the parts against the references, the hashes, and every image decoded.
- * Part and image faults of the whole request are reported together. */
-export function prepareRequest(moduleId: ModuleId, parts: ReceivedPart[], parsedEarly?: ParsedMetadata): PreparedRequest {
+ * Part and image faults of the whole request are reported together. `releaseDecoded`: each
+ * image part's storage is given back as soon as it is decoded (a call that will not archive
+ * its bytes), so a large rgb8 sequence is not held twice, as body and as pixels. */
+export function prepareRequest(moduleId: ModuleId, parts: ReceivedPart[], parsedEarly?: ParsedMetadata, releaseDecoded = false): PreparedRequest {
   const metaIssues = checkMetadataPart(parts);
   if (metaIssues.length > 0) throw new ValidationFailure(metaIssues);
   const parsed = parsedEarly ?? parseMetadata(metadataText(parts.find((p) => p.name === METADATA_FIELD)!), moduleId);
@@ -41,6 +43,6 @@ export function prepareRequest(moduleId: ModuleId, parts: ReceivedPart[], parsed
   const captures = prepareCaptures(parsed, (name) => {
     const list = uploads.get(name);
     return list?.length === 1 && list[0]!.sha256 === declared.get(name) ? list[0]!.data() : undefined;
-  }, issues);
+  }, issues, releaseDecoded ? (name) => uploads.get(name)?.[0]?.release?.() : undefined);
   return { parsed, metadataText: parsed.text, captures, files: fileParts.map((p) => ({ name: p.name, sha256: p.sha256, bytes: p.data() })) };
 }

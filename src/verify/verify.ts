@@ -67,11 +67,12 @@ function releaseParts(parts: ReceivedPart[]): void {
 }
 
 async function afterReceive(req: VerifyRequest, deps: VerifyDeps, trace: CallTrace, token: TokenRecord, moduleId: ModuleId, parts: ReceivedPart[], early: ReturnType<Upload['early']>): Promise<VerifyAnswer> {
-  const prepared = validate(moduleId, parts, early);
+  // From validation on, the call needs the parts' names and hashes (fingerprint) and the
+  // decoded pixels, not the body: each image part goes back once decoded and the rest right
+  // after, rather than after inference, so calls queued for the engine do not hold their
+  // uploads too. A demo call keeps the bytes for its archive.
+  const prepared = validate(moduleId, parts, early, !token.demo);
   trace.captures = prepared.captures.length;
-  // From here on the call needs the parts' names and hashes (fingerprint) and the decoded
-  // pixels, not the body: its storage goes back now rather than after inference, so calls
-  // queued for the engine do not hold their uploads too. A demo call archives the bytes first.
   if (!token.demo) releaseParts(parts);
   const at = now();
   const booked = await reserve(req, deps, token, moduleId, prepared, at);
@@ -137,8 +138,8 @@ function receive(req: VerifyRequest, moduleId: ModuleId): Upload {
   return { parts: req.openBody(metadata.onPartEnd), early: metadata.parsed };
 }
 
-function validate(moduleId: ModuleId, parts: Awaited<Upload['parts']>, early: ReturnType<Upload['early']>): PreparedRequest {
-  return prepareRequest(moduleId, parts, early);
+function validate(moduleId: ModuleId, parts: Awaited<Upload['parts']>, early: ReturnType<Upload['early']>, releaseDecoded: boolean): PreparedRequest {
+  return prepareRequest(moduleId, parts, early, releaseDecoded);
 }
 
 type Booking = { kind: 'reserved'; reservation: Reservation } | { kind: 'replay'; answer: VerifyAnswer };

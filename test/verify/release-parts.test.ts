@@ -10,7 +10,8 @@ import type { ResultRecord } from '../../src/inference/types.ts';
 import type { TokenRecord } from '../../src/store/records.ts';
 import { verify, type CallTrace, type VerifyDeps, type VerifyRequest } from '../../src/verify/index.ts';
 import type { ReceivedPart } from '../../src/verify/ports.ts';
-import { request, single } from '../helpers/captures.ts';
+import { prepareRequest } from '../../src/verify/prepare.ts';
+import { request, sequence, single } from '../helpers/captures.ts';
 
 const plaintext = generateToken();
 const token: TokenRecord = {
@@ -115,4 +116,35 @@ t.test('a call gives its body back before inference (queued calls hold pixels, n
     }
     for (const p of received) t.equal(p.data().length, 0, `part ${p.name} released at the end`);
   }
+});
+
+t.test('validation gives each image part back as soon as it is decoded, and the pixels stay whole', async (t) => {
+  const b = request([sequence(4, { encoding: 'rgb8' })]);
+  const received = parts(b.body, b.contentType);
+  const original = new Map(received.map((p) => [p.name, Buffer.from(p.data())]));
+  const log: string[] = [];
+  const watched = received.map((p): ReceivedPart => ({
+    name: p.name, filename: p.filename, contentType: p.contentType, size: p.size, sha256: p.sha256,
+    data: () => {
+      log.push(`data ${p.name}`);
+      return p.data();
+    },
+    release: () => {
+      log.push(`release ${p.name}`);
+      p.release?.();
+    },
+  }));
+  const prepared = prepareRequest('rgb_liveness', watched, undefined, true);
+  const images = received.filter((p) => p.name !== 'metadata').map((p) => p.name);
+  t.equal(images.length, 4);
+  for (const name of images) {
+    const at = log.indexOf(`data ${name}`);
+    t.equal(log[at + 1], `release ${name}`, `${name} released right after its decode`);
+  }
+  const pixels = prepared.captures[0]!.pixels;
+  images.forEach((name, i) => t.same(Buffer.from(pixels[i]!), original.get(name), `frame ${i}: pixels intact after the release`));
+
+  const kept = parts(b.body, b.contentType);
+  prepareRequest('rgb_liveness', kept, undefined, false);
+  for (const p of kept) t.ok(p.data().length > 0, `without releaseDecoded (a demo call) ${p.name} is kept`);
 });
