@@ -29,6 +29,12 @@ await build({
   // CommonJS packages inside an ES module bundle still call require() for Node's built-ins
   banner: { js: "import { createRequire as __lvCreateRequire } from 'node:module'; const require = __lvCreateRequire(import.meta.url);" },
   legalComments: 'none',
+  plugins: [{
+    name: 'otel-stub',
+    setup(b) {
+      b.onResolve({ filter: /^@opentelemetry\/api$/ }, () => ({ path: join(root, 'scripts/otel-stub.cjs') }));
+    },
+  }],
   minifyWhitespace: true,
   charset: 'ascii',
   logLevel: 'warning',

@@ -171,6 +171,11 @@ class Cluster {
  * creates an isolate, so it is set before any worker starts. */
 function tuneGc(config: Config): void {
   if (config.GC_INITIAL_OLD_SPACE_MB > 0) setFlagsFromString(`--initial-old-space-size=${config.GC_INITIAL_OLD_SPACE_MB}`);
+  // Every API worker runs one full collection once it serves (src/worker.ts): loading and
+  // compiling leave a few MiB of garbage per isolate, which an idle worker, or one whose old
+  // generation stays under the size above, would otherwise keep resident for long. Threads
+  // started after this get a global gc(); nothing else calls it.
+  setFlagsFromString('--expose-gc');
 }
 
 async function main(): Promise<void> {

@@ -1,12 +1,15 @@
 import type { StoreBackend } from './backend.ts';
 import { LmdbBackend } from './lmdb-backend.ts';
 import type { LmdbCommits } from './open.ts';
-import { PgBackend, type PgOptions } from './pg/backend.ts';
+import type { PgOptions } from './pg/backend.ts';
 
 /** Opens the configured store: PostgreSQL (migrated under the advisory lock, this process
  * registered as a node with a lease) when a URL is given, else LMDB under `dataDir`. */
 export async function openBackend(opts: { databaseUrl: string | undefined; dataDir: string; pg?: PgOptions; lmdbCommits?: LmdbCommits }): Promise<StoreBackend> {
-  return opts.databaseUrl === undefined ? LmdbBackend.open(opts.dataDir, { commits: opts.lmdbCommits }) : PgBackend.open(opts.databaseUrl, opts.pg);
+  if (opts.databaseUrl === undefined) return LmdbBackend.open(opts.dataDir, { commits: opts.lmdbCommits });
+  // loaded only when configured: a thread of an LMDB service does not carry the pg client
+  const { PgBackend } = await import('./pg/backend.ts');
+  return PgBackend.open(opts.databaseUrl, opts.pg);
 }
 
 /** The store a process of the service uses, from its validated configuration. */
