@@ -5,6 +5,7 @@ import type { ModuleId } from '../src/packets/types.ts';
 import type { WorkerConfig, WorkerReply, WorkerReport, WorkerTask } from '../src/inference/protocol.ts';
 import { MODES, policyFor } from '../src/inference/modes/index.ts';
 import { ModuleRunner } from '../src/inference/runner.ts';
+import { collectIfLarge } from '../src/inference/task-memory.ts';
 import { createRuntime, type Runtime } from '../src/inference/runtime.ts';
 import { threadMetrics } from '../src/observability/thread-metrics.ts';
 
@@ -56,7 +57,7 @@ async function init(): Promise<(task: WorkerTask) => Promise<WorkerReply>> {
   }
   // A whole capture's work runs here (the mode's pure function), so the main thread
   // sends each task once and gets its records once.
-  return async (task: WorkerTask): Promise<WorkerReply> => {
+  const handle = async (task: WorkerTask): Promise<WorkerReply> => {
     const runner = runners.get(task.module);
     if (!runner) throw new Error(`${task.module} is not loaded in this inference worker`);
     const ctx = { runner, manifest: config.manifest, policy: policyFor(config.manifest, task.module, task.mode) };
@@ -77,6 +78,14 @@ async function init(): Promise<(task: WorkerTask) => Promise<WorkerReply>> {
       }
     }
     return out;
+  };
+  return async (task: WorkerTask): Promise<WorkerReply> => {
+    try {
+      return await handle(task);
+    } finally {
+      // a large capture's pixels go back now, not at some later collection (task-memory.ts)
+      collectIfLarge(task);
+    }
   };
 }
 
