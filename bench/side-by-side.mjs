@@ -158,6 +158,18 @@ function runLoad(sys, kind) {
   return { ...line, share_503: line.requests ? busy / line.requests : 0 };
 }
 
+/** null when `sys` answers one request of every kind with 200, else what it answered. */
+function probeAnswers(sys) {
+  for (const kind of KINDS) {
+    const r = spawnSync(process.execPath, [join(peers, 'load.mjs'), '--base', sys.base, '--token', sys.token, '--module', 'rgb_liveness',
+      '--kind', kind, '--concurrency', '1', '--seconds', '1', '--warmup', '0'], { encoding: 'utf8' });
+    if (r.status !== 0) return `load.mjs failed: ${r.stderr.trim().split('\n').pop()}`;
+    const line = JSON.parse(r.stdout.trim().split('\n').pop());
+    if (!line.ok) return `${kind}: ${JSON.stringify(line.non200_by_status)}`;
+  }
+  return null;
+}
+
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length === 0 ? NaN : s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
@@ -170,8 +182,19 @@ try {
   if (BASELINE) boots.splice(1, 0, (port) => startService(port, BASELINE, 'service-before'));
   for (const [i, boot] of boots.entries()) {
     const s = await boot(18290 + i);
+    if (!s.skipped) {
+      // A system that cannot answer the benchmark's requests (a peer on a library version it
+      // was not written for, say) is reported as not run, with its first failure, instead of
+      // a row of zeros that reads like a measurement.
+      const fault = probeAnswers(s);
+      if (fault) {
+        await stop(s.proc);
+        s.cleanup?.();
+        s.skipped = `answered no request of the benchmark with 200 (${fault})`;
+      }
+    }
     if (s.skipped) {
-      skipped.push(s);
+      skipped.push({ name: s.name, skipped: s.skipped });
       console.error(`side-by-side: ${s.name} not run: ${s.skipped}`);
     } else {
       systems.push(s);

@@ -5,7 +5,7 @@ import type { ModuleId } from '../src/packets/types.ts';
 import type { WorkerConfig, WorkerReply, WorkerReport, WorkerTask } from '../src/inference/protocol.ts';
 import { MODES, policyFor } from '../src/inference/modes/index.ts';
 import { ModuleRunner } from '../src/inference/runner.ts';
-import { collectIfLarge } from '../src/inference/task-memory.ts';
+import { collectAfterLargeTask } from '../src/inference/task-memory.ts';
 import { createRuntime, type Runtime } from '../src/inference/runtime.ts';
 import { threadMetrics } from '../src/observability/thread-metrics.ts';
 
@@ -83,8 +83,8 @@ async function init(): Promise<(task: WorkerTask) => Promise<WorkerReply>> {
     try {
       return await handle(task);
     } finally {
-      // a large capture's pixels go back now, not at some later collection (task-memory.ts)
-      collectIfLarge(task);
+      // a large capture's pixels go back once answered, not at some later collection
+      collectAfterLargeTask(task);
     }
   };
 }
