@@ -48,13 +48,8 @@ export function useGeoDatabase(shared: SharedArrayBuffer | null): void {
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 function load(): Reader<any> | null {
-  if (reader !== undefined) return reader;
-  try {
-    reader = new Reader(fs.readFileSync(databaseFile()));
-  } catch {
-    reader = null;
-  }
-  return reader;
+  if (reader === undefined) useGeoDatabase(geoDatabase());
+  return reader ?? null;
 }
 
 export function countryOf(ip: string): string | null {

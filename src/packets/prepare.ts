@@ -13,8 +13,9 @@ export function prepareCaptures(
   parsed: ParsedMetadata,
   bytesOf: (part: string) => Uint8Array | undefined,
   prior: readonly ValidationIssue[] = [],
-  /** told after each part is decoded (the pixels never share its bytes), so a caller that
-   * needs no bytes afterwards can give them back while the next frames decode */
+  /** told after each part is decoded, so a caller that needs no bytes afterwards can give
+   * them back while the next frames decode. The pixels do not share a multipart part's
+   * storage: PNG pixels are zlib's output, and rgb8ToPixels copies out of a resizable buffer. */
   decoded?: (part: string) => void,
 ): PreparedCapture[] {
   const prepared: PreparedCapture[] = parsed.captures.map((packet) => ({

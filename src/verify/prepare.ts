@@ -8,8 +8,7 @@ export interface PreparedRequest {
   metadataText: string;
   captures: PreparedCapture[];
   /** every part but metadata, for the fingerprint (names and hashes) and the demo archive
-   * (bytes); the bytes are empty once verify has released the parts (any call but a demo's,
-   * right after this step) */
+   * (bytes); the bytes are empty where the step released the parts (any call but a demo's) */
   files: { name: string; sha256: string; bytes: Uint8Array }[];
 }
 
@@ -25,10 +24,11 @@ export function metadataText(part: ReceivedPart): string {
 
 /** Everything the spec checks before quota and inference, in one pass: the metadata field,
  * the packet rules, the parts against the references, the hashes, and every image decoded.
- * Part and image faults of the whole request are reported together. `releaseDecoded`: each
- * image part's storage is given back as soon as it is decoded (a call that will not archive
- * its bytes), so a large rgb8 sequence is not held twice, as body and as pixels. */
-export function prepareRequest(moduleId: ModuleId, parts: ReceivedPart[], parsedEarly?: ParsedMetadata, releaseDecoded = false): PreparedRequest {
+ * Part and image faults of the whole request are reported together. `releaseParts` (a call
+ * that will not archive its bytes): each image part's storage is given back as soon as it is
+ * decoded, so a large rgb8 sequence is not held twice, as body and as pixels, and every other
+ * part once the step is done; from then on `files` keeps names and hashes, with empty bytes. */
+export function prepareRequest(moduleId: ModuleId, parts: ReceivedPart[], parsedEarly?: ParsedMetadata, releaseParts = false): PreparedRequest {
   const metaIssues = checkMetadataPart(parts);
   if (metaIssues.length > 0) throw new ValidationFailure(metaIssues);
   const parsed = parsedEarly ?? parseMetadata(metadataText(parts.find((p) => p.name === METADATA_FIELD)!), moduleId);
@@ -43,6 +43,8 @@ export function prepareRequest(moduleId: ModuleId, parts: ReceivedPart[], parsed
   const captures = prepareCaptures(parsed, (name) => {
     const list = uploads.get(name);
     return list?.length === 1 && list[0]!.sha256 === declared.get(name) ? list[0]!.data() : undefined;
-  }, issues, releaseDecoded ? (name) => uploads.get(name)?.[0]?.release?.() : undefined);
-  return { parsed, metadataText: parsed.text, captures, files: fileParts.map((p) => ({ name: p.name, sha256: p.sha256, bytes: p.data() })) };
+  }, issues, releaseParts ? (name) => uploads.get(name)?.[0]?.release?.() : undefined);
+  const files = fileParts.map((p) => ({ name: p.name, sha256: p.sha256, bytes: p.data() }));
+  if (releaseParts) for (const p of parts) p.release?.();
+  return { parsed, metadataText: parsed.text, captures, files };
 }

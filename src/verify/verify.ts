@@ -58,22 +58,17 @@ async function afterUpload(req: VerifyRequest, deps: VerifyDeps, trace: CallTrac
     return await afterReceive(req, deps, trace, token, moduleId, parts, upload.early());
   } finally {
     // every outcome gives the storage back (release is idempotent)
-    releaseParts(parts);
+    for (const part of parts) part.release?.();
   }
-}
-
-function releaseParts(parts: ReceivedPart[]): void {
-  for (const part of parts) part.release?.();
 }
 
 async function afterReceive(req: VerifyRequest, deps: VerifyDeps, trace: CallTrace, token: TokenRecord, moduleId: ModuleId, parts: ReceivedPart[], early: ReturnType<Upload['early']>): Promise<VerifyAnswer> {
   // From validation on, the call needs the parts' names and hashes (fingerprint) and the
-  // decoded pixels, not the body: each image part goes back once decoded and the rest right
-  // after, rather than after inference, so calls queued for the engine do not hold their
-  // uploads too. A demo call keeps the bytes for its archive.
+  // decoded pixels, not the body: validation gives the storage back as it goes, rather than
+  // after inference, so calls queued for the engine do not hold their uploads too. A demo
+  // call keeps the bytes for its archive.
   const prepared = validate(moduleId, parts, early, !token.demo);
   trace.captures = prepared.captures.length;
-  if (!token.demo) releaseParts(parts);
   const at = now();
   const booked = await reserve(req, deps, token, moduleId, prepared, at);
   if (booked.kind === 'replay') {
@@ -138,8 +133,8 @@ function receive(req: VerifyRequest, moduleId: ModuleId): Upload {
   return { parts: req.openBody(metadata.onPartEnd), early: metadata.parsed };
 }
 
-function validate(moduleId: ModuleId, parts: Awaited<Upload['parts']>, early: ReturnType<Upload['early']>, releaseDecoded: boolean): PreparedRequest {
-  return prepareRequest(moduleId, parts, early, releaseDecoded);
+function validate(moduleId: ModuleId, parts: Awaited<Upload['parts']>, early: ReturnType<Upload['early']>, releaseParts: boolean): PreparedRequest {
+  return prepareRequest(moduleId, parts, early, releaseParts);
 }
 
 type Booking = { kind: 'reserved'; reservation: Reservation } | { kind: 'replay'; answer: VerifyAnswer };

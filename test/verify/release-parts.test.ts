@@ -146,5 +146,5 @@ t.test('validation gives each image part back as soon as it is decoded, and the 
 
   const kept = parts(b.body, b.contentType);
   prepareRequest('rgb_liveness', kept, undefined, false);
-  for (const p of kept) t.ok(p.data().length > 0, `without releaseDecoded (a demo call) ${p.name} is kept`);
+  for (const p of kept) t.ok(p.data().length > 0, `without releaseParts (a demo call) ${p.name} is kept`);
 });
