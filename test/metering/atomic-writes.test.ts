@@ -1,5 +1,5 @@
 import t from 'tap';
-import { atomically } from '../../src/store/atomic.ts';
+import { atomically, syncCommitFlags } from '../../src/store/atomic.ts';
 import { openStore, type LmdbCommits } from '../../src/store/open.ts';
 import { updateUser } from '../../src/store/users.ts';
 import { tempDir } from '../helpers/server.ts';
@@ -58,3 +58,14 @@ for (const commits of ['sync', 'batched'] as LmdbCommits[]) {
     });
   });
 }
+
+// A `sync` commit asks lmdb-js to sync after releasing the write lock (MDB_NOSYNC on the
+// transaction). That is only safe where the environment runs overlappingSync, which syncs
+// such a transaction before the call returns; anywhere else the flag would skip the sync.
+t.test('sync commits overlap their flush only where overlappingSync syncs them', async (t) => {
+  const store = openStore(tempDir());
+  t.teardown(() => store.close());
+  t.equal((store.root as { overlappingSync?: boolean }).overlappingSync, true, 'the store runs overlappingSync (lmdb-js default on Linux)');
+  t.equal(syncCommitFlags(store.root), 0x10003, 'abortable, synchronous, flush after the lock');
+  t.equal(syncCommitFlags({ overlappingSync: false } as unknown as typeof store.root), undefined, 'lmdb-js default flags: synced inside the commit');
+});
