@@ -158,6 +158,31 @@ function runLoad(sys, kind) {
   return { ...line, share_503: line.requests ? busy / line.requests : 0 };
 }
 
+const STEPS = ['accept', 'receive', 'validate', 'reserve', 'infer', 'settle', 'respond'];
+
+/** The service's lv_verify_step_seconds sums and counts (loopback reads /metrics without a
+ * token), so a run's mean time per step is the difference of two readings. */
+async function stepTotals(sys) {
+  const text = await (await fetch(`${sys.base}/metrics`)).text();
+  const out = {};
+  for (const m of text.matchAll(/^lv_verify_step_seconds_(sum|count)\{step="(\w+)"\} (\S+)$/gm)) {
+    out[m[2]] ??= { sum: 0, count: 0 };
+    out[m[2]][m[1]] += Number(m[3]);
+  }
+  return out;
+}
+
+function stepMeans(before, after) {
+  const means = {};
+  for (const step of STEPS) {
+    const a = after[step] ?? { sum: 0, count: 0 };
+    const b = before[step] ?? { sum: 0, count: 0 };
+    const n = a.count - b.count;
+    means[step] = n > 0 ? ((a.sum - b.sum) / n) * 1000 : null;
+  }
+  return means;
+}
+
 /** null when `sys` answers one request of every kind with 200, else what it answered. */
 function probeAnswers(sys) {
   for (const kind of KINDS) {
@@ -206,7 +231,10 @@ try {
     for (const kind of KINDS) {
       const order = systems.map((_, i) => systems[(i + round) % systems.length]);
       for (const sys of order) {
+        const before = sys.name.startsWith('service') ? await stepTotals(sys) : null;
         const r = runLoad(sys, kind);
+        // warm-up calls are in these means too: the same kind, the same server
+        if (before) r.steps_ms = stepMeans(before, await stepTotals(sys));
         runs.push({ round, system: sys.name, ...r });
         console.error(`round ${round + 1}/${ROUNDS} ${kind} ${sys.name}: ${r.captures_per_s} captures/s, ${(r.share_503 * 100).toFixed(0)} % 503, p50 ${r.p50_ms} ms`);
       }
@@ -223,6 +251,8 @@ try {
     }
     const peersRun = names.filter((n) => !n.startsWith('service') && row[n]);
     const best = peersRun.length ? Math.max(...peersRun.map((n) => row[n].captures_per_s)) : NaN;
+    const mine = runs.filter((r) => r.system === 'service' && r.kind === kind && r.steps_ms);
+    if (mine.length) row.service_steps_ms = Object.fromEntries(STEPS.map((st) => [st, median(mine.map((r) => r.steps_ms[st]).filter((v) => v !== null))]));
     row.best_peer = best;
     row.ratio = row.service ? row.service.captures_per_s / best : NaN;
     return row;
@@ -248,6 +278,7 @@ try {
     ...skipped.map((s) => `- ${s.name} not run: ${s.skipped}`),
     ...(BASELINE ? [`- service-before: the same service built from ${BASELINE} (the code before this change), run in the same interleaved rounds.`] : []),
     '',
+    ...stepTable(table),
     ...bareRatios(table),
     `![captures/s per kind](${OUT}.svg)`,
     '',
@@ -259,6 +290,23 @@ try {
 } finally {
   for (const s of systems) await stop(s.proc);
   for (const s of systems) s.cleanup?.();
+}
+
+/** Where a service call's time goes: mean ms per call in each step of the use case
+ * (lv_verify_step_seconds), medians over rounds. `receive` is the upload as the client sends
+ * it; reserve and settle are durable store commits; infer includes the hops to the pool. */
+function stepTable(table) {
+  const rows = table.filter((r) => r.service_steps_ms);
+  if (!rows.length) return [];
+  const f = (v) => (v === null || v === undefined || Number.isNaN(v) ? '–' : v.toFixed(2));
+  return [
+    'Where a service call\'s time goes (mean ms per call in each step, `lv_verify_step_seconds`, medians over rounds; warm-up calls included):',
+    '',
+    `| kind | ${STEPS.join(' | ')} | sum |`,
+    `|---|${STEPS.map(() => '---|').join('')}---|`,
+    ...rows.map((r) => `| ${r.kind} | ${STEPS.map((st) => f(r.service_steps_ms[st])).join(' | ')} | ${f(STEPS.reduce((a, st) => a + (r.service_steps_ms[st] ?? 0), 0))} |`),
+    '',
+  ];
 }
 
 /** Service over bare engine (bench/results/engine-<set>.json from bench/engine.mjs, if

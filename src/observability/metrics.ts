@@ -43,6 +43,13 @@ export class WorkerMetrics {
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [this.registry],
   });
+  readonly stepSeconds = new client.Histogram({
+    name: 'lv_verify_step_seconds',
+    help: 'time verify calls spent in each step (accept, receive: the upload, validate, reserve, infer, settle, respond: audit and signature), whatever its outcome',
+    labelNames: ['step'] as const,
+    buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [this.registry],
+  });
   readonly verdicts = new client.Counter({
     name: 'lv_verdicts_total',
     help: 'capture results answered, by module, capture mode and verdict (live, non_live, retry); replays are not counted again',

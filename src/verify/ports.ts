@@ -63,9 +63,15 @@ export interface VerifyDeps {
   metrics: {
     busy(): void;
     inferenceSeconds(moduleId: string, seconds: number): void;
+    /** time a call spent in one step (verify.ts), whatever the step's outcome */
+    stepSeconds(step: VerifyStep, seconds: number): void;
   };
   log: Logger;
 }
+
+/** The timed steps of a verify call: `receive` runs from the slot to the last body byte
+ * (the client's upload speed), `respond` is the audit hand-off and the signature. */
+export type VerifyStep = 'accept' | 'receive' | 'validate' | 'reserve' | 'infer' | 'settle' | 'respond';
 
 /** An answer of the use case; the transport renders it. */
 export interface VerifyAnswer {

@@ -7,7 +7,7 @@ import { MODULE_IDS, type ModuleId } from '../packets/types.ts';
 import { signBody, signerOf } from '../signing/index.ts';
 import type { TokenRecord } from '../store/records.ts';
 import { earlyMetadata } from './early-metadata.ts';
-import type { AdmissionRefusal, ReceivedPart, VerifyAnswer, VerifyDeps, VerifyRequest } from './ports.ts';
+import type { AdmissionRefusal, ReceivedPart, VerifyAnswer, VerifyDeps, VerifyRequest, VerifyStep } from './ports.ts';
 import { prepareRequest, type PreparedRequest } from './prepare.ts';
 
 // POST /v1/modules/{module_id}/verify as the contract orders it:
@@ -41,7 +41,7 @@ export interface CallTrace {
 /** Runs the call up to its answer. Rejects with the step's error (ServiceError,
  * ValidationFailure, or the transport's client-gone error); the slot is released either way. */
 export async function verify(req: VerifyRequest, deps: VerifyDeps, trace: CallTrace): Promise<VerifyAnswer> {
-  const { token, moduleId } = await accept(req, deps, trace);
+  const { token, moduleId } = await timed(deps, 'accept', () => accept(req, deps, trace));
   const release = admit(req, deps, token);
   try {
     const upload = receive(req, moduleId);
@@ -53,7 +53,7 @@ export async function verify(req: VerifyRequest, deps: VerifyDeps, trace: CallTr
 }
 
 async function afterUpload(req: VerifyRequest, deps: VerifyDeps, trace: CallTrace, token: TokenRecord, moduleId: ModuleId, upload: Upload): Promise<VerifyAnswer> {
-  const parts = await upload.parts;
+  const parts = await timed(deps, 'receive', () => upload.parts);
   try {
     return await afterReceive(req, deps, trace, token, moduleId, parts, upload.early());
   } finally {
@@ -67,20 +67,20 @@ async function afterReceive(req: VerifyRequest, deps: VerifyDeps, trace: CallTra
   // decoded pixels, not the body: validation gives the storage back as it goes, rather than
   // after inference, so calls queued for the engine do not hold their uploads too. A demo
   // call keeps the bytes for its archive.
-  const prepared = validate(moduleId, parts, early, !token.demo);
+  const prepared = timedSync(deps, 'validate', () => validate(moduleId, parts, early, !token.demo));
   trace.captures = prepared.captures.length;
   const at = now();
-  const booked = await reserve(req, deps, token, moduleId, prepared, at);
+  const booked = await timed(deps, 'reserve', () => reserve(req, deps, token, moduleId, prepared, at));
   if (booked.kind === 'replay') {
     trace.replayed = true;
     trace.outcome = outcomeOfBody(booked.answer.status, booked.answer.body as string);
     return booked.answer;
   }
   trace.reserved = booked.reservation.units;
-  const results = await infer(req, deps, trace, token, moduleId, prepared, booked.reservation, at);
+  const results = await timed(deps, 'infer', () => infer(req, deps, trace, token, moduleId, prepared, booked.reservation, at));
   trace.results = results;
   trace.outcome = outcomeOfResults(results);
-  const body = await settle(req, deps, moduleId, booked.reservation, results);
+  const body = await timed(deps, 'settle', () => settle(req, deps, moduleId, booked.reservation, results));
   trace.charged = booked.reservation.units;
   return { status: 200, body, contentType: 'application/json' };
 }
@@ -179,7 +179,11 @@ function settle(req: VerifyRequest, deps: VerifyDeps, moduleId: ModuleId, reserv
 
 /** Every answer, errors included, is audited and carries a detached JWS over its exact body
  * bytes, so a backend can tell whether a device forwarded the service's verdict unchanged. */
-export async function respond(req: VerifyRequest, deps: VerifyDeps, trace: CallTrace, answer: VerifyAnswer, errorCode: string | null): Promise<VerifyAnswer> {
+export function respond(req: VerifyRequest, deps: VerifyDeps, trace: CallTrace, answer: VerifyAnswer, errorCode: string | null): Promise<VerifyAnswer> {
+  return timed(deps, 'respond', () => auditAndSign(req, deps, trace, answer, errorCode));
+}
+
+async function auditAndSign(req: VerifyRequest, deps: VerifyDeps, trace: CallTrace, answer: VerifyAnswer, errorCode: string | null): Promise<VerifyAnswer> {
   audit(req, deps, trace, answer.status, errorCode);
   // a client that went away gets nothing, so there is nothing to sign
   if (answer.body === undefined) return answer;
@@ -209,6 +213,26 @@ function audit(req: VerifyRequest, deps: VerifyDeps, trace: CallTrace, status: n
     outcome: status === 200 && !req.aborted() && trace.outcome ? trace.outcome : 'error',
     replayed: trace.replayed ?? false,
   }).catch((err) => deps.log.error({ err }, 'audit write failed'));
+}
+
+// Each step's time goes to lv_verify_step_seconds, so an operator (and bench/side-by-side)
+// sees where a call's latency goes: the client's upload, the store's commits, the engine.
+async function timed<T>(deps: VerifyDeps, step: VerifyStep, run: () => Promise<T>): Promise<T> {
+  const started = performance.now();
+  try {
+    return await run();
+  } finally {
+    deps.metrics.stepSeconds(step, (performance.now() - started) / 1000);
+  }
+}
+
+function timedSync<T>(deps: VerifyDeps, step: VerifyStep, run: () => T): T {
+  const started = performance.now();
+  try {
+    return run();
+  } finally {
+    deps.metrics.stepSeconds(step, (performance.now() - started) / 1000);
+  }
 }
 
 function retryAfter(deps: VerifyDeps): Record<string, string> {

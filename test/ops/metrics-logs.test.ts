@@ -56,6 +56,12 @@ t.test('verdicts, units, quota rejections, readiness and process metrics reach /
   t.ok(find(samples, 'lv_inference_queue_wait_seconds', { quantile: '0.99' }).length === 1, 'queue wait reported');
   t.ok(value('lv_inference_compute_seconds', { quantile: '1' }) > 0, 'compute time reported');
   t.ok(find(samples, 'lv_verify_busy_total').length === 1, 'admission rejections reported');
+  // each step counts the calls that reached it: the 429 stopped in reserve, the 500 in infer
+  const steps = { accept: 3, receive: 3, validate: 3, reserve: 3, infer: 2, settle: 1, respond: 3 };
+  for (const [step, calls] of Object.entries(steps)) {
+    t.equal(value('lv_verify_step_seconds_count', { step }), calls, `${calls} call(s) timed in ${step}`);
+    t.ok(value('lv_verify_step_seconds_sum', { step }) > 0, `${step} took time`);
+  }
 
   const cpu = find(samples, 'process_cpu_user_seconds_total');
   t.equal(cpu.length, 1, 'process-wide CPU once, not once per thread');

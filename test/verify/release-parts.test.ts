@@ -56,7 +56,7 @@ function deps(seen: { bytesAtInference: number[] }, fail = false): VerifyDeps {
         return job.captures.map(() => ({ status: 'ok' }) as unknown as ResultRecord);
       },
     },
-    metrics: { busy: () => {}, inferenceSeconds: () => {} },
+    metrics: { busy: () => {}, inferenceSeconds: () => {}, stepSeconds: () => {} },
     log: { error: () => {}, warn: () => {}, info: () => {} } as unknown as VerifyDeps['log'],
   };
 }

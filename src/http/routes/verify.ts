@@ -45,6 +45,7 @@ export function verifyRoutes(router: Router, s: Services): void {
       metrics: {
         busy: () => s.metrics.busyRejections.inc(),
         inferenceSeconds: (module, seconds) => s.metrics.inferenceSeconds.observe({ module }, seconds),
+        stepSeconds: (step, seconds) => s.metrics.stepSeconds.observe({ step }, seconds),
       },
       log: s.log,
     },
