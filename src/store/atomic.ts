@@ -8,7 +8,9 @@ import type { Store } from './open.ts';
 // call returns with its commit on disk exactly as before, but the other API workers commit
 // during its fdatasync instead of queueing behind it, and commits waiting on one sync share
 // it. A power loss before the sync rolls the store back to the last flushed meta, never to
-// a torn one (mdb.c, mdb_pick_meta). Without the flag each commit syncs inside the lock.
+// a torn one (mdb.c, mdb_env_pick_meta: lmdb-js opens an overlappingSync environment with
+// MDB_PREVSNAPSHOT); lmdb-js's own asynchronous writes commit this way. Without the flag
+// each commit syncs inside the lock.
 const SYNC_COMMIT_OVERLAPPED_FLUSH = 0x10000 | 0x2 | 0x1;
 
 /** The flags of a `sync` commit. Only an environment running overlappingSync syncs a
