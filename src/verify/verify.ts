@@ -67,7 +67,7 @@ async function afterReceive(req: VerifyRequest, deps: VerifyDeps, trace: CallTra
   // decoded pixels, not the body: validation gives the storage back as it goes, rather than
   // after inference, so calls queued for the engine do not hold their uploads too. A demo
   // call keeps the bytes for its archive.
-  const prepared = timedSync(deps, 'validate', () => validate(moduleId, parts, early, !token.demo));
+  const prepared = timed(deps, 'validate', () => validate(moduleId, parts, early, !token.demo));
   trace.captures = prepared.captures.length;
   const at = now();
   const booked = await timed(deps, 'reserve', () => reserve(req, deps, token, moduleId, prepared, at));
@@ -217,22 +217,21 @@ function audit(req: VerifyRequest, deps: VerifyDeps, trace: CallTrace, status: n
 
 // Each step's time goes to lv_verify_step_seconds, so an operator (and bench/side-by-side)
 // sees where a call's latency goes: the client's upload, the store's commits, the engine.
-async function timed<T>(deps: VerifyDeps, step: VerifyStep, run: () => Promise<T>): Promise<T> {
+// One wrapper for both kinds of step: a synchronous one (validate) is timed without an await,
+// an asynchronous one until its promise settles, either way whatever the outcome.
+function timed<T>(deps: VerifyDeps, step: VerifyStep, run: () => T): T {
   const started = performance.now();
+  const record = () => deps.metrics.stepSeconds(step, (performance.now() - started) / 1000);
+  let out: T;
   try {
-    return await run();
-  } finally {
-    deps.metrics.stepSeconds(step, (performance.now() - started) / 1000);
+    out = run();
+  } catch (err) {
+    record();
+    throw err;
   }
-}
-
-function timedSync<T>(deps: VerifyDeps, step: VerifyStep, run: () => T): T {
-  const started = performance.now();
-  try {
-    return run();
-  } finally {
-    deps.metrics.stepSeconds(step, (performance.now() - started) / 1000);
-  }
+  if (out instanceof Promise) return out.finally(record) as T;
+  record();
+  return out;
 }
 
 function retryAfter(deps: VerifyDeps): Record<string, string> {
