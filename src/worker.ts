@@ -10,6 +10,7 @@ import { UploadPacer } from './http/upload-pace.ts';
 import { buildRouter } from './http/routes/index.ts';
 import { closeApp, listen, loadUws, LISTEN_SHARED, type us_listen_socket } from './http/uws.ts';
 import { useGeoDatabase } from './metering/geo.ts';
+import { frameSlab } from './images/index.ts';
 import { createLogger } from './observability/logger.ts';
 import { WorkerMetrics } from './observability/metrics.ts';
 import { appModule } from './http/tls.ts';
@@ -26,7 +27,7 @@ const post = (m: FromWorker) => main.postMessage(m);
 const uws = loadUws();
 const log = createLogger(config.LOG_LEVEL, { worker: index });
 const store = await openConfiguredStore(config, (err) => log.warn({ err: { message: err.message } }, 'store connection error'));
-const metrics = new WorkerMetrics(`api-${index}`);
+const metrics = new WorkerMetrics(`api-${index}`, () => frameSlab().taken);
 const inference = new RemoteInference(main, config.INFERENCE_TIMEOUT_SECONDS * 1000, () => metrics.lateInferenceResults.inc());
 const admission = new HostAdmission(
   admissionTable,

@@ -6,7 +6,8 @@ import type { FromWorker } from './messages.ts';
 
 
 /** The API worker's view of the one inference engine that lives in the main thread. Pixel
- * buffers are transferred, not copied: after infer() the caller's arrays are detached. */
+ * buffers are transferred, not copied: after infer() the caller's arrays are detached, except
+ * views of shared memory, which the engine reads in place until the job is answered. */
 export class RemoteInference implements InferenceService {
   private modules: ModuleReadiness[] = [];
   private pending = new Map<number, { resolve: (r: ResultRecord[]) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }>();
@@ -33,7 +34,8 @@ export class RemoteInference implements InferenceService {
   infer(job: InferenceJob): Promise<ResultRecord[]> {
     const id = this.nextId++;
     const transfer: ArrayBuffer[] = [];
-    for (const c of job.captures) for (const p of c.pixels) if (p) transfer.push(p.buffer as ArrayBuffer);
+    // shared pixels (a frame-slab slot) are read in place by the engine's threads
+    for (const c of job.captures) for (const p of c.pixels) if (p && !(p.buffer instanceof SharedArrayBuffer)) transfer.push(p.buffer as ArrayBuffer);
     return new Promise((resolve, reject) => {
       // posted first: a job that cannot be sent (e.g. a buffer that cannot be transferred)
       // rejects here instead of leaving a pending entry that nothing will ever settle

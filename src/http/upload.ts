@@ -31,6 +31,7 @@ export function receiveMultipart(
       settled = true;
       pace?.done();
       ctx.bodyAbandoned = true;
+      parser.discard();
       reject(err instanceof MultipartError ? err.answer() : err);
     };
     // A body already complete in the handler tick has nothing left to pace.

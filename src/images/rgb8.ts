@@ -4,10 +4,12 @@
 import { RGB8_BYTES } from '../contract/index.ts';
 import { ImageError } from './errors.ts';
 
-/** Checks the length and returns pixels that own an ArrayBuffer of exactly 307200 bytes, so
- * they can be transferred to a worker. When `bytes` already is such a view it is returned
- * as is (no copy): ownership passes to the caller. A slice of a larger buffer (a pooled
- * Buffer) or a resizable one (a multipart part) is copied once. */
+/** Checks the length and returns pixels an inference thread can be given without a copy:
+ * `bytes` itself when it is a view of shared memory (a multipart part in a frame-slab slot,
+ * which the inference threads read in place; the part's owner keeps the slot until the call
+ * is over) or owns an ArrayBuffer of exactly 307200 bytes (transferable; ownership passes to
+ * the caller). A slice of a larger buffer (a pooled Buffer) or a resizable one (a multipart
+ * part without a slot) is copied once into a buffer of its own. */
 export function rgb8ToPixels(bytes: Uint8Array): Uint8Array {
   if (bytes.length !== RGB8_BYTES) {
     throw new ImageError('rgb8_wrong_size', `rgb8 image is ${bytes.length} bytes; 320x320 RGB is exactly ${RGB8_BYTES}`,
@@ -19,6 +21,7 @@ export function rgb8ToPixels(bytes: Uint8Array): Uint8Array {
   // is that copy as one memcpy (22 us for a crop here); TypedArray#set reading a resizable
   // buffer goes element by element (110 us).
   const buffer = bytes.buffer as ArrayBuffer & { resizable?: boolean };
+  if (isSharedView(bytes)) return bytes;
   if (buffer.resizable !== true && bytes.byteOffset === 0 && buffer.byteLength === RGB8_BYTES && buffer instanceof ArrayBuffer) {
     return new Uint8Array(buffer);
   }
@@ -26,4 +29,10 @@ export function rgb8ToPixels(bytes: Uint8Array): Uint8Array {
   const out = new Uint8Array(new ArrayBuffer(RGB8_BYTES));
   out.set(bytes);
   return out;
+}
+
+/** A view of a (fixed-size) SharedArrayBuffer: read by other threads in place, never
+ * transferred. */
+export function isSharedView(bytes: Uint8Array): boolean {
+  return typeof SharedArrayBuffer === 'function' && bytes.buffer instanceof SharedArrayBuffer;
 }

@@ -20,7 +20,8 @@ export function collectAfterLargeTask(
 ): boolean {
   if (!gc) return false;
   let bytes = 0;
-  for (const c of task.captures) for (const p of c.pixels) bytes += p?.byteLength ?? 0;
+  // shared pixels (frame-slab slots) are the API thread's memory, not this thread's
+  for (const c of task.captures) for (const p of c.pixels) if (p && !(p.buffer instanceof SharedArrayBuffer)) bytes += p.byteLength;
   if (bytes < LARGE_TASK_BYTES) return false;
   later(gc);
   return true;

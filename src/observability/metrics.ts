@@ -85,8 +85,18 @@ export class WorkerMetrics {
     registers: [this.registry],
   });
 
-  constructor(thread = 'api') {
+  /** `uploadSlotsTaken`: the thread's frame-slab slots on loan (src/images/frame-slab.ts),
+   * read at each scrape */
+  constructor(thread = 'api', uploadSlotsTaken: () => number = () => 0) {
     client.collectDefaultMetrics({ register: this.registry, labels: { thread } });
+    new client.Gauge({
+      name: 'lv_upload_slab_slots_in_use',
+      help: 'upload storage slots (frame slab) holding parts of calls in flight; 0 when no call is',
+      registers: [this.registry],
+      collect() {
+        this.set(uploadSlotsTaken());
+      },
+    });
   }
 
   observe(route: string, method: string, status: number, seconds: number): void {

@@ -13,10 +13,11 @@ export function prepareCaptures(
   parsed: ParsedMetadata,
   bytesOf: (part: string) => Uint8Array | undefined,
   prior: readonly ValidationIssue[] = [],
-  /** told after each part is decoded, so a caller that needs no bytes afterwards can give
-   * them back while the next frames decode. The pixels do not share a multipart part's
-   * storage: PNG pixels are zlib's output, and rgb8ToPixels copies out of a resizable buffer. */
-  decoded?: (part: string) => void,
+  /** told after each part is decoded, with the pixels when it decoded, so a caller that needs
+   * no bytes afterwards can give them back while the next frames decode. PNG pixels are
+   * zlib's output; rgb8 pixels are the part's own bytes when those are in shared memory (a
+   * frame-slab slot), which must then stay until inference is over. */
+  decoded?: (part: string, bytes: Uint8Array, pixels: Uint8Array | undefined) => void,
 ): PreparedCapture[] {
   const prepared: PreparedCapture[] = parsed.captures.map((packet) => ({
     packet,
@@ -27,7 +28,7 @@ export function prepareCaptures(
     const bytes = bytesOf(ref.part);
     if (bytes === undefined) continue;
     const result = tryDecodeImage(ref.encoding, bytes, ref.loc);
-    decoded?.(ref.part);
+    decoded?.(ref.part, bytes, result.pixels);
     if (result.issue) issues.push(result.issue);
     else prepared[ref.captureIndex].pixels[ref.frameIndex] = result.pixels;
   }

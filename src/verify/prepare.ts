@@ -13,6 +13,7 @@ export interface PreparedRequest {
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
+const EMPTY = new Uint8Array(0);
 
 export function metadataText(part: ReceivedPart): string {
   try {
@@ -26,8 +27,10 @@ export function metadataText(part: ReceivedPart): string {
  * the packet rules, the parts against the references, the hashes, and every image decoded.
  * Part and image faults of the whole request are reported together. `releaseParts` (a call
  * that will not archive its bytes): each image part's storage is given back as soon as it is
- * decoded, so a large rgb8 sequence is not held twice, as body and as pixels, and every other
- * part once the step is done; from then on `files` keeps names and hashes, with empty bytes. */
+ * decoded, so a large rgb8 sequence is not held twice, as body and as pixels (an rgb8 part in
+ * a frame-slab slot is its frame's pixels and stays until the caller releases the parts after
+ * inference), and every other part once the step is done; `files` then keeps names and
+ * hashes, with empty bytes. */
 export function prepareRequest(moduleId: ModuleId, parts: ReceivedPart[], parsedEarly?: ParsedMetadata, releaseParts = false): PreparedRequest {
   const metaIssues = checkMetadataPart(parts);
   if (metaIssues.length > 0) throw new ValidationFailure(metaIssues);
@@ -40,11 +43,17 @@ export function prepareRequest(moduleId: ModuleId, parts: ReceivedPart[], parsed
   const declared = new Map(parsed.images.map((r) => [r.part, r.sha256]));
   // Decode only a part checkParts could accept (uploaded once, hash as declared): any other
   // is already reported, and decoding it would only add noise.
+  // Parts whose storage the pixels are (rgb8 in a frame-slab slot, read in place by the
+  // inference thread): given back with the call's other parts once it is over, not here.
+  const pixelParts = new Set<string>();
   const captures = prepareCaptures(parsed, (name) => {
     const list = uploads.get(name);
     return list?.length === 1 && list[0]!.sha256 === declared.get(name) ? list[0]!.data() : undefined;
-  }, issues, releaseParts ? (name) => uploads.get(name)?.[0]?.release?.() : undefined);
-  const files = fileParts.map((p) => ({ name: p.name, sha256: p.sha256, bytes: p.data() }));
-  if (releaseParts) for (const p of parts) p.release?.();
+  }, issues, releaseParts ? (name, bytes, pixels) => {
+    if (pixels && pixels.buffer === bytes.buffer && pixels.byteOffset === bytes.byteOffset) pixelParts.add(name);
+    else uploads.get(name)?.[0]?.release?.();
+  } : undefined);
+  const files = fileParts.map((p) => ({ name: p.name, sha256: p.sha256, bytes: releaseParts ? EMPTY : p.data() }));
+  if (releaseParts) for (const p of parts) if (!pixelParts.has(p.name)) p.release?.();
   return { parsed, metadataText: parsed.text, captures, files };
 }

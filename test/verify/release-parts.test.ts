@@ -11,6 +11,7 @@ import type { TokenRecord } from '../../src/store/records.ts';
 import { verify, type CallTrace, type VerifyDeps, type VerifyRequest } from '../../src/verify/index.ts';
 import type { ReceivedPart } from '../../src/verify/ports.ts';
 import { prepareRequest } from '../../src/verify/prepare.ts';
+import { frameSlab, type SlabSlot } from '../../src/images/index.ts';
 import { request, sequence, single } from '../helpers/captures.ts';
 
 const plaintext = generateToken();
@@ -119,9 +120,10 @@ t.test('a call gives its body back before inference (queued calls hold pixels, n
 });
 
 t.test('validation gives each image part back as soon as it is decoded, and the pixels stay whole', async (t) => {
-  const b = request([sequence(4, { encoding: 'rgb8' })]);
+  // PNG parts: the pixels are the decoder's own, so the upload goes back at once. rgb8 parts
+  // without a frame-slab slot (every slot on loan) likewise: their pixels are a copy.
+  const b = request([sequence(4, { encoding: 'png' })]);
   const received = parts(b.body, b.contentType);
-  const original = new Map(received.map((p) => [p.name, Buffer.from(p.data())]));
   const log: string[] = [];
   const watched = received.map((p): ReceivedPart => ({
     name: p.name, filename: p.filename, contentType: p.contentType, size: p.size, sha256: p.sha256,
@@ -141,10 +143,54 @@ t.test('validation gives each image part back as soon as it is decoded, and the 
     const at = log.indexOf(`data ${name}`);
     t.equal(log[at + 1], `release ${name}`, `${name} released right after its decode`);
   }
-  const pixels = prepared.captures[0]!.pixels;
-  images.forEach((name, i) => t.same(Buffer.from(pixels[i]!), original.get(name), `frame ${i}: pixels intact after the release`));
+  t.equal(prepared.captures[0]!.pixels.filter((p) => p?.length === 307200).length, 4, 'every frame decoded');
+
+  const slab = frameSlab();
+  const loans: SlabSlot[] = [];
+  for (let s = slab.take(); s; s = slab.take()) loans.push(s);
+  try {
+    const r = request([sequence(4, { encoding: 'rgb8' })]);
+    const own = parts(r.body, r.contentType);
+    const copies = new Map(own.map((p) => [p.name, Buffer.from(p.data())]));
+    const order: string[] = [];
+    const seen = own.map((p): ReceivedPart => ({ ...p, data: () => p.data(), release: () => { order.push(p.name); p.release?.(); } }));
+    const pixels = prepareRequest('rgb_liveness', seen, undefined, true).captures[0]!.pixels;
+    const frames = own.filter((p) => p.name !== 'metadata').map((p) => p.name);
+    t.same(order.slice(0, 4), frames, 'rgb8 without a slot: each part released as it is decoded');
+    frames.forEach((name, i) => t.same(Buffer.from(pixels[i]!), copies.get(name), `frame ${i}: pixels intact after the release`));
+  } finally {
+    for (const l of loans) l.give();
+  }
 
   const kept = parts(b.body, b.contentType);
   prepareRequest('rgb_liveness', kept, undefined, false);
   for (const p of kept) t.ok(p.data().length > 0, `without releaseParts (a demo call) ${p.name} is kept`);
+});
+
+t.test('rgb8 parts in frame-slab slots are the pixels: read in place, kept until the call is over', async (t) => {
+  const slab = frameSlab();
+  const before = slab.taken;
+  const b = request([sequence(4, { encoding: 'rgb8' })]);
+  const received = parts(b.body, b.contentType);
+  t.equal(slab.taken, before + received.length, 'every part got a slot');
+  const original = new Map(received.map((p) => [p.name, Buffer.from(p.data())]));
+  const frames = received.filter((p) => p.name !== 'metadata');
+  let atInference: { shared: boolean; inPlace: boolean; same: boolean }[] = [];
+  let heldAtInference: number[] = [];
+  const d = deps({ bytesAtInference: [] });
+  d.inference.infer = async (job) => {
+    atInference = job.captures[0]!.pixels.map((px, i) => ({
+      shared: px!.buffer instanceof SharedArrayBuffer,
+      inPlace: px!.byteOffset === frames[i]!.data().byteOffset && px!.buffer === frames[i]!.data().buffer,
+      same: Buffer.from(px!).equals(original.get(frames[i]!.name)!),
+    }));
+    heldAtInference = received.map((p) => p.data().length);
+    return job.captures.map(() => ({ status: 'ok' }) as unknown as ResultRecord);
+  };
+  const answer = await verify(call(received), d, trace());
+  t.equal(answer.status, 200);
+  t.same(atInference, frames.map(() => ({ shared: true, inPlace: true, same: true })), 'inference read each frame in its part\'s slot, no copy');
+  t.same(heldAtInference, received.map((p) => (p.name === 'metadata' ? 0 : 307200)), 'the metadata went back before inference, the frames stayed');
+  for (const p of received) t.equal(p.data().length, 0, `part ${p.name} released at the end`);
+  t.equal(slab.taken, before, 'every slot is back');
 });

@@ -127,6 +127,16 @@ export class MultipartParser {
     return this.parts;
   }
 
+  /** Gives back the storage of every part read so far, finished or not: for an upload that
+   * failed or was abandoned, whose parts nobody will release. The parser is dead afterwards. */
+  discard(): void {
+    this.current?.discard();
+    this.current = null;
+    for (const part of this.parts) part.release?.();
+    this.parts.length = 0;
+    this.failure ??= new Error('MultipartParser discarded');
+  }
+
   private guard(): void {
     if (this.failure !== null) throw this.failure;
     if (this.state === State.Ended) throw new Error('MultipartParser used after end()');

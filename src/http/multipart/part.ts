@@ -4,11 +4,14 @@
 // Why one copy: the transport's chunk (uWS onData) is only valid during its callback. Keeping a
 // copy of every chunk and joining a part's slices later copied every body byte twice, and with
 // large allocations mapped on their own (README "Memory") each copy also faults its pages in
-// anew. The storage is a resizable ArrayBuffer reserved up to the part limit and committed as
-// the part grows, so it never moves and the finished part is exactly its bytes: an ArrayBuffer
-// of its own (offset 0) that can be transferred to another thread.
+// anew. The storage is a slot of the thread's frame slab (src/images/frame-slab.ts: mapped
+// once, reused, readable by the inference threads without a transfer) while one is free and
+// the part fits in it. Otherwise, or once the part outgrows its slot, it is a resizable
+// ArrayBuffer reserved up to the part limit and committed as the part grows, so it never
+// moves and the finished part is exactly its bytes.
 
 import { createHash, type Hash } from 'node:crypto';
+import { frameSlab, type FrameSlab, type SlabSlot } from '../../images/frame-slab.ts';
 import { MultipartError } from './errors.ts';
 import type { ReceivedPart } from '../../verify/ports.ts';
 import type { PartHeaders } from './headers.ts';
@@ -21,6 +24,7 @@ export type { ReceivedPart } from '../../verify/ports.ts';
 // than the bytes).
 const FIRST_BYTES = 16 * 1024;
 const HASH_BLOCK_BYTES = 64 * 1024;
+const EMPTY = Buffer.alloc(0);
 
 type ResizableArrayBuffer = ArrayBuffer & { resize(byteLength: number): void };
 
@@ -28,14 +32,20 @@ export class PartAccumulator {
   readonly headers: PartHeaders;
   private readonly maxBytes: number;
   private readonly hash: Hash = createHash('sha256');
-  private readonly store: ResizableArrayBuffer;
+  /** the slab slot holding the bytes, until the part outgrows it */
+  private slot: SlabSlot | null;
+  /** the part's own buffer when it has no slot */
+  private store: ResizableArrayBuffer | null = null;
+  /** where the bytes are: the slot's or the store's first byte */
+  private bytes: Uint8Array;
   private size = 0;
   private hashed = 0;
 
-  constructor(headers: PartHeaders, maxBytes: number) {
+  constructor(headers: PartHeaders, maxBytes: number, slab: FrameSlab = frameSlab()) {
     this.headers = headers;
     this.maxBytes = maxBytes;
-    this.store = new (ArrayBuffer as unknown as new (n: number, o: { maxByteLength: number }) => ResizableArrayBuffer)(0, { maxByteLength: maxBytes });
+    this.slot = maxBytes > 0 ? slab.take() : null;
+    this.bytes = this.slot ? this.slot.bytes : this.ownStore(0);
   }
 
   /** Copies `slice` (a view the caller may reuse once this returns). */
@@ -49,53 +59,91 @@ export class PartAccumulator {
         this.headers.name,
       );
     }
-    if (end > this.store.byteLength) this.store.resize(Math.min(this.maxBytes, Math.max(end, FIRST_BYTES, 2 * this.store.byteLength)));
-    new Uint8Array(this.store, this.size, slice.length).set(slice);
+    if (end > this.bytes.length) this.grow(end);
+    this.bytes.set(slice, this.size);
     this.size = end;
     if (this.size - this.hashed >= HASH_BLOCK_BYTES) this.hashUpTo(this.size);
   }
 
   finish(): ReceivedPart {
     this.hashUpTo(this.size);
-    this.store.resize(this.size);
-    return new BufferedPart(this.headers, this.size, this.hash.digest('hex'), this.store);
+    const sha256 = this.hash.digest('hex');
+    if (this.slot) {
+      const slot = this.slot;
+      return new BufferedPart(this.headers, this.size, sha256, Buffer.from(slot.bytes.buffer, slot.bytes.byteOffset, this.size), slot.give);
+    }
+    const store = this.store!;
+    store.resize(this.size);
+    // Shrinking a resizable buffer to nothing hands its pages back at once (and takes them off
+    // V8's external-memory count), where a dropped part would hold them until a full GC; with
+    // 64 uploads in flight that was the difference between parts freed as calls end and parts
+    // piling up between collections.
+    return new BufferedPart(this.headers, this.size, sha256, Buffer.from(store, 0, this.size), () => giveBackOwn(store));
+  }
+
+  /** Gives the storage of an unfinished part back (an upload that failed or was abandoned). */
+  discard(): void {
+    this.slot?.give();
+    this.slot = null;
+    if (this.store) giveBackOwn(this.store);
+  }
+
+  private grow(end: number): void {
+    const capacity = Math.min(this.maxBytes, Math.max(end, FIRST_BYTES, 2 * this.bytes.length));
+    if (this.slot) {
+      // outgrew its slot: move to a buffer of its own, once
+      const bytes = this.ownStore(capacity);
+      bytes.set(this.slot.bytes.subarray(0, this.size));
+      this.slot.give();
+      this.slot = null;
+      this.bytes = bytes;
+      return;
+    }
+    this.store!.resize(capacity);
+    this.bytes = new Uint8Array(this.store!);
+  }
+
+  private ownStore(bytes: number): Uint8Array {
+    this.store = new (ArrayBuffer as unknown as new (n: number, o: { maxByteLength: number }) => ResizableArrayBuffer)(bytes, { maxByteLength: this.maxBytes });
+    return new Uint8Array(this.store);
   }
 
   private hashUpTo(end: number): void {
-    if (end > this.hashed) this.hash.update(new Uint8Array(this.store, this.hashed, end - this.hashed));
+    if (end > this.hashed) this.hash.update(this.bytes.subarray(this.hashed, end));
     this.hashed = end;
   }
+}
+
+// a transferred (detached) buffer has nothing left to give back
+function giveBackOwn(store: ResizableArrayBuffer): void {
+  if (store.byteLength > 0) store.resize(0);
 }
 
 class BufferedPart implements ReceivedPart {
   readonly name: string;
   readonly filename: string | null;
   readonly contentType: string | null;
-
-  private readonly bytes: Buffer;
+  private released = false;
 
   constructor(
     headers: PartHeaders,
     readonly size: number,
     readonly sha256: string,
-    private readonly store: ResizableArrayBuffer,
+    private readonly bytes: Buffer,
+    private readonly giveBack: () => void,
   ) {
     this.name = headers.name;
     this.filename = headers.filename;
     this.contentType = headers.contentType;
-    this.bytes = Buffer.from(store, 0, size);
   }
 
   data(): Buffer {
-    return this.store.byteLength === 0 ? Buffer.alloc(0) : this.bytes;
+    return this.released || this.size === 0 ? EMPTY : this.bytes;
   }
 
-  // Shrinking a resizable buffer to nothing hands its pages back at once (and takes them off
-  // V8's external-memory count), where a dropped part would hold them until a full GC; with
-  // 64 uploads in flight that was the difference between parts freed as calls end and parts
-  // piling up between collections.
   release(): void {
-    // a transferred (detached) buffer has nothing left to give back
-    if (this.store.byteLength > 0) this.store.resize(0);
+    if (this.released) return;
+    this.released = true;
+    this.giveBack();
   }
 }

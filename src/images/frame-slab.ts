@@ -1,0 +1,71 @@
+// Upload storage that is mapped once and reused: a thread's arena of fixed-size slots in one
+// SharedArrayBuffer, for the bytes of multipart parts (an rgb8 part's bytes are its frame's
+// pixels as they are).
+//
+// Why: a part in a buffer of its own cost the API thread, per part, a mapping (V8 reserves a
+// resizable buffer's whole limit and commits pages as it grows), a page fault for every 4 KiB
+// first touched, a plain copy for the inference thread (rgb8), and, when that thread freed
+// the transferred pixels, an unmapping that interrupts the other CPU to flush its TLB. At
+// about 600 rgb8 calls a second that was over a fifth of an API thread's time (perf, README
+// "Memory"). A slot's pages stay mapped and warm from one call to the next (LIFO reuse), and
+// a shared buffer reaches the inference threads by reference: no transfer, no copy.
+//
+// A slab belongs to one thread (the one that takes and gives back slots), so it needs no
+// locking; other threads only read slot views they were handed. When every slot is taken a
+// part falls back to a buffer of its own, so the slab bounds its memory, never a request.
+
+/** Slot size: an rgb8 frame (307200 bytes) fits, and so do the PNGs this service sees. */
+export const SLOT_BYTES = 320 * 1024;
+/** Slots per thread: the parts of a few calls in flight on one API worker (a 20-frame
+ * sequence is 21 parts). 32 slots reserve 10 MiB of address space; a slot's pages become
+ * resident only once a part has used them, and stay so. */
+export const THREAD_SLAB_SLOTS = 32;
+
+/** A slot on loan: `bytes` is the whole slot. give() is idempotent. */
+export interface SlabSlot {
+  readonly bytes: Uint8Array;
+  give(): void;
+}
+
+export class FrameSlab {
+  private readonly memory: SharedArrayBuffer;
+  /** free slot indexes, most recently given back last (taken first: its pages are warm) */
+  private readonly free: number[] = [];
+
+  constructor(readonly slots: number, readonly slotBytes: number = SLOT_BYTES) {
+    if (!Number.isSafeInteger(slots) || slots < 0 || !Number.isSafeInteger(slotBytes) || slotBytes <= 0) {
+      throw new RangeError('a slab needs a whole number of slots of a positive size');
+    }
+    this.memory = new SharedArrayBuffer(slots * slotBytes);
+    for (let i = slots - 1; i >= 0; i--) this.free.push(i);
+  }
+
+  /** A free slot, or null when all are on loan (the caller uses memory of its own). */
+  take(): SlabSlot | null {
+    const index = this.free.pop();
+    if (index === undefined) return null;
+    let given = false;
+    return {
+      bytes: new Uint8Array(this.memory, index * this.slotBytes, this.slotBytes),
+      give: () => {
+        if (given) return;
+        given = true;
+        this.free.push(index);
+      },
+    };
+  }
+
+  /** slots on loan now */
+  get taken(): number {
+    return this.slots - this.free.length;
+  }
+}
+
+let threadSlab: FrameSlab | undefined;
+
+/** This thread's slab, created on first use (a thread that never receives an upload, such as
+ * an inference thread, reserves nothing). */
+export function frameSlab(): FrameSlab {
+  threadSlab ??= new FrameSlab(THREAD_SLAB_SLOTS);
+  return threadSlab;
+}
