@@ -1,5 +1,5 @@
 import type { MessagePort } from 'node:worker_threads';
-import { InferenceFailedError, type InferenceJob, type InferenceService, type ModuleReadiness, type ResultRecord } from '../inference/types.ts';
+import { InferenceFailedError, isSharedPixels, type InferenceJob, type InferenceService, type ModuleReadiness, type ResultRecord } from '../inference/types.ts';
 
 export { InferenceFailedError };
 import type { FromWorker } from './messages.ts';
@@ -34,8 +34,7 @@ export class RemoteInference implements InferenceService {
   infer(job: InferenceJob): Promise<ResultRecord[]> {
     const id = this.nextId++;
     const transfer: ArrayBuffer[] = [];
-    // shared pixels (a frame-slab slot) are read in place by the engine's threads
-    for (const c of job.captures) for (const p of c.pixels) if (p && !(p.buffer instanceof SharedArrayBuffer)) transfer.push(p.buffer as ArrayBuffer);
+    for (const c of job.captures) for (const p of c.pixels) if (p && !isSharedPixels(p)) transfer.push(p.buffer as ArrayBuffer);
     return new Promise((resolve, reject) => {
       // posted first: a job that cannot be sent (e.g. a buffer that cannot be transferred)
       // rejects here instead of leaving a pending entry that nothing will ever settle

@@ -21,7 +21,7 @@ export function rgb8ToPixels(bytes: Uint8Array): Uint8Array {
   // is that copy as one memcpy (22 us for a crop here); TypedArray#set reading a resizable
   // buffer goes element by element (110 us).
   const buffer = bytes.buffer as ArrayBuffer & { resizable?: boolean };
-  if (isSharedView(bytes)) return bytes;
+  if (bytes.buffer instanceof SharedArrayBuffer) return bytes;
   if (buffer.resizable !== true && bytes.byteOffset === 0 && buffer.byteLength === RGB8_BYTES && buffer instanceof ArrayBuffer) {
     return new Uint8Array(buffer);
   }
@@ -29,10 +29,4 @@ export function rgb8ToPixels(bytes: Uint8Array): Uint8Array {
   const out = new Uint8Array(new ArrayBuffer(RGB8_BYTES));
   out.set(bytes);
   return out;
-}
-
-/** A view of a (fixed-size) SharedArrayBuffer: read by other threads in place, never
- * transferred. */
-export function isSharedView(bytes: Uint8Array): boolean {
-  return typeof SharedArrayBuffer === 'function' && bytes.buffer instanceof SharedArrayBuffer;
 }

@@ -5,10 +5,10 @@ import { join } from 'node:path';
 import { MODULE_IDS, type Mode, type ModuleId, type PreparedCapture } from '../packets/types.ts';
 import { loadManifest, MAX_BATCH, type Manifest } from './manifest.ts';
 import { modePolicies, policyFor } from './modes/index.ts';
-import { InferencePool, isShared, poolShape, transferable, type PoolTimes } from './pool.ts';
+import { InferencePool, poolShape, transferable, type PoolTimes } from './pool.ts';
 import type { WorkerReport } from './protocol.ts';
 import { webGpuAdapter } from './runtime.ts';
-import type { ExecutionProvider, InferenceJob, InferenceService, ModuleReadiness, ResultRecord } from './types.ts';
+import { isSharedPixels, type ExecutionProvider, type InferenceJob, type InferenceService, type ModuleReadiness, type ResultRecord } from './types.ts';
 
 export type Backend = 'auto' | 'wasm' | 'webgpu' | 'native';
 
@@ -270,7 +270,7 @@ class Engine implements InferenceEngine {
         const pixels = capture.pixels.map((px) => {
           if (!px) return null;
           const own = transferable(px);
-          if (!isShared(own)) transfer.push(own.buffer as ArrayBuffer);
+          if (!isSharedPixels(own)) transfer.push(own.buffer as ArrayBuffer);
           return own;
         });
         return { packet: capture.packet, pixels };

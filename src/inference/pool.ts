@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
 import { SOURCE_EXT } from '../source-ext.ts';
 import type { WorkerConfig, WorkerReport, WorkerReply, WorkerTask } from './protocol.ts';
-import type { ExecutionProvider } from './types.ts';
+import { isSharedPixels, type ExecutionProvider } from './types.ts';
 
 export const WORKER_FILE = fileURLToPath(new URL(`../../workers/inference${SOURCE_EXT}`, import.meta.url));
 
@@ -23,20 +23,15 @@ export function poolShape(threads: number, provider: ExecutionProvider): { worke
   return { workers, sessionThreads: Math.max(1, Math.floor(total / workers)) };
 }
 
-/** Pixels in shared memory (an rgb8 part in its frame-slab slot, src/images/frame-slab.ts)
- * are read by the inference thread in place: posted as they are, never in a transfer list. */
-export function isShared(pixels: Uint8Array): boolean {
-  return pixels.buffer instanceof SharedArrayBuffer;
-}
-
 /** Pixels are transferred with their whole ArrayBuffer. That is right when the view spans
  * its buffer, or starts at its buffer's first byte and the buffer is the capture's own: the
  * decoders make exactly such buffers (rgb8: a buffer of its own; PNG: zlib's output buffer,
  * with a little slack after the pixels, see decodePng). Node's shared Buffer pool only ever
  * serves allocations under 4 KiB, so a view of at least that size at offset 0 is never a pool
- * slice. Anything else (an offset view, a resizable or shared buffer) is copied once. */
+ * slice. Shared pixels (isSharedPixels) are passed as they are, never transferred; anything
+ * else (an offset view, a resizable buffer) is copied once. */
 export function transferable(pixels: Uint8Array): Uint8Array {
-  if (isShared(pixels)) return pixels;
+  if (isSharedPixels(pixels)) return pixels;
   const buffer = pixels.buffer as ArrayBuffer & { resizable?: boolean };
   const own = pixels.byteOffset === 0 && (pixels.byteLength === buffer.byteLength || pixels.byteLength >= 4096)
     && buffer instanceof ArrayBuffer && buffer.resizable !== true;

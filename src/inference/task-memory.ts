@@ -1,4 +1,5 @@
 import type { WorkerTask } from './protocol.ts';
+import { isSharedPixels } from './types.ts';
 
 // A task's pixels arrive in an inference thread transferred, so their memory is that thread's
 // and goes back only at its next garbage collection, which V8 may put off for tens of MiB of
@@ -21,7 +22,7 @@ export function collectAfterLargeTask(
   if (!gc) return false;
   let bytes = 0;
   // shared pixels (frame-slab slots) are the API thread's memory, not this thread's
-  for (const c of task.captures) for (const p of c.pixels) if (p && !(p.buffer instanceof SharedArrayBuffer)) bytes += p.byteLength;
+  for (const c of task.captures) for (const p of c.pixels) if (p && !isSharedPixels(p)) bytes += p.byteLength;
   if (bytes < LARGE_TASK_BYTES) return false;
   later(gc);
   return true;

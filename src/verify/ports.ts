@@ -14,8 +14,8 @@ export interface ReceivedPart {
   /** Lowercase hex SHA-256 of exactly the part's bytes. */
   sha256: string;
   /**
-   * The part's bytes. The Buffer covers the whole of its ArrayBuffer (offset 0, not the shared
-   * Buffer pool) so it can be transferred to a worker.
+   * The part's bytes: a view of a frame-slab slot (shared memory, which inference threads read
+   * in place; src/images/frame-slab.ts), or a Buffer covering the whole of its own ArrayBuffer.
    */
   data(): Buffer;
   /** Gives the part's storage back now rather than at the next garbage collection; data() is
