@@ -163,7 +163,14 @@ const STEPS = ['accept', 'receive', 'validate', 'reserve', 'infer', 'settle', 'r
 /** The service's lv_verify_step_seconds sums and counts (loopback reads /metrics without a
  * token), so a run's mean time per step is the difference of two readings. */
 async function stepTotals(sys) {
-  const text = await (await fetch(`${sys.base}/metrics`)).text();
+  let text;
+  try {
+    text = await (await fetch(`${sys.base}/metrics`)).text();
+  } catch {
+    // undici may reuse a keep-alive connection the service has just closed (it closes idle
+    // ones, and sheds some after verify answers): one retry on a fresh connection
+    text = await (await fetch(`${sys.base}/metrics`)).text();
+  }
   const out = {};
   for (const m of text.matchAll(/^lv_verify_step_seconds_(sum|count)\{step="(\w+)"\} (\S+)$/gm)) {
     out[m[2]] ??= { sum: 0, count: 0 };
