@@ -15,13 +15,14 @@ export function rgb8ToPixels(bytes: Uint8Array): Uint8Array {
     throw new ImageError('rgb8_wrong_size', `rgb8 image is ${bytes.length} bytes; 320x320 RGB is exactly ${RGB8_BYTES}`,
       { expected: RGB8_BYTES, actual: bytes.length });
   }
-  // A multipart part lives in a resizable ArrayBuffer (src/http/multipart/part.ts), and V8 in
-  // Node 20 reads typed arrays over those about 3x slower than over plain ones: preprocessing
-  // reads every pixel, so such pixels are copied once into a plain buffer. ArrayBuffer#slice
-  // is that copy as one memcpy (22 us for a crop here); TypedArray#set reading a resizable
-  // buffer goes element by element (110 us).
-  const buffer = bytes.buffer as ArrayBuffer & { resizable?: boolean };
+  // a part in a frame-slab slot: the inference thread reads it where it is
   if (bytes.buffer instanceof SharedArrayBuffer) return bytes;
+  // A part without a slot lives in a resizable ArrayBuffer (src/http/multipart/part.ts), and V8
+  // in Node 20 reads typed arrays over those about 3x slower than over plain ones:
+  // preprocessing reads every pixel, so such pixels are copied once into a plain buffer.
+  // ArrayBuffer#slice is that copy as one memcpy (22 us for a crop here); TypedArray#set
+  // reading a resizable buffer goes element by element (110 us).
+  const buffer = bytes.buffer as ArrayBuffer & { resizable?: boolean };
   if (buffer.resizable !== true && bytes.byteOffset === 0 && buffer.byteLength === RGB8_BYTES && buffer instanceof ArrayBuffer) {
     return new Uint8Array(buffer);
   }

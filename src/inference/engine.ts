@@ -269,8 +269,9 @@ class Engine implements InferenceEngine {
       captures = group.items.map(({ capture }) => {
         const pixels = capture.pixels.map((px) => {
           if (!px) return null;
+          if (isSharedPixels(px)) return px; // a frame-slab slot: read in place, never transferred
           const own = transferable(px);
-          if (!isSharedPixels(own)) transfer.push(own.buffer as ArrayBuffer);
+          transfer.push(own.buffer as ArrayBuffer);
           return own;
         });
         return { packet: capture.packet, pixels };

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
 import { SOURCE_EXT } from '../source-ext.ts';
 import type { WorkerConfig, WorkerReport, WorkerReply, WorkerTask } from './protocol.ts';
-import { isSharedPixels, type ExecutionProvider } from './types.ts';
+import type { ExecutionProvider } from './types.ts';
 
 export const WORKER_FILE = fileURLToPath(new URL(`../../workers/inference${SOURCE_EXT}`, import.meta.url));
 
@@ -28,10 +28,9 @@ export function poolShape(threads: number, provider: ExecutionProvider): { worke
  * decoders make exactly such buffers (rgb8: a buffer of its own; PNG: zlib's output buffer,
  * with a little slack after the pixels, see decodePng). Node's shared Buffer pool only ever
  * serves allocations under 4 KiB, so a view of at least that size at offset 0 is never a pool
- * slice. Shared pixels (isSharedPixels) are passed as they are, never transferred; anything
- * else (an offset view, a resizable buffer) is copied once. */
+ * slice. Anything else (an offset view, a resizable or shared buffer) is copied once; the
+ * engine posts shared pixels (isSharedPixels) as they are and never asks. */
 export function transferable(pixels: Uint8Array): Uint8Array {
-  if (isSharedPixels(pixels)) return pixels;
   const buffer = pixels.buffer as ArrayBuffer & { resizable?: boolean };
   const own = pixels.byteOffset === 0 && (pixels.byteLength === buffer.byteLength || pixels.byteLength >= 4096)
     && buffer instanceof ArrayBuffer && buffer.resizable !== true;

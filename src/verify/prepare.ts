@@ -41,11 +41,11 @@ export function prepareRequest(moduleId: ModuleId, parts: ReceivedPart[], parsed
   const uploads = new Map<string, ReceivedPart[]>();
   for (const p of fileParts) uploads.set(p.name, [...(uploads.get(p.name) ?? []), p]);
   const declared = new Map(parsed.images.map((r) => [r.part, r.sha256]));
-  // Decode only a part checkParts could accept (uploaded once, hash as declared): any other
-  // is already reported, and decoding it would only add noise.
   // Parts whose storage the pixels are (rgb8 in a frame-slab slot, read in place by the
   // inference thread): given back with the call's other parts once it is over, not here.
   const pixelParts = new Set<string>();
+  // Decode only a part checkParts could accept (uploaded once, hash as declared): any other
+  // is already reported, and decoding it would only add noise.
   const captures = prepareCaptures(parsed, (name) => {
     const list = uploads.get(name);
     return list?.length === 1 && list[0]!.sha256 === declared.get(name) ? list[0]!.data() : undefined;

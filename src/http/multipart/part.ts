@@ -11,7 +11,7 @@
 // moves and the finished part is exactly its bytes.
 
 import { createHash, type Hash } from 'node:crypto';
-import { frameSlab, type FrameSlab, type SlabSlot } from '../../images/frame-slab.ts';
+import { frameSlab, type FrameSlab, type SlabSlot } from '../../images/index.ts';
 import { MultipartError } from './errors.ts';
 import type { ReceivedPart } from '../../verify/ports.ts';
 import type { PartHeaders } from './headers.ts';
