@@ -162,7 +162,8 @@ class Engine implements InferenceEngine {
         this.settle?.reject(e);
       },
     );
-    await done;
+    // the pool's report channel holds the process open until the warm reports are in
+    await done.finally(() => this.pool?.unrefReports());
   }
 
   private onReport(r: WorkerReport, workers: number): void {

@@ -55,7 +55,6 @@ export class InferencePool {
     const channel = `inference-${randomUUID()}`;
     this.channel = new BroadcastChannel(channel);
     this.channel.onmessage = (ev) => onReport((ev as { data: unknown }).data as WorkerReport);
-    (this.channel as unknown as { unref(): void }).unref();
     this.piscina = new Piscina({
       filename: WORKER_FILE,
       minThreads: workers,
@@ -67,6 +66,15 @@ export class InferencePool {
       workerData: { ...config, channel } satisfies WorkerConfig,
     });
     this.piscina.on('error', onError);
+  }
+
+  /** Until this is called the report channel keeps the process alive. The engine calls it once
+   * every worker has reported warm (or failed): piscina unrefs a worker as soon as its
+   * start-up is done, and with the channel unref'd too a process with nothing else to do (a
+   * CLI, a test) could exit before the last "warm" report, already posted, was delivered. An
+   * idle pool never holds a process open afterwards. */
+  unrefReports(): void {
+    (this.channel as unknown as { unref(): void }).unref();
   }
 
   /** piscina's per-task queue-wait and run-time summaries (ms), for /metrics */
