@@ -218,8 +218,8 @@ async function run(): Promise<void> {
     (await runCli(svc.env, ['token', 'create', '--name', 'bench-b', '--grant', 'rgb_liveness:unlimited:day'])).token,
   ];
 
-  // VmHWM so far is the start-up's (model loading and warm-up in every thread), which settles
-  // back to idle before the first body arrives. Writing 5 to clear_refs resets the high-water
+  // VmHWM so far is the start-up's (V8 compiling the wasm runtime in the inference threads,
+  // README "Memory"), which settles back to idle before the first body arrives. Writing 5 to clear_refs resets the high-water
   // mark (Linux >= 4.0), so the peak below is the load's; the start-up peak is reported apart.
   const startupHwm = rssKiB(pid).hwm;
   const hwmReset = resetHighWaterMark(pid);
