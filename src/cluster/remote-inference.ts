@@ -1,5 +1,6 @@
 import type { MessagePort } from 'node:worker_threads';
-import { InferenceFailedError, isSharedPixels, type InferenceJob, type InferenceService, type ModuleReadiness, type ResultRecord } from '../inference/types.ts';
+import { isSharedPixels } from '../images/index.ts';
+import { InferenceFailedError, type InferenceJob, type InferenceService, type ModuleReadiness, type ResultRecord } from '../inference/types.ts';
 
 export { InferenceFailedError };
 import type { FromWorker } from './messages.ts';

@@ -61,6 +61,12 @@ export class FrameSlab {
   }
 }
 
+/** Pixels in shared memory: an rgb8 part in its API worker's slot, which every hop posts as
+ * it is and the inference thread reads in place; never in a transfer list. */
+export function isSharedPixels(pixels: Uint8Array): boolean {
+  return pixels.buffer instanceof SharedArrayBuffer;
+}
+
 let threadSlab: FrameSlab | undefined;
 
 /** This thread's slab, created on first use (a thread that never receives an upload, such as

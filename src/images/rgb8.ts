@@ -3,6 +3,7 @@
 
 import { RGB8_BYTES } from '../contract/index.ts';
 import { ImageError } from './errors.ts';
+import { isSharedPixels } from './frame-slab.ts';
 
 /** Checks the length and returns pixels an inference thread can be given without a copy:
  * `bytes` itself when it is a view of shared memory (a multipart part in a frame-slab slot,
@@ -16,7 +17,7 @@ export function rgb8ToPixels(bytes: Uint8Array): Uint8Array {
       { expected: RGB8_BYTES, actual: bytes.length });
   }
   // a part in a frame-slab slot: the inference thread reads it where it is
-  if (bytes.buffer instanceof SharedArrayBuffer) return bytes;
+  if (isSharedPixels(bytes)) return bytes;
   // A part without a slot lives in a resizable ArrayBuffer (src/http/multipart/part.ts), and V8
   // in Node 20 reads typed arrays over those about 3x slower than over plain ones:
   // preprocessing reads every pixel, so such pixels are copied once into a plain buffer.

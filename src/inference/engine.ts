@@ -8,7 +8,8 @@ import { modePolicies, policyFor } from './modes/index.ts';
 import { InferencePool, poolShape, transferable, type PoolTimes } from './pool.ts';
 import type { WorkerReport } from './protocol.ts';
 import { webGpuAdapter } from './runtime.ts';
-import { isSharedPixels, type ExecutionProvider, type InferenceJob, type InferenceService, type ModuleReadiness, type ResultRecord } from './types.ts';
+import { isSharedPixels } from '../images/frame-slab.ts';
+import type { ExecutionProvider, InferenceJob, InferenceService, ModuleReadiness, ResultRecord } from './types.ts';
 
 export type Backend = 'auto' | 'wasm' | 'webgpu' | 'native';
 

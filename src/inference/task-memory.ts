@@ -1,5 +1,6 @@
 import type { WorkerTask } from './protocol.ts';
-import { isSharedPixels } from './types.ts';
+// the slab module alone: an inference thread has no use for the image codecs of images/index
+import { isSharedPixels } from '../images/frame-slab.ts';
 
 // A task's pixels arrive in an inference thread transferred, so their memory is that thread's
 // and goes back only at its next garbage collection, which V8 may put off for tens of MiB of

@@ -85,10 +85,3 @@ export interface ModePolicy {
 /** Inference could not produce a capture's results (the engine failed, or gave no answer in
  * time): the verify call answers 500 inference_failed and its units are refunded. */
 export class InferenceFailedError extends Error {}
-
-/** Pixels in shared memory (an rgb8 part in its API worker's frame-slab slot,
- * src/images/frame-slab.ts): every hop posts them as they are and the inference thread reads
- * them in place; they are never in a transfer list. */
-export function isSharedPixels(pixels: Uint8Array): boolean {
-  return pixels.buffer instanceof SharedArrayBuffer;
-}

@@ -1,7 +1,7 @@
+import { TransactionFlags } from 'lmdb';
 import type { Store } from './open.ts';
 
-// lmdb-js's transaction flags (its index.js and src/lmdb-js.h): abortable, synchronous
-// commit, and NO_SYNC_FLUSH, which begins the LMDB transaction with MDB_NOSYNC. Under
+// lmdb-js's transaction flags: abortable, synchronous commit, and NO_SYNC_FLUSH, which begins the LMDB transaction with MDB_NOSYNC. Under
 // overlappingSync (lmdb-js's default on Linux) such a commit writes its pages and its
 // meta page marked "not yet flushed", releases the write lock, and only then syncs the
 // disk, still inside this call, unless another thread's sync already covered it. So the
@@ -11,7 +11,7 @@ import type { Store } from './open.ts';
 // a torn one (mdb.c, mdb_env_pick_meta: lmdb-js opens an overlappingSync environment with
 // MDB_PREVSNAPSHOT); lmdb-js's own asynchronous writes commit this way. Without the flag
 // each commit syncs inside the lock.
-const SYNC_COMMIT_OVERLAPPED_FLUSH = 0x10000 | 0x2 | 0x1;
+const SYNC_COMMIT_OVERLAPPED_FLUSH = TransactionFlags.ABORTABLE | TransactionFlags.SYNCHRONOUS_COMMIT | TransactionFlags.NO_SYNC_FLUSH;
 
 /** The flags of a `sync` commit. Only an environment running overlappingSync syncs a
  * MDB_NOSYNC transaction after its commit; elsewhere (an environment first opened without
