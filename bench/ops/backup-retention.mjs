@@ -9,7 +9,7 @@ import path from 'node:path';
 import { openStore } from '../../dist/src/store/open.js';
 import { atomically } from '../../dist/src/store/atomic.js';
 import { backupStore } from '../../dist/src/store/backup.js';
-import { appendLedger, verifyLedger } from '../../dist/src/metering/ledger.js';
+import { appendLedger, verifyLedger } from '../../dist/src/store/ledger.js';
 import { pruneOnce } from '../../dist/src/retention/index.js';
 
 const n = Number(process.argv[2] ?? 50_000);

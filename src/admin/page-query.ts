@@ -1,5 +1,5 @@
 import { ValidationFailure } from '../errors/index.ts';
-import { AUDIT_OUTCOMES, type AuditOutcome, type AuditRecord, type PageQuery } from '../metering/index.ts';
+import { AUDIT_OUTCOMES, type AuditOutcome, type AuditRecord, type PageQuery } from '../store/index.ts';
 import type { ValidationIssue } from '../packets/types.ts';
 
 export const MAX_PAGE = 1000;

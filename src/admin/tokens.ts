@@ -1,6 +1,6 @@
 import { generateToken, hashToken } from '../auth/business-token.ts';
 import { isoNow, now } from '../clock.ts';
-import type { UsageRecord } from '../metering/usage.ts';
+import type { UsageRecord } from '../store/records.ts';
 import type { ModuleId } from '../packets/types.ts';
 import { newId } from '../store/ids.ts';
 import type { StoreBackend } from '../store/backend.ts';

@@ -5,7 +5,7 @@ import type { StoreBackend } from '../store/backend.ts';
 import { verifyPassword } from './password.ts';
 import { LoginSchema } from './schemas.ts';
 import { createSession, sweepSessions } from './session.ts';
-import { throttleWait } from './throttle-rules.ts';
+import { throttleWait } from '../store/throttle-rules.ts';
 import type { SessionRecord } from './session.ts';
 
 export interface SessionBody {

@@ -2,7 +2,7 @@ import { parseArgs } from 'node:util';
 import { listPendingSettlements, resolveSettlement } from '../metering/index.ts';
 import { parsePageQuery } from '../admin/page-query.ts';
 import { ValidationFailure } from '../errors/index.ts';
-import type { PageQuery } from '../metering/index.ts';
+import type { PageQuery } from '../store/backend.ts';
 import { UsageError } from './errors.ts';
 import type { Command } from './main.ts';
 

@@ -1,15 +1,9 @@
-export * from './periods.ts';
-export * from './usage.ts';
-export * from './records.ts';
-export { appendLedger, listLedger, verifyLedger, type Page, type PageQuery, type LedgerCheck } from './ledger.ts';
-export { reserve, type ReserveInput, type ReserveOutcome } from './reserve.ts';
-export { settle, refund, resolveReservation, SettlementError } from './settle.ts';
+// Metering's own rules: what makes two requests the same (fingerprint), what a call decided
+// (outcome), where a client is (geo), demo archiving, and the operator's view of failed
+// settlements. The records and the atomic reserve/settle/refund live in the store (store/),
+// which applies them in one transaction with the quota.
 export { listPendingSettlements, resolveSettlement, type SettlementView } from './settlements.ts';
-export { pruneIdempotency } from './recovery.ts';
 export { requestFingerprint, canonicalJson } from './fingerprint.ts';
-export { writeAudit, listAudit, AUDIT_SCAN_BUDGET } from './audit.ts';
-export { AUDIT_OUTCOMES, outcomeOfBody, outcomeOfResults, type AuditOutcome } from './outcome.ts';
-export { dailyTotals, ensureDailyTotals, type DailyTotal } from './daily-totals.ts';
-export { ensureByTokenIndex } from './by-token.ts';
+export { outcomeOfBody, outcomeOfResults } from './outcome.ts';
 export { countryOf } from './geo.ts';
 export { archiveDemoUpload } from './archive.ts';

@@ -1,8 +1,7 @@
 // What a verify call decided, for the audit log: operators filter on it, and a charged call
 // whose captures all came back `retry` reads differently from one that said `live`.
 
-export const AUDIT_OUTCOMES = ['live', 'non_live', 'retry', 'mixed', 'error'] as const;
-export type AuditOutcome = (typeof AUDIT_OUTCOMES)[number];
+import type { AuditOutcome } from '../store/records.ts';
 
 /** One result per capture: every capture live, every one non-live, every one retry, or a
  * batch with more than one of these (mixed). */

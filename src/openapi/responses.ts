@@ -1,9 +1,9 @@
 import { Type, type TSchema } from '@sinclair/typebox';
 import { GrantSchema, ModuleIdSchema, PeriodSchema, RoleSchema } from '../admin/schemas.ts';
-import { AUDIT_OUTCOMES } from '../metering/outcome.ts';
+import { AUDIT_OUTCOMES } from '../store/records.ts';
 
 // Response shapes, described for clients. They mirror the TypeScript types the handlers
-// build (src/inference/types.ts, src/metering/usage.ts, src/store/records.ts).
+// build (src/inference/types.ts, src/store/records.ts).
 const Nullable = <T extends TSchema>(s: T) => Type.Union([s, Type.Null()]);
 const DateTime = Type.String({ format: 'date-time' });
 

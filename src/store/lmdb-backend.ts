@@ -1,30 +1,28 @@
-import type { SessionRecord } from '../auth/session.ts';
-import { readThrottle, recordLoginFailure, recordLoginSuccess, sweepFailures } from '../auth/login-throttle.ts';
-import { listAudit, writeAudit } from '../metering/audit.ts';
-import { ledgerCounterDeltas, listLedger, verifyLedger } from '../metering/ledger.ts';
-import { holderAlive } from '../metering/owner.ts';
-import type { Reservation } from '../metering/records.ts';
-import { pruneIdempotency } from '../metering/recovery.ts';
-import { reserve } from '../metering/reserve.ts';
-import { refund, resolveReservation, settle } from '../metering/settle.ts';
-import { usageSnapshot } from '../metering/usage.ts';
+import { readThrottle, recordLoginFailure, recordLoginSuccess, sweepFailures } from './login-throttle.ts';
+import { listAudit, writeAudit } from './audit.ts';
+import { ledgerCounterDeltas, listLedger, verifyLedger } from './ledger.ts';
+import { holderAlive } from './owner.ts';
+import { pruneIdempotency } from './recovery.ts';
+import { reserve } from './reserve.ts';
+import { refund, resolveReservation, settle } from './settle.ts';
+import { usageSnapshot } from './usage.ts';
 import type { ModuleId } from '../packets/types.ts';
-import type { KeyFile } from './records.ts';
 import type { StoreBackend, UserPatch } from './backend.ts';
 import { moduleEnabled, setModuleEnabled } from './modules.ts';
 import { openStore, readLatest, storeHealthy, type LmdbCommits, type Store } from './open.ts';
 import { pruneAuditBefore, pruneLedgerBefore, pruneResultsBefore } from './retention.ts';
-import type { TokenRecord, UserRecord } from './records.ts';
+import type { KeyFile, Reservation, SessionRecord, TokenRecord, UserRecord } from './records.ts';
 import { searchTokens, searchUsers, type SearchQuery } from './token-search.ts';
 import { ensureTokenNameIndex } from './token-names.ts';
-import { dailyTotals, ensureDailyTotals } from '../metering/daily-totals.ts';
-import { ensureByTokenIndex } from '../metering/by-token.ts';
+import { dailyTotals, ensureDailyTotals } from './daily-totals.ts';
+import { ensureByTokenIndex } from './by-token.ts';
 import { getToken, getTokenByHash, insertToken, listTokens, updateToken } from './tokens.ts';
 import { getUser, getUserByName, insertUser, listUsers, updateUser } from './users.ts';
 
-/** The embedded store behind the common interface. The operations themselves stay where
- * they were written (metering/, auth/, store/), so this is a thin adapter: each call is one
- * LMDB write transaction (atomic.ts) or a read from the latest commit. */
+/** The embedded store behind the common interface. Each operation is written in its own
+ * file of store/ (reserve.ts, settle.ts, ledger.ts, login-throttle.ts ...), so this is a thin
+ * adapter: each call is one LMDB write transaction (atomic.ts) or a read from the latest
+ * commit. */
 export class LmdbBackend implements StoreBackend {
   readonly kind = 'lmdb' as const;
   constructor(readonly store: Store) {}

@@ -11,14 +11,14 @@ const NAMES = [
   'idempotency', 'reservations', 'sessions', 'loginFailures', 'audit', 'results',
   // units of ledger entries removed by retention, per counter key (src/store/retention.ts)
   'ledgerPruned',
-  // console indexes (token-names.ts, metering/daily-totals.ts, metering/by-token.ts): derived from the records
+  // console indexes (token-names.ts, daily-totals.ts, by-token.ts): derived from the records
   // above and rebuilt from them when absent, so a store written before they existed opens
   'tokensByName', 'dailyTotals', 'byToken',
 ] as const;
 export type DbName = (typeof NAMES)[number];
 
 /** Meta flags of the derived indexes: set when an index is complete (token-names.ts,
- * metering/daily-totals.ts). */
+ * daily-totals.ts). */
 export const TOKEN_NAME_INDEX_FLAG = 'token_name_index_v1';
 export const DAILY_TOTALS_FLAG = 'daily_totals_v1';
 export const BY_TOKEN_FLAG = 'by_token_index_v1';

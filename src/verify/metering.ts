@@ -1,5 +1,6 @@
-import { archiveDemoUpload, type Reservation, type ReserveInput, type ReserveOutcome, type UsageRecord } from '../metering/index.ts';
-import type { StoreBackend } from '../store/backend.ts';
+import { archiveDemoUpload } from '../metering/index.ts';
+import type { ReserveInput, ReserveOutcome, StoreBackend } from '../store/backend.ts';
+import type { Reservation, UsageRecord } from '../store/records.ts';
 
 /** The verify call's only way into metering: every reserve, settle and refund of a verify
  * call goes through here, so a change of store touches one place. */

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
-import { reserve } from '../../src/metering/index.ts';
+import { reserve } from '../../src/store/index.ts';
 import { openStore } from '../../src/store/open.ts';
 import { getToken } from '../../src/store/tokens.ts';
 import { bearer, startServer, tempDir } from '../helpers/server.ts';

@@ -5,7 +5,7 @@ import { FormatRegistry, type TSchema } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import * as described from '../../src/openapi/responses.ts';
 import { createToken } from '../../src/admin/tokens.ts';
-import { AUDIT_SCAN_BUDGET, reserve, refund, writeAudit, type AuditRecord } from '../../src/metering/index.ts';
+import { AUDIT_SCAN_BUDGET, reserve, refund, writeAudit, type AuditRecord } from '../../src/store/index.ts';
 import { LmdbBackend } from '../../src/store/lmdb-backend.ts';
 import { openStore } from '../../src/store/open.ts';
 import type { TokenRecord } from '../../src/store/records.ts';

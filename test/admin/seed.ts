@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { appendLedger, windowKey, type AuditOutcome, type AuditRecord } from '../../src/metering/index.ts';
+import { appendLedger, windowKey, type AuditOutcome, type AuditRecord } from '../../src/store/index.ts';
 import type { Store } from '../../src/store/open.ts';
 import type { TokenRecord, UserRecord } from '../../src/store/records.ts';
 import { buildTokenNameIndex, indexTokenName } from '../../src/store/token-names.ts';

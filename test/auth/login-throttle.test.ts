@@ -10,7 +10,7 @@ import {
   recordLoginSuccess,
   sweepFailures,
   WINDOW_MS,
-} from '../../src/auth/login-throttle.ts';
+} from '../../src/store/login-throttle.ts';
 import { openStore } from '../../src/store/open.ts';
 import { tempDir } from '../helpers/server.ts';
 

@@ -1,12 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import type { Test } from 'tap';
-import { PAIR_LIMIT, throttleWait } from '../../src/auth/throttle-rules.ts';
+import { PAIR_LIMIT, throttleWait } from '../../src/store/throttle-rules.ts';
 import { ServiceError } from '../../src/errors/index.ts';
-import type { Reservation } from '../../src/metering/records.ts';
-import type { ReserveInput } from '../../src/metering/reserve.ts';
-import type { UsageRecord } from '../../src/metering/usage.ts';
+import type { Reservation, UsageRecord } from '../../src/store/records.ts';
 import { newKey, publicJwksOf, RETIRED_DELETE_MS } from '../../src/signing/keys.ts';
-import type { StoreBackend } from '../../src/store/backend.ts';
+import type { ReserveInput, StoreBackend } from '../../src/store/backend.ts';
 import { DuplicateTokenNameError } from '../../src/store/token-names.ts';
 import type { Grant, TokenRecord, UserRecord } from '../../src/store/records.ts';
 

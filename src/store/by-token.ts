@@ -1,5 +1,5 @@
-import { atomically } from '../store/atomic.ts';
-import { BY_TOKEN_FLAG, type Store } from '../store/open.ts';
+import { atomically } from './atomic.ts';
+import { BY_TOKEN_FLAG, type Store } from './open.ts';
 import type { AuditRecord, LedgerEntry } from './records.ts';
 
 // Per-token index of the audit log and the ledger, so "this token's calls, newest first" is a

@@ -1,6 +1,6 @@
 import { ServiceError } from '../errors/index.ts';
 import type { ModuleId } from '../packets/types.ts';
-import type { Grant } from '../store/records.ts';
+import type { Grant } from './records.ts';
 import { secondsUntilReset } from './periods.ts';
 
 /** The quota rule and its answer, shared by every store: null when `units` more fit in the

@@ -1,4 +1,4 @@
-import type { Store } from '../store/open.ts';
+import type { Store } from './open.ts';
 import type { IdempotencyRecord, Reservation } from './records.ts';
 
 /** Completed idempotency records are kept at least the retention, then pruned; settled

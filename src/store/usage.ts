@@ -1,17 +1,7 @@
-import { readLatest, type Store } from '../store/open.ts';
-import type { Grant, Period, TokenRecord } from '../store/records.ts';
+import { readLatest, type Store } from './open.ts';
+import type { Grant, Period, TokenRecord, UsageRecord } from './records.ts';
 import type { ModuleId } from '../packets/types.ts';
 import { resetAt, windowKey } from './periods.ts';
-
-/** The spec's usage record. */
-export interface UsageRecord {
-  module_id: ModuleId;
-  limit: number | null;
-  period: Period;
-  used: number;
-  remaining: number | null;
-  reset_at: string | null;
-}
 
 export function counterKey(tokenId: string, moduleId: ModuleId, period: Period, at: number): [string, string, string, string] {
   return [tokenId, moduleId, period, windowKey(period, at)];

@@ -1,13 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import type { Key } from 'lmdb';
 import type { ModuleId } from '../packets/types.ts';
-import type { Store } from '../store/open.ts';
-import { ledgerPrunedTotals } from '../store/retention.ts';
-import type { Period } from '../store/records.ts';
+import type { Store } from './open.ts';
+import { ledgerPrunedTotals } from './retention.ts';
 import { byTokenReady, indexLedgerByToken } from './by-token.ts';
 import { addToDailyTotals } from './daily-totals.ts';
 import { PERIODS } from './periods.ts';
-import type { LedgerEntry, LedgerKind } from './records.ts';
+import type { LedgerCheck, Page, PageQuery } from './backend.ts';
+import type { LedgerEntry, LedgerKind, Period } from './records.ts';
 
 /** Appends a ledger entry and moves the three window counters by the same amount. Call only
  * inside a write transaction: the pair is what keeps counters equal to the ledger. */
@@ -44,22 +44,6 @@ function windowOf(period: Period, w: { day: string; month: string }): string {
 export function ledgerCounterDeltas(e: LedgerEntry): { key: [string, string, string, string]; delta: number }[] {
   const delta = e.kind === 'charge' ? e.units : -e.units;
   return PERIODS.map((period) => ({ key: [e.token_id, e.module_id, period, windowOf(period, e.windows)], delta }));
-}
-
-export interface PageQuery {
-  token_id?: string;
-  module_id?: string;
-  from?: number;
-  to?: number;
-  cursor?: string;
-  limit?: number;
-  /** time order; `asc` (oldest first) unless asked */
-  order?: 'asc' | 'desc';
-}
-
-export interface Page<T> {
-  items: T[];
-  next_cursor: string | null;
 }
 
 /** Time-ordered pages over a db keyed [epoch ms, id]; the cursor is the last key served.
@@ -121,13 +105,6 @@ function* tokenRows(store: Store, db: 'ledger' | 'audit', start: Key[], end: Key
 export function listLedger(store: Store, q: PageQuery): Page<Omit<LedgerEntry, 'windows'>> {
   const page = pageByTime<LedgerEntry>(store, 'ledger', q);
   return { items: page.items.map(({ windows: _w, ...rest }) => rest), next_cursor: page.next_cursor };
-}
-
-export interface LedgerCheck {
-  ok: boolean;
-  entries: number;
-  counters: number;
-  mismatches: { key: unknown[]; counter: number; ledger: number }[];
 }
 
 /** Recomputes every counter from the ledger and compares (npm run cli -- ledger verify). */

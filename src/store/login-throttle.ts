@@ -1,4 +1,4 @@
-import type { Store } from '../store/open.ts';
+import type { Store } from './open.ts';
 import {
   addressKey,
   countFailure,

@@ -1,6 +1,6 @@
-import { atomically } from '../store/atomic.ts';
-import { DAILY_TOTALS_FLAG as BUILT, type Store } from '../store/open.ts';
-import type { LedgerEntry } from './records.ts';
+import { atomically } from './atomic.ts';
+import { DAILY_TOTALS_FLAG as BUILT, type Store } from './open.ts';
+import type { DailyTotal, LedgerEntry } from './records.ts';
 
 // Units per UTC day, kept beside the ledger so the console's usage chart is one short range
 // read whatever the ledger's size (it used to sum up to 20,000 ledger entries in the browser).
@@ -39,15 +39,6 @@ export async function ensureDailyTotals(store: Store): Promise<void> {
     for (const { value } of store.db.ledger.getRange({})) addToDailyTotals(store, value as LedgerEntry);
     store.db.meta.put(BUILT, true);
   });
-}
-
-export interface DailyTotal {
-  /** YYYY-MM-DD, a UTC day */
-  day: string;
-  charged: number;
-  refunded: number;
-  /** charged minus refunded */
-  units: number;
 }
 
 /** Every UTC day from `fromDay` to `toDay` (both inclusive, YYYY-MM-DD), zero days included,

@@ -1,4 +1,4 @@
-import type { Period } from '../store/records.ts';
+import type { Period } from './records.ts';
 
 // Quota windows (spec, rule 4): day from 00:00 UTC, month from 00:00 UTC on the 1st,
 // never cumulative. Every charge is counted in all three windows at once, so a grant whose

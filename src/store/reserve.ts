@@ -1,31 +1,16 @@
 import { randomBytes } from 'node:crypto';
 import { ServiceError } from '../errors/index.ts';
 import type { ModuleId } from '../packets/types.ts';
-import { atomically } from '../store/atomic.ts';
-import type { Store } from '../store/open.ts';
-import type { TokenRecord } from '../store/records.ts';
-import { isTokenLive } from '../store/tokens.ts';
+import { atomically } from './atomic.ts';
+import type { Store } from './open.ts';
+import { isTokenLive } from './tokens.ts';
 import { appendLedger } from './ledger.ts';
 import { currentProcess } from './owner.ts';
 import { windowKey } from './periods.ts';
 import { quotaRefusal } from './quota.ts';
-import type { IdempotencyRecord, Reservation } from './records.ts';
+import type { ReserveInput, ReserveOutcome } from './backend.ts';
+import type { IdempotencyRecord, Reservation, TokenRecord } from './records.ts';
 import { counterKey } from './usage.ts';
-
-export interface ReserveInput {
-  token: TokenRecord;
-  moduleId: ModuleId;
-  units: number;
-  requestId: string;
-  idempotencyKey: string | null;
-  fingerprint: string | null;
-  at: number;
-  retryAfterSeconds: number;
-}
-
-export type ReserveOutcome =
-  | { kind: 'reserved'; reservation: Reservation }
-  | { kind: 'replay'; status: number; body: string };
 
 type TxResult = ReserveOutcome | { kind: 'error'; error: ServiceError };
 

@@ -1,10 +1,9 @@
 import { ServiceError } from '../errors/index.ts';
-import { atomically } from '../store/atomic.ts';
-import type { Store } from '../store/open.ts';
-import type { TokenRecord } from '../store/records.ts';
+import { atomically } from './atomic.ts';
+import type { Store } from './open.ts';
 import { appendLedger } from './ledger.ts';
-import type { IdempotencyRecord, Reservation } from './records.ts';
-import { usageSnapshot, type UsageRecord } from './usage.ts';
+import type { IdempotencyRecord, Reservation, TokenRecord, UsageRecord } from './records.ts';
+import { usageSnapshot } from './usage.ts';
 
 export class SettlementError extends Error {}
 
