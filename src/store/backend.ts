@@ -97,8 +97,8 @@ export interface StoreBackend {
   reserve(input: ReserveInput): Promise<ReserveOutcome>;
   /** charged + key completed with the body `render` builds from the usage as of settlement
    * + result stored; on failure marks the reservation settlement_failed and throws
-   * ServiceError settlement_failed. `injectFailure` is the testing hook. */
-  settle(reservation: Reservation, at: number, render: (usage: UsageRecord[]) => string, results: unknown, injectFailure?: boolean): Promise<string>;
+   * ServiceError settlement_failed */
+  settle(reservation: Reservation, at: number, render: (usage: UsageRecord[]) => string, results: unknown): Promise<string>;
   /** gives held units back and releases the key; idempotent */
   refund(reservationId: string, at: number): Promise<Reservation | undefined>;
   /** operator decision on a settlement_failed reservation; 'not_pending' when it is not one */

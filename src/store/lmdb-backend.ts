@@ -8,6 +8,7 @@ import { refund, resolveReservation, settle } from './settle.ts';
 import { usageSnapshot } from './usage.ts';
 import type { ModuleId } from '../packets/types.ts';
 import type { StoreBackend, UserPatch } from './backend.ts';
+import type { FaultHooks, SettlementFault } from './faults.ts';
 import { moduleEnabled, setModuleEnabled } from './modules.ts';
 import { openStore, readLatest, storeHealthy, type LmdbCommits, type Store } from './open.ts';
 import { pruneAuditBefore, pruneLedgerBefore, pruneResultsBefore } from './retention.ts';
@@ -23,8 +24,9 @@ import { getUser, getUserByName, insertUser, listUsers, updateUser } from './use
  * file of store/ (reserve.ts, settle.ts, ledger.ts, login-throttle.ts ...), so this is a thin
  * adapter: each call is one LMDB write transaction (atomic.ts) or a read from the latest
  * commit. */
-export class LmdbBackend implements StoreBackend {
+export class LmdbBackend implements StoreBackend, FaultHooks {
   readonly kind = 'lmdb' as const;
+  settlementFault: SettlementFault | null = null;
   constructor(readonly store: Store) {}
 
   static open(dataDir: string, opts: { commits?: LmdbCommits } = {}): LmdbBackend {
@@ -80,7 +82,7 @@ export class LmdbBackend implements StoreBackend {
     return reserve(this.store, input);
   }
   settle(...args: Parameters<StoreBackend['settle']>) {
-    return settle(this.store, ...args);
+    return settle(this.store, ...args, this.settlementFault?.(args[3]) ?? false);
   }
   refund(reservationId: string, at: number) {
     return refund(this.store, reservationId, at);

@@ -1,4 +1,5 @@
 import type { StoreBackend } from './backend.ts';
+import { injectSettlementFault, settlementFaultFor } from './faults.ts';
 import { LmdbBackend } from './lmdb-backend.ts';
 import type { LmdbCommits } from './open.ts';
 import type { PgOptions } from './pg/backend.ts';
@@ -12,7 +13,11 @@ export async function openBackend(opts: { databaseUrl: string | undefined; dataD
   return PgBackend.open(opts.databaseUrl, opts.pg);
 }
 
+type StoreConfig = { DATABASE_URL?: string | undefined; DATA_DIR: string; NODE_LEASE_SECONDS: number; LMDB_COMMITS?: LmdbCommits; TEST_SETTLEMENT_FAIL_PREFIX?: string | undefined };
+
 /** The store a process of the service uses, from its validated configuration. */
-export function openConfiguredStore(config: { DATABASE_URL?: string | undefined; DATA_DIR: string; NODE_LEASE_SECONDS: number; LMDB_COMMITS?: LmdbCommits }, onError?: (err: Error) => void): Promise<StoreBackend> {
-  return openBackend({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, lmdbCommits: config.LMDB_COMMITS, pg: { leaseMs: config.NODE_LEASE_SECONDS * 1000, ...(onError ? { onError } : {}) } });
+export async function openConfiguredStore(config: StoreConfig, onError?: (err: Error) => void): Promise<StoreBackend> {
+  const store = await openBackend({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, lmdbCommits: config.LMDB_COMMITS, pg: { leaseMs: config.NODE_LEASE_SECONDS * 1000, ...(onError ? { onError } : {}) } });
+  injectSettlementFault(store, settlementFaultFor(config.TEST_SETTLEMENT_FAIL_PREFIX));
+  return store;
 }

@@ -5,6 +5,7 @@ import { ServiceError } from '../../src/errors/index.ts';
 import type { Reservation, UsageRecord } from '../../src/store/records.ts';
 import { newKey, publicJwksOf, RETIRED_DELETE_MS } from '../../src/signing/keys.ts';
 import type { ReserveInput, StoreBackend } from '../../src/store/backend.ts';
+import { injectSettlementFault } from '../../src/store/faults.ts';
 import { DuplicateTokenNameError } from '../../src/store/token-names.ts';
 import type { Grant, TokenRecord, UserRecord } from '../../src/store/records.ts';
 
@@ -156,7 +157,9 @@ export function storeContract(t: Test, store: StoreBackend): void {
     await store.insertToken(tok);
     const input = reserveInput(tok, { idempotencyKey: 'k-f', fingerprint: 'fp' });
     const r = await reserved(store, input);
-    const failed = await refusal(store.settle(r, T0, render(input.requestId), [], true));
+    injectSettlementFault(store, () => true);
+    const failed = await refusal(store.settle(r, T0, render(input.requestId), []));
+    injectSettlementFault(store, null);
     t.equal(failed.code, 'settlement_failed');
     t.ok((await store.listSettlementFailed()).some((x) => x.id === r.id));
     t.equal((await refusal(store.reserve(reserveInput(tok, { idempotencyKey: 'k-f', fingerprint: 'fp' })))).code, 'settlement_failed', 'the retry hears the same answer');

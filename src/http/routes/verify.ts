@@ -2,7 +2,7 @@ import { TokenCache } from '../../auth/token-cache.ts';
 import { MAX_BODY_BYTES, MAX_HEADER_BYTES, MAX_PART_BYTES, MAX_PARTS } from '../../contract/index.ts';
 import { ServiceError, ValidationFailure } from '../../errors/index.ts';
 import { recordVerify } from '../../observability/request-facts.ts';
-import { respond, storeMetering, verify, withTestFaults, type CallTrace, type VerifyDeps, type VerifyRequest } from '../../verify/index.ts';
+import { respond, storeMetering, verify, type CallTrace, type VerifyDeps, type VerifyRequest } from '../../verify/index.ts';
 import { checkContentLength } from '../body.ts';
 import { clientAddress } from '../client-address.ts';
 import type { HttpContext } from '../context.ts';
@@ -34,23 +34,20 @@ export function verifyRoutes(router: Router, s: Services): void {
     }
     return tokenCache ? tokenCache.get(hash) : s.store.getTokenByHash(hash);
   };
-  const deps: VerifyDeps = withTestFaults(
-    {
-      config: s.config,
-      store: s.store,
-      tokens: readToken,
-      admission: s.admission,
-      metering: storeMetering(s.store),
-      inference: s.inference,
-      metrics: {
-        busy: () => s.metrics.busyRejections.inc(),
-        inferenceSeconds: (module, seconds) => s.metrics.inferenceSeconds.observe({ module }, seconds),
-        stepSeconds: (step, seconds) => s.metrics.stepSeconds.observe({ step }, seconds),
-      },
-      log: s.log,
+  const deps: VerifyDeps = {
+    config: s.config,
+    store: s.store,
+    tokens: readToken,
+    admission: s.admission,
+    metering: storeMetering(s.store),
+    inference: s.inference,
+    metrics: {
+      busy: () => s.metrics.busyRejections.inc(),
+      inferenceSeconds: (module, seconds) => s.metrics.inferenceSeconds.observe({ module }, seconds),
+      stepSeconds: (step, seconds) => s.metrics.stepSeconds.observe({ step }, seconds),
     },
-    s.config,
-  );
+    log: s.log,
+  };
   router.add('POST', '/v1/modules/:module_id/verify', (ctx, params) => {
     const req = verifyRequest(ctx, params.module_id!, s);
     const trace: CallTrace = { token: null, moduleId: null, captures: 0, charged: 0, reserved: 0, refunded: 0, results: null };

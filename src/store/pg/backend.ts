@@ -11,6 +11,7 @@ import type { ModuleId } from '../../packets/types.ts';
 import type { JWK } from 'jose';
 import type { AuditRecord, DailyTotal, Grant, KeyFile, LedgerEntry, Reservation, SessionRecord, TokenRecord, UsageRecord, UserRecord } from '../records.ts';
 import { AUDIT_SCAN_BUDGET, type LedgerCheck, type Page, type PageQuery, type ReserveInput, type ReserveOutcome, type ResolveAction, type StoreBackend, type UserPatch } from '../backend.ts';
+import type { FaultHooks, SettlementFault } from '../faults.ts';
 import { StoreError } from '../open.ts';
 import { migrate } from './migrate.ts';
 import { DuplicateTokenNameError, nameKey as tokenNameKey } from '../token-names.ts';
@@ -85,8 +86,9 @@ const PRUNE_BATCH = 1000;
 /** the database's clock as epoch ms (clock_timestamp: the moment of reading, not of the transaction's start) */
 const DB_MS = '(extract(epoch FROM clock_timestamp()) * 1000)::float8';
 
-export class PgBackend implements StoreBackend {
+export class PgBackend implements StoreBackend, FaultHooks {
   readonly kind = 'postgres' as const;
+  settlementFault: SettlementFault | null = null;
   readonly pool: pg.Pool;
   private nodeId = '';
   private leaseOkUntil = 0;
@@ -343,7 +345,8 @@ export class PgBackend implements StoreBackend {
     }
   }
 
-  async settle(reservation: Reservation, at: number, render: (usage: UsageRecord[]) => string, results: unknown, injectFailure = false): Promise<string> {
+  async settle(reservation: Reservation, at: number, render: (usage: UsageRecord[]) => string, results: unknown): Promise<string> {
+    const injectFailure = this.settlementFault?.(results) ?? false;
     const w = windowsOf(at);
     // The body is rendered here with a placeholder for the usage array, and the function
     // fills in the usage as of the settlement itself: one call, and the saved body is the
