@@ -2,14 +2,13 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { Config } from '../config/index.ts';
 import type { StoreBackend } from '../store/backend.ts';
 import type { Role, SessionRecord } from '../store/records.ts';
+import { newCsrfToken } from './csrf.ts';
 
 export type { SessionRecord };
-import { newCsrfToken } from './csrf.ts';
 
 // Administrator sessions, server-side in the store so that every API worker (and every node
 // on a shared store) sees the same ones and logout is immediate everywhere. The key is the SHA-256 of the cookie value: a copy of
 // the store does not hand out live sessions.
-
 
 /** last_seen is written at most this often: a write per admin GET buys nothing. */
 const TOUCH_MS = 15_000;
