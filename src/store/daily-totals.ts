@@ -1,5 +1,6 @@
 import { atomically } from './atomic.ts';
 import { DAILY_TOTALS_FLAG as BUILT, type Store } from './open.ts';
+import { dayTotals } from './periods.ts';
 import type { DailyTotal, LedgerEntry } from './records.ts';
 
 // Units per UTC day, kept beside the ledger so the console's usage chart is one short range
@@ -56,11 +57,5 @@ export async function dailyTotals(store: Store, q: { fromDay: string; toDay: str
     const s = sums.get(day) ?? [0, 0];
     sums.set(day, [s[0] + c, s[1] + r]);
   }
-  const out: DailyTotal[] = [];
-  for (let t = Date.parse(`${q.fromDay}T00:00:00Z`), end = Date.parse(`${q.toDay}T00:00:00Z`); t <= end; t += 86_400_000) {
-    const day = new Date(t).toISOString().slice(0, 10);
-    const [charged, refunded] = sums.get(day) ?? [0, 0];
-    out.push({ day, charged, refunded, units: charged - refunded });
-  }
-  return out;
+  return dayTotals(q.fromDay, q.toDay, sums);
 }

@@ -1,4 +1,4 @@
-import type { Period } from './records.ts';
+import type { DailyTotal, Period } from './records.ts';
 
 // Quota windows (spec, rule 4): day from 00:00 UTC, month from 00:00 UTC on the 1st,
 // never cumulative. Every charge is counted in all three windows at once, so a grant whose
@@ -26,4 +26,16 @@ export function resetAt(period: Period, at: number): number | null {
 export function secondsUntilReset(period: Period, at: number): number | null {
   const r = resetAt(period, at);
   return r === null ? null : Math.max(1, Math.ceil((r - at) / 1000));
+}
+
+/** Every UTC day from `fromDay` to `toDay` (both inclusive, YYYY-MM-DD), days without units
+ * included, from the [charged, refunded] sums of the days that have some. */
+export function dayTotals(fromDay: string, toDay: string, sums: ReadonlyMap<string, readonly [number, number]>): DailyTotal[] {
+  const out: DailyTotal[] = [];
+  for (let t = Date.parse(`${fromDay}T00:00:00Z`), end = Date.parse(`${toDay}T00:00:00Z`); t <= end; t += 86_400_000) {
+    const day = new Date(t).toISOString().slice(0, 10);
+    const [charged, refunded] = sums.get(day) ?? [0, 0];
+    out.push({ day, charged, refunded, units: charged - refunded });
+  }
+  return out;
 }

@@ -5,7 +5,7 @@ import { localNow, setClockOffset } from '../../clock.ts';
 import { countFailure, KNOWN_ADDRESS_MS, nameLive, throttleName, windowLive, type FailureCount, type ThrottleView } from '../throttle-rules.ts';
 import { addressKey, nameKey, pairKey } from '../throttle-rules.ts';
 import { ServiceError } from '../../errors/index.ts';
-import { resetAt, windowKey } from '../periods.ts';
+import { dayTotals, resetAt, windowKey } from '../periods.ts';
 import { quotaRefusal } from '../quota.ts';
 import type { ModuleId } from '../../packets/types.ts';
 import type { JWK } from 'jose';
@@ -608,13 +608,7 @@ export class PgBackend implements StoreBackend, FaultHooks {
       )
     ).rows;
     const sums = new Map(rows.map((r) => [r.day as string, [Number(r.c), Number(r.r)] as const]));
-    const out: DailyTotal[] = [];
-    for (let t = Date.parse(`${q.fromDay}T00:00:00Z`), end = Date.parse(`${q.toDay}T00:00:00Z`); t <= end; t += 86_400_000) {
-      const day = new Date(t).toISOString().slice(0, 10);
-      const [charged, refunded] = sums.get(day) ?? [0, 0];
-      out.push({ day, charged, refunded, units: charged - refunded });
-    }
-    return out;
+    return dayTotals(q.fromDay, q.toDay, sums);
   }
   async ensureConsoleIndexes() {
     // nothing derived to build: SQL answers these from the tables themselves
