@@ -92,6 +92,16 @@ async function stop(proc) {
   clearTimeout(timer);
 }
 
+/** Whether a build of the service reads a graph's `resize` field (its compiled manifest
+ * schema names the bilinear kind). */
+function knowsResizeField(from) {
+  try {
+    return readFileSync(join(from, 'dist/src/inference/manifest.js'), 'utf8').includes("'bilinear'");
+  } catch {
+    return false;
+  }
+}
+
 /** The service on tiny128, deployed the way peers/README.md says. `from`: another build of
  * the service (--baseline DIR, e.g. an older commit's `npm run build`) to compare with. */
 async function startService(port, from = root, name = 'service') {
@@ -105,8 +115,10 @@ async function startService(port, from = root, name = 'service') {
     const manifest = JSON.parse(readFileSync(join(peers, 'model/tiny128.manifest.json'), 'utf8'));
     // The peers resize bilinearly (OpenCV INTER_LINEAR) and the manifest's description says
     // so; this service's default is area, so the deployment names it. A --baseline build from
-    // before the field existed gets the file unchanged (it resized 320 -> 128 bilinearly too).
-    if (from === root) for (const g of manifest.modules.rgb_liveness.graphs) g.resize = 'bilinear';
+    // before the field existed gets the file unchanged (it resized 320 -> 128 bilinearly too);
+    // one that knows the field gets it as well, or it would be measured on the costlier area
+    // resize.
+    if (from === root || knowsResizeField(from)) for (const g of manifest.modules.rgb_liveness.graphs) g.resize = 'bilinear';
     writeFileSync(join(models, 'manifest.json'), JSON.stringify(manifest, null, 2));
   }
   const env = { ...process.env, ...PRODUCTION_ENV, DATA_DIR: join(dir, 'data'), MODELS_DIR: modelsDir, MODEL_SET: SET, LOG_LEVEL: 'warn' };
