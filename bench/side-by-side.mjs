@@ -114,11 +114,11 @@ async function startService(port, from = root, name = 'service') {
     copyFileSync(join(peers, 'model/tiny128.onnx'), join(models, 'tiny128.onnx'));
     const manifest = JSON.parse(readFileSync(join(peers, 'model/tiny128.manifest.json'), 'utf8'));
     // The peers resize bilinearly (OpenCV INTER_LINEAR) and the manifest's description says
-    // so; this service's default is area, so the deployment names it. A --baseline build from
-    // before the field existed gets the file unchanged (it resized 320 -> 128 bilinearly too);
-    // one that knows the field gets it as well, or it would be measured on the costlier area
-    // resize.
-    if (from === root || knowsResizeField(from)) for (const g of manifest.modules.rgb_liveness.graphs) g.resize = 'bilinear';
+    // so; this service's default is area, so the deployment names it, for this build and for
+    // a --baseline build that knows the field (else that one would be measured on the costlier
+    // area resize). A build from before the field existed gets the file unchanged (it resized
+    // 320 -> 128 bilinearly too).
+    if (knowsResizeField(from)) for (const g of manifest.modules.rgb_liveness.graphs) g.resize = 'bilinear';
     writeFileSync(join(models, 'manifest.json'), JSON.stringify(manifest, null, 2));
   }
   const env = { ...process.env, ...PRODUCTION_ENV, DATA_DIR: join(dir, 'data'), MODELS_DIR: modelsDir, MODEL_SET: SET, LOG_LEVEL: 'warn' };
