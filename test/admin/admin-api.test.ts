@@ -48,8 +48,9 @@ const STATE_CHANGING: [string, string, unknown][] = [
   ['DELETE', '/admin/api/tokens/tok_nope/grants/rgb_liveness', undefined],
   ['DELETE', '/admin/api/tokens/tok_nope', undefined],
   ['POST', '/admin/api/settlements/rsv_nope/resolve', { action: 'refund' }],
+  ['POST', '/admin/api/model-set', { model_set: 'tiny_v1' }],
 ];
-const READS = ['/admin/api/modules', '/admin/api/users', '/admin/api/tokens', '/admin/api/tokens/tok_nope', '/admin/api/usage', '/admin/api/audit', '/admin/api/settlements'];
+const READS = ['/admin/api/model-set', '/admin/api/modules', '/admin/api/users', '/admin/api/tokens', '/admin/api/tokens/tok_nope', '/admin/api/usage', '/admin/api/audit', '/admin/api/settlements'];
 
 t.test('no session: 401 invalid_session on every endpoint', async (t) => {
   const anon = client(base, undefined);
@@ -61,6 +62,10 @@ t.test('no session: 401 invalid_session on every endpoint', async (t) => {
   }
   const forged = await client(base, { ...session, cookie: 'lv_session=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA' })('GET', '/admin/api/tokens');
   t.equal(forged.status, 401, 'a made-up session id');
+  // The model-set routes once called the guard without awaiting it: the refusal became an
+  // unhandled rejection that ended the process right after (GET) or before (POST) answering.
+  t.equal((await fetch(`${base}/health/live`)).status, 200, 'the service is still up');
+  t.equal(server.proc.exitCode, null, 'the process did not exit');
 });
 
 t.test('CSRF token missing or wrong: 403 csrf_failed on every state-changing call, nothing changed', async (t) => {
@@ -74,6 +79,8 @@ t.test('CSRF token missing or wrong: 403 csrf_failed on every state-changing cal
   }
   t.equal((await admin('GET', '/admin/api/users')).json.users.length, 1, 'no user was created');
   t.equal((await admin('GET', '/admin/api/tokens', undefined, { csrf: null })).status, 200, 'reads need no CSRF token');
+  t.equal((await admin('GET', '/admin/api/model-set')).json.activating, null, 'no model-set change was requested');
+  t.equal(server.proc.exitCode, null, 'the process did not exit');
 });
 
 t.test('a session whose account lost the admin role: 403 forbidden', async (t) => {

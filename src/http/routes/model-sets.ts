@@ -22,15 +22,15 @@ export function modelSetRoutes(router: Router, s: Services): void {
     active: s.config.MODEL_SET, activating: null, last: null, last_request_id: null, available: availableModelSets(s.config.MODELS_DIR),
   };
 
-  router.add('GET', '/admin/api/model-set', (ctx) => {
-    requireAdmin(ctx, s);
+  router.add('GET', '/admin/api/model-set', async (ctx) => {
+    await requireAdmin(ctx, s);
     return json(200, state());
   });
 
   // 202: the set loads and warms beside the serving one (seconds to minutes); GET shows
   // `activating`, then `last` with this request's id and the outcome (active or refused).
   router.add('POST', '/admin/api/model-set', async (ctx) => {
-    requireAdmin(ctx, s);
+    await requireAdmin(ctx, s);
     const body = parseActivate(await readJson(ctx));
     if (!availableModelSets(s.config.MODELS_DIR).includes(body.model_set)) {
       throw new ServiceError('not_found', `Unknown model set ${body.model_set} (no ${body.model_set}/manifest.json in MODELS_DIR)`);
