@@ -119,7 +119,7 @@ function printReport(r: Awaited<ReturnType<typeof benchInference>>): void {
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const quick = process.argv.includes('--quick');
-  benchInference({ quick }).then((result) => {
+  void benchInference({ quick }).then((result) => {
     printReport(result);
     if (process.argv.includes('--json')) console.log(JSON.stringify(result, null, 2));
     process.exit(0);

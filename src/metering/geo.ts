@@ -9,7 +9,6 @@ import { Reader } from 'mmdb-lib';
 // of a 32-worker host (bench/uploads.ts). A thread that was handed nothing (tests, the CLI)
 // reads the file itself on first use.
 type Row = { country_code?: string };
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 let reader: Reader<any> | null | undefined;
 
 function databaseFile(): string {
@@ -46,7 +45,6 @@ export function useGeoDatabase(shared: SharedArrayBuffer | null): void {
   }
 }
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 function load(): Reader<any> | null {
   if (reader === undefined) useGeoDatabase(geoDatabase());
   return reader ?? null;

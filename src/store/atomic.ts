@@ -34,7 +34,13 @@ export function syncCommitFlags(root: Store['root']): number | undefined {
  *   threw.
  * Either way a commit is visible to every thread and survives the process once this resolves.
  * The caller waits while another thread or process holds LMDB's write lock; transactions are a
- * few record writes each, so that wait is short. */
+ * few record writes each, so that wait is short.
+ *
+ * Inside `fn` (and inside any lmdb-js `transaction` callback) a put or remove is applied to
+ * the open transaction at once; the promise it returns only settles with that transaction,
+ * whose failure the awaited commit reports. Such writes are therefore written `void db.put(...)`
+ * (the lint's no-floating-promises). Outside a transaction a write must be awaited: a failed
+ * commit there would otherwise be an unhandled rejection. */
 export function atomically<T>(store: Store, fn: () => T): Promise<T> {
   if (store.commits === 'batched') return store.root.transaction(() => store.root.childTransaction(fn)) as Promise<T>;
   try {

@@ -20,7 +20,7 @@ type Totals = [charged: number, refunded: number];
 
 function bump(store: Store, key: unknown[], kind: LedgerEntry['kind'], units: number): void {
   const [c, r] = (store.db.dailyTotals.get(key) as Totals | undefined) ?? [0, 0];
-  store.db.dailyTotals.put(key, kind === 'charge' ? [c + units, r] : [c, r + units]);
+  void store.db.dailyTotals.put(key, kind === 'charge' ? [c + units, r] : [c, r + units]);
 }
 
 /** Inside the ledger append's write transaction. */
@@ -36,9 +36,9 @@ export async function ensureDailyTotals(store: Store): Promise<void> {
   if (store.db.meta.get(BUILT) === true) return;
   await atomically(store, () => {
     if (store.db.meta.get(BUILT) === true) return;
-    for (const key of [...store.db.dailyTotals.getKeys({})]) store.db.dailyTotals.remove(key);
+    for (const key of [...store.db.dailyTotals.getKeys({})]) void store.db.dailyTotals.remove(key);
     for (const { value } of store.db.ledger.getRange({})) addToDailyTotals(store, value as LedgerEntry);
-    store.db.meta.put(BUILT, true);
+    void store.db.meta.put(BUILT, true);
   });
 }
 

@@ -25,12 +25,12 @@ export function appendLedger(
     at: new Date(e.at).toISOString(),
     windows: e.windows,
   };
-  store.db.ledger.put([e.at, entry.id], entry);
+  void store.db.ledger.put([e.at, entry.id], entry);
   indexLedgerByToken(store, entry, e.at);
   const delta = e.kind === 'charge' ? e.units : -e.units;
   for (const period of PERIODS) {
     const key = [e.token_id, e.module_id, period, windowOf(period, e.windows)];
-    store.db.counters.put(key, ((store.db.counters.get(key) as number | undefined) ?? 0) + delta);
+    void store.db.counters.put(key, ((store.db.counters.get(key) as number | undefined) ?? 0) + delta);
   }
   addToDailyTotals(store, entry);
   return entry;

@@ -15,7 +15,7 @@ export async function pruneAuditBefore(store: Store, cutoff: number): Promise<nu
     const keys = [...store.db.audit.getKeys({ start: [0], end: [cutoff], limit: BATCH })];
     if (keys.length === 0) return removed;
     await atomically(store, () => {
-      for (const k of keys) store.db.audit.remove(k);
+      for (const k of keys) void store.db.audit.remove(k);
     });
     removed += keys.length;
   }
@@ -34,7 +34,7 @@ export async function pruneResultsBefore(store: Store, cutoff: number): Promise<
         // re-read inside the write: a record rewritten since the scan is judged again
         const v = store.db.results.get(k as string) as { at?: string } | undefined;
         if (v && Date.parse(v.at ?? '') < cutoff) {
-          store.db.results.remove(k as string);
+          void store.db.results.remove(k as string);
           removed++;
         }
       }
@@ -52,7 +52,7 @@ type CounterKey = [token_id: string, module_id: string, period: string, window: 
 
 /** Folds a removed ledger entry's units into the per-window totals of pruned entries. */
 function addPruned(store: Store, key: CounterKey, delta: number): void {
-  store.db.ledgerPruned.put(key, ((store.db.ledgerPruned.get(key) as number | undefined) ?? 0) + delta);
+  void store.db.ledgerPruned.put(key, ((store.db.ledgerPruned.get(key) as number | undefined) ?? 0) + delta);
 }
 
 /**
@@ -73,7 +73,7 @@ export async function pruneLedgerBefore(
       const batch = [...store.db.ledger.getRange({ start: [0], end: [cutoff], limit: BATCH })];
       for (const { key, value } of batch) {
         for (const { key: k, delta } of keysOf(value)) addPruned(store, k, delta);
-        store.db.ledger.remove(key);
+        void store.db.ledger.remove(key);
       }
       return batch.length;
     });

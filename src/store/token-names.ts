@@ -38,8 +38,8 @@ export function tokenNameHolder(store: Store, name: string, exceptId?: string): 
 
 /** Inside a write transaction: index a token's name, or move its entry on a rename. */
 export function indexTokenName(store: Store, before: TokenRecord | undefined, after: TokenRecord): void {
-  if (before && nameKey(before.name) !== nameKey(after.name)) store.db.tokensByName.remove([nameKey(before.name), before.id]);
-  store.db.tokensByName.put([nameKey(after.name), after.id], after.token_prefix);
+  if (before && nameKey(before.name) !== nameKey(after.name)) void store.db.tokensByName.remove([nameKey(before.name), before.id]);
+  void store.db.tokensByName.put([nameKey(after.name), after.id], after.token_prefix);
 }
 
 /** Inside a write transaction: refuse a new name another token holds. Only new names are
@@ -57,9 +57,9 @@ export function buildTokenNameIndex(store: Store): void {
   if (store.db.meta.get(BUILT) === true) return;
   for (const { value } of store.db.tokens.getRange({})) {
     const t = value as TokenRecord;
-    store.db.tokensByName.put([nameKey(t.name), t.id], t.token_prefix);
+    void store.db.tokensByName.put([nameKey(t.name), t.id], t.token_prefix);
   }
-  store.db.meta.put(BUILT, true);
+  void store.db.meta.put(BUILT, true);
 }
 
 /** For readers of the index: builds it first on a store that has none yet. */

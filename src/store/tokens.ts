@@ -30,8 +30,8 @@ export async function insertToken(store: Store, token: TokenRecord): Promise<voi
     buildTokenNameIndex(store);
     checkNewTokenName(store, undefined, token);
     indexTokenName(store, undefined, token);
-    store.db.tokenHashes.put(token.hash, token.id);
-    store.db.tokens.put(token.id, token);
+    void store.db.tokenHashes.put(token.hash, token.id);
+    void store.db.tokens.put(token.id, token);
   });
 }
 
@@ -48,7 +48,7 @@ export async function updateToken(store: Store, id: string, change: (t: TokenRec
       checkNewTokenName(store, token, next);
     }
     indexTokenName(store, token, next);
-    store.db.tokens.put(id, next);
+    void store.db.tokens.put(id, next);
     return next;
   });
 }

@@ -24,8 +24,8 @@ export function listUsers(store: Store): UserRecord[] {
 export async function insertUser(store: Store, user: UserRecord): Promise<boolean> {
   return atomically(store, () => {
     if (store.db.usersByName.get(user.username) !== undefined) return false;
-    store.db.usersByName.put(user.username, user.id);
-    store.db.users.put(user.id, user);
+    void store.db.usersByName.put(user.username, user.id);
+    void store.db.users.put(user.id, user);
     return true;
   });
 }
@@ -44,7 +44,7 @@ export async function updateUser(
     if (!user) return undefined;
     const next = { ...user, ...patch };
     if (check) check(user, next, [...store.db.users.getRange({})].map((e) => e.value as UserRecord).filter((u) => u.id !== id));
-    store.db.users.put(id, next);
+    void store.db.users.put(id, next);
     return next;
   });
 }
