@@ -14,6 +14,8 @@ export interface ModuleView {
   ready: boolean;
   modes: Mode[];
   model_set: string;
+  /** the manifest's `trained` (false: random weights; null while the engine is not known) */
+  trained: boolean | null;
   decision_policy: string;
   threshold: number;
   execution_provider: string | null;
@@ -34,6 +36,7 @@ export async function moduleView(store: StoreBackend, inference: InferenceServic
     ready: r?.ready ?? false,
     modes: MODES[id],
     model_set: r?.model_set ?? fallbackModelSet,
+    trained: r?.trained ?? null,
     decision_policy: r?.decision_policy ?? '',
     threshold: r?.threshold ?? 0,
     execution_provider: r?.execution_provider ?? null,

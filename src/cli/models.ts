@@ -7,6 +7,7 @@ import {
   CalibrationError,
   calibrationSummary,
   checkModelSet,
+  loadManifest,
   ManifestError,
   readModelSetState,
   requestActivation,
@@ -53,10 +54,20 @@ export const modelCommands: Record<string, Command> = {
     },
   },
   'models status': {
-    usage: 'models status   (the model set a running server on this DATA_DIR serves, and its last activation)',
+    usage: 'models status   (the model set a running server on this DATA_DIR serves, its last activation, and which sets are trained)',
     async run() {
       const config = loadConfig();
-      return readModelSetState(config.DATA_DIR) ?? { active: null, note: 'no running server has written its state in this DATA_DIR', available: availableModelSets(config.MODELS_DIR) };
+      const state = readModelSetState(config.DATA_DIR) ?? { active: null, note: 'no running server has written its state in this DATA_DIR', available: availableModelSets(config.MODELS_DIR) };
+      // the manifest's own word on its weights: false means verdicts that mean nothing
+      const trained: Record<string, boolean | null> = {};
+      for (const set of state.available) {
+        try {
+          trained[set] = loadManifest(path.join(config.MODELS_DIR, set)).trained;
+        } catch {
+          trained[set] = null; // a manifest that does not load: `models check` says why
+        }
+      }
+      return { ...state, trained };
     },
   },
   'models activate': {

@@ -20,8 +20,19 @@ export function startEngine(config: Config, log: Logger): EngineHost {
     backend: config.INFERENCE_BACKEND,
     threads: config.INFERENCE_THREADS,
     warmupRuns: config.WARMUP_RUNS,
+    requireTrained: config.REQUIRE_TRAINED_MODELS,
     log: (obj, msg) => log.info(obj, msg),
   });
+  // The shipped sets have random weights: say so where an operator first looks.
+  const untrained = engine.readiness().filter((m) => !m.trained);
+  if (untrained.length > 0) {
+    log.warn(
+      { model_set: config.MODEL_SET, modules: untrained.map((m) => m.module_id), require_trained: config.REQUIRE_TRAINED_MODELS },
+      config.REQUIRE_TRAINED_MODELS
+        ? 'model set is untrained (trained: false): its modules stay unready because REQUIRE_TRAINED_MODELS is set'
+        : 'model set is untrained (trained: false): its verdicts mean nothing; deploy trained graphs (README "Deploying a trained model") and set REQUIRE_TRAINED_MODELS=1 in production',
+    );
+  }
   let closing = false;
   const stopWatching = watchActivationRequests(config.DATA_DIR, config.MODELS_DIR, engine, (obj, msg) => log.info(obj, msg));
   // a stop during warm-up rejects start(); only a failure while serving is an error

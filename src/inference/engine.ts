@@ -23,6 +23,8 @@ export interface EngineOptions {
   warmupRuns?: number;
   /** default: both modules */
   enabledModules?: ModuleId[];
+  /** REQUIRE_TRAINED_MODELS: a set whose manifest says `trained: false` never reports ready */
+  requireTrained?: boolean;
   log?: (obj: object, msg: string) => void;
 }
 
@@ -101,6 +103,11 @@ class Engine implements InferenceEngine {
     this.packSize = frameGraphs.length > 0 && frameGraphs.every((g) => g.role === 'frame' && g.batch === 'dynamic') ? MAX_BATCH : 1;
     for (const id of enabled) {
       if (!manifest.modules[id]) this.errors.set(id, `model set ${manifest.model_set} does not describe ${id}`);
+      // Random weights answer live and not live by chance: a production host sets
+      // REQUIRE_TRAINED_MODELS so that such a set can neither serve nor be switched to.
+      else if (opts.requireTrained && !manifest.trained) {
+        this.errors.set(id, `model set ${manifest.model_set} is untrained (its manifest says trained: false) and REQUIRE_TRAINED_MODELS is set`);
+      }
     }
   }
 
@@ -204,6 +211,7 @@ class Engine implements InferenceEngine {
         module_id,
         ready: this.isReady(module_id),
         model_set: this.manifest.model_set,
+        trained: this.manifest.trained,
         decision_policy: modes[0]?.decision_policy ?? '',
         threshold: modes[0]?.threshold ?? 0,
         execution_provider: this.provider,

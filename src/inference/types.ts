@@ -56,6 +56,8 @@ export interface ModuleReadiness {
   /** graphs loaded and warmed up */
   ready: boolean;
   model_set: string;
+  /** the manifest's `trained`: false means random weights, verdicts that mean nothing */
+  trained: boolean;
   decision_policy: string;
   threshold: number;
   execution_provider: ExecutionProvider | null;

@@ -133,7 +133,7 @@ export class RefundMetrics {
 /** What the main thread can say about inference: readiness per module and the pool's own
  * queue-wait and run-time figures (piscina measures both per task, in milliseconds). */
 export interface InferenceStats {
-  readiness(): { module_id: string; ready: boolean }[];
+  readiness(): { module_id: string; ready: boolean; model_set: string; trained: boolean }[];
   poolTimes(): { waitTime: TimeSummary; runTime: TimeSummary } | null;
 }
 interface TimeSummary { p50: number; p90: number; p99: number; max: number }
@@ -154,6 +154,16 @@ export class MainMetrics {
       collect() {
         this.reset();
         for (const m of stats.readiness()) this.set({ module: m.module_id }, m.ready ? 1 : 0);
+      },
+    });
+    new client.Gauge({
+      name: 'lv_model_info',
+      help: 'always 1: the model set each module serves, and whether its manifest says the weights are trained',
+      labelNames: ['module', 'model_set', 'trained'] as const,
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const m of stats.readiness()) this.set({ module: m.module_id, model_set: m.model_set, trained: String(m.trained) }, 1);
       },
     });
     const pool = (name: string, key: 'waitTime' | 'runTime', help: string) =>

@@ -40,14 +40,14 @@ export const modules = { modules: [{ module_id: 'rgb_liveness', status: 'availab
 
 export const healthReady = {
   status: 'ready', store: 'ok',
-  modules: { rgb_liveness: { enabled: true, ready: true, model_set: 'raw_v1', execution_provider: 'wasm' } },
+  modules: { rgb_liveness: { enabled: true, ready: true, model_set: 'raw_v1', trained: false, execution_provider: 'wasm' } },
 };
 export const jwks = { keys: [{ kty: 'OKP', crv: 'Ed25519', x: '11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo', kid: 'k-2026-11-01', alg: 'EdDSA', use: 'sig' }] };
 
 export const session = { username: 'root', role: 'admin', csrf_token: 'c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6', expires_at: '2026-11-23T21:30:00.000Z' };
 
 export const adminModule = {
-  module_id: 'rgb_liveness', enabled: true, ready: true, modes: ['rgb_single', 'rgb_sequence'], model_set: 'raw_v1',
+  module_id: 'rgb_liveness', enabled: true, ready: true, modes: ['rgb_single', 'rgb_sequence'], model_set: 'raw_v1', trained: false,
   decision_policy: 'single_frame_v1', threshold: 0.5, execution_provider: 'wasm',
 };
 export const user = { id: 'usr_8kq2Wf0Zp1Ns', username: 'operator', role: 'admin', enabled: true, created_at: AT };

@@ -123,6 +123,8 @@ if (!fs.existsSync(CHROMIUM)) {
     await page.click('#tabs button[data-tab=modules]');
     await page.waitForSelector('#panel tr[data-module=rgb_liveness]');
     t.match(await page.textContent('#panel tr[data-module=rgb_liveness]'), 'rgb_single, rgb_sequence');
+    t.match(await page.textContent('#panel tr[data-module=rgb_liveness]'), 'no (random weights)', 'the models page says the set is untrained');
+    t.match(await page.textContent('#untrained-banner:not([hidden])'), /^Untrained models: rgb_liveness \(raw_v1\), color_liveness \(raw_v1\)/, 'and so does a banner on every page');
     answer = false;
     t.match(await clickAsked('#panel tr[data-module=color_liveness] button:has-text("Disable")'), /^Disable color_liveness\?/, 'the operator is asked');
     t.equal(await page.textContent('#panel tr[data-module=color_liveness] td:nth-child(2)'), 'enabled');

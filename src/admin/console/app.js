@@ -25,6 +25,22 @@ function showMain(session) {
   $('whoami').hidden = false;
   $('whoami-name').textContent = `${session.username} (${session.role})`;
   void openTab(location.hash.slice(1) in TABS ? location.hash.slice(1) : 'tokens');
+  void showUntrainedBanner();
+}
+
+// Random weights answer live and not live by chance: an operator must see it on every page.
+async function showUntrainedBanner() {
+  const banner = $('untrained-banner');
+  try {
+    const { modules } = await get('/admin/api/modules');
+    const untrained = modules.filter((m) => m.trained === false);
+    banner.hidden = untrained.length === 0;
+    banner.textContent = untrained.length === 0 ? '' :
+      `Untrained models: ${untrained.map((m) => `${m.module_id} (${m.model_set})`).join(', ')} serve random weights, so their verdicts mean nothing. ` +
+      'Deploy trained graphs (README "Deploying a trained model") and set REQUIRE_TRAINED_MODELS=1 in production.';
+  } catch {
+    banner.hidden = true; // the modules tab shows the error itself
+  }
 }
 
 async function openTab(name) {

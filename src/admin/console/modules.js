@@ -10,6 +10,7 @@ export async function renderModules(panel) {
       h('td', {}, m.ready ? 'ready' : `not ready${m.error ? `: ${m.error}` : ''}`),
       h('td', {}, m.modes.join(', ')),
       h('td', {}, m.model_set),
+      h('td', {}, m.trained === null ? '—' : m.trained ? 'yes' : 'no (random weights)'),
       h('td', {}, m.decision_policy),
       h('td', { class: 'num' }, String(m.threshold)),
       h('td', {}, m.execution_provider ?? '—'),
@@ -26,6 +27,6 @@ export async function renderModules(panel) {
   panel.replaceChildren(
     h('h2', {}, 'Modules'),
     h('p', { class: 'muted' }, 'A module is callable when it is enabled here, ready (models loaded) and granted to the token.'),
-    table(['module', 'operator switch', 'readiness', 'modes', 'model set', 'decision policy', 'threshold', 'execution provider', ''], modules.map(row)),
+    table(['module', 'operator switch', 'readiness', 'modes', 'model set', 'trained', 'decision policy', 'threshold', 'execution provider', ''], modules.map(row)),
   );
 }

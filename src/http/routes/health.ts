@@ -18,6 +18,7 @@ export function healthRoutes(router: Router, s: Services): void {
         enabled,
         ready: m.ready,
         model_set: m.model_set,
+        trained: m.trained,
         execution_provider: m.execution_provider,
         ...(m.execution_note ? { execution_note: m.execution_note } : {}),
         ...(m.error ? { error: m.error } : {}),
