@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { createInterface } from 'node:readline/promises';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../config/index.ts';
 import {
@@ -7,7 +8,14 @@ import {
   CalibrationError,
   calibrationSummary,
   checkModelSet,
+  ImportError,
   loadManifest,
+  openQuestions,
+  planImport,
+  readGraphFacts,
+  readGraphFile,
+  writeImport,
+  type ImportAnswers,
   ManifestError,
   readModelSetState,
   requestActivation,
@@ -24,6 +32,65 @@ export const modelCommands: Record<string, Command> = {
       if (!result.ok) process.exitCode = 1;
       process.stderr.write(`${result.report}\n`);
       return { ok: result.ok };
+    },
+  },
+  'models import': {
+    usage:
+      'models import <file.onnx> [--name SET] [--crop-fraction F] [--size PX] [--resize area|bilinear] [--channel-order RGB|BGR] [--scale S] [--mean M,M,M] [--std S,S,S] [--output-kind logit|probability] [--live-index I] [--threshold T] [--untrained] [--force]   (an rgb_liveness frame graph becomes a model set in MODELS_DIR; asks at a terminal for what the graph cannot tell)',
+    async run(_store, args) {
+      const opt = (type: 'string' | 'boolean') => ({ type });
+      const { positionals, values } = parseArgs({
+        args,
+        allowPositionals: true,
+        options: {
+          name: opt('string'), 'crop-fraction': opt('string'), size: opt('string'), resize: opt('string'), 'channel-order': opt('string'),
+          scale: opt('string'), mean: opt('string'), std: opt('string'), 'output-kind': opt('string'), 'live-index': opt('string'),
+          threshold: opt('string'), untrained: opt('boolean'), force: opt('boolean'),
+        },
+      });
+      const file = positionals[0];
+      if (!file) throw new UsageError('an .onnx file is required');
+      const config = loadConfig();
+      const v = values as Record<string, string | boolean | undefined>;
+      const str = (k: string) => (typeof v[k] === 'string' ? (v[k] as string) : undefined);
+      const answers: ImportAnswers = {
+        name: str('name'), crop_fraction: str('crop-fraction'), size: str('size'), resize: str('resize'), channel_order: str('channel-order'),
+        scale: str('scale'), mean: str('mean'), std: str('std'), output_kind: str('output-kind'), live_index: str('live-index'),
+        threshold: str('threshold'), untrained: v.untrained === true,
+      };
+      try {
+        const facts = await readGraphFacts(readGraphFile(path.resolve(file)));
+        process.stderr.write(
+          `read from the graph: input "${facts.input}" ${facts.dtype} ${facts.layout}, size ${facts.size ?? 'open'}, batch ${facts.batch}; ` +
+            `output "${facts.output}" with ${facts.width} value(s) per item${facts.width >= 2 ? (facts.rowsSumToOne ? ' (rows sum to 1: softmax)' : ' (rows do not sum to 1: logits)') : ''}\n`,
+        );
+        // A person at a terminal is asked; a script must pass flags (planImport names the missing ones).
+        const open = openQuestions(facts, answers);
+        if (open.length > 0 && process.stdin.isTTY) {
+          const rl = createInterface({ input: process.stdin, output: process.stderr });
+          try {
+            for (const q of open) answers[q.key] = (await rl.question(`${q.prompt} [${q.flag}]: `)).trim() as never;
+          } finally {
+            rl.close();
+          }
+        }
+        const plan = planImport(config.MODELS_DIR, file, facts, answers);
+        writeImport(plan, path.resolve(file), v.force === true);
+        const check = await checkModelSet(plan.dir);
+        process.stderr.write(`${check.report}\n`);
+        if (!check.ok) process.exitCode = 1;
+        const next = check.ok
+          ? [
+              `npm run cli -- models calibrate ${plan.model_set} --live <folder of live crops> --attack <folder of attack crops>   (sets the threshold from your own captures; README "Calibrating a model set")`,
+              `npm run cli -- models activate ${plan.model_set} --wait 300   (a running server switches to it; or start with MODEL_SET=${plan.model_set})`,
+            ]
+          : [`fix ${path.join(plan.dir, 'manifest.json')} (the check above names the field), then npm run cli -- models check ${plan.dir}`];
+        process.stderr.write(`next:\n${next.map((n) => `  ${n}`).join('\n')}\n`);
+        return { model_set: plan.model_set, dir: plan.dir, check: check.ok ? 'ok' : 'failed', manifest: plan.manifest, next };
+      } catch (e) {
+        if (e instanceof ImportError) throw new UsageError(e.message);
+        throw e;
+      }
     },
   },
   'models calibrate': {

@@ -1,0 +1,104 @@
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import t from 'tap';
+import { GraphBuilder } from '../../models/builder/graph.ts';
+import { pool } from '../../models/builder/layers.ts';
+import { postVerify, request, single } from '../helpers/captures.ts';
+import { makeToken, runCli, startServer, tempDir } from '../helpers/server.ts';
+import { waitFor } from '../helpers/wait.ts';
+import { brightnessGraph } from './test-graphs.ts';
+
+// Issue 25, "a trained model in minutes": an operator's own graph becomes a served model set
+// with one command. The graphs are built here, so what the import must read is known.
+
+/** A float32 NHWC input [N, 32, 32, 3] and 3 class logits, live class 1: brighter is more
+ * live. */
+function nhwcLogitsGraph(): Uint8Array {
+  const g = new GraphBuilder('nhwc_logits');
+  const x = g.input('pixels', ['N', 32, 32, 3]);
+  const nchw = g.node('Transpose', [x], { perm: [0, 3, 1, 2] });
+  const m3 = pool(g, nchw);
+  const k = 8 / 3;
+  const w = new Float32Array([-k, -k, -k, k, k, k, 0, 0, 0]);
+  const b = new Float32Array([4, -4, 0]);
+  g.node('Gemm', [m3, g.weight('w', [3, 3], w), g.weight('b', [3], b)], { transB: 1 }, 'class_logits');
+  g.output('class_logits', ['N', 3]);
+  return g.encode('test graph: NHWC class logits');
+}
+
+const FLAGS = ['--crop-fraction', '0.9', '--resize', 'bilinear', '--channel-order', 'RGB', '--scale', '0.00392156862745098', '--mean', '0,0,0', '--std', '1,1,1'];
+
+const root = tempDir('import-');
+const modelsDir = join(root, 'models');
+mkdirSync(modelsDir);
+const dataDir = join(root, 'data');
+const env = { MODELS_DIR: modelsDir };
+const nhwc = join(root, 'kiosk-net.onnx');
+writeFileSync(nhwc, nhwcLogitsGraph());
+
+t.test('what the graph cannot tell is asked for by name; nothing is written meanwhile', async (t) => {
+  const r = await runCli(dataDir, ['models', 'import', nhwc], '', env);
+  t.equal(r.code, 1);
+  t.match(r.stderr, /read from the graph: input "pixels" float32 NHWC, size 32, batch dynamic; output "class_logits" with 3 value\(s\) per item \(rows do not sum to 1: logits\)/);
+  for (const flag of ['--crop-fraction', '--resize', '--channel-order', '--scale', '--mean', '--std', '--live-index']) t.match(r.stderr, flag);
+  t.notMatch(r.stderr, '--size', 'the size is read from the graph');
+  t.notMatch(r.stderr, '--output-kind', 'a multi-class output says what it is');
+  t.notOk(existsSync(join(modelsDir, 'kiosk-net_v1')), 'no half-made set');
+  const bad = await runCli(dataDir, ['models', 'import', nhwc, ...FLAGS, '--live-index', '3'], '', env);
+  t.equal(bad.code, 1);
+  t.match(bad.stderr, /--live-index: "3" is not allowed/);
+});
+
+t.test('an NHWC logits graph becomes a checked, trained model set that a server serves', async (t) => {
+  const r = await runCli(dataDir, ['models', 'import', nhwc, ...FLAGS, '--live-index', '1', '--threshold', '0.6'], '', env);
+  t.equal(r.code, 0, r.stderr);
+  t.match(r.json, { model_set: 'kiosk-net_v1', check: 'ok', next: [/models calibrate kiosk-net_v1/, /models activate kiosk-net_v1/] });
+  const manifest = JSON.parse(readFileSync(join(modelsDir, 'kiosk-net_v1', 'manifest.json'), 'utf8'));
+  t.match(manifest, {
+    model_set: 'kiosk-net_v1',
+    trained: true,
+    modules: {
+      rgb_liveness: {
+        graphs: [{ role: 'frame', file: 'frame.onnx', input: 'pixels', output: 'class_logits', output_kind: 'logits', live_index: 1, layout: 'NHWC', dtype: 'float32', batch: 'dynamic', size: 32, crop_fraction: 0.9, resize: 'bilinear', channel_order: 'RGB', mean: [0, 0, 0], std: [1, 1, 1] }],
+        modes: { rgb_single: { threshold: 0.6 }, rgb_sequence: { decision_policy: 'window_mean_v1', threshold: 0.6 } },
+      },
+    },
+  });
+  t.match(r.stderr, /result: ok/, 'the graph checks ran');
+  t.equal((await runCli(dataDir, ['models', 'import', nhwc, ...FLAGS, '--live-index', '1'], '', env)).code, 1, 'an existing set is not replaced without --force');
+
+  const server = await startServer({ env: { ...env, MODEL_SET: 'kiosk-net_v1', INFERENCE_BACKEND: 'wasm', WARMUP_RUNS: '1', REQUIRE_TRAINED_MODELS: '1' }, ready: false });
+  t.teardown(() => server.stop());
+  const { token } = await makeToken(server, ['rgb_liveness:10:day']);
+  await waitFor(async () => (await (await fetch(`${server.baseUrl}/health/ready`)).json()).modules?.rgb_liveness?.ready, { what: 'the imported set ready', timeoutMs: 60_000 });
+  const ok = await postVerify(server.baseUrl, token, 'rgb_liveness', request([single({ id: 'imported' })]));
+  t.equal(ok.status, 200, ok.text);
+  t.match(ok.json.results[0], { model_set: 'kiosk-net_v1', threshold: 0.6, status: 'ok' });
+});
+
+t.test('a softmax output is recognised; a one-value output needs --output-kind', async (t) => {
+  const softmax = join(root, 'soft.onnx');
+  writeFileSync(softmax, brightnessGraph('softmax', 48, 8, 0.5));
+  const r = await runCli(dataDir, ['models', 'import', softmax, '--name', 'soft_v1', ...FLAGS, '--live-index', '1'], '', env);
+  t.equal(r.code, 0, r.stderr);
+  t.match(r.json.manifest.modules.rgb_liveness.graphs[0], { layout: 'NCHW', output_kind: 'softmax', size: 48, live_index: 1 });
+  const wrong = await runCli(dataDir, ['models', 'import', softmax, '--name', 'soft2_v1', ...FLAGS, '--live-index', '1', '--output-kind', 'logits'], '', env);
+  t.equal(wrong.code, 1);
+  t.match(wrong.stderr, /rows sum to 1 \(softmax\)/);
+
+  const logit = join(root, 'one.onnx');
+  writeFileSync(logit, brightnessGraph('logit', 32, 8, 0.5));
+  const missing = await runCli(dataDir, ['models', 'import', logit, ...FLAGS], '', env);
+  t.equal(missing.code, 1);
+  t.match(missing.stderr, /--output-kind \(The single output value is a logit or a probability\)/);
+  const done = await runCli(dataDir, ['models', 'import', logit, ...FLAGS, '--output-kind', 'logit', '--untrained'], '', env);
+  t.equal(done.code, 0, done.stderr);
+  t.match(done.json.manifest, { trained: false, modules: { rgb_liveness: { graphs: [{ output_kind: 'logit' }] } } });
+  t.notOk('live_index' in done.json.manifest.modules.rgb_liveness.graphs[0]);
+
+  const notOnnx = join(root, 'junk.onnx');
+  writeFileSync(notOnnx, 'not a graph');
+  const junk = await runCli(dataDir, ['models', 'import', notOnnx, ...FLAGS], '', env);
+  t.equal(junk.code, 1);
+  t.match(junk.stderr, /not an ONNX graph/);
+});
