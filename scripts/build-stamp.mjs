@@ -1,0 +1,68 @@
+// `npm start` builds only when the build's inputs changed since the last build (a no-op
+// rebuild cost 10-15 s of every start). The inputs are hashed by content, not by mtime, so
+// a checkout or copy that touches every file without changing one does not rebuild, and an
+// edit always does.
+//   node scripts/build-stamp.mjs check   exit 0 when dist/ matches the inputs, 1 when not
+//   node scripts/build-stamp.mjs write   record the inputs dist/ was just built from
+//   node scripts/build-stamp.mjs start   build when needed (what prestart runs)
+import { createHash } from 'node:crypto';
+import { spawnSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const INPUTS = ['src', 'workers', 'scripts/bundle-worker.mjs', 'tsconfig.json', 'tsconfig.build.json', 'package-lock.json'];
+
+function* files(root, rel) {
+  const full = join(root, rel);
+  if (!existsSync(full)) return;
+  const entries = readdirSync(full, { withFileTypes: true });
+  for (const e of entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) {
+    const p = join(rel, e.name);
+    if (e.isDirectory()) yield* files(root, p);
+    else if (e.isFile()) yield p;
+  }
+}
+
+/** Content hash of every build input under `root` (paths and bytes). */
+export function inputHash(root) {
+  const h = createHash('sha256');
+  for (const input of INPUTS) {
+    const full = join(root, input);
+    if (!existsSync(full)) continue;
+    const list = statSync(full).isDirectory() ? [...files(root, input)] : [input];
+    for (const f of list) {
+      h.update(`${f}\0`);
+      h.update(readFileSync(join(root, f)));
+      h.update('\0');
+    }
+  }
+  return h.digest('hex');
+}
+
+const stampFile = (root) => join(root, 'dist', '.build-inputs');
+
+export function upToDate(root) {
+  if (!existsSync(join(root, 'dist/src/main.js')) || !existsSync(join(root, 'dist/src/worker.bundle.mjs'))) return false;
+  try {
+    return readFileSync(stampFile(root), 'utf8').trim() === inputHash(root);
+  } catch {
+    return false;
+  }
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const root = process.env.BUILD_ROOT ?? join(dirname(fileURLToPath(import.meta.url)), '..');
+  const verb = process.argv[2];
+  if (verb === 'check') process.exit(upToDate(root) ? 0 : 1);
+  else if (verb === 'write') writeFileSync(stampFile(root), `${inputHash(root)}\n`);
+  else if (verb === 'start') {
+    if (upToDate(root)) process.exit(0);
+    process.stderr.write('sources changed since the last build: building (npm run build)\n');
+    const r = spawnSync('npm', ['run', 'build', '--silent'], { cwd: root, stdio: 'inherit' });
+    process.exit(r.status ?? 1);
+  } else {
+    process.stderr.write('usage: node scripts/build-stamp.mjs check|write|start\n');
+    process.exit(2);
+  }
+}
