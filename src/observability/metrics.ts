@@ -1,4 +1,5 @@
 import client from 'prom-client';
+import { SERVICE_VERSION } from '../version.ts';
 
 export type MetricsSnapshot = Awaited<ReturnType<client.Registry['getMetricsAsJSON']>>;
 
@@ -78,6 +79,15 @@ export class WorkerMetrics {
     help: 'inference results that arrived after their call had failed at INFERENCE_TIMEOUT_SECONDS, and were dropped (nothing charged)',
     registers: [this.registry],
   });
+  /** Drift in a module's inputs or graphs shows in its score distribution before anyone
+   * reads the verdict counts; tenths of the [0, 1] score, finer near the usual thresholds. */
+  readonly scores = new client.Histogram({
+    name: 'lv_liveness_score',
+    help: 'live probability of each capture result answered with a score, by module and mode (replays not counted)',
+    labelNames: ['module', 'mode'] as const,
+    buckets: [0.1, 0.2, 0.3, 0.4, 0.45, 0.5, 0.55, 0.6, 0.7, 0.8, 0.9, 1],
+    registers: [this.registry],
+  });
   readonly verifyErrors = new client.Counter({
     name: 'lv_verify_errors_total',
     help: 'verify calls answered with an error, by module and error code',
@@ -87,8 +97,18 @@ export class WorkerMetrics {
 
   /** `uploadSlotsTaken`: the thread's frame-slab slots on loan (src/images/frame-slab.ts),
    * read at each scrape */
-  constructor(thread = 'api', uploadSlotsTaken: () => number = () => 0) {
+  constructor(thread = 'api', uploadSlotsTaken: () => number = () => 0, slotsTotal = 0) {
     client.collectDefaultMetrics({ register: this.registry, labels: { thread } });
+    // every API worker reports the host's total; the merge keeps one (max), not the sum
+    new client.Gauge({
+      name: 'lv_verify_slots',
+      help: 'verify capacity slots of the host (2 per API worker); with lv_verify_slots_in_use, how full it is',
+      registers: [this.registry],
+      aggregator: 'max',
+      collect() {
+        this.set(slotsTotal);
+      },
+    });
     new client.Gauge({
       name: 'lv_upload_slab_slots_in_use',
       help: 'upload storage slots (frame slab) holding parts of calls in flight; 0 when no call is',
@@ -156,6 +176,12 @@ export class MainMetrics {
         for (const m of stats.readiness()) this.set({ module: m.module_id }, m.ready ? 1 : 0);
       },
     });
+    new client.Gauge({
+      name: 'lv_build_info',
+      help: 'always 1: the service version and the Node.js it runs on',
+      labelNames: ['version', 'node'] as const,
+      registers: [this.registry],
+    }).set({ version: SERVICE_VERSION, node: process.versions.node }, 1);
     new client.Gauge({
       name: 'lv_model_info',
       help: 'always 1: the model set each module serves, and whether its manifest says the weights are trained',

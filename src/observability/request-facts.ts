@@ -24,7 +24,7 @@ export interface VerifyFacts {
   charged: number;
   reserved: number;
   refunded: number;
-  results: readonly { mode: string; status: string; alive: boolean | null }[] | null;
+  results: readonly { mode: string; status: string; alive: boolean | null; score: number | null }[] | null;
 }
 
 function verdictOf(r: { status: string; alive: boolean | null }): string {
@@ -48,6 +48,7 @@ export function recordVerify(ctx: object, metrics: WorkerMetrics, f: VerifyFacts
       const verdict = verdictOf(r);
       seen.add(verdict);
       metrics.verdicts.inc({ module, mode: r.mode, verdict });
+      if (typeof r.score === 'number') metrics.scores.observe({ module, mode: r.mode }, r.score);
     }
     outcome = seen.size === 1 ? [...seen][0]! : 'mixed';
   }

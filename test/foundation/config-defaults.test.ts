@@ -37,3 +37,9 @@ t.test('GC_INITIAL_OLD_SPACE_MB: 64 by default, 0 for V8\'s own default, nothing
   t.equal(loadConfig({ GC_INITIAL_OLD_SPACE_MB: '0' }, '/srv', 2).GC_INITIAL_OLD_SPACE_MB, 0);
   t.throws(() => loadConfig({ GC_INITIAL_OLD_SPACE_MB: '-1' }, '/srv', 2), /GC_INITIAL_OLD_SPACE_MB/);
 });
+
+t.test('the version the service reports is package.json\'s', async (t) => {
+  const { SERVICE_VERSION } = await import('../../src/version.ts');
+  const { readFileSync } = await import('node:fs');
+  t.equal(SERVICE_VERSION, JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')).version);
+});

@@ -1,6 +1,7 @@
 import t from 'tap';
 import { postVerify, request, single } from '../helpers/captures.ts';
 import { makeToken, startServer } from '../helpers/server.ts';
+import { SERVICE_VERSION } from '../../src/version.ts';
 
 // The operator's view through the real server: /metrics after a known mix of calls, and the
 // request log lines those calls left.
@@ -53,6 +54,12 @@ t.test('verdicts, units, quota rejections, readiness and process metrics reach /
   t.equal(value('lv_verify_errors_total', { module: 'rgb_liveness', code: 'inference_failed' }), 1);
   t.equal(value('lv_model_ready', { module: 'rgb_liveness' }), 1);
   t.equal(value('lv_model_ready', { module: 'color_liveness' }), 1);
+  // what an on-call engineer alerts on (issue 25): capacity, build, score drift
+  const workers = [...new Set(find(samples, 'nodejs_heap_size_used_bytes').map((s) => s.labels.thread!).filter((th) => th.startsWith('api-')))].length;
+  t.equal(value('lv_verify_slots', {}), 2 * workers, 'the host\'s verify slots, once (not once per worker)');
+  t.equal(find(samples, 'lv_build_info', { version: SERVICE_VERSION, node: process.versions.node }).length, 1, 'build info');
+  t.equal(value('lv_liveness_score_count', { module: 'rgb_liveness', mode: 'rgb_single' }), r0.score === null ? 0 : 1, 'the answered score is in the histogram');
+  if (r0.score !== null) t.equal(value('lv_liveness_score_sum', { module: 'rgb_liveness', mode: 'rgb_single' }).toFixed(6), r0.score.toFixed(6));
   t.ok(find(samples, 'lv_inference_queue_wait_seconds', { quantile: '0.99' }).length === 1, 'queue wait reported');
   t.ok(value('lv_inference_compute_seconds', { quantile: '1' }) > 0, 'compute time reported');
   t.ok(find(samples, 'lv_verify_busy_total').length === 1, 'admission rejections reported');
