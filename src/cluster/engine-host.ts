@@ -1,5 +1,5 @@
-import type { Config } from '../config/index.ts';
-import { createModelSetSwitch, watchActivationRequests } from '../inference/index.ts';
+import { ConfigError, type Config } from '../config/index.ts';
+import { availableModelSets, createModelSetSwitch, ManifestError, startupModelSet, watchActivationRequests, type EngineOptions, type ModelSetSwitch } from '../inference/index.ts';
 import type { PoolTimes } from '../inference/pool.ts';
 import type { InferenceJob, InferenceService, ResultRecord } from '../inference/types.ts';
 import type { Logger } from '../observability/logger.ts';
@@ -13,28 +13,53 @@ export interface EngineHost extends InferenceService {
 /** Starts the process's one inference engine (warm-up runs in the background; readiness
  * reports it) and applies the testing-only fault settings around it. */
 export function startEngine(config: Config, log: Logger): EngineHost {
-  // a switch over model sets: the admin API and the CLI can activate another set live
-  const engine = createModelSetSwitch({
+  // a switch over model sets: the admin API and the CLI can activate another set live, and
+  // such an activation outlives a restart (startupModelSet says when and why)
+  const start = startupModelSet(config.DATA_DIR, config.MODELS_DIR, config.MODEL_SET);
+  if (start.note) log.warn({ model_set: start.model_set, configured: config.MODEL_SET }, start.note);
+  const opts: EngineOptions = {
     modelsDir: config.MODELS_DIR,
-    modelSet: config.MODEL_SET,
+    modelSet: start.model_set,
     backend: config.INFERENCE_BACKEND,
     threads: config.INFERENCE_THREADS,
     warmupRuns: config.WARMUP_RUNS,
     requireTrained: config.REQUIRE_TRAINED_MODELS,
     log: (obj, msg) => log.info(obj, msg),
-  });
+  };
+  // a mistyped MODEL_SET is a configuration error: one line, not a stack trace
+  const configured = (): ModelSetSwitch => {
+    try {
+      return createModelSetSwitch({ ...opts, modelSet: config.MODEL_SET });
+    } catch (e) {
+      if (!(e instanceof ManifestError)) throw e;
+      const sets = availableModelSets(config.MODELS_DIR);
+      throw new ConfigError(`MODEL_SET ${config.MODEL_SET}: ${e.message} (model sets in ${config.MODELS_DIR}: ${sets.join(', ') || 'none'})`);
+    }
+  };
+  let engine: ModelSetSwitch;
+  if (start.model_set === config.MODEL_SET) engine = configured();
+  else {
+    try {
+      engine = createModelSetSwitch(opts);
+    } catch (e) {
+      if (!(e instanceof ManifestError)) throw e;
+      // an activated set that no longer loads gives way to the configured one
+      log.error({ model_set: start.model_set, err: { message: e.message } }, `the activated model set does not load: serving MODEL_SET ${config.MODEL_SET}`);
+      engine = configured();
+    }
+  }
   // The shipped sets have random weights: say so where an operator first looks.
   const untrained = engine.readiness().filter((m) => !m.trained);
   if (untrained.length > 0) {
     log.warn(
-      { model_set: config.MODEL_SET, modules: untrained.map((m) => m.module_id), require_trained: config.REQUIRE_TRAINED_MODELS },
+      { model_set: start.model_set, modules: untrained.map((m) => m.module_id), require_trained: config.REQUIRE_TRAINED_MODELS },
       config.REQUIRE_TRAINED_MODELS
         ? 'model set is untrained (trained: false): its modules stay unready because REQUIRE_TRAINED_MODELS is set'
         : 'model set is untrained (trained: false): its verdicts mean nothing; deploy trained graphs (README "Deploying a trained model") and set REQUIRE_TRAINED_MODELS=1 in production',
     );
   }
   let closing = false;
-  const stopWatching = watchActivationRequests(config.DATA_DIR, config.MODELS_DIR, engine, (obj, msg) => log.info(obj, msg));
+  const stopWatching = watchActivationRequests(config.DATA_DIR, config.MODELS_DIR, engine, (obj, msg) => log.info(obj, msg), 500, config.MODEL_SET);
   // a stop during warm-up rejects start(); only a failure while serving is an error
   engine.start().catch((err: Error) => {
     if (!closing) log.error({ err }, 'inference engine failed to start');

@@ -7,8 +7,11 @@
 //                 `last` carries the id of the request it answers
 // Files, not a store record: the request must reach the main thread from another process
 // (the CLI) without a new store schema, and the answer is per node, as the engine is.
-// The main thread looks at request.json twice a second; an activation lasts until the next
-// restart, which serves MODEL_SET again (set it to make a change permanent).
+//   active.json   the set the last successful activation switched to, and the MODEL_SET it
+//                 replaced: {model_set, over, at}
+// The main thread looks at request.json twice a second. An activation survives a restart
+// (startupModelSet reads active.json) while MODEL_SET stays what it replaced; an operator who
+// changes MODEL_SET afterwards has said something newer, and that wins.
 import { randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -57,6 +60,29 @@ export function readModelSetState(dataDir: string): ModelSetState | null {
   return readJsonFile<ModelSetState>(join(folder(dataDir), 'state.json'));
 }
 
+export interface PersistedActivation {
+  model_set: string;
+  /** MODEL_SET when the activation happened */
+  over: string;
+  at: string;
+}
+
+/** Main thread, at start: the set to serve (MODEL_SET, or the set a later activation
+ * switched to while MODEL_SET is unchanged since) and why, for the start-up log. */
+export function startupModelSet(dataDir: string, modelsDir: string, configured: string): { model_set: string; note: string | null } {
+  const file = join(folder(dataDir), 'active.json');
+  const saved = readJsonFile<PersistedActivation>(file);
+  if (!saved || typeof saved.model_set !== 'string' || saved.model_set === configured) return { model_set: configured, note: null };
+  if (saved.over !== configured) {
+    rmSync(file, { force: true });
+    return { model_set: configured, note: `MODEL_SET changed to ${configured} since model set ${saved.model_set} was activated (over ${saved.over}) at ${saved.at}: serving MODEL_SET` };
+  }
+  if (!availableModelSets(modelsDir).includes(saved.model_set)) {
+    return { model_set: configured, note: `model set ${saved.model_set}, activated at ${saved.at}, is no longer in MODELS_DIR: serving MODEL_SET ${configured}` };
+  }
+  return { model_set: saved.model_set, note: `serving model set ${saved.model_set}, activated at ${saved.at} over MODEL_SET=${configured} (set MODEL_SET=${saved.model_set} to say so in the configuration, or activate ${configured} to go back)` };
+}
+
 export function availableModelSets(modelsDir: string): string[] {
   try {
     return readdirSync(modelsDir).filter((d) => MODEL_SET_NAME.test(d) && existsSync(join(modelsDir, d, 'manifest.json'))).sort();
@@ -75,6 +101,7 @@ export function watchActivationRequests(
   sw: ModelSetSwitch,
   log: (obj: object, msg: string) => void,
   intervalMs = 500,
+  configured: string | null = null,
 ): () => void {
   const dir = folder(dataDir);
   mkdirSync(dir, { recursive: true });
@@ -99,6 +126,9 @@ export function watchActivationRequests(
       publish(); // shows `activating`
       const r: Activation = await run;
       answered = req.id;
+      if (r.outcome === 'active' && configured !== null) {
+        writeAtomically(join(dir, 'active.json'), { model_set: r.model_set, over: configured, at: r.at } satisfies PersistedActivation);
+      }
       log({ model_set: r.model_set, outcome: r.outcome, reason: r.reason }, 'model set activation finished');
     } catch (e) {
       if (!(e instanceof ActivationBusyError)) log({ err: (e as Error).message }, 'model set activation failed');

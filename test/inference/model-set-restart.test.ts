@@ -1,0 +1,53 @@
+import { cpSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import t from 'tap';
+import { runCli, startServer, tempDir } from '../helpers/server.ts';
+import { waitFor } from '../helpers/wait.ts';
+
+// Issue 25: an activation outlives a restart while MODEL_SET is what it replaced; a changed
+// MODEL_SET wins; a mistyped one is a one-line error.
+const MODELS = join(import.meta.dirname, '../../models');
+const root = tempDir('models-');
+for (const set of ['raw_v1', 'bgr80_ensemble_v1']) cpSync(join(MODELS, set), join(root, set), { recursive: true });
+cpSync(join(MODELS, 'bgr80_ensemble_v1'), join(root, 'bgr80_copy'), { recursive: true });
+const copyManifest = join(root, 'bgr80_copy', 'manifest.json');
+writeFileSync(copyManifest, JSON.stringify({ ...JSON.parse(readFileSync(copyManifest, 'utf8')), model_set: 'bgr80_copy' }));
+const dataDir = tempDir();
+const env = { MODELS_DIR: root, MODEL_SET: 'bgr80_ensemble_v1', INFERENCE_BACKEND: 'wasm', WARMUP_RUNS: '1' };
+
+const served = async (baseUrl: string) =>
+  waitFor(async () => (await (await fetch(`${baseUrl}/health/ready`)).json()).modules?.rgb_liveness, { what: 'rgb_liveness readiness' });
+
+t.test('an activation is served again after a restart; a changed MODEL_SET wins', async (t) => {
+  // bgr80 has no colour module: disabled, so the service turns ready on it
+  t.equal((await runCli(dataDir, ['module', 'disable', 'color_liveness'], '', env)).code, 0);
+  const first = await startServer({ dataDir, ready: true, env });
+  const act = await first.cli(['models', 'activate', 'raw_v1', '--wait', '300']);
+  t.equal(act.code, 0, act.stderr);
+  t.match(act.json, { outcome: 'active', active: 'raw_v1' });
+  await first.stop();
+
+  const second = await startServer({ dataDir, ready: true, env });
+  t.match(await served(second.baseUrl), { model_set: 'raw_v1' }, 'the restart serves the activated set');
+  t.ok(second.logLines().some((l) => l.level === 40 && /serving model set raw_v1, activated at .* over MODEL_SET=bgr80_ensemble_v1/.test(l.msg)), 'and says why');
+  await second.stop();
+
+  const third = await startServer({ dataDir, ready: true, env: { ...env, MODEL_SET: 'bgr80_copy' } });
+  t.teardown(() => third.stop());
+  t.match(await served(third.baseUrl), { model_set: 'bgr80_copy' }, 'MODEL_SET changed since the activation: it wins');
+  t.ok(third.logLines().some((l) => /MODEL_SET changed to bgr80_copy since model set raw_v1 was activated/.test(l.msg)));
+});
+
+t.test('a mistyped MODEL_SET: one line naming the sets there, exit 1', async (t) => {
+  // startServer rejects when the process exits before listening, with its output
+  const err = await startServer({ dataDir: tempDir(), env: { ...env, MODEL_SET: 'raw_v2' }, ready: false }).then(
+    async (s) => {
+      await s.stop();
+      return new Error('the server started');
+    },
+    (e: Error) => e,
+  );
+  t.match(err.message, /^server exited with 1:[\s\S]*\nMODEL_SET raw_v2: manifest\.json: cannot be read .* \(model sets in .*: bgr80_copy, bgr80_ensemble_v1, raw_v1\)/);
+  const bad = { logs: err.message };
+  t.notMatch(bad.logs, /\n\s+at /, 'no stack trace');
+});
