@@ -146,7 +146,7 @@ export function publicPart(jwk: JWK): JWK {
  * stays as the record of the revocation. Revoking a revoked key changes nothing. */
 export async function revokeSigningKey(dataDir: string, kid: string, by: string, at = Date.now()): Promise<KeyRevocation> {
   const key = KID_PATTERN.test(kid) ? listKeys(dataDir).find((k) => k.kid === kid) : undefined;
-  if (!key) throw new UnknownSigningKeyError(`no signing key ${kid} in ${keysDir(dataDir)} (keys list shows them)`);
+  if (!key) throw new UnknownSigningKeyError(`no signing key ${JSON.stringify(kid)} in ${keysDir(dataDir)} (keys list shows them)`);
   if (key.revoked_at) return { kid, revoked_at: key.revoked_at, revoked_by: key.revoked_by ?? null, current: readCurrentKid(dataDir) ?? null, already_revoked: true };
   let current = readCurrentKid(dataDir) ?? null;
   if (current === kid) {

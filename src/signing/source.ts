@@ -42,7 +42,7 @@ export function storeKeys(store: StoreBackend): KeySource {
       // the replacement is made whether or not it is needed: deciding needs the lock the
       // store takes inside its transaction
       const done = KID_PATTERN.test(kid) ? await store.revokeSigningKey(kid, await newKey(at), at, by) : null;
-      if (!done) throw new UnknownSigningKeyError(`no signing key ${kid} in the database (keys list shows them)`);
+      if (!done) throw new UnknownSigningKeyError(`no signing key ${JSON.stringify(kid)} in the database (keys list shows them)`);
       return done;
     },
   };
