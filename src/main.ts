@@ -18,6 +18,7 @@ import { SOURCE_EXT } from './source-ext.ts';
 import type { StoreBackend } from './store/backend.ts';
 import { StoreError } from './store/open.ts';
 import { openConfiguredStore } from './store/select.ts';
+import { privateDataDir } from './store/private-data.ts';
 import { startupHooks } from './startup.ts';
 
 // The main thread owns what is one per process (the inference pool, start-up recovery,
@@ -196,6 +197,8 @@ async function main(): Promise<void> {
   const log = createLogger(config.LOG_LEVEL, { thread: 'main' });
   try {
     const uws = loadUws();
+    // before the store, the keys or the demo archive write anything (issue 29)
+    for (const problem of privateDataDir(config.DATA_DIR)) log.warn(problem);
     const store = await openConfiguredStore(config, (err) => log.warn({ err: { message: err.message } }, 'store connection error'));
     await bootstrapAdmin(store, config, log);
     const refunds = new RefundMetrics();

@@ -8,6 +8,7 @@ import { MODULE_IDS, type ModuleId } from '../packets/types.ts';
 import type { StoreBackend } from '../store/backend.ts';
 import { StoreError } from '../store/open.ts';
 import { openConfiguredStore } from '../store/select.ts';
+import { privateUmask } from '../store/private-data.ts';
 import type { Grant, Period } from '../store/records.ts';
 import { DuplicateUserError } from '../store/users.ts';
 import { extraCommands } from './extra.ts';
@@ -158,6 +159,8 @@ async function main(argv: string[]): Promise<number> {
   let store: StoreBackend | undefined;
   try {
     const config = loadConfig();
+    // keys, backups and model-set requests it writes are the operator's alone (issue 29)
+    privateUmask();
     store = await openConfiguredStore(config);
     const out = await commands[name]!.run(store, args);
     process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);

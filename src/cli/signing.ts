@@ -1,26 +1,68 @@
+import os from 'node:os';
+import { parseArgs } from 'node:util';
 import type { Command } from './main.ts';
 import { now } from '../clock.ts';
 import { loadConfig } from '../config/index.ts';
-import { publicJwksOf } from '../signing/keys.ts';
+import { isNameText } from '../packets/name-text.ts';
+import { publicJwksOf, UnknownSigningKeyError } from '../signing/keys.ts';
 import { keySourceFor } from '../signing/source.ts';
+import { UsageError } from './errors.ts';
 
 // Keys live beside the store: DATA_DIR/keys files with LMDB, the shared database with
 // PostgreSQL (every node picks a rotation up within SHARED_KEY_CACHE_MS).
 const keys = (store: Parameters<Command['run']>[0]) => keySourceFor(store, loadConfig().DATA_DIR);
+
+/** Who ran the command, for the revocation record: the login behind sudo when there is one
+ * (`sudo -u liveness npm run cli ...` would otherwise record only the service user). */
+function operator(): string {
+  const sudo = process.env.SUDO_USER;
+  let user: string;
+  try {
+    user = os.userInfo().username;
+  } catch {
+    // no passwd entry (a container's arbitrary uid)
+    user = `uid ${process.getuid?.() ?? '?'}`;
+  }
+  return sudo && sudo !== user ? `${sudo} (as ${user})` : user;
+}
 
 export const signingCommands: Record<string, Command> = {
   'keys rotate': {
     usage: 'keys rotate   (new verdict signing key; the old public key stays in the JWKS for 7 days)',
     run: async (store) => keys(store).rotate(now()),
   },
+  'keys revoke': {
+    usage: 'keys revoke <kid> [--by NAME]   (emergency: the key leaves the JWKS at once; a new key signs when it was current)',
+    async run(store, args) {
+      const { positionals, values } = parseArgs({ args, allowPositionals: true, options: { by: { type: 'string' } } });
+      const [kid, ...rest] = positionals;
+      if (!kid || rest.length > 0) throw new UsageError('keys revoke takes one kid (keys list shows them)');
+      if (values.by !== undefined && (values.by === '' || !isNameText(values.by) || [...values.by].length > 200)) throw new UsageError('--by must be 1 to 200 characters of text without control characters');
+      try {
+        return await keys(store).revoke(kid, values.by ?? operator(), now());
+      } catch (e) {
+        if (e instanceof UnknownSigningKeyError) throw new UsageError(e.message);
+        throw e;
+      }
+    },
+  },
   'keys list': {
-    usage: 'keys list   (verdict signing keys: kid, created_at, retired_at, published)',
+    usage: 'keys list   (verdict signing keys: kid, created_at, retired_at, revoked_at, revoked_by, published)',
     async run(store) {
       const source = keys(store);
       const current = (await source.current(now())).kid;
       const all = await source.list();
       const published = new Set(publicJwksOf(all, now()).keys.map((k) => k.kid));
-      return { keys: all.map((k) => ({ kid: k.kid, created_at: k.created_at, retired_at: k.retired_at, current: k.kid === current, published: published.has(k.kid) })) };
+      return {
+        keys: all.map((k) => ({
+          kid: k.kid,
+          created_at: k.created_at,
+          retired_at: k.retired_at,
+          ...(k.revoked_at ? { revoked_at: k.revoked_at, revoked_by: k.revoked_by ?? null } : {}),
+          current: k.kid === current,
+          published: published.has(k.kid),
+        })),
+      };
     },
   },
 };

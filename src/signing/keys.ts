@@ -2,7 +2,7 @@ import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { calculateJwkThumbprint, type JWK } from 'jose';
-import type { KeyFile } from '../store/records.ts';
+import type { KeyFile, KeyRevocation } from '../store/records.ts';
 
 // Verdict signing keys live in DATA_DIR/keys: one file per key (private JWK, mode 0600) and
 // a `current` file naming the kid that signs. A rotated key stays published in the JWKS for
@@ -12,7 +12,13 @@ export const RETIRED_PUBLISH_MS = 7 * 24 * 3600 * 1000;
 export const RETIRED_DELETE_MS = 30 * 24 * 3600 * 1000;
 
 // stored by the store (files with LMDB, a table with PostgreSQL); defined there
-export type { KeyFile } from '../store/records.ts';
+export type { KeyFile, KeyRevocation } from '../store/records.ts';
+
+/** A kid is an RFC 7638 SHA-256 thumbprint: 43 base64url characters. Checked before a kid
+ * from the command line names a file. */
+export const KID_PATTERN = /^[A-Za-z0-9_-]{43}$/;
+
+export class UnknownSigningKeyError extends Error {}
 
 export function keysDir(dataDir: string): string {
   return path.join(dataDir, 'keys');
@@ -105,7 +111,7 @@ export function publicJwks(dataDir: string, at = Date.now()): { keys: JWK[] } {
 }
 
 export function publicJwksOf(all: KeyFile[], at: number): { keys: JWK[] } {
-  const keys = all.filter((k) => k.retired_at === null || Date.parse(k.retired_at) + RETIRED_PUBLISH_MS > at);
+  const keys = all.filter((k) => !k.revoked_at && (k.retired_at === null || Date.parse(k.retired_at) + RETIRED_PUBLISH_MS > at));
   return { keys: keys.map((k) => ({ kty: k.jwk.kty, crv: k.jwk.crv, x: k.jwk.x, kid: k.kid, alg: 'EdDSA', use: 'sig' })) };
 }
 
@@ -119,10 +125,37 @@ export async function rotateSigningKey(dataDir: string, at = Date.now()): Promis
   writeAtomic(keyFile(dataDir, old.kid), JSON.stringify({ ...old, retired_at: new Date(at).toISOString() }));
   const deleted: string[] = [];
   for (const k of listKeys(dataDir)) {
-    if (k.retired_at !== null && Date.parse(k.retired_at) + RETIRED_DELETE_MS <= at) {
+    // a revoked key's file is the record of its revocation (and holds no private part): kept
+    if (k.retired_at !== null && !k.revoked_at && Date.parse(k.retired_at) + RETIRED_DELETE_MS <= at) {
       fs.rmSync(keyFile(dataDir, k.kid), { force: true });
       deleted.push(k.kid);
     }
   }
   return { kid: key.kid, retired: old.kid, deleted };
+}
+
+/** The public members of a JWK: what a revoked key's record keeps. */
+export function publicPart(jwk: JWK): JWK {
+  return { kty: jwk.kty, crv: jwk.crv, x: jwk.x, kid: jwk.kid, alg: jwk.alg, use: jwk.use };
+}
+
+/** Emergency revocation (the private key leaked): the key leaves the JWKS at once instead of
+ * after RETIRED_PUBLISH_MS, so a verdict forged with it no longer checks. When it was the
+ * current key, a new key is made current first (API workers sign with it within CHECK_MS).
+ * The key file is rewritten without its private part and with who revoked it and when: it
+ * stays as the record of the revocation. Revoking a revoked key changes nothing. */
+export async function revokeSigningKey(dataDir: string, kid: string, by: string, at = Date.now()): Promise<KeyRevocation> {
+  const key = KID_PATTERN.test(kid) ? listKeys(dataDir).find((k) => k.kid === kid) : undefined;
+  if (!key) throw new UnknownSigningKeyError(`no signing key ${JSON.stringify(kid)} in ${keysDir(dataDir)} (keys list shows them)`);
+  if (key.revoked_at) return { kid, revoked_at: key.revoked_at, revoked_by: key.revoked_by ?? null, current: readCurrentKid(dataDir) ?? null, already_revoked: true };
+  let current = readCurrentKid(dataDir) ?? null;
+  if (current === kid) {
+    // the new key file exists before `current` names it (as in a rotation)
+    current = (await newKeyFile(dataDir, at)).kid;
+    writeAtomic(currentFile(dataDir), current);
+  }
+  const revokedAt = new Date(at).toISOString();
+  const record: KeyFile = { kid, created_at: key.created_at, retired_at: key.retired_at ?? revokedAt, revoked_at: revokedAt, revoked_by: by, jwk: publicPart(key.jwk) };
+  writeAtomic(keyFile(dataDir, kid), JSON.stringify(record));
+  return { kid, revoked_at: revokedAt, revoked_by: by, current, already_revoked: false };
 }

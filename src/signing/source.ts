@@ -1,5 +1,5 @@
 import type { StoreBackend } from '../store/backend.ts';
-import { ensureSigningKey, listKeys, newKey, RETIRED_DELETE_MS, rotateSigningKey, type KeyFile } from './keys.ts';
+import { ensureSigningKey, KID_PATTERN, listKeys, newKey, RETIRED_DELETE_MS, revokeSigningKey, rotateSigningKey, UnknownSigningKeyError, type KeyFile, type KeyRevocation } from './keys.ts';
 
 /** Where a node's verdict-signing keys live: DATA_DIR/keys files with the embedded store (one
  * host), the shared database with PostgreSQL (every node signs with the same key and
@@ -9,6 +9,8 @@ export interface KeySource {
   current(at: number): Promise<KeyFile>;
   list(): Promise<KeyFile[]>;
   rotate(at: number): Promise<{ kid: string; retired: string | null; deleted: string[] }>;
+  /** emergency revocation (keys.ts revokeSigningKey); UnknownSigningKeyError when no such key */
+  revoke(kid: string, by: string, at: number): Promise<KeyRevocation>;
 }
 
 /** How long a node may keep using what it read from the database: a rotation is seen by
@@ -20,6 +22,7 @@ export function fileKeys(dataDir: string): KeySource {
     current: (at) => ensureSigningKey(dataDir, at),
     list: async () => listKeys(dataDir),
     rotate: (at) => rotateSigningKey(dataDir, at),
+    revoke: (kid, by, at) => revokeSigningKey(dataDir, kid, by, at),
   };
 }
 
@@ -34,6 +37,13 @@ export function storeKeys(store: StoreBackend): KeySource {
       // the first rotation on a fresh database still has a key to retire, as with files
       await this.current(at);
       return store.rotateSigningKey(await newKey(at), at, at - RETIRED_DELETE_MS);
+    },
+    async revoke(kid, by, at) {
+      // the replacement is made whether or not it is needed: deciding needs the lock the
+      // store takes inside its transaction
+      const done = KID_PATTERN.test(kid) ? await store.revokeSigningKey(kid, await newKey(at), at, by) : null;
+      if (!done) throw new UnknownSigningKeyError(`no signing key ${JSON.stringify(kid)} in the database (keys list shows them)`);
+      return done;
     },
   };
 }

@@ -1,5 +1,5 @@
 import type { ModuleId } from '../packets/types.ts';
-import type { AuditRecord, DailyTotal, KeyFile, LedgerEntry, Reservation, SessionRecord, TokenRecord, UsageRecord, UserRecord } from './records.ts';
+import type { AuditRecord, DailyTotal, KeyFile, KeyRevocation, LedgerEntry, Reservation, SessionRecord, TokenRecord, UsageRecord, UserRecord } from './records.ts';
 import type { ThrottleView } from './throttle-rules.ts';
 import type { SearchPage, SearchQuery } from './token-search.ts';
 
@@ -158,4 +158,8 @@ export interface StoreBackend {
   /** `next` becomes current and the previous current is retired at `at`, in one
    * transaction; keys retired at or before `deleteRetiredBefore` are deleted */
   rotateSigningKey(next: KeyFile, at: number, deleteRetiredBefore: number): Promise<{ kid: string; retired: string | null; deleted: string[] }>;
+  /** emergency revocation of `kid`: unpublished at once (its private part dropped, the row
+   * kept as the record of who and when); when it was current, `next` becomes current in the
+   * same transaction. null when no such key exists. */
+  revokeSigningKey(kid: string, next: KeyFile, at: number, by: string): Promise<KeyRevocation | null>;
 }

@@ -12,7 +12,7 @@ import type { FaultHooks, SettlementFault } from './faults.ts';
 import { moduleEnabled, setModuleEnabled } from './modules.ts';
 import { openStore, readLatest, storeHealthy, type LmdbCommits, type Store } from './open.ts';
 import { pruneAuditBefore, pruneLedgerBefore, pruneResultsBefore } from './retention.ts';
-import type { KeyFile, Reservation, SessionRecord, TokenRecord, UserRecord } from './records.ts';
+import type { KeyFile, KeyRevocation, Reservation, SessionRecord, TokenRecord, UserRecord } from './records.ts';
 import { searchTokens, searchUsers, type SearchQuery } from './token-search.ts';
 import { ensureTokenNameIndex } from './token-names.ts';
 import { dailyTotals, ensureDailyTotals } from './daily-totals.ts';
@@ -211,6 +211,9 @@ export class LmdbBackend implements StoreBackend, FaultHooks {
     return Promise.reject(new Error('the LMDB store keeps signing keys in DATA_DIR/keys'));
   }
   rotateSigningKey(): Promise<{ kid: string; retired: string | null; deleted: string[] }> {
+    return Promise.reject(new Error('the LMDB store keeps signing keys in DATA_DIR/keys'));
+  }
+  revokeSigningKey(): Promise<KeyRevocation | null> {
     return Promise.reject(new Error('the LMDB store keeps signing keys in DATA_DIR/keys'));
   }
 }

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { open, type Database, type RootDatabase } from 'lmdb';
+import { narrowToPrivate, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from './private-data.ts';
 
 // Bump when a record layout changes incompatibly; open() refuses a store written by
 // another layout instead of misreading it.
@@ -43,8 +44,12 @@ export class StoreError extends Error {}
  * thread, the main thread and the CLI open the same files; LMDB serialises writers. */
 export function openStore(dataDir: string, opts: { commits?: LmdbCommits } = {}): Store {
   const dir = path.join(dataDir, 'store');
-  fs.mkdirSync(dir, { recursive: true });
-  const root = open({ path: dir, maxDbs: 32, mapSize: 2 * 1024 ** 3, compression: false });
+  fs.mkdirSync(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
+  // permissionsMode: the mode of data.mdb and lock.mdb, passed on to mdb_env_open (lmdb-js
+  // reads it, its typings lack it; the default is 0664); a store made earlier is narrowed
+  const options = { path: dir, maxDbs: 32, mapSize: 2 * 1024 ** 3, compression: false, permissionsMode: PRIVATE_FILE_MODE };
+  const root = open(options);
+  narrowToPrivate([path.join(dir, 'data.mdb'), path.join(dir, 'lock.mdb')]);
   const db = {} as Record<DbName, Database<any, any>>;
   for (const name of NAMES) db[name] = root.openDB({ name });
   const found = db.meta.get('schema_version');

@@ -45,7 +45,21 @@ export interface KeyFile {
   kid: string;
   created_at: string;
   retired_at: string | null;
+  /** set by an emergency revocation (`keys revoke`): never published again, and the record
+   * keeps only the public part of the key, with who revoked it and when */
+  revoked_at?: string | null;
+  revoked_by?: string | null;
   jwk: JWK;
+}
+
+/** What `keys revoke` did: `current` is the kid that signs afterwards (a new one when the
+ * revoked key was current). */
+export interface KeyRevocation {
+  kid: string;
+  revoked_at: string;
+  revoked_by: string | null;
+  current: string | null;
+  already_revoked: boolean;
 }
 
 // Metering (the ledger, reservations, idempotency, audit): written by both stores, read by

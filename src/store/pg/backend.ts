@@ -9,7 +9,7 @@ import { dayTotals, resetAt, windowKey } from '../periods.ts';
 import { quotaRefusal } from '../quota.ts';
 import type { ModuleId } from '../../packets/types.ts';
 import type { JWK } from 'jose';
-import type { AuditRecord, DailyTotal, Grant, KeyFile, LedgerEntry, Reservation, SessionRecord, TokenRecord, UsageRecord, UserRecord } from '../records.ts';
+import type { AuditRecord, DailyTotal, Grant, KeyFile, KeyRevocation, LedgerEntry, Reservation, SessionRecord, TokenRecord, UsageRecord, UserRecord } from '../records.ts';
 import { AUDIT_SCAN_BUDGET, type LedgerCheck, type Page, type PageQuery, type ReserveInput, type ReserveOutcome, type ResolveAction, type StoreBackend, type UserPatch } from '../backend.ts';
 import type { FaultHooks, SettlementFault } from '../faults.ts';
 import { StoreError } from '../open.ts';
@@ -704,7 +704,7 @@ export class PgBackend implements StoreBackend, FaultHooks {
   }
 
   async listSigningKeys(): Promise<KeyFile[]> {
-    return (await this.q('SELECT kid, created_at, retired_at, jwk FROM signing_keys ORDER BY seq')).rows.map(keyOf);
+    return (await this.q('SELECT kid, created_at, retired_at, revoked_at, revoked_by, jwk FROM signing_keys ORDER BY seq')).rows.map(keyOf);
   }
 
   async createFirstSigningKey(candidate: KeyFile): Promise<KeyFile> {
@@ -726,10 +726,28 @@ export class PgBackend implements StoreBackend, FaultHooks {
       return { kid: next.kid, retired: (old?.kid as string | undefined) ?? null, deleted };
     });
   }
+
+  async revokeSigningKey(kid: string, next: KeyFile, at: number, by: string): Promise<KeyRevocation | null> {
+    return this.tx(async (c) => {
+      // queued behind (or ahead of) a rotation, so the two never both replace the current key
+      await c.query(`SELECT pg_advisory_xact_lock(hashtext('lv_signing_keys'))`);
+      const row = (await c.query('SELECT retired_at, revoked_at, revoked_by FROM signing_keys WHERE kid = $1', [kid])).rows[0];
+      if (!row) return null;
+      const currentKid = async () => ((await c.query('SELECT kid FROM signing_keys WHERE retired_at IS NULL')).rows[0]?.kid as string | undefined) ?? null;
+      if (row.revoked_at !== null) return { kid, revoked_at: row.revoked_at as string, revoked_by: (row.revoked_by as string | null) ?? null, current: await currentKid(), already_revoked: true };
+      const iso = new Date(at).toISOString();
+      // `jwk - 'd'` drops the private part; retired_ms NULL keeps the row (the record of the
+      // revocation) out of the 30-day deletion of retired keys
+      await c.query(`UPDATE signing_keys SET retired_at = COALESCE(retired_at, $2), retired_ms = NULL, revoked_at = $2, revoked_by = $3, jwk = jwk - 'd' WHERE kid = $1`, [kid, iso, by]);
+      if (row.retired_at === null) await c.query(`INSERT INTO signing_keys (kid, created_at, jwk) VALUES ($1, $2, $3)`, [next.kid, next.created_at, JSON.stringify(next.jwk)]);
+      return { kid, revoked_at: iso, revoked_by: by, current: await currentKid(), already_revoked: false };
+    });
+  }
 }
 
 function keyOf(r: Row): KeyFile {
-  return { kid: r.kid as string, created_at: r.created_at as string, retired_at: (r.retired_at as string | null) ?? null, jwk: (typeof r.jwk === 'string' ? JSON.parse(r.jwk) : r.jwk) as JWK };
+  const revoked = r.revoked_at ? { revoked_at: r.revoked_at as string, revoked_by: (r.revoked_by as string | null) ?? null } : {};
+  return { kid: r.kid as string, created_at: r.created_at as string, retired_at: (r.retired_at as string | null) ?? null, ...revoked, jwk: (typeof r.jwk === 'string' ? JSON.parse(r.jwk) : r.jwk) as JWK };
 }
 
 /** Connection-level failures (refused, reset, terminated, timed out, server shutting down)

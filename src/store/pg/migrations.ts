@@ -268,8 +268,15 @@ CREATE TABLE ledger_pruned (
 CREATE INDEX results_at ON results ((record->>'at'));
 `;
 
+// Emergency revocation of a signing key (`keys revoke`): the row stays, without its private
+// part, as the record of who revoked it and when; a revoked key is never published.
+const V_KEY_REVOCATION = `
+ALTER TABLE signing_keys ADD COLUMN revoked_at text, ADD COLUMN revoked_by text;
+`;
+
 export const MIGRATIONS: readonly { version: number; sql: string }[] = [
   { version: 1, sql: V1 },
   { version: 2, sql: V_SIGNING_KEYS },
   { version: 3, sql: V_RETENTION },
+  { version: 4, sql: V_KEY_REVOCATION },
 ];

@@ -1,0 +1,130 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import t from 'tap';
+import { createLocalJWKSet, decodeProtectedHeader, flattenedVerify, type JSONWebKeySet } from 'jose';
+import { postVerify, request, single } from '../helpers/captures.ts';
+import { makeToken, startServer, type ServerHandle } from '../helpers/server.ts';
+import { waitFor } from '../helpers/wait.ts';
+
+// Emergency revocation of a verdict-signing key whose private part leaked (security issue
+// 29), through the real server and its key files (LMDB store, one host): the revoked key is
+// gone from the served JWKS on the very next request, so a verdict signed (or forged) with it
+// no longer checks, and new verdicts carry the new kid.
+
+/** What a backend does: the exact body bytes as the payload of the detached JWS, checked
+ * against the JWKS the service serves. */
+async function check(jwks: JSONWebKeySet, body: string, signature: string): Promise<boolean> {
+  const [protectedHeader, payload, sig] = signature.split('.');
+  if (payload !== '' || !protectedHeader || !sig) return false;
+  try {
+    await flattenedVerify({ protected: protectedHeader, payload: Buffer.from(body, 'utf8').toString('base64url'), signature: sig }, createLocalJWKSet(jwks), { algorithms: ['EdDSA'] });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const server = await startServer({ ready: true });
+t.teardown(() => server.stop());
+const { token } = await makeToken(server, ['rgb_liveness:1000:day']);
+
+const jwks = async (s: ServerHandle) => {
+  const r = await fetch(`${s.baseUrl}/.well-known/jwks.json`);
+  if (r.status !== 200) throw new Error(`jwks ${r.status}`);
+  return (await r.json()) as JSONWebKeySet;
+};
+const kids = (set: JSONWebKeySet) => set.keys.map((k) => k.kid!).sort();
+
+let seq = 0;
+async function verdict(): Promise<{ body: string; signature: string; kid: string }> {
+  const id = `rv-${++seq}`;
+  const r = await postVerify(server.baseUrl, token, 'rgb_liveness', request([single({ id })]), { 'idempotency-key': id });
+  if (r.status !== 200) throw new Error(`verify ${r.status}: ${r.text}`);
+  const signature = r.headers.get('x-verdict-signature')!;
+  return { body: r.text, signature, kid: decodeProtectedHeader(signature).kid! };
+}
+
+t.test('revoking the current key: unpublished at once, a new key signs, the revocation is recorded', async (t) => {
+  const before = await verdict();
+  const served = await jwks(server);
+  t.same(kids(served), [before.kid], 'the signing key is published');
+  t.ok(await check(served, before.body, before.signature), 'a verdict checks before the revocation');
+
+  const r = await server.cli(['keys', 'revoke', before.kid, '--by', 'alice (incident 7)']);
+  t.equal(r.code, 0, r.stderr);
+  t.equal(r.json.kid, before.kid);
+  t.equal(r.json.revoked_by, 'alice (incident 7)');
+  t.equal(r.json.already_revoked, false);
+  t.ok(Math.abs(Date.parse(r.json.revoked_at) - Date.now()) < 60_000, 'revoked_at is the time of the revocation');
+  t.not(r.json.current, before.kid, 'a new key is current');
+
+  // no waiting: the first JWKS request after the command returned
+  const after = await jwks(server);
+  t.notOk(kids(after).includes(before.kid), 'the revoked key is no longer published');
+  t.same(kids(after), [r.json.current], 'the new key is');
+  t.notOk(await check(after, before.body, before.signature), 'a verdict signed with the revoked key no longer verifies');
+
+  // API workers re-read `current` at most once a second (src/signing/sign.ts): polled
+  const fresh = await waitFor(async () => {
+    const v = await verdict();
+    return v.kid === r.json.current ? v : undefined;
+  }, { timeoutMs: 15_000, what: 'verdicts signed with the new key' });
+  t.ok(await check(await jwks(server), fresh.body, fresh.signature), 'a new verdict verifies against the served JWKS');
+
+  const file = JSON.parse(fs.readFileSync(path.join(server.dataDir, 'keys', `${before.kid}.json`), 'utf8'));
+  t.notOk('d' in file.jwk, 'the revoked key file keeps no private part');
+  t.equal(file.revoked_by, 'alice (incident 7)');
+  const list = await server.cli(['keys', 'list']);
+  t.equal(list.code, 0, list.stderr);
+  t.match(list.json.keys.find((k: { kid: string }) => k.kid === before.kid), { revoked_at: r.json.revoked_at, revoked_by: 'alice (incident 7)', current: false, published: false });
+
+  const again = await server.cli(['keys', 'revoke', before.kid]);
+  t.equal(again.code, 0, again.stderr);
+  t.match(again.json, { kid: before.kid, already_revoked: true, revoked_at: r.json.revoked_at, revoked_by: 'alice (incident 7)', current: r.json.current }, 'revoking twice changes nothing');
+
+  // a rotation later keeps the revoked key unpublished (and its record)
+  const rotated = await server.cli(['keys', 'rotate']);
+  t.equal(rotated.code, 0, rotated.stderr);
+  t.notOk(kids(await jwks(server)).includes(before.kid));
+});
+
+t.test('revoking a retired key that is still published: gone at once, the current key unchanged', async (t) => {
+  const old = (await verdict()).kid;
+  const rotated = await server.cli(['keys', 'rotate']);
+  t.equal(rotated.code, 0, rotated.stderr);
+  t.equal(rotated.json.retired, old);
+  const published = await jwks(server);
+  t.ok(kids(published).includes(old), 'a rotated key stays published for a while');
+  const signed = await waitFor(async () => {
+    const v = await verdict();
+    return v.kid === rotated.json.kid ? v : undefined;
+  }, { timeoutMs: 15_000, what: 'verdicts signed with the rotated key' });
+
+  const r = await server.cli(['keys', 'revoke', old]);
+  t.equal(r.code, 0, r.stderr);
+  t.equal(r.json.current, rotated.json.kid, 'the current key stays current');
+  t.ok(r.json.revoked_by, 'the operator is recorded even without --by');
+  const after = await jwks(server);
+  t.notOk(kids(after).includes(old), 'the revoked key is no longer published');
+  t.ok(kids(after).includes(rotated.json.kid));
+  t.ok(await check(after, signed.body, signed.signature), 'verdicts of the current key still verify');
+});
+
+t.test('bad revocations: a clear error, nothing changed', async (t) => {
+  const before = await jwks(server);
+  for (const [args, msg] of [
+    [['keys', 'revoke'], /takes one kid/],
+    [['keys', 'revoke', 'a', 'b'], /takes one kid/],
+    [['keys', 'revoke', 'A'.repeat(43)], /no signing key/],
+    [['keys', 'revoke', '../../store/data'], /no signing key/],
+    [['keys', 'revoke', before.keys[0]!.kid!, '--by', ''], /--by must be/],
+    [['keys', 'revoke', before.keys[0]!.kid!, '--by', 'a\u0007b'], /--by must be/],
+  ] as const) {
+    const r = await server.cli([...args]);
+    t.equal(r.code, 1, `${args.join(' ')} fails`);
+    t.match(r.stderr, msg);
+  }
+  t.same(await jwks(server), before, 'the JWKS is unchanged');
+  const v = await verdict();
+  t.ok(await check(before, v.body, v.signature), 'verdicts are signed and verify as before');
+});
