@@ -1,7 +1,7 @@
 import { SCHEMA_VERSION } from '../store/open.ts';
 import type { PgBackend } from '../store/pg/backend.ts';
 import { MIGRATIONS } from '../store/pg/migrations.ts';
-import type { Command } from './main.ts';
+import type { Command } from './command.ts';
 
 export const dbCommands: Record<string, Command> = {
   'db migrate': {

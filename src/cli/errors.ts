@@ -1,5 +1,21 @@
-/** A command used wrongly or naming something unknown: one line on stderr, exit 1, no stack.
- * In a file of its own so that command modules can throw it without importing main.ts. */
+/** A command used wrongly: one line on stderr, no stack, exit EXIT.usage. The classes below it
+ * say what kind of refusal it is, so scripts can tell "no such token" from a typo.
+ * In a file of its own so that command modules can throw them without importing main.ts. */
 export class UsageError extends Error {
   override name = 'UsageError';
 }
+
+/** The token, user, key, model set or record named does not exist: exit EXIT.not_found. */
+export class NotFoundError extends UsageError {
+  override name = 'NotFoundError';
+}
+
+/** The change conflicts with what is there (a name taken, a revoked token): exit EXIT.conflict. */
+export class ConflictError extends UsageError {
+  override name = 'ConflictError';
+}
+
+/** The CLI's exit codes (README "Operator CLI"). 1 is a command that ran and reports a failed
+ * outcome (a model check, a refused activation, a ledger that does not verify) or an
+ * unexpected error. */
+export const EXIT = { ok: 0, failed: 1, usage: 2, not_found: 3, conflict: 4, store_unavailable: 5 } as const;

@@ -1,4 +1,4 @@
-import type { Command } from './main.ts';
+import type { Command } from './command.ts';
 import { signingCommands } from './signing.ts';
 import { dbCommands } from './db.ts';
 import { meteringCommands } from './metering.ts';

@@ -12,14 +12,16 @@ import { privateUmask } from '../store/private-data.ts';
 import type { Grant, Period } from '../store/records.ts';
 import { DuplicateUserError } from '../store/users.ts';
 import { extraCommands } from './extra.ts';
-import { UsageError } from './errors.ts';
+import { ConflictError, EXIT, NotFoundError, UsageError } from './errors.ts';
+import type { Command } from './command.ts';
+import { SERVICE_VERSION } from '../version.ts';
 import { isModuleId } from '../admin/modules.ts';
 
 // Operator CLI over the same store as a running server: LMDB in DATA_DIR (LMDB allows several
 // processes) or PostgreSQL at DATABASE_URL.
 // Every command prints JSON on stdout; failures print one line on stderr and exit 1.
 
-export type Command = { usage: string; run(store: StoreBackend, args: string[]): Promise<unknown> };
+export type { Command } from './command.ts';
 
 function moduleId(v: string | undefined): ModuleId {
   if (!v || !isModuleId(v)) throw new UsageError(`module must be one of ${MODULE_IDS.join(', ')} (got ${v ?? 'nothing'})`);
@@ -50,8 +52,21 @@ function isoOf(v: string, what: string): string {
 }
 
 function need<T>(value: T | undefined, what: string): T {
-  if (value === undefined) throw new UsageError(`unknown ${what}`);
+  if (value === undefined) throw new NotFoundError(`unknown ${what}`);
   return value;
+}
+
+/** A token by id or by name (names are unique, case ignored), as an operator knows it. */
+async function tokenId(store: StoreBackend, ref: string | undefined): Promise<string> {
+  if (!ref) throw new UsageError('a token id or name is required');
+  if (await store.getToken(ref)) return ref;
+  const all = await store.listTokens();
+  let named = all.filter((t) => t.name === ref);
+  if (named.length === 0) named = all.filter((t) => t.name.toLowerCase() === ref.toLowerCase());
+  if (named.length === 0) throw new NotFoundError(`unknown token ${JSON.stringify(ref)} (neither an id nor a name)`);
+  // stores written before names were unique may hold duplicates: the id tells them apart
+  if (named.length > 1) throw new ConflictError(`${named.length} tokens are named ${JSON.stringify(ref)}: use the id (${named.map((t) => t.id).join(', ')})`);
+  return named[0]!.id;
 }
 
 async function readStdin(): Promise<string> {
@@ -73,7 +88,7 @@ const commands: Record<string, Command> = {
       try {
         return await addUser(store, { username, password, role: values.role });
       } catch (e) {
-        if (e instanceof DuplicateUserError) throw new UsageError(e.message);
+        if (e instanceof DuplicateUserError) throw new ConflictError(e.message);
         throw e;
       }
     },
@@ -92,49 +107,49 @@ const commands: Record<string, Command> = {
         const { token, plaintext } = await createToken(store, { name: values.name, grants, demo: values.demo ?? false, expires_at: values.expires ? isoOf(values.expires, '--expires') : null });
         return { ...token, token: plaintext };
       } catch (e) {
-        if (e instanceof DuplicateTokenNameError) throw new UsageError(e.message);
+        if (e instanceof DuplicateTokenNameError) throw new ConflictError(e.message);
         throw e;
       }
     },
   },
   'token list': { usage: 'token list', run: async (store) => ({ tokens: await listTokenViews(store) }) },
-  'token show': { usage: 'token show <token_id>', run: async (store, [id]) => need(await tokenDetail(store, id ?? ''), 'token') },
-  'token disable': { usage: 'token disable <token_id>', run: async (store, [id]) => need(await patchToken(store, id ?? '', { enabled: false }), 'token') },
+  'token show': { usage: 'token show <token_id|name>', run: async (store, [ref]) => need(await tokenDetail(store, await tokenId(store, ref)), 'token') },
+  'token disable': { usage: 'token disable <token_id|name>', run: async (store, [ref]) => need(await patchToken(store, await tokenId(store, ref), { enabled: false }), 'token') },
   'token enable': {
-    usage: 'token enable <token_id>',
-    run: async (store, [id]) => {
+    usage: 'token enable <token_id|name>',
+    run: async (store, [ref]) => {
       try {
-        return need(await patchToken(store, id ?? '', { enabled: true }), 'token');
+        return need(await patchToken(store, await tokenId(store, ref), { enabled: true }), 'token');
       } catch (e) {
-        if (e instanceof RevokedTokenError) throw new UsageError(e.message);
+        if (e instanceof RevokedTokenError) throw new ConflictError(e.message);
         throw e;
       }
     },
   },
   'token expire': {
-    usage: 'token expire <token_id> [--at ISO]   (default: now)',
+    usage: 'token expire <token_id|name> [--at ISO]   (default: now)',
     async run(store, args) {
       const { positionals, values } = parseArgs({ args, allowPositionals: true, options: { at: { type: 'string' } } });
-      return need(await patchToken(store, positionals[0] ?? '', { expires_at: values.at ? isoOf(values.at, '--at') : isoNow() }), 'token');
+      return need(await patchToken(store, await tokenId(store, positionals[0]), { expires_at: values.at ? isoOf(values.at, '--at') : isoNow() }), 'token');
     },
   },
-  'token revoke': { usage: 'token revoke <token_id>', run: async (store, [id]) => need(await revokeToken(store, id ?? ''), 'token') },
+  'token revoke': { usage: 'token revoke <token_id|name>', run: async (store, [ref]) => need(await revokeToken(store, await tokenId(store, ref)), 'token') },
   'grant set': {
-    usage: 'grant set <token_id> <module_id> <limit|unlimited> <day|month|never>',
-    run: async (store, [id, m, l, p]) => need(await setGrant(store, id ?? '', { module_id: moduleId(m), limit: limitOf(l), period: periodOf(p) }), 'token'),
+    usage: 'grant set <token_id|name> <module_id> <limit|unlimited> <day|month|never>',
+    run: async (store, [ref, m, l, p]) => need(await setGrant(store, await tokenId(store, ref), { module_id: moduleId(m), limit: limitOf(l), period: periodOf(p) }), 'token'),
   },
   'grant remove': {
-    usage: 'grant remove <token_id> <module_id>',
-    async run(store, [id, m]) {
-      const removed = need(await removeGrant(store, id ?? '', moduleId(m)), 'token');
+    usage: 'grant remove <token_id|name> <module_id>',
+    async run(store, [ref, m]) {
+      const removed = need(await removeGrant(store, await tokenId(store, ref), moduleId(m)), 'token');
       return { removed };
     },
   },
   usage: {
-    usage: 'usage [<token_id>]   (usage snapshots of one token or of all)',
-    async run(store, [id]) {
+    usage: 'usage [<token_id|name>]   (usage snapshots of one token or of all)',
+    async run(store, [ref]) {
       const at = now();
-      const tokens = id ? [need(await store.getToken(id), 'token')] : await store.listTokens();
+      const tokens = ref ? [need(await store.getToken(await tokenId(store, ref)), 'token')] : await store.listTokens();
       const out = [];
       for (const t of tokens) out.push({ id: t.id, name: t.name, usage: await store.usageSnapshot(t, at) });
       return { tokens: out };
@@ -145,17 +160,31 @@ const commands: Record<string, Command> = {
   ...extraCommands,
 };
 
+const EXIT_HELP = `exit codes: ${EXIT.ok} done; ${EXIT.failed} the command ran and reports a failure (or an unexpected error); ${EXIT.usage} usage or configuration; ${EXIT.not_found} not found; ${EXIT.conflict} conflict; ${EXIT.store_unavailable} store unavailable`;
+
 function help(): string {
-  return `usage: npm run cli -- <command>\n\n${Object.values(commands).map((c) => `  ${c.usage}`).join('\n')}\n`;
+  return `usage: npm run cli --silent -- <command> [--help]   (JSON on stdout; messages on stderr)\n\n${Object.values(commands).map((c) => `  ${c.usage}`).join('\n')}\n\n  --version\n\n${EXIT_HELP}\n`;
 }
 
+const HELP_FLAGS = new Set(['-h', '--help']);
+
 async function main(argv: string[]): Promise<number> {
+  if (argv[0] === '--version' || argv[0] === '-v') {
+    process.stdout.write(`${JSON.stringify({ version: SERVICE_VERSION })}\n`);
+    return EXIT.ok;
+  }
   const name = [argv.slice(0, 2).join(' '), argv[0] ?? ''].find((n) => n in commands);
   if (!name) {
-    process.stderr.write(help());
-    return argv.length === 0 || argv[0] === 'help' || argv[0] === '--help' ? 0 : 1;
+    const asked = argv.length === 0 || argv[0] === 'help' || HELP_FLAGS.has(argv[0]!);
+    (asked ? process.stdout : process.stderr).write(help());
+    return asked ? EXIT.ok : EXIT.usage;
   }
   const args = argv.slice(name.split(' ').length);
+  // help on any command is an answer, not an error, and opens no store
+  if (args.some((a) => HELP_FLAGS.has(a))) {
+    process.stdout.write(`usage: npm run cli --silent -- ${commands[name]!.usage}\n\n${EXIT_HELP}\n`);
+    return EXIT.ok;
+  }
   let store: StoreBackend | undefined;
   try {
     const config = loadConfig();
@@ -164,11 +193,17 @@ async function main(argv: string[]): Promise<number> {
     store = await openConfiguredStore(config);
     const out = await commands[name]!.run(store, args);
     process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
-    return typeof process.exitCode === 'number' ? process.exitCode : 0;
+    return typeof process.exitCode === 'number' ? process.exitCode : EXIT.ok;
   } catch (e) {
-    if (e instanceof UsageError || e instanceof ConfigError || e instanceof StoreError || (e as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
+    const code =
+      e instanceof NotFoundError ? EXIT.not_found
+      : e instanceof ConflictError ? EXIT.conflict
+      : e instanceof StoreError ? EXIT.store_unavailable
+      : e instanceof UsageError || e instanceof ConfigError || /^ERR_PARSE_ARGS_/.test(String((e as { code?: string }).code)) ? EXIT.usage
+      : null;
+    if (code !== null) {
       process.stderr.write(`error: ${(e as Error).message}\n`);
-      return 1;
+      return code;
     }
     throw e;
   } finally {

@@ -3,8 +3,8 @@ import { listPendingSettlements, resolveSettlement } from '../metering/index.ts'
 import { parsePageQuery } from '../admin/page-query.ts';
 import { ValidationFailure } from '../errors/index.ts';
 import type { PageQuery } from '../store/backend.ts';
-import { UsageError } from './errors.ts';
-import type { Command } from './main.ts';
+import { NotFoundError, ConflictError, UsageError } from './errors.ts';
+import type { Command } from './command.ts';
 
 
 /** The admin API's query rules (ISO times, limit 1..1000, cursors it issued), so a bad
@@ -42,8 +42,8 @@ export const meteringCommands: Record<string, Command> = {
     async run(store, [id, action]) {
       if (action !== 'charge' && action !== 'refund') throw new UsageError('action must be charge or refund');
       const r = await resolveSettlement(store, id ?? '', action);
-      if (r === undefined) throw new UsageError(`unknown settlement ${id}`);
-      if (r === 'not_pending') throw new UsageError(`settlement ${id} is not pending`);
+      if (r === undefined) throw new NotFoundError(`unknown settlement ${id}`);
+      if (r === 'not_pending') throw new ConflictError(`settlement ${id} is not pending`);
       return r;
     },
   },

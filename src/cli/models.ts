@@ -9,6 +9,7 @@ import {
   calibrationSummary,
   checkModelSet,
   ImportError,
+  ImportExistsError,
   loadManifest,
   openQuestions,
   planImport,
@@ -20,8 +21,8 @@ import {
   readModelSetState,
   requestActivation,
 } from '../inference/index.ts';
-import { UsageError } from './errors.ts';
-import type { Command } from './main.ts';
+import { ConflictError, NotFoundError, UsageError } from './errors.ts';
+import type { Command } from './command.ts';
 
 export const modelCommands: Record<string, Command> = {
   'models check': {
@@ -88,6 +89,7 @@ export const modelCommands: Record<string, Command> = {
         process.stderr.write(`next:\n${next.map((n) => `  ${n}`).join('\n')}\n`);
         return { model_set: plan.model_set, dir: plan.dir, check: check.ok ? 'ok' : 'failed', manifest: plan.manifest, next };
       } catch (e) {
+        if (e instanceof ImportExistsError) throw new ConflictError(e.message);
         if (e instanceof ImportError) throw new UsageError(e.message);
         throw e;
       }
@@ -144,7 +146,7 @@ export const modelCommands: Record<string, Command> = {
       const set = positionals[0];
       if (!set) throw new UsageError('model set name required');
       const config = loadConfig();
-      if (!availableModelSets(config.MODELS_DIR).includes(set)) throw new UsageError(`unknown model set ${set}: no ${set}/manifest.json in ${config.MODELS_DIR}`);
+      if (!availableModelSets(config.MODELS_DIR).includes(set)) throw new NotFoundError(`unknown model set ${set}: no ${set}/manifest.json in ${config.MODELS_DIR}`);
       const wait = values.wait === undefined ? 0 : Number(values.wait);
       if (!Number.isInteger(wait) || wait < 0 || wait > 86_400) throw new UsageError('--wait must be a whole number of seconds (0 to 86400)');
       const req = requestActivation(config.DATA_DIR, set);

@@ -2,7 +2,7 @@ import { loadConfig } from '../config/index.ts';
 import { pruneOnce } from '../retention/index.ts';
 import { BackupError, backupStore } from '../store/backup.ts';
 import { UsageError } from './errors.ts';
-import type { Command } from './main.ts';
+import type { Command } from './command.ts';
 
 /** Operations commands: retention and backup (README "Retention", "Backup and restore"). */
 export const opsCommands: Record<string, Command> = {

@@ -1,12 +1,12 @@
 import os from 'node:os';
 import { parseArgs } from 'node:util';
-import type { Command } from './main.ts';
+import type { Command } from './command.ts';
 import { now } from '../clock.ts';
 import { loadConfig } from '../config/index.ts';
 import { isNameText } from '../packets/name-text.ts';
 import { publicJwksOf, UnknownSigningKeyError } from '../signing/keys.ts';
 import { keySourceFor } from '../signing/source.ts';
-import { UsageError } from './errors.ts';
+import { NotFoundError, UsageError } from './errors.ts';
 
 // Keys live beside the store: DATA_DIR/keys files with LMDB, the shared database with
 // PostgreSQL (every node picks a rotation up within SHARED_KEY_CACHE_MS).
@@ -41,7 +41,7 @@ export const signingCommands: Record<string, Command> = {
       try {
         return await keys(store).revoke(kid, values.by ?? operator(), now());
       } catch (e) {
-        if (e instanceof UnknownSigningKeyError) throw new UsageError(e.message);
+        if (e instanceof UnknownSigningKeyError) throw new NotFoundError(e.message);
         throw e;
       }
     },

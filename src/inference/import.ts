@@ -13,6 +13,8 @@ import { MANIFEST_FORMAT } from './manifest.ts';
 import { createRuntime, type Session } from './runtime.ts';
 
 export class ImportError extends Error {}
+/** the set's folder exists already (a conflict, not a usage mistake) */
+export class ImportExistsError extends ImportError {}
 
 /** What the graph declares about itself. */
 export interface GraphFacts {
@@ -209,7 +211,7 @@ export function planImport(modelsDir: string, file: string, facts: GraphFacts, a
 /** Writes the set's folder; refuses to replace an existing set unless `force`. */
 export function writeImport(plan: ImportPlan, file: string, force: boolean): void {
   if (existsSync(plan.dir)) {
-    if (!force) throw new ImportError(`${plan.dir} exists; choose another --name, or --force to replace it`);
+    if (!force) throw new ImportExistsError(`${plan.dir} exists; choose another --name, or --force to replace it`);
     rmSync(plan.dir, { recursive: true, force: true });
   }
   mkdirSync(plan.dir, { recursive: true });

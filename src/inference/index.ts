@@ -4,7 +4,7 @@
 export { createInferenceEngine, type Backend, type EngineOptions, type InferenceEngine } from './engine.ts';
 export { loadManifest, ManifestError, MANIFEST_FORMAT, type Manifest } from './manifest.ts';
 export { checkModelSet } from './check.ts';
-export { ImportError, openQuestions, planImport, readGraphFacts, readGraphFile, writeImport, type ImportAnswers } from './import.ts';
+export { ImportError, ImportExistsError, openQuestions, planImport, readGraphFacts, readGraphFile, writeImport, type ImportAnswers } from './import.ts';
 export { calibrate, CalibrationError, summary as calibrationSummary, type CalibrationReport } from './calibration/index.ts';
 export { createModelSetSwitch, ActivationBusyError, type ModelSetSwitch, type Activation, type ModelSetStatus } from './model-sets.ts';
 export { availableModelSets, readModelSetState, requestActivation, startupModelSet, watchActivationRequests, type ModelSetState } from './model-set-requests.ts';

@@ -95,7 +95,7 @@ t.test('token names are unique ignoring case; a rename to a taken name is a 409'
   t.same(racing.map((r) => r.status).sort(), [201, 409, 409, 409, 409, 409], 'one of six simultaneous creates wins');
 
   const cli = await server.cli(['token', 'create', '--name', 'kiosk-18']);
-  t.equal(cli.code, 1, 'the CLI refuses a taken name too');
+  t.equal(cli.code, 4, 'the CLI refuses a taken name too (conflict)');
   t.match(cli.stderr, 'exists');
 });
 

@@ -85,7 +85,7 @@ t.test('disabled, expired and revoked tokens are refused, and enable works', asy
   t.equal((await server.cli(['token', 'revoke', d.id])).code, 0);
   t.equal((await me(`Bearer ${d.token}`)).status, 401, 'revoked');
   const enable = await server.cli(['token', 'enable', d.id]);
-  t.equal(enable.code, 1, 'enabling a revoked token is refused');
+  t.equal(enable.code, 4, 'enabling a revoked token is refused (conflict)');
   t.match(enable.stderr, /revoked for good/);
   t.equal((await me(`Bearer ${d.token}`)).status, 401, 'revocation is final');
 });
@@ -109,7 +109,7 @@ t.test('grants: set, change and remove through the CLI', async (t) => {
   body = await (await me(`Bearer ${a.token}`)).json();
   t.same(body.usage.map((u: any) => u.module_id), ['color_liveness']);
   const bad = await server.cli(['grant', 'set', a.id, 'face_liveness', '1', 'day']);
-  t.equal(bad.code, 1);
+  t.equal(bad.code, 2);
   t.match(bad.stderr, /module must be one of/);
   const badPeriod = await server.cli(['grant', 'set', a.id, 'rgb_liveness', '1', 'week']);
   t.match(badPeriod.stderr, /period must be/);

@@ -117,9 +117,9 @@ t.test('the CLI works on the DATA_DIR of a running server', async (t) => {
   t.equal(created.json.username, 'ops');
   t.notOk('password_hash' in created.json);
   const dup = await s.cli(['user', 'create', 'ops'], 'a-long-password\n');
-  t.equal(dup.code, 1);
+  t.equal(dup.code, 4, 'a taken name is a conflict');
   const short = await s.cli(['user', 'create', 'x'], 'short\n');
-  t.equal(short.code, 1);
+  t.equal(short.code, 2, 'a short password is a usage error');
   t.match(short.stderr, /at least 8/);
   const usage = await s.cli(['usage']);
   t.equal(usage.code, 0);

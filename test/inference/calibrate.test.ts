@@ -108,10 +108,10 @@ t.test('models calibrate refuses crops the service would refuse, naming the file
   writeFileSync(join(work, 'attack', 'a.png'), encodePng(flat(20)));
   const env = { INFERENCE_BACKEND: 'wasm', INFERENCE_THREADS: '1' };
   const r = await runCli(join(work, 'data'), ['models', 'calibrate', set.dir, '--live', join(work, 'live'), '--attack', join(work, 'attack')], '', env);
-  t.equal(r.code, 1);
+  t.equal(r.code, 2);
   t.match(r.stderr, /error: crops the service would refuse:\n.*small\.png: /);
   const empty = await runCli(join(work, 'data'), ['models', 'calibrate', set.dir, '--live', join(work, 'live'), '--attack', join(work, 'nowhere')], '', env);
-  t.equal(empty.code, 1);
+  t.equal(empty.code, 2);
   t.match(empty.stderr, /attack folder .*nowhere does not exist/);
   const usage = await runCli(join(work, 'data'), ['models', 'calibrate', set.dir, '--live', join(work, 'live')], '', env);
   t.match(usage.stderr, /--live <dir> and --attack <dir> are both required/);

@@ -38,14 +38,14 @@ writeFileSync(nhwc, nhwcLogitsGraph());
 
 t.test('what the graph cannot tell is asked for by name; nothing is written meanwhile', async (t) => {
   const r = await runCli(dataDir, ['models', 'import', nhwc], '', env);
-  t.equal(r.code, 1);
+  t.equal(r.code, 2);
   t.match(r.stderr, /read from the graph: input "pixels" float32 NHWC, size 32, batch dynamic; output "class_logits" with 3 value\(s\) per item \(rows do not sum to 1: logits\)/);
   for (const flag of ['--crop-fraction', '--resize', '--channel-order', '--scale', '--mean', '--std', '--live-index']) t.match(r.stderr, flag);
   t.notMatch(r.stderr, '--size', 'the size is read from the graph');
   t.notMatch(r.stderr, '--output-kind', 'a multi-class output says what it is');
   t.notOk(existsSync(join(modelsDir, 'kiosk-net_v1')), 'no half-made set');
   const bad = await runCli(dataDir, ['models', 'import', nhwc, ...FLAGS, '--live-index', '3'], '', env);
-  t.equal(bad.code, 1);
+  t.equal(bad.code, 2);
   t.match(bad.stderr, /--live-index: "3" is not allowed/);
 });
 
@@ -65,7 +65,7 @@ t.test('an NHWC logits graph becomes a checked, trained model set that a server 
     },
   });
   t.match(r.stderr, /result: ok/, 'the graph checks ran');
-  t.equal((await runCli(dataDir, ['models', 'import', nhwc, ...FLAGS, '--live-index', '1'], '', env)).code, 1, 'an existing set is not replaced without --force');
+  t.equal((await runCli(dataDir, ['models', 'import', nhwc, ...FLAGS, '--live-index', '1'], '', env)).code, 4, 'an existing set is not replaced without --force (conflict)');
 
   const server = await startServer({ env: { ...env, MODEL_SET: 'kiosk-net_v1', INFERENCE_BACKEND: 'wasm', WARMUP_RUNS: '1', REQUIRE_TRAINED_MODELS: '1' }, ready: false });
   t.teardown(() => server.stop());
@@ -83,13 +83,13 @@ t.test('a softmax output is recognised; a one-value output needs --output-kind',
   t.equal(r.code, 0, r.stderr);
   t.match(r.json.manifest.modules.rgb_liveness.graphs[0], { layout: 'NCHW', output_kind: 'softmax', size: 48, live_index: 1 });
   const wrong = await runCli(dataDir, ['models', 'import', softmax, '--name', 'soft2_v1', ...FLAGS, '--live-index', '1', '--output-kind', 'logits'], '', env);
-  t.equal(wrong.code, 1);
+  t.equal(wrong.code, 2);
   t.match(wrong.stderr, /rows sum to 1 \(softmax\)/);
 
   const logit = join(root, 'one.onnx');
   writeFileSync(logit, brightnessGraph('logit', 32, 8, 0.5));
   const missing = await runCli(dataDir, ['models', 'import', logit, ...FLAGS], '', env);
-  t.equal(missing.code, 1);
+  t.equal(missing.code, 2);
   t.match(missing.stderr, /--output-kind \(The single output value is a logit or a probability\)/);
   const done = await runCli(dataDir, ['models', 'import', logit, ...FLAGS, '--output-kind', 'logit', '--untrained'], '', env);
   t.equal(done.code, 0, done.stderr);
@@ -99,6 +99,6 @@ t.test('a softmax output is recognised; a one-value output needs --output-kind',
   const notOnnx = join(root, 'junk.onnx');
   writeFileSync(notOnnx, 'not a graph');
   const junk = await runCli(dataDir, ['models', 'import', notOnnx, ...FLAGS], '', env);
-  t.equal(junk.code, 1);
+  t.equal(junk.code, 2);
   t.match(junk.stderr, /not an ONNX graph/);
 });

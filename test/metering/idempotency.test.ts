@@ -136,7 +136,7 @@ t.test('settlement failure keeps the reservation for the operator; charge comple
   t.equal(replay.json.results[0].capture_id, 'settle-1');
   t.equal(await used(token), 1);
   const twice = await server.cli(['settlements', 'resolve', mine.id, 'refund']);
-  t.equal(twice.code, 1, 'a resolved settlement cannot be resolved again');
+  t.equal(twice.code, 4, 'a resolved settlement cannot be resolved again (conflict)');
 });
 
 t.test('settlement failure resolved by refund gives the units back and frees the key', async (t) => {

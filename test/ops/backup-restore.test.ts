@@ -36,7 +36,7 @@ t.test('a backup of the live store, restored, serves the same tokens, usage and 
   t.ok(fs.statSync(file).size > 0);
   t.equal(fs.statSync(file).mode & 0o777, 0o600, 'the copy is private (it holds token hashes and results)');
   const again = await a.cli(['backup', file]);
-  t.equal(again.code, 1, 'an existing file is never overwritten');
+  t.equal(again.code, 2, 'an existing file is never overwritten');
   t.match(again.stderr, /exists/);
   t.equal((await slow).status, 200, 'the service went on serving during the backup');
   await a.stop();

@@ -112,16 +112,16 @@ t.test('revoking a retired key that is still published: gone at once, the curren
 
 t.test('bad revocations: a clear error, nothing changed', async (t) => {
   const before = await jwks(server);
-  for (const [args, msg] of [
-    [['keys', 'revoke'], /takes one kid/],
-    [['keys', 'revoke', 'a', 'b'], /takes one kid/],
-    [['keys', 'revoke', 'A'.repeat(43)], /no signing key/],
-    [['keys', 'revoke', '../../store/data'], /no signing key/],
-    [['keys', 'revoke', before.keys[0]!.kid!, '--by', ''], /--by must be/],
-    [['keys', 'revoke', before.keys[0]!.kid!, '--by', 'a\u0007b'], /--by must be/],
+  for (const [args, msg, code] of [
+    [['keys', 'revoke'], /takes one kid/, 2],
+    [['keys', 'revoke', 'a', 'b'], /takes one kid/, 2],
+    [['keys', 'revoke', 'A'.repeat(43)], /no signing key/, 3],
+    [['keys', 'revoke', '../../store/data'], /no signing key/, 3],
+    [['keys', 'revoke', before.keys[0]!.kid!, '--by', ''], /--by must be/, 2],
+    [['keys', 'revoke', before.keys[0]!.kid!, '--by', 'a\u0007b'], /--by must be/, 2],
   ] as const) {
     const r = await server.cli([...args]);
-    t.equal(r.code, 1, `${args.join(' ')} fails`);
+    t.equal(r.code, code, `${args.join(' ')} fails (exit ${code})`);
     t.match(r.stderr, msg);
   }
   t.same(await jwks(server), before, 'the JWKS is unchanged');

@@ -27,6 +27,6 @@ t.test('db migrate without DATABASE_URL checks the LMDB store', async (t) => {
 
 t.test('a DATABASE_URL that is not PostgreSQL is a usage error, not a silent local store', async (t) => {
   const r = await runCli(tempDir(), ['db', 'migrate'], '', { DATABASE_URL: 'mysql://x@y/z' });
-  t.equal(r.code, 1);
+  t.equal(r.code, 2);
   t.match(r.stderr, /DATABASE_URL/);
 });

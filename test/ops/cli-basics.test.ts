@@ -1,0 +1,49 @@
+import t from 'tap';
+import { runCli, tempDir } from '../helpers/server.ts';
+import { SERVICE_VERSION } from '../../src/version.ts';
+
+// Issue 25, the CLI an operator meets first: --version, help that is an answer (exit 0) on
+// every command, tokens by name, and exit codes a script can tell apart.
+const dataDir = tempDir();
+
+t.test('--version and help exit 0 and print to stdout', async (t) => {
+  const v = await runCli(dataDir, ['--version']);
+  t.equal(v.code, 0);
+  t.same(v.json, { version: SERVICE_VERSION });
+  for (const args of [['--help'], ['token', 'create', '--help'], ['keys', 'revoke', '-h']]) {
+    const r = await runCli(dataDir, args);
+    t.equal(r.code, 0, `${args.join(' ') || '(nothing)'} exits 0`);
+    t.match(r.stdout, /usage: npm run cli --silent -- /, `${args.join(' ')}: usage on stdout`);
+    if (args[0] === 'token') t.match(r.stdout, /token create --name NAME/, 'the command\'s own usage');
+    t.match(r.stdout, /exit codes: 0 done; 1 .* 2 usage or configuration; 3 not found; 4 conflict; 5 store unavailable/);
+  }
+  const unknown = await runCli(dataDir, ['frobnicate']);
+  t.equal(unknown.code, 2, 'an unknown command is a usage error');
+  t.match(unknown.stderr, /usage:/);
+  t.equal((await runCli(dataDir, ['token', 'create', '--name', 'x', '--bogus'])).code, 2, 'an unknown option is a usage error');
+});
+
+t.test('tokens by id or by name; not found 3, conflict 4', async (t) => {
+  const made = await runCli(dataDir, ['token', 'create', '--name', 'Lobby Kiosk', '--grant', 'rgb_liveness:5:day']);
+  t.equal(made.code, 0, made.stderr);
+  const byName = await runCli(dataDir, ['token', 'show', 'Lobby Kiosk']);
+  t.equal(byName.code, 0, byName.stderr);
+  t.equal(byName.json.id, made.json.id);
+  t.equal((await runCli(dataDir, ['token', 'show', 'lobby kiosk'])).json.id, made.json.id, 'case ignored, as names are unique');
+  t.equal((await runCli(dataDir, ['grant', 'set', 'Lobby Kiosk', 'rgb_liveness', '9', 'day'])).code, 0);
+  t.match((await runCli(dataDir, ['usage', 'Lobby Kiosk'])).json, { tokens: [{ id: made.json.id, usage: [{ module_id: 'rgb_liveness', limit: 9 }] }] });
+  t.equal((await runCli(dataDir, ['token', 'disable', 'Lobby Kiosk'])).json.enabled, false);
+  const missing = await runCli(dataDir, ['token', 'show', 'nobody']);
+  t.equal(missing.code, 3);
+  t.match(missing.stderr, /unknown token "nobody" \(neither an id nor a name\)/);
+  const taken = await runCli(dataDir, ['token', 'create', '--name', 'lobby kiosk']);
+  t.equal(taken.code, 4);
+  t.equal((await runCli(dataDir, ['token', 'revoke', made.json.id])).code, 0);
+  t.equal((await runCli(dataDir, ['token', 'enable', 'Lobby Kiosk'])).code, 4, 'a revoked token cannot be enabled: conflict');
+  t.equal((await runCli(dataDir, ['settlements', 'resolve', 'rsv_nope', 'refund'])).code, 3);
+});
+
+t.test('a store that cannot be opened: 5', async (t) => {
+  const r = await runCli(dataDir, ['token', 'list'], '', { DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' });
+  t.equal(r.code, 5, r.stderr);
+});
