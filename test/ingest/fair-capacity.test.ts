@@ -23,7 +23,9 @@ import { RawConn, auditOf, body, post, rawAnswer, smallSingle, verifyHead, type 
 
 const server = await startServer({
   ready: true,
-  env: { WORKERS: '2', TRUSTED_PROXIES: '127.0.0.1', UPLOAD_MIN_BYTES_PER_SECOND: '1000' },
+  // a long rate window: the half bodies that hold slots below stall until the test sends the
+  // rest, and only a revocation (not a 408 on a slow machine) may end them
+  env: { WORKERS: '2', TRUSTED_PROXIES: '127.0.0.1', UPLOAD_MIN_BYTES_PER_SECOND: '1000', UPLOAD_RATE_WINDOW_SECONDS: '300' },
 });
 t.teardown(() => server.stop());
 
@@ -185,5 +187,30 @@ t.test('a lone tenant still gets every slot, and a fifth call of its own is refu
   const statuses = await Promise.all(conns.map(async (conn) => (await conn.response()).status));
   for (const conn of conns) conn.close();
   t.same(statuses, [200, 200, 200, 200], 'all four calls of the lone tenant complete');
+  await idleHost();
+});
+
+t.test('an IPv6 /64 is one address: four tokens on four addresses of one /64 hold every slot; a caller from another /64 is served', async (t) => {
+  const tokens = await Promise.all([0, 1, 2, 3, 4].map(() => makeToken(server, ['rgb_liveness:10000:day'])));
+  const b = body([smallSingle()]);
+  const half = Math.floor(b.body.length / 2);
+  // every slot its own token and its own address: counted by address, each caller holds one
+  // slot, its share of four; counted by /64, one network holds all four
+  const held: RawConn[] = [];
+  for (let i = 0; i < 4; i++) {
+    const conn = new RawConn(server.port);
+    await conn.connected;
+    await conn.write(verifyHead({ token: tokens[i]!.token, contentType: b.contentType, contentLength: b.body.length, extra: { 'X-Forwarded-For': `2001:db8:77:1:${i + 1}::9` } }));
+    await conn.write(b.body.subarray(0, half));
+    held.push(conn);
+  }
+  await fullHost();
+  const r = await post(server.baseUrl, tokens[4]!.token, body([smallSingle()]), { headers: { 'x-forwarded-for': '2001:db8:77:2::9' } });
+  t.equal(r.status, 200, `a caller from another /64 is served (${r.status} ${r.json?.error?.message ?? ''})`);
+  const revoked = await waitFor(() => held.find((c) => c.hasAnswer), { timeoutMs: 15_000, what: 'one upload of the /64 to be answered' });
+  t.equal(held.filter((c) => c.hasAnswer).length, 1, 'only one upload gave way');
+  const answer = await revoked.response();
+  t.same([answer.status, answer.json?.error?.code], [503, 'server_busy'], 'the revoked upload of the /64 is answered 503 server_busy');
+  for (const conn of held) conn.close();
   await idleHost();
 });
