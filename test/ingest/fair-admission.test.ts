@@ -2,6 +2,7 @@
 // itself: two HostAdmission instances on one SharedArrayBuffer stand for two API workers.
 // Through the real server: fair-capacity.test.ts.
 
+import fc from 'fast-check';
 import t from 'tap';
 import { HostAdmission, addressKey, createAdmissionTable, type AdmissionSlot } from '../../src/http/capacity.ts';
 import { waitFor } from '../helpers/wait.ts';
@@ -130,4 +131,77 @@ t.test('a revocation racing the last byte: uploaded() says false, and the slot s
   a[1]!.slot.release();
   b.slot.release();
   t.equal(w0.inUse(), 0);
+});
+
+// The rule against a plain model, over random interleavings of two workers: a full host
+// refuses a caller exactly when no upload's caller has a load above the newcomer's load + 1;
+// otherwise the oldest upload of the highest load gives way, and only it.
+t.test('model check: the shared table admits, refuses and revokes as the rule says', async (t) => {
+  const callers = [
+    { address: '198.51.100.1', token: 'A' },
+    { address: '198.51.100.2', token: 'A' },
+    { address: '198.51.100.1', token: 'B' },
+    { address: '2001:db8:5:5::1', token: 'C' },
+    { address: '2001:db8:5:5::2', token: 'D' },
+    { address: '203.0.113.7', token: 'E' },
+  ];
+  type Op = { kind: 'acquire'; worker: number; caller: number } | { kind: 'uploaded' | 'release'; pick: number };
+  const op = fc.oneof(
+    fc.record({ kind: fc.constant('acquire' as const), worker: fc.integer({ min: 0, max: 1 }), caller: fc.integer({ min: 0, max: callers.length - 1 }) }),
+    fc.record({ kind: fc.constantFrom('uploaded' as const, 'release' as const), pick: fc.nat() }),
+  );
+  fc.assert(
+    fc.property(fc.integer({ min: 1, max: 6 }), fc.array(op, { maxLength: 60 }), (slots, ops: Op[]) => {
+      const workers = host(slots);
+      interface Live { caller: number; seq: number; uploading: boolean; slot: AdmissionSlot }
+      const live: Live[] = [];
+      let seq = 0;
+      const load = (c: number) => {
+        const { address, token } = callers[c]!;
+        const net = addressKey(address);
+        return Math.max(live.filter((l) => callers[l.caller]!.token === token).length, live.filter((l) => addressKey(callers[l.caller]!.address) === net).length);
+      };
+      for (const o of ops) {
+        if (o.kind === 'acquire') {
+          const mine = load(o.caller);
+          const full = live.length === slots;
+          let victim: Live | undefined;
+          if (full) {
+            for (const l of live) {
+              if (!l.uploading || load(l.caller) <= mine + 1) continue;
+              if (!victim || load(l.caller) > load(victim.caller) || (load(l.caller) === load(victim.caller) && l.seq < victim.seq)) victim = l;
+            }
+          }
+          const r = workers[o.worker]!.acquire(callers[o.caller]!.address, callers[o.caller]!.token, () => {});
+          if (full && !victim) {
+            // 'host', or the cap (caps default to every slot) for a caller holding them all
+            if (typeof r !== 'string' || (mine < slots && r !== 'host')) throw new Error(`expected a refusal, got ${typeof r === 'string' ? r : 'a slot'}`);
+            continue;
+          }
+          if (typeof r === 'string') throw new Error(`expected a slot, got ${r}`);
+          if (victim) {
+            live.splice(live.indexOf(victim), 1);
+            // the model's victim, and no other, has lost its slot
+            if (victim.slot.uploaded()) throw new Error('the victim kept its slot');
+            victim.slot.release();
+          }
+          live.push({ caller: o.caller, seq: seq++, uploading: true, slot: r });
+        } else if (live.length > 0) {
+          const l = live[o.pick % live.length]!;
+          if (o.kind === 'uploaded') {
+            if (l.uploading && !l.slot.uploaded()) throw new Error('an upload that kept its slot was told it lost it');
+            l.uploading = false;
+          } else {
+            l.slot.release();
+            live.splice(live.indexOf(l), 1);
+          }
+        }
+        if (workers[0]!.inUse() !== live.length) throw new Error(`in use ${workers[0]!.inUse()}, model ${live.length}`);
+      }
+      for (const l of live) l.slot.release();
+      return workers[0]!.inUse() === 0;
+    }),
+    { numRuns: 300 },
+  );
+  t.pass('300 random interleavings agree with the model');
 });
