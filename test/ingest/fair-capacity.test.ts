@@ -211,6 +211,8 @@ t.test('an IPv6 /64 is one address: four tokens on four addresses of one /64 hol
   t.equal(held.filter((c) => c.hasAnswer).length, 1, 'only one upload gave way');
   const answer = await revoked.response();
   t.same([answer.status, answer.json?.error?.code], [503, 'server_busy'], 'the revoked upload of the /64 is answered 503 server_busy');
+  t.match(answer.headers['retry-after'], /^\d+$/, 'with Retry-After');
+  t.match(answer.json?.error?.message, /share/, 'the message says why: its caller holds more than its share');
   for (const conn of held) conn.close();
   await idleHost();
 });
