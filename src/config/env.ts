@@ -26,8 +26,8 @@ export const ConfigSchema = Type.Object({
   UPLOAD_MIN_BYTES_PER_SECOND: Int(1, 1 << 30, 'an upload slower than this, averaged over UPLOAD_RATE_WINDOW_SECONDS, is answered 408'),
   UPLOAD_RATE_WINDOW_SECONDS: Int(2, 3600, 'the window over which the upload rate is averaged; also the longest stall allowed'),
   UPLOAD_DEADLINE_SECONDS: Int(1, 24 * 3600, 'an upload not finished by then is answered 408'),
-  UPLOADS_PER_ADDRESS: Int(1, 2 * MAX_WORKERS, 'concurrent verify calls one client address may hold, host-wide'),
-  UPLOADS_PER_TOKEN: Int(1, 2 * MAX_WORKERS, 'concurrent verify calls one business token may hold, host-wide'),
+  UPLOADS_PER_ADDRESS: Int(1, 2 * MAX_WORKERS, 'hard cap on the concurrent verify calls one client address (an IPv6 /64 counts as one) may hold, host-wide, even on an idle host; default: every slot (fair shares already keep a busy host shared: a caller holding none takes a slot from the caller holding the most)'),
+  UPLOADS_PER_TOKEN: Int(1, 2 * MAX_WORKERS, 'hard cap on the concurrent verify calls one business token may hold, host-wide, even on an idle host; default: every slot (see UPLOADS_PER_ADDRESS)'),
   COOKIE_PREFIX: Type.String({ pattern: '^[A-Za-z0-9_-]{1,32}$', description: 'session cookie is <prefix>_session' }),
   COOKIE_SECURE: Type.Boolean({ description: 'add Secure to the session cookie' }),
   ADMIN_USERNAME: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9_.@-]{1,64}$' })),
@@ -140,12 +140,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     TEST_INFERENCE_FAIL_PREFIX: opt(env.TEST_INFERENCE_FAIL_PREFIX),
     TEST_SETTLEMENT_FAIL_PREFIX: opt(env.TEST_SETTLEMENT_FAIL_PREFIX),
   };
-  // Caps default to shares of the host's slots (validated once WORKERS is known): one address
-  // may take half of them and one token three quarters, but never fewer than 4, so that a
-  // small host still serves one client's modest concurrency.
+  // The hard caps default to every slot of the host (validated once WORKERS is known): on a
+  // contended host the fair shares of src/http/capacity.ts give a caller holding none a slot
+  // of the caller holding the most, so a fixed cap would only idle slots that a lone tenant
+  // could use. An operator may still set one.
   const slots = Number.isInteger(raw.WORKERS) ? raw.WORKERS * SLOTS_PER_WORKER : 2;
-  raw.UPLOADS_PER_ADDRESS = int('UPLOADS_PER_ADDRESS', env.UPLOADS_PER_ADDRESS, Math.min(slots, Math.max(4, Math.ceil(slots / 2))));
-  raw.UPLOADS_PER_TOKEN = int('UPLOADS_PER_TOKEN', env.UPLOADS_PER_TOKEN, Math.min(slots, Math.max(4, Math.ceil((slots * 3) / 4))));
+  raw.UPLOADS_PER_ADDRESS = int('UPLOADS_PER_ADDRESS', env.UPLOADS_PER_ADDRESS, slots);
+  raw.UPLOADS_PER_TOKEN = int('UPLOADS_PER_TOKEN', env.UPLOADS_PER_TOKEN, slots);
   const errors = [...check.Errors(raw)];
   if (errors.length > 0) {
     const lines = errors.map((e) => `${e.path.slice(1).split('/')[0]}: ${e.message} (got ${JSON.stringify(e.value)})`);

@@ -61,6 +61,19 @@ export class UploadPacer {
     };
   }
 
+  /** Ends the upload paced on `res` at once, as if it had timed out with `err` (its verify
+   * slot went to another caller: src/http/capacity.ts). False when no upload is paced on `res`
+   * (it is complete, or already ended). */
+  end(res: HttpResponse, err: ServiceError): boolean {
+    for (const e of this.active) {
+      if (e.res !== res) continue;
+      this.remove(e);
+      e.onTimeout(err);
+      return true;
+    }
+    return false;
+  }
+
   /** Uploads being paced (for tests and metrics). */
   size(): number {
     return this.active.size;

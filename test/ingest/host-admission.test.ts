@@ -116,7 +116,9 @@ t.test('2 x WORKERS calls in flight on connections of ONE worker: none gets 503,
   await slotsUntil(4, 'four uploads in flight');
   t.notOk(held.some((h) => h.conn.hasAnswer), `all four calls on worker ${worker} were admitted (none answered early)`);
 
-  const fifth = await expectRejected(t, server, tokC, () => headOnly(tokC.token, '198.51.100.5'), { status: 503, code: 'server_busy' });
+  // a caller already at its share (token A holds 2 of the 4): a new token would be served by
+  // taking an upload's slot (fair shares: test/ingest/fair-capacity.test.ts)
+  const fifth = await expectRejected(t, server, tokA, () => headOnly(tokA.token, '198.51.100.5'), { status: 503, code: 'server_busy' });
   t.match(fifth.json?.error?.message, /No capacity slot/, 'refused for the host being full, not for a cap');
 
   const statuses = await Promise.all(held.map(finish));

@@ -1,6 +1,6 @@
 import { timingSafeEqual } from 'node:crypto';
 import { ServiceError } from '../../errors/index.ts';
-import { clientAddress } from '../client-address.ts';
+import { allowListAddress } from '../client-address.ts';
 import type { HttpContext } from '../context.ts';
 import type { Router } from '../router.ts';
 import type { Services } from '../services.ts';
@@ -13,7 +13,9 @@ function isLoopback(addr: string): boolean {
  * on this host the socket peer is always loopback, so the peer alone would open the metrics
  * to every outside client; the forwarded address is what must be local. */
 function fromLoopback(ctx: HttpContext, s: Services): boolean {
-  return isLoopback(clientAddress(s.config, ctx.peerAddress, ctx.headers['x-forwarded-for']));
+  // null: a forwarded address that is not an address (src/http/client-address.ts)
+  const address = allowListAddress(s.config, ctx.peerAddress, ctx.headers['x-forwarded-for']);
+  return address !== null && isLoopback(address);
 }
 
 function bearerMatches(ctx: HttpContext, expected: string): boolean {

@@ -11,6 +11,7 @@ import { errorReply, type Reply } from '../respond.ts';
 import type { Router } from '../router.ts';
 import type { Services } from '../services.ts';
 import { ClientGoneError, receiveMultipart } from '../upload.ts';
+import { CallSlot } from '../verify-slot.ts';
 
 // interface-spec.md Limits, as the multipart reader takes them
 export const LIMITS = {
@@ -49,11 +50,13 @@ export function verifyRoutes(router: Router, s: Services): void {
     log: s.log,
   };
   router.add('POST', '/v1/modules/:module_id/verify', (ctx, params) => {
-    const req = verifyRequest(ctx, params.module_id!, s);
+    // the call's own slot: revocable while its body arrives (fair shares, src/http/capacity.ts)
+    const slot = new CallSlot(ctx, s);
+    const req = verifyRequest(ctx, params.module_id!, s, slot);
     const trace: CallTrace = { token: null, moduleId: null, captures: 0, charged: 0, reserved: 0, refunded: 0, results: null };
     let answer: Promise<Reply>;
     try {
-      answer = verify(req, deps, trace);
+      answer = verify(req, { ...deps, admission: slot }, trace);
     } catch (err) {
       answer = Promise.reject(err);
     }
@@ -88,7 +91,7 @@ export function verifyRoutes(router: Router, s: Services): void {
   });
 }
 
-function verifyRequest(ctx: HttpContext, moduleParam: string, s: Services): VerifyRequest {
+function verifyRequest(ctx: HttpContext, moduleParam: string, s: Services, slot: CallSlot): VerifyRequest {
   return {
     requestId: ctx.requestId,
     moduleParam,
@@ -101,7 +104,7 @@ function verifyRequest(ctx: HttpContext, moduleParam: string, s: Services): Veri
       checkContentLength(ctx, LIMITS.maxBodyBytes);
       const boundary = parseMultipartBoundary(ctx.headers['content-type']);
       if (boundary === null) throw new ServiceError('unsupported_media_type');
-      return receiveMultipart(ctx, boundary, LIMITS, onPartEnd, s.uploadPacer);
+      return slot.upload(receiveMultipart(ctx, boundary, LIMITS, onPartEnd, s.uploadPacer));
     },
   };
 }
