@@ -1,4 +1,7 @@
+import fs from 'node:fs';
+import path from 'node:path';
 import type { Logger } from './observability/logger.ts';
+import { currentProcess, holderAlive } from './store/owner.ts';
 
 /** The longest a drain waits for in-flight calls before the process stops anyway; the
  * systemd unit's TimeoutStopSec must stay above it (test/ops/deploy.test.ts checks). */
@@ -24,4 +27,24 @@ export function watchParent(log: Logger, stop: () => void): void {
     stop();
   }, 1000);
   timer.unref();
+}
+
+/** DATA_DIR/server.json names the running server (pid and start time), so that tools which
+ * must not run beside it (restore) can refuse. A server that crashed leaves the file; its pid
+ * and start time then name no live process, and the file is ignored. */
+const serverFile = (dataDir: string) => path.join(dataDir, 'server.json');
+
+export function markRunning(dataDir: string): () => void {
+  fs.writeFileSync(serverFile(dataDir), `${JSON.stringify({ ...currentProcess(), started_at: new Date().toISOString() })}\n`);
+  return () => fs.rmSync(serverFile(dataDir), { force: true });
+}
+
+/** The server running on `dataDir`, or null. */
+export function runningServer(dataDir: string): { pid: number; started_at: string } | null {
+  try {
+    const s = JSON.parse(fs.readFileSync(serverFile(dataDir), 'utf8')) as { pid: number; pid_start: string | null; started_at: string };
+    return typeof s.pid === 'number' && holderAlive(s) ? s : null;
+  } catch {
+    return null;
+  }
 }

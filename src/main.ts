@@ -12,7 +12,7 @@ import { listen, loadUws, LISTEN_EXCLUSIVE, NativeBindingError, type UwsModule }
 import { geoDatabase } from './metering/geo.ts';
 import { createLogger, type Logger } from './observability/logger.ts';
 import { aggregateMetrics, MainMetrics, RefundMetrics, type MetricsSnapshot } from './observability/metrics.ts';
-import { DRAIN_TIMEOUT_MS, watchParent } from './lifecycle.ts';
+import { DRAIN_TIMEOUT_MS, markRunning, watchParent } from './lifecycle.ts';
 import { startRetention } from './retention/index.ts';
 import { SOURCE_EXT } from './source-ext.ts';
 import type { StoreBackend } from './store/backend.ts';
@@ -200,6 +200,8 @@ async function main(): Promise<void> {
     // before the store, the keys or the demo archive write anything (issue 29)
     for (const problem of privateDataDir(config.DATA_DIR)) log.warn(problem);
     const store = await openConfiguredStore(config, (err) => log.warn({ err: { message: err.message } }, 'store connection error'));
+    // restore refuses a DATA_DIR with a running server; the mark goes with the process
+    process.once('exit', markRunning(config.DATA_DIR));
     await bootstrapAdmin(store, config, log);
     const refunds = new RefundMetrics();
     await startupHooks(store, config, log, (module, units) => refunds.refunded(module, units));

@@ -2,4 +2,9 @@ import type { StoreBackend } from '../store/backend.ts';
 
 /** One CLI command: its usage line and what it does. Beside the errors, not in main.ts, so
  * the command modules main.ts imports do not import main.ts back (a folder cycle). */
-export type Command = { usage: string; run(store: StoreBackend, args: string[]): Promise<unknown> };
+export type Command = {
+  usage: string;
+  /** the command works on DATA_DIR's files itself: the CLI opens no store for it (restore) */
+  noStore?: true;
+  run(store: StoreBackend, args: string[]): Promise<unknown>;
+};

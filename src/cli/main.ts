@@ -190,8 +190,10 @@ async function main(argv: string[]): Promise<number> {
     const config = loadConfig();
     // keys, backups and model-set requests it writes are the operator's alone (issue 29)
     privateUmask();
-    store = await openConfiguredStore(config);
-    const out = await commands[name]!.run(store, args);
+    const command = commands[name]!;
+    if (!command.noStore) store = await openConfiguredStore(config);
+    // a noStore command is never handed one
+    const out = await command.run(store as StoreBackend, args);
     process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
     return typeof process.exitCode === 'number' ? process.exitCode : EXIT.ok;
   } catch (e) {

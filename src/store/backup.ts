@@ -14,12 +14,13 @@ export class BackupError extends Error {}
  * backup never leaves a partial file under the requested name. An existing file is never
  * overwritten.
  */
-export async function backupStore(backend: StoreBackend, file: string): Promise<{ file: string; bytes: number }> {
+export async function backupStore(backend: StoreBackend, file: string, keysDir: string | null = null): Promise<{ file: string; bytes: number; keys: BackupKeys | null }> {
   const store = embeddedStore(backend);
   // PostgreSQL has its own consistent dump (README, Backup and restore)
   if (!store) throw new BackupError('backup copies the LMDB store; with DATABASE_URL use pg_dump (README, Backup and restore)');
   const target = path.resolve(file);
   if (fs.existsSync(target)) throw new BackupError(`${target} exists; a backup never overwrites a file`);
+  if (keysDir !== null && fs.existsSync(keysBeside(target))) throw new BackupError(`${keysBeside(target)} exists; a backup never overwrites a file`);
   const scratch = path.join(path.dirname(target), `.${path.basename(target)}.partial-${randomBytes(4).toString('hex')}`);
   fs.mkdirSync(scratch, { recursive: true, mode: 0o700 });
   try {
@@ -28,7 +29,111 @@ export async function backupStore(backend: StoreBackend, file: string): Promise<
     fs.chmodSync(copy, 0o600);
     // link + unlink rather than rename: link fails if the target appeared meanwhile
     fs.linkSync(copy, target);
-    return { file: target, bytes: fs.statSync(target).size };
+    return { file: target, bytes: fs.statSync(target).size, keys: keysDir === null ? null : backupKeys(keysDir, target) };
+  } finally {
+    fs.rmSync(scratch, { recursive: true, force: true });
+  }
+}
+
+export interface BackupKeys {
+  /** the folder beside the backup file holding the signing keys, or null when DATA_DIR had none */
+  dir: string | null;
+  files: number;
+}
+
+const keysBeside = (file: string) => `${file}.keys`;
+
+/** The signing keys of DATA_DIR copied beside a backup (`<file>.keys/`, 0700, files 0600): a
+ * store restored without the keys that signed its verdicts would serve verdicts nobody can
+ * check against the old ones. */
+export function backupKeys(keysDir: string, file: string): BackupKeys {
+  if (!fs.existsSync(keysDir)) return { dir: null, files: 0 };
+  const target = keysBeside(path.resolve(file));
+  fs.mkdirSync(target, { mode: 0o700 });
+  let files = 0;
+  for (const name of fs.readdirSync(keysDir)) {
+    const from = path.join(keysDir, name);
+    if (!fs.statSync(from).isFile()) continue;
+    fs.copyFileSync(from, path.join(target, name));
+    fs.chmodSync(path.join(target, name), 0o600);
+    files++;
+  }
+  return { dir: target, files };
+}
+
+/** LMDB's first page is a meta page whose magic (MDB_MAGIC, 0xBEEFC0DE) follows the page
+ * header: 16 bytes in LMDB 0.9, 24 in the LMDB 1.0 that lmdb-js builds (a page txnid added). */
+function isLmdbDataFile(file: string): boolean {
+  const head = Buffer.alloc(28);
+  const fd = fs.openSync(file, 'r');
+  try {
+    if (fs.readSync(fd, head, 0, 28, 0) < 28) return false;
+  } finally {
+    fs.closeSync(fd);
+  }
+  return head.readUInt32LE(24) === 0xbeefc0de || head.readUInt32LE(16) === 0xbeefc0de;
+}
+
+export interface RestoreResult {
+  restored: string;
+  store: string;
+  /** where the store that was there went (never deleted), or null */
+  previous_store: string | null;
+  keys: { restored_from: string; previous_keys: string | null } | { restored_from: null; note: string };
+}
+
+/**
+ * Restores a backup made by backupStore into DATA_DIR, whose server must be stopped (the
+ * caller checks). The backup is first copied beside the store and opened, so a file that is
+ * not a store of this build is refused before anything moves; then the current store (and
+ * keys, when the backup has its own) are moved aside, never deleted, and the copy takes
+ * their place.
+ */
+export async function restoreStore(dataDir: string, keysDir: string, file: string, at: Date, open: (dir: string) => { close(): Promise<void> }): Promise<RestoreResult> {
+  const source = path.resolve(file);
+  if (!fs.existsSync(source) || !fs.statSync(source).isFile()) throw new BackupError(`${source} is not a file`);
+  const storeDir = path.join(dataDir, 'store');
+  fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  // LMDB would make a new, empty store of an empty file: only an LMDB data file is taken
+  if (!isLmdbDataFile(source)) throw new BackupError(`${source} is not an LMDB store (a file written by backup)`);
+  // laid out as a DATA_DIR of its own, so the store is opened by the same code as ever
+  const scratch = path.join(dataDir, `.restore-${randomBytes(4).toString('hex')}`);
+  const copied = path.join(scratch, 'store');
+  fs.mkdirSync(copied, { recursive: true, mode: 0o700 });
+  try {
+    fs.copyFileSync(source, path.join(copied, 'data.mdb'));
+    fs.chmodSync(path.join(copied, 'data.mdb'), 0o600);
+    try {
+      await open(scratch).close();
+    } catch (e) {
+      throw new BackupError(`${source} is not a store this build can open: ${(e as Error).message}`);
+    }
+    fs.rmSync(path.join(copied, 'lock.mdb'), { force: true });
+    const stamp = at.toISOString().replace(/[:.]/g, '-');
+    let previous: string | null = null;
+    if (fs.existsSync(storeDir)) {
+      previous = `${storeDir}.before-restore-${stamp}`;
+      fs.renameSync(storeDir, previous);
+    }
+    fs.renameSync(copied, storeDir);
+    let keys: RestoreResult['keys'];
+    const savedKeys = keysBeside(source);
+    if (fs.existsSync(savedKeys)) {
+      let previousKeys: string | null = null;
+      if (fs.existsSync(keysDir)) {
+        previousKeys = `${keysDir}.before-restore-${stamp}`;
+        fs.renameSync(keysDir, previousKeys);
+      }
+      fs.mkdirSync(keysDir, { mode: 0o700 });
+      for (const name of fs.readdirSync(savedKeys)) {
+        fs.copyFileSync(path.join(savedKeys, name), path.join(keysDir, name));
+        fs.chmodSync(path.join(keysDir, name), 0o600);
+      }
+      keys = { restored_from: savedKeys, previous_keys: previousKeys };
+    } else {
+      keys = { restored_from: null, note: `no ${savedKeys} beside the backup: ${keysDir} is left as it is; verdicts signed by keys not in it will not verify against this server's JWKS` };
+    }
+    return { restored: source, store: storeDir, previous_store: previous, keys };
   } finally {
     fs.rmSync(scratch, { recursive: true, force: true });
   }
