@@ -13,7 +13,7 @@ import { useGeoDatabase } from './metering/geo.ts';
 import { frameSlab } from './images/index.ts';
 import { createLogger } from './observability/logger.ts';
 import { WorkerMetrics } from './observability/metrics.ts';
-import { appModule } from './http/tls.ts';
+import { appModule, HSTS, servesTls } from './http/tls.ts';
 import { testFaultHook } from './http/test-faults.ts';
 import { DRAIN_TIMEOUT_MS } from './lifecycle.ts';
 import { openConfiguredStore } from './store/select.ts';
@@ -62,7 +62,11 @@ const router = buildRouter({
       post({ type: 'metrics-request', id });
     }),
 });
-const handle = createApp(appModule(uws, config), router, log, metrics, createCors(config.CORS_ORIGINS), testFaultHook());
+const handle = createApp(appModule(uws, config), router, log, metrics, {
+  cors: createCors(config.CORS_ORIGINS),
+  headers: servesTls(config) ? { 'Strict-Transport-Security': HSTS } : null,
+  fault: testFaultHook(),
+});
 let listenSocket: us_listen_socket | null = null;
 let appClosed = false;
 let retiring = false;

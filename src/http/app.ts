@@ -23,7 +23,14 @@ export interface AppHandle {
  * reply to answer with instead of the route's, or nothing to route as usual. */
 export type FaultHook = (ctx: HttpContext) => Reply | Promise<Reply> | undefined;
 
-export function createApp(uws: UwsModule, router: Router, log: Logger, metrics: WorkerMetrics, cors: Cors | null = null, fault?: FaultHook): AppHandle {
+export interface AppOptions {
+  cors?: Cors | null;
+  /** headers on every answer the dispatcher gives (HSTS under TLS) */
+  headers?: Record<string, string> | null;
+  fault?: FaultHook | undefined;
+}
+
+export function createApp(uws: UwsModule, router: Router, log: Logger, metrics: WorkerMetrics, { cors = null, headers = null, fault }: AppOptions = {}): AppHandle {
   const app = uws.App();
   let inFlight = 0;
   let draining = false;
@@ -57,7 +64,8 @@ export function createApp(uws: UwsModule, router: Router, log: Logger, metrics: 
     inFlight++;
     let result: Reply | Promise<Reply>;
     try {
-      ctx.responseHeaders = cors?.headersFor(ctx) ?? null;
+      const corsHeaders = cors?.headersFor(ctx) ?? null;
+      ctx.responseHeaders = headers && corsHeaders ? { ...headers, ...corsHeaders } : (headers ?? corsHeaders);
       const preflight = cors?.preflight(ctx);
       if (preflight) {
         ctx.route = 'cors-preflight';
