@@ -7,7 +7,7 @@ import { ConfigError, loadConfig, SLOTS_PER_WORKER, type Config } from './config
 import { compileTrust } from './http/client-address.ts';
 import { checkTls } from './http/tls.ts';
 import { createBalanceTable } from './http/balance.ts';
-import { createAdmissionTable } from './http/capacity.ts';
+import { createAdmissionTable, releaseWorkerSlots } from './http/capacity.ts';
 import { listen, loadUws, LISTEN_EXCLUSIVE, NativeBindingError, type UwsModule } from './http/uws.ts';
 import { geoDatabase } from './metering/geo.ts';
 import { createLogger, type Logger } from './observability/logger.ts';
@@ -35,10 +35,18 @@ async function probePort(uws: UwsModule, config: Config): Promise<number> {
   return port;
 }
 
+/** More worker losses than this within REPLACEMENT_WINDOW_MS is a crash loop, not a bad
+ * request: the process then stops (exit 1) and leaves it to the supervisor. */
+const MAX_REPLACEMENTS = 5;
+const REPLACEMENT_WINDOW_MS = 60_000;
+
 class Cluster {
   private workers: Worker[] = [];
   private draining = false;
-  private collections = new Map<number, { want: number; got: MetricsSnapshot[]; reply: (text: string, type: string) => void }>();
+  private port = 0;
+  /** when recent workers were lost, for the crash-loop bound */
+  private losses: number[] = [];
+  private collections = new Map<number, { want: Set<Worker>; got: Map<Worker, MetricsSnapshot>; reply: (text: string, type: string) => void }>();
   private nextCollection = 1;
   private lastReadiness = '';
   private readonly metrics: MainMetrics;
@@ -58,46 +66,101 @@ class Cluster {
   }
 
   async start(port: number): Promise<void> {
+    this.port = port;
     const started: Promise<void>[] = [];
-    for (let index = 0; index < this.config.WORKERS; index++) {
-      // Compiled, the API worker runs as one bundled module (scripts/bundle-worker.mjs: about
-      // 12 MB less heap per worker than ~150 separate modules).
-      const entry = new URL(SOURCE_EXT === '.js' ? './worker.bundle.mjs' : './worker.ts', import.meta.url);
-      const data: WorkerData = { config: this.config, port, index, admission: this.admission, balance: this.balance, geo: this.geo, entry: entry.href };
-      // Compiled JavaScript starts the thread directly; under tsx the thread must register the
-      // loader first (thread-entry.mjs).
-      // An API worker's allocations are small and short-lived (body bytes live outside the JS
-      // heap), so a 2 MB young generation costs little GC time (single-png and rgb8 load at
-      // c=4 did not move beside 4 MB) and saves committed heap per worker (about 7 MiB against
-      // V8's default, 2 MiB against 4 MB), which counts when WORKERS is sized for slow uploads.
-      const worker = new Worker(SOURCE_EXT === '.js' ? entry : new URL('./thread-entry.mjs', import.meta.url), {
-        workerData: data,
-        resourceLimits: { maxYoungGenerationSizeMb: 2 },
-      });
-      this.workers.push(worker);
-      started.push(
-        new Promise((resolve, reject) => {
-          const onMsg = (m: FromWorker) => {
-            if (m.type === 'listening') resolve();
-            if (m.type === 'listen-failed') reject(new ConfigError(`API worker ${index} could not listen on ${this.config.HOST}:${port}`));
-          };
-          worker.on('message', onMsg);
-          worker.once('error', reject);
-        }),
-      );
-      worker.on('message', (m: FromWorker) => this.onMessage(worker, m));
-      worker.on('error', (err) => this.log.error({ err, worker: index }, 'API worker crashed'));
-      worker.on('exit', (code) => {
-        if (!this.draining) {
-          // A lost worker may hold reservations; a clean restart runs start-up recovery.
-          this.log.fatal({ worker: index, code }, 'API worker exited unexpectedly; shutting down');
-          void this.stop(1);
-        }
-      });
-    }
+    for (let index = 0; index < this.config.WORKERS; index++) started.push(this.spawn(index));
     this.broadcastReadiness();
     setInterval(() => this.broadcastReadiness(), 200).unref();
     await Promise.all(started);
+  }
+
+  /** Starts API worker `index`; resolves once it listens. */
+  private spawn(index: number): Promise<void> {
+    const port = this.port;
+    // Compiled, the API worker runs as one bundled module (scripts/bundle-worker.mjs: about
+    // 12 MB less heap per worker than ~150 separate modules).
+    const entry = new URL(SOURCE_EXT === '.js' ? './worker.bundle.mjs' : './worker.ts', import.meta.url);
+    const data: WorkerData = { config: this.config, port, index, admission: this.admission, balance: this.balance, geo: this.geo, entry: entry.href };
+    // Compiled JavaScript starts the thread directly; under tsx the thread must register the
+    // loader first (thread-entry.mjs).
+    // An API worker's allocations are small and short-lived (body bytes live outside the JS
+    // heap), so a 2 MB young generation costs little GC time (single-png and rgb8 load at
+    // c=4 did not move beside 4 MB) and saves committed heap per worker (about 7 MiB against
+    // V8's default, 2 MiB against 4 MB), which counts when WORKERS is sized for slow uploads.
+    const worker = new Worker(SOURCE_EXT === '.js' ? entry : new URL('./thread-entry.mjs', import.meta.url), {
+      workerData: data,
+      resourceLimits: { maxYoungGenerationSizeMb: 2 },
+    });
+    this.workers[index] = worker;
+    let listening = false;
+    const started = new Promise<void>((resolve, reject) => {
+      const onMsg = (m: FromWorker) => {
+        if (m.type === 'listening') {
+          listening = true;
+          resolve();
+        }
+        if (m.type === 'listen-failed') reject(new ConfigError(`API worker ${index} could not listen on ${this.config.HOST}:${port}`));
+      };
+      worker.on('message', onMsg);
+      // an exit before listening is handled by replace() (it stops the process)
+      worker.once('error', reject);
+    });
+    worker.on('message', (m: FromWorker) => this.onMessage(worker, m));
+    worker.on('error', (err) => this.log.error({ err, worker: index }, 'API worker crashed'));
+    worker.on('exit', (code) => {
+      if (!this.draining) this.replace(index, worker, code, listening);
+    });
+    return started;
+  }
+
+  /** An API worker ended while the process serves: free what it held in the shared tables and
+   * start another in its place; the other workers serve on meanwhile. Reservations its calls
+   * left pending stay pending: records name the process (or node), not the thread, so they
+   * cannot be told from the live workers' ones here; start-up recovery refunds them on the
+   * next start (and the operator sees them until then). */
+  private replace(index: number, dead: Worker, code: number, listened: boolean): void {
+    if (this.workers[index] !== dead) return;
+    const freed = releaseWorkerSlots(this.admission, index);
+    this.forgetInCollections(dead);
+    const now = Date.now();
+    this.losses = [...this.losses.filter((t) => now - t < REPLACEMENT_WINDOW_MS), now];
+    if (!listened || this.losses.length > MAX_REPLACEMENTS) {
+      // a worker that cannot even start, or one dying over and over, would only loop here
+      const why = listened ? `${this.losses.length} API workers lost within ${REPLACEMENT_WINDOW_MS / 1000} s` : 'it never started listening';
+      this.log.fatal({ worker: index, code, freed_slots: freed }, `API worker exited (${why}); shutting down`);
+      void this.stop(1);
+      return;
+    }
+    this.log.error({ worker: index, code, freed_slots: freed }, 'API worker exited unexpectedly; starting a replacement');
+    this.spawn(index).then(
+      () => {
+        this.workers[index]!.postMessage({ type: 'readiness', modules: this.engine.readiness() } satisfies ToWorker);
+        this.log.info({ worker: index }, 'API worker replaced');
+      },
+      (err: Error) => {
+        // its own exit handler has already decided (shutdown when it never listened)
+        this.log.error({ worker: index, err: { message: err.message } }, 'replacement API worker failed to start');
+      },
+    );
+  }
+
+  /** A metrics collection waiting on a worker that is gone completes without it. */
+  private forgetInCollections(dead: Worker): void {
+    for (const [id, c] of this.collections) {
+      if (!c.want.delete(dead)) continue;
+      c.got.delete(dead);
+      this.completeCollection(id);
+    }
+  }
+
+  private completeCollection(id: number): void {
+    const c = this.collections.get(id);
+    if (!c || c.got.size < c.want.size) return;
+    this.collections.delete(id);
+    void Promise.all([this.metrics.snapshot(), this.refunds.snapshot()])
+      .then((own) => aggregateMetrics([...own, ...c.got.values(), ...(this.engine.poolMetrics() as MetricsSnapshot[])]))
+      .then(({ text, contentType }) => c.reply(text, contentType))
+      .catch((err: unknown) => this.log.error({ err }, 'metrics aggregation failed'));
   }
 
   private broadcastReadiness(): void {
@@ -122,8 +185,8 @@ class Cluster {
       case 'metrics-request': {
         const id = this.nextCollection++;
         this.collections.set(id, {
-          want: this.workers.length,
-          got: [],
+          want: new Set(this.workers),
+          got: new Map(),
           reply: (text, contentType) => worker.postMessage({ type: 'metrics-text', id: m.id, text, contentType } satisfies ToWorker),
         });
         for (const w of this.workers) w.postMessage({ type: 'metrics-snapshot', id } satisfies ToWorker);
@@ -131,14 +194,9 @@ class Cluster {
       }
       case 'metrics-snapshot': {
         const c = this.collections.get(m.id);
-        if (!c) break;
-        c.got.push(m.snapshot);
-        if (c.got.length === c.want) {
-          this.collections.delete(m.id);
-          void Promise.all([this.metrics.snapshot(), this.refunds.snapshot()])
-            .then((own) => aggregateMetrics([...own, ...c.got, ...(this.engine.poolMetrics() as MetricsSnapshot[])]))
-            .then(({ text, contentType }) => c.reply(text, contentType));
-        }
+        if (!c || !c.want.has(worker)) break;
+        c.got.set(worker, m.snapshot);
+        this.completeCollection(m.id);
         break;
       }
       default:

@@ -13,7 +13,9 @@ import { useGeoDatabase } from './metering/geo.ts';
 import { frameSlab } from './images/index.ts';
 import { createLogger } from './observability/logger.ts';
 import { WorkerMetrics } from './observability/metrics.ts';
-import { appModule } from './http/tls.ts';
+import { appModule, HSTS, servesTls } from './http/tls.ts';
+import { testFaultHook } from './http/test-faults.ts';
+import { DRAIN_TIMEOUT_MS } from './lifecycle.ts';
 import { openConfiguredStore } from './store/select.ts';
 
 // One API worker thread: its own uWS app on the shared port (SO_REUSEPORT lets the kernel
@@ -60,12 +62,87 @@ const router = buildRouter({
       post({ type: 'metrics-request', id });
     }),
 });
-const handle = createApp(appModule(uws, config), router, log, metrics, createCors(config.CORS_ORIGINS));
+const handle = createApp(appModule(uws, config), router, log, metrics, {
+  cors: createCors(config.CORS_ORIGINS),
+  headers: servesTls(config) ? { 'Strict-Transport-Security': HSTS } : null,
+  fault: testFaultHook(),
+});
 let listenSocket: us_listen_socket | null = null;
+let appClosed = false;
+let retiring = false;
+
+function stopListening(): void {
+  if (listenSocket) uws.us_listen_socket_close(listenSocket);
+  listenSocket = null;
+}
+
+function closeAppOnce(): void {
+  if (appClosed) return;
+  appClosed = true;
+  closeApp(handle.app);
+}
+
+// Whatever ends this thread, its uWS app must be closed first: a thread that ends with a live
+// app (an exception nobody caught, process.exit) fails Node's check for open handles when its
+// event loop closes, and that aborts the whole process, every other worker with it. Closing
+// here drops this worker's connections (their calls' abort handlers run) and nothing else.
+process.on('exit', () => {
+  stopListening();
+  closeAppOnce();
+});
+
+// A promise nobody awaited that rejects: the request it belonged to has been (or will be)
+// answered through its own chain, so the state of this worker is whole. It is logged, as an
+// error to fix, and the worker goes on serving (Node's default would end the thread).
+process.on('unhandledRejection', (reason) => {
+  log.error({ err: reason }, 'unhandled rejection in an API worker (a promise nobody awaited); serving on');
+});
+
+// An exception that escaped every handler may have left this worker's state half-changed, so
+// the worker stops taking work and retires: it stops listening (the kernel hands new
+// connections to the other workers), lets its in-flight calls finish, closes its app and
+// exits; the main thread starts a replacement.
+process.on('uncaughtException', (err) => {
+  log.error({ err }, 'uncaught exception in an API worker; retiring it');
+  retire(() => {
+    // The thread ends on its own, like a drained one: process.exit would drop this thread's
+    // last log lines (its stdout reaches the main thread asynchronously). The exit code tells
+    // the main thread it was not a drain; should something hold the thread open, it exits
+    // anyway shortly after.
+    process.exitCode = 1;
+    main.close();
+    setTimeout(() => process.exit(1), 5_000).unref();
+  });
+});
+
+/** Stop accepting, let in-flight calls finish (at most DRAIN_TIMEOUT_MS), close the app and the
+ * store, then `end`. */
+function retire(end: () => void): void {
+  if (retiring) return;
+  retiring = true;
+  handle.startDrain();
+  stopListening();
+  let ended = false;
+  const finish = () => {
+    if (ended) return;
+    ended = true;
+    clearTimeout(timer);
+    closeAppOnce();
+    // a store that fails to close is the next start's concern; the thread ends either way
+    void store.close().catch(() => {}).finally(end);
+  };
+  const timer = setTimeout(finish, DRAIN_TIMEOUT_MS);
+  handle.onIdle(finish);
+}
 
 void listen(handle.app, config.HOST, port, LISTEN_SHARED).then((socket) => {
   if (!socket) {
     post({ type: 'listen-failed', port });
+    return;
+  }
+  if (retiring) {
+    // retired before the listen completed: take no connections at all
+    uws.us_listen_socket_close(socket);
     return;
   }
   listenSocket = socket;
@@ -94,15 +171,9 @@ main.on('message', (msg: ToWorker) => {
     case 'drain':
       // Stop accepting, let in-flight calls finish, then close the app so the thread ends
       // on its own (terminate() on a thread with a live uWS app aborts the process).
-      handle.startDrain();
-      if (listenSocket) uws.us_listen_socket_close(listenSocket);
-      listenSocket = null;
-      handle.onIdle(() => {
-        closeApp(handle.app);
-        void store.close().finally(() => {
-          post({ type: 'drained' });
-          main.close();
-        });
+      retire(() => {
+        post({ type: 'drained' });
+        main.close();
       });
       break;
   }

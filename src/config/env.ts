@@ -70,6 +70,31 @@ const check = TypeCompiler.Compile(ConfigSchema);
 
 export class ConfigError extends Error {}
 
+// Configuration errors go to stderr and from there to journals and CI logs: a secret in one
+// must not be echoed back. These are shown by length only; DATABASE_URL without its password.
+const SECRET_VARIABLES = new Set(['ADMIN_PASSWORD', 'METRICS_TOKEN', 'TLS_KEY_PASSPHRASE']);
+
+/** A configured value as an error message may show it. */
+export function shownValue(name: string, value: unknown): string {
+  if (typeof value === 'string' && SECRET_VARIABLES.has(name)) return `[redacted, ${value.length} characters]`;
+  if (typeof value === 'string' && name === 'DATABASE_URL') return JSON.stringify(redactUrl(value));
+  return JSON.stringify(value);
+}
+
+/** The password of a connection URL, in the authority (user:password@) or as a query
+ * parameter (?password=), replaced; works on malformed URLs too, which are the ones an error
+ * names. The password runs to the last @, as an unencoded one may hold / or @. */
+export function redactUrl(url: string): string {
+  let out = url.replace(/([?&]password=)[^&#]*/gi, '$1[redacted]');
+  // after `scheme:/` or `scheme://` when there is one; without, a colon before the @ may be
+  // the scheme's or the password's, and hiding too much is the safe side
+  const start = /^[a-z][a-z0-9+.-]*:\/+/i.exec(out)?.[0].length ?? 0;
+  const at = out.lastIndexOf('@');
+  const colon = out.indexOf(':', start);
+  if (colon !== -1 && colon < at) out = `${out.slice(0, colon + 1)}[redacted]${out.slice(at)}`;
+  return out;
+}
+
 function bool(name: string, raw: string | undefined, def: boolean): boolean {
   if (raw === undefined || raw === '') return def;
   if (['1', 'true', 'yes', 'on'].includes(raw.toLowerCase())) return true;
@@ -149,7 +174,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
   raw.UPLOADS_PER_TOKEN = int('UPLOADS_PER_TOKEN', env.UPLOADS_PER_TOKEN, slots);
   const errors = [...check.Errors(raw)];
   if (errors.length > 0) {
-    const lines = errors.map((e) => `${e.path.slice(1).split('/')[0]}: ${e.message} (got ${JSON.stringify(e.value)})`);
+    const lines = errors.map((e) => {
+      const name = e.path.slice(1).split('/')[0]!;
+      return `${name}: ${e.message} (got ${shownValue(name, e.value)})`;
+    });
     throw new ConfigError(`invalid configuration:\n  ${[...new Set(lines)].join('\n  ')}`);
   }
   if ((raw.ADMIN_USERNAME === undefined) !== (raw.ADMIN_PASSWORD === undefined)) {

@@ -19,11 +19,29 @@ export interface AppHandle {
 
 /** One uWS app per API worker. Every request goes through one dispatcher so that every
  * answer, including 404/405 and crashes, carries X-Request-ID, the error body and a log line. */
-export function createApp(uws: UwsModule, router: Router, log: Logger, metrics: WorkerMetrics, cors: Cors | null = null): AppHandle {
+/** Testing only (src/http/test-faults.ts, TEST_WORKER_FAULTS): runs before routing; returns a
+ * reply to answer with instead of the route's, or nothing to route as usual. */
+export type FaultHook = (ctx: HttpContext) => Reply | Promise<Reply> | undefined;
+
+export interface AppOptions {
+  cors?: Cors | null;
+  /** headers on every answer the dispatcher gives (HSTS under TLS) */
+  headers?: Record<string, string> | null;
+  fault?: FaultHook | undefined;
+}
+
+export function createApp(uws: UwsModule, router: Router, log: Logger, metrics: WorkerMetrics, { cors = null, headers = null, fault }: AppOptions = {}): AppHandle {
   const app = uws.App();
   let inFlight = 0;
   let draining = false;
   const idleWaiters: (() => void)[] = [];
+
+  // A handler's unexpected failure is logged with its request id and answered 500; declared
+  // errors (4xx, 503...) are the handler's answer, not a failure.
+  const failed = (ctx: HttpContext, err: unknown): Reply => {
+    if (!(err instanceof ServiceError || err instanceof ValidationFailure)) log.error({ request_id: ctx.requestId, err }, 'handler failed');
+    return errorReply(ctx, err);
+  };
 
   const finish = (ctx: HttpContext, reply: Reply) => {
     send(ctx, draining ? { ...reply, close: true } : reply);
@@ -46,7 +64,8 @@ export function createApp(uws: UwsModule, router: Router, log: Logger, metrics: 
     inFlight++;
     let result: Reply | Promise<Reply>;
     try {
-      ctx.responseHeaders = cors?.headersFor(ctx) ?? null;
+      const corsHeaders = cors?.headersFor(ctx) ?? null;
+      ctx.responseHeaders = headers && corsHeaders ? { ...headers, ...corsHeaders } : (headers ?? corsHeaders);
       const preflight = cors?.preflight(ctx);
       if (preflight) {
         ctx.route = 'cors-preflight';
@@ -54,13 +73,17 @@ export function createApp(uws: UwsModule, router: Router, log: Logger, metrics: 
       } else {
         const match = router.match(ctx.method, ctx.path);
         ctx.route = match.pattern;
-        result = match.handler(ctx, match.params);
+        result = fault?.(ctx) ?? match.handler(ctx, match.params);
       }
     } catch (err) {
-      result = errorReply(ctx, err);
+      result = failed(ctx, err);
     }
     if (!(result instanceof Promise)) {
-      finish(ctx, result);
+      try {
+        finish(ctx, result);
+      } catch (err) {
+        log.error({ request_id: ctx.requestId, err }, 'answering failed');
+      }
       ctx.inHandlerTick = false;
       done();
       return;
@@ -69,14 +92,14 @@ export function createApp(uws: UwsModule, router: Router, log: Logger, metrics: 
     // still be attached, so that the answer can drain it.
     ctx.holdUnclaimedBody();
     ctx.inHandlerTick = false;
+    // finish itself failing (a reply it cannot serialise, a closed socket) must not leave a
+    // rejection nobody handles: it is logged, and the request still counts as done.
     result
       .then(
         (reply) => finish(ctx, reply),
-        (err) => {
-          if (!(err instanceof ServiceError || err instanceof ValidationFailure)) log.error({ request_id: ctx.requestId, err }, 'handler failed');
-          finish(ctx, errorReply(ctx, err));
-        },
+        (err) => finish(ctx, failed(ctx, err)),
       )
+      .catch((err: unknown) => log.error({ request_id: ctx.requestId, err }, 'answering failed'))
       .finally(done);
   });
 

@@ -140,8 +140,8 @@ export class HostAdmission {
     this.addressLoad = new Int32Array(this.slots);
   }
 
-  // A worker that dies with slots held takes the process down (src/main.ts exits so that a
-  // supervisor restart runs crash recovery), and the table with it: no slot outlives its holder.
+  // A worker that dies with slots held is replaced by the main thread, which first frees its
+  // entries (releaseWorkerSlots): no slot outlives its holder.
 
   /** Slots taken on the whole host. */
   inUse(): number {
@@ -331,16 +331,47 @@ export class HostAdmission {
     this.onChange?.(this.mine);
   }
 
-  // The holder of the lock runs a bounded scan with no I/O and no await, so waiting is short;
-  // Atomics.wait with a 1 ms bound keeps a waiter from burning its core meanwhile.
   private lock(): void {
-    while (Atomics.compareExchange(this.table, LOCK, 0, 1) !== 0) {
-      Atomics.wait(this.table, LOCK, 1, 1);
-    }
+    lockTable(this.table);
   }
 
   private unlock(): void {
-    Atomics.store(this.table, LOCK, 0);
-    Atomics.notify(this.table, LOCK, 1);
+    unlockTable(this.table);
   }
+}
+
+// The holder of the lock runs a bounded scan with no I/O and no await, so waiting is short;
+// Atomics.wait with a 1 ms bound keeps a waiter from burning its core meanwhile.
+function lockTable(t: Int32Array): void {
+  while (Atomics.compareExchange(t, LOCK, 0, 1) !== 0) {
+    Atomics.wait(t, LOCK, 1, 1);
+  }
+}
+
+function unlockTable(t: Int32Array): void {
+  Atomics.store(t, LOCK, 0);
+  Atomics.notify(t, LOCK, 1);
+}
+
+/** Frees every slot a worker that is gone still holds (main thread, after the worker's exit
+ * and before its replacement takes the same index); returns how many. A worker that retires
+ * releases its own slots as its calls finish, so this matters only for one that died
+ * abruptly. A release function the dead worker never called dies with its thread. */
+export function releaseWorkerSlots(buffer: SharedArrayBuffer, worker: number): number {
+  const t = new Int32Array(buffer);
+  const slots = (t.length - HEADER) / ENTRY;
+  let freed = 0;
+  lockTable(t);
+  try {
+    for (let i = 0; i < slots; i++) {
+      const e = HEADER + i * ENTRY;
+      if (t[e] !== worker + 1) continue;
+      t[e] = 0;
+      t[USED]!--;
+      freed++;
+    }
+  } finally {
+    unlockTable(t);
+  }
+  return freed;
 }

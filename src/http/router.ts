@@ -1,4 +1,5 @@
 import { ServiceError } from '../errors/index.ts';
+import type { AdminSession } from './admin-guard.ts';
 import type { HttpContext } from './context.ts';
 import type { Reply } from './respond.ts';
 
@@ -7,21 +8,72 @@ export type Params = Record<string, string>;
  * (ctx body readers) before that, because uWS only streams to a reader attached in time. */
 export type Handler = (ctx: HttpContext, params: Params) => Reply | Promise<Reply>;
 
+/** An administration handler: it runs only after the guard has admitted the caller, and is
+ * handed the session the guard found. */
+export type AdminHandler = (ctx: HttpContext, params: Params, who: AdminSession) => Reply | Promise<Reply>;
+/** Session, role and CSRF (src/http/admin-guard.ts requireAdmin): resolves or throws the refusal. */
+export type AdminGuard = (ctx: HttpContext) => Promise<AdminSession>;
+
 interface Route {
   method: string;
   pattern: string;
   segments: string[];
   handler: Handler;
+  /** registered through `admin`: the guard runs before the handler */
+  guarded: boolean;
 }
 
 export type Match = { handler: Handler; params: Params; pattern: string };
+export type RouteInfo = { method: string; pattern: string; guarded: boolean };
+
+export const ADMIN_API_PREFIX = '/admin/api/';
+
+export class RouteRegistrationError extends Error {
+  override name = 'RouteRegistrationError';
+}
+
+/** True when the pattern could match some path under /admin/api/: its first two segments are
+ * `admin`/`api` literally or a parameter or wildcard that would take them. A route such as
+ * `/:anything/api/users` would otherwise answer /admin/api/users without the guard. */
+function reachesAdminApi(segments: string[]): boolean {
+  const takes = (s: string | undefined, literal: string) => s === literal || s === '*' || (s !== undefined && s.startsWith(':'));
+  if (segments[0] === '*') return true;
+  if (!takes(segments[0], 'admin')) return false;
+  return segments[1] === undefined ? false : takes(segments[1], 'api');
+}
 
 export class Router {
   private routes: Route[] = [];
 
+  /** Without a guard, no administration route can be registered at all. */
+  constructor(private readonly guard?: AdminGuard) {}
+
+  /** Any route outside /admin/api/. A pattern that could match a path under /admin/api/ is
+   * refused here, at registration, so an unguarded admin route cannot be written. */
   add(method: string, pattern: string, handler: Handler): this {
-    this.routes.push({ method, pattern, segments: pattern.split('/').slice(1), handler });
+    const segments = pattern.split('/').slice(1);
+    if (reachesAdminApi(segments)) {
+      throw new RouteRegistrationError(`${method} ${pattern} reaches ${ADMIN_API_PREFIX}: register it with Router.admin, which runs the admin guard`);
+    }
+    this.routes.push({ method, pattern, segments, handler, guarded: false });
     return this;
+  }
+
+  /** The only way to register a route under /admin/api/: the handler runs after the guard
+   * (awaited here, so no handler can forget it) and receives the admitted session. */
+  admin(method: string, pattern: string, handler: AdminHandler): this {
+    const guard = this.guard;
+    if (!guard) throw new RouteRegistrationError(`${method} ${pattern}: this router has no admin guard`);
+    if (!pattern.startsWith(ADMIN_API_PREFIX) || pattern.split('/').slice(1, 3).some((s) => s.startsWith(':') || s === '*')) {
+      throw new RouteRegistrationError(`${method} ${pattern}: Router.admin takes literal ${ADMIN_API_PREFIX} paths only`);
+    }
+    this.routes.push({ method, pattern, segments: pattern.split('/').slice(1), handler: async (ctx, p) => handler(ctx, p, await guard(ctx)), guarded: true });
+    return this;
+  }
+
+  /** The route table as registered (tests: OpenAPI coverage, every admin route guarded). */
+  list(): RouteInfo[] {
+    return this.routes.map(({ method, pattern, guarded }) => ({ method, pattern, guarded }));
   }
 
   /** Exact segments win over parameters; a path that exists under another method is 405. */

@@ -1,4 +1,3 @@
-import { requireAdmin, type AdminSession } from '../admin-guard.ts';
 import { isModuleId, moduleView, moduleViews } from '../../admin/modules.ts';
 import { auditOutcome, parseAuditQuery, parseDailyQuery, parseListQuery, parsePageQuery } from '../../admin/page-query.ts';
 import {
@@ -34,8 +33,7 @@ import type { ModuleId } from '../../packets/types.ts';
 import { DuplicateUserError } from '../../store/users.ts';
 import { readJson } from '../body.ts';
 import { json, type Reply } from '../respond.ts';
-import type { HttpContext } from '../context.ts';
-import type { Params, Router } from '../router.ts';
+import type { AdminHandler, Router } from '../router.ts';
 import type { Services } from '../services.ts';
 
 const parse = {
@@ -70,8 +68,8 @@ async function nameChecked<T>(write: () => Promise<T>): Promise<T> {
   }
 }
 
-/** contract.md "Administration API". Every handler runs requireAdmin (session, role, CSRF)
- * before it claims the body, so a refused call never reads one (the body is held, paused,
+/** contract.md "Administration API". Every handler runs after the admin guard (Router.admin:
+ * session, role, CSRF) and before it claims the body, so a refused call never reads one (the body is held, paused,
  * while the session is looked up, and drained by the refusal). */
 export function adminRoutes(router: Router, s: Services): void {
   const { store } = s;
@@ -80,9 +78,9 @@ export function adminRoutes(router: Router, s: Services): void {
   // click. Should that fail, the first two are built on first use and token filters scan.
   // registration without a store (the OpenAPI coverage test) builds nothing
   store?.ensureConsoleIndexes().catch((err: unknown) => s.log.error({ err }, 'building a console index failed'));
-  // Every admin route is registered through this, so none can forget the guard.
-  const admin = (method: string, path: string, handler: (ctx: HttpContext, p: Params, who: AdminSession) => Reply | Promise<Reply>) =>
-    router.add(method, path, async (ctx, p) => handler(ctx, p, await requireAdmin(ctx, s)));
+  // Router.admin runs the guard (session, role, CSRF) before the handler; router.add refuses
+  // /admin/api/ paths, so no admin route can be registered without it.
+  const admin = (method: string, path: string, handler: AdminHandler) => router.admin(method, path, handler);
 
   admin('GET', '/admin/api/modules', async (ctx) => {
     return json(200, { modules: await moduleViews(store, s.inference, s.config.MODEL_SET) });

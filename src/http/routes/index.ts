@@ -1,3 +1,4 @@
+import { requireAdmin } from '../admin-guard.ts';
 import { Router } from '../router.ts';
 import type { Services } from '../services.ts';
 import { adminConsoleRoutes } from './admin-console.ts';
@@ -12,7 +13,8 @@ import { openapiRoutes } from './openapi.ts';
 import { verifyRoutes } from './verify.ts';
 
 export function buildRouter(s: Services): Router {
-  const router = new Router();
+  // the one admin guard: Router.admin runs it before every /admin/api/ handler
+  const router = new Router((ctx) => requireAdmin(ctx, s));
   healthRoutes(router, s);
   businessRoutes(router, s);
   verifyRoutes(router, s);

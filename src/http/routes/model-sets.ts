@@ -2,7 +2,6 @@
 // The engine lives in the main thread; these handlers leave a request for it and read its
 // state (src/inference/model-set-requests.ts), so an API worker never waits for a warm-up.
 import { Type } from '@sinclair/typebox';
-import { requireAdmin } from '../admin-guard.ts';
 import { bodyParser } from '../../packets/json-body.ts';
 import { ServiceError } from '../../errors/index.ts';
 import { availableModelSets, readModelSetState, requestActivation } from '../../inference/index.ts';
@@ -22,15 +21,13 @@ export function modelSetRoutes(router: Router, s: Services): void {
     active: s.config.MODEL_SET, activating: null, last: null, last_request_id: null, available: availableModelSets(s.config.MODELS_DIR),
   };
 
-  router.add('GET', '/admin/api/model-set', async (ctx) => {
-    await requireAdmin(ctx, s);
+  router.admin('GET', '/admin/api/model-set', () => {
     return json(200, state());
   });
 
   // 202: the set loads and warms beside the serving one (seconds to minutes); GET shows
   // `activating`, then `last` with this request's id and the outcome (active or refused).
-  router.add('POST', '/admin/api/model-set', async (ctx) => {
-    await requireAdmin(ctx, s);
+  router.admin('POST', '/admin/api/model-set', async (ctx) => {
     const body = parseActivate(await readJson(ctx));
     if (!availableModelSets(s.config.MODELS_DIR).includes(body.model_set)) {
       throw new ServiceError('not_found', `Unknown model set ${body.model_set} (no ${body.model_set}/manifest.json in MODELS_DIR)`);

@@ -1,0 +1,52 @@
+import { spawn } from 'node:child_process';
+import t from 'tap';
+import { redactUrl } from '../../src/config/env.ts';
+import { ROOT, tempDir } from '../helpers/server.ts';
+
+// Security issue 29 (low): a bad configuration printed ADMIN_PASSWORD, METRICS_TOKEN and the
+// DATABASE_URL password to stderr. The service is started here exactly as `npm start` does,
+// with a configuration that is wrong in each of those variables, and its stderr is read.
+
+function start(env: Record<string, string>): Promise<{ code: number | null; stderr: string; stdout: string }> {
+  return new Promise((resolve, reject) => {
+    const p = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+      cwd: ROOT,
+      env: { ...process.env, HOST: '127.0.0.1', PORT: '0', DATA_DIR: tempDir(), WORKERS: '1', INFERENCE_THREADS: '1', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    let stdout = '';
+    p.stderr.on('data', (d) => (stderr += d));
+    p.stdout.on('data', (d) => (stdout += d));
+    p.on('error', reject);
+    p.on('close', (code) => resolve({ code, stderr, stdout }));
+  });
+}
+
+const SECRETS = ['Pw-7chr', 'metrics-tok-15c', 'S3cret/Db@Pass', 'QueryPass99'];
+
+t.test('a bad configuration names each variable and echoes none of the secrets', async (t) => {
+  const r = await start({
+    ADMIN_USERNAME: 'root',
+    ADMIN_PASSWORD: SECRETS[0]!, // too short (8 at least)
+    METRICS_TOKEN: SECRETS[1]!, // too short (16 at least)
+    DATABASE_URL: `mysql://dbuser:${SECRETS[2]}@db.example:5432/lv?sslmode=require&password=${SECRETS[3]}`, // not postgres://
+    TLS_KEY_PASSPHRASE: 'pass-phrase-secret',
+    WORKERS: '0',
+  });
+  t.equal(r.code, 2, 'exit code 2: bad configuration');
+  for (const name of ['ADMIN_PASSWORD', 'METRICS_TOKEN', 'DATABASE_URL', 'WORKERS']) t.match(r.stderr, name, `${name} is named`);
+  for (const secret of [...SECRETS, 'pass-phrase-secret']) t.notOk(r.stderr.includes(secret) || r.stdout.includes(secret), `"${secret}" is not printed`);
+  t.match(r.stderr, /ADMIN_PASSWORD: .*\[redacted, 7 characters\]/, 'the length is shown, which says why it is refused');
+  t.match(r.stderr, /mysql:\/\/dbuser:\[redacted\]@db\.example:5432\/lv\?sslmode=require&password=\[redacted\]/, 'the URL is shown without its passwords');
+});
+
+t.test('redactUrl removes passwords from well-formed and malformed URLs alike', async (t) => {
+  t.equal(redactUrl('postgres://u:p@h/db'), 'postgres://u:[redacted]@h/db');
+  t.equal(redactUrl('postgres://u@h/db'), 'postgres://u@h/db', 'no password, nothing to hide');
+  t.equal(redactUrl('postgres://h/db?user=u&password=x&x=1'), 'postgres://h/db?user=u&password=[redacted]&x=1');
+  t.equal(redactUrl('postgres://u:a@b:c@h:5/db'), 'postgres://u:[redacted]@h:5/db', 'an unencoded @ in the password');
+  t.equal(redactUrl('postgresql:/u:p@h'), 'postgresql:/u:[redacted]@h', 'one slash');
+  t.equal(redactUrl('u:p@h'), 'u:[redacted]@h', 'no scheme');
+  t.equal(redactUrl('postgres:u:p@h'), 'postgres:[redacted]@h', 'ambiguous: more is hidden, never less');
+});
