@@ -267,10 +267,35 @@ async function main(): Promise<void> {
     const engine = startEngine(config, log);
     const port = await probePort(uws, config);
     const cluster = new Cluster(config, log, engine, store, stopRetention, refunds);
-    for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => void cluster.stop(0));
+    // Ctrl-C under npm reaches node twice (npm forwards its own SIGINT to the process group):
+    // a second signal must not cut the drain short, so only a third stops at once.
+    let signals = 0;
+    for (const sig of ['SIGTERM', 'SIGINT'] as const) {
+      process.on(sig, () => {
+        signals++;
+        if (signals === 1) void cluster.stop(0);
+        else if (signals === 2) log.warn({ signal: sig }, 'already draining: in-flight calls finish first; a third signal stops at once');
+        else {
+          log.warn({ signal: sig }, 'third signal: stopping now, without waiting for in-flight calls (start-up recovery refunds their reservations)');
+          process.exit(1);
+        }
+      });
+    }
     watchParent(log, () => void cluster.stop(0));
     await cluster.start(port);
-    log.info({ host: config.HOST, port, workers: config.WORKERS, tls: Boolean(config.TLS_CERT_FILE) }, 'listening');
+    // the one line an operator starting it by hand reads: where it serves, where the console
+    // is, and how to get into it when nobody can yet
+    const scheme = config.TLS_CERT_FILE ? 'https' : 'http';
+    const host = config.HOST === '0.0.0.0' || config.HOST === '::' ? 'localhost' : config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST;
+    const url = `${scheme}://${host}:${port}`;
+    const noAdmin = !(await store.listUsers().catch(() => [])).some((u) => u.role === 'admin' && u.enabled);
+    log.info(
+      {
+        host: config.HOST, port, workers: config.WORKERS, tls: Boolean(config.TLS_CERT_FILE), url, console_url: `${url}/admin`,
+        ...(noAdmin ? { first_admin: 'no administrator yet: npm run cli -- user create <name> --role admin (password on stdin), or start with ADMIN_USERNAME and ADMIN_PASSWORD' } : {}),
+      },
+      'listening',
+    );
   } catch (e) {
     if (e instanceof ConfigError || e instanceof NativeBindingError || e instanceof StoreError) {
       log.fatal(e.message);

@@ -20,8 +20,8 @@ interface Started {
   env: NodeJS.ProcessEnv;
 }
 
-async function npmStart(): Promise<Started> {
-  const env = { ...process.env, HOST: '127.0.0.1', PORT: '0', DATA_DIR: tempDir(), WORKERS: '1', INFERENCE_THREADS: '1', WARMUP_RUNS: '0', LOG_LEVEL: 'info' };
+async function npmStart(extra: Record<string, string> = {}): Promise<Started> {
+  const env = { ...process.env, HOST: '127.0.0.1', PORT: '0', DATA_DIR: tempDir(), WORKERS: '1', INFERENCE_THREADS: '1', WARMUP_RUNS: '0', LOG_LEVEL: 'info', ...extra };
   // detached: npm leads its own process group, so nothing here signals node by accident
   const npm = spawn('npm', ['start', '--silent'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   const parsed: any[] = [];
@@ -93,6 +93,7 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     });
     t.not(s.nodePid, s.npm.pid, 'node is a child of npm, not npm itself');
     t.equal((await fetch(`http://127.0.0.1:${s.port}/health/live`)).status, 200);
+    t.match(s.lines().find((l) => l.msg === 'listening'), { url: `http://127.0.0.1:${s.port}`, console_url: `http://127.0.0.1:${s.port}/admin`, first_admin: /user create <name> --role admin/ }, 'the ready line says where, and how to get in');
     process.kill(s.npm.pid!, signal);
     await s.npmExit;
     t.ok(await gone(s.nodePid), 'the service process ended');
@@ -102,6 +103,34 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     t.notMatch(s.stderr(), /Vulkan|libvulkan/, 'no native WebGPU probe noise on stderr');
   });
 }
+
+// Ctrl-C in a terminal: the shell sends SIGINT to the process group, and npm forwards one
+// more; the second must not cut the drain short (issue 25).
+t.test('a second SIGINT during a drain is not a kill: the call in flight is answered', async (t) => {
+  const s = await npmStart({ TEST_INFERENCE_DELAY_MS: '3000', ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'correct horse battery' });
+  t.teardown(() => {
+    if (alive(s.nodePid)) process.kill(s.nodePid, 'SIGKILL');
+  });
+  const base = `http://127.0.0.1:${s.port}`;
+  const made = spawn(process.execPath, [join(ROOT, 'dist/src/cli/main.js'), 'token', 'create', '--name', 'drain', '--grant', 'rgb_liveness:5:day'], { cwd: ROOT, env: s.env });
+  let out = '';
+  made.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  await new Promise((r) => made.on('exit', r));
+  const token = JSON.parse(out).token as string;
+  await waitFor(async () => (await fetch(`${base}/health/ready`)).status === 200, { what: 'models ready', timeoutMs: 120_000 });
+  const call = postVerify(base, token, 'rgb_liveness', request([single()]));
+  // the call is in inference (held 3 s by the test delay) once its reservation step is timed
+  await waitFor(async () => /lv_verify_step_seconds_count\{[^}]*step="reserve"[^}]*\} 1/.test(await (await fetch(`${base}/metrics`)).text()), { what: 'the call past its reservation' });
+  process.kill(s.nodePid, 'SIGINT');
+  await waitFor(() => s.lines().some((l) => l.msg === 'draining'), { what: 'the drain' });
+  process.kill(s.nodePid, 'SIGINT');
+  const r = await call;
+  t.equal(r.status, 200, 'the call in flight was answered');
+  t.notOk('first_admin' in s.lines().find((l) => l.msg === 'listening'), 'an administrator exists: no hint');
+  await s.npmExit;
+  t.ok(s.lines().some((l) => /already draining/.test(l.msg ?? '')), 'the second signal is acknowledged');
+  t.ok(s.lines().some((l) => l.msg === 'stopped' && l.code === 0), 'and the drain ended cleanly');
+});
 
 t.test('a service whose npm parent is killed outright drains instead of staying orphaned', async (t) => {
   const s = await npmStart();
