@@ -20,6 +20,7 @@ export const ConfigSchema = Type.Object({
   PORT: Int(0, 65535, 'listen port; 0 picks a free one'),
   DATA_DIR: Type.String({ minLength: 1, description: 'LMDB store, archive and signing key' }),
   DATABASE_URL: Type.Optional(Type.String({ pattern: '^postgres(ql)?://', description: 'PostgreSQL store shared by several nodes (postgres://...); unset: LMDB in DATA_DIR' })),
+  DATABASE_POOL_SIZE: Int(1, 10_000, 'PostgreSQL store: connections one node opens at most, shared out over its threads (at least one each: a node uses max(this, WORKERS + 1))'),
   NODE_LEASE_SECONDS: Int(2, 600, 'PostgreSQL store: a node that has not renewed its lease for this long is presumed dead and its pending reservations are refunded'),
   TOKEN_CACHE_SECONDS: Int(0, 300, 'PostgreSQL store: a verify call may start from a token read this long ago (the reservation re-reads it); 0 reads it every call'),
   WORKERS: Int(1, MAX_WORKERS, 'API worker threads'),
@@ -120,6 +121,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     PORT: int('PORT', env.PORT, 8080),
     DATA_DIR: path.resolve(cwd, env.DATA_DIR || './data'),
     DATABASE_URL: opt(env.DATABASE_URL),
+    DATABASE_POOL_SIZE: int('DATABASE_POOL_SIZE', env.DATABASE_POOL_SIZE, 24),
     NODE_LEASE_SECONDS: int('NODE_LEASE_SECONDS', env.NODE_LEASE_SECONDS, 15),
     TOKEN_CACHE_SECONDS: int('TOKEN_CACHE_SECONDS', env.TOKEN_CACHE_SECONDS, 5),
     // the default stays inside the accepted range, so a large host starts

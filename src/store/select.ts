@@ -13,11 +13,28 @@ export async function openBackend(opts: { databaseUrl: string | undefined; dataD
   return PgBackend.open(opts.databaseUrl, opts.pg);
 }
 
-type StoreConfig = { DATABASE_URL?: string | undefined; DATA_DIR: string; NODE_LEASE_SECONDS: number; LMDB_COMMITS?: LmdbCommits; TEST_SETTLEMENT_FAIL_PREFIX?: string | undefined };
+type StoreConfig = {
+  DATABASE_URL?: string | undefined;
+  DATA_DIR: string;
+  NODE_LEASE_SECONDS: number;
+  WORKERS: number;
+  DATABASE_POOL_SIZE: number;
+  LMDB_COMMITS?: LmdbCommits;
+  TEST_SETTLEMENT_FAIL_PREFIX?: string | undefined;
+};
+
+/** Connections per thread: every thread of a node (the main thread and each API worker) has
+ * a pool of its own, so the node's DATABASE_POOL_SIZE is shared out over WORKERS + 1, at least
+ * one each. A fixed 4 per thread made a 4-core node (32 API workers) open 132, more than a
+ * default PostgreSQL (max_connections 100) gives a few nodes. An API worker's two verify slots
+ * run one short transaction at a time each, so one or two connections keep up. */
+export function poolSizePerThread(config: Pick<StoreConfig, 'WORKERS' | 'DATABASE_POOL_SIZE'>): number {
+  return Math.min(4, Math.max(1, Math.floor(config.DATABASE_POOL_SIZE / (config.WORKERS + 1))));
+}
 
 /** The store a process of the service uses, from its validated configuration. */
 export async function openConfiguredStore(config: StoreConfig, onError?: (err: Error) => void): Promise<StoreBackend> {
-  const store = await openBackend({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, lmdbCommits: config.LMDB_COMMITS, pg: { leaseMs: config.NODE_LEASE_SECONDS * 1000, ...(onError ? { onError } : {}) } });
+  const store = await openBackend({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, lmdbCommits: config.LMDB_COMMITS, pg: { leaseMs: config.NODE_LEASE_SECONDS * 1000, poolSize: poolSizePerThread(config), ...(onError ? { onError } : {}) } });
   injectSettlementFault(store, settlementFaultFor(config.TEST_SETTLEMENT_FAIL_PREFIX));
   return store;
 }

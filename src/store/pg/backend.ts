@@ -108,6 +108,8 @@ export class PgBackend implements StoreBackend, FaultHooks {
     this.pool = new pg.Pool({
       connectionString: url,
       max: opts.poolSize ?? 4,
+      // the node's connections are told apart from other clients' in pg_stat_activity
+      application_name: 'liveness-service',
       connectionTimeoutMillis: 5_000,
       statement_timeout: opts.statementTimeoutMs ?? 10_000,
       query_timeout: (opts.statementTimeoutMs ?? 10_000) + 2_000,
