@@ -198,6 +198,12 @@ export const ADMIN_OPERATIONS: Operation[] = [
     validation: { example: ex.queryValidation },
   },
   {
+    method: 'get', path: '/admin/api/overview', operationId: 'adminOverview', tag: 'admin', auth: 'session',
+    summary: 'The console overview: verify calls per minute (last hour) and per hour (last day) by answer class and verdict, slots, models, settlements waiting, grants at 80 % or more of their limit',
+    success: { status: '200', description: 'The overview', schema: 'Overview', example: ex.overview },
+    errors: [],
+  },
+  {
     method: 'get', path: '/admin/api/settlements', operationId: 'adminListSettlements', tag: 'admin', auth: 'session',
     summary: 'Settlements needing operator recovery',
     success: { status: '200', description: 'Pending settlements', schema: 'SettlementList', example: { settlements: [ex.settlement] } },

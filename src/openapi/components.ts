@@ -60,6 +60,7 @@ export const COMPONENTS = {
   AuditPage: r.Page(r.AuditRecord),
   Settlement: r.Settlement,
   SettlementList: Type.Object({ settlements: Type.Array(r.Settlement) }),
+  Overview: r.Overview,
   SettlementResolve: admin.SettlementResolveSchema,
 } satisfies Record<string, TSchema>;
 

@@ -84,3 +84,16 @@ export const verifyValidation = {
   }],
 };
 export const queryValidation = { detail: [{ loc: ['query', 'limit'], msg: 'Input should be an integer from 1 to 1000', type: 'int_parsing', input: '0' }] };
+
+const bucket = (start: string, calls: number) => ({ start, calls, ok: calls, client_error: 0, server_error: 0, live: calls, non_live: 0, retry: 0, mixed: 0 });
+export const overview = {
+  at: '2026-11-23T10:00:30.000Z',
+  last_hour: [bucket('2026-11-23T09:01:00.000Z', 0), bucket('2026-11-23T10:00:00.000Z', 12)],
+  last_day: [bucket('2026-11-22T11:00:00.000Z', 40), bucket('2026-11-23T10:00:00.000Z', 12)],
+  complete_from: null,
+  slots: { total: 16, in_use: 3 },
+  modules: [adminModule],
+  pending_settlements: 0,
+  near_limit: [{ token_id: 'tok_3kq9Vf2Lp8Zs', token_name: 'kiosk-17', module_id: 'rgb_liveness', used: 850, limit: 1000, period: 'day', reset_at: '2026-11-24T00:00:00.000Z' }],
+  near_limit_truncated: false,
+};

@@ -179,3 +179,28 @@ export const UsageDaily = Type.Object({
   days: Type.Array(DailyTotal, { description: 'every day of the range, oldest first, zero days included' }),
   total: Type.Integer({ description: 'sum of units over the range' }),
 });
+
+const CallBucket = Type.Object({
+  start: DateTime,
+  calls: Type.Integer({ minimum: 0 }),
+  ok: Type.Integer({ minimum: 0, description: 'answers below 400' }),
+  client_error: Type.Integer({ minimum: 0 }),
+  server_error: Type.Integer({ minimum: 0 }),
+  live: Type.Integer({ minimum: 0 }),
+  non_live: Type.Integer({ minimum: 0 }),
+  retry: Type.Integer({ minimum: 0 }),
+  mixed: Type.Integer({ minimum: 0 }),
+});
+export const Overview = Type.Object({
+  at: DateTime,
+  last_hour: Type.Array(CallBucket, { description: '60 buckets of a minute, oldest first (verify calls, from the audit log)' }),
+  last_day: Type.Array(CallBucket, { description: '24 buckets of an hour, oldest first' }),
+  complete_from: Nullable(DateTime),
+  slots: Type.Object({ total: Type.Integer({ minimum: 0 }), in_use: Type.Integer({ minimum: 0 }) }),
+  modules: Type.Array(AdminModule),
+  pending_settlements: Type.Integer({ minimum: 0 }),
+  near_limit: Type.Array(Type.Object({
+    token_id: Type.String(), token_name: Type.String(), module_id: Type.String(), used: Type.Integer(), limit: Type.Integer(), period: Type.String(), reset_at: Nullable(DateTime),
+  })),
+  near_limit_truncated: Type.Boolean(),
+});

@@ -373,3 +373,20 @@ t.test('state-changing calls are logged with the operator who made them', async 
   t.notOk(server.logs.join('\n').includes(session.cookie.split('=')[1]!), 'the session id is never logged');
   t.notOk(server.logs.join('\n').includes(session.csrf), 'nor the CSRF token');
 });
+
+t.test('overview: slots, models, settlements and the grants nearing their limits', async (t) => {
+  const near = await makeApiToken([['rgb_liveness', 5, 'never']]);
+  const far = await makeApiToken([['rgb_liveness', 100, 'never']]);
+  for (let i = 0; i < 4; i++) await charge(near.id, 'rgb_liveness', 1);
+  await charge(far.id, 'rgb_liveness', 1);
+  const r = await admin('GET', '/admin/api/overview');
+  t.equal(r.status, 200);
+  t.equal(r.json.last_hour.length, 60);
+  t.equal(r.json.last_day.length, 24);
+  t.match(r.json.slots, { total: Number, in_use: 0 });
+  t.same(r.json.modules.map((m: any) => m.module_id), ['rgb_liveness', 'color_liveness']);
+  t.type(r.json.pending_settlements, 'number');
+  const mine = r.json.near_limit.filter((n: any) => n.token_id === near.id || n.token_id === far.id);
+  t.match(mine, [{ token_id: near.id, module_id: 'rgb_liveness', used: 4, limit: 5, period: 'never', reset_at: null }], 'only the grant at 80 %');
+  t.equal((await client(base, undefined)('GET', '/admin/api/overview')).status, 401, 'behind the guard');
+});

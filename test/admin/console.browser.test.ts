@@ -50,6 +50,11 @@ if (!fs.existsSync(CHROMIUM)) {
     await page.click('#login-submit');
     await page.waitForSelector('#main-view', { state: 'visible' });
     t.match(await page.textContent('#whoami-name'), 'root (admin)');
+    // the overview comes first
+    await page.waitForSelector('[data-testid=tile-calls]');
+    t.match(await page.textContent('[data-testid=tile-models]'), /untrained: rgb_liveness, color_liveness/, 'the overview says the models are untrained');
+    t.match(await page.textContent('[data-testid=tile-slots]'), /0 \/ \d+/);
+    await page.click('#tabs button[data-tab=tokens]');
 
     await page.fill('[data-testid=token-name]', 'browser kiosk');
     await page.check('[data-testid=grant-rgb_liveness]');
@@ -109,6 +114,7 @@ if (!fs.existsSync(CHROMIUM)) {
     t.match(rows[0]![0], / UTC$/, 'times say UTC');
     t.same([rows[0]![1], rows[0]![3], rows[0]![5], rows[0]![6], rows[0]![8]], ['browser kiosk', '200', outcome, 'replay', '0'], 'newest first: the replay, by token name, not charged');
     t.same([rows[1]![5], rows[1]![6], rows[1]![8]], [outcome, 'no', '1'], 'then the first call');
+
     await page.click('[data-testid=audit-table] tr:first-child button:has-text("browser kiosk")');
     await page.waitForFunction(() => (document.querySelector('[data-testid=filter-token]') as HTMLInputElement | null)?.value.startsWith('tok_'));
     const tokenId = (await (await fetch(`${server.baseUrl}/v1/me`, { headers: bearer(plaintext) })).json()).token.id;
@@ -119,6 +125,21 @@ if (!fs.existsSync(CHROMIUM)) {
     await page.click('[data-testid=filter-apply]');
     await page.waitForSelector('[data-testid=audit-table] [data-testid=empty]');
     t.pass('the outcome filter is applied by the server');
+
+    // the overview counts both calls (the replay as a call, not as a verdict) in this minute
+    await page.click('#tabs button[data-tab=overview]');
+    await page.waitForSelector('[data-testid=calls-chart]');
+    t.match(await page.textContent('[data-testid=tile-calls]'), /^Verify calls, last hour2/, 'two calls in the last hour');
+    t.match(await page.textContent('[data-testid=tile-verdicts]'), outcome === 'live' ? /1 live/ : /0 live/);
+    const perMinute = await page.$$eval('[data-testid=calls-chart] g[data-calls]', (gs) => gs.map((g) => Number(g.getAttribute('data-calls'))));
+    t.equal(perMinute.length, 60, 'a bar a minute');
+    t.equal(perMinute.reduce((a, b) => a + b, 0), 2);
+    fs.mkdirSync('.tap/screenshots', { recursive: true });
+    await page.setViewportSize({ width: 1280, height: 900 });
+    await page.screenshot({ path: '.tap/screenshots/console-overview.png', fullPage: true });
+    await page.click('[data-testid=period-day]');
+    await page.waitForSelector('[data-testid=period-day][aria-pressed=true]');
+    t.equal((await page.$$('[data-testid=calls-chart] g[data-calls]')).length, 24, 'or a bar an hour over the day');
 
     await page.click('#tabs button[data-tab=modules]');
     await page.waitForSelector('#panel tr[data-module=rgb_liveness]');

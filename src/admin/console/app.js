@@ -2,12 +2,13 @@ import { ApiError, get, post, setCsrf, whenUnauthorised } from './api.js';
 import { renderAudit } from './audit.js';
 import { guarded, showError } from './dom.js';
 import { renderModules } from './modules.js';
+import { renderOverview } from './overview.js';
 import { renderSettlements } from './settlements.js';
 import { renderTokens } from './tokens.js';
 import { renderUsage } from './usage.js';
 import { renderUsers } from './users.js';
 
-const TABS = { tokens: renderTokens, modules: renderModules, users: renderUsers, usage: renderUsage, audit: renderAudit, settlements: renderSettlements };
+const TABS = { overview: (view) => renderOverview(view, 'hour', (name) => void openTab(name)), tokens: renderTokens, modules: renderModules, users: renderUsers, usage: renderUsage, audit: renderAudit, settlements: renderSettlements };
 const $ = (id) => document.getElementById(id);
 
 function showLogin(message = '') {
@@ -24,7 +25,7 @@ function showMain(session) {
   $('main-view').hidden = false;
   $('whoami').hidden = false;
   $('whoami-name').textContent = `${session.username} (${session.role})`;
-  void openTab(location.hash.slice(1) in TABS ? location.hash.slice(1) : 'tokens');
+  void openTab(location.hash.slice(1) in TABS ? location.hash.slice(1) : 'overview');
   void showUntrainedBanner();
 }
 

@@ -1,4 +1,6 @@
 import { isModuleId, moduleView, moduleViews } from '../../admin/modules.ts';
+import { overview } from '../../admin/overview.ts';
+import { SLOTS_PER_WORKER } from '../../config/index.ts';
 import { auditOutcome, parseAuditQuery, parseDailyQuery, parseListQuery, parsePageQuery } from '../../admin/page-query.ts';
 import {
   GrantBodySchema,
@@ -81,6 +83,13 @@ export function adminRoutes(router: Router, s: Services): void {
   // Router.admin runs the guard (session, role, CSRF) before the handler; router.add refuses
   // /admin/api/ paths, so no admin route can be registered without it.
   const admin = (method: string, path: string, handler: AdminHandler) => router.admin(method, path, handler);
+
+  // the console's first page: calls and outcomes over the last hour and day, capacity, models,
+  // settlements waiting, tokens nearing their limits
+  admin('GET', '/admin/api/overview', async () => {
+    const slots = { total: s.config.WORKERS * SLOTS_PER_WORKER, in_use: s.admission.inUse() };
+    return json(200, await overview(store, s.inference, s.config.MODEL_SET, slots, now()));
+  });
 
   admin('GET', '/admin/api/modules', async (ctx) => {
     return json(200, { modules: await moduleViews(store, s.inference, s.config.MODEL_SET) });
