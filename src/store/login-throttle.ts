@@ -9,6 +9,7 @@ import {
   pairKey,
   throttleWait,
   windowLive,
+  type AttemptSuccess,
   type FailureCount,
   type ThrottleView,
 } from './throttle-rules.ts';
@@ -22,9 +23,28 @@ export * from './throttle-rules.ts';
 
 export function readThrottle(store: Store, address: string, username: string, at: number): ThrottleView {
   store.root.resetReadTxn();
+  return viewOf(store, address, username, at);
+}
+
+/** Reads through whatever transaction is current (inside db.transaction: the write one). */
+function viewOf(store: Store, address: string, username: string, at: number): ThrottleView {
   const get = (k: string) => store.db.loginFailures.get(k) as FailureCount | undefined;
   const known = store.db.loginFailures.get(knownKey(address, username)) as { at: number } | undefined;
   return { address: get(addressKey(address)), pair: get(pairKey(address, username)), name: get(nameKey(username)), known: known !== undefined && at - known.at < KNOWN_ADDRESS_MS };
+}
+
+/** Seconds to wait (nothing written), or 0 with the attempt counted as a failure. The read
+ * and the write share one write transaction, which LMDB runs one at a time across API
+ * workers and processes, so N concurrent attempts are counted one after another and the
+ * limit's next one is refused (see AttemptSuccess in throttle-rules.ts). */
+export async function reserveLoginAttempt(store: Store, address: string, username: string, at: number): Promise<number> {
+  await maybeSweep(store, at);
+  const db = store.db.loginFailures;
+  return db.transaction(() => {
+    const wait = throttleWait(viewOf(store, address, username, at), at);
+    if (wait === 0) countOne(store, address, username, at);
+    return wait;
+  });
 }
 
 /** Seconds until the login may be tried again, or 0 when it may be tried now. */
@@ -34,33 +54,57 @@ export function loginWait(store: Store, address: string, username: string, at: n
 
 let failuresSinceSweep = 0;
 
-export async function recordLoginFailure(store: Store, address: string, username: string, at: number): Promise<void> {
-  // a spray of made-up usernames leaves records; they are swept now and then
+// a spray of made-up usernames leaves records; they are swept now and then
+async function maybeSweep(store: Store, at: number): Promise<void> {
   if (++failuresSinceSweep >= 256) {
     failuresSinceSweep = 0;
     await sweepFailures(store, at);
   }
+}
+
+/** Inside a write transaction: one more failure on the address, the pair and the name. */
+function countOne(store: Store, address: string, username: string, at: number): void {
   const db = store.db.loginFailures;
-  await db.transaction(() => {
-    for (const [key, live] of [
-      [addressKey(address), windowLive],
-      [pairKey(address, username), windowLive],
-      [nameKey(username), nameLive],
-    ] as const) {
-      const f = db.get(key) as FailureCount | undefined;
-      db.put(key, countFailure(f, live(f, at), at));
-    }
-  });
+  for (const [key, live] of [
+    [addressKey(address), windowLive],
+    [pairKey(address, username), windowLive],
+    [nameKey(username), nameLive],
+  ] as const) {
+    const f = db.get(key) as FailureCount | undefined;
+    db.put(key, countFailure(f, live(f, at), at));
+  }
+}
+
+export async function recordLoginFailure(store: Store, address: string, username: string, at: number): Promise<void> {
+  await maybeSweep(store, at);
+  await store.db.loginFailures.transaction(() => countOne(store, address, username, at));
 }
 
 /** A correct password clears the name's counts and marks the address as known for the
- * name; the address's own count stays (one success must not reset a spray from it). */
-export async function recordLoginSuccess(store: Store, address: string, username: string, at: number): Promise<void> {
+ * name; the address's own count stays (one success must not reset a spray from it), less
+ * the one this attempt reserved (`reservedAt`), so that only failures count there. */
+export async function recordLoginSuccess(store: Store, address: string, username: string, at: number, success: AttemptSuccess = {}): Promise<void> {
   const db = store.db.loginFailures;
   await db.transaction(() => {
     db.remove(pairKey(address, username));
     db.remove(nameKey(username));
     db.put(knownKey(address, username), { at });
+    if (success.reservedAt !== undefined) giveBack(store, addressKey(address), success.reservedAt);
+  });
+}
+
+/** Inside a write transaction: one count less on `key`, when its window began by `reservedAt`. */
+function giveBack(store: Store, key: string, reservedAt: number): void {
+  const db = store.db.loginFailures;
+  const f = db.get(key) as FailureCount | undefined;
+  if (!f || f.count <= 0 || f.window_start > reservedAt) return;
+  if (f.count === 1) db.remove(key);
+  else db.put(key, { ...f, count: f.count - 1 });
+}
+
+export async function releaseLoginAttempt(store: Store, address: string, username: string, reservedAt: number): Promise<void> {
+  await store.db.loginFailures.transaction(() => {
+    for (const key of [addressKey(address), pairKey(address, username), nameKey(username)]) giveBack(store, key, reservedAt);
   });
 }
 

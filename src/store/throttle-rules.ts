@@ -75,3 +75,15 @@ export function throttleWait(v: ThrottleView, at: number): number {
 export function countFailure(f: FailureCount | undefined, live: boolean, at: number): FailureCount {
   return f && live ? { count: f.count + 1, window_start: f.window_start, last_failure: at } : { count: 1, window_start: at, last_failure: at };
 }
+
+/** A login attempt is counted as a failure BEFORE its password is checked (reserveAttempt
+ * in each store, read and write in one transaction): concurrent guesses then see each
+ * other's counts, so once a limit is spent the rest are refused without a password check.
+ * A success gives its address count back (see AttemptSuccess) and clears the rest as a
+ * success always did; a failure leaves the reservation as its count, so a process that dies
+ * mid-check has still counted the guess. */
+export type AttemptSuccess = {
+  /** when the attempt was reserved: the address count is lowered by one unless its window
+   * started after that (then the reservation was already forgotten with its window) */
+  reservedAt?: number;
+};

@@ -1,0 +1,51 @@
+import { ServiceError } from '../errors/index.ts';
+
+// A password hash (scrypt, N=2^17) holds 128 MiB and a libuv pool thread for its whole run,
+// and libuv's pool (4 threads by default) is shared with file I/O by every worker of the
+// process. Unbounded, a flood of bogus logins queues hundreds of hashes there: memory grows
+// with the flood and a real operator's login waits behind all of them (17.8 s was measured
+// with 80 in flight). So each API worker hashes at most `running` at once and lets at most
+// `queued` wait; past that the call is refused at once with 503 server_busy and Retry-After,
+// the catalogue's "wait and retry" answer, and its password is never hashed.
+
+export const HASHES_AT_ONCE = 2;
+export const HASH_QUEUE = 16;
+
+export class HashGate {
+  private active = 0;
+  private readonly waiting: (() => void)[] = [];
+
+  constructor(
+    private readonly running = HASHES_AT_ONCE,
+    private readonly queued = HASH_QUEUE,
+  ) {}
+
+  /** Runs `work` when a place is free; 503 server_busy at once when the queue is full. */
+  async run<T>(work: () => Promise<T>): Promise<T> {
+    if (this.active >= this.running) {
+      if (this.waiting.length >= this.queued) {
+        throw new ServiceError('server_busy', 'Too many password checks in progress; retry after the indicated delay', { 'Retry-After': '1' });
+      }
+      // the place is handed over by release(), so `active` never drops between the two
+      await new Promise<void>((resolve) => this.waiting.push(resolve));
+    } else {
+      this.active++;
+    }
+    try {
+      return await work();
+    } finally {
+      this.release();
+    }
+  }
+
+  private release(): void {
+    const next = this.waiting.shift();
+    if (next) next();
+    else this.active--;
+  }
+
+  /** hashes running and waiting, for tests and metrics */
+  get load(): { active: number; waiting: number } {
+    return { active: this.active, waiting: this.waiting.length };
+  }
+}
