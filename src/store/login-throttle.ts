@@ -20,6 +20,10 @@ export * from './throttle-rules.ts';
 // `loginFailures`, so the counts hold across API workers and restarts; every read starts
 // from the latest commit, since the previous failure may have been counted on another
 // worker a moment ago.
+//
+// Writes here all run inside db.transaction() callbacks, where lmdb applies put/remove to
+// the open write transaction at once: the promises they return only repeat the
+// transaction's own outcome, which the caller awaits, hence `void` on each.
 
 export function readThrottle(store: Store, address: string, username: string, at: number): ThrottleView {
   store.root.resetReadTxn();
@@ -71,7 +75,7 @@ function countOne(store: Store, address: string, username: string, at: number): 
     [nameKey(username), nameLive],
   ] as const) {
     const f = db.get(key) as FailureCount | undefined;
-    db.put(key, countFailure(f, live(f, at), at));
+    void db.put(key, countFailure(f, live(f, at), at));
   }
 }
 
@@ -86,9 +90,9 @@ export async function recordLoginFailure(store: Store, address: string, username
 export async function recordLoginSuccess(store: Store, address: string, username: string, at: number, success: AttemptSuccess = {}): Promise<void> {
   const db = store.db.loginFailures;
   await db.transaction(() => {
-    db.remove(pairKey(address, username));
-    db.remove(nameKey(username));
-    db.put(knownKey(address, username), { at });
+    void db.remove(pairKey(address, username));
+    void db.remove(nameKey(username));
+    void db.put(knownKey(address, username), { at });
     if (success.reservedAt !== undefined) giveBack(store, addressKey(address), success.reservedAt);
   });
 }
@@ -98,8 +102,8 @@ function giveBack(store: Store, key: string, reservedAt: number): void {
   const db = store.db.loginFailures;
   const f = db.get(key) as FailureCount | undefined;
   if (!f || f.count <= 0 || f.window_start > reservedAt) return;
-  if (f.count === 1) db.remove(key);
-  else db.put(key, { ...f, count: f.count - 1 });
+  if (f.count === 1) void db.remove(key);
+  else void db.put(key, { ...f, count: f.count - 1 });
 }
 
 export async function releaseLoginAttempt(store: Store, address: string, username: string, reservedAt: number): Promise<void> {
@@ -120,5 +124,9 @@ export async function sweepFailures(store: Store, at: number): Promise<void> {
         : !windowLive(value as FailureCount, at);
     if (dead) stale.push(k);
   }
-  if (stale.length > 0) await store.db.loginFailures.transaction(() => stale.forEach((k) => store.db.loginFailures.remove(k)));
+  if (stale.length > 0) {
+    await store.db.loginFailures.transaction(() => {
+      for (const k of stale) void store.db.loginFailures.remove(k);
+    });
+  }
 }
