@@ -103,8 +103,9 @@ export const ADMIN_OPERATIONS: Operation[] = [
     summary: 'Create a user',
     body: { schema: 'UserCreate', example: { username: 'operator', password: 'a-long-password', role: 'admin' } },
     success: { status: '201', description: 'Created', schema: 'User', example: ex.user },
-    errors: ['conflict'],
+    errors: ['conflict', 'server_busy'],
     validation: { example: ex.jsonValidation },
+    errorHeaders: { '503': retryAfter },
   },
   {
     method: 'patch', path: '/admin/api/users/{id}', operationId: 'adminPatchUser', tag: 'admin', auth: 'session', csrf: true,

@@ -342,6 +342,14 @@ export function storeContract(t: Test, store: StoreBackend): void {
     await store.releaseLoginAttempt(other, 'never-checked', T0 + 2);
     const released = await store.readThrottle(other, 'never-checked', T0 + 2);
     t.same([released.address?.count, released.pair, released.name], [1, undefined, undefined], 'a released attempt counts nothing');
+
+    // successes, releases and reservations on the same rows at once queue, none fails
+    const mixed = '192.0.2.202';
+    const ops = Array.from({ length: 30 }, (_, i) =>
+      i % 3 === 0 ? store.recordLoginSuccess(mixed, 'Mixed', T0 + i, { reservedAt: T0 + i })
+        : i % 3 === 1 ? store.releaseLoginAttempt(mixed, 'mixed', T0 + i)
+          : store.reserveLoginAttempt(mixed, 'MIXED', T0 + i));
+    t.equal((await Promise.allSettled(ops)).filter((r) => r.status === 'rejected').length, 0);
   });
 
   t.test('healthy', async (t) => {

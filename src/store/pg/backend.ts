@@ -689,8 +689,12 @@ export class PgBackend implements StoreBackend, FaultHooks {
   }
 
   async releaseLoginAttempt(address: string, username: string, reservedAt: number) {
+    const keys = [addressKey(address), pairKey(address, username), nameKey(username)];
     // a count given back to 0 stays as a row with count 0, which reads as no count
-    await this.q('UPDATE login_throttle SET count = count - 1 WHERE key = ANY($1) AND count > 0 AND window_start <= $2', [[addressKey(address), pairKey(address, username), nameKey(username)], reservedAt]);
+    await this.tx(async (c) => {
+      await this.lockOrdered(c, keys);
+      await c.query('UPDATE login_throttle SET count = count - 1 WHERE key = ANY($1) AND count > 0 AND window_start <= $2', [keys, reservedAt]);
+    });
   }
 
   async recordLoginFailure(address: string, username: string, at: number) {
@@ -719,14 +723,26 @@ export class PgBackend implements StoreBackend, FaultHooks {
   }
 
   async recordLoginSuccess(address: string, username: string, at: number, success: AttemptSuccess = {}) {
-    // one statement: the pair and name cleared, the address known, and the address count
-    // less this attempt's reservation unless its window started after it (login-throttle.ts)
-    await this.q(
-      `WITH d AS (DELETE FROM login_throttle WHERE key = ANY($1)),
-       r AS (UPDATE login_throttle SET count = count - 1 WHERE key = $5 AND count > 0 AND window_start <= $6::bigint)
-       INSERT INTO login_known (name, address, at_ms) VALUES ($2, $3, $4) ON CONFLICT (name, address) DO UPDATE SET at_ms = EXCLUDED.at_ms`,
-      [[pairKey(address, username), nameKey(username)], throttleName(username), address, at, addressKey(address), success.reservedAt ?? null],
-    );
+    // the pair and name cleared, the address known, and the address count less this
+    // attempt's reservation unless its window started after it (login-throttle.ts); the rows
+    // are locked in key order first, as every throttle write does, so that a success and
+    // concurrent attempts queue instead of deadlocking
+    await this.tx(async (c) => {
+      await this.lockOrdered(c, [addressKey(address), pairKey(address, username), nameKey(username)]);
+      await c.query('DELETE FROM login_throttle WHERE key = ANY($1)', [[pairKey(address, username), nameKey(username)]]);
+      if (success.reservedAt !== undefined) {
+        await c.query('UPDATE login_throttle SET count = count - 1 WHERE key = $1 AND count > 0 AND window_start <= $2', [addressKey(address), success.reservedAt]);
+      }
+      await c.query(
+        'INSERT INTO login_known (name, address, at_ms) VALUES ($1, $2, $3) ON CONFLICT (name, address) DO UPDATE SET at_ms = EXCLUDED.at_ms',
+        [throttleName(username), address, at],
+      );
+    });
+  }
+
+  /** Locks the existing rows of `keys` in key order (the order every throttle write uses). */
+  private async lockOrdered(c: pg.PoolClient, keys: string[]): Promise<void> {
+    await c.query('SELECT key FROM login_throttle WHERE key = ANY($1) ORDER BY key FOR UPDATE', [keys]);
   }
 
   async sweepLoginThrottle(at: number) {
