@@ -7,6 +7,10 @@ import { ServiceError } from '../errors/index.ts';
 // with 80 in flight). So each API worker hashes at most `running` at once and lets at most
 // `queued` wait; past that the call is refused at once with 503 server_busy and Retry-After,
 // the catalogue's "wait and retry" answer, and its password is never hashed.
+//
+// A login from an address its name has logged in from before (the throttle's "known"
+// address, which an outsider cannot pick) waits in a lane of its own, served first and
+// bounded apart, so a flood from elsewhere neither fills it nor stands in front of it.
 
 export const HASHES_AT_ONCE = 2;
 export const HASH_QUEUE = 16;
@@ -14,20 +18,23 @@ export const HASH_QUEUE = 16;
 export class HashGate {
   private active = 0;
   private readonly waiting: (() => void)[] = [];
+  private readonly waitingFirst: (() => void)[] = [];
 
   constructor(
     private readonly running = HASHES_AT_ONCE,
     private readonly queued = HASH_QUEUE,
   ) {}
 
-  /** Runs `work` when a place is free; 503 server_busy at once when the queue is full. */
-  async run<T>(work: () => Promise<T>): Promise<T> {
+  /** Runs `work` when a place is free (`first`: before every ordinary waiter); 503
+   * server_busy at once when its lane is full. */
+  async run<T>(work: () => Promise<T>, first = false): Promise<T> {
     if (this.active >= this.running) {
-      if (this.waiting.length >= this.queued) {
+      const lane = first ? this.waitingFirst : this.waiting;
+      if (lane.length >= this.queued) {
         throw new ServiceError('server_busy', 'Too many password checks in progress; retry after the indicated delay', { 'Retry-After': '1' });
       }
       // the place is handed over by release(), so `active` never drops between the two
-      await new Promise<void>((resolve) => this.waiting.push(resolve));
+      await new Promise<void>((resolve) => lane.push(resolve));
     } else {
       this.active++;
     }
@@ -39,13 +46,13 @@ export class HashGate {
   }
 
   private release(): void {
-    const next = this.waiting.shift();
+    const next = this.waitingFirst.shift() ?? this.waiting.shift();
     if (next) next();
     else this.active--;
   }
 
   /** hashes running and waiting, for tests and metrics */
-  get load(): { active: number; waiting: number } {
-    return { active: this.active, waiting: this.waiting.length };
+  get load(): { active: number; waiting: number; waitingFirst: number } {
+    return { active: this.active, waiting: this.waiting.length, waitingFirst: this.waitingFirst.length };
   }
 }

@@ -33,13 +33,14 @@ export const parseLogin = bodyParser(LoginSchema);
  *    failure): the reservation is given back.
  * Returns the user for a right password of an enabled account, else undefined. */
 export async function checkPasswordThrottled(store: StoreBackend, username: string, password: string, address: string, at: number): Promise<UserRecord | undefined> {
-  const wait = await store.reserveLoginAttempt(address, username, at);
+  const { wait, known } = await store.reserveLoginAttempt(address, username, at);
   if (wait > 0) throw new ServiceError('too_many_attempts', undefined, { 'Retry-After': String(wait) });
   let user: UserRecord | undefined;
   let ok: boolean;
   try {
     user = await store.getUserByName(username);
-    ok = await verifyPassword(password, user?.password_hash);
+    // an address the name logged in from is hashed first: a flood cannot keep its operator out
+    ok = await verifyPassword(password, user?.password_hash, known);
   } catch (err) {
     // the answer is the original error; a failed give-back only leaves one count too many
     await store.releaseLoginAttempt(address, username, at).catch(() => undefined);

@@ -11,6 +11,7 @@ import {
   windowLive,
   type AttemptSuccess,
   type FailureCount,
+  type Reservation,
   type ThrottleView,
 } from './throttle-rules.ts';
 
@@ -37,17 +38,19 @@ function viewOf(store: Store, address: string, username: string, at: number): Th
   return { address: get(addressKey(address)), pair: get(pairKey(address, username)), name: get(nameKey(username)), known: known !== undefined && at - known.at < KNOWN_ADDRESS_MS };
 }
 
-/** Seconds to wait (nothing written), or 0 with the attempt counted as a failure. The read
+/** Seconds to wait (nothing written), or 0 with the attempt counted as a failure; and
+ * whether the address is known for the name. The read
  * and the write share one write transaction, which LMDB runs one at a time across API
  * workers and processes, so N concurrent attempts are counted one after another and the
  * limit's next one is refused (see AttemptSuccess in throttle-rules.ts). */
-export async function reserveLoginAttempt(store: Store, address: string, username: string, at: number): Promise<number> {
+export async function reserveLoginAttempt(store: Store, address: string, username: string, at: number): Promise<Reservation> {
   await maybeSweep(store, at);
   const db = store.db.loginFailures;
   return db.transaction(() => {
-    const wait = throttleWait(viewOf(store, address, username, at), at);
+    const view = viewOf(store, address, username, at);
+    const wait = throttleWait(view, at);
     if (wait === 0) countOne(store, address, username, at);
-    return wait;
+    return { wait, known: view.known };
   });
 }
 

@@ -82,6 +82,13 @@ export function countFailure(f: FailureCount | undefined, live: boolean, at: num
  * A success gives its address count back (see AttemptSuccess) and clears the rest as a
  * success always did; a failure leaves the reservation as its count, so a process that dies
  * mid-check has still counted the guess. */
+/** What reserveLoginAttempt decided: `wait` seconds (0: reserved, the password may be
+ * checked), and whether the name has logged in from this address (ThrottleView.known). */
+export interface Reservation {
+  wait: number;
+  known: boolean;
+}
+
 export type AttemptSuccess = {
   /** when the attempt was reserved: the address count is lowered by one unless its window
    * started after that (then the reservation was already forgotten with its window) */

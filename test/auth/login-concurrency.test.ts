@@ -84,11 +84,13 @@ t.test('a success gives back its own count: only failures fill the address limit
   t.equal((await store.readThrottle('127.0.0.1', ADMIN.username, at)).address, undefined, 'no count left on the address');
 });
 
-t.test('a flood of logins from many addresses is answered 401 or 503 server_busy, never anything else, and the operator gets in after it', async (t) => {
+t.test('a flood of logins from many addresses is answered 401 or 503 server_busy; the operator gets in during it from a known address', async (t) => {
   nextWindow();
-  const rs = await Promise.all(
-    Array.from({ length: 80 }, (_, i) => loginRequest(base, `bogus${i}`, 'not a password', { 'x-forwarded-for': `198.51.100.${i + 1}` })),
-  );
+  const flood = Array.from({ length: 80 }, (_, i) => loginRequest(base, `bogus${i}`, 'not a password', { 'x-forwarded-for': `198.51.100.${i + 1}` }));
+  // root logged in from 127.0.0.1 before: that login waits in the gate's first lane
+  const operator = await loginRequest(base, ADMIN.username, ADMIN.password);
+  t.equal(operator.status, 200, 'the operator is not kept out by the flood');
+  const rs = await Promise.all(flood);
   const by = answers(rs);
   t.comment(`answers: ${JSON.stringify(by)}`);
   t.same(Object.keys(by).filter((s) => s !== '401' && s !== '503'), [], JSON.stringify(by));
@@ -100,7 +102,6 @@ t.test('a flood of logins from many addresses is answered 401 or 503 server_busy
     t.equal(r.headers.get('retry-after'), '1');
   }
   t.equal(server.proc.exitCode, null, 'the process is up');
-  t.equal((await loginRequest(base, ADMIN.username, ADMIN.password)).status, 200);
 });
 
 t.test('a failed login is logged with the name and the client address, never the password', async (t) => {
