@@ -94,7 +94,7 @@ t.test('a flood of logins from many addresses is answered 401 or 503 server_busy
   const by = answers(rs);
   t.comment(`answers: ${JSON.stringify(by)}`);
   t.same(Object.keys(by).filter((s) => s !== '401' && s !== '503'), [], JSON.stringify(by));
-  // 80 in flight against 2 workers x (2 hashing + 16 waiting): the rest are turned away at
+  // 80 in flight against 2 workers x (1 hashing + 16 waiting): the rest are turned away at
   // once instead of queueing behind the flood (before the cap, all 80 were hashed)
   t.ok((by[503] ?? 0) > 0, 'hashes past the cap are refused, not queued');
   for (const r of rs.filter((r) => r.status === 503)) {
