@@ -11,7 +11,7 @@ import {
   windowLive,
   type AttemptSuccess,
   type FailureCount,
-  type Reservation,
+  type AttemptReservation,
   type ThrottleView,
 } from './throttle-rules.ts';
 
@@ -39,11 +39,11 @@ function viewOf(store: Store, address: string, username: string, at: number): Th
 }
 
 /** Seconds to wait (nothing written), or 0 with the attempt counted as a failure; and
- * whether the address is known for the name. The read
- * and the write share one write transaction, which LMDB runs one at a time across API
- * workers and processes, so N concurrent attempts are counted one after another and the
- * limit's next one is refused (see AttemptSuccess in throttle-rules.ts). */
-export async function reserveLoginAttempt(store: Store, address: string, username: string, at: number): Promise<Reservation> {
+ * whether the address is known for the name. The read and the write share one write
+ * transaction, which LMDB runs one at a time across API workers and processes, so N
+ * concurrent attempts are counted one after another and the limit's next one is refused
+ * (see AttemptSuccess in throttle-rules.ts). */
+export async function reserveLoginAttempt(store: Store, address: string, username: string, at: number): Promise<AttemptReservation> {
   await maybeSweep(store, at);
   const db = store.db.loginFailures;
   return db.transaction(() => {

@@ -76,15 +76,16 @@ export function countFailure(f: FailureCount | undefined, live: boolean, at: num
   return f && live ? { count: f.count + 1, window_start: f.window_start, last_failure: at } : { count: 1, window_start: at, last_failure: at };
 }
 
-/** A login attempt is counted as a failure BEFORE its password is checked (reserveAttempt
- * in each store, read and write in one transaction): concurrent guesses then see each
- * other's counts, so once a limit is spent the rest are refused without a password check.
- * A success gives its address count back (see AttemptSuccess) and clears the rest as a
- * success always did; a failure leaves the reservation as its count, so a process that dies
- * mid-check has still counted the guess. */
+// A login attempt is counted as a failure BEFORE its password is checked
+// (reserveLoginAttempt in each store, read and write in one transaction): concurrent guesses
+// then see each other's counts, so once a limit is spent the rest are refused without a
+// password check. A success gives its address count back (AttemptSuccess) and clears the
+// rest as a success always did; a failure leaves the reservation as its count, so a process
+// that dies mid-check has still counted the guess.
+
 /** What reserveLoginAttempt decided: `wait` seconds (0: reserved, the password may be
  * checked), and whether the name has logged in from this address (ThrottleView.known). */
-export interface Reservation {
+export interface AttemptReservation {
   wait: number;
   known: boolean;
 }

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import pg from 'pg';
 import { localNow, setClockOffset } from '../../clock.ts';
-import { countFailure, KNOWN_ADDRESS_MS, nameLive, throttleName, throttleWait, windowLive, type AttemptSuccess, type FailureCount, type Reservation as LoginReservation, type ThrottleView } from '../throttle-rules.ts';
+import { countFailure, KNOWN_ADDRESS_MS, nameLive, throttleName, throttleWait, windowLive, type AttemptSuccess, type FailureCount, type AttemptReservation, type ThrottleView } from '../throttle-rules.ts';
 import { addressKey, nameKey, pairKey } from '../throttle-rules.ts';
 import { ServiceError } from '../../errors/index.ts';
 import { dayTotals, resetAt, windowKey } from '../periods.ts';
@@ -670,7 +670,7 @@ export class PgBackend implements StoreBackend, FaultHooks {
     return { address: get(addressKey(address)), pair: get(pairKey(address, username)), name: get(nameKey(username)), known: known !== undefined && at - (known.known as number) < KNOWN_ADDRESS_MS };
   }
 
-  async reserveLoginAttempt(address: string, username: string, at: number): Promise<LoginReservation> {
+  async reserveLoginAttempt(address: string, username: string, at: number): Promise<AttemptReservation> {
     // the same transaction as a failure, deciding under the row locks: concurrent attempts
     // (on any node) queue on the three rows, so each sees the counts of those before it
     return this.tx(async (c) => {
