@@ -31,7 +31,16 @@ export const GrantSchema = Type.Object({ module_id: ModuleIdSchema, limit: Limit
 export const ModulePatchSchema = Type.Object({ enabled: Type.Boolean() }, strict);
 export const UserCreateSchema = Type.Object({ username: UsernameSchema, password: PasswordSchema, role: RoleSchema }, strict);
 export const UserPatchSchema = Type.Object(
-  { enabled: Type.Optional(Type.Boolean()), password: Type.Optional(PasswordSchema), role: Type.Optional(RoleSchema) },
+  {
+    enabled: Type.Optional(Type.Boolean()),
+    password: Type.Optional(PasswordSchema),
+    role: Type.Optional(RoleSchema),
+    current_password: Type.Optional(Type.String({
+      minLength: 1,
+      maxLength: 1024,
+      description: 'the acting operator\'s own password, required with `password` (for any user\'s password); checked under the login throttle',
+    })),
+  },
   strict,
 );
 export const TokenCreateSchema = Type.Object(

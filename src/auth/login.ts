@@ -2,10 +2,10 @@ import type { Config } from '../config/index.ts';
 import { bodyParser } from '../packets/json-body.ts';
 import { ServiceError } from '../errors/index.ts';
 import type { StoreBackend } from '../store/backend.ts';
-import { verifyPassword } from './password.ts';
+import type { UserRecord } from '../store/records.ts';
+import { hashPassword, needsRehash, verifyPassword } from './password.ts';
 import { LoginSchema } from './schemas.ts';
 import { createSession, sweepSessions } from './session.ts';
-import { throttleWait } from '../store/throttle-rules.ts';
 import type { SessionRecord } from './session.ts';
 
 export interface SessionBody {
@@ -21,20 +21,59 @@ export function sessionBody(s: SessionRecord): SessionBody {
 
 export const parseLogin = bodyParser(LoginSchema);
 
-/** contract.md "Authentication and sessions". The order matters: the throttle is checked before
- * the password (so guessing stops; rules in throttle-rules.ts), the password is always verified (a dummy hash for an
- * unknown name, the real one for a disabled account) so every wrong answer costs the same
- * time, and the role is revealed only to someone who knows the password. */
-export async function login(store: StoreBackend, config: Config, input: { username: string; password: string }, address: string, at: number): Promise<{ id: string; session: SessionRecord }> {
-  const wait = throttleWait(await store.readThrottle(address, input.username, at), at);
+/** Checks `password` for the user named `username` under the login throttle (rules in
+ * store/throttle-rules.ts), for a login and for any other check of an operator's password:
+ *  - the attempt is counted BEFORE the password is checked, in one store transaction with
+ *    the throttle's decision, so concurrent guesses see each other and those past the limit
+ *    are refused 429 too_many_attempts with Retry-After, their passwords never hashed;
+ *  - the password is always verified (a dummy hash for an unknown name, the real one for a
+ *    disabled account) so every wrong answer costs the same time;
+ *  - right: the success clears what the rules say and gives the address count back; wrong:
+ *    the reservation stays as the failure; never checked (503 from the hash gate, a store
+ *    failure): the reservation is given back.
+ * Returns the user for a right password of an enabled account, else undefined. */
+export async function checkPasswordThrottled(store: StoreBackend, username: string, password: string, address: string, at: number): Promise<UserRecord | undefined> {
+  const { wait, known } = await store.reserveLoginAttempt(address, username, at);
   if (wait > 0) throw new ServiceError('too_many_attempts', undefined, { 'Retry-After': String(wait) });
-  const user = await store.getUserByName(input.username);
-  const ok = await verifyPassword(input.password, user?.password_hash);
-  if (!ok || !user || !user.enabled) {
-    await store.recordLoginFailure(address, input.username, at);
-    throw new ServiceError('invalid_credentials');
+  let user: UserRecord | undefined;
+  let ok: boolean;
+  try {
+    user = await store.getUserByName(username);
+    // an address the name logged in from is hashed first: a flood cannot keep its operator out
+    ok = await verifyPassword(password, user?.password_hash, known);
+  } catch (err) {
+    // the answer is the original error; a failed give-back only leaves one count too many
+    await store.releaseLoginAttempt(address, username, at).catch(() => undefined);
+    throw err;
   }
-  await store.recordLoginSuccess(address, input.username, at);
+  if (!ok || !user || !user.enabled) return undefined;
+  await store.recordLoginSuccess(address, username, at, { reservedAt: at });
+  return user;
+}
+
+class HashChanged extends Error {}
+
+/** A hash stored with older parameters is rewritten with the current ones now that the
+ * password is known, unless the password was changed meanwhile (that newer hash stays). A
+ * failure here must not fail the login: the old hash still verifies, the next login retries. */
+async function rehashIfOld(store: StoreBackend, user: UserRecord, password: string): Promise<void> {
+  if (!needsRehash(user.password_hash)) return;
+  try {
+    const password_hash = await hashPassword(password);
+    await store.updateUser(user.id, { password_hash }, (before) => {
+      if (before.password_hash !== user.password_hash) throw new HashChanged();
+    });
+  } catch {
+    // see above: the login goes on with the old hash in place
+  }
+}
+
+/** contract.md "Authentication and sessions". The throttle and the password check are
+ * checkPasswordThrottled's; the role is revealed only to someone who knows the password. */
+export async function login(store: StoreBackend, config: Config, input: { username: string; password: string }, address: string, at: number): Promise<{ id: string; session: SessionRecord }> {
+  const user = await checkPasswordThrottled(store, input.username, input.password, address, at);
+  if (!user) throw new ServiceError('invalid_credentials');
+  await rehashIfOld(store, user, input.password);
   if (user.role !== 'admin') throw new ServiceError('login_disabled');
   await sweepSessions(store, config, at);
   await store.sweepLoginThrottle(at);

@@ -1,12 +1,20 @@
 import { randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:crypto';
+import { HashGate } from './hash-gate.ts';
 
-// scrypt N=2^15, r=8, p=1 (~30 ms here): slow enough against offline guessing, fast
-// enough for a login. The parameters are stored with the hash so they can be raised later.
-const PARAMS = { N: 1 << 15, r: 8, p: 1, keylen: 32 };
+// scrypt N=2^17, r=8, p=1: OWASP's recommended minimum for scrypt (~4x the cost of the
+// earlier N=2^15). The parameters are stored with each hash, so older hashes still verify
+// and are rewritten with these at their next successful login (needsRehash).
+export const PARAMS = { N: 1 << 17, r: 8, p: 1, keylen: 32 };
+type Params = typeof PARAMS;
 
-function derive(password: string, salt: Buffer, p: typeof PARAMS): Promise<Buffer> {
+// One gate per API worker thread (module state): see hash-gate.ts.
+const gate = new HashGate();
+
+function derive(password: string, salt: Buffer, p: Params, first = false): Promise<Buffer> {
+  // scrypt needs 128 * N * r bytes (128 MiB at N=2^17, above Node's 32 MiB default maxmem);
+  // twice that leaves room for its small extra allocations
   const opts: ScryptOptions = { N: p.N, r: p.r, p: p.p, maxmem: 128 * p.N * p.r * 2 };
-  return new Promise((resolve, reject) => scrypt(password, salt, p.keylen, opts, (e, key) => (e ? reject(e) : resolve(key))));
+  return gate.run(() => new Promise((resolve, reject) => scrypt(password, salt, p.keylen, opts, (e, key) => (e ? reject(e) : resolve(key)))), first);
 }
 
 export async function hashPassword(password: string): Promise<string> {
@@ -19,11 +27,20 @@ export async function hashPassword(password: string): Promise<string> {
 // "wrong password" (contract: same answer, same time).
 const DUMMY = `scrypt$${PARAMS.N}$${PARAMS.r}$${PARAMS.p}$${Buffer.alloc(16).toString('base64')}$${Buffer.alloc(PARAMS.keylen).toString('base64')}`;
 
-export async function verifyPassword(password: string, stored: string | undefined): Promise<boolean> {
+/** `first`: hashed before ordinary waiters (a login from an address the name is known at,
+ * see hash-gate.ts). */
+export async function verifyPassword(password: string, stored: string | undefined, first = false): Promise<boolean> {
   const parts = (stored ?? DUMMY).split('$');
   if (parts.length !== 6 || parts[0] !== 'scrypt') return false;
   const [, n, r, p, salt, key] = parts;
   const expected = Buffer.from(key!, 'base64');
-  const got = await derive(password, Buffer.from(salt!, 'base64'), { N: Number(n), r: Number(r), p: Number(p), keylen: expected.length });
+  const got = await derive(password, Buffer.from(salt!, 'base64'), { N: Number(n), r: Number(r), p: Number(p), keylen: expected.length }, first);
   return timingSafeEqual(got, expected) && stored !== undefined;
+}
+
+/** A stored hash made with other (older) parameters than PARAMS: rehash it once the
+ * password is known to be right. */
+export function needsRehash(stored: string): boolean {
+  const [kind, n, r, p, , key] = stored.split('$');
+  return kind !== 'scrypt' || Number(n) !== PARAMS.N || Number(r) !== PARAMS.r || Number(p) !== PARAMS.p || Buffer.from(key ?? '', 'base64').length !== PARAMS.keylen;
 }

@@ -10,6 +10,7 @@ export const ERRORS = {
   module_forbidden: { status: 403, message: 'The token is not granted this module' },
   module_disabled: { status: 403, message: 'The operator has not enabled this module' },
   login_disabled: { status: 403, message: 'Login is disabled for this role' },
+  invalid_current_password: { status: 403, message: 'The current password is wrong; nothing was changed' },
   forbidden: { status: 403, message: 'Administrator role required' },
   csrf_failed: { status: 403, message: 'Missing or wrong X-CSRF-Token' },
   module_not_found: { status: 404, message: 'Unknown module id' },

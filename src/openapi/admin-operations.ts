@@ -4,7 +4,7 @@
 
 import { Type } from '@sinclair/typebox';
 import * as ex from './examples.ts';
-import { moduleIdParam, pathParam, type Operation, type ParameterSpec } from './operation.ts';
+import { moduleIdParam, pathParam, retryAfter, type Operation, type ParameterSpec } from './operation.ts';
 
 const tokenId = pathParam('id', ex.token.id, { type: 'string' }, 'token id');
 const userId = pathParam('id', ex.user.id, { type: 'string' }, 'user id');
@@ -103,17 +103,22 @@ export const ADMIN_OPERATIONS: Operation[] = [
     summary: 'Create a user',
     body: { schema: 'UserCreate', example: { username: 'operator', password: 'a-long-password', role: 'admin' } },
     success: { status: '201', description: 'Created', schema: 'User', example: ex.user },
-    errors: ['conflict'],
+    errors: ['conflict', 'server_busy'],
     validation: { example: ex.jsonValidation },
+    errorHeaders: { '503': retryAfter },
   },
   {
     method: 'patch', path: '/admin/api/users/{id}', operationId: 'adminPatchUser', tag: 'admin', auth: 'session', csrf: true,
     summary: 'Change a user (a changed password or a disabled account ends their sessions)',
+    description: 'A new `password` (for any user, the caller included) needs `current_password`, the calling operator\'s own '
+      + 'password, checked under the login throttle: missing 422, wrong 403 invalid_current_password, too many wrong 429 '
+      + 'too_many_attempts; nothing is changed then. A stolen session alone cannot take an account.',
     parameters: [userId],
-    body: { schema: 'UserPatch', example: { enabled: false } },
-    success: { status: '200', description: 'The user', schema: 'User', example: { ...ex.user, enabled: false } },
-    errors: ['not_found', 'conflict'],
-    validation: { example: ex.jsonValidation },
+    body: { schema: 'UserPatch', example: { password: 'a-new-long-password', current_password: 'correct horse battery' } },
+    success: { status: '200', description: 'The user', schema: 'User', example: ex.user },
+    errors: ['not_found', 'invalid_current_password', 'conflict', 'too_many_attempts', 'server_busy'],
+    validation: { example: { detail: [{ loc: ['body', 'current_password'], msg: 'Field required', type: 'missing' }] } },
+    errorHeaders: { '429': retryAfter, '503': retryAfter },
   },
   {
     method: 'get', path: '/admin/api/tokens', operationId: 'adminListTokens', tag: 'admin', auth: 'session',

@@ -93,9 +93,9 @@ export const OPERATIONS: Operation[] = [
     summary: 'Administrator login: sets the session cookie and returns the CSRF token',
     body: { schema: 'Login', example: { username: 'root', password: 'correct horse battery' } },
     success: { status: '200', description: 'Logged in', schema: 'Session', example: ex.session },
-    errors: ['invalid_credentials', 'login_disabled', 'too_many_attempts'],
+    errors: ['invalid_credentials', 'login_disabled', 'too_many_attempts', 'server_busy'],
     validation: { example: { detail: [{ loc: ['body', 'password'], msg: 'Field required', type: 'missing' }] } },
-    errorHeaders: { '429': retryAfter },
+    errorHeaders: { '429': retryAfter, '503': retryAfter },
   },
   {
     method: 'get', path: '/auth/session', operationId: 'getSession', tag: 'auth', auth: 'session',

@@ -1,6 +1,6 @@
 import type { ModuleId } from '../packets/types.ts';
 import type { AuditRecord, DailyTotal, KeyFile, KeyRevocation, LedgerEntry, Reservation, SessionRecord, TokenRecord, UsageRecord, UserRecord } from './records.ts';
-import type { ThrottleView } from './throttle-rules.ts';
+import type { AttemptSuccess, AttemptReservation, ThrottleView } from './throttle-rules.ts';
 import type { SearchPage, SearchQuery } from './token-search.ts';
 
 // One store, two implementations: LMDB embedded in DATA_DIR (the default, one host) and
@@ -144,8 +144,17 @@ export interface StoreBackend {
 
   // login throttle (rules in throttle-rules.ts)
   readThrottle(address: string, username: string, at: number): Promise<ThrottleView>;
+  /** One transaction: `wait`, the seconds to wait when the throttle refuses this attempt
+   * (nothing written), else 0 and the attempt is counted as a failure before its password is
+   * checked (concurrent attempts see each other); `known` as in ThrottleView. A success then
+   * calls recordLoginSuccess with `reservedAt: at`, which gives the address count back. */
+  reserveLoginAttempt(address: string, username: string, at: number): Promise<AttemptReservation>;
+  /** Gives back a reservation whose password was never checked (the hash was refused 503,
+   * the store failed): each of its counts is lowered by one unless its window started after
+   * `reservedAt`. The name's time of last failure stays where the reservation put it. */
+  releaseLoginAttempt(address: string, username: string, reservedAt: number): Promise<void>;
   recordLoginFailure(address: string, username: string, at: number): Promise<void>;
-  recordLoginSuccess(address: string, username: string, at: number): Promise<void>;
+  recordLoginSuccess(address: string, username: string, at: number, success?: AttemptSuccess): Promise<void>;
   sweepLoginThrottle(at: number): Promise<void>;
 
   // verdict-signing keys, shared by every node (PostgreSQL only: LMDB keeps them in

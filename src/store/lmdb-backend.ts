@@ -1,4 +1,4 @@
-import { readThrottle, recordLoginFailure, recordLoginSuccess, sweepFailures } from './login-throttle.ts';
+import { readThrottle, recordLoginFailure, recordLoginSuccess, releaseLoginAttempt, reserveLoginAttempt, sweepFailures, type AttemptSuccess } from './login-throttle.ts';
 import { listAudit, writeAudit } from './audit.ts';
 import { ledgerCounterDeltas, listLedger, verifyLedger } from './ledger.ts';
 import { holderAlive } from './owner.ts';
@@ -192,11 +192,17 @@ export class LmdbBackend implements StoreBackend, FaultHooks {
   async readThrottle(address: string, username: string, at: number) {
     return readThrottle(this.store, address, username, at);
   }
+  reserveLoginAttempt(address: string, username: string, at: number) {
+    return reserveLoginAttempt(this.store, address, username, at);
+  }
+  releaseLoginAttempt(address: string, username: string, reservedAt: number) {
+    return releaseLoginAttempt(this.store, address, username, reservedAt);
+  }
   recordLoginFailure(address: string, username: string, at: number) {
     return recordLoginFailure(this.store, address, username, at);
   }
-  recordLoginSuccess(address: string, username: string, at: number) {
-    return recordLoginSuccess(this.store, address, username, at);
+  recordLoginSuccess(address: string, username: string, at: number, success?: AttemptSuccess) {
+    return recordLoginSuccess(this.store, address, username, at, success);
   }
   sweepLoginThrottle(at: number) {
     return sweepFailures(this.store, at);

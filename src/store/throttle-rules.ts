@@ -75,3 +75,23 @@ export function throttleWait(v: ThrottleView, at: number): number {
 export function countFailure(f: FailureCount | undefined, live: boolean, at: number): FailureCount {
   return f && live ? { count: f.count + 1, window_start: f.window_start, last_failure: at } : { count: 1, window_start: at, last_failure: at };
 }
+
+// A login attempt is counted as a failure BEFORE its password is checked
+// (reserveLoginAttempt in each store, read and write in one transaction): concurrent guesses
+// then see each other's counts, so once a limit is spent the rest are refused without a
+// password check. A success gives its address count back (AttemptSuccess) and clears the
+// rest as a success always did; a failure leaves the reservation as its count, so a process
+// that dies mid-check has still counted the guess.
+
+/** What reserveLoginAttempt decided: `wait` seconds (0: reserved, the password may be
+ * checked), and whether the name has logged in from this address (ThrottleView.known). */
+export interface AttemptReservation {
+  wait: number;
+  known: boolean;
+}
+
+export type AttemptSuccess = {
+  /** when the attempt was reserved: the address count is lowered by one unless its window
+   * started after that (then the reservation was already forgotten with its window) */
+  reservedAt?: number;
+};

@@ -165,7 +165,7 @@ t.test('users: create, duplicate 409, change, unknown 404, the last admin stays'
   const listed = (await admin('GET', '/admin/api/users')).json.users;
   t.ok(listed.some((u: any) => u.username === 'alice'));
   t.notOk(JSON.stringify(listed).includes('scrypt'), 'no password hashes');
-  const changed = await admin('PATCH', `/admin/api/users/${made.json.id}`, { password: 'new alice password' });
+  const changed = await admin('PATCH', `/admin/api/users/${made.json.id}`, { password: 'new alice password', current_password: 'correct horse battery' });
   t.equal(changed.status, 200);
   t.equal((await login(base, 'alice', 'new alice password')).body.username, 'alice');
   t.equal((await admin('PATCH', '/admin/api/users/usr_nope', { enabled: false })).status, 404);

@@ -324,6 +324,35 @@ export function storeContract(t: Test, store: StoreBackend): void {
     t.same([swept.address, swept.pair], [undefined, undefined]);
   });
 
+  t.test('login attempts are reserved before the password check: concurrent ones never pass the limit', async (t) => {
+    const addr = '192.0.2.200';
+    const waits = (await Promise.all(Array.from({ length: 40 }, () => store.reserveLoginAttempt(addr, 'Burst', T0)))).map((r) => r.wait);
+    t.equal(waits.filter((w) => w === 0).length, PAIR_LIMIT, 'exactly the pair limit may check a password');
+    t.ok(waits.filter((w) => w > 0).every((w) => w === 15 * 60), 'the rest wait for the window to end');
+    const v = await store.readThrottle(addr, 'burst', T0);
+    t.same([v.address!.count, v.pair!.count, v.name!.count], [PAIR_LIMIT, PAIR_LIMIT, PAIR_LIMIT], 'a refused attempt counts nothing');
+
+    const other = '192.0.2.201';
+    t.same(await store.reserveLoginAttempt(other, 'solo', T0), { wait: 0, known: false });
+    t.equal((await store.reserveLoginAttempt(other, 'solo', T0 + 1)).wait, 0);
+    await store.recordLoginSuccess(other, 'solo', T0 + 1, { reservedAt: T0 + 1 });
+    const ok = await store.readThrottle(other, 'solo', T0 + 1);
+    t.same([ok.address?.count, ok.pair, ok.name, ok.known], [1, undefined, undefined, true], 'a success gives back its own address count only');
+    t.same(await store.reserveLoginAttempt(other, 'SOLO', T0 + 2), { wait: 0, known: true }, 'known after the success, any case');
+    t.equal((await store.reserveLoginAttempt(other, 'never-checked', T0 + 2)).wait, 0);
+    await store.releaseLoginAttempt(other, 'never-checked', T0 + 2);
+    const released = await store.readThrottle(other, 'never-checked', T0 + 2);
+    t.same([released.address?.count, released.pair, released.name], [2, undefined, undefined], 'a released attempt counts nothing (the address keeps the SOLO one)');
+
+    // successes, releases and reservations on the same rows at once queue, none fails
+    const mixed = '192.0.2.202';
+    const ops = Array.from({ length: 30 }, (_, i) =>
+      i % 3 === 0 ? store.recordLoginSuccess(mixed, 'Mixed', T0 + i, { reservedAt: T0 + i })
+        : i % 3 === 1 ? store.releaseLoginAttempt(mixed, 'mixed', T0 + i)
+          : store.reserveLoginAttempt(mixed, 'MIXED', T0 + i));
+    t.equal((await Promise.allSettled(ops)).filter((r) => r.status === 'rejected').length, 0);
+  });
+
   t.test('healthy', async (t) => {
     t.equal(await store.healthy(), true);
   });

@@ -31,6 +31,9 @@ export async function renderUsers(panel, search = '') {
   });
   const row = (u) => {
     const pw = h('input', { type: 'password', minlength: 8, placeholder: 'new password', autocomplete: 'new-password', 'aria-label': `new password for ${u.username}` });
+    // the server sets a password only with the acting operator's own password (a session
+    // alone is not enough), so the form asks for it beside the new one
+    const current = h('input', { type: 'password', placeholder: 'your current password', autocomplete: 'current-password', 'aria-label': `your current password, to set the password of ${u.username}`, 'data-testid': 'current-password' });
     return h('tr', { 'data-user': u.username },
       h('td', {}, u.username),
       h('td', {}, u.role),
@@ -40,7 +43,8 @@ export async function renderUsers(panel, search = '') {
         h('button', { type: 'button', onclick: () => change(u, { enabled: !u.enabled }, u.enabled && QUESTIONS.disable(u)) }, u.enabled ? 'Disable' : 'Enable'),
         h('button', { type: 'button', onclick: () => change(u, { role: u.role === 'admin' ? 'user' : 'admin' }, u.role === 'admin' && QUESTIONS.demote(u)) }, u.role === 'admin' ? 'Make user' : 'Make admin'),
         pw,
-        h('button', { type: 'button', onclick: () => change(u, { password: pw.value }, `Set a new password for "${u.username}"? Their other sessions end.`) }, 'Set password'),
+        current,
+        h('button', { type: 'button', onclick: () => change(u, { password: pw.value, current_password: current.value }, `Set a new password for "${u.username}"? Their other sessions end.`) }, 'Set password'),
       )),
     );
   };

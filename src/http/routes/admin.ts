@@ -28,6 +28,8 @@ import {
 import { addUser, LastAdminError, listUserViews, patchUser, searchUserViews } from '../../admin/users.ts';
 import { bodyParser } from '../../packets/json-body.ts';
 import { destroyUserSessions } from '../../auth/session.ts';
+import { checkPasswordThrottled } from '../../auth/login.ts';
+import { clientAddress } from '../client-address.ts';
 import { ServiceError, ValidationFailure } from '../../errors/index.ts';
 import { now } from '../../clock.ts';
 import { listPendingSettlements, resolveSettlement } from '../../metering/index.ts';
@@ -36,6 +38,8 @@ import { DuplicateUserError } from '../../store/users.ts';
 import { readJson } from '../body.ts';
 import { json, type Reply } from '../respond.ts';
 import type { AdminHandler, Router } from '../router.ts';
+import type { AdminSession } from '../admin-guard.ts';
+import type { HttpContext } from '../context.ts';
 import type { Services } from '../services.ts';
 
 const parse = {
@@ -49,6 +53,24 @@ const parse = {
 };
 
 const noContent: Reply = { status: 204 };
+
+/** 422 when missing; else checked as a login of the acting operator would be (same counts,
+ * same limits): 429 too_many_attempts past them, 403 invalid_current_password when wrong. */
+async function requireCurrentPassword(ctx: HttpContext, s: Services, who: AdminSession, current: string | undefined): Promise<void> {
+  if (current === undefined) throw new ValidationFailure([{ loc: ['body', 'current_password'], msg: 'Field required', type: 'missing' }]);
+  const address = clientAddress(s.config, ctx.peerAddress, ctx.headers['x-forwarded-for']);
+  let checked;
+  try {
+    checked = await checkPasswordThrottled(s.store, who.user.username, current, address, now());
+  } catch (err) {
+    if (err instanceof ServiceError) s.log.warn({ request_id: ctx.requestId, username: who.user.username, client_address: address, code: err.code }, 'password check failed');
+    throw err;
+  }
+  if (checked?.id !== who.user.id) {
+    s.log.warn({ request_id: ctx.requestId, username: who.user.username, client_address: address, code: 'invalid_current_password' }, 'password check failed');
+    throw new ServiceError('invalid_current_password');
+  }
+}
 
 function found<T>(value: T | undefined, what: string): T {
   if (value === undefined) throw new ServiceError('not_found', `Unknown ${what}`);
@@ -121,9 +143,13 @@ export function adminRoutes(router: Router, s: Services): void {
   admin('PATCH', '/admin/api/users/:id', async (ctx, p, who) => {
     const body = parse.userPatch(await readJson(ctx));
     const before = found(await store.getUser(p.id!), 'user');
+    // A new password ends the owner's other sessions, so a session alone (stolen, or a
+    // browser left open) must not be enough to set one: the acting operator proves who they
+    // are with their own password, under the login throttle so it cannot be guessed here.
+    if (body.password !== undefined) await requireCurrentPassword(ctx, s, who, body.current_password);
     let user;
     try {
-      user = found(await patchUser(store, before.id, body), 'user');
+      user = found(await patchUser(store, before.id, { enabled: body.enabled, password: body.password, role: body.role }), 'user');
     } catch (e) {
       if (e instanceof LastAdminError) throw new ServiceError('conflict', e.message);
       throw e;

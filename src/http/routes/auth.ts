@@ -6,6 +6,7 @@ import { destroySession, sessionKey } from '../../auth/session.ts';
 import { now } from '../../clock.ts';
 import { readJson } from '../body.ts';
 import { json } from '../respond.ts';
+import { ServiceError } from '../../errors/index.ts';
 import type { Router } from '../router.ts';
 import type { Services } from '../services.ts';
 
@@ -15,7 +16,15 @@ export function authRoutes(router: Router, s: Services): void {
     const address = clientAddress(s.config, ctx.peerAddress, ctx.headers['x-forwarded-for']);
     const previous = readSessionCookie(s.config, ctx.headers['cookie']);
     const input = parseLogin(await readJson(ctx));
-    const { id, session } = await login(s.store, s.config, input, address, now());
+    let out;
+    try {
+      out = await login(s.store, s.config, input, address, now());
+    } catch (err) {
+      // who was tried and from where (never the password), so an operator can see a guesser
+      if (err instanceof ServiceError) s.log.warn({ request_id: ctx.requestId, username: input.username, client_address: address, code: err.code }, 'login failed');
+      throw err;
+    }
+    const { id, session } = out;
     // a login from a browser that still holds a session replaces it instead of adding one
     if (previous !== undefined) await destroySession(s.store, sessionKey(previous));
     return json(200, sessionBody(session), { 'Set-Cookie': sessionCookie(s.config, id) });

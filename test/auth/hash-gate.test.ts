@@ -1,0 +1,72 @@
+import t from 'tap';
+import { ServiceError } from '../../src/errors/index.ts';
+import { HashGate } from '../../src/auth/hash-gate.ts';
+
+// The per-worker cap on password hashes (src/auth/hash-gate.ts), driven by work that ends
+// when the test says so: which calls run, which wait, which are refused, in what order.
+t.test('runs at most `running` at once, queues at most `queued`, refuses the rest with 503 and Retry-After', async (t) => {
+  const gate = new HashGate(2, 3);
+  const started: number[] = [];
+  const finish: (() => void)[] = [];
+  const call = (i: number) => gate.run(() => new Promise<number>((resolve) => {
+    started.push(i);
+    finish[i] = () => resolve(i);
+  }));
+  const calls = [0, 1, 2, 3, 4].map(call);
+  await Promise.resolve();
+  t.same(started, [0, 1], 'two run');
+  t.same(gate.load, { active: 2, waiting: 3, waitingFirst: 0 });
+  const refused = await call(5).then(() => undefined, (e: unknown) => e);
+  t.ok(refused instanceof ServiceError && refused.code === 'server_busy' && refused.status === 503, 'the sixth is refused');
+  t.equal((refused as ServiceError).headers['Retry-After'], '1');
+  t.same(started, [0, 1], 'and never started');
+  finish[0]!();
+  t.equal(await calls[0], 0);
+  await new Promise((r) => setImmediate(r));
+  t.same(started, [0, 1, 2], 'a finished one lets the next waiting one in, in order');
+  t.same(gate.load, { active: 2, waiting: 2, waitingFirst: 0 });
+  for (const i of [1, 2]) finish[i]!();
+  await Promise.all(calls.slice(1, 3));
+  await new Promise((r) => setImmediate(r));
+  t.same(started, [0, 1, 2, 3, 4]);
+  for (const i of [3, 4]) finish[i]!();
+  t.same(await Promise.all(calls), [0, 1, 2, 3, 4]);
+  t.same(gate.load, { active: 0, waiting: 0, waitingFirst: 0 }, 'every place is given back');
+});
+
+t.test('a failing hash gives its place back', async (t) => {
+  const gate = new HashGate(1, 0);
+  await t.rejects(gate.run(() => Promise.reject(new Error('scrypt failed'))), /scrypt failed/);
+  t.same(gate.load, { active: 0, waiting: 0, waitingFirst: 0 });
+  t.equal(await gate.run(() => Promise.resolve('next')), 'next');
+});
+
+t.test('the first lane is served before ordinary waiters and bounded apart from them', async (t) => {
+  const gate = new HashGate(1, 2);
+  const order: string[] = [];
+  const finish = new Map<string, () => void>();
+  const call = (name: string, first = false) => gate.run(() => new Promise<void>((resolve) => {
+    order.push(name);
+    finish.set(name, resolve);
+  }), first);
+  const running = call('flood-0');
+  const flood = [call('flood-1'), call('flood-2')];
+  const full = await call('flood-3').then(() => undefined, (e: unknown) => e);
+  t.ok(full instanceof ServiceError && full.code === 'server_busy', 'the ordinary lane is full');
+  const operator = call('operator', true);
+  t.same(gate.load, { active: 1, waiting: 2, waitingFirst: 1 }, 'yet the first lane takes the operator');
+  finish.get('flood-0')!();
+  await running;
+  await new Promise((r) => setImmediate(r));
+  t.same(order, ['flood-0', 'operator'], 'served before the flood that came earlier');
+  finish.get('operator')!();
+  await operator;
+  await new Promise((r) => setImmediate(r));
+  finish.get('flood-1')!();
+  await flood[0];
+  await new Promise((r) => setImmediate(r));
+  finish.get('flood-2')!();
+  await Promise.all(flood);
+  t.same(order, ['flood-0', 'operator', 'flood-1', 'flood-2']);
+  t.same(gate.load, { active: 0, waiting: 0, waitingFirst: 0 });
+});
