@@ -42,6 +42,13 @@ export interface PageQuery {
   order?: 'asc' | 'desc';
 }
 
+export interface StoredResults {
+  at: string;
+  token_id: string;
+  module_id: string;
+  results: unknown;
+}
+
 export interface Page<T> {
   items: T[];
   next_cursor: string | null;
@@ -111,6 +118,8 @@ export interface StoreBackend {
   writeAudit(record: AuditRecord): Promise<void>;
   /** `where` narrows the page (status/outcome filters); pages are filled up to the limit */
   listAudit(q: PageQuery, where?: (r: AuditRecord) => boolean): Promise<Page<AuditRecord>>;
+  /** the result records a charged verify call answered, kept RETENTION_RESULTS_DAYS */
+  getResults(requestId: string): Promise<StoredResults | undefined>;
 
   // console at scale (issue 14)
   /** tokens in name order (case ignored) then id, `q` matching name, prefix or id */

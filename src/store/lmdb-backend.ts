@@ -7,7 +7,7 @@ import { reserve } from './reserve.ts';
 import { refund, resolveReservation, settle } from './settle.ts';
 import { usageSnapshot } from './usage.ts';
 import type { ModuleId } from '../packets/types.ts';
-import type { StoreBackend, UserPatch } from './backend.ts';
+import type { StoreBackend, StoredResults, UserPatch } from './backend.ts';
 import type { FaultHooks, SettlementFault } from './faults.ts';
 import { moduleEnabled, setModuleEnabled } from './modules.ts';
 import { openStore, readLatest, storeHealthy, type LmdbCommits, type Store } from './open.ts';
@@ -116,6 +116,10 @@ export class LmdbBackend implements StoreBackend, FaultHooks {
   async listAudit(q: Parameters<StoreBackend['listAudit']>[0], where?: Parameters<StoreBackend['listAudit']>[1]) {
     readLatest(this.store);
     return listAudit(this.store, q, where);
+  }
+  async getResults(requestId: string) {
+    readLatest(this.store);
+    return this.store.db.results.get(requestId) as StoredResults | undefined;
   }
   async searchTokens(q: SearchQuery) {
     readLatest(this.store);

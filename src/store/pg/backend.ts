@@ -10,7 +10,7 @@ import { quotaRefusal } from '../quota.ts';
 import type { ModuleId } from '../../packets/types.ts';
 import type { JWK } from 'jose';
 import type { AuditRecord, DailyTotal, Grant, KeyFile, KeyRevocation, LedgerEntry, Reservation, SessionRecord, TokenRecord, UsageRecord, UserRecord } from '../records.ts';
-import { AUDIT_SCAN_BUDGET, type LedgerCheck, type Page, type PageQuery, type ReserveInput, type ReserveOutcome, type ResolveAction, type StoreBackend, type UserPatch } from '../backend.ts';
+import { AUDIT_SCAN_BUDGET, type LedgerCheck, type Page, type PageQuery, type ReserveInput, type ReserveOutcome, type ResolveAction, type StoreBackend, type StoredResults, type UserPatch } from '../backend.ts';
 import type { FaultHooks, SettlementFault } from '../faults.ts';
 import { StoreError } from '../open.ts';
 import { migrate } from './migrate.ts';
@@ -551,6 +551,11 @@ export class PgBackend implements StoreBackend, FaultHooks {
   async writeAudit(record: AuditRecord) {
     await this.q('INSERT INTO audit (at_ms, request_id, record) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [Date.parse(record.at), record.request_id, record]);
   }
+  async getResults(requestId: string): Promise<StoredResults | undefined> {
+    const r = await this.pool.query<{ record: StoredResults }>('SELECT record FROM results WHERE request_id = $1', [requestId]);
+    return r.rows[0]?.record;
+  }
+
   async listAudit(q: PageQuery, where?: (r: AuditRecord) => boolean): Promise<Page<AuditRecord>> {
     if (!where) return this.page('audit', q, (r) => r.record as AuditRecord, 'request_id');
     // filters are predicates shared with LMDB: scan pages until this one is full, bounded
