@@ -1,3 +1,4 @@
+import { lmdbWrite } from './atomic.ts';
 import type { Store } from './open.ts';
 import {
   addressKey,
@@ -41,7 +42,7 @@ export async function recordLoginFailure(store: Store, address: string, username
     await sweepFailures(store, at);
   }
   const db = store.db.loginFailures;
-  await db.transaction(() => {
+  await lmdbWrite(store, 'login_throttle', db.transaction(() => {
     for (const [key, live] of [
       [addressKey(address), windowLive],
       [pairKey(address, username), windowLive],
@@ -50,18 +51,18 @@ export async function recordLoginFailure(store: Store, address: string, username
       const f = db.get(key) as FailureCount | undefined;
       db.put(key, countFailure(f, live(f, at), at));
     }
-  });
+  }));
 }
 
 /** A correct password clears the name's counts and marks the address as known for the
  * name; the address's own count stays (one success must not reset a spray from it). */
 export async function recordLoginSuccess(store: Store, address: string, username: string, at: number): Promise<void> {
   const db = store.db.loginFailures;
-  await db.transaction(() => {
+  await lmdbWrite(store, 'login_throttle', db.transaction(() => {
     db.remove(pairKey(address, username));
     db.remove(nameKey(username));
     db.put(knownKey(address, username), { at });
-  });
+  }));
 }
 
 /** Deletes counts that no longer matter and known addresses past their time. */
@@ -76,5 +77,5 @@ export async function sweepFailures(store: Store, at: number): Promise<void> {
         : !windowLive(value as FailureCount, at);
     if (dead) stale.push(k);
   }
-  if (stale.length > 0) await store.db.loginFailures.transaction(() => stale.forEach((k) => store.db.loginFailures.remove(k)));
+  if (stale.length > 0) await lmdbWrite(store, 'login_throttle', store.db.loginFailures.transaction(() => stale.forEach((k) => store.db.loginFailures.remove(k))));
 }

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { open, type Database, type RootDatabase } from 'lmdb';
+import { guardLmdbCommitRejections, WriteHealth } from './write-health.ts';
 
 // Bump when a record layout changes incompatibly; open() refuses a store written by
 // another layout instead of misreading it.
@@ -34,6 +35,8 @@ export interface Store {
   readonly commits: LmdbCommits;
   readonly dir: string;
   readonly db: Record<DbName, Database<any, any>>;
+  /** failed writes, refusal of new calls while they fail, the probe that sees them work again */
+  readonly writes: WriteHealth;
   close(): Promise<void>;
 }
 
@@ -60,7 +63,38 @@ export function openStore(dataDir: string, opts: { commits?: LmdbCommits } = {})
     root.close();
     throw new StoreError(`store at ${dir} has schema version ${String(found)}, this build needs ${SCHEMA_VERSION}`);
   }
-  return { root, dir, db, commits: opts.commits ?? 'sync', close: () => root.close() };
+  guardLmdbCommitRejections();
+  const writes = new WriteHealth(path.resolve(dir), {
+    probe: () => probeWrites(root, db.meta, dir),
+    freeBytes: () => freeBytes(dir),
+    minFreeBytes: WRITE_PROBE_FREE_BYTES,
+  });
+  return {
+    root, dir, db, commits: opts.commits ?? 'sync', writes,
+    close: () => {
+      writes.close();
+      return root.close();
+    },
+  };
+}
+
+/** Free bytes the store's file system must have before failing writes count as working again.
+ * A write to a full disk can still commit when LMDB reuses pages freed inside its file, so a
+ * probe write alone would call a full disk healthy; a verify call writes a few pages, and the
+ * audit more over time, so a megabyte is room for hundreds of calls. */
+export const WRITE_PROBE_FREE_BYTES = 1024 * 1024;
+
+async function freeBytes(dir: string): Promise<number> {
+  const st = await fs.promises.statfs(dir);
+  return st.bavail * st.bsize;
+}
+
+/** Whether writes work: room on the file system and a small commit that succeeds. Not through
+ * atomically(): a probe that fails is the expected answer, not one more failure to count. */
+async function probeWrites(root: RootDatabase, meta: Database<any, any>, dir: string): Promise<boolean> {
+  if ((await freeBytes(dir)) < WRITE_PROBE_FREE_BYTES) return false;
+  root.transactionSync(() => meta.put('write_probe', Date.now()));
+  return true;
 }
 
 /** Moves this thread's LMDB read snapshot to the latest commit. lmdb-js keeps one read

@@ -77,7 +77,7 @@ export async function reserve(store: Store, input: ReserveInput): Promise<Reserv
       } satisfies IdempotencyRecord);
     }
     return { kind: 'reserved', reservation };
-  });
+  }, 'reserve');
   if (result.kind === 'error') throw result.error;
   return result;
 }

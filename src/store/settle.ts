@@ -4,6 +4,7 @@ import type { Store } from './open.ts';
 import { appendLedger } from './ledger.ts';
 import type { IdempotencyRecord, Reservation, TokenRecord, UsageRecord } from './records.ts';
 import { usageSnapshot } from './usage.ts';
+import { isStorageFailure, UnrecordedCallError } from './write-health.ts';
 
 export class SettlementError extends Error {}
 
@@ -36,8 +37,11 @@ export async function settle(
       }
       store.db.results.put(reservation.request_id, { at: iso, token_id: reservation.token_id, module_id: reservation.module_id, results });
       return text;
-    });
+    }, 'settle');
   } catch (err) {
+    // The store could not write the settlement (a full disk): the transaction left nothing, so
+    // the call was not charged and nothing needs an operator; the units go back.
+    if (isStorageFailure(err)) return giveBack(store, reservation, at, err);
     // The units stay reserved and the key pending: an operator decides (spec: settlement
     // fails -> pending may remain, operator recovery needed). The answer that could not be
     // saved is kept on the reservation so a "charge" resolution can complete the key.
@@ -45,16 +49,31 @@ export async function settle(
     const marked = await atomically(store, () => {
       const current = store.db.reservations.get(reservation.id) as Reservation | undefined;
       if (current && current.state === 'pending') store.db.reservations.put(reservation.id, { ...current, state: 'settlement_failed', unsaved_body: text });
-    }).then(
+    }, 'settle').then(
       () => null,
       (markErr: unknown) => markErr,
     );
-    // when even the mark fails, the reservation stays pending until start-up recovery: the
-    // log (which gets the cause) must say so
-    const cause = marked === null ? err : new AggregateError([err, marked], 'settlement failed, and marking it settlement_failed failed too');
-    throw new ServiceError('settlement_failed', undefined, {}, cause);
+    // settlement_failed only when it is recorded: an operator sees it in the settlements list.
+    // A mark that could not be written leaves a pending reservation nobody would resolve, so
+    // its units go back instead, and the answer says so.
+    if (marked !== null) return giveBack(store, reservation, at, new AggregateError([err, marked], 'settlement failed, and marking it settlement_failed failed too'));
+    throw new ServiceError('settlement_failed', undefined, {}, err);
   }
   return body;
+}
+
+/** A settlement that could not be written: refund now, or (the store still failing) once
+ * writes work again (store.writes runs the repair before it reports writes back); until then
+ * the reservation is pending and its key answers request_in_progress. Either way the call
+ * answers 503 store_unavailable saying which. */
+async function giveBack(store: Store, reservation: Reservation, at: number, cause: unknown): Promise<never> {
+  try {
+    await refund(store, reservation.id, at);
+  } catch (refundErr) {
+    store.writes.deferRepair(`refund:${reservation.id}`, () => refund(store, reservation.id, Date.now()));
+    throw new UnrecordedCallError('refund_deferred', new AggregateError([cause, refundErr], 'settlement not written, refund deferred'));
+  }
+  throw new UnrecordedCallError('refunded', cause);
 }
 
 function safeRender(store: Store, r: Reservation, at: number, render: (u: UsageRecord[]) => string): string | null {
@@ -73,7 +92,7 @@ export async function refund(store: Store, reservationId: string, at: number): P
     const r = store.db.reservations.get(reservationId) as Reservation | undefined;
     if (!r || (r.state !== 'pending' && r.state !== 'settlement_failed')) return r;
     return refundHeld(store, r, at);
-  });
+  }, 'refund');
 }
 
 /** The writes of a refund; the caller's transaction has checked that `r` is still held. */
