@@ -16,9 +16,9 @@ export function indexAuditByToken(store: Store, r: AuditRecord): Promise<boolean
   return r.token_id !== null ? store.db.byToken.put(['audit', r.token_id, Date.parse(r.at), r.request_id], 1) : null;
 }
 
-/** Inside the ledger append's write transaction. */
+/** Inside the ledger append's write transaction (`void`: its commit is the transaction's). */
 export function indexLedgerByToken(store: Store, e: LedgerEntry, at: number): void {
-  store.db.byToken.put(['ledger', e.token_id, at, e.id], 1);
+  void store.db.byToken.put(['ledger', e.token_id, at, e.id], 1);
 }
 
 export function byTokenReady(store: Store): boolean {
@@ -33,11 +33,11 @@ export async function ensureByTokenIndex(store: Store): Promise<void> {
     if (byTokenReady(store)) return;
     for (const { key, value } of store.db.audit.getRange({})) {
       const r = value as AuditRecord;
-      if (r.token_id !== null) store.db.byToken.put(['audit', r.token_id, ...(key as [number, string])], 1);
+      if (r.token_id !== null) void store.db.byToken.put(['audit', r.token_id, ...(key as [number, string])], 1);
     }
     for (const { key, value } of store.db.ledger.getRange({})) {
-      store.db.byToken.put(['ledger', (value as LedgerEntry).token_id, ...(key as [number, string])], 1);
+      void store.db.byToken.put(['ledger', (value as LedgerEntry).token_id, ...(key as [number, string])], 1);
     }
-    store.db.meta.put(BY_TOKEN_FLAG, true);
+    void store.db.meta.put(BY_TOKEN_FLAG, true);
   });
 }

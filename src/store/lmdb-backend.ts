@@ -179,7 +179,8 @@ export class LmdbBackend implements StoreBackend, FaultHooks {
     await lmdbWrite(this.store, 'session', db.transaction(() => {
       for (const { key, value } of db.getRange({})) {
         if ((value as SessionRecord).user_id === userId && key !== keep) {
-          db.remove(key);
+          // `void`: part of the transaction, whose commit lmdbWrite reports
+          void db.remove(key);
           n++;
         }
       }
@@ -189,7 +190,7 @@ export class LmdbBackend implements StoreBackend, FaultHooks {
   async sweepSessions(alive: (s: SessionRecord) => boolean) {
     const db = this.store.db.sessions;
     await lmdbWrite(this.store, 'session', db.transaction(() => {
-      for (const { key, value } of db.getRange({})) if (!alive(value as SessionRecord)) db.remove(key);
+      for (const { key, value } of db.getRange({})) if (!alive(value as SessionRecord)) void db.remove(key);
     }));
   }
 

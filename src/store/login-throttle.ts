@@ -49,7 +49,8 @@ export async function recordLoginFailure(store: Store, address: string, username
       [nameKey(username), nameLive],
     ] as const) {
       const f = db.get(key) as FailureCount | undefined;
-      db.put(key, countFailure(f, live(f, at), at));
+      // `void`: part of the transaction, whose commit lmdbWrite reports
+      void db.put(key, countFailure(f, live(f, at), at));
     }
   }));
 }
@@ -59,9 +60,9 @@ export async function recordLoginFailure(store: Store, address: string, username
 export async function recordLoginSuccess(store: Store, address: string, username: string, at: number): Promise<void> {
   const db = store.db.loginFailures;
   await lmdbWrite(store, 'login_throttle', db.transaction(() => {
-    db.remove(pairKey(address, username));
-    db.remove(nameKey(username));
-    db.put(knownKey(address, username), { at });
+    void db.remove(pairKey(address, username));
+    void db.remove(nameKey(username));
+    void db.put(knownKey(address, username), { at });
   }));
 }
 
@@ -77,5 +78,7 @@ export async function sweepFailures(store: Store, at: number): Promise<void> {
         : !windowLive(value as FailureCount, at);
     if (dead) stale.push(k);
   }
-  if (stale.length > 0) await lmdbWrite(store, 'login_throttle', store.db.loginFailures.transaction(() => stale.forEach((k) => store.db.loginFailures.remove(k))));
+  if (stale.length > 0) await lmdbWrite(store, 'login_throttle', store.db.loginFailures.transaction(() => {
+    for (const k of stale) void store.db.loginFailures.remove(k);
+  }));
 }

@@ -60,7 +60,8 @@ export function openStore(dataDir: string, opts: { commits?: LmdbCommits } = {})
       for (const flag of DERIVED_INDEXES) db.meta.putSync(flag, true);
     });
   } else if (found !== SCHEMA_VERSION) {
-    root.close();
+    // `void`: nothing was written; the error below is what the caller needs
+    void root.close();
     throw new StoreError(`store at ${dir} has schema version ${String(found)}, this build needs ${SCHEMA_VERSION}`);
   }
   guardLmdbCommitRejections();
@@ -93,7 +94,7 @@ async function freeBytes(dir: string): Promise<number> {
  * atomically(): a probe that fails is the expected answer, not one more failure to count. */
 async function probeWrites(root: RootDatabase, meta: Database<any, any>, dir: string): Promise<boolean> {
   if ((await freeBytes(dir)) < WRITE_PROBE_FREE_BYTES) return false;
-  root.transactionSync(() => meta.put('write_probe', Date.now()));
+  meta.putSync('write_probe', Date.now());
   return true;
 }
 

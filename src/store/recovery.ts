@@ -11,13 +11,14 @@ export async function pruneIdempotency(store: Store, at: number, retentionHours:
     for (const { key, value } of store.db.idempotency.getRange({})) {
       const rec = value as IdempotencyRecord;
       if (rec.state === 'completed' && rec.completed_at !== null && Date.parse(rec.completed_at) < cutoff) {
-        store.db.idempotency.remove(key);
+        // `void`: part of the transaction, whose commit lmdbWrite reports
+        void store.db.idempotency.remove(key);
         pruned++;
       }
     }
     for (const { key, value } of store.db.reservations.getRange({})) {
       const r = value as Reservation;
-      if ((r.state === 'charged' || r.state === 'refunded') && r.settled_at !== null && Date.parse(r.settled_at) < cutoff) store.db.reservations.remove(key);
+      if ((r.state === 'charged' || r.state === 'refunded') && r.settled_at !== null && Date.parse(r.settled_at) < cutoff) void store.db.reservations.remove(key);
     }
   }));
   return pruned;

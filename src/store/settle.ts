@@ -8,6 +8,9 @@ import { isStorageFailure, UnrecordedCallError } from './write-health.ts';
 
 export class SettlementError extends Error {}
 
+// `void` on a write inside atomically(): the write is part of the transaction, whose commit
+// atomically() reports; the write's own promise settles with that commit.
+
 /** Charges a reservation and saves the answer in one transaction: the reservation becomes
  * charged, the idempotency record completed with the exact body (replayed byte for byte),
  * and the small result JSON is stored. `render` builds the body from the usage snapshot
@@ -29,13 +32,13 @@ export async function settle(
       const text = render(usageSnapshot(store, token, at));
       if (injectFailure) throw new SettlementError('injected settlement failure (TEST_SETTLEMENT_FAIL_PREFIX)');
       const iso = new Date(at).toISOString();
-      store.db.reservations.put(reservation.id, { ...current, state: 'charged', settled_at: iso });
+      void store.db.reservations.put(reservation.id, { ...current, state: 'charged', settled_at: iso });
       if (reservation.idempotency_key !== null) {
         const k = [reservation.token_id, reservation.idempotency_key];
         const rec = store.db.idempotency.get(k) as IdempotencyRecord;
-        store.db.idempotency.put(k, { ...rec, state: 'completed', completed_at: iso, status: 200, body: text });
+        void store.db.idempotency.put(k, { ...rec, state: 'completed', completed_at: iso, status: 200, body: text });
       }
-      store.db.results.put(reservation.request_id, { at: iso, token_id: reservation.token_id, module_id: reservation.module_id, results });
+      void store.db.results.put(reservation.request_id, { at: iso, token_id: reservation.token_id, module_id: reservation.module_id, results });
       return text;
     }, 'settle');
   } catch (err) {
@@ -48,7 +51,7 @@ export async function settle(
     const text = safeRender(store, reservation, at, render);
     const marked = await atomically(store, () => {
       const current = store.db.reservations.get(reservation.id) as Reservation | undefined;
-      if (current && current.state === 'pending') store.db.reservations.put(reservation.id, { ...current, state: 'settlement_failed', unsaved_body: text });
+      if (current && current.state === 'pending') void store.db.reservations.put(reservation.id, { ...current, state: 'settlement_failed', unsaved_body: text });
     }, 'settle').then(
       () => null,
       (markErr: unknown) => markErr,
@@ -99,11 +102,11 @@ export async function refund(store: Store, reservationId: string, at: number): P
 function refundHeld(store: Store, r: Reservation, at: number): Reservation {
   appendLedger(store, { request_id: r.request_id, token_id: r.token_id, module_id: r.module_id, units: r.units, kind: 'refund', at, windows: r.windows });
   const next: Reservation = { ...r, state: 'refunded', settled_at: new Date(at).toISOString(), unsaved_body: null };
-  store.db.reservations.put(r.id, next);
+  void store.db.reservations.put(r.id, next);
   if (r.idempotency_key !== null) {
     const k = [r.token_id, r.idempotency_key];
     const rec = store.db.idempotency.get(k) as IdempotencyRecord | undefined;
-    if (rec && rec.reservation_id === r.id && rec.state === 'pending') store.db.idempotency.remove(k);
+    if (rec && rec.reservation_id === r.id && rec.state === 'pending') void store.db.idempotency.remove(k);
   }
   return next;
 }
@@ -123,13 +126,13 @@ export async function resolveReservation(store: Store, id: string, action: 'char
     if (action === 'refund') return refundHeld(store, r, at);
     const iso = new Date(at).toISOString();
     const next: Reservation = { ...r, state: 'charged', settled_at: iso, unsaved_body: null };
-    store.db.reservations.put(id, next);
+    void store.db.reservations.put(id, next);
     if (r.idempotency_key !== null) {
       const k = [r.token_id, r.idempotency_key];
       const rec = store.db.idempotency.get(k) as IdempotencyRecord | undefined;
       if (rec && rec.reservation_id === id) {
-        if (r.unsaved_body !== null) store.db.idempotency.put(k, { ...rec, state: 'completed', completed_at: iso, status: 200, body: r.unsaved_body });
-        else store.db.idempotency.remove(k);
+        if (r.unsaved_body !== null) void store.db.idempotency.put(k, { ...rec, state: 'completed', completed_at: iso, status: 200, body: r.unsaved_body });
+        else void store.db.idempotency.remove(k);
       }
     }
     return next;
