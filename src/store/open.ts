@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { open, type Database, type RootDatabase } from 'lmdb';
-import { guardLmdbCommitRejections, WriteHealth } from './write-health.ts';
+import { guardCommit, guardLmdbCommitRejections, WriteHealth } from './write-health.ts';
 
 // Bump when a record layout changes incompatibly; open() refuses a store written by
 // another layout instead of misreading it.
@@ -66,15 +66,21 @@ export function openStore(dataDir: string, opts: { commits?: LmdbCommits } = {})
   }
   guardLmdbCommitRejections();
   const writes = new WriteHealth(path.resolve(dir), {
-    probe: () => probeWrites(root, db.meta, dir),
+    probe: () => probeWrites(db.meta, dir),
     freeBytes: () => freeBytes(dir),
     minFreeBytes: WRITE_PROBE_FREE_BYTES,
   });
   return {
     root, dir, db, commits: opts.commits ?? 'sync', writes,
     close: () => {
+      const failing = writes.failing() !== null;
       writes.close();
-      return root.close();
+      if (!failing) return root.close();
+      // lmdb-js's close waits for the flush of the last asynchronous commit, which never comes
+      // when that commit failed (until a later asynchronous commit succeeds): a thread draining
+      // on a full disk would wait for ever. Every commit is whole on disk or absent, so
+      // nothing is lost by not waiting.
+      return Promise.race([root.close(), new Promise<void>((resolve) => setTimeout(resolve, CLOSE_WAIT_WHILE_FAILING_MS).unref())]);
     },
   };
 }
@@ -92,11 +98,16 @@ async function freeBytes(dir: string): Promise<number> {
 
 /** Whether writes work: room on the file system and a small commit that succeeds. Not through
  * atomically(): a probe that fails is the expected answer, not one more failure to count. */
-async function probeWrites(root: RootDatabase, meta: Database<any, any>, dir: string): Promise<boolean> {
+async function probeWrites(meta: Database<any, any>, dir: string): Promise<boolean> {
   if ((await freeBytes(dir)) < WRITE_PROBE_FREE_BYTES) return false;
-  meta.putSync('write_probe', Date.now());
+  // asynchronous, like the audit's writes: after a failed asynchronous commit lmdb-js awaits a
+  // flush that only a later asynchronous commit completes (root.close() waits for it)
+  await guardCommit(meta.put('write_probe', Date.now()));
   return true;
 }
+
+/** How long close() waits for lmdb-js while writes are failing (see close). */
+const CLOSE_WAIT_WHILE_FAILING_MS = 2000;
 
 /** Moves this thread's LMDB read snapshot to the latest commit. lmdb-js keeps one read
  * transaction per thread until a setTimeout(0) resets it, so a request handled before that

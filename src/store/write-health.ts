@@ -248,7 +248,7 @@ export type UnrecordedOutcome = 'nothing_written' | 'refunded' | 'refund_deferre
 const MESSAGES: Record<UnrecordedOutcome, string> = {
   nothing_written: 'The service cannot record calls right now (its store is failing writes): nothing was charged and the Idempotency-Key is not bound; retry with the same key after the indicated delay',
   refunded: 'The store could not record this call\'s result: its units were given back and the Idempotency-Key released, so nothing was charged; retry with the same key after the indicated delay',
-  refund_deferred: 'The store could not record this call\'s result: nothing is charged, the units held for it are given back as soon as the store can write again, and until then this Idempotency-Key answers request_in_progress; retry with the same key after the indicated delay',
+  refund_deferred: 'The store could not record this call\'s result: nothing is charged; the units held for it are given back as soon as the store can write again (until then a retry with this Idempotency-Key may answer request_in_progress); retry with the same key after the indicated delay',
 };
 
 /** 503 store_unavailable, telling what was recorded; `outcome` also says whether the held
