@@ -21,11 +21,9 @@ function cannotMount(): string | null {
   return null;
 }
 
-const FILL = () => path.join(dir, 'fill');
-
 /** Fills the file system with one file until it is full. */
-function fillDisk(): void {
-  const fd = fs.openSync(FILL(), 'w');
+function fillDisk(dir: string): void {
+  const fd = fs.openSync(path.join(dir, 'fill'), 'w');
   try {
     for (const size of [1 << 20, 1 << 12, 1 << 9]) {
       const chunk = Buffer.alloc(size, 7);
@@ -42,7 +40,7 @@ function fillDisk(): void {
 
 /** Uses up the pages LMDB freed inside the store's file (helpers/lmdb-exhaust.mjs says why,
  * and why in another process); its exit status is not the point, its report is. */
-function exhaustStore(): void {
+function exhaustStore(dir: string): void {
   const out = spawnSync(process.execPath, [path.join(ROOT, 'test/helpers/lmdb-exhaust.mjs'), path.join(dir, 'store')], { cwd: ROOT, encoding: 'utf8' });
   if (!out.stdout.includes('exhausted')) throw new Error(`could not exhaust the store: ${out.stderr}`);
 }
@@ -81,7 +79,7 @@ function checkUnavailable(t: Test, r: VerifyCall, where: string): void {
   t.ok(Number(r.headers.get('retry-after')) >= 1, `${where}: Retry-After`);
 }
 
-async function run(t: Test, server: ServerHandle): Promise<void> {
+async function run(t: Test, server: ServerHandle, dir: string): Promise<void> {
   const { token } = await makeToken(server, ['rgb_liveness:1000:day']);
   const call = (id: string, key: string) => postVerify(server.baseUrl, token, 'rgb_liveness', request([single({ id })]), { 'idempotency-key': key });
 
@@ -92,8 +90,8 @@ async function run(t: Test, server: ServerHandle): Promise<void> {
   // must not be settlement_failed (nothing for an operator), and its units must come back.
   const slow = call('slow-1', 'slow-1');
   await waitFor(async () => (await used(server, token)) === 2, { what: 'the slow call to reserve its unit' });
-  fillDisk();
-  exhaustStore();
+  fillDisk(dir);
+  exhaustStore(dir);
   const slowAnswer = await slow;
   t.not(slowAnswer.status, 200, 'the disk filled up before the slow call settled (6 s inference delay)');
   checkUnavailable(t, slowAnswer, 'a settlement the store could not write');
@@ -121,7 +119,7 @@ async function run(t: Test, server: ServerHandle): Promise<void> {
   t.equal(server.proc.exitCode, null, 'the process is still running after the burst');
 
   // Space returns: the service resumes by itself, the owed refund first.
-  fs.unlinkSync(FILL());
+  fs.unlinkSync(path.join(dir, 'fill'));
   await waitReadiness(server, (r) => r.status === 200 && r.body.store === 'ok', 'readiness to recover');
   t.equal(await metric(server, 'lv_store_writes_failing'), 0, 'lv_store_writes_failing is back to 0');
   t.equal(await used(server, token), 1, 'the slow call\'s held unit was given back');
@@ -147,40 +145,54 @@ async function run(t: Test, server: ServerHandle): Promise<void> {
   t.notOk(server.logLines().some((l) => /exited unexpectedly|Unhandled|uncaught/i.test(l.msg ?? '')), 'no thread died');
 }
 
-// last: the helpers above must be initialised before the run uses them
-const skip = cannotMount();
-let mountError: string | null = null;
-const dir = tempDir('lv-full-disk-');
-if (skip === null) {
+// The tmpfs: one per run, mounted here and unmounted once its server has stopped.
+function mount(dir: string): void {
+  execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${TMPFS_SIZE}`, 'tmpfs', dir], { stdio: 'pipe' });
+}
+
+function unmount(dir: string): void {
   try {
-    execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${TMPFS_SIZE}`, 'tmpfs', dir], { stdio: 'pipe' });
+    execFileSync('umount', [dir], { stdio: 'pipe' });
+  } catch {
+    // something still holds a file there (a server killed late): detach it now, freed when released
+    execFileSync('umount', ['-l', dir], { stdio: 'pipe' });
+  }
+  fs.rmSync(dir, { recursive: true, force: true });
+}
+
+let skip = cannotMount();
+if (skip === null) {
+  const probe = tempDir('lv-full-disk-');
+  try {
+    mount(probe);
+    unmount(probe);
   } catch (err) {
-    mountError = `cannot mount a tmpfs here: ${String((err as { stderr?: Buffer }).stderr ?? err).trim()}`;
+    fs.rmSync(probe, { recursive: true, force: true });
+    skip = `cannot mount a tmpfs here: ${String((err as { stderr?: Buffer }).stderr ?? err).trim()}`;
   }
 }
 
-if (skip !== null || mountError !== null) {
-  t.plan(0, skip ?? mountError ?? '');
-  fs.rmSync(dir, { recursive: true, force: true });
+if (skip !== null) {
+  t.plan(0, skip);
 } else {
-  let server: ServerHandle | null = null;
-  // one teardown, in this order: the server is stopped before its DATA_DIR is unmounted (also
-  // when it failed to start)
-  t.teardown(async () => {
-    await server?.stop();
-    try {
-      execFileSync('umount', [dir], { stdio: 'pipe' });
-    } catch {
-      // something still holds a file there (a server killed late): detach it now, freed when released
-      execFileSync('umount', ['-l', dir], { stdio: 'pipe' });
-    }
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
-  server = await startServer({
-    dataDir: dir,
-    ready: true,
-    env: { WORKERS: '2', RETRY_AFTER_SECONDS: '1', TEST_INFERENCE_DELAY_MS: '6000', TEST_INFERENCE_DELAY_PREFIX: 'slow-' },
-  });
-  const started = server;
-  t.test('a full disk: truthful answers, readiness and metrics say so, the service resumes by itself', (t) => run(t, started));
+  // both ways LMDB commits (LMDB_COMMITS): a failed commit surfaces differently in each
+  for (const commits of ['sync', 'batched'] as const) {
+    t.test(`LMDB_COMMITS=${commits}: a full disk: truthful answers, readiness and metrics say so, the service resumes by itself`, async (t) => {
+      const dir = tempDir('lv-full-disk-');
+      mount(dir);
+      let server: ServerHandle | null = null;
+      // one teardown, in this order: the server is stopped before its DATA_DIR is unmounted
+      // (also when it failed to start)
+      t.teardown(async () => {
+        await server?.stop();
+        unmount(dir);
+      });
+      server = await startServer({
+        dataDir: dir,
+        ready: true,
+        env: { WORKERS: '2', LMDB_COMMITS: commits, RETRY_AFTER_SECONDS: '1', TEST_INFERENCE_DELAY_MS: '6000', TEST_INFERENCE_DELAY_PREFIX: 'slow-' },
+      });
+      await run(t, server, dir);
+    });
+  }
 }
