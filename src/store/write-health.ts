@@ -115,6 +115,7 @@ export class WriteHealth {
   private readonly repairs = new Map<string, () => Promise<unknown>>();
   private timer: NodeJS.Timeout | null = null;
   private probing = false;
+  private closed = false;
   private readonly channel: BroadcastChannel;
 
   private readonly probe: () => Promise<boolean>;
@@ -143,7 +144,7 @@ export class WriteHealth {
     if (t - this.spaceCheckedAt < FREE_SPACE_RECHECK_MS) return;
     this.spaceCheckedAt = t;
     void freeBytes().then((free) => {
-      if (free >= minFreeBytes || this.failure) return;
+      if (free >= minFreeBytes || this.failure || this.closed) return;
       this.failure = { since: Date.now(), op: 'free_space', message: `${free} bytes free for the store, below ${minFreeBytes}` };
       this.channel.postMessage({ type: 'failing', failure: this.failure } satisfies Broadcast);
       this.startProbe();
@@ -156,6 +157,7 @@ export class WriteHealth {
   noteFailure(op: string, err: unknown): boolean {
     if (!isStorageFailure(err)) return false;
     for (const l of failureListeners) l(op);
+    if (this.closed) return true;
     if (!this.failure) {
       this.failure = { since: Date.now(), op, message: messageOf(err) };
       this.channel.postMessage({ type: 'failing', failure: this.failure } satisfies Broadcast);
@@ -178,17 +180,19 @@ export class WriteHealth {
     if (this.probing) return false;
     this.probing = true;
     try {
-      if (!(await this.probe().catch(() => false))) return false;
+      if (!(await this.probe().catch(() => false)) || this.closed) return false;
       for (const [key, repair] of [...this.repairs]) {
         try {
           await repair();
           this.repairs.delete(key);
+          if (this.closed) return false;
         } catch (err) {
-          // still failing: keep it for the next round; another kind of error will not
-          // resolve by waiting, so it goes to the log (the caller's) once
+          // still failing: kept for the next round
           if (isStorageFailure(err)) return false;
+          // another kind of error will not resolve by waiting: counted (op "repair") and
+          // dropped; a reservation it leaves pending is start-up recovery's (owner.ts)
           this.repairs.delete(key);
-          throw err;
+          for (const l of failureListeners) l('repair');
         }
       }
       if (this.failure) {
@@ -203,6 +207,8 @@ export class WriteHealth {
   }
 
   close(): void {
+    // a check awaiting its probe now finds the channel closed and stops there
+    this.closed = true;
     this.stopProbe();
     live.delete(this);
     this.channel.close();
@@ -222,9 +228,11 @@ export class WriteHealth {
   private startProbe(): void {
     if (this.timer) return;
     this.timer = setInterval(() => {
-      // a probe's failure is the expected answer while the disk is full; an unexpected error
-      // from a repair is logged by no one here, so it is dropped after being removed
-      void this.check().catch(() => undefined);
+      // check() answers false while writes fail; probe and repair errors are caught inside,
+      // and anything else is counted rather than left to end the thread
+      void this.check().catch(() => {
+        for (const l of failureListeners) l('probe');
+      });
     }, WRITE_PROBE_INTERVAL_MS);
     this.timer.unref();
   }
