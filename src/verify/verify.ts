@@ -213,7 +213,7 @@ async function auditAndSign(req: VerifyRequest, deps: VerifyDeps, trace: CallTra
 }
 
 function audit(req: VerifyRequest, deps: VerifyDeps, trace: CallTrace, status: number, errorCode: string | null): void {
-  void deps.store.writeAudit({
+  const record = {
     request_id: req.requestId,
     at: new Date(now()).toISOString(),
     token_id: trace.token?.id ?? null,
@@ -227,7 +227,10 @@ function audit(req: VerifyRequest, deps: VerifyDeps, trace: CallTrace, status: n
     latency_ms: Math.round((performance.now() - req.startedAt) * 10) / 10,
     outcome: status === 200 && !req.aborted() && trace.outcome ? trace.outcome : 'error',
     replayed: trace.replayed ?? false,
-  }).catch((err) => deps.log.error({ err }, 'audit write failed'));
+  } satisfies Parameters<VerifyDeps['store']['writeAudit']>[0];
+  // not awaited: off the answer's path. A line the store could not write (a full disk) goes
+  // to the log whole, so it is not lost; the store counts the failure (write-health.ts).
+  void deps.store.writeAudit(record).catch((err) => deps.log.error({ err, audit: record }, 'audit write failed; the audit line is in this log entry'));
 }
 
 // Each step's time goes to lv_verify_step_seconds, so an operator (and bench/side-by-side)

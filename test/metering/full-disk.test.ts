@@ -143,6 +143,8 @@ async function run(t: Test, server: ServerHandle, dir: string): Promise<void> {
   t.equal(ledger.code, 0, `the ledger verifies: ${ledger.stdout}`);
   t.equal(server.proc.exitCode, null, 'the process never exited');
   t.notOk(server.logLines().some((l) => /exited unexpectedly|Unhandled|uncaught/i.test(l.msg ?? '')), 'no thread died');
+  const unstored = server.logLines().filter((l) => /^audit write failed/.test(l.msg ?? ''));
+  t.ok(unstored.length > 0 && unstored.every((l) => typeof l.audit?.request_id === 'string' && typeof l.audit?.status === 'number'), 'an audit line the store could not write is logged whole');
 }
 
 // The tmpfs: one per run, mounted here and unmounted once its server has stopped.
