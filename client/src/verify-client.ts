@@ -1,5 +1,5 @@
 // Verify client following interface-spec.md "Errors" (client handling column):
-// - server_busy, module_unavailable (503), request_in_progress (409), request_timeout (408: the
+// - server_busy, module_unavailable, store_unavailable (503), request_in_progress (409), request_timeout (408: the
 //   upload was too slow; nothing was charged and the key is not bound), inference_failed and
 //   internal_error (500) are retried: Retry-After when the server gives it, else bounded
 //   exponential backoff with full jitter; every retry sends the same Idempotency-Key and the
@@ -101,7 +101,7 @@ export interface VerifyClient {
   modules(options?: { signal?: AbortSignal }): Promise<ReadOutcome<ModulesResponse>>;
 }
 
-const RETRIED_CODES = new Set(['server_busy', 'module_unavailable', 'request_in_progress', 'request_timeout', 'inference_failed', 'internal_error']);
+const RETRIED_CODES = new Set(['server_busy', 'module_unavailable', 'store_unavailable', 'request_in_progress', 'request_timeout', 'inference_failed', 'internal_error']);
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,200}$/;
 
 /** Retry decision for one answer. A known code decides by itself; an answer without the

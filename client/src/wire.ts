@@ -64,6 +64,7 @@ export const ERROR_STATUS = {
   settlement_failed: 500,
   server_busy: 503,
   module_unavailable: 503,
+  store_unavailable: 503,
 } as const;
 export type ErrorCode = keyof typeof ERROR_STATUS;
 

@@ -30,6 +30,10 @@ export const ERRORS = {
   settlement_failed: { status: 500, message: 'Settlement needs operator recovery; keep the key and contact the operator' },
   server_busy: { status: 503, message: 'No capacity slot available; retry after the indicated delay' },
   module_unavailable: { status: 503, message: 'The module is temporarily unavailable' },
+  // 503 rather than 507 Insufficient Storage: the condition is the service's, temporary and
+  // cleared without the client changing anything, and clients already retry a 503 with
+  // Retry-After (server_busy); 507 is WebDAV's, which clients and proxies rarely handle.
+  store_unavailable: { status: 503, message: 'The service cannot record calls right now (its store is failing writes): nothing was charged and the Idempotency-Key is not bound; retry with the same key after the indicated delay' },
 } as const satisfies Record<string, { status: number; message: string }>;
 
 export type ErrorCode = keyof typeof ERRORS;

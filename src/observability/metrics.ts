@@ -1,5 +1,6 @@
 import client from 'prom-client';
 import { SERVICE_VERSION } from '../version.ts';
+import { onStoreWriteFailure, storeWritesFailing } from '../store/write-health.ts';
 
 export type MetricsSnapshot = Awaited<ReturnType<client.Registry['getMetricsAsJSON']>>;
 
@@ -115,6 +116,25 @@ export class WorkerMetrics {
       registers: [this.registry],
       collect() {
         this.set(uploadSlotsTaken());
+      },
+    });
+    // a full disk (src/store/write-health.ts): failed writes by operation, and whether new
+    // verify calls are refused now; the store's own threads share the state, so the merged
+    // value is the largest (any thread), not the sum
+    const failures = new client.Counter({
+      name: 'lv_store_write_failures_total',
+      help: 'store writes that could not commit (full disk or map, I/O error), by operation: reserve, settle, refund, audit, session ...',
+      labelNames: ['op'] as const,
+      registers: [this.registry],
+    });
+    onStoreWriteFailure((op) => failures.inc({ op }));
+    new client.Gauge({
+      name: 'lv_store_writes_failing',
+      help: '1 while the store is failing writes and verify calls are answered 503 store_unavailable, else 0',
+      registers: [this.registry],
+      aggregator: 'max',
+      collect() {
+        this.set(storeWritesFailing() ? 1 : 0);
       },
     });
   }

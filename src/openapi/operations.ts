@@ -42,7 +42,8 @@ export const OPERATIONS: Operation[] = [
     method: 'post', path: '/v1/modules/{module_id}/verify', operationId: 'verify', tag: 'business', auth: 'bearer',
     summary: 'Verify one capture or a batch',
     description: 'One unit is charged per capture. HTTP 200 alone is not a liveness verdict: read `status` and `alive` of each result. '
-      + 'Retry server_busy, module_unavailable, request_in_progress, request_timeout and inference_failed with the same Idempotency-Key and the same bytes. '
+      + 'Retry server_busy, module_unavailable, store_unavailable, request_in_progress, request_timeout and inference_failed with the same Idempotency-Key and the same bytes. '
+      + 'store_unavailable (503): the store cannot write (a full disk); the message says what was recorded, and nothing is charged. '
       + 'An upload below UPLOAD_MIN_BYTES_PER_SECOND over UPLOAD_RATE_WINDOW_SECONDS, or still running after UPLOAD_DEADLINE_SECONDS, is answered 408 request_timeout '
       + '(nothing charged, the key not bound). Capacity is 2 x WORKERS slots shared by the whole host, with caps per client address and per token (503 server_busy).',
     parameters: [
@@ -83,7 +84,7 @@ export const OPERATIONS: Operation[] = [
     errors: [
       'invalid_idempotency_key', 'invalid_content_length', 'invalid_token', 'module_forbidden', 'module_disabled', 'module_not_found',
       'request_in_progress', 'idempotency_conflict', 'payload_too_large', 'unsupported_media_type', 'quota_exceeded',
-      'inference_failed', 'settlement_failed', 'server_busy', 'module_unavailable', 'request_timeout',
+      'inference_failed', 'settlement_failed', 'server_busy', 'module_unavailable', 'store_unavailable', 'request_timeout',
     ],
     validation: { description: VERIFY_422, example: ex.verifyValidation },
     errorHeaders: { '409': retryAfter, '429': retryAfter, '503': retryAfter },

@@ -85,7 +85,14 @@ const ModuleHealth = Type.Object({
 export const HealthLive = Type.Object({ status: Type.Literal('live') });
 export const HealthReady = Type.Object({
   status: Type.Union([Type.Literal('ready'), Type.Literal('not_ready')]),
-  store: Type.Union([Type.Literal('ok'), Type.Literal('unavailable')]),
+  store: Type.Union([Type.Literal('ok'), Type.Literal('unavailable'), Type.Literal('writes_failing')], {
+    description: 'writes_failing: the store answers but cannot write (a full disk); verify calls get 503 store_unavailable until a write works again',
+  }),
+  store_writes: Type.Optional(Type.Object({
+    since: Type.String({ format: 'date-time' }),
+    operation: Type.String({ description: 'the write that failed first (reserve, settle, audit ...)' }),
+    error: Type.String(),
+  }, { description: 'present while the store is failing writes' })),
   modules: Type.Record(Type.String(), ModuleHealth),
 });
 

@@ -1,5 +1,6 @@
 import { TransactionFlags } from 'lmdb';
 import type { Store } from './open.ts';
+import { guardCommit } from './write-health.ts';
 
 // lmdb-js's transaction flags: abortable, synchronous commit, and NO_SYNC_FLUSH, which begins the LMDB transaction with MDB_NOSYNC. Under
 // overlappingSync (lmdb-js's default on Linux) such a commit writes its pages and its
@@ -40,12 +41,27 @@ export function syncCommitFlags(root: Store['root']): number | undefined {
  * the open transaction at once; the promise it returns only settles with that transaction,
  * whose failure the awaited commit reports. Such writes are therefore written `void db.put(...)`
  * (the lint's no-floating-promises). Outside a transaction a write must be awaited: a failed
- * commit there would otherwise be an unhandled rejection. */
-export function atomically<T>(store: Store, fn: () => T): Promise<T> {
-  if (store.commits === 'batched') return store.root.transaction(() => store.root.childTransaction(fn)) as Promise<T>;
+ * commit there would otherwise be an unhandled rejection.
+ * A commit the store could not write (full disk, src/store/write-health.ts) is noted under
+ * `op` on store.writes, and rejects like any other failure. */
+export function atomically<T>(store: Store, fn: () => T, op = 'write'): Promise<T> {
+  const noted = (err: unknown) => {
+    store.writes.noteFailure(op, err);
+    throw err;
+  };
+  if (store.commits === 'batched') return guardCommit(store.root.transaction(() => store.root.childTransaction(fn)) as Promise<T>).catch(noted);
   try {
     return Promise.resolve(store.root.transactionSync(fn, syncCommitFlags(store.root)) as T);
   } catch (err) {
-    return Promise.reject(err);
+    return Promise.reject(err).catch(noted);
   }
+}
+
+/** An asynchronous LMDB write outside atomically() (audit lines, sessions, the login
+ * throttle): its failed commit is noted under `op` and rejects the caller's promise only. */
+export function lmdbWrite<T>(store: Store, op: string, p: Promise<T>): Promise<T> {
+  return guardCommit(p).catch((err: unknown) => {
+    store.writes.noteFailure(op, err);
+    throw err;
+  });
 }

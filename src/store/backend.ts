@@ -1,6 +1,7 @@
 import type { ModuleId } from '../packets/types.ts';
 import type { AuditRecord, DailyTotal, KeyFile, KeyRevocation, LedgerEntry, Reservation, SessionRecord, TokenRecord, UsageRecord, UserRecord } from './records.ts';
 import type { AttemptSuccess, AttemptReservation, ThrottleView } from './throttle-rules.ts';
+import type { WriteHealth } from './write-health.ts';
 import type { SearchPage, SearchQuery } from './token-search.ts';
 
 // One store, two implementations: LMDB embedded in DATA_DIR (the default, one host) and
@@ -78,6 +79,8 @@ export interface StoreBackend {
   readonly kind: 'lmdb' | 'postgres';
   /** a cheap round trip that proves the store answers (readiness) */
   healthy(): Promise<boolean>;
+  /** whether writes are failing (a full disk), the repairs owed, the probe (write-health.ts) */
+  readonly writes: WriteHealth;
   close(): Promise<void>;
 
   // users and tokens: read-modify-write happens inside the store, so concurrent operators on

@@ -1,3 +1,4 @@
+import { lmdbWrite } from './atomic.ts';
 import { readThrottle, recordLoginFailure, recordLoginSuccess, releaseLoginAttempt, reserveLoginAttempt, sweepFailures, type AttemptSuccess } from './login-throttle.ts';
 import { listAudit, writeAudit } from './audit.ts';
 import { ledgerCounterDeltas, listLedger, verifyLedger } from './ledger.ts';
@@ -35,6 +36,9 @@ export class LmdbBackend implements StoreBackend, FaultHooks {
 
   async healthy() {
     return storeHealthy(this.store);
+  }
+  get writes() {
+    return this.store.writes;
   }
   close() {
     return this.store.close();
@@ -164,33 +168,34 @@ export class LmdbBackend implements StoreBackend, FaultHooks {
   }
 
   async putSession(key: string, session: SessionRecord) {
-    await this.store.db.sessions.put(key, session);
+    await lmdbWrite(this.store, 'session', this.store.db.sessions.put(key, session));
   }
   async getSession(key: string) {
     readLatest(this.store);
     return this.store.db.sessions.get(key) as SessionRecord | undefined;
   }
   async deleteSession(key: string) {
-    await this.store.db.sessions.remove(key);
+    await lmdbWrite(this.store, 'session', this.store.db.sessions.remove(key));
   }
   async deleteUserSessions(userId: string, keep?: string) {
     const db = this.store.db.sessions;
     let n = 0;
-    await db.transaction(() => {
+    await lmdbWrite(this.store, 'session', db.transaction(() => {
       for (const { key, value } of db.getRange({})) {
         if ((value as SessionRecord).user_id === userId && key !== keep) {
-          db.remove(key);
+          // `void`: part of the transaction, whose commit lmdbWrite reports
+          void db.remove(key);
           n++;
         }
       }
-    });
+    }));
     return n;
   }
   async sweepSessions(alive: (s: SessionRecord) => boolean) {
     const db = this.store.db.sessions;
-    await db.transaction(() => {
-      for (const { key, value } of db.getRange({})) if (!alive(value as SessionRecord)) db.remove(key);
-    });
+    await lmdbWrite(this.store, 'session', db.transaction(() => {
+      for (const { key, value } of db.getRange({})) if (!alive(value as SessionRecord)) void db.remove(key);
+    }));
   }
 
   async readThrottle(address: string, username: string, at: number) {

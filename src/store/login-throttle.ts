@@ -1,3 +1,4 @@
+import { lmdbWrite } from './atomic.ts';
 import type { Store } from './open.ts';
 import {
   addressKey,
@@ -46,12 +47,12 @@ function viewOf(store: Store, address: string, username: string, at: number): Th
 export async function reserveLoginAttempt(store: Store, address: string, username: string, at: number): Promise<AttemptReservation> {
   await maybeSweep(store, at);
   const db = store.db.loginFailures;
-  return db.transaction(() => {
+  return lmdbWrite(store, 'login_throttle', db.transaction(() => {
     const view = viewOf(store, address, username, at);
     const wait = throttleWait(view, at);
     if (wait === 0) countOne(store, address, username, at);
     return { wait, known: view.known };
-  });
+  }));
 }
 
 /** Seconds until the login may be tried again, or 0 when it may be tried now. */
@@ -84,7 +85,7 @@ function countOne(store: Store, address: string, username: string, at: number): 
 
 export async function recordLoginFailure(store: Store, address: string, username: string, at: number): Promise<void> {
   await maybeSweep(store, at);
-  await store.db.loginFailures.transaction(() => countOne(store, address, username, at));
+  await lmdbWrite(store, 'login_throttle', store.db.loginFailures.transaction(() => countOne(store, address, username, at)));
 }
 
 /** A correct password clears the name's counts and marks the address as known for the
@@ -92,12 +93,12 @@ export async function recordLoginFailure(store: Store, address: string, username
  * the one this attempt reserved (`reservedAt`), so that only failures count there. */
 export async function recordLoginSuccess(store: Store, address: string, username: string, at: number, success: AttemptSuccess = {}): Promise<void> {
   const db = store.db.loginFailures;
-  await db.transaction(() => {
+  await lmdbWrite(store, 'login_throttle', db.transaction(() => {
     void db.remove(pairKey(address, username));
     void db.remove(nameKey(username));
     void db.put(knownKey(address, username), { at });
     if (success.reservedAt !== undefined) giveBack(store, addressKey(address), success.reservedAt);
-  });
+  }));
 }
 
 /** Inside a write transaction: one count less on `key`, when its window began by `reservedAt`. */
@@ -110,9 +111,9 @@ function giveBack(store: Store, key: string, reservedAt: number): void {
 }
 
 export async function releaseLoginAttempt(store: Store, address: string, username: string, reservedAt: number): Promise<void> {
-  await store.db.loginFailures.transaction(() => {
+  await lmdbWrite(store, 'login_throttle', store.db.loginFailures.transaction(() => {
     for (const key of [addressKey(address), pairKey(address, username), nameKey(username)]) giveBack(store, key, reservedAt);
-  });
+  }));
 }
 
 /** Deletes counts that no longer matter and known addresses past their time. */
@@ -128,8 +129,8 @@ export async function sweepFailures(store: Store, at: number): Promise<void> {
     if (dead) stale.push(k);
   }
   if (stale.length > 0) {
-    await store.db.loginFailures.transaction(() => {
+    await lmdbWrite(store, 'login_throttle', store.db.loginFailures.transaction(() => {
       for (const k of stale) void store.db.loginFailures.remove(k);
-    });
+    }));
   }
 }

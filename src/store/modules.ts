@@ -1,3 +1,4 @@
+import { lmdbWrite } from './atomic.ts';
 import type { Store } from './open.ts';
 import type { ModuleId } from '../packets/types.ts';
 import type { ModuleState } from './records.ts';
@@ -11,5 +12,5 @@ export function moduleEnabled(store: Store, id: ModuleId): boolean {
 }
 
 export async function setModuleEnabled(store: Store, id: ModuleId, enabled: boolean): Promise<void> {
-  await store.db.modules.put(id, { module_id: id, enabled } satisfies ModuleState);
+  await lmdbWrite(store, 'module', store.db.modules.put(id, { module_id: id, enabled } satisfies ModuleState));
 }

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { open, type Database, type RootDatabase } from 'lmdb';
 import { narrowToPrivate, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from './private-data.ts';
+import { guardCommit, guardLmdbCommitRejections, WriteHealth } from './write-health.ts';
 
 // Bump when a record layout changes incompatibly; open() refuses a store written by
 // another layout instead of misreading it.
@@ -35,6 +36,8 @@ export interface Store {
   readonly commits: LmdbCommits;
   readonly dir: string;
   readonly db: Record<DbName, Database<any, any>>;
+  /** failed writes, refusal of new calls while they fail, the probe that sees them work again */
+  readonly writes: WriteHealth;
   close(): Promise<void>;
 }
 
@@ -62,11 +65,54 @@ export function openStore(dataDir: string, opts: { commits?: LmdbCommits } = {})
       for (const flag of DERIVED_INDEXES) db.meta.putSync(flag, true);
     });
   } else if (found !== SCHEMA_VERSION) {
-    root.close();
+    // `void`: nothing was written; the error below is what the caller needs
+    void root.close();
     throw new StoreError(`store at ${dir} has schema version ${String(found)}, this build needs ${SCHEMA_VERSION}`);
   }
-  return { root, dir, db, commits: opts.commits ?? 'sync', close: () => root.close() };
+  guardLmdbCommitRejections();
+  const writes = new WriteHealth(path.resolve(dir), {
+    probe: () => probeWrites(db.meta, dir),
+    freeBytes: () => freeBytes(dir),
+    minFreeBytes: WRITE_PROBE_FREE_BYTES,
+  });
+  return {
+    root, dir, db, commits: opts.commits ?? 'sync', writes,
+    close: () => {
+      const failing = writes.failing() !== null;
+      writes.close();
+      if (!failing) return root.close();
+      // lmdb-js's close waits for the flush of the last asynchronous commit, which never comes
+      // when that commit failed (until a later asynchronous commit succeeds): a thread draining
+      // on a full disk would wait for ever. Every commit is whole on disk or absent, so
+      // nothing is lost by not waiting.
+      return Promise.race([root.close(), new Promise<void>((resolve) => setTimeout(resolve, CLOSE_WAIT_WHILE_FAILING_MS).unref())]);
+    },
+  };
 }
+
+/** Free bytes the store's file system must have before failing writes count as working again.
+ * A write to a full disk can still commit when LMDB reuses pages freed inside its file, so a
+ * probe write alone would call a full disk healthy; a verify call writes a few pages, and the
+ * audit more over time, so a megabyte is room for hundreds of calls. */
+export const WRITE_PROBE_FREE_BYTES = 1024 * 1024;
+
+async function freeBytes(dir: string): Promise<number> {
+  const st = await fs.promises.statfs(dir);
+  return st.bavail * st.bsize;
+}
+
+/** Whether writes work: room on the file system and a small commit that succeeds. Not through
+ * atomically(): a probe that fails is the expected answer, not one more failure to count. */
+async function probeWrites(meta: Database<any, any>, dir: string): Promise<boolean> {
+  if ((await freeBytes(dir)) < WRITE_PROBE_FREE_BYTES) return false;
+  // asynchronous, like the audit's writes: after a failed asynchronous commit lmdb-js awaits a
+  // flush that only a later asynchronous commit completes (root.close() waits for it)
+  await guardCommit(meta.put('write_probe', Date.now()));
+  return true;
+}
+
+/** How long close() waits for lmdb-js while writes are failing (see close). */
+const CLOSE_WAIT_WHILE_FAILING_MS = 2000;
 
 /** Moves this thread's LMDB read snapshot to the latest commit. lmdb-js keeps one read
  * transaction per thread until a setTimeout(0) resets it, so a request handled before that

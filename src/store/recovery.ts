@@ -1,3 +1,4 @@
+import { lmdbWrite } from './atomic.ts';
 import type { Store } from './open.ts';
 import type { IdempotencyRecord, Reservation } from './records.ts';
 
@@ -6,10 +7,11 @@ import type { IdempotencyRecord, Reservation } from './records.ts';
 export async function pruneIdempotency(store: Store, at: number, retentionHours: number): Promise<number> {
   const cutoff = at - retentionHours * 3600_000;
   let pruned = 0;
-  await store.db.idempotency.transaction(() => {
+  await lmdbWrite(store, 'retention', store.db.idempotency.transaction(() => {
     for (const { key, value } of store.db.idempotency.getRange({})) {
       const rec = value as IdempotencyRecord;
       if (rec.state === 'completed' && rec.completed_at !== null && Date.parse(rec.completed_at) < cutoff) {
+        // `void`: part of the transaction, whose commit lmdbWrite reports
         void store.db.idempotency.remove(key);
         pruned++;
       }
@@ -18,6 +20,6 @@ export async function pruneIdempotency(store: Store, at: number, retentionHours:
       const r = value as Reservation;
       if ((r.state === 'charged' || r.state === 'refunded') && r.settled_at !== null && Date.parse(r.settled_at) < cutoff) void store.db.reservations.remove(key);
     }
-  });
+  }));
   return pruned;
 }

@@ -61,9 +61,10 @@ export async function reserve(store: Store, input: ReserveInput): Promise<Reserv
       idempotency_key: key,
       unsaved_body: null,
     };
-    store.db.reservations.put(reservation.id, reservation);
+    // `void`: a write inside the transaction is part of it; atomically() reports its commit
+    void store.db.reservations.put(reservation.id, reservation);
     if (key !== null) {
-      store.db.idempotency.put([token.id, key], {
+      void store.db.idempotency.put([token.id, key], {
         token_id: token.id,
         key,
         state: 'pending',
@@ -77,7 +78,7 @@ export async function reserve(store: Store, input: ReserveInput): Promise<Reserv
       } satisfies IdempotencyRecord);
     }
     return { kind: 'reserved', reservation };
-  });
+  }, 'reserve');
   if (result.kind === 'error') throw result.error;
   return result;
 }

@@ -4,8 +4,12 @@ import type { Store } from './open.ts';
 import { appendLedger } from './ledger.ts';
 import type { IdempotencyRecord, Reservation, TokenRecord, UsageRecord } from './records.ts';
 import { usageSnapshot } from './usage.ts';
+import { isStorageFailure, UnrecordedCallError } from './write-health.ts';
 
 export class SettlementError extends Error {}
+
+// `void` on a write inside atomically(): the write is part of the transaction, whose commit
+// atomically() reports; the write's own promise settles with that commit.
 
 /** Charges a reservation and saves the answer in one transaction: the reservation becomes
  * charged, the idempotency record completed with the exact body (replayed byte for byte),
@@ -28,33 +32,51 @@ export async function settle(
       const text = render(usageSnapshot(store, token, at));
       if (injectFailure) throw new SettlementError('injected settlement failure (TEST_SETTLEMENT_FAIL_PREFIX)');
       const iso = new Date(at).toISOString();
-      store.db.reservations.put(reservation.id, { ...current, state: 'charged', settled_at: iso });
+      void store.db.reservations.put(reservation.id, { ...current, state: 'charged', settled_at: iso });
       if (reservation.idempotency_key !== null) {
         const k = [reservation.token_id, reservation.idempotency_key];
         const rec = store.db.idempotency.get(k) as IdempotencyRecord;
-        store.db.idempotency.put(k, { ...rec, state: 'completed', completed_at: iso, status: 200, body: text });
+        void store.db.idempotency.put(k, { ...rec, state: 'completed', completed_at: iso, status: 200, body: text });
       }
-      store.db.results.put(reservation.request_id, { at: iso, token_id: reservation.token_id, module_id: reservation.module_id, results });
+      void store.db.results.put(reservation.request_id, { at: iso, token_id: reservation.token_id, module_id: reservation.module_id, results });
       return text;
-    });
+    }, 'settle');
   } catch (err) {
+    // The store could not write the settlement (a full disk): the transaction left nothing, so
+    // the call was not charged and nothing needs an operator; the units go back.
+    if (isStorageFailure(err)) return giveBack(store, reservation, at, err);
     // The units stay reserved and the key pending: an operator decides (spec: settlement
     // fails -> pending may remain, operator recovery needed). The answer that could not be
     // saved is kept on the reservation so a "charge" resolution can complete the key.
     const text = safeRender(store, reservation, at, render);
     const marked = await atomically(store, () => {
       const current = store.db.reservations.get(reservation.id) as Reservation | undefined;
-      if (current && current.state === 'pending') store.db.reservations.put(reservation.id, { ...current, state: 'settlement_failed', unsaved_body: text });
-    }).then(
+      if (current && current.state === 'pending') void store.db.reservations.put(reservation.id, { ...current, state: 'settlement_failed', unsaved_body: text });
+    }, 'settle').then(
       () => null,
       (markErr: unknown) => markErr,
     );
-    // when even the mark fails, the reservation stays pending until start-up recovery: the
-    // log (which gets the cause) must say so
-    const cause = marked === null ? err : new AggregateError([err, marked], 'settlement failed, and marking it settlement_failed failed too');
-    throw new ServiceError('settlement_failed', undefined, {}, cause);
+    // settlement_failed only when it is recorded: an operator sees it in the settlements list.
+    // A mark that could not be written leaves a pending reservation nobody would resolve, so
+    // its units go back instead, and the answer says so.
+    if (marked !== null) return giveBack(store, reservation, at, new AggregateError([err, marked], 'settlement failed, and marking it settlement_failed failed too'));
+    throw new ServiceError('settlement_failed', undefined, {}, err);
   }
   return body;
+}
+
+/** A settlement that could not be written: refund now, or (the store still failing) once
+ * writes work again (store.writes runs the repair before it reports writes back); until then
+ * the reservation is pending and its key answers request_in_progress. Either way the call
+ * answers 503 store_unavailable saying which. */
+async function giveBack(store: Store, reservation: Reservation, at: number, cause: unknown): Promise<never> {
+  try {
+    await refund(store, reservation.id, at);
+  } catch (refundErr) {
+    store.writes.deferRepair(`refund:${reservation.id}`, () => refund(store, reservation.id, Date.now()));
+    throw new UnrecordedCallError('refund_deferred', new AggregateError([cause, refundErr], 'settlement not written, refund deferred'));
+  }
+  throw new UnrecordedCallError('refunded', cause);
 }
 
 function safeRender(store: Store, r: Reservation, at: number, render: (u: UsageRecord[]) => string): string | null {
@@ -73,18 +95,18 @@ export async function refund(store: Store, reservationId: string, at: number): P
     const r = store.db.reservations.get(reservationId) as Reservation | undefined;
     if (!r || (r.state !== 'pending' && r.state !== 'settlement_failed')) return r;
     return refundHeld(store, r, at);
-  });
+  }, 'refund');
 }
 
 /** The writes of a refund; the caller's transaction has checked that `r` is still held. */
 function refundHeld(store: Store, r: Reservation, at: number): Reservation {
   appendLedger(store, { request_id: r.request_id, token_id: r.token_id, module_id: r.module_id, units: r.units, kind: 'refund', at, windows: r.windows });
   const next: Reservation = { ...r, state: 'refunded', settled_at: new Date(at).toISOString(), unsaved_body: null };
-  store.db.reservations.put(r.id, next);
+  void store.db.reservations.put(r.id, next);
   if (r.idempotency_key !== null) {
     const k = [r.token_id, r.idempotency_key];
     const rec = store.db.idempotency.get(k) as IdempotencyRecord | undefined;
-    if (rec && rec.reservation_id === r.id && rec.state === 'pending') store.db.idempotency.remove(k);
+    if (rec && rec.reservation_id === r.id && rec.state === 'pending') void store.db.idempotency.remove(k);
   }
   return next;
 }
@@ -104,13 +126,13 @@ export async function resolveReservation(store: Store, id: string, action: 'char
     if (action === 'refund') return refundHeld(store, r, at);
     const iso = new Date(at).toISOString();
     const next: Reservation = { ...r, state: 'charged', settled_at: iso, unsaved_body: null };
-    store.db.reservations.put(id, next);
+    void store.db.reservations.put(id, next);
     if (r.idempotency_key !== null) {
       const k = [r.token_id, r.idempotency_key];
       const rec = store.db.idempotency.get(k) as IdempotencyRecord | undefined;
       if (rec && rec.reservation_id === id) {
-        if (r.unsaved_body !== null) store.db.idempotency.put(k, { ...rec, state: 'completed', completed_at: iso, status: 200, body: r.unsaved_body });
-        else store.db.idempotency.remove(k);
+        if (r.unsaved_body !== null) void store.db.idempotency.put(k, { ...rec, state: 'completed', completed_at: iso, status: 200, body: r.unsaved_body });
+        else void store.db.idempotency.remove(k);
       }
     }
     return next;

@@ -1,22 +1,40 @@
 import { archiveDemoUpload } from '../metering/index.ts';
 import type { ReserveInput, ReserveOutcome, StoreBackend } from '../store/backend.ts';
 import type { Reservation, UsageRecord } from '../store/records.ts';
+import { isStorageFailure, UnrecordedCallError } from '../store/write-health.ts';
 
 /** The verify call's only way into metering: every reserve, settle and refund of a verify
  * call goes through here, so a change of store touches one place. */
 export interface Metering {
+  /** the store is failing writes (a full disk): new calls are refused before their upload */
+  writesFailing?(): boolean;
+  /** a reservation the store could not write rejects with 503 store_unavailable: nothing
+   * was written, nothing charged, the key not bound */
   reserve(input: ReserveInput): Promise<ReserveOutcome>;
   /** `render` builds the answer from the usage snapshot taken inside the settlement */
   settle(reservation: Reservation, at: number, render: (usage: UsageRecord[]) => string, results: unknown): Promise<string>;
+  /** a refund the store could not write is owed (store.writes runs it once writes work) and
+   * rejects with 503 store_unavailable saying so */
   refund(reservationId: string, at: number): Promise<unknown>;
   archiveDemoUpload(dataDir: string, at: number, requestId: string, metadataText: string, files: { name: string; bytes: Uint8Array }[]): Promise<unknown>;
 }
 
 export function storeMetering(store: StoreBackend): Metering {
   return {
-    reserve: (input) => store.reserve(input),
+    writesFailing: () => {
+      store.writes.watchSpace();
+      return store.writes.failing() !== null;
+    },
+    reserve: (input) => store.reserve(input).catch((err: unknown) => {
+      if (isStorageFailure(err)) throw new UnrecordedCallError('nothing_written', err);
+      throw err;
+    }),
     settle: (reservation, at, render, results) => store.settle(reservation, at, render, results),
-    refund: (id, at) => store.refund(id, at),
+    refund: (id, at) => store.refund(id, at).catch((err: unknown) => {
+      if (!isStorageFailure(err)) throw err;
+      store.writes.deferRepair(`refund:${id}`, () => store.refund(id, Date.now()));
+      throw new UnrecordedCallError('refund_deferred', err);
+    }),
     archiveDemoUpload: (dataDir, at, requestId, metadataText, files) => archiveDemoUpload(dataDir, at, requestId, metadataText, files),
   };
 }

@@ -6,18 +6,21 @@ import { countryOf, outcomeOfBody, outcomeOfResults, requestFingerprint } from '
 import { MODULE_IDS, type ModuleId } from '../packets/types.ts';
 import { signBody, signerOf } from '../signing/index.ts';
 import type { AuditOutcome, Reservation, TokenRecord } from '../store/records.ts';
+import { UnrecordedCallError } from '../store/write-health.ts';
 import { earlyMetadata } from './early-metadata.ts';
 import type { AdmissionRefusal, ReceivedPart, VerifyAnswer, VerifyDeps, VerifyRequest, VerifyStep } from './ports.ts';
 import { prepareRequest, type PreparedRequest } from './prepare.ts';
 
 // POST /v1/modules/{module_id}/verify as the contract orders it:
-//   accept   token (401), module (404), grant (403), enabled (403), models ready (503)
+//   accept   token (401), module (404), grant (403), enabled (403), models ready (503),
+//            store writing (503 store_unavailable while it fails writes: a full disk)
 //   admit    a host-wide capacity slot (503 server_busy), before any byte of the body
 //   receive  Idempotency-Key (400), body headers (400/413/415), the streamed body (413/422)
 //   validate metadata, parts, hashes and every image (422)
 //   reserve  idempotency (409, or a replay) and quota (429), in one transaction
 //   infer    the module's networks (500 inference_failed, units refunded)
-//   settle   charge, save the answer on the key, store the results (500 settlement_failed)
+//   settle   charge, save the answer on the key, store the results (500 settlement_failed;
+//            503 store_unavailable when the store could not write it: units given back)
 //   respond  audit line and detached signature on every answer, errors included
 // accept awaits the store (token, module enabled: PostgreSQL answers asynchronously); meanwhile
 // the transport holds the body, its socket paused (HttpContext.holdUnclaimedBody), so no body
@@ -45,7 +48,13 @@ export async function verify(req: VerifyRequest, deps: VerifyDeps, trace: CallTr
   const release = admit(req, deps, token);
   try {
     const upload = receive(req, moduleId);
-    return afterUpload(req, deps, trace, token, moduleId, upload).finally(release);
+    return afterUpload(req, deps, trace, token, moduleId, upload)
+      .catch((err: unknown) => {
+        // a write the store could not make: the client waits as for a busy server
+        if (err instanceof UnrecordedCallError) err.headers['Retry-After'] ??= String(deps.config.RETRY_AFTER_SECONDS);
+        throw err;
+      })
+      .finally(release);
   } catch (err) {
     release();
     throw err;
@@ -80,7 +89,10 @@ async function afterReceive(req: VerifyRequest, deps: VerifyDeps, trace: CallTra
   const results = await timed(deps, 'infer', () => infer(req, deps, trace, token, moduleId, prepared, booked.reservation, at));
   trace.results = results;
   trace.outcome = outcomeOfResults(results);
-  const body = await timed(deps, 'settle', () => settle(req, deps, moduleId, booked.reservation, results));
+  const body = await timed(deps, 'settle', () => settle(req, deps, moduleId, booked.reservation, results)).catch((err: unknown) => {
+    if (err instanceof UnrecordedCallError && err.outcome === 'refunded') trace.refunded = booked.reservation.units;
+    throw err;
+  });
   trace.charged = booked.reservation.units;
   return { status: 200, body, contentType: 'application/json' };
 }
@@ -101,6 +113,9 @@ async function accept(req: VerifyRequest, deps: VerifyDeps, trace: CallTrace): P
   if (!deps.inference.readiness().find((m) => m.module_id === moduleId)?.ready) {
     throw new ServiceError('module_unavailable', 'The module\'s models are not loaded yet', retryAfter(deps));
   }
+  // the call could be neither reserved nor settled: refused before its upload, charging
+  // nothing (the store's probe lifts this once writes work again)
+  if (deps.metering.writesFailing?.()) throw new ServiceError('store_unavailable', undefined, retryAfter(deps));
   return { token, moduleId };
 }
 
@@ -198,7 +213,7 @@ async function auditAndSign(req: VerifyRequest, deps: VerifyDeps, trace: CallTra
 }
 
 function audit(req: VerifyRequest, deps: VerifyDeps, trace: CallTrace, status: number, errorCode: string | null): void {
-  void deps.store.writeAudit({
+  const record = {
     request_id: req.requestId,
     at: new Date(now()).toISOString(),
     token_id: trace.token?.id ?? null,
@@ -212,7 +227,10 @@ function audit(req: VerifyRequest, deps: VerifyDeps, trace: CallTrace, status: n
     latency_ms: Math.round((performance.now() - req.startedAt) * 10) / 10,
     outcome: status === 200 && !req.aborted() && trace.outcome ? trace.outcome : 'error',
     replayed: trace.replayed ?? false,
-  }).catch((err) => deps.log.error({ err }, 'audit write failed'));
+  } satisfies Parameters<VerifyDeps['store']['writeAudit']>[0];
+  // not awaited: off the answer's path. A line the store could not write (a full disk) goes
+  // to the log whole, so it is not lost; the store counts the failure (write-health.ts).
+  void deps.store.writeAudit(record).catch((err) => deps.log.error({ err, audit: record }, 'audit write failed; the audit line is in this log entry'));
 }
 
 // Each step's time goes to lv_verify_step_seconds, so an operator (and bench/side-by-side)

@@ -77,7 +77,7 @@ t.test('error responses list their codes as an enum from the catalogue; 422 list
     }
   }
   const verify = doc.paths['/v1/modules/{module_id}/verify'].post.responses;
-  t.same(verify['503'].content['application/json'].schema.properties.error.properties.code.enum, ['server_busy', 'module_unavailable']);
+  t.same(verify['503'].content['application/json'].schema.properties.error.properties.code.enum, ['server_busy', 'module_unavailable', 'store_unavailable']);
   t.ok(verify['503'].headers['Retry-After'], 'Retry-After on 503');
   t.same(verify['422'].content['application/json'].schema, { $ref: '#/components/schemas/ValidationErrorBody' });
 });
@@ -116,7 +116,7 @@ export async function use(): Promise<string> {
     return \`\${first?.status} \${first?.alive} \${eyes?.[1][0]}\`;
   }
   if ('detail' in out) return out.detail.map((d) => d.type).join(',');
-  const code: 'server_busy' | 'module_unavailable' = out.error.code;
+  const code: 'server_busy' | 'module_unavailable' | 'store_unavailable' = out.error.code;
   return code;
 }
 

@@ -3,14 +3,18 @@ import type { Services } from '../services.ts';
 import { json } from '../respond.ts';
 
 /** contract.md: live -> {status:"live"}; ready -> {status:"ready"|"not_ready", modules}.
- * Ready means the store answers (with PostgreSQL: and this node holds its lease) and every
+ * Ready means the store answers and can write (not while writes fail: a full disk; with
+ * PostgreSQL: and this node holds its lease) and every
  * enabled module's graphs are loaded and warm. Liveness never asks the store. */
 export function healthRoutes(router: Router, s: Services): void {
   router.add('GET', '/health/live', () => json(200, { status: 'live' }));
   router.add('GET', '/health/ready', async () => {
     const store = await s.store.healthy();
+    // the store answers reads but cannot write (a full disk): verify calls are refused
+    s.store.writes.watchSpace();
+    const writes = s.store.writes.failing();
     const modules: Record<string, object> = {};
-    let ready = store;
+    let ready = store && !writes;
     for (const m of s.inference.readiness()) {
       // with the store down, the module switch is unknown: shown as enabled, ready is false anyway
       const enabled = store ? await s.store.moduleEnabled(m.module_id).catch(() => true) : true;
@@ -25,6 +29,11 @@ export function healthRoutes(router: Router, s: Services): void {
       };
       if (enabled && !m.ready) ready = false;
     }
-    return json(ready ? 200 : 503, { status: ready ? 'ready' : 'not_ready', store: store ? 'ok' : 'unavailable', modules });
+    return json(ready ? 200 : 503, {
+      status: ready ? 'ready' : 'not_ready',
+      store: !store ? 'unavailable' : writes ? 'writes_failing' : 'ok',
+      ...(writes ? { store_writes: { since: new Date(writes.since).toISOString(), operation: writes.op, error: writes.message } } : {}),
+      modules,
+    });
   });
 }

@@ -13,6 +13,7 @@ import type { AuditRecord, DailyTotal, Grant, KeyFile, KeyRevocation, LedgerEntr
 import { AUDIT_SCAN_BUDGET, type LedgerCheck, type Page, type PageQuery, type ReserveInput, type ReserveOutcome, type ResolveAction, type StoreBackend, type StoredResults, type UserPatch } from '../backend.ts';
 import type { FaultHooks, SettlementFault } from '../faults.ts';
 import { StoreError } from '../open.ts';
+import { isStorageFailure, UnrecordedCallError, WriteHealth } from '../write-health.ts';
 import { migrate } from './migrate.ts';
 import { DuplicateTokenNameError, nameKey as tokenNameKey } from '../token-names.ts';
 import type { SearchPage, SearchQuery } from '../token-search.ts';
@@ -102,9 +103,18 @@ export class PgBackend implements StoreBackend, FaultHooks {
    * reservation would hold its key while this node stays alive, so each is retried after
    * every successful lease renewal. A node that dies instead has them swept by another. */
   private readonly repairs = new Map<string, { kind: 'refund'; at: number } | { kind: 'mark'; body: string | null }>();
+  /** writes failing on the database's side (a full disk): see src/store/write-health.ts; the
+   * probe is a write of this node's own row, which commits only when the database can write */
+  readonly writes: WriteHealth;
 
   private constructor(url: string, private opts: PgOptions) {
     this.leaseMs = opts.leaseMs ?? 15_000;
+    this.writes = new WriteHealth(`pg:${url}`, {
+      probe: async () => {
+        await this.pool.query('UPDATE nodes SET info = info WHERE id = $1', [this.nodeId]);
+        return true;
+      },
+    });
     this.pool = new pg.Pool({
       connectionString: url,
       max: opts.poolSize ?? 4,
@@ -204,6 +214,7 @@ export class PgBackend implements StoreBackend, FaultHooks {
 
   async close(): Promise<void> {
     clearInterval(this.renewTimer);
+    this.writes.close();
     // a node that leaves cleanly and holds nothing is forgotten at once
     await this.pool.query(`DELETE FROM nodes n WHERE n.id = $1 AND NOT EXISTS (SELECT 1 FROM reservations r WHERE r.node_id = n.id AND r.state = 'pending')`, [this.nodeId]).catch(() => {});
     await this.pool.end();
@@ -215,6 +226,8 @@ export class PgBackend implements StoreBackend, FaultHooks {
     try {
       return await this.pool.query(name === undefined ? { text, values } : { name, text, values });
     } catch (err) {
+      // a full disk (53100) and the like: counted, new verify calls refused until a write works
+      this.writes.noteFailure(name ?? 'write', err);
       throw unavailable(err);
     }
   }
@@ -374,6 +387,15 @@ export class PgBackend implements StoreBackend, FaultHooks {
         cause = err;
       }
     } else cause = new Error('injected settlement failure (TEST_SETTLEMENT_FAIL_PREFIX)');
+    if (isStorageFailure(cause)) {
+      // the database could not write the settlement (a full disk): nothing was charged, so the
+      // units go back now, or once it can write (repairs), and the answer says which
+      const refunded = await this.refund(reservation.id, at).then(() => true, () => {
+        this.repairs.set(reservation.id, { kind: 'refund', at });
+        return false;
+      });
+      throw new UnrecordedCallError(refunded ? 'refunded' : 'refund_deferred', cause);
+    }
     // The units stay reserved and the key pending for an operator; the answer that could not
     // be saved is kept on the reservation, so a "charge" resolution can complete the key.
     let marked: unknown = null;
