@@ -16,6 +16,7 @@ import { WorkerMetrics } from './observability/metrics.ts';
 import { appModule, HSTS, servesTls } from './http/tls.ts';
 import { testFaultHook } from './http/test-faults.ts';
 import { DRAIN_TIMEOUT_MS } from './lifecycle.ts';
+import { isLmdbCommitRejection } from './store/write-health.ts';
 import { openConfiguredStore } from './store/select.ts';
 
 // One API worker thread: its own uWS app on the shared port (SO_REUSEPORT lets the kernel
@@ -95,6 +96,8 @@ process.on('exit', () => {
 // answered through its own chain, so the state of this worker is whole. It is logged, as an
 // error to fix, and the worker goes on serving (Node's default would end the thread).
 process.on('unhandledRejection', (reason) => {
+  // lmdb-js's own leftover of a failed write is counted by the store's guard (write-health.ts)
+  if (isLmdbCommitRejection(reason)) return;
   log.error({ err: reason }, 'unhandled rejection in an API worker (a promise nobody awaited); serving on');
 });
 

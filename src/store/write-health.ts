@@ -54,6 +54,12 @@ export function guardCommit<T>(p: Promise<T>): Promise<T> {
  * has been told already, so this one is noted and dropped. Installed once per thread by
  * openStore; any other unhandled rejection keeps Node's default (thrown: the thread ends) unless
  * something else in the thread listens for them. */
+/** A rejection lmdb-js leaves unhandled for a failed asynchronous write (it carries the
+ * write's `commitError`): counted by the guard below, not a bug to report. */
+export function isLmdbCommitRejection(reason: unknown): boolean {
+  return (reason as { commitError?: unknown } | null)?.commitError !== undefined;
+}
+
 export function guardLmdbCommitRejections(): void {
   if (guarded) return;
   guarded = true;
