@@ -3,8 +3,11 @@
 // document.ts); `csrf: true` marks the state-changing ones.
 
 import { Type } from '@sinclair/typebox';
+import { CONSOLE_TYPES } from '../http/routes/admin-console.ts';
 import * as ex from './examples.ts';
 import { moduleIdParam, pathParam, type Operation, type ParameterSpec } from './operation.ts';
+
+const STATIC_TYPES = [...new Set(Object.values(CONSOLE_TYPES).map((t) => t.split(';')[0]!))];
 
 const tokenId = pathParam('id', ex.token.id, { type: 'string' }, 'token id');
 const userId = pathParam('id', ex.user.id, { type: 'string' }, 'user id');
@@ -43,7 +46,8 @@ export const ADMIN_OPERATIONS: Operation[] = [
     method: 'get', path: '/admin/static/{file}', operationId: 'getConsoleFile', tag: 'admin', auth: 'none',
     summary: 'Static file of the console (script or style sheet)',
     parameters: [pathParam('file', 'app.js')],
-    success: { status: '200', description: 'The file', contentType: 'application/javascript', schema: Type.String(), example: '// console script' },
+    // every type the route serves, from the route's own table (scripts are text/javascript, RFC 9239)
+    success: { status: '200', description: 'The file: a script, the style sheet or the page', contentType: STATIC_TYPES, schema: Type.String(), example: '/* the file as it is in src/admin/console */' },
     errors: ['not_found'],
   },
   {
