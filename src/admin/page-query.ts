@@ -5,10 +5,18 @@ import type { ValidationIssue } from '../packets/types.ts';
 export const MAX_PAGE = 1000;
 /** Widest range of GET /admin/api/usage/daily, so one call stays one short read. */
 export const MAX_DAYS = 400;
+/** Days listed by GET /admin/api/usage/daily without `from`. */
+export const DEFAULT_DAYS = 30;
 
 const PAGE_PARAMS = ['token_id', 'module_id', 'from', 'to', 'cursor', 'limit', 'order'];
 const AUDIT_PARAMS = [...PAGE_PARAMS, 'status', 'outcome'];
 const ISO = /^\d{4}-\d{2}-\d{2}(T[\d:.]+(Z|[+-]\d{2}:\d{2}))?$/;
+/** Times a query may name (issue 29): `to=0000-01-01` once answered days such as `-000001-11`,
+ * which no client can parse as a date. Four-digit years of this era only, as instants, so an
+ * offset cannot carry a time past either end. Stated in the OpenAPI document (from, to). */
+export const EARLIEST = Date.UTC(2000, 0, 1);
+export const LATEST = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+export const TIME_RANGE_TEXT = 'from 2000-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z';
 
 type Issues = ValidationIssue[];
 
@@ -30,8 +38,13 @@ function reader(params: URLSearchParams, known: readonly string[]) {
       const v = values.get(name);
       if (v === undefined) return undefined;
       const ms = ISO.test(v) ? Date.parse(v) : NaN;
-      if (Number.isNaN(ms)) fail(name, 'Input should be an ISO 8601 date or time', { type: 'datetime_parsing' });
-      return Number.isNaN(ms) ? undefined : ms;
+      if (Number.isNaN(ms)) {
+        fail(name, 'Input should be an ISO 8601 date or time', { type: 'datetime_parsing' });
+        return undefined;
+      }
+      if (ms < EARLIEST) fail(name, `Input should be a time ${TIME_RANGE_TEXT}`, { type: 'greater_than_equal' });
+      else if (ms > LATEST) fail(name, `Input should be a time ${TIME_RANGE_TEXT}`, { type: 'less_than_equal' });
+      return ms < EARLIEST || ms > LATEST ? undefined : ms;
     },
     limit(): number | undefined {
       const v = values.get('limit');
@@ -175,7 +188,7 @@ export function parseDailyQuery(params: URLSearchParams, nowMs: number): DailyQu
   r.done();
   // the last day shown is the one holding the last instant before `to`
   const toDay = dayOf((to ?? Date.UTC(new Date(nowMs).getUTCFullYear(), new Date(nowMs).getUTCMonth(), new Date(nowMs).getUTCDate() + 1)) - 1);
-  const fromDay = dayOf(from ?? Date.parse(`${toDay}T00:00:00Z`) - 29 * DAY_MS);
+  const fromDay = dayOf(from ?? Date.parse(`${toDay}T00:00:00Z`) - (DEFAULT_DAYS - 1) * DAY_MS);
   const span = (Date.parse(`${toDay}T00:00:00Z`) - Date.parse(`${fromDay}T00:00:00Z`)) / DAY_MS + 1;
   if (span < 1) throw new ValidationFailure([{ loc: ['query', 'to'], msg: 'Input should be later than from', type: 'value_error', input: params.get('to') ?? '' }]);
   if (span > MAX_DAYS) throw new ValidationFailure([{ loc: ['query', 'from'], msg: `The range should span at most ${MAX_DAYS} days`, type: 'value_error', input: params.get('from') ?? '' }]);

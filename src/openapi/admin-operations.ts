@@ -3,6 +3,7 @@
 // document.ts); `csrf: true` marks the state-changing ones.
 
 import { Type } from '@sinclair/typebox';
+import { DEFAULT_DAYS, MAX_DAYS, TIME_RANGE_TEXT } from '../admin/page-query.ts';
 import { CONSOLE_TYPES } from '../http/routes/admin-console.ts';
 import * as ex from './examples.ts';
 import { moduleIdParam, pathParam, type Operation, type ParameterSpec } from './operation.ts';
@@ -15,12 +16,22 @@ const settlementId = pathParam('id', ex.settlement.id, { type: 'string' }, 'rese
 
 const query = (name: string, example: unknown, description: string, schema: object = { type: 'string' }): ParameterSpec =>
   ({ name, in: 'query', required: false, schema, example, description });
+// What the query parser (src/admin/page-query.ts) accepts, said so that a generic tool can
+// follow it: a time or a day, with a four-digit year from 2000 (the instant itself must lie in
+// TIME_RANGE_TEXT, which a pattern cannot check across offsets); a cursor is base64url text.
+const timeSchema = {
+  anyOf: [
+    { type: 'string', format: 'date-time', pattern: '^[2-9][0-9]{3}-' },
+    { type: 'string', format: 'date', pattern: '^[2-9][0-9]{3}-' },
+  ],
+};
+const cursorSchema = { type: 'string', pattern: '^[A-Za-z0-9_-]{1,1024}$' };
 const pageQuery: ParameterSpec[] = [
   query('token_id', ex.token.id, 'only this token'),
   query('module_id', 'rgb_liveness', 'only this module', { $ref: '#/components/schemas/ModuleId' }),
-  query('from', '2026-11-01T00:00:00Z', 'ISO 8601 time, inclusive', { type: 'string', format: 'date-time' }),
-  query('to', '2026-12-01T00:00:00Z', 'ISO 8601 time, exclusive', { type: 'string', format: 'date-time' }),
-  query('cursor', 'eyJhdCI6IjIwMjYtMTEtMjNUMDk6MzA6MDAuMDAwWiJ9', 'next_cursor of the previous page'),
+  query('from', '2026-11-01T00:00:00Z', `ISO 8601 time or UTC day, inclusive; ${TIME_RANGE_TEXT}`, timeSchema),
+  query('to', '2026-12-01T00:00:00Z', `ISO 8601 time or UTC day, exclusive; ${TIME_RANGE_TEXT}`, timeSchema),
+  query('cursor', ex.ledgerCursor, 'next_cursor of the previous page, as returned (opaque)', cursorSchema),
   query('limit', 100, 'page size, 1 to 1000 (default 100)', { type: 'integer', minimum: 1, maximum: 1000 }),
   query('order', 'desc', 'time order: asc oldest first (default), desc newest first', { type: 'string', enum: ['asc', 'desc'] }),
 ];
@@ -32,7 +43,7 @@ const auditQuery: ParameterSpec[] = [
 const listQuery = (what: string): ParameterSpec[] => [
   query('q', 'kiosk', what, { type: 'string', maxLength: 200 }),
   query('limit', 100, 'page size, 1 to 1000 (default 100)', { type: 'integer', minimum: 1, maximum: 1000 }),
-  query('cursor', 'WyJraW9zayIsInRva19McjhUejR2WDkiXQ', 'next_cursor of the previous page'),
+  query('cursor', ex.nameCursor, 'next_cursor of the previous page, as returned (opaque)', cursorSchema),
 ];
 
 export const ADMIN_OPERATIONS: Operation[] = [
@@ -185,7 +196,12 @@ export const ADMIN_OPERATIONS: Operation[] = [
   {
     method: 'get', path: '/admin/api/usage/daily', operationId: 'adminUsageDaily', tag: 'admin', auth: 'session',
     summary: 'Units per UTC day over a range, every day listed',
-    parameters: pageQuery.filter((p) => ['token_id', 'module_id', 'from', 'to'].includes(p.name)),
+    description: `The range is from \`from\` to \`to\`, at most ${MAX_DAYS} days; without them, the ${DEFAULT_DAYS} days ending today (UTC).`,
+    parameters: [
+      ...pageQuery.filter((p) => ['token_id', 'module_id'].includes(p.name)),
+      query('from', '2026-11-01T00:00:00Z', `ISO 8601 time or UTC day, inclusive; ${TIME_RANGE_TEXT}; the range spans at most ${MAX_DAYS} days (422 beyond); default ${DEFAULT_DAYS - 1} days before the last day`, timeSchema),
+      query('to', '2026-12-01T00:00:00Z', `ISO 8601 time or UTC day, exclusive; ${TIME_RANGE_TEXT}; must be later than \`from\` (422 otherwise); default the end of today (UTC)`, timeSchema),
+    ],
     success: {
       status: '200', description: 'Daily totals', schema: 'UsageDaily',
       example: { from: '2026-11-22', to: '2026-11-23', days: [{ day: '2026-11-22', charged: 3, refunded: 1, units: 2 }, { day: '2026-11-23', charged: 1, refunded: 0, units: 1 }], total: 3 },
