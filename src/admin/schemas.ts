@@ -22,7 +22,11 @@ export const TokenNameSchema = Type.String({
   minLength: 1,
   maxLength: 200,
   format: NAME_TEXT,
-  description: 'well-formed Unicode without control characters; unique among tokens, ignoring case (409 conflict)',
+  // the control characters (C0, DEL, C1) that NAME_TEXT refuses, said as a pattern that any
+  // JSON Schema tool applies (issue 29: the format alone is opaque to a client); it means the
+  // same with and without the regex u flag. Lone surrogates are refused by the format only.
+  pattern: '^[^\\u0000-\\u001F\\u007F-\\u009F]*$',
+  description: 'well-formed Unicode (no lone surrogates) without control characters (U+0000-U+001F, U+007F-U+009F); unique among tokens, ignoring case (409 conflict)',
 });
 
 export const GrantBodySchema = Type.Object({ limit: LimitSchema, period: PeriodSchema }, strict);
