@@ -26,6 +26,11 @@ const NASTY = [
   '"', "'", '\\', '{}', '[]', 'null', '-1', '1e309', 'NaN', '0x10', '\n', '\r\n', 'a'.repeat(5000), '\u{1F600}',
 ];
 
+const BAD_DATES = [
+  '0000-01-01', '0000-01-01T00:00:00Z', '1999-12-31T23:59:59.999Z', '9999-12-31T23:59:59-23:59', '+275760-09-13T00:00:00Z',
+  '-000001-01-01', '2026-02-30', '2026-13-01', '2026-11-01T25:00:00Z', '2026-11-01T00:00:00', '2026-11-01T00:00:00+24:00',
+];
+
 export class SchemaArbitraries {
   constructor(private readonly doc: Schema) {}
 
@@ -145,6 +150,8 @@ export class SchemaArbitraries {
       if (s.maxLength !== undefined) out.push(fc.constant('y'.repeat((s.maxLength as number) + 1)));
       if (s.minLength) out.push(fc.constant('y'.repeat((s.minLength as number) - 1)));
       if (s.pattern || s.format) out.push(fc.constantFrom(...NASTY), fc.string({ maxLength: MAX_STRING, unit: 'binary' }));
+      // dates a parser takes but a calendar does not, and years outside four digits
+      if (s.format === 'date' || s.format === 'date-time') out.push(fc.constantFrom(...BAD_DATES));
     }
     if (s.type === 'array' && depth < 4) {
       const items = s.items && typeof s.items === 'object' ? s.items as Schema : undefined;
