@@ -141,6 +141,7 @@ export const ADMIN_OPERATIONS: Operation[] = [
   {
     method: 'post', path: '/admin/api/tokens', operationId: 'adminCreateToken', tag: 'admin', auth: 'session', csrf: true,
     summary: 'Create a token; the plaintext is in this response only',
+    description: 'Each module may be granted once: a second grant of the same module in `grants` is a 422 (value_error at its module_id).',
     body: { schema: 'TokenCreate', example: { name: 'kiosk-17', grants: [ex.grant] } },
     success: { status: '201', description: 'Created, with the plaintext token', schema: 'TokenCreated', example: ex.tokenCreated },
     errors: ['conflict'],

@@ -135,14 +135,18 @@ async function alive(): Promise<string | null> {
 // in a JSON Schema. A 422 on a request the document allows is accepted for these only, and
 // only while the parameter's description in the document states the rule: an unstated rule
 // is a disagreement between document and behaviour.
-const STATED_RULES: { loc: string[]; stated: RegExp; why: string }[] = [
+// A query rule is looked for in its parameter's description, a body rule in the operation's.
+const STATED_RULES: { loc: (string | number)[]; stated: RegExp; why: string }[] = [
   { loc: ['query', 'cursor'], stated: /next_cursor/, why: 'a cursor is opaque: only the service makes valid ones' },
   { loc: ['query', 'from'], stated: /at most 400 days/, why: 'the daily range is bounded' },
   { loc: ['query', 'to'], stated: /later than `from`/, why: 'the range is not empty' },
+  { loc: ['body', 'grants', '*', 'module_id'], stated: /Each module may be granted once/, why: 'uniqueness by a field is not JSON Schema' },
 ];
 function stated(o: Operation, issue: { loc?: unknown[] }): boolean {
-  const param = ((o.op.parameters ?? []) as Schema[]).map((p) => gen.resolve(p)).find((p) => p.in === issue.loc?.[0] && p.name === issue.loc?.[1]);
-  return STATED_RULES.some((r) => JSON.stringify(r.loc) === JSON.stringify(issue.loc) && r.stated.test(String(param?.description ?? '')));
+  const loc = issue.loc ?? [];
+  const param = ((o.op.parameters ?? []) as Schema[]).map((p) => gen.resolve(p)).find((p) => p.in === loc[0] && p.name === loc[1]);
+  const text = String((loc[0] === 'body' ? o.op.description : param?.description) ?? '');
+  return STATED_RULES.some((r) => r.loc.length === loc.length && r.loc.every((x, i) => x === '*' || x === loc[i]) && r.stated.test(text));
 }
 
 /** What is wrong with one answer, by the document; null when nothing. */

@@ -42,9 +42,9 @@ const tagged = (gen: SchemaArbitraries, schema: Schema, validWeight = 3): fc.Arb
 /** A parameter as text on the wire: JSON for structures, as is for the rest. */
 const text = (v: unknown): string => (typeof v === 'string' ? v : v === undefined ? '' : JSON.stringify(v));
 
-/** A path segment: percent-encoded, dots too, so that fetch's URL parser does not resolve a
- * generated `..` into another route. */
-const segment = (v: string) => encodeURIComponent(v).replace(/\./g, '%2E');
+/** A path segment: every byte of its UTF-8 but the unreserved ones percent-encoded, dots too
+ * (a raw `..` would be another route to any URL parser), a lone surrogate as U+FFFD. */
+const segment = (v: string) => [...Buffer.from(v, 'utf8')].map((b) => (/[A-Za-z0-9_~-]/.test(String.fromCharCode(b)) ? String.fromCharCode(b) : `%${b.toString(16).toUpperCase().padStart(2, '0')}`)).join('');
 
 // header values fetch can send (it throws on control characters and non-Latin-1)
 const headerSafe = (v: string) => /^[\x20-\x7e]*$/.test(v) && v.trim() === v;
@@ -58,7 +58,9 @@ export function requestArbitrary(gen: SchemaArbitraries, o: Operation, verifyBod
   const queryParams = params.filter((p) => p.in === 'query');
   const headerParams = params.filter((p) => p.in === 'header' && p.name.toLowerCase() !== 'x-csrf-token');
 
-  const pathArb = fc.tuple(...pathParams.map((p) => tagged(gen, p.schema, 6))).map((vals) => {
+  // an empty segment makes a path of no operation (`/v1/modules//verify` is the router's
+  // unknown-path 404, documented under `default`), so path values are never empty
+  const pathArb = fc.tuple(...pathParams.map((p) => tagged(gen, p.schema, 6).filter((v) => text(v.value) !== ''))).map((vals) => {
     let path = o.path;
     vals.forEach((v, i) => (path = path.replace(`{${pathParams[i]!.name}}`, segment(text(v.value)))));
     return { path, ok: vals.every((v) => v.ok), values: Object.fromEntries(vals.map((v, i) => [pathParams[i]!.name, v.value])) };
