@@ -5,6 +5,10 @@ import type { ValidationIssue } from '../packets/types.ts';
 export const MAX_PAGE = 1000;
 /** Widest range of GET /admin/api/usage/daily, so one call stays one short read. */
 export const MAX_DAYS = 400;
+/** Longest id the administration API looks up (ids are like tok_4vX9Qm2Lr8Tz). A longer one
+ * names nothing, and past the store's key size (LMDB: 1978 bytes) the lookup itself failed
+ * with a 500 (issue 29): ids in the path answer 404, token_id in a query 422. */
+export const MAX_ID_CHARS = 128;
 /** Days listed by GET /admin/api/usage/daily without `from`. */
 export const DEFAULT_DAYS = 30;
 
@@ -34,6 +38,12 @@ function reader(params: URLSearchParams, known: readonly string[]) {
     issues,
     values,
     fail,
+    id(name: string): string | undefined {
+      const v = values.get(name);
+      if (v === undefined || [...v].length <= MAX_ID_CHARS) return v;
+      fail(name, `String should have at most ${MAX_ID_CHARS} characters`, { type: 'string_too_long' });
+      return undefined;
+    },
     time(name: string): number | undefined {
       const v = values.get(name);
       if (v === undefined) return undefined;
@@ -86,7 +96,8 @@ export function parsePageQuery(params: URLSearchParams, known: readonly string[]
   const r = reader(params, known);
   const q: PageQuery = {};
   const { values } = r;
-  if (values.has('token_id')) q.token_id = values.get('token_id')!;
+  const tokenId = r.id('token_id');
+  if (tokenId !== undefined) q.token_id = tokenId;
   if (values.has('module_id')) q.module_id = values.get('module_id')!;
   const from = r.time('from');
   const to = r.time('to');
@@ -183,6 +194,7 @@ const dayOf = (ms: number) => new Date(ms).toISOString().slice(0, 10);
  * ledger query) default to the 30 days ending today (UTC). */
 export function parseDailyQuery(params: URLSearchParams, nowMs: number): DailyQuery {
   const r = reader(params, ['token_id', 'module_id', 'from', 'to']);
+  const tokenId = r.id('token_id');
   const from = r.time('from');
   const to = r.time('to');
   r.done();
@@ -193,7 +205,7 @@ export function parseDailyQuery(params: URLSearchParams, nowMs: number): DailyQu
   if (span < 1) throw new ValidationFailure([{ loc: ['query', 'to'], msg: 'Input should be later than from', type: 'value_error', input: params.get('to') ?? '' }]);
   if (span > MAX_DAYS) throw new ValidationFailure([{ loc: ['query', 'from'], msg: `The range should span at most ${MAX_DAYS} days`, type: 'value_error', input: params.get('from') ?? '' }]);
   const out: DailyQuery = { fromDay, toDay };
-  if (r.values.has('token_id')) out.token_id = r.values.get('token_id')!;
+  if (tokenId !== undefined) out.token_id = tokenId;
   if (r.values.has('module_id')) out.module_id = r.values.get('module_id')!;
   return out;
 }

@@ -3,16 +3,18 @@
 // document.ts); `csrf: true` marks the state-changing ones.
 
 import { Type } from '@sinclair/typebox';
-import { DEFAULT_DAYS, MAX_DAYS, TIME_RANGE_TEXT } from '../admin/page-query.ts';
+import { DEFAULT_DAYS, MAX_DAYS, MAX_ID_CHARS, TIME_RANGE_TEXT } from '../admin/page-query.ts';
 import { CONSOLE_TYPES } from '../http/routes/admin-console.ts';
 import * as ex from './examples.ts';
 import { moduleIdParam, pathParam, type Operation, type ParameterSpec } from './operation.ts';
 
+// ids are short; a longer one names nothing (404 in the path, 422 as token_id)
+const idSchema = { type: 'string', minLength: 1, maxLength: MAX_ID_CHARS };
 const STATIC_TYPES = [...new Set(Object.values(CONSOLE_TYPES).map((t) => t.split(';')[0]!))];
 
-const tokenId = pathParam('id', ex.token.id, { type: 'string' }, 'token id');
-const userId = pathParam('id', ex.user.id, { type: 'string' }, 'user id');
-const settlementId = pathParam('id', ex.settlement.id, { type: 'string' }, 'reservation id from the settlements list');
+const tokenId = pathParam('id', ex.token.id, idSchema, 'token id');
+const userId = pathParam('id', ex.user.id, idSchema, 'user id');
+const settlementId = pathParam('id', ex.settlement.id, idSchema, 'reservation id from the settlements list');
 
 const query = (name: string, example: unknown, description: string, schema: object = { type: 'string' }): ParameterSpec =>
   ({ name, in: 'query', required: false, schema, example, description });
@@ -27,7 +29,7 @@ const timeSchema = {
 };
 const cursorSchema = { type: 'string', pattern: '^[A-Za-z0-9_-]{1,1024}$' };
 const pageQuery: ParameterSpec[] = [
-  query('token_id', ex.token.id, 'only this token'),
+  query('token_id', ex.token.id, 'only this token', idSchema),
   query('module_id', 'rgb_liveness', 'only this module', { $ref: '#/components/schemas/ModuleId' }),
   query('from', '2026-11-01T00:00:00Z', `ISO 8601 time or UTC day, inclusive; ${TIME_RANGE_TEXT}`, timeSchema),
   query('to', '2026-12-01T00:00:00Z', `ISO 8601 time or UTC day, exclusive; ${TIME_RANGE_TEXT}`, timeSchema),

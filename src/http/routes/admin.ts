@@ -1,6 +1,6 @@
 import { requireAdmin, type AdminSession } from '../admin-guard.ts';
 import { isModuleId, moduleView, moduleViews } from '../../admin/modules.ts';
-import { auditOutcome, parseAuditQuery, parseDailyQuery, parseListQuery, parsePageQuery } from '../../admin/page-query.ts';
+import { auditOutcome, MAX_ID_CHARS, parseAuditQuery, parseDailyQuery, parseListQuery, parsePageQuery } from '../../admin/page-query.ts';
 import {
   GrantBodySchema,
   ModulePatchSchema,
@@ -82,7 +82,12 @@ export function adminRoutes(router: Router, s: Services): void {
   store?.ensureConsoleIndexes().catch((err: unknown) => s.log.error({ err }, 'building a console index failed'));
   // Every admin route is registered through this, so none can forget the guard.
   const admin = (method: string, path: string, handler: (ctx: HttpContext, p: Params, who: AdminSession) => Reply | Promise<Reply>) =>
-    router.add(method, path, async (ctx, p) => handler(ctx, p, await requireAdmin(ctx, s)));
+    router.add(method, path, async (ctx, p) => {
+      const who = await requireAdmin(ctx, s);
+      // an id past MAX_ID_CHARS names nothing (and overflowed the store's key: a 500, issue 29)
+      if (p.id !== undefined && [...p.id].length > MAX_ID_CHARS) throw new ServiceError('not_found');
+      return handler(ctx, p, who);
+    });
 
   admin('GET', '/admin/api/modules', async (ctx) => {
     return json(200, { modules: await moduleViews(store, s.inference, s.config.MODEL_SET) });
