@@ -7,7 +7,7 @@ import * as admin from '../admin/schemas.ts';
 import { LoginSchema, SessionSchema } from '../auth/schemas.ts';
 import { ERRORS } from '../errors/index.ts';
 import { ISSUE_TYPES } from '../errors/issue-types.ts';
-import { FrameSchema, ImageDescriptorSchema, MetadataSchema } from '../packets/schemas.ts';
+import { BatchEnvelopeSchema, CapturePacketSchema, FrameSchema, ImageDescriptorSchema, MetadataSchema } from '../packets/schemas.ts';
 import * as r from './responses.ts';
 import { MODULE_METADATA, PACKETS } from './verify-metadata.ts';
 
@@ -28,6 +28,8 @@ export const COMPONENTS = {
   Frame: FrameSchema,
   // the service validates with MetadataSchema (src/packets/schemas.ts) and ties modes to
   // modules in rules.ts; the document states that tie, one schema per module
+  CapturePacket: CapturePacketSchema,
+  BatchEnvelope: BatchEnvelopeSchema,
   Metadata: Type.Unsafe({
     description: `${MetadataSchema.description} The schema of the path module applies (x-module-id).`,
     anyOf: [{ $ref: '#/components/schemas/RgbLivenessMetadata' }, { $ref: '#/components/schemas/ColorLivenessMetadata' }],

@@ -46,13 +46,33 @@ export class SchemaArbitraries {
     return s;
   }
 
+  /** `allOf` of object schemas as one schema, for generation: properties merged key by key
+   * (the later, narrower one wins: the document narrows CapturePacket this way), required
+   * joined. Validation still uses the document as written. */
+  private merged(s: Schema): Schema {
+    if (!Array.isArray(s.allOf)) return s;
+    const parts = [...(s.allOf as Schema[]).map((p) => this.merged(this.resolve(p))), Object.fromEntries(Object.entries(s).filter(([k]) => k !== 'allOf'))];
+    const out: Schema = {};
+    for (const part of parts) {
+      for (const [k, v] of Object.entries(part)) {
+        if (k === 'properties') {
+          const props: Record<string, Schema> = { ...out.properties };
+          for (const [name, sub] of Object.entries(v as Record<string, Schema>)) props[name] = props[name] ? { ...this.resolve(props[name]!), ...sub } : sub;
+          out.properties = props;
+        } else if (k === 'required') out.required = [...new Set([...(out.required ?? []), ...(v as string[])])];
+        else out[k] = v;
+      }
+    }
+    return out;
+  }
+
   private check(s: Schema): void {
     for (const k of Object.keys(s)) if (!KNOWN.has(k)) throw new Error(`the generator does not understand the keyword ${k}`);
   }
 
   /** Values that fit `s`, boundaries and documented examples included. */
   valid(schema: Schema, depth = 0): fc.Arbitrary<unknown> {
-    const s = this.resolve(schema);
+    const s = this.merged(this.resolve(schema));
     this.check(s);
     const examples: unknown[] = [s.example, ...(Array.isArray(s.examples) ? s.examples : [])].filter((e) => e !== undefined);
     const core = this.validCore(s, depth);
@@ -64,7 +84,6 @@ export class SchemaArbitraries {
     if (Array.isArray(s.enum)) return fc.constantFrom(...(s.enum as unknown[]));
     const branches = (s.anyOf ?? s.oneOf) as Schema[] | undefined;
     if (branches) return fc.oneof(...branches.map((b) => this.valid(b, depth + 1)));
-    if (s.allOf) throw new Error('allOf is not generated: the document does not use it');
     const type = Array.isArray(s.type) ? s.type : [s.type];
     if (type.length > 1) return fc.oneof(...type.map((t: string) => this.validCore({ ...s, type: t }, depth)));
     switch (type[0]) {
@@ -132,7 +151,7 @@ export class SchemaArbitraries {
 
   /** Values that break `s` in one place (or a wrong type altogether). */
   invalid(schema: Schema, depth = 0): fc.Arbitrary<unknown> {
-    const s = this.resolve(schema);
+    const s = this.merged(this.resolve(schema));
     const wrongType = fc.oneof(
       fc.constantFrom<unknown>(null, true, 0, -1, 1.5, '', 'x', [], {}, 2 ** 53, -(2 ** 63)),
       fc.constantFrom(...NASTY),
