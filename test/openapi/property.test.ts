@@ -82,10 +82,15 @@ function headersFor(req: GeneratedRequest, op: Operation): Record<string, string
   if (req.body?.contentType) headers['content-type'] = req.body.contentType;
   if (req.auth === 'bearer') headers.authorization = `Bearer ${businessToken}`;
   if (req.auth === 'session' || req.auth === 'session-no-csrf') {
-    const s = op.op.operationId === 'logout' && req.auth === 'session' ? spareSessions.pop() ?? session : session;
-    if (s === session && op.op.operationId === 'logout' && req.auth === 'session') {
+    let s = session;
+    // logout ends the session it is sent with, and a login ends the one its cookie names
+    // (no session fixation): those calls never carry the main session's cookie
+    if (op.op.operationId === 'login') {
+      s = spareSessions.pop() ?? { ...session, cookie: `${session.cookie.split('=')[0]}=${'A'.repeat(43)}` };
+    } else if (op.op.operationId === 'logout' && req.auth === 'session') {
+      s = spareSessions.pop() ?? session;
       // no spare left: the main session must survive, so this one goes without CSRF
-      req.auth = 'session-no-csrf';
+      if (s === session) req.auth = 'session-no-csrf';
     }
     headers.cookie = s.cookie;
     if (req.auth === 'session') headers['x-csrf-token'] = s.csrf;
@@ -282,6 +287,11 @@ t.test('document and behaviour agree on edge values (the document allows exactly
     { op: 'adminUsageDaily', what: 'the last day allowed', query: [['from', '9999-12-30T00:00:00Z'], ['to', '9999-12-31T23:59:59.999Z']] },
     { op: 'adminListLedger', what: 'a time before 2000', query: [['from', '1999-12-31T23:59:59.999Z']] },
     { op: 'adminListAudit', what: 'a time in year 0', query: [['to', '0000-01-01T00:00:00Z']] },
+    // stored and answered as +010000-01-01T23:58:59.000Z (found with PROPERTY_SEED=6); the
+    // year is in range, the instant is not, which only the description can say
+    { op: 'adminCreateToken', what: 'an expiry past year 9999 by its offset', body: { name: `late-${Date.now()}`, expires_at: '9999-12-31T23:59:59-23:59', grants: [] }, agree: false },
+    { op: 'adminCreateToken', what: 'an expiry before year 0 by its offset', body: { name: `early-${Date.now()}`, expires_at: '0000-01-01T00:00:00+00:01', grants: [] }, agree: false },
+    { op: 'adminCreateToken', what: 'the last expiry allowed', body: { name: `last-${Date.now()}`, expires_at: '9999-12-31T23:59:59Z', grants: [] } },
     // ids past the store's key size were a 500 (found with PROPERTY_SEED=3)
     { op: 'adminGetToken', what: 'a token id of 5000 characters', path: { id: 'a'.repeat(5000) } },
     { op: 'adminPatchToken', what: 'a token id of 5000 characters', path: { id: 'a'.repeat(5000) }, body: { enabled: true } },
@@ -314,7 +324,7 @@ t.test('document and behaviour agree on edge values (the document allows exactly
     let path = o.path;
     for (const [name, value] of Object.entries(c.path ?? {})) path = path.replace(`{${name}}`, encodeURIComponent(value));
     const req: GeneratedRequest = {
-      method: o.method.toUpperCase(), path, query: c.query ?? [], headers: {}, auth: 'session', valid: allowed,
+      method: o.method.toUpperCase(), path, query: c.query ?? [], headers: {}, auth: 'session', valid: allowed && c.agree !== false,
       ...(c.body !== undefined ? { body: { bytes: JSON.stringify(c.body), contentType: 'application/json' } } : {}),
     };
     const a = await send(req, o);

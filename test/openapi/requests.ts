@@ -53,7 +53,10 @@ const headerSafe = (v: string) => /^[\x20-\x7e]*$/.test(v) && v.trim() === v;
 const strayQuery = fc.constantFrom<[string, string]>(['zz', '1'], ['limit', '10'], ['__proto__', 'x'], ['from', ''], ['cursor', '%']);
 
 export function requestArbitrary(gen: SchemaArbitraries, o: Operation, verifyBodies: fc.Arbitrary<VerifyBody>): fc.Arbitrary<GeneratedRequest> {
-  const params = ((o.op.parameters ?? []) as Schema[]).map((p) => gen.resolve(p));
+  // a parameter's example sits beside its schema: drawn among the valid values (the
+  // explicit-examples phase of Schemathesis)
+  const params = ((o.op.parameters ?? []) as Schema[]).map((p) => gen.resolve(p))
+    .map((p) => (p.example === undefined ? p : { ...p, schema: { ...gen.resolve(p.schema as Schema), example: p.example } }));
   const pathParams = params.filter((p) => p.in === 'path');
   const queryParams = params.filter((p) => p.in === 'query');
   const headerParams = params.filter((p) => p.in === 'header' && p.name.toLowerCase() !== 'x-csrf-token');
@@ -82,7 +85,8 @@ export function requestArbitrary(gen: SchemaArbitraries, o: Operation, verifyBod
     });
 
   const content = o.op.requestBody?.content as Record<string, Schema> | undefined;
-  const jsonSchema = content?.['application/json']?.schema as Schema | undefined;
+  const jsonMedia = content?.['application/json'];
+  const jsonSchema = jsonMedia ? { ...gen.resolve(jsonMedia.schema as Schema), ...(jsonMedia.example === undefined ? {} : { example: jsonMedia.example }) } : undefined;
   const bodyArb: fc.Arbitrary<{ body?: GeneratedRequest['body']; ok: boolean; note?: string; moduleFromBody?: string; tied?: boolean }> = jsonSchema
     ? fc.oneof(
       { weight: 8, arbitrary: tagged(gen, jsonSchema).map((v) => ({ body: { bytes: JSON.stringify(v.value) ?? '', contentType: 'application/json' }, ok: v.ok })) },
