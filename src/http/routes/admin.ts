@@ -84,8 +84,9 @@ export function adminRoutes(router: Router, s: Services): void {
   const admin = (method: string, path: string, handler: (ctx: HttpContext, p: Params, who: AdminSession) => Reply | Promise<Reply>) =>
     router.add(method, path, async (ctx, p) => {
       const who = await requireAdmin(ctx, s);
-      // an id past MAX_ID_CHARS names nothing (and overflowed the store's key: a 500, issue 29)
-      if (p.id !== undefined && [...p.id].length > MAX_ID_CHARS) throw new ServiceError('not_found');
+      // an id past MAX_ID_CHARS, or with a NUL, names nothing (and failed in the store: past
+      // LMDB's key size, a NUL in PostgreSQL text; a 500, issue 29)
+      if (p.id !== undefined && ([...p.id].length > MAX_ID_CHARS || p.id.includes('\u0000'))) throw new ServiceError('not_found');
       return handler(ctx, p, who);
     });
 
