@@ -220,7 +220,8 @@ export function parseDailyQuery(params: URLSearchParams, nowMs: number): DailyQu
   r.done();
   // the last day shown is the one holding the last instant before `to`
   const toDay = dayOf((to ?? Date.UTC(new Date(nowMs).getUTCFullYear(), new Date(nowMs).getUTCMonth(), new Date(nowMs).getUTCDate() + 1)) - 1);
-  const fromDay = dayOf(from ?? Date.parse(`${toDay}T00:00:00Z`) - (DEFAULT_DAYS - 1) * DAY_MS);
+  // the default start stays in range too: the console pages the ledger from it
+  const fromDay = dayOf(from ?? Math.max(EARLIEST, Date.parse(`${toDay}T00:00:00Z`) - (DEFAULT_DAYS - 1) * DAY_MS));
   const span = (Date.parse(`${toDay}T00:00:00Z`) - Date.parse(`${fromDay}T00:00:00Z`)) / DAY_MS + 1;
   if (span < 1) throw new ValidationFailure([{ loc: ['query', 'to'], msg: 'Input should be later than from', type: 'value_error', input: params.get('to') ?? '' }]);
   if (span > MAX_DAYS) throw new ValidationFailure([{ loc: ['query', 'from'], msg: `The range should span at most ${MAX_DAYS} days`, type: 'value_error', input: params.get('from') ?? '' }]);

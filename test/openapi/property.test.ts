@@ -297,7 +297,7 @@ t.test('every operation called with its own documented examples answers as docum
 });
 
 t.test('document and behaviour agree on edge values (the document allows exactly what the service accepts)', async (t) => {
-  const cases: { op: string; what: string; query?: [string, string][]; path?: Record<string, string>; body?: unknown; agree?: false }[] = [
+  const cases: { op: string; what: string; query?: [string, string][]; path?: Record<string, string>; body?: unknown; agree?: false; from?: string }[] = [
     { op: 'adminCreateToken', what: 'a token name with a C1 control character (U+0085)', body: { name: 'kiosk\u0085one', grants: [] } },
     { op: 'adminCreateToken', what: 'a token name with a C1 control character (U+009B)', body: { name: '\u009b31m', grants: [] } },
     { op: 'adminCreateToken', what: 'a token name with a C0 control character (tab)', body: { name: 'a\tb', grants: [] } },
@@ -307,6 +307,8 @@ t.test('document and behaviour agree on edge values (the document allows exactly
     // it; the service must refuse it cleanly rather than answer days past 9999
     { op: 'adminUsageDaily', what: 'a time past year 9999 by its offset', query: [['to', '9999-12-31T23:59:59-23:59']], agree: false },
     { op: 'adminUsageDaily', what: 'the first day allowed', query: [['from', '2000-01-01'], ['to', '2000-01-02']] },
+    // the default start (30 days before `to`) is not before the first day either
+    { op: 'adminUsageDaily', what: 'a range ending early in 2000, without from', query: [['to', '2000-01-05']], from: '2000-01-01' },
     { op: 'adminUsageDaily', what: 'the last day allowed', query: [['from', '9999-12-30T00:00:00Z'], ['to', '9999-12-31T23:59:59.999Z']] },
     { op: 'adminListLedger', what: 'a time before 2000', query: [['from', '1999-12-31T23:59:59.999Z']] },
     { op: 'adminListAudit', what: 'a time in year 0', query: [['to', '0000-01-01T00:00:00Z']] },
@@ -352,6 +354,7 @@ t.test('document and behaviour agree on edge values (the document allows exactly
     };
     const a = await send(req, o);
     t.equal(judge(o, req, a), null, `${c.what}: ${describe(req, a)}`);
+    if (c.from !== undefined) t.equal(JSON.parse(a.text).from, c.from, `${c.what}: starts on ${c.from}`);
     if (c.agree === false) t.equal(a.status, 422, `${c.what}: refused`);
     // refused: a 422 for a value, a 404 for an id that cannot name anything
     else if (allowed) t.not(a.status, 422, `${c.what}: the document allows it and the service does not refuse it as invalid`);
