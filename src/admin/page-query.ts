@@ -1,14 +1,30 @@
 import { ValidationFailure } from '../errors/index.ts';
 import { AUDIT_OUTCOMES, type AuditOutcome, type AuditRecord, type PageQuery } from '../store/index.ts';
-import type { ValidationIssue } from '../packets/types.ts';
+import { MODULE_IDS, type ValidationIssue } from '../packets/types.ts';
+import { isModuleId } from './modules.ts';
 
 export const MAX_PAGE = 1000;
 /** Widest range of GET /admin/api/usage/daily, so one call stays one short read. */
 export const MAX_DAYS = 400;
+/** Longest id the administration API looks up (ids are like tok_4vX9Qm2Lr8Tz). A longer one
+ * names nothing, and past the store's key size (LMDB: 1978 bytes) the lookup itself failed
+ * with a 500 (issue 29): ids in the path answer 404, token_id in a query 422. */
+export const MAX_ID_CHARS = 128;
+/** Longest name a name-ordered cursor can hold (token names are at most 200 characters,
+ * usernames 64). */
+const MAX_NAME_CHARS = 200;
+/** Days listed by GET /admin/api/usage/daily without `from`. */
+export const DEFAULT_DAYS = 30;
 
 const PAGE_PARAMS = ['token_id', 'module_id', 'from', 'to', 'cursor', 'limit', 'order'];
 const AUDIT_PARAMS = [...PAGE_PARAMS, 'status', 'outcome'];
 const ISO = /^\d{4}-\d{2}-\d{2}(T[\d:.]+(Z|[+-]\d{2}:\d{2}))?$/;
+/** Times a query may name (issue 29): `to=0000-01-01` once answered days such as `-000001-11`,
+ * which no client can parse as a date. Four-digit years of this era only, as instants, so an
+ * offset cannot carry a time past either end. Stated in the OpenAPI document (from, to). */
+export const EARLIEST = Date.UTC(2000, 0, 1);
+export const LATEST = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+export const TIME_RANGE_TEXT = 'from 2000-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z';
 
 type Issues = ValidationIssue[];
 
@@ -18,6 +34,9 @@ function reader(params: URLSearchParams, known: readonly string[]) {
   const values = new Map<string, string>();
   for (const [name, value] of params) {
     if (!known.includes(name)) issues.push({ loc: ['query', name], msg: 'Extra inputs are not permitted', type: 'extra_forbidden' });
+    // PostgreSQL text cannot hold U+0000: a NUL reached the store as a query error, a 500
+    // (issue 29). No id, name or search text has one.
+    else if (value.includes('\u0000')) issues.push({ loc: ['query', name], msg: 'Input should be text without NUL characters', type: 'string_unicode', input: value.slice(0, 256) });
     else if (value !== '') values.set(name, value);
   }
   // the issue is passed as `{ type: '...' }` so the catalogue test (test/openapi/catalogues.test.ts) sees every type
@@ -26,12 +45,30 @@ function reader(params: URLSearchParams, known: readonly string[]) {
     issues,
     values,
     fail,
+    id(name: string): string | undefined {
+      const v = values.get(name);
+      if (v === undefined || [...v].length <= MAX_ID_CHARS) return v;
+      fail(name, `String should have at most ${MAX_ID_CHARS} characters`, { type: 'string_too_long' });
+      return undefined;
+    },
+    /** module_id: one of the modules (the document's ModuleId), as the path's module is */
+    moduleId(): string | undefined {
+      const v = values.get('module_id');
+      if (v === undefined || isModuleId(v)) return v;
+      fail('module_id', `Input should be ${MODULE_IDS.map((m) => `'${m}'`).join(' or ')}`, { type: 'literal_error' });
+      return undefined;
+    },
     time(name: string): number | undefined {
       const v = values.get(name);
       if (v === undefined) return undefined;
       const ms = ISO.test(v) ? Date.parse(v) : NaN;
-      if (Number.isNaN(ms)) fail(name, 'Input should be an ISO 8601 date or time', { type: 'datetime_parsing' });
-      return Number.isNaN(ms) ? undefined : ms;
+      if (Number.isNaN(ms)) {
+        fail(name, 'Input should be an ISO 8601 date or time', { type: 'datetime_parsing' });
+        return undefined;
+      }
+      if (ms < EARLIEST) fail(name, `Input should be a time ${TIME_RANGE_TEXT}`, { type: 'greater_than_equal' });
+      else if (ms > LATEST) fail(name, `Input should be a time ${TIME_RANGE_TEXT}`, { type: 'less_than_equal' });
+      return ms < EARLIEST || ms > LATEST ? undefined : ms;
     },
     limit(): number | undefined {
       const v = values.get('limit');
@@ -63,8 +100,12 @@ export function encodeCursor(key: unknown): string {
 const CURSOR_MSG = 'Input should be a next_cursor returned by this endpoint';
 // The metering pager decodes cursors as JSON [epoch ms, id]; a forged one must be a 422
 // here, not a parse error there.
-const timeKey = (k: unknown) => Array.isArray(k) && k.length === 2 && Number.isFinite(k[0]) && typeof k[1] === 'string';
-const nameKey = (k: unknown) => Array.isArray(k) && k.length === 2 && typeof k[0] === 'string' && typeof k[1] === 'string';
+// Both stores must be able to take the key back: a time a Date holds (PostgreSQL refused
+// [1e300, ...] with a 500), strings without NUL and no longer than an id or a name.
+const MAX_TIME = 8.64e15;
+const keyText = (v: unknown, max: number) => typeof v === 'string' && !v.includes('\u0000') && [...v].length <= max;
+const timeKey = (k: unknown) => Array.isArray(k) && k.length === 2 && Number.isFinite(k[0]) && Math.abs(k[0] as number) <= MAX_TIME && keyText(k[1], MAX_ID_CHARS);
+const nameKey = (k: unknown) => Array.isArray(k) && k.length === 2 && keyText(k[0], MAX_NAME_CHARS) && keyText(k[1], MAX_ID_CHARS);
 
 /** Query of GET /admin/api/usage: `from` (inclusive) and `to` (exclusive) are ISO 8601 times,
  * `limit` 1..1000 (default 100), `cursor` the `next_cursor` of the previous page, `order`
@@ -73,8 +114,10 @@ export function parsePageQuery(params: URLSearchParams, known: readonly string[]
   const r = reader(params, known);
   const q: PageQuery = {};
   const { values } = r;
-  if (values.has('token_id')) q.token_id = values.get('token_id')!;
-  if (values.has('module_id')) q.module_id = values.get('module_id')!;
+  const tokenId = r.id('token_id');
+  if (tokenId !== undefined) q.token_id = tokenId;
+  const moduleId = r.moduleId();
+  if (moduleId !== undefined) q.module_id = moduleId;
   const from = r.time('from');
   const to = r.time('to');
   if (from !== undefined) q.from = from;
@@ -170,17 +213,20 @@ const dayOf = (ms: number) => new Date(ms).toISOString().slice(0, 10);
  * ledger query) default to the 30 days ending today (UTC). */
 export function parseDailyQuery(params: URLSearchParams, nowMs: number): DailyQuery {
   const r = reader(params, ['token_id', 'module_id', 'from', 'to']);
+  const tokenId = r.id('token_id');
+  const moduleId = r.moduleId();
   const from = r.time('from');
   const to = r.time('to');
   r.done();
   // the last day shown is the one holding the last instant before `to`
   const toDay = dayOf((to ?? Date.UTC(new Date(nowMs).getUTCFullYear(), new Date(nowMs).getUTCMonth(), new Date(nowMs).getUTCDate() + 1)) - 1);
-  const fromDay = dayOf(from ?? Date.parse(`${toDay}T00:00:00Z`) - 29 * DAY_MS);
+  // the default start stays in range too: the console pages the ledger from it
+  const fromDay = dayOf(from ?? Math.max(EARLIEST, Date.parse(`${toDay}T00:00:00Z`) - (DEFAULT_DAYS - 1) * DAY_MS));
   const span = (Date.parse(`${toDay}T00:00:00Z`) - Date.parse(`${fromDay}T00:00:00Z`)) / DAY_MS + 1;
   if (span < 1) throw new ValidationFailure([{ loc: ['query', 'to'], msg: 'Input should be later than from', type: 'value_error', input: params.get('to') ?? '' }]);
   if (span > MAX_DAYS) throw new ValidationFailure([{ loc: ['query', 'from'], msg: `The range should span at most ${MAX_DAYS} days`, type: 'value_error', input: params.get('from') ?? '' }]);
   const out: DailyQuery = { fromDay, toDay };
-  if (r.values.has('token_id')) out.token_id = r.values.get('token_id')!;
-  if (r.values.has('module_id')) out.module_id = r.values.get('module_id')!;
+  if (tokenId !== undefined) out.token_id = tokenId;
+  if (moduleId !== undefined) out.module_id = moduleId;
   return out;
 }

@@ -3,8 +3,17 @@ import { NAME_TEXT } from '../packets/name-text.ts';
 
 // Bodies of the administration API (contract.md "Administration API"). Unknown fields are
 // rejected everywhere (additionalProperties: false), as the contract requires.
+// A four-digit year is not enough: an offset moves the instant, and
+// `9999-12-31T23:59:59-23:59` was stored and answered as `+010000-01-01T23:58:59.000Z`, which
+// is not a date-time (issue 29). The instant must itself have a four-digit UTC year.
+const FIRST_INSTANT = Date.parse('0000-01-01T00:00:00Z');
+const LAST_INSTANT = Date.parse('9999-12-31T23:59:59.999Z');
 if (!FormatRegistry.Has('date-time')) {
-  FormatRegistry.Set('date-time', (v) => /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/.test(v) && !Number.isNaN(Date.parse(v)));
+  FormatRegistry.Set('date-time', (v) => {
+    if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/.test(v)) return false;
+    const ms = Date.parse(v);
+    return ms >= FIRST_INSTANT && ms <= LAST_INSTANT;
+  });
 }
 
 const strict = { additionalProperties: false } as const;
@@ -15,14 +24,18 @@ export const PeriodSchema = Type.Union([Type.Literal('day'), Type.Literal('month
 export const LimitSchema = Type.Union([Type.Integer({ minimum: 0, maximum: 2 ** 31 - 1 }), Type.Null()], {
   description: 'units per period; null is unlimited (usage still recorded); 0 authorises the module with nothing available',
 });
-export const ExpiresAtSchema = Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'ISO 8601 time; null never expires' });
+export const ExpiresAtSchema = Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'ISO 8601 time whose UTC year has four digits (0000 to 9999); null never expires' });
 export const UsernameSchema = Type.String({ pattern: '^[A-Za-z0-9_.@-]{1,64}$' });
 export const PasswordSchema = Type.String({ minLength: 8, maxLength: 1024 });
 export const TokenNameSchema = Type.String({
   minLength: 1,
   maxLength: 200,
   format: NAME_TEXT,
-  description: 'well-formed Unicode without control characters; unique among tokens, ignoring case (409 conflict)',
+  // the control characters (C0, DEL, C1) that NAME_TEXT refuses, said as a pattern that any
+  // JSON Schema tool applies (issue 29: the format alone is opaque to a client); it means the
+  // same with and without the regex u flag. Lone surrogates are refused by the format only.
+  pattern: '^[^\\u0000-\\u001F\\u007F-\\u009F]*$',
+  description: 'well-formed Unicode (no lone surrogates) without control characters (U+0000-U+001F, U+007F-U+009F); unique among tokens, ignoring case (409 conflict)',
 });
 
 export const GrantBodySchema = Type.Object({ limit: LimitSchema, period: PeriodSchema }, strict);

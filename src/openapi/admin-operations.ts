@@ -3,21 +3,38 @@
 // document.ts); `csrf: true` marks the state-changing ones.
 
 import { Type } from '@sinclair/typebox';
+import { DEFAULT_DAYS, MAX_DAYS, MAX_ID_CHARS, TIME_RANGE_TEXT } from '../admin/page-query.ts';
+import { CONSOLE_TYPES } from '../http/routes/admin-console.ts';
 import * as ex from './examples.ts';
 import { moduleIdParam, pathParam, retryAfter, type Operation, type ParameterSpec } from './operation.ts';
 
-const tokenId = pathParam('id', ex.token.id, { type: 'string' }, 'token id');
-const userId = pathParam('id', ex.user.id, { type: 'string' }, 'user id');
-const settlementId = pathParam('id', ex.settlement.id, { type: 'string' }, 'reservation id from the settlements list');
+// ids are short and hold no NUL; another names nothing (404 in the path, 422 as token_id)
+const NO_NUL = '^[^\\u0000]*$';
+const idSchema = { type: 'string', minLength: 1, maxLength: MAX_ID_CHARS, pattern: NO_NUL };
+const STATIC_TYPES = [...new Set(Object.values(CONSOLE_TYPES).map((t) => t.split(';')[0]!))];
+
+const tokenId = pathParam('id', ex.token.id, idSchema, 'token id');
+const userId = pathParam('id', ex.user.id, idSchema, 'user id');
+const settlementId = pathParam('id', ex.settlement.id, idSchema, 'reservation id from the settlements list');
 
 const query = (name: string, example: unknown, description: string, schema: object = { type: 'string' }): ParameterSpec =>
   ({ name, in: 'query', required: false, schema, example, description });
+// What the query parser (src/admin/page-query.ts) accepts, said so that a generic tool can
+// follow it: a time or a day, with a four-digit year from 2000 (the instant itself must lie in
+// TIME_RANGE_TEXT, which a pattern cannot check across offsets); a cursor is base64url text.
+const timeSchema = {
+  anyOf: [
+    { type: 'string', format: 'date-time', pattern: '^[2-9][0-9]{3}-' },
+    { type: 'string', format: 'date', pattern: '^[2-9][0-9]{3}-' },
+  ],
+};
+const cursorSchema = { type: 'string', pattern: '^[A-Za-z0-9_-]{1,1024}$' };
 const pageQuery: ParameterSpec[] = [
-  query('token_id', ex.token.id, 'only this token'),
+  query('token_id', ex.token.id, 'only this token', idSchema),
   query('module_id', 'rgb_liveness', 'only this module', { $ref: '#/components/schemas/ModuleId' }),
-  query('from', '2026-11-01T00:00:00Z', 'ISO 8601 time, inclusive', { type: 'string', format: 'date-time' }),
-  query('to', '2026-12-01T00:00:00Z', 'ISO 8601 time, exclusive', { type: 'string', format: 'date-time' }),
-  query('cursor', 'eyJhdCI6IjIwMjYtMTEtMjNUMDk6MzA6MDAuMDAwWiJ9', 'next_cursor of the previous page'),
+  query('from', '2026-11-01T00:00:00Z', `ISO 8601 time or UTC day, inclusive; ${TIME_RANGE_TEXT}`, timeSchema),
+  query('to', '2026-12-01T00:00:00Z', `ISO 8601 time or UTC day, exclusive; ${TIME_RANGE_TEXT}`, timeSchema),
+  query('cursor', ex.ledgerCursor, 'next_cursor of the previous page, as returned (opaque)', cursorSchema),
   query('limit', 100, 'page size, 1 to 1000 (default 100)', { type: 'integer', minimum: 1, maximum: 1000 }),
   query('order', 'desc', 'time order: asc oldest first (default), desc newest first', { type: 'string', enum: ['asc', 'desc'] }),
 ];
@@ -27,9 +44,9 @@ const auditQuery: ParameterSpec[] = [
   query('outcome', 'retry', 'what the call decided', { type: 'string', enum: ['live', 'non_live', 'retry', 'mixed', 'error'] }),
 ];
 const listQuery = (what: string): ParameterSpec[] => [
-  query('q', 'kiosk', what, { type: 'string', maxLength: 200 }),
+  query('q', 'kiosk', what, { type: 'string', maxLength: 200, pattern: NO_NUL }),
   query('limit', 100, 'page size, 1 to 1000 (default 100)', { type: 'integer', minimum: 1, maximum: 1000 }),
-  query('cursor', 'WyJraW9zayIsInRva19McjhUejR2WDkiXQ', 'next_cursor of the previous page'),
+  query('cursor', ex.nameCursor, 'next_cursor of the previous page, as returned (opaque)', cursorSchema),
 ];
 
 export const ADMIN_OPERATIONS: Operation[] = [
@@ -43,7 +60,8 @@ export const ADMIN_OPERATIONS: Operation[] = [
     method: 'get', path: '/admin/static/{file}', operationId: 'getConsoleFile', tag: 'admin', auth: 'none',
     summary: 'Static file of the console (script or style sheet)',
     parameters: [pathParam('file', 'app.js')],
-    success: { status: '200', description: 'The file', contentType: 'application/javascript', schema: Type.String(), example: '// console script' },
+    // every type the route serves, from the route's own table (scripts are text/javascript, RFC 9239)
+    success: { status: '200', description: 'The file: a script, the style sheet or the page', contentType: STATIC_TYPES, schema: Type.String(), example: '/* the file as it is in src/admin/console */' },
     errors: ['not_found'],
   },
   {
@@ -131,6 +149,7 @@ export const ADMIN_OPERATIONS: Operation[] = [
   {
     method: 'post', path: '/admin/api/tokens', operationId: 'adminCreateToken', tag: 'admin', auth: 'session', csrf: true,
     summary: 'Create a token; the plaintext is in this response only',
+    description: 'Each module may be granted once: a second grant of the same module in `grants` is a 422 (value_error at its module_id).',
     body: { schema: 'TokenCreate', example: { name: 'kiosk-17', grants: [ex.grant] } },
     success: { status: '201', description: 'Created, with the plaintext token', schema: 'TokenCreated', example: ex.tokenCreated },
     errors: ['conflict'],
@@ -186,7 +205,12 @@ export const ADMIN_OPERATIONS: Operation[] = [
   {
     method: 'get', path: '/admin/api/usage/daily', operationId: 'adminUsageDaily', tag: 'admin', auth: 'session',
     summary: 'Units per UTC day over a range, every day listed',
-    parameters: pageQuery.filter((p) => ['token_id', 'module_id', 'from', 'to'].includes(p.name)),
+    description: `The range is from \`from\` to \`to\`, at most ${MAX_DAYS} days; without them, the ${DEFAULT_DAYS} days ending today (UTC).`,
+    parameters: [
+      ...pageQuery.filter((p) => ['token_id', 'module_id'].includes(p.name)),
+      query('from', '2026-11-01T00:00:00Z', `ISO 8601 time or UTC day, inclusive; ${TIME_RANGE_TEXT}; the range spans at most ${MAX_DAYS} days (422 beyond); default ${DEFAULT_DAYS - 1} days before the last day`, timeSchema),
+      query('to', '2026-12-01T00:00:00Z', `ISO 8601 time or UTC day, exclusive; ${TIME_RANGE_TEXT}; must be later than \`from\` (422 otherwise); default the end of today (UTC)`, timeSchema),
+    ],
     success: {
       status: '200', description: 'Daily totals', schema: 'UsageDaily',
       example: { from: '2026-11-22', to: '2026-11-23', days: [{ day: '2026-11-22', charged: 3, refunded: 1, units: 2 }, { day: '2026-11-23', charged: 1, refunded: 0, units: 1 }], total: 3 },

@@ -9,6 +9,7 @@ import { ERRORS } from '../errors/index.ts';
 import { ISSUE_TYPES } from '../errors/issue-types.ts';
 import { BatchEnvelopeSchema, CapturePacketSchema, FrameSchema, ImageDescriptorSchema, MetadataSchema } from '../packets/schemas.ts';
 import * as r from './responses.ts';
+import { MODULE_METADATA, PACKETS } from './verify-metadata.ts';
 
 // plain string enums rather than unions of literals: what client generators turn into enums
 export const ErrorCodeSchema = Type.Unsafe<string>({ type: 'string', enum: Object.keys(ERRORS), description: 'every error.code the service answers' });
@@ -25,9 +26,19 @@ export const COMPONENTS = {
   ValidationErrorBody: r.ValidationErrorBodyOf(IssueTypeSchema),
   ImageDescriptor: ImageDescriptorSchema,
   Frame: FrameSchema,
+  // the service validates with MetadataSchema (src/packets/schemas.ts) and ties modes to
+  // modules in rules.ts; the document states that tie, one schema per module
   CapturePacket: CapturePacketSchema,
   BatchEnvelope: BatchEnvelopeSchema,
-  Metadata: MetadataSchema,
+  Metadata: Type.Unsafe({
+    description: `${MetadataSchema.description} The schema of the path module applies (x-module-id).`,
+    anyOf: [{ $ref: '#/components/schemas/RgbLivenessMetadata' }, { $ref: '#/components/schemas/ColorLivenessMetadata' }],
+  }),
+  CapturePacketRgbSingle: PACKETS.rgb_single,
+  CapturePacketRgbSequence: PACKETS.rgb_sequence,
+  CapturePacketColor: PACKETS.color,
+  RgbLivenessMetadata: MODULE_METADATA.rgb_liveness,
+  ColorLivenessMetadata: MODULE_METADATA.color_liveness,
   UsageRecord: r.UsageRecord,
   ResultRecord: r.ResultRecord,
   VerifyResponse: r.VerifyResponse,

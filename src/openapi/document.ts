@@ -99,7 +99,8 @@ function operationObject(op: Operation): object {
       description: success.description,
       headers: { ...requestIdHeader, ...success.headers },
       ...(success.schema === undefined ? {} : {
-        content: { [success.contentType ?? 'application/json']: { schema: schemaOf(success.schema), example: success.example } },
+        content: Object.fromEntries([success.contentType ?? 'application/json'].flat()
+          .map((type) => [type, { schema: schemaOf(success.schema!), example: success.example }])),
       }),
     },
     ...op.extraResponses,

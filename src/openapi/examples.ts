@@ -2,6 +2,8 @@
 // `redocly lint` (no-invalid-media-type-examples is an error in redocly.yaml), so an example
 // that no longer fits its shape fails `npm test`.
 
+import { encodeCursor } from '../admin/page-query.ts';
+
 export const REQUEST_ID = '7f1c2d4e-5a6b-4c8d-9e0f-1a2b3c4d5e6f';
 const AT = '2026-11-23T09:30:00.000Z';
 const SHA = '9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08';
@@ -58,6 +60,13 @@ export const token = {
 };
 export const tokenDetail = { ...token, usage: [usage] };
 export const tokenCreated = { ...token, token: 'lvk_Ab3dEf9hIjKlMnOpQrStUvWxYz0123456789AbCdEfG' };
+// Cursors as the pagers make them (src/admin/page-query.ts): the last key served, [epoch ms, id]
+// for the time-ordered pages, [name, id] for the name-ordered lists. An example a client
+// copies must be one the service accepts.
+export const ledgerCursor = encodeCursor([Date.parse(AT), 'led_Qm2Lr8Tz4vX9']);
+export const auditCursor = encodeCursor([Date.parse(AT), REQUEST_ID]);
+export const nameCursor = encodeCursor(['kiosk-17', 'tok_4vX9Qm2Lr8Tz']);
+
 export const ledgerPage = {
   items: [{ id: 'led_Qm2Lr8Tz4vX9', request_id: REQUEST_ID, token_id: token.id, module_id: 'rgb_liveness', units: 1, kind: 'charge', at: AT, token_name: token.name }],
   next_cursor: null,
@@ -68,7 +77,7 @@ export const auditPage = {
     status: 200, error_code: null, captures: 1, charged_units: 1, latency_ms: 84.2,
     outcome: 'live', replayed: false, token_name: token.name,
   }],
-  next_cursor: 'eyJhdCI6IjIwMjYtMTEtMjNUMDk6MzA6MDAuMDAwWiJ9',
+  next_cursor: auditCursor,
 };
 export const settlement = {
   id: 'res_Lr8Tz4vX9Qm2', request_id: REQUEST_ID, token_id: token.id, module_id: 'rgb_liveness', units: 1,

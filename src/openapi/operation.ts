@@ -39,8 +39,8 @@ export interface Operation {
     description: string;
     schema?: SchemaUse;
     example?: unknown;
-    /** default application/json */
-    contentType?: string;
+    /** default application/json; several when the answer's type depends on the resource */
+    contentType?: string | string[];
     headers?: Record<string, object>;
   };
   /** every error code the operation can answer besides internal_error (always listed) */

@@ -64,7 +64,8 @@ export const OPERATIONS: Operation[] = [
             properties: {
               metadata: {
                 type: 'string', contentMediaType: 'application/json', contentSchema: { $ref: '#/components/schemas/Metadata' },
-                description: 'JSON text: one CapturePacket or {captures:[...]} (schema Metadata); a field without filename, sent first',
+                description: 'JSON text: one capture or {captures:[...]} of the path module\'s modes (schema Metadata: RgbLivenessMetadata for rgb_liveness, '
+                  + 'ColorLivenessMetadata for color_liveness); a field without filename, sent first',
               },
             },
             additionalProperties: { type: 'string', contentMediaType: 'application/octet-stream', description: 'one file part per image.part (png or rgb8), at most 1 MiB each' },

@@ -10,7 +10,9 @@ import type { Router } from '../router.ts';
 // and calls (no inline script or style, no frames, no form posts elsewhere). The folder is
 // found from the source folder, not this module: the API worker may run as one bundled file.
 const DIR = fileURLToPath(new URL('admin/console', SOURCE_DIR));
-const TYPES: Record<string, string> = {
+// The OpenAPI document lists these as the media types of /admin/static/{file}
+// (src/openapi/admin-operations.ts): a type added here is documented with it.
+export const CONSOLE_TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8',
   '.js': 'text/javascript; charset=utf-8',
   '.css': 'text/css; charset=utf-8',
@@ -36,7 +38,7 @@ const SECURITY_HEADERS = {
 export function adminConsoleRoutes(router: Router): void {
   const files = new Map<string, { body: Buffer; type: string }>();
   for (const name of fs.readdirSync(DIR)) {
-    const type = TYPES[path.extname(name)];
+    const type = CONSOLE_TYPES[path.extname(name)];
     if (type) files.set(name, { body: fs.readFileSync(path.join(DIR, name)), type });
   }
   const serve = (name: string) => {

@@ -1,7 +1,7 @@
 import { isModuleId, moduleView, moduleViews } from '../../admin/modules.ts';
 import { overview } from '../../admin/overview.ts';
 import { SLOTS_PER_WORKER } from '../../config/index.ts';
-import { auditOutcome, parseAuditQuery, parseDailyQuery, parseListQuery, parsePageQuery } from '../../admin/page-query.ts';
+import { auditOutcome, MAX_ID_CHARS, parseAuditQuery, parseDailyQuery, parseListQuery, parsePageQuery } from '../../admin/page-query.ts';
 import {
   GrantBodySchema,
   ModulePatchSchema,
@@ -104,7 +104,13 @@ export function adminRoutes(router: Router, s: Services): void {
   store?.ensureConsoleIndexes().catch((err: unknown) => s.log.error({ err }, 'building a console index failed'));
   // Router.admin runs the guard (session, role, CSRF) before the handler; router.add refuses
   // /admin/api/ paths, so no admin route can be registered without it.
-  const admin = (method: string, path: string, handler: AdminHandler) => router.admin(method, path, handler);
+  const admin = (method: string, path: string, handler: AdminHandler) =>
+    router.admin(method, path, (ctx, p, who) => {
+      // an id past MAX_ID_CHARS, or with a NUL, names nothing (and failed in the store: past
+      // LMDB's key size, a NUL in PostgreSQL text; a 500, issue 29)
+      if (p.id !== undefined && ([...p.id].length > MAX_ID_CHARS || p.id.includes('\u0000'))) throw new ServiceError('not_found');
+      return handler(ctx, p, who);
+    });
 
   // the console's first page: calls and outcomes over the last hour and day, capacity, models,
   // settlements waiting, tokens nearing their limits
