@@ -1,7 +1,12 @@
 import { Type } from '@sinclair/typebox';
 
 export const LoginSchema = Type.Object(
-  { username: Type.String({ minLength: 1, maxLength: 64 }), password: Type.String({ minLength: 1, maxLength: 1024 }) },
+  {
+    // no name holds U+0000 (names are A-Z a-z 0-9 _ . @ -), and PostgreSQL text cannot: such a
+    // login is refused as malformed before the throttle's store lookup (it was a 500 there)
+    username: Type.String({ minLength: 1, maxLength: 64, pattern: '^[^\\u0000]*$', description: 'no U+0000' }),
+    password: Type.String({ minLength: 1, maxLength: 1024 }),
+  },
   { additionalProperties: false },
 );
 
