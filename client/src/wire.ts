@@ -41,6 +41,7 @@ export const ERROR_STATUS = {
   invalid_content_length: 400,
   invalid_token: 401,
   invalid_credentials: 401,
+  invalid_current_password: 403,
   invalid_session: 401,
   module_forbidden: 403,
   module_disabled: 403,

@@ -96,6 +96,26 @@ export const ADMIN_OPERATIONS: Operation[] = [
     errors: [],
   },
   {
+    method: 'get', path: '/admin/api/model-sets', operationId: 'adminListModelSets', tag: 'admin', auth: 'session',
+    summary: 'Every model set in MODELS_DIR: whether its manifest says it is trained, its graphs and modes, and its last calibration report (models calibrate)',
+    success: { status: '200', description: 'The model sets of this node', schema: 'ModelSetList', example: ex.modelSets },
+    errors: [],
+  },
+  {
+    method: 'get', path: '/admin/api/model-sets/{id}/det.svg', operationId: 'adminModelSetDetPlot', tag: 'admin', auth: 'session',
+    summary: "The DET plot of a model set's last calibration (SVG)",
+    parameters: [pathParam('id', 'raw_v1', { type: 'string', minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9._-]+$' }, 'model set name')],
+    success: { status: '200', description: 'The plot', contentType: 'image/svg+xml', schema: Type.String(), example: '<svg xmlns="http://www.w3.org/2000/svg">...</svg>' },
+    errors: ['not_found'],
+  },
+  {
+    method: 'get', path: '/admin/api/results/{id}', operationId: 'adminGetResults', tag: 'admin', auth: 'session',
+    summary: "A charged verify call's result records (kept RETENTION_RESULTS_DAYS), by request id: the audit row's detail",
+    parameters: [pathParam('id', ex.storedResults.request_id, idSchema, 'request id from the audit log')],
+    success: { status: '200', description: 'The results', schema: 'StoredResults', example: ex.storedResults },
+    errors: ['not_found'],
+  },
+  {
     method: 'post', path: '/admin/api/model-set', operationId: 'adminActivateModelSet', tag: 'admin', auth: 'session', csrf: true,
     summary: 'Activate another model set live (until restart)',
     description: 'The set loads, is checked against its graphs and warms beside the serving set; then calls switch atomically and in-flight calls finish on the old set. A set that fails is refused and the old set keeps serving (see GET). Per node.',

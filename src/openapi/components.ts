@@ -72,6 +72,8 @@ export const COMPONENTS = {
   Settlement: r.Settlement,
   SettlementList: Type.Object({ settlements: Type.Array(r.Settlement) }),
   Overview: r.Overview,
+  StoredResults: r.StoredResults,
+  ModelSetList: r.ModelSetList,
   SettlementResolve: admin.SettlementResolveSchema,
 } satisfies Record<string, TSchema>;
 

@@ -106,3 +106,17 @@ export const overview = {
   near_limit: [{ token_id: 'tok_3kq9Vf2Lp8Zs', token_name: 'kiosk-17', module_id: 'rgb_liveness', used: 850, limit: 1000, period: 'day', reset_at: '2026-11-24T00:00:00.000Z' }],
   near_limit_truncated: false,
 };
+
+export const storedResults = {
+  request_id: '6f1c2a3b-4d5e-4f60-8a7b-9c0d1e2f3a4b', at: '2026-11-23T10:00:01.000Z', token_id: 'tok_3kq9Vf2Lp8Zs', module_id: 'rgb_liveness',
+  results: [{ capture_id: 'c-1', mode: 'rgb_single', status: 'ok', alive: true, score: 0.91 }],
+};
+export const modelSets = {
+  active: 'raw_v1',
+  activating: null,
+  sets: [{
+    model_set: 'raw_v1', trained: false, description: 'Untrained reference graphs', error: null,
+    modules: { rgb_liveness: { graphs: [{ file: 'rgb_frame.onnx', role: 'frame', output_kind: 'logit', size: 128, layout: 'NCHW' }], modes: { rgb_single: { decision_policy: 'single_frame_v1', threshold: 0.5 } } } },
+    calibration: null,
+  }],
+};

@@ -211,3 +211,34 @@ export const Overview = Type.Object({
   })),
   near_limit_truncated: Type.Boolean(),
 });
+
+export const StoredResults = Type.Object({
+  request_id: Type.String(),
+  at: DateTime,
+  token_id: Type.String(),
+  module_id: Type.String(),
+  results: Type.Array(Type.Object({}, { additionalProperties: true, description: 'a result record exactly as the verify answer had it' })),
+});
+const GraphView = Type.Object({ file: Type.String(), role: Type.String(), output_kind: Type.String(), size: Nullable(Type.Integer()), layout: Nullable(Type.String()) });
+export const ModelSetList = Type.Object({
+  active: Type.String(),
+  activating: Nullable(Type.String()),
+  sets: Type.Array(Type.Object({
+    model_set: Type.String(),
+    trained: Nullable(Type.Boolean({ description: "the manifest's trained; null when the manifest does not load (error)" })),
+    description: Nullable(Type.String()),
+    error: Nullable(Type.String()),
+    modules: Type.Record(Type.String(), Type.Object({
+      graphs: Type.Array(GraphView),
+      modes: Type.Record(Type.String(), Type.Object({ decision_policy: Type.String(), threshold: Type.Number() })),
+    })),
+    calibration: Nullable(Type.Object({
+      at: DateTime,
+      counts: Type.Object({ bona_fide: Type.Integer(), attack: Type.Integer() }),
+      manifest_threshold: Type.Unknown(),
+      targets: Type.Array(Type.Unknown()),
+      eer: Type.Unknown(),
+      det_plot: Type.Boolean({ description: 'GET /admin/api/model-sets/{id}/det.svg serves the plot' }),
+    })),
+  })),
+});

@@ -390,3 +390,21 @@ t.test('overview: slots, models, settlements and the grants nearing their limits
   t.match(mine, [{ token_id: near.id, module_id: 'rgb_liveness', used: 4, limit: 5, period: 'never', reset_at: null }], 'only the grant at 80 %');
   t.equal((await client(base, undefined)('GET', '/admin/api/overview')).status, 401, 'behind the guard');
 });
+
+t.test('model sets and stored results for the console', async (t) => {
+  const sets = await admin('GET', '/admin/api/model-sets');
+  t.equal(sets.status, 200);
+  t.match(sets.json, { active: 'raw_v1', sets: [{ model_set: 'bgr80_ensemble_v1', trained: false }, { model_set: 'raw_v1', trained: false, calibration: null }] });
+  t.same(Object.keys(sets.json.sets[1].modules), ['rgb_liveness', 'color_liveness']);
+  t.equal((await admin('GET', '/admin/api/model-sets/raw_v1/det.svg')).status, 404, 'no calibration yet: no plot');
+  t.equal((await admin('GET', '/admin/api/results/nope')).status, 404);
+  // a settled reservation's results (written by settle, as a verify call does)
+  const tok = await makeApiToken([['rgb_liveness', 5, 'never']]);
+  const rsv = await charge(tok.id, 'rgb_liveness', 1);
+  const { settle } = await import('../../src/store/index.ts');
+  await settle(store, rsv, AT, () => '{}', [{ capture_id: 'c-1', mode: 'rgb_single', status: 'ok', alive: true, score: 0.9 }]);
+  const r = await admin('GET', `/admin/api/results/${rsv.request_id}`);
+  t.equal(r.status, 200);
+  t.match(r.json, { request_id: rsv.request_id, token_id: tok.id, module_id: 'rgb_liveness', results: [{ capture_id: 'c-1', score: 0.9 }] });
+  t.equal((await client(base, undefined)('GET', `/admin/api/results/${rsv.request_id}`)).status, 401, 'behind the guard');
+});

@@ -95,6 +95,10 @@ if (!fs.existsSync(CHROMIUM)) {
     t.equal((await page.textContent('[data-testid=usage-total]'))!.trim(), '1');
     const today = new Date().toISOString().slice(0, 10);
     t.equal(await page.getAttribute(`[data-testid=usage-chart] g[data-day="${today}"]`, 'data-units'), '1', 'today\'s bar in the chart');
+    const [usageDownload] = await Promise.all([page.waitForEvent('download'), page.click('[data-testid=usage-csv]')]);
+    const usageCsv = fs.readFileSync((await usageDownload.path())!, 'utf8').trim().split('\r\n');
+    t.equal(usageCsv[0], 'day,units');
+    t.ok(usageCsv.includes(`${today},1`), 'the daily units as CSV');
 
     // the same key and bytes again: a replay, answered from the saved body, not charged
     const again = await postVerify(server.baseUrl, plaintext, 'rgb_liveness', body, { 'idempotency-key': 'browser-key-1' });
@@ -114,6 +118,24 @@ if (!fs.existsSync(CHROMIUM)) {
     t.match(rows[0]![0], / UTC$/, 'times say UTC');
     t.same([rows[0]![1], rows[0]![3], rows[0]![5], rows[0]![6], rows[0]![8]], ['browser kiosk', '200', outcome, 'replay', '0'], 'newest first: the replay, by token name, not charged');
     t.same([rows[1]![5], rows[1]![6], rows[1]![8]], [outcome, 'no', '1'], 'then the first call');
+    // one line a row at 1280 px (the time and the request id once wrapped each to four)
+    await page.setViewportSize({ width: 1280, height: 900 });
+    const lineHeights = await page.$$eval('#panel tr[data-request-id]', (trs) => trs.map((tr) => [tr.getBoundingClientRect().height, tr.querySelector('td')!.getBoundingClientRect().height]));
+    const lineH = await page.$eval('#panel tr[data-request-id] td:nth-child(3)', (td) => parseFloat(getComputedStyle(td).lineHeight) || 20);
+    t.ok(lineHeights.every(([row]) => row! < lineH * 2 + 12), `audit rows are one line tall (${lineHeights.map(([r]) => r).join(', ')} px)`);
+    // a row opens to its detail, with the scores the call answered
+    await page.click('#panel tr[data-request-id]:nth-child(2) [data-testid=audit-detail]');
+    const shown = await (await page.waitForSelector('[data-testid=results] [data-testid=score]')).textContent();
+    const answered = v.json.results[0].score;
+    t.equal(shown, typeof answered === 'number' ? answered.toFixed(4) : '—', 'the detail shows the score the call answered');
+    t.match(await page.textContent('tr.detail'), v.json.request_id, 'and the request id in full');
+    // the filtered log as CSV
+    const [csvDownload] = await Promise.all([page.waitForEvent('download'), page.click('[data-testid=audit-csv]')]);
+    const csv = fs.readFileSync((await csvDownload.path())!, 'utf8').trim().split('\r\n');
+    t.equal(csv[0], 'at,request_id,token_id,token_name,module_id,status,error_code,outcome,replayed,captures,charged_units,client_ip,country,latency_ms');
+    t.equal(csv.length, 3, 'a header and the two calls');
+    t.match(csv[2], `,${v.json.request_id},`);
+    t.match(await page.textContent('[data-testid=csv-status]'), '2 rows exported.');
 
     await page.click('[data-testid=audit-table] tr:first-child button:has-text("browser kiosk")');
     await page.waitForFunction(() => (document.querySelector('[data-testid=filter-token]') as HTMLInputElement | null)?.value.startsWith('tok_'));
@@ -157,6 +179,26 @@ if (!fs.existsSync(CHROMIUM)) {
     t.equal(colorOff.modules.color_liveness.enabled, false, 'disabled from the console');
     await page.click('#panel tr[data-module=color_liveness] button:has-text("Enable")');
     await page.waitForSelector('#panel tr[data-module=color_liveness] button:has-text("Disable")');
+
+    // model sets: trained or not, the last calibration with its DET plot, activation asked
+    const calibration = `${server.dataDir}/calibration/raw_v1`;
+    fs.mkdirSync(calibration, { recursive: true });
+    fs.writeFileSync(`${calibration}/report.json`, JSON.stringify({ counts: { bona_fide: 3, attack: 2 }, manifest_threshold: { threshold: 0.5, apcer: 0.5, bpcer: 0.25, acer: 0.375 }, targets: [], eer: { eer: 0.3, threshold: 0.42 } }));
+    fs.writeFileSync(`${calibration}/det.svg`, '<svg xmlns="http://www.w3.org/2000/svg" width="40" height="20"><rect width="40" height="20" fill="#888"/></svg>');
+    await page.click('#tabs button[data-tab=users]');
+    await page.click('#tabs button[data-tab=modules]');
+    await page.waitForSelector('[data-testid=calibration-raw_v1]');
+    t.equal(await page.textContent('[data-testid=trained-raw_v1]'), 'untrained');
+    t.match(await page.textContent('[data-testid=calibration-raw_v1]'), /3 bona fide and 2 attack crops\. At the manifest threshold: APCER 50\.00 %, BPCER 25\.00 %, ACER 37\.50 %; EER 30\.00 % near threshold 0\.4200/);
+    await page.waitForFunction(() => (document.querySelector('[data-testid=calibration-raw_v1] img') as HTMLImageElement | null)?.naturalWidth === 40);
+    t.pass('the DET plot loads under the console\'s CSP');
+    t.match(await page.textContent('section.set[data-set=bgr80_ensemble_v1]'), /Not calibrated here/);
+    t.ok(await page.isDisabled('[data-testid=activate-raw_v1]'), 'the active set cannot be activated again');
+    answer = false;
+    t.match(await clickAsked('[data-testid=activate-bgr80_ensemble_v1]'), /^Activate model set bgr80_ensemble_v1 on this node\?.*UNTRAINED/, 'activation is asked, with the warning');
+    t.equal((await (await fetch(`${server.baseUrl}/health/ready`)).json()).modules.rgb_liveness.model_set, 'raw_v1', 'a dismissed activation changes nothing');
+    answer = true;
+    await page.screenshot({ path: '.tap/screenshots/console-models.png', fullPage: true });
 
     await page.click('#tabs button[data-tab=users]');
     await page.fill('#panel input[name=username]', 'second-admin');

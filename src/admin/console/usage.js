@@ -2,6 +2,7 @@ import { get, qs } from './api.js';
 import { dailyChart } from './chart.js';
 import { fmtTime, guarded, h, pagedTable } from './dom.js';
 import { filterForm, filterQuery } from './filters.js';
+import { csvField, download } from './audit.js';
 
 // The chart is drawn from the server's daily totals (GET /admin/api/usage/daily: every UTC
 // day of the range, charges minus refunds on the day that took the units); the table below
@@ -24,6 +25,13 @@ export async function renderUsage(panel, filters = {}) {
     filterForm(filters, (f) => guarded(() => renderUsage(panel, f)), { dates: true }),
     h('p', {}, `Units used from ${daily.from} to ${daily.to} (UTC days; charges minus refunds): `, h('strong', { 'data-testid': 'usage-total' }, String(daily.total))),
     h('div', { class: 'chart-wrap' }, dailyChart(daily.days)),
+    h('div', { class: 'row-actions' }, h('button', {
+      type: 'button',
+      'data-testid': 'usage-csv',
+      // the range's daily totals, as the chart shows them (this token and module, or all)
+      onclick: () => download(`usage-${daily.from}-${daily.to}.csv`,
+        `${['day,units', ...daily.days.map((d) => `${csvField(d.day)},${csvField(d.units)}`)].join('\r\n')}\r\n`),
+    }, 'Export CSV (daily units, this range)')),
     h('h2', {}, 'Ledger entries'),
     list.el,
   );

@@ -119,6 +119,12 @@ export function adminRoutes(router: Router, s: Services): void {
     return json(200, await overview(store, s.inference, s.config.MODEL_SET, slots, now()));
   });
 
+  // a charged call's result records (the audit row's detail in the console), while kept
+  admin('GET', '/admin/api/results/:id', async (_ctx, p) => {
+    const r = found(await store.getResults(p.id!), 'result (never charged, or past RETENTION_RESULTS_DAYS)');
+    return json(200, { request_id: p.id, ...r });
+  });
+
   admin('GET', '/admin/api/modules', async (ctx) => {
     return json(200, { modules: await moduleViews(store, s.inference, s.config.MODEL_SET) });
   });

@@ -7,6 +7,7 @@ import { ServiceError } from '../../errors/index.ts';
 import { availableModelSets, readModelSetState, requestActivation } from '../../inference/index.ts';
 import { readJson } from '../body.ts';
 import { json } from '../respond.ts';
+import { detPlot, modelSetViews } from '../../admin/model-sets.ts';
 import type { Router } from '../router.ts';
 import type { Services } from '../services.ts';
 
@@ -23,6 +24,21 @@ export function modelSetRoutes(router: Router, s: Services): void {
 
   router.admin('GET', '/admin/api/model-set', () => {
     return json(200, state());
+  });
+
+  // the console's models page: every set in MODELS_DIR, its manifest's word on training, its
+  // graphs and modes, and its last calibration report
+  router.admin('GET', '/admin/api/model-sets', () => {
+    const st = state();
+    return json(200, { active: st.active, activating: st.activating, sets: modelSetViews(s.config.MODELS_DIR, s.config.DATA_DIR) });
+  });
+
+  // the DET plot `models calibrate` drew; an image, so the console shows it in an <img> (an SVG
+  // there runs no script)
+  router.admin('GET', '/admin/api/model-sets/:id/det.svg', (_ctx, p) => {
+    const svg = detPlot(s.config.DATA_DIR, p.id!);
+    if (!svg) throw new ServiceError('not_found', `No calibration plot for model set ${p.id}`);
+    return { status: 200, body: svg, contentType: 'image/svg+xml', headers: { 'Cache-Control': 'no-store', 'X-Content-Type-Options': 'nosniff' } };
   });
 
   // 202: the set loads and warms beside the serving one (seconds to minutes); GET shows
