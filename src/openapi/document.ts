@@ -7,6 +7,7 @@ import { referenceComponents, toJsonSchema, type JsonSchema } from './json-schem
 import type { Operation, SchemaUse } from './operation.ts';
 import { OPERATIONS } from './operations.ts';
 import { ErrorBodyOf } from './responses.ts';
+import { SERVICE_VERSION } from '../version.ts';
 
 // The document is generated from the TypeBox schemas the service validates with, the error
 // catalogue (src/errors/codes.ts) and the 422 issue catalogue, so the description cannot
@@ -21,6 +22,10 @@ inside it (\`["body","metadata","frames",3,"eyes_xy"]\` for a single packet,
 descriptor (\`[..., "frames", 3, "image"]\`); a multipart part fault names the part
 (\`["body", "<part name>"]\`), and a body that is not valid multipart framing is \`["body"]\` with type
 \`multipart_invalid\`. All faults of a request are reported at once where that is cheap.
+
+**HTTP methods**: only GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS, TRACE and CONNECT (upper case) reach the
+service; the HTTP parser closes the connection of a request with any other method (QUERY, PROPFIND, lower-case
+names) without an answer. A listed method that a path does not serve is 405 \`method_not_allowed\` with Allow.
 
 **JSON bodies** (login, admin API) are read as JSON when the Content-Type is absent, \`application/json\` or
 \`application/*+json\`; any other type is a 422 at \`["body"]\` with type \`json_type\`.
@@ -152,7 +157,7 @@ export function buildOpenApi(): object {
 
   return {
     openapi: '3.1.0',
-    info: { title: 'Algorithm Service', version: '0.5.1', description: DESCRIPTION },
+    info: { title: 'Algorithm Service', version: SERVICE_VERSION, description: DESCRIPTION },
     servers: [{ url: '/', description: 'the reachable {base_url}; HTTPS in production' }],
     tags: TAGS,
     paths: referenceComponents(paths, plain),
