@@ -58,9 +58,13 @@ export async function listTokenViews(store: StoreBackend): Promise<TokenView[]> 
 }
 
 /** A page of tokens in name order (case ignored), `q` matching name, prefix or id. */
-export async function searchTokenViews(store: StoreBackend, q: ListQuery): Promise<{ tokens: TokenView[]; next_cursor: string | null }> {
+export async function searchTokenViews(store: StoreBackend, q: ListQuery): Promise<{ tokens: (TokenView & { usage: UsageRecord[] })[]; next_cursor: string | null }> {
   const page = await store.searchTokens(q);
-  return { tokens: page.items.map(tokenView), next_cursor: page.next && encodeCursor(page.next) };
+  // usage against limit in the list: one snapshot per token of the page (at most MAX_PAGE)
+  const at = now();
+  const tokens = [];
+  for (const t of page.items) tokens.push({ ...tokenView(t), usage: await store.usageSnapshot(t, at) });
+  return { tokens, next_cursor: page.next && encodeCursor(page.next) };
 }
 
 /** Adds each row's token name (null when the row has no token or the token is gone), so

@@ -167,7 +167,7 @@ export const Settlement = Type.Object({
 // Console at scale (issue 14): paged lists and the daily usage totals.
 const NextCursor = Nullable(Type.String({ description: 'pass as `cursor` for the next page; null on the last page' }));
 export const TokenList = Type.Object({
-  tokens: Type.Array(Token),
+  tokens: Type.Array(Type.Composite([Token, Type.Object({ usage: Type.Optional(Type.Array(UsageRecord, { description: 'on a page (q, limit or cursor): each grant\'s usage now, so a list shows usage against limit' })) })])),
   next_cursor: Type.Optional(NextCursor),
 }, { description: 'without q, limit or cursor: every token in creation order and no next_cursor; with any of them: one page in name order' });
 export const UserList = Type.Object({

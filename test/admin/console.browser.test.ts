@@ -64,7 +64,7 @@ if (!fs.existsSync(CHROMIUM)) {
     t.match(plaintext, /^lvk_[A-Za-z0-9_-]{43}$/, 'the plaintext is shown once');
     await page.click('[data-testid=copy-token]');
     await page.waitForFunction(() => document.querySelector('[data-testid=copy-token]')?.textContent !== 'Copy');
-    t.match(await page.textContent('table'), 'rgb_liveness: 10 / day');
+    t.match(await page.textContent('table'), 'rgb_liveness: 0 / 10 day', 'the list shows usage against the limit');
 
     const me = await fetch(`${server.baseUrl}/v1/me`, { headers: bearer(plaintext) });
     t.equal(me.status, 200, 'the token from the console works on /v1');

@@ -91,7 +91,13 @@ function tokenRow(t, refresh, openDetail) {
     h('td', {}, t.revoked ? 'revoked' : t.enabled ? 'enabled' : 'disabled'),
     h('td', {}, t.expires_at ? fmtTime(t.expires_at) : 'never'),
     h('td', {}, t.demo ? 'yes' : 'no'),
-    h('td', {}, t.grants.map((g) => h('div', {}, `${g.module_id}: ${limitText(g.limit)} / ${g.period}`))),
+    h('td', {}, t.grants.map((g) => {
+      // usage against limit: the page carries each grant's usage now
+      const u = (t.usage ?? []).find((x) => x.module_id === g.module_id);
+      return h('div', { 'data-testid': `grant-usage-${g.module_id}` },
+        u ? `${g.module_id}: ${u.used} / ${limitText(g.limit)} ${g.period}` : `${g.module_id}: ${limitText(g.limit)} / ${g.period}`,
+        u && g.limit ? h('meter', { min: 0, max: g.limit, value: u.used, high: g.limit * 0.8, optimum: 0 }) : '');
+    })),
     h('td', {}, h('div', { class: 'row-actions' }, actions)),
   );
 }
@@ -138,7 +144,7 @@ async function renderDetail(panel, id, back) {
  * operator comes back from a token's detail. */
 export async function renderTokens(panel, created, search = '') {
   const list = pagedTable({
-    headers: ['name', 'prefix', 'state', 'expires (UTC)', 'demo', 'grants (limit / period)', ''],
+    headers: ['name', 'prefix', 'state', 'expires (UTC)', 'demo', 'grants (used / limit period)', ''],
     testid: 'token-table',
     empty: search ? `No token matches "${search}".` : 'No tokens yet.',
     load: (cursor) => get(`/admin/api/tokens${qs({ q: search, limit: 50, cursor })}`).then((p) => ({ items: p.tokens, next_cursor: p.next_cursor })),
