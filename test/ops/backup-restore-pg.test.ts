@@ -1,0 +1,63 @@
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import t from 'tap';
+import { postVerify, request, single } from '../helpers/captures.ts';
+import { bearer, makeToken, startServer } from '../helpers/server.ts';
+
+// Issue 25: the PostgreSQL store's backup and restore as the README gives it, run for real:
+// pg_dump of a serving database, pg_restore into another, a node on the copy serving the same
+// tokens, usage and replays. pg_dump must not be older than the server, so this uses Debian's
+// PostgreSQL 15 (server and tools) rather than the embedded 17 of the other store tests.
+const BIN = '/usr/lib/postgresql/15/bin';
+const canRun = fs.existsSync(`${BIN}/pg_dump`) && fs.existsSync(`${BIN}/initdb`) && process.getuid?.() === 0;
+if (!canRun) {
+  t.plan(0, `PostgreSQL backup test skipped: needs Debian's postgresql-15 (${BIN}) and root to run it as the postgres user (.ci/run installs it)`);
+} else {
+  const asPostgres = (cmd: string, args: string[]) => execFileSync('runuser', ['-u', 'postgres', '--', `${BIN}/${cmd}`, ...args], { stdio: 'pipe', encoding: 'utf8' });
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lv-pg15-'));
+  fs.chmodSync(dir, 0o755);
+  const data = path.join(dir, 'data');
+  fs.mkdirSync(data);
+  execFileSync('chown', ['postgres', data]);
+  const port = 20000 + Math.floor(Math.random() * 20000);
+  asPostgres('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8']);
+  asPostgres('pg_ctl', ['-D', data, '-w', '-o', `-p ${port} -k ${data} -c listen_addresses=127.0.0.1`, '-l', path.join(data, 'log'), 'start']);
+  t.teardown(() => {
+    try {
+      asPostgres('pg_ctl', ['-D', data, '-w', '-m', 'fast', 'stop']);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+  const url = (db: string) => `postgres://postgres@127.0.0.1:${port}/${db}`;
+  const psql = (sql: string) => execFileSync(`${BIN}/psql`, [url('postgres'), '-v', 'ON_ERROR_STOP=1', '-c', sql], { stdio: 'pipe' });
+  psql('CREATE DATABASE lv');
+  psql('CREATE DATABASE lv_restored');
+
+  t.test('pg_dump of a serving node, pg_restore into another database: same tokens, usage and replays', async (t) => {
+    const a = await startServer({ env: { DATABASE_URL: url('lv'), WORKERS: '1' }, ready: true, timeoutMs: 240_000 });
+    const { token } = await makeToken(a, ['rgb_liveness:10:never']);
+    const body = request([single({ id: 'pg-backup-1' })]);
+    const first = await postVerify(a.baseUrl, token, 'rgb_liveness', body, { 'idempotency-key': 'pg-key-1' });
+    t.equal(first.status, 200, first.text);
+    // the README's command, run while the node serves
+    const dump = path.join(dir, 'liveness.dump');
+    execFileSync('sh', ['-c', `umask 077 && ${BIN}/pg_dump --format=custom --file=${dump} "${url('lv')}"`]);
+    t.equal(fs.statSync(dump).mode & 0o777, 0o600, 'the dump is private (it holds the signing keys)');
+    await a.stop();
+    execFileSync(`${BIN}/pg_restore`, ['--clean', '--if-exists', '--no-owner', `--dbname=${url('lv_restored')}`, dump], { stdio: 'pipe' });
+
+    const b = await startServer({ env: { DATABASE_URL: url('lv_restored'), WORKERS: '1' }, ready: true, timeoutMs: 240_000 });
+    t.teardown(() => b.stop());
+    const me = await fetch(`${b.baseUrl}/v1/me`, { headers: bearer(token) });
+    t.equal(me.status, 200, 'the same token authenticates on the restored database');
+    t.equal((await me.json()).usage[0].used, 1, 'with its usage');
+    const again = await postVerify(b.baseUrl, token, 'rgb_liveness', body, { 'idempotency-key': 'pg-key-1' });
+    t.equal(again.status, 200);
+    t.equal(again.headers.get('idempotency-replayed'), 'true');
+    t.equal(again.text, first.text, 'the replay is byte for byte');
+    t.equal((await b.cli(['ledger', 'verify'])).code, 0, 'the ledger verifies');
+  });
+}
