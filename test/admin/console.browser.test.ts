@@ -129,6 +129,7 @@ if (!fs.existsSync(CHROMIUM)) {
     const answered = v.json.results[0].score;
     t.equal(shown, typeof answered === 'number' ? answered.toFixed(4) : '—', 'the detail shows the score the call answered');
     t.match(await page.textContent('tr.detail'), v.json.request_id, 'and the request id in full');
+    await page.screenshot({ path: '.tap/screenshots/console-audit.png', fullPage: true });
     // the filtered log as CSV
     const [csvDownload] = await Promise.all([page.waitForEvent('download'), page.click('[data-testid=audit-csv]')]);
     const csv = fs.readFileSync((await csvDownload.path())!, 'utf8').trim().split('\r\n');

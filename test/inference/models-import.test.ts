@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { GraphBuilder } from '../../models/builder/graph.ts';
@@ -67,9 +67,15 @@ t.test('an NHWC logits graph becomes a checked, trained model set that a server 
   t.match(r.stderr, /result: ok/, 'the graph checks ran');
   t.equal((await runCli(dataDir, ['models', 'import', nhwc, ...FLAGS, '--live-index', '1'], '', env)).code, 4, 'an existing set is not replaced without --force (conflict)');
 
-  const server = await startServer({ env: { ...env, MODEL_SET: 'kiosk-net_v1', INFERENCE_BACKEND: 'wasm', WARMUP_RUNS: '1', REQUIRE_TRAINED_MODELS: '1' }, ready: false });
+  // a server on the untrained raw_v1, which REQUIRE_TRAINED_MODELS keeps unready, switched to
+  // the imported set from the CLI
+  cpSync(join(import.meta.dirname, '../../models/raw_v1'), join(modelsDir, 'raw_v1'), { recursive: true });
+  const server = await startServer({ env: { ...env, MODEL_SET: 'raw_v1', INFERENCE_BACKEND: 'wasm', WARMUP_RUNS: '1', REQUIRE_TRAINED_MODELS: '1' }, ready: false });
   t.teardown(() => server.stop());
   const { token } = await makeToken(server, ['rgb_liveness:10:day']);
+  const act = await server.cli(['models', 'activate', 'kiosk-net_v1', '--wait', '120']);
+  t.equal(act.code, 0, act.stderr);
+  t.match(act.json, { model_set: 'kiosk-net_v1', outcome: 'active' }, 'activated from the CLI');
   await waitFor(async () => (await (await fetch(`${server.baseUrl}/health/ready`)).json()).modules?.rgb_liveness?.ready, { what: 'the imported set ready', timeoutMs: 60_000 });
   const ok = await postVerify(server.baseUrl, token, 'rgb_liveness', request([single({ id: 'imported' })]));
   t.equal(ok.status, 200, ok.text);
