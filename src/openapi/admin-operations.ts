@@ -4,7 +4,7 @@
 
 import { Type } from '@sinclair/typebox';
 import { DEFAULT_DAYS, MAX_DAYS, MAX_ID_CHARS, TIME_RANGE_TEXT } from '../admin/page-query.ts';
-import { CONSOLE_TYPES } from '../http/routes/admin-console.ts';
+import { CONSOLE_TYPES } from '../admin/console-types.ts';
 import * as ex from './examples.ts';
 import { moduleIdParam, pathParam, retryAfter, type Operation, type ParameterSpec } from './operation.ts';
 

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { CONSOLE_TYPES } from '../../admin/console-types.ts';
 import { ServiceError } from '../../errors/index.ts';
 import { SOURCE_DIR } from '../../source-ext.ts';
 import type { Router } from '../router.ts';
@@ -10,14 +11,6 @@ import type { Router } from '../router.ts';
 // and calls (no inline script or style, no frames, no form posts elsewhere). The folder is
 // found from the source folder, not this module: the API worker may run as one bundled file.
 const DIR = fileURLToPath(new URL('admin/console', SOURCE_DIR));
-// The OpenAPI document lists these as the media types of /admin/static/{file}
-// (src/openapi/admin-operations.ts): a type added here is documented with it.
-export const CONSOLE_TYPES: Record<string, string> = {
-  '.html': 'text/html; charset=utf-8',
-  '.js': 'text/javascript; charset=utf-8',
-  '.css': 'text/css; charset=utf-8',
-  '.svg': 'image/svg+xml',
-};
 export const CONSOLE_CSP = [
   "default-src 'none'",
   "script-src 'self'",
