@@ -1,8 +1,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
-import { createLocalJWKSet, decodeProtectedHeader, flattenedVerify, type JSONWebKeySet } from 'jose';
-import { postVerify, request, single } from '../helpers/captures.ts';
+import type { JSONWebKeySet } from 'jose';
+import { jwksOf as jwks, signedVerdict, verdictChecks as check } from '../helpers/verdicts.ts';
 import { makeToken, startServer, type ServerHandle } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -11,38 +11,14 @@ import { waitFor } from '../helpers/wait.ts';
 // gone from the served JWKS on the very next request, so a verdict signed (or forged) with it
 // no longer checks, and new verdicts carry the new kid.
 
-/** What a backend does: the exact body bytes as the payload of the detached JWS, checked
- * against the JWKS the service serves. */
-async function check(jwks: JSONWebKeySet, body: string, signature: string): Promise<boolean> {
-  const [protectedHeader, payload, sig] = signature.split('.');
-  if (payload !== '' || !protectedHeader || !sig) return false;
-  try {
-    await flattenedVerify({ protected: protectedHeader, payload: Buffer.from(body, 'utf8').toString('base64url'), signature: sig }, createLocalJWKSet(jwks), { algorithms: ['EdDSA'] });
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 const server = await startServer({ ready: true });
 t.teardown(() => server.stop());
 const { token } = await makeToken(server, ['rgb_liveness:1000:day']);
 
-const jwks = async (s: ServerHandle) => {
-  const r = await fetch(`${s.baseUrl}/.well-known/jwks.json`);
-  if (r.status !== 200) throw new Error(`jwks ${r.status}`);
-  return (await r.json()) as JSONWebKeySet;
-};
 const kids = (set: JSONWebKeySet) => set.keys.map((k) => k.kid!).sort();
 
-let seq = 0;
-async function verdict(): Promise<{ body: string; signature: string; kid: string }> {
-  const id = `rv-${++seq}`;
-  const r = await postVerify(server.baseUrl, token, 'rgb_liveness', request([single({ id })]), { 'idempotency-key': id });
-  if (r.status !== 200) throw new Error(`verify ${r.status}: ${r.text}`);
-  const signature = r.headers.get('x-verdict-signature')!;
-  return { body: r.text, signature, kid: decodeProtectedHeader(signature).kid! };
-}
+const verdict = () => signedVerdict(server, token);
 
 t.test('revoking the current key: unpublished at once, a new key signs, the revocation is recorded', async (t) => {
   const before = await verdict();

@@ -1,6 +1,5 @@
 import t from 'tap';
-import { createLocalJWKSet, decodeProtectedHeader, flattenedVerify, type JSONWebKeySet } from 'jose';
-import { postVerify, request, single } from '../helpers/captures.ts';
+import { jwksOf, signedVerdict, verdictChecks as check } from '../helpers/verdicts.ts';
 import { startPostgres } from '../helpers/postgres.ts';
 import { makeToken, startServer, tempDir, type ServerHandle } from '../helpers/server.ts';
 import { runCli } from '../helpers/server.ts';
@@ -20,29 +19,8 @@ const nodes: ServerHandle[] = await Promise.all([
 t.teardown(() => Promise.all(nodes.map((n) => n.stop())));
 const [a, b] = nodes as [ServerHandle, ServerHandle];
 
-const jwksOf = async (n: ServerHandle) => (await (await fetch(`${n.baseUrl}/.well-known/jwks.json`)).json()) as JSONWebKeySet;
 
-/** What a backend does: the exact body bytes as the payload of the detached JWS, checked
- * against one node's JWKS. */
-async function check(jwks: JSONWebKeySet, body: string, signature: string): Promise<boolean> {
-  const [protectedHeader, payload, sig] = signature.split('.');
-  if (payload !== '' || !protectedHeader || !sig) return false;
-  try {
-    await flattenedVerify({ protected: protectedHeader, payload: Buffer.from(body, 'utf8').toString('base64url'), signature: sig }, createLocalJWKSet(jwks), { algorithms: ['EdDSA'] });
-    return true;
-  } catch {
-    return false;
-  }
-}
 
-let seq = 0;
-async function signedVerdict(n: ServerHandle, token: string): Promise<{ body: string; signature: string; kid: string }> {
-  const id = `k-${++seq}`;
-  const r = await postVerify(n.baseUrl, token, 'rgb_liveness', request([single({ id })]), { 'idempotency-key': id });
-  if (r.status !== 200) throw new Error(`verify ${r.status}: ${r.text}`);
-  const signature = r.headers.get('x-verdict-signature')!;
-  return { body: r.text, signature, kid: decodeProtectedHeader(signature).kid! };
-}
 
 t.test('two nodes, one JWKS; a verdict from A checks against B; `keys rotate` reaches both within the cache time', async (t) => {
   const { token } = await makeToken(a, ['rgb_liveness:100:day']);
