@@ -1,7 +1,7 @@
-import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { PAIR_LIMIT } from '../../src/store/throttle-rules.ts';
+import { fileClock } from '../helpers/clock.ts';
 import { startServer, tempDir } from '../helpers/server.ts';
 import { client, login, loginRequest } from '../auth/session-client.ts';
 
@@ -9,18 +9,13 @@ import { client, login, loginRequest } from '../auth/session-client.ts';
 // operator's current password (a stolen session alone cannot take an account), checked under
 // the login throttle; over real HTTP against the real server and store.
 const dir = tempDir();
-const clock = path.join(dir, 'clock');
-let at = Date.parse('2026-05-04T10:00:00.000Z');
-const setClock = (ms: number) => {
-  at = ms;
-  fs.writeFileSync(clock, new Date(ms).toISOString());
-};
-setClock(at);
+const clock = fileClock(dir, '2026-05-04T10:00:00.000Z');
+const setClock = clock.set;
 const ROOT_PASSWORD = 'correct horse battery';
-const server = await startServer({ dataDir: path.join(dir, 'data'), env: { CLOCK_FILE: clock, ADMIN_USERNAME: 'root', ADMIN_PASSWORD: ROOT_PASSWORD } });
+const server = await startServer({ dataDir: path.join(dir, 'data'), env: { CLOCK_FILE: clock.file, ADMIN_USERNAME: 'root', ADMIN_PASSWORD: ROOT_PASSWORD } });
 t.teardown(() => server.stop());
 const base = server.baseUrl;
-const nextWindow = () => setClock(at + 16 * 60_000);
+const nextWindow = () => setClock(clock.now() + 16 * 60_000);
 
 const root = client(base, await login(base, 'root', ROOT_PASSWORD));
 const made = await root('POST', '/admin/api/users', { username: 'bob', password: 'bob password 1', role: 'admin' });

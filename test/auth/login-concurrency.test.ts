@@ -1,9 +1,9 @@
 import { randomBytes, scryptSync } from 'node:crypto';
-import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { LmdbBackend } from '../../src/store/lmdb-backend.ts';
 import { PAIR_LIMIT } from '../../src/store/throttle-rules.ts';
+import { fileClock } from '../helpers/clock.ts';
 import { startServer, tempDir } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { client, login, loginRequest } from './session-client.ts';
@@ -12,23 +12,18 @@ import { client, login, loginRequest } from './session-client.ts';
 // password hashes, the rehash of older scrypt parameters and the failed-login log line, over
 // real HTTP against the real server and its LMDB store.
 const dir = tempDir();
-const clock = path.join(dir, 'clock');
-let at = Date.parse('2026-05-04T10:00:00.000Z');
-const setClock = (ms: number) => {
-  at = ms;
-  fs.writeFileSync(clock, new Date(ms).toISOString());
-};
-setClock(at);
+const clock = fileClock(dir, '2026-05-04T10:00:00.000Z');
+const setClock = clock.set;
 const ADMIN = { username: 'root', password: 'correct horse battery' };
 const server = await startServer({
   dataDir: path.join(dir, 'data'),
   // 127.0.0.1 is a trusted proxy so that one test can speak for many client addresses
-  env: { CLOCK_FILE: clock, ADMIN_USERNAME: ADMIN.username, ADMIN_PASSWORD: ADMIN.password, TRUSTED_PROXIES: '127.0.0.1' },
+  env: { CLOCK_FILE: clock.file, ADMIN_USERNAME: ADMIN.username, ADMIN_PASSWORD: ADMIN.password, TRUSTED_PROXIES: '127.0.0.1' },
 });
 t.teardown(() => server.stop());
 const base = server.baseUrl;
 // a new throttle window for each test: counts of the last one are forgotten
-const nextWindow = () => setClock(at + 16 * 60_000);
+const nextWindow = () => setClock(clock.now() + 16 * 60_000);
 
 const failedLogins = () => server.logLines().filter((l) => l.msg === 'login failed');
 const answers = (rs: Response[]) => {
@@ -62,7 +57,7 @@ t.test('the right password arriving while a burst of guesses is in flight does n
   t.teardown(() => store.close());
   const guesses = Array.from({ length: 39 }, (_, i) => loginRequest(base, ADMIN.username, `burst ${i}`));
   // the right one is sent once the burst has spent the limit, its guesses still in flight
-  await waitFor(async () => ((await store.readThrottle('127.0.0.1', ADMIN.username, at)).pair?.count ?? 0) >= PAIR_LIMIT, { what: 'the burst to spend the pair limit' });
+  await waitFor(async () => ((await store.readThrottle('127.0.0.1', ADMIN.username, clock.now())).pair?.count ?? 0) >= PAIR_LIMIT, { what: 'the burst to spend the pair limit' });
   const right = await loginRequest(base, ADMIN.username, ADMIN.password);
   const rs = await Promise.all(guesses);
   t.equal(right.status, 429, 'the right password is refused: the limit was spent by the burst');
@@ -81,7 +76,7 @@ t.test('a success gives back its own count: only failures fill the address limit
   for (let i = 0; i < 3; i++) t.equal((await loginRequest(base, ADMIN.username, ADMIN.password)).status, 200, `login ${i}`);
   const store = LmdbBackend.open(server.dataDir);
   t.teardown(() => store.close());
-  t.equal((await store.readThrottle('127.0.0.1', ADMIN.username, at)).address, undefined, 'no count left on the address');
+  t.equal((await store.readThrottle('127.0.0.1', ADMIN.username, clock.now())).address, undefined, 'no count left on the address');
 });
 
 t.test('a flood of logins from many addresses is answered 401 or 503 server_busy; the operator gets in during it from a known address', async (t) => {

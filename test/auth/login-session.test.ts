@@ -1,23 +1,18 @@
-import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
+import { fileClock } from '../helpers/clock.ts';
 import { lmdbOpen } from '../helpers/lmdb.ts';
 import { bearer, startServer, tempDir } from '../helpers/server.ts';
 import { client, login, loginRequest } from './session-client.ts';
 
 // contract.md "Authentication and sessions", over real HTTP against the real server.
 const dir = tempDir();
-const clock = path.join(dir, 'clock');
-let at = Date.parse('2026-05-04T10:00:00.000Z');
-const setClock = (ms: number) => {
-  at = ms;
-  fs.writeFileSync(clock, new Date(ms).toISOString());
-};
-setClock(at);
+const clock = fileClock(dir, '2026-05-04T10:00:00.000Z');
+const setClock = clock.set;
 const ADMIN = { username: 'root', password: 'correct horse battery' };
 const server = await startServer({
   dataDir: path.join(dir, 'data'),
-  env: { CLOCK_FILE: clock, ADMIN_USERNAME: ADMIN.username, ADMIN_PASSWORD: ADMIN.password, SESSION_IDLE_MINUTES: '30', SESSION_ABSOLUTE_HOURS: '2' },
+  env: { CLOCK_FILE: clock.file, ADMIN_USERNAME: ADMIN.username, ADMIN_PASSWORD: ADMIN.password, SESSION_IDLE_MINUTES: '30', SESSION_ABSOLUTE_HOURS: '2' },
 });
 t.teardown(() => server.stop());
 const base = server.baseUrl;
@@ -29,7 +24,7 @@ t.test('login answers the session body and an HttpOnly SameSite=Strict cookie', 
   t.same(Object.keys(s.body).sort(), ['csrf_token', 'expires_at', 'role', 'username']);
   t.equal(s.body.username, 'root');
   t.equal(s.body.role, 'admin');
-  t.equal(s.body.expires_at, new Date(at + 2 * 3600_000).toISOString());
+  t.equal(s.body.expires_at, new Date(clock.now() + 2 * 3600_000).toISOString());
   t.ok(s.csrf.length >= 32);
 
   const again = await login(base, ADMIN.username, ADMIN.password);
@@ -85,7 +80,7 @@ t.test('wrong password and unknown user take the same time (both run scrypt)', a
   t.ok(ratio > 1 / 3 && ratio < 3, `median unknown/known = ${ratio.toFixed(2)} (${median(unknown).toFixed(1)} / ${median(known).toFixed(1)} ms)`);
   t.ok(median(unknown) > 5, 'an unknown user is not answered without hashing');
   // leave the failure counts of this test behind
-  setClock(at + 16 * MIN);
+  setClock(clock.now() + 16 * MIN);
 });
 
 t.test('malformed login bodies are 422 with the validation body', async (t) => {
@@ -155,7 +150,7 @@ t.test('logout needs the CSRF token, then the session is dead server-side', asyn
 });
 
 t.test('sessions end after the idle timeout and after the absolute lifetime', async (t) => {
-  const t0 = at;
+  const t0 = clock.now();
   const idle = await login(base, ADMIN.username, ADMIN.password);
   setClock(t0 + 29 * MIN);
   t.equal((await client(base, idle)('GET', '/auth/session')).status, 200, 'used within the idle timeout');
@@ -167,7 +162,7 @@ t.test('sessions end after the idle timeout and after the absolute lifetime', as
   t.equal(dead.json.error.code, 'invalid_session');
 
   const busy = await login(base, ADMIN.username, ADMIN.password);
-  const start = at;
+  const start = clock.now();
   for (let m = 20; m < 120; m += 20) {
     setClock(start + m * MIN);
     t.equal((await client(base, busy)('GET', '/admin/api/modules')).status, 200, `busy at +${m} min`);
@@ -205,7 +200,7 @@ t.test('no cross use of business tokens and sessions', async (t) => {
 // across the server's two API workers (rules: test/auth/login-throttle.test.ts). These run
 // last: the address limit covers every later login from 127.0.0.1 until the clock moves on.
 t.test('five wrong passwords from one address stop that address for the name: 429 with Retry-After, even for the right one', async (t) => {
-  setClock(at + 16 * MIN);
+  setClock(clock.now() + 16 * MIN);
   for (let i = 0; i < 5; i++) {
     const r = await loginRequest(base, ADMIN.username, `guess ${i}`);
     t.equal(r.status, 401, `guess ${i}`);
@@ -218,17 +213,17 @@ t.test('five wrong passwords from one address stop that address for the name: 42
   const other = await loginRequest(base, 'ROOT', 'anything');
   t.equal(other.status, 429, 'the lock ignores case');
 
-  setClock(at + 5 * 60_000);
+  setClock(clock.now() + 5 * 60_000);
   const later = await loginRequest(base, ADMIN.username, ADMIN.password);
   t.equal(later.status, 429);
   t.equal(later.headers.get('retry-after'), String(10 * 60), 'Retry-After counts down');
 
-  setClock(at + 10 * 60_000);
+  setClock(clock.now() + 10 * 60_000);
   t.equal((await loginRequest(base, ADMIN.username, ADMIN.password)).status, 200, 'open again once the window ends');
 });
 
 t.test('a success clears the username count', async (t) => {
-  setClock(at + 16 * 60_000);
+  setClock(clock.now() + 16 * 60_000);
   for (let i = 0; i < 4; i++) await loginRequest(base, ADMIN.username, `guess ${i}`);
   t.equal((await loginRequest(base, ADMIN.username, ADMIN.password)).status, 200);
   for (let i = 0; i < 4; i++) t.equal((await loginRequest(base, ADMIN.username, `again ${i}`)).status, 401);
@@ -236,7 +231,7 @@ t.test('a success clears the username count', async (t) => {
 });
 
 t.test('twenty failures from one address lock every username from it', async (t) => {
-  setClock(at + 16 * 60_000);
+  setClock(clock.now() + 16 * 60_000);
   for (let i = 0; i < 20; i++) {
     const r = await loginRequest(base, `spray${i}`, 'password1');
     t.equal(r.status, 401);
@@ -244,6 +239,6 @@ t.test('twenty failures from one address lock every username from it', async (t)
   const r = await loginRequest(base, ADMIN.username, ADMIN.password);
   t.equal(r.status, 429);
   t.ok(Number(r.headers.get('retry-after')) > 0);
-  setClock(at + 16 * 60_000);
+  setClock(clock.now() + 16 * 60_000);
   t.equal((await loginRequest(base, ADMIN.username, ADMIN.password)).status, 200);
 });
