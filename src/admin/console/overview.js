@@ -1,4 +1,5 @@
 import { get } from './api.js';
+import { barFrame, CHART } from './chart.js';
 import { fmtTime, guarded, h, table } from './dom.js';
 
 // The first page: what a person would rather look at than read. Verify calls per minute over
@@ -12,33 +13,25 @@ const CLASSES = [
 ];
 
 function callsChart(buckets, label, tick) {
-  const W = 900, H = 220, left = 40, bottom = 40, top = 10;
+  const { W, H, left, bottom } = CHART;
   const max = Math.max(1, ...buckets.map((b) => b.calls));
   const slot = (W - left - 10) / buckets.length;
-  const y = (v) => top + (H - top - bottom) * (1 - v / max);
-  const bars = buckets.map((b, i) => {
-    const x = left + i * slot + slot * 0.1;
-    let base = 0;
-    const parts = CLASSES.map(([key]) => {
-      const v = b[key];
-      const rect = h('rect', { class: `bar ${key}`, x, y: y(base + v), width: Math.max(1, slot * 0.8), height: Math.max(0, y(base) - y(base + v)) });
-      base += v;
-      return rect;
-    });
-    return h('g', { 'data-start': b.start, 'data-calls': b.calls },
-      h('title', {}, `${fmtTime(b.start)}: ${b.calls} calls (${b.ok} answered, ${b.client_error} refused, ${b.server_error} failed; live ${b.live}, not live ${b.non_live}, retry ${b.retry})`),
-      parts,
-      h('text', { x: x + slot * 0.4, y: H - bottom + 14, 'text-anchor': 'middle' }, tick(b, i)),
-    );
-  });
-  return h('svg', { class: 'chart', viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': label, 'data-testid': 'calls-chart' },
-    h('line', { class: 'axis', x1: left, y1: H - bottom, x2: W - 5, y2: H - bottom }),
-    h('line', { class: 'axis', x1: left, y1: top, x2: left, y2: H - bottom }),
-    h('text', { x: left - 4, y: top + 10, 'text-anchor': 'end' }, String(max)),
-    h('text', { x: left - 4, y: H - bottom, 'text-anchor': 'end' }, '0'),
-    buckets.every((b) => b.calls === 0) ? h('text', { x: W / 2, y: H / 2, 'text-anchor': 'middle' }, 'no verify calls in this period') : '',
-    bars,
-  );
+  return barFrame({ max, label, testid: 'calls-chart', empty: buckets.every((b) => b.calls === 0) && 'no verify calls in this period' }, (y) =>
+    buckets.map((b, i) => {
+      const x = left + i * slot + slot * 0.1;
+      let base = 0;
+      const parts = CLASSES.map(([key]) => {
+        const v = b[key];
+        const rect = h('rect', { class: `bar ${key}`, x, y: y(base + v), width: Math.max(1, slot * 0.8), height: Math.max(0, y(base) - y(base + v)) });
+        base += v;
+        return rect;
+      });
+      return h('g', { 'data-start': b.start, 'data-calls': b.calls },
+        h('title', {}, `${fmtTime(b.start)}: ${b.calls} calls (${b.ok} answered, ${b.client_error} refused, ${b.server_error} failed; live ${b.live}, not live ${b.non_live}, retry ${b.retry})`),
+        parts,
+        h('text', { x: x + slot * 0.4, y: H - bottom + 14, 'text-anchor': 'middle' }, tick(b, i)),
+      );
+    }));
 }
 
 function sum(buckets) {
