@@ -18,7 +18,7 @@ import { reserveInput, tokenRecord } from '../test/store/contract.ts';
 
 interface Scenario {
   /** postgres+commit_delay: the same server with commit_delay = 200 us and commit_siblings =
-   * 2 (README "Running several nodes"), still synchronous_commit = on */
+   * 2 (docs/several-nodes.md), still synchronous_commit = on */
   store: 'lmdb' | 'lmdb+batched' | 'postgres' | 'postgres+commit_delay';
   callers: number;
   hot_token: boolean;

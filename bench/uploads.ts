@@ -219,7 +219,7 @@ async function run(): Promise<void> {
   ];
 
   // VmHWM so far is the start-up's (V8 compiling the wasm runtime in the inference threads,
-  // README "Memory"), which settles back to idle before the first body arrives. Writing 5 to clear_refs resets the high-water
+  // bench/results/uploads-runs.md "Start-up peak"), which settles back to idle before the first body arrives. Writing 5 to clear_refs resets the high-water
   // mark (Linux >= 4.0), so the peak below is the load's; the start-up peak is reported apart.
   const startupHwm = rssKiB(pid).hwm;
   const hwmReset = resetHighWaterMark(pid);

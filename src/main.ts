@@ -226,7 +226,7 @@ class Cluster {
  * whenever external memory passes a limit derived from the heap's size; an API worker's heap
  * is small, so that was a major GC every dozen calls, and the GC threads took about a fifth
  * of the CPU. At 64 MB the API workers ran 4x fewer major GCs and single-png rose by 8-16 %
- * here, with the same idle and upload RSS (README "Memory"). V8 reads the flag when it
+ * here, with the same idle and upload RSS (docs/capacity.md, "Memory"). V8 reads the flag when it
  * creates an isolate, so it is set before any worker starts. */
 function tuneGc(config: Config): void {
   if (config.GC_INITIAL_OLD_SPACE_MB > 0) setFlagsFromString(`--initial-old-space-size=${config.GC_INITIAL_OLD_SPACE_MB}`);

@@ -229,7 +229,7 @@ function headersCase(r: Rand, id: string, token: string): Case {
     base.contentLength = pick(r, [32 * 1024 * 1024 + 1, 100 * 1024 * 1024, 999_999_999, 1_000_000_000, 2 ** 31 - 1]);
     what = `Content-Length ${base.contentLength} (over the limit)`;
     // uWS 20.30's parser drops a request whose Content-Length has 10 digits or more (>= 10^9)
-    // before any handler runs: closed without an answer (README, known limitations)
+    // before any handler runs: closed without an answer (docs/endpoints.md, known limitations of the HTTP parser)
     closeOk = base.contentLength >= 1_000_000_000;
   } else if (kind === 5) {
     head = verifyHead({ ...base, contentLength: null, chunked: true });

@@ -99,7 +99,7 @@ export async function runSlowClient(opts: SlowClientOptions): Promise<ScenarioRe
   const ex = opts.expect;
   // A small host (2 x WORKERS slots) whose operator, exposed to trickling clients, caps one
   // address at half the slots: the default cap never goes below 4, so at WORKERS=2 one address
-  // could otherwise hold all 4 (README, Capacity).
+  // could otherwise hold all 4 (docs/capacity.md).
   const workers = opts.workers ?? 2;
   const server = await startServer({ ready: true, env: { WORKERS: String(workers), UPLOADS_PER_ADDRESS: String(workers), ...opts.env } });
   const conns: Conn[] = [];

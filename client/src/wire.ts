@@ -24,7 +24,7 @@ export const CROP_SIZE = 320;
 /** 320 x 320 x 3: the size of an rgb8 image part */
 export const RGB8_BYTES = CROP_SIZE * CROP_SIZE * 3;
 
-/** Limits the service enforces (README "Verify: order of checks and limits"). */
+/** Limits the service enforces (docs/endpoints.md "Verify: order of checks and limits"). */
 export const LIMITS = {
   bodyBytes: 32 * 1024 * 1024,
   partBytes: 1024 * 1024,

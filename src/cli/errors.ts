@@ -15,7 +15,7 @@ export class ConflictError extends UsageError {
   override name = 'ConflictError';
 }
 
-/** The CLI's exit codes (README "Operator CLI"). 1 is a command that ran and reports a failed
+/** The CLI's exit codes (docs/cli.md). 1 is a command that ran and reports a failed
  * outcome (a model check, a refused activation, a ledger that does not verify) or an
  * unexpected error. */
 export const EXIT = { ok: 0, failed: 1, usage: 2, not_found: 3, conflict: 4, store_unavailable: 5 } as const;

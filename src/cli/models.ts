@@ -82,7 +82,7 @@ export const modelCommands: Record<string, Command> = {
         if (!check.ok) process.exitCode = 1;
         const next = check.ok
           ? [
-              `npm run cli -- models calibrate ${plan.model_set} --live <folder of live crops> --attack <folder of attack crops>   (sets the threshold from your own captures; README "Calibrating a model set")`,
+              `npm run cli -- models calibrate ${plan.model_set} --live <folder of live crops> --attack <folder of attack crops>   (sets the threshold from your own captures; models/README.md "Picking a threshold")`,
               `npm run cli -- models activate ${plan.model_set} --wait 300   (a running server switches to it; or start with MODEL_SET=${plan.model_set})`,
             ]
           : [`fix ${path.join(plan.dir, 'manifest.json')} (the check above names the field), then npm run cli -- models check ${plan.dir}`];

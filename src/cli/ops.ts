@@ -7,7 +7,7 @@ import { openStore } from '../store/open.ts';
 import { ConflictError, UsageError } from './errors.ts';
 import type { Command } from './command.ts';
 
-/** Operations commands: retention and backup (README "Retention", "Backup and restore"). */
+/** Operations commands: retention and backup (docs/operations.md: "Retention", "Backup and restore"). */
 export const opsCommands: Record<string, Command> = {
   'retention prune': {
     usage: 'retention prune   (one pass of the pruner with the RETENTION_* settings, as the service runs hourly)',
@@ -31,7 +31,7 @@ export const opsCommands: Record<string, Command> = {
     async run(_store, [file, ...rest]) {
       if (!file || rest.length > 0) throw new UsageError('restore takes one argument: the backup file');
       const config = loadConfig();
-      if (config.DATABASE_URL) throw new UsageError('restore puts back an LMDB backup; with DATABASE_URL use pg_restore (README, Backup and restore)');
+      if (config.DATABASE_URL) throw new UsageError('restore puts back an LMDB backup; with DATABASE_URL use pg_restore (docs/operations.md, Backup and restore)');
       const running = runningServer(config.DATA_DIR);
       if (running) throw new ConflictError(`a server (pid ${running.pid}, started ${running.started_at}) is running on ${config.DATA_DIR}: stop it first`);
       try {

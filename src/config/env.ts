@@ -4,7 +4,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 
 // Start-up variables: contract.md "Running it" fixes HOST, PORT, DATA_DIR, WORKERS,
-// COOKIE_PREFIX, COOKIE_SECURE, ADMIN_USERNAME/PASSWORD; the rest are documented in the README.
+// COOKIE_PREFIX, COOKIE_SECURE, ADMIN_USERNAME/PASSWORD; the rest are documented in docs/configuration.md.
 const MAX_WORKERS = 64;
 // The spec's capacity: 2 concurrent verify calls per API worker, pooled host-wide.
 export const SLOTS_PER_WORKER = 2;

@@ -6,8 +6,8 @@
 // resizable buffer's whole limit and commits pages as it grows), a page fault for every 4 KiB
 // first touched, a plain copy for the inference thread (rgb8), and, when that thread freed
 // the transferred pixels, an unmapping that interrupts the other CPU to flush its TLB. At
-// about 600 rgb8 calls a second that was over a fifth of an API thread's time (perf, README
-// "Memory"). A slot's pages stay mapped and warm from one call to the next (LIFO reuse), and
+// about 600 rgb8 calls a second that was over a fifth of an API thread's time (perf, docs/capacity.md
+// "Upload storage"). A slot's pages stay mapped and warm from one call to the next (LIFO reuse), and
 // a shared buffer reaches the inference threads by reference: no transfer, no copy.
 //
 // A slab belongs to one thread (the one that takes and gives back slots), so it needs no

@@ -21,7 +21,7 @@ export async function pruneArchiveBefore(dataDir: string, cutoff: number): Promi
     if (!DAY_DIR.test(day)) continue;
     const start = Date.parse(`${day}T00:00:00Z`);
     if (!Number.isFinite(start) || start + DAY_MS > cutoff) continue;
-    // Several nodes may prune one shared archive (README "Running several nodes"): a day is
+    // Several nodes may prune one shared archive (docs/several-nodes.md): a day is
     // claimed by renaming it, which only one of them can do, and only the claimant removes it.
     const claimed = path.join(root, `.pruning-${day}-${process.pid}-${randomBytes(4).toString('hex')}`);
     try {

@@ -27,7 +27,7 @@ export async function pruneOnce(backend: StoreBackend, config: RetentionConfig, 
     audit: await run(config.RETENTION_AUDIT_DAYS, (c) => backend.pruneAuditBefore(c)),
     results: await run(config.RETENTION_RESULTS_DAYS, (c) => backend.pruneResultsBefore(c)),
     ledger: await run(config.RETENTION_LEDGER_DAYS, (c) => backend.pruneLedgerBefore(c)),
-    // the demo archive is files under DATA_DIR on every store (README "Running several nodes")
+    // the demo archive is files under DATA_DIR on every store (docs/several-nodes.md)
     archive: await run(config.RETENTION_ARCHIVE_DAYS, (c) => pruneArchiveBefore(config.DATA_DIR, c)),
   };
 }

@@ -14,7 +14,7 @@ export interface KeySource {
 }
 
 /** How long a node may keep using what it read from the database: a rotation is seen by
- * every node within this time (README, Running several nodes). */
+ * every node within this time (docs/several-nodes.md). */
 export const SHARED_KEY_CACHE_MS = 10_000;
 
 export function fileKeys(dataDir: string): KeySource {

@@ -135,7 +135,7 @@ export interface StoreBackend {
   ensureConsoleIndexes(): Promise<void>;
   /** completed keys older than the retention, with their settled reservations */
   pruneIdempotency(at: number, retentionHours: number): Promise<number>;
-  /** retention (README "Retention"): records older than `cutoff` (epoch ms) removed in bounded
+  /** retention (docs/operations.md "Retention"): records older than `cutoff` (epoch ms) removed in bounded
    * batches, safe when several nodes prune at once; each returns how many went. Pruned ledger
    * entries leave their units in per-counter totals, so verifyLedger() still holds. */
   pruneAuditBefore(cutoff: number): Promise<number>;

@@ -16,8 +16,8 @@ export class BackupError extends Error {}
  */
 export async function backupStore(backend: StoreBackend, file: string, keysDir: string | null = null): Promise<{ file: string; bytes: number; keys: BackupKeys | null }> {
   const store = embeddedStore(backend);
-  // PostgreSQL has its own consistent dump (README, Backup and restore)
-  if (!store) throw new BackupError('backup copies the LMDB store; with DATABASE_URL use pg_dump (README, Backup and restore)');
+  // PostgreSQL has its own consistent dump (docs/operations.md, Backup and restore)
+  if (!store) throw new BackupError('backup copies the LMDB store; with DATABASE_URL use pg_dump (docs/operations.md, Backup and restore)');
   const target = path.resolve(file);
   if (fs.existsSync(target)) throw new BackupError(`${target} exists; a backup never overwrites a file`);
   if (keysDir !== null && fs.existsSync(keysBeside(target))) throw new BackupError(`${keysBeside(target)} exists; a backup never overwrites a file`);

@@ -26,7 +26,7 @@ export const DAILY_TOTALS_FLAG = 'daily_totals_v1';
 export const BY_TOKEN_FLAG = 'by_token_index_v1';
 const DERIVED_INDEXES = [TOKEN_NAME_INDEX_FLAG, DAILY_TOTALS_FLAG, BY_TOKEN_FLAG];
 
-/** How metering writes commit (README "Metering and idempotency"): `sync` on the calling
+/** How metering writes commit (docs/metering.md): `sync` on the calling
  * thread, one disk sync each (lowest latency); `batched` through lmdb-js's write thread, which
  * commits the writes of many concurrent calls together (highest throughput under load). */
 export type LmdbCommits = 'sync' | 'batched';

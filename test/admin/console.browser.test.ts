@@ -76,7 +76,7 @@ if (!fs.existsSync(CHROMIUM)) {
     t.equal(v.json.charged_units, 1);
     const signature = v.headers.get('x-verdict-signature');
     if (signature) {
-      // the verdict signature checks against the published keys (README "Checking signed verdicts")
+      // the verdict signature checks against the published keys (src/signing/README.md "Checking a verdict in a backend")
       const jwks = (await (await fetch(`${server.baseUrl}/.well-known/jwks.json`)).json()) as JSONWebKeySet;
       const [p, , s] = signature.split('.');
       const ok = await flattenedVerify({ protected: p!, payload: Buffer.from(v.text).toString('base64url'), signature: s! }, createLocalJWKSet(jwks)).then(() => true, () => false);

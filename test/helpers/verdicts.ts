@@ -2,7 +2,7 @@ import { createLocalJWKSet, decodeProtectedHeader, flattenedVerify, type JSONWeb
 import { postVerify, request, single } from './captures.ts';
 
 // Signed verdicts as a backend sees them: the JWKS a node serves, a verify answer with its
-// detached signature, and the check a backend makes (README "Checking signed verdicts").
+// detached signature, and the check a backend makes (src/signing/README.md "Checking a verdict in a backend").
 
 export async function jwksOf(n: { baseUrl: string }): Promise<JSONWebKeySet> {
   const r = await fetch(`${n.baseUrl}/.well-known/jwks.json`);

@@ -6,7 +6,7 @@ import t from 'tap';
 import { postVerify, request, single } from '../helpers/captures.ts';
 import { bearer, makeToken, startServer } from '../helpers/server.ts';
 
-// Issue 25: the PostgreSQL store's backup and restore as the README gives it, run for real:
+// Issue 25: the PostgreSQL store's backup and restore as docs/operations.md gives it, run for real:
 // pg_dump of a serving database, pg_restore into another, a node on the copy serving the same
 // tokens, usage and replays. pg_dump must not be older than the server, so this uses Debian's
 // PostgreSQL 15 (server and tools) rather than the embedded 17 of the other store tests.
@@ -42,7 +42,7 @@ if (!canRun) {
     const body = request([single({ id: 'pg-backup-1' })]);
     const first = await postVerify(a.baseUrl, token, 'rgb_liveness', body, { 'idempotency-key': 'pg-key-1' });
     t.equal(first.status, 200, first.text);
-    // the README's command, run while the node serves
+    // docs/operations.md's command, run while the node serves
     const dump = path.join(dir, 'liveness.dump');
     execFileSync('sh', ['-c', `umask 077 && ${BIN}/pg_dump --format=custom --file=${dump} "${url('lv')}"`]);
     t.equal(fs.statSync(dump).mode & 0o777, 0o600, 'the dump is private (it holds the signing keys)');

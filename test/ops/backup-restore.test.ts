@@ -6,7 +6,7 @@ import { lmdbOpen } from '../helpers/lmdb.ts';
 import { bearer, makeToken, startServer, tempDir } from '../helpers/server.ts';
 
 // Backup taken from a running service with a verify call in flight, restored by the
-// documented procedure (README "Backup and restore") into a fresh DATA_DIR, served again.
+// documented procedure (docs/operations.md "Backup and restore") into a fresh DATA_DIR, served again.
 
 t.test('a backup of the live store, restored, serves the same tokens, usage and replays', async (t) => {
   const env = { TEST_INFERENCE_DELAY_MS: '20000', TEST_INFERENCE_DELAY_PREFIX: 'slow-' };

@@ -8,7 +8,7 @@ import { request, single } from '../helpers/captures.ts';
 import { lmdbOpen } from '../helpers/lmdb.ts';
 import { makeToken, ROOT, startServer, tempDir } from '../helpers/server.ts';
 
-// The README's nginx snippet (deploy/nginx-liveness.conf), run for real in front of the
+// The nginx snippet of docs/operations.md (deploy/nginx-liveness.conf), run for real in front of the
 // service: TLS at nginx, the client's address carried in X-Forwarded-For, a spoofed header
 // dropped. Needs nginx (`apt-get install nginx`); skipped, saying so, without it.
 const NGINX = '/usr/sbin/nginx';

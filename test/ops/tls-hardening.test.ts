@@ -51,7 +51,7 @@ t.test('TLS 1.2 offers only forward-secret AEAD suites; TLS 1.3 as is; every ans
   }
   // A compile-time mark of the prebuilt uWS binding (HttpResponse::writeMark, removed only by
   // building uWS with UWS_HTTPRESPONSE_NO_WRITEMARK): no runtime option turns it off. Should a
-  // build without it arrive, this fails and the README's limitation line goes.
+  // build without it arrive, this fails and the limitation line in docs/security.md goes.
   t.equal((await get(s.port, '/health/live')).headers['uwebsockets'], '20', 'the uWebSockets: 20 mark is still sent (documented limitation)');
 });
 

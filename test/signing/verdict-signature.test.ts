@@ -6,7 +6,7 @@ import { publicJwks, rotateSigningKey, RETIRED_PUBLISH_MS, signBody, VerdictSign
 import { runCli, startServer, tempDir } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
 
-/** What a backend does (README "Checking signed verdicts"): re-attach the exact body bytes
+/** What a backend does (src/signing/README.md "Checking a verdict in a backend"): re-attach the exact body bytes
  * as the payload of the detached JWS and verify it against the service's JWKS. */
 async function check(jwks: JSONWebKeySet, body: string, signature: string): Promise<boolean> {
   const [protectedHeader, payload, sig] = signature.split('.');

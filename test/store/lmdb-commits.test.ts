@@ -1,4 +1,4 @@
-// LMDB_COMMITS=batched (README "Metering and idempotency"): the service charges, replays and
+// LMDB_COMMITS=batched (docs/metering.md): the service charges, replays and
 // refuses exactly as with the default synchronous commits.
 
 import t from 'tap';

@@ -5,7 +5,7 @@ import { postVerify, request, single } from '../helpers/captures.ts';
 import { startPostgres } from '../helpers/postgres.ts';
 import { makeToken, runCli, startServer, tempDir } from '../helpers/server.ts';
 
-// The demo archive with several nodes, as the README says to run it: one shared directory
+// The demo archive with several nodes, as docs/several-nodes.md says to run it: one shared directory
 // mounted as DATA_DIR/archive on every node (here a symbolic link). Demo uploads on either
 // node land in it, and nodes pruning it at once remove each day once, without an error.
 

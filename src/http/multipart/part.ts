@@ -3,7 +3,7 @@
 //
 // Why one copy: the transport's chunk (uWS onData) is only valid during its callback. Keeping a
 // copy of every chunk and joining a part's slices later copied every body byte twice, and with
-// large allocations mapped on their own (README "Memory") each copy also faults its pages in
+// large allocations mapped on their own (docs/capacity.md, "Memory") each copy also faults its pages in
 // anew. The storage is a slot of the thread's frame slab (src/images/frame-slab.ts: mapped
 // once, reused, readable by the inference threads without a transfer) while one is free and
 // the part fits in it. Otherwise, or once the part outgrows its slot, it is a resizable

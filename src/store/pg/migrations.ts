@@ -241,8 +241,8 @@ END $$;
 `;
 
 // Verdict-signing keys shared by every node (issue 11). The private JWK is stored as it is:
-// whoever can SELECT this table can sign verdicts (README, Signed verdicts). At most one
-// key is current (retired_at NULL), enforced by the partial unique index, so nodes that
+// whoever can SELECT this table can sign verdicts (docs/several-nodes.md, "Private keys at
+// rest"). At most one key is current (retired_at NULL), enforced by the partial unique index, so nodes that
 // start together cannot create two.
 const V_SIGNING_KEYS = `
 CREATE TABLE signing_keys (
@@ -256,8 +256,8 @@ CREATE TABLE signing_keys (
 CREATE UNIQUE INDEX signing_keys_one_current ON signing_keys ((true)) WHERE retired_at IS NULL;
 `;
 
-// Retention (README "Retention"): pruned ledger entries leave their units here, keyed like
-// the counters, so `ledger verify` still proves counters = pruned totals + entries; result
+// Retention (docs/operations.md "Retention"): pruned ledger entries leave their units here,
+// keyed like the counters, so `ledger verify` still proves counters = pruned totals + entries; result
 // records are pruned by their settlement time.
 const V_RETENTION = `
 CREATE TABLE ledger_pruned (
