@@ -82,7 +82,8 @@ export async function tokenDetail(store: StoreBackend, id: string): Promise<(Tok
   return t && { ...tokenView(t), usage: await store.usageSnapshot(t, now()) };
 }
 
-/** Re-enabling a revoked token: refused, so no record ever reads enabled and revoked. */
+/** Re-enabling a revoked token: refused, so no record ever reads enabled and revoked. A domain
+ * refusal, not an HTTP error: the admin API answers it 409 `conflict`, the CLI exits EXIT.conflict. */
 export class RevokedTokenError extends Error {}
 
 export async function patchToken(

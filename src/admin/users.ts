@@ -31,6 +31,7 @@ export async function searchUserViews(store: StoreBackend, q: ListQuery): Promis
   return { users: page.items.map(userView), next_cursor: page.next && encodeCursor(page.next) };
 }
 
+/** A domain refusal, not an HTTP error: the admin API answers it 409 `conflict` with its message. */
 export class LastAdminError extends Error {}
 
 const isActiveAdmin = (u: UserRecord) => u.role === 'admin' && u.enabled;

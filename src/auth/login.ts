@@ -51,6 +51,8 @@ export async function checkPasswordThrottled(store: StoreBackend, username: stri
   return user;
 }
 
+/** Internal control flow, never answered: the stored hash changed while this login's hash was
+ * computed, so the rehash is skipped (the login itself stands). */
 class HashChanged extends Error {}
 
 /** A hash stored with older parameters is rewritten with the current ones now that the

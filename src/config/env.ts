@@ -69,6 +69,8 @@ export const ConfigSchema = Type.Object({
 export type Config = Static<typeof ConfigSchema>;
 const check = TypeCompiler.Compile(ConfigSchema);
 
+/** Not an HTTP error: a configuration refused at start-up, printed as one line before the
+ * process exits; no request is ever answered with it. */
 export class ConfigError extends Error {}
 
 // Configuration errors go to stderr and from there to journals and CI logs: a secret in one

@@ -28,6 +28,7 @@ export type RouteInfo = { method: string; pattern: string; guarded: boolean };
 
 export const ADMIN_API_PREFIX = '/admin/api/';
 
+/** Not an HTTP error: a programming mistake caught when routes are registered at start-up. */
 export class RouteRegistrationError extends Error {
   override name = 'RouteRegistrationError';
 }

@@ -5,6 +5,7 @@ import type { UwsModule } from './uws.ts';
 
 type TlsConfig = Pick<Config, 'TLS_CERT_FILE' | 'TLS_KEY_FILE' | 'TLS_KEY_PASSPHRASE'>;
 
+/** Not an HTTP error: a certificate or key refused at start-up, before anything listens. */
 export class TlsConfigError extends Error {}
 
 /**

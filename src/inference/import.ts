@@ -12,6 +12,8 @@ import { basename, join } from 'node:path';
 import { MANIFEST_FORMAT } from './manifest.ts';
 import { createRuntime, type Session } from './runtime.ts';
 
+/** Not HTTP errors: `models import` is an operator tool; the CLI prints the message and exits
+ * with EXIT.usage (ImportExistsError: EXIT.conflict). */
 export class ImportError extends Error {}
 /** the set's folder exists already (a conflict, not a usage mistake) */
 export class ImportExistsError extends ImportError {}

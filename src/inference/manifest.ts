@@ -169,6 +169,8 @@ const ROLES_BY_MODULE: Record<ModuleId, readonly GraphRoleName[]> = {
   color_liveness: ['color_difference', 'color_appearance'],
 };
 
+/** Not an HTTP error: a manifest refused when a model set is loaded or checked; the module is
+ * then not ready (verify answers 503 module_unavailable from readiness, not from this). */
 export class ManifestError extends Error {
   constructor(message: string) {
     super(`manifest.json: ${message}`);

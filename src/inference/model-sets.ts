@@ -25,6 +25,8 @@ export interface ModelSetStatus {
   last: Activation | null;
 }
 
+/** Not an HTTP error: an activation requested while another runs or the engine closes; the
+ * request is recorded as refused in the model-set state that the admin API and CLI read. */
 export class ActivationBusyError extends Error {
   override name = 'ActivationBusyError';
 }

@@ -18,6 +18,8 @@ export type { KeyFile, KeyRevocation } from '../store/records.ts';
  * from the command line names a file. */
 export const KID_PATTERN = /^[A-Za-z0-9_-]{43}$/;
 
+/** Not an HTTP error: only the operator's key commands (CLI, start-up) name a key by kid; the CLI
+ * turns it into exit EXIT.not_found. */
 export class UnknownSigningKeyError extends Error {}
 
 export function keysDir(dataDir: string): string {

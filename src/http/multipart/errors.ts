@@ -13,6 +13,8 @@ export const MULTIPART_ERROR_CODES = {
 
 export type MultipartErrorKind = keyof typeof MULTIPART_ERROR_CODES;
 
+/** The parser's own error, kept free of HTTP so the parser can be tested alone: `code` names
+ * the catalogue entry the HTTP layer answers with. */
 export class MultipartError extends Error {
   readonly kind: MultipartErrorKind;
   /** The service error code the HTTP layer should answer with. */

@@ -57,6 +57,7 @@ export interface CalibrationReport {
   scores: ScoredCrop[];
 }
 
+/** Not an HTTP error: `models calibrate` is an operator tool; the CLI prints it and exits 1. */
 export class CalibrationError extends Error {}
 
 function setDir(set: string, modelsDir: string): string {
