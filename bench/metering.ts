@@ -9,8 +9,8 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { createToken } from '../src/admin/tokens.ts';
 import { reserve, settle } from '../src/store/index.ts';
-import { LmdbBackend } from '../src/store/lmdb-backend.ts';
-import { openStore } from '../src/store/open.ts';
+import { LmdbBackend } from '../src/store/lmdb/index.ts';
+import { openStore } from '../src/store/lmdb/open.ts';
 
 export async function benchMetering(opts: { quick: boolean }) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lv-bench-metering-'));

@@ -2,7 +2,7 @@ import type { ModuleId } from '../packets/types.ts';
 import type { AuditRecord, DailyTotal, KeyFile, KeyRevocation, LedgerEntry, Reservation, SessionRecord, TokenRecord, UsageRecord, UserRecord } from './records.ts';
 import type { AttemptSuccess, AttemptReservation, ThrottleView } from './throttle-rules.ts';
 import type { WriteHealth } from './write-health.ts';
-import type { SearchPage, SearchQuery } from './token-search.ts';
+import type { SearchPage, SearchQuery } from './lmdb/search.ts';
 
 // One store, two implementations: LMDB embedded in DATA_DIR (the default, one host) and
 // PostgreSQL (DATABASE_URL, several stateless nodes on one database). The interface is cut

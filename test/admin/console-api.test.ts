@@ -6,10 +6,10 @@ import { Value } from '@sinclair/typebox/value';
 import * as described from '../../src/openapi/responses.ts';
 import { createToken } from '../../src/admin/tokens.ts';
 import { AUDIT_SCAN_BUDGET, reserve, refund, writeAudit, type AuditRecord } from '../../src/store/index.ts';
-import { LmdbBackend } from '../../src/store/lmdb-backend.ts';
-import { openStore } from '../../src/store/open.ts';
+import { LmdbBackend } from '../../src/store/lmdb/index.ts';
+import { openStore } from '../../src/store/lmdb/open.ts';
 import type { TokenRecord } from '../../src/store/records.ts';
-import { getToken } from '../../src/store/tokens.ts';
+import { getToken } from '../../src/store/lmdb/tokens.ts';
 import { startServer, tempDir } from '../helpers/server.ts';
 import { client, login } from '../auth/session-client.ts';
 

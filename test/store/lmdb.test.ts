@@ -1,5 +1,5 @@
 import t from 'tap';
-import { LmdbBackend } from '../../src/store/lmdb-backend.ts';
+import { LmdbBackend } from '../../src/store/lmdb/index.ts';
 import { tempDir } from '../helpers/server.ts';
 import { storeContract } from './contract.ts';
 

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { ServiceError } from '../../src/errors/index.ts';
-import { PgBackend, StoreUnavailableError } from '../../src/store/pg/backend.ts';
+import { PgBackend, StoreUnavailableError } from '../../src/store/pg/index.ts';
 import { migrate } from '../../src/store/pg/migrate.ts';
 import { MIGRATIONS } from '../../src/store/pg/migrations.ts';
 import { startPostgres } from '../helpers/postgres.ts';

@@ -1,6 +1,6 @@
 import { atomically } from './atomic.ts';
 import { readLatest, type Store } from './open.ts';
-import type { UserRecord } from './records.ts';
+import type { UserRecord } from '../records.ts';
 
 export class DuplicateUserError extends Error {}
 

@@ -1,8 +1,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { open, type Database, type RootDatabase } from 'lmdb';
-import { narrowToPrivate, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from './private-data.ts';
-import { guardCommit, guardLmdbCommitRejections, WriteHealth } from './write-health.ts';
+import { narrowToPrivate, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '../private-data.ts';
+import { guardCommit, guardLmdbCommitRejections, WriteHealth } from '../write-health.ts';
 
 // Bump when a record layout changes incompatibly; open() refuses a store written by
 // another layout instead of misreading it.

@@ -1,6 +1,6 @@
 import { atomically } from './atomic.ts';
 import { TOKEN_NAME_INDEX_FLAG as BUILT, type Store } from './open.ts';
-import type { TokenRecord } from './records.ts';
+import type { TokenRecord } from '../records.ts';
 
 // Token name index: key [nameKey(name), token id] -> token_prefix. It serves two console
 // needs without reading whole token records: name uniqueness (a write checks the key) and

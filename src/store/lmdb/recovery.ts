@@ -1,6 +1,6 @@
 import { lmdbWrite } from './atomic.ts';
 import type { Store } from './open.ts';
-import type { IdempotencyRecord, Reservation } from './records.ts';
+import type { IdempotencyRecord, Reservation } from '../records.ts';
 
 /** Completed idempotency records are kept at least the retention, then pruned; settled
  * reservations go with them. Pending ones are never pruned. */

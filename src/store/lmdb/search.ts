@@ -1,5 +1,5 @@
 import type { Store } from './open.ts';
-import type { TokenRecord, UserRecord } from './records.ts';
+import type { TokenRecord, UserRecord } from '../records.ts';
 import { ensureTokenNameIndex, nameKey } from './token-names.ts';
 
 // Paged search over tokens and users for the console. Both walk a name-ordered index

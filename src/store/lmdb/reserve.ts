@@ -1,15 +1,15 @@
 import { randomBytes } from 'node:crypto';
-import { ServiceError } from '../errors/index.ts';
-import type { ModuleId } from '../packets/types.ts';
+import { ServiceError } from '../../errors/index.ts';
+import type { ModuleId } from '../../packets/types.ts';
 import { atomically } from './atomic.ts';
 import type { Store } from './open.ts';
 import { isTokenLive } from './tokens.ts';
 import { appendLedger } from './ledger.ts';
-import { currentProcess } from './owner.ts';
-import { windowKey } from './periods.ts';
-import { quotaRefusal } from './quota.ts';
-import type { ReserveInput, ReserveOutcome } from './backend.ts';
-import type { IdempotencyRecord, Reservation, TokenRecord } from './records.ts';
+import { currentProcess } from '../owner.ts';
+import { windowKey } from '../periods.ts';
+import { quotaRefusal } from '../quota.ts';
+import type { ReserveInput, ReserveOutcome } from '../backend.ts';
+import type { IdempotencyRecord, Reservation, TokenRecord } from '../records.ts';
 import { counterKey } from './usage.ts';
 
 type TxResult = ReserveOutcome | { kind: 'error'; error: ServiceError };

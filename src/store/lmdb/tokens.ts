@@ -1,7 +1,7 @@
 import { atomically } from './atomic.ts';
 import { readLatest, type Store } from './open.ts';
-import type { Grant, TokenRecord } from './records.ts';
-import type { ModuleId } from '../packets/types.ts';
+import type { Grant, TokenRecord } from '../records.ts';
+import type { ModuleId } from '../../packets/types.ts';
 import { buildTokenNameIndex, checkNewTokenName, indexTokenName } from './token-names.ts';
 
 /** A token authenticates only while enabled, not revoked and not past its expiry. */

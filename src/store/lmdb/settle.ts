@@ -1,10 +1,10 @@
-import { ServiceError } from '../errors/index.ts';
+import { ServiceError } from '../../errors/index.ts';
 import { atomically } from './atomic.ts';
 import type { Store } from './open.ts';
 import { appendLedger } from './ledger.ts';
-import type { IdempotencyRecord, Reservation, TokenRecord, UsageRecord } from './records.ts';
+import type { IdempotencyRecord, Reservation, TokenRecord, UsageRecord } from '../records.ts';
 import { usageSnapshot } from './usage.ts';
-import { isStorageFailure, UnrecordedCallError } from './write-health.ts';
+import { isStorageFailure, UnrecordedCallError } from '../write-health.ts';
 
 export class SettlementError extends Error {}
 
