@@ -2,7 +2,6 @@ import type { ModuleId } from '../packets/types.ts';
 import type { AuditRecord, DailyTotal, KeyFile, KeyRevocation, LedgerEntry, Reservation, SessionRecord, TokenRecord, UsageRecord, UserRecord } from './records.ts';
 import type { AttemptSuccess, AttemptReservation, ThrottleView } from './throttle-rules.ts';
 import type { WriteHealth } from './write-health.ts';
-import type { SearchPage, SearchQuery } from './lmdb/search.ts';
 
 // One store, two implementations: LMDB embedded in DATA_DIR (the default, one host) and
 // PostgreSQL (DATABASE_URL, several stateless nodes on one database). The interface is cut
@@ -66,6 +65,21 @@ export interface LedgerCheck {
  * filter matching nothing in 50,000 rows took 0.6 to 1.2 s to say so. The page may then be
  * short or empty with a next_cursor: the search goes on from there. */
 export const AUDIT_SCAN_BUDGET = 10_000;
+
+export interface SearchQuery {
+  /** matched against the name (substring, ignoring case), the token prefix and the id
+   * (both from their start) */
+  q?: string;
+  limit: number;
+  /** the last row of the previous page, as returned in `next` */
+  after?: [string, string];
+}
+
+export interface SearchPage<T> {
+  items: T[];
+  /** key of the last row served when more may follow, else null */
+  next: [string, string] | null;
+}
 
 export type ResolveAction = 'charge' | 'refund';
 

@@ -1,14 +1,18 @@
-export { openStore, storeHealthy, SCHEMA_VERSION, StoreError, type Store } from './lmdb/open.ts';
+// The store's surface: the interface both implementations answer (backend.ts), the records
+// and rules they share, and how a process opens the configured one (select.ts).
 export * from './records.ts';
+export * from './backend.ts';
+export * from './periods.ts';
+export * from './errors.ts';
+export * from './token-rules.ts';
+export { quotaRefusal } from './quota.ts';
+export { newId } from './ids.ts';
+// The LMDB store's operations, for tests, benchmarks and the CLI that work on one LMDB store
+// directly; everything else goes through StoreBackend.
+export { openStore, storeHealthy, SCHEMA_VERSION, type Store } from './lmdb/open.ts';
 export * from './lmdb/users.ts';
 export * from './lmdb/tokens.ts';
 export * from './lmdb/modules.ts';
-export { newId } from './ids.ts';
-export * from './backend.ts';
-export * from './periods.ts';
-export { quotaRefusal } from './quota.ts';
-// The LMDB store's operations, for tests, benchmarks and the CLI that work on one LMDB store
-// directly; everything else goes through StoreBackend.
 export { appendLedger, listLedger, verifyLedger } from './lmdb/ledger.ts';
 export { reserve } from './lmdb/reserve.ts';
 export { settle, refund, resolveReservation, SettlementError } from './lmdb/settle.ts';

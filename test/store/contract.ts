@@ -6,7 +6,7 @@ import type { Reservation, UsageRecord } from '../../src/store/records.ts';
 import { newKey, publicJwksOf, RETIRED_DELETE_MS } from '../../src/signing/keys.ts';
 import type { ReserveInput, StoreBackend } from '../../src/store/backend.ts';
 import { injectSettlementFault } from '../../src/store/faults.ts';
-import { DuplicateTokenNameError } from '../../src/store/lmdb/token-names.ts';
+import { DuplicateTokenNameError } from '../../src/store/errors.ts';
 import type { Grant, TokenRecord, UserRecord } from '../../src/store/records.ts';
 
 // One contract, run against every store (test/store/lmdb.test.ts, test/store/pg.test.ts):

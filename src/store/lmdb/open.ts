@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { open, type Database, type RootDatabase } from 'lmdb';
+import { StoreError } from '../errors.ts';
 import { narrowToPrivate, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '../private-data.ts';
 import { guardCommit, guardLmdbCommitRejections, WriteHealth } from '../write-health.ts';
 
@@ -40,8 +41,6 @@ export interface Store {
   readonly writes: WriteHealth;
   close(): Promise<void>;
 }
-
-export class StoreError extends Error {}
 
 /** Opens (creating if needed) the LMDB environment under DATA_DIR/store. Every API worker
  * thread, the main thread and the CLI open the same files; LMDB serialises writers. */

@@ -3,7 +3,7 @@ import { ServiceError } from '../../errors/index.ts';
 import type { ModuleId } from '../../packets/types.ts';
 import { atomically } from './atomic.ts';
 import type { Store } from './open.ts';
-import { isTokenLive } from './tokens.ts';
+import { isTokenLive } from '../token-rules.ts';
 import { appendLedger } from './ledger.ts';
 import { currentProcess } from '../owner.ts';
 import { windowKey } from '../periods.ts';

@@ -10,13 +10,13 @@ import { quotaRefusal } from '../quota.ts';
 import type { ModuleId } from '../../packets/types.ts';
 import type { JWK } from 'jose';
 import type { AuditRecord, DailyTotal, Grant, KeyFile, KeyRevocation, LedgerEntry, Reservation, SessionRecord, TokenRecord, UsageRecord, UserRecord } from '../records.ts';
-import { AUDIT_SCAN_BUDGET, type LedgerCheck, type Page, type PageQuery, type ReserveInput, type ReserveOutcome, type ResolveAction, type StoreBackend, type StoredResults, type UserPatch } from '../backend.ts';
+import { AUDIT_SCAN_BUDGET, type LedgerCheck, type Page, type PageQuery, type ReserveInput, type ReserveOutcome, type ResolveAction, type SearchPage, type SearchQuery, type StoreBackend, type StoredResults, type UserPatch } from '../backend.ts';
 import type { FaultHooks, SettlementFault } from '../faults.ts';
-import { StoreError } from '../lmdb/open.ts';
+import { StoreError, DuplicateTokenNameError } from '../errors.ts';
 import { isStorageFailure, UnrecordedCallError, WriteHealth } from '../write-health.ts';
 import { migrate } from './migrate.ts';
-import { DuplicateTokenNameError, nameKey as tokenNameKey } from '../lmdb/token-names.ts';
-import type { SearchPage, SearchQuery } from '../lmdb/search.ts';
+import { tokenNameKey } from '../token-rules.ts';
+
 
 const cmpPair = (a: readonly [string, string], b: readonly [string, string]) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0);
 
