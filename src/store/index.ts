@@ -16,7 +16,7 @@ export * from './lmdb/modules.ts';
 export { appendLedger, listLedger, verifyLedger } from './lmdb/ledger.ts';
 export { reserve } from './lmdb/reserve.ts';
 export { settle, refund, resolveReservation, SettlementError } from './lmdb/settle.ts';
-export { pruneIdempotency } from './lmdb/recovery.ts';
+export { pruneIdempotency } from './lmdb/idempotency.ts';
 export { writeAudit, listAudit } from './lmdb/audit.ts';
 export { dailyTotals, ensureDailyTotals } from './lmdb/daily-totals.ts';
 export { ensureByTokenIndex } from './lmdb/by-token.ts';

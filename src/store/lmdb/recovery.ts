@@ -1,25 +1,21 @@
-import { lmdbWrite } from './atomic.ts';
-import type { Store } from './open.ts';
-import type { IdempotencyRecord, Reservation } from '../records.ts';
+import { holderAlive } from '../owner.ts';
+import { readLatest, type Store } from './open.ts';
+import type { Reservation } from '../records.ts';
+import { refund } from './settle.ts';
 
-/** Completed idempotency records are kept at least the retention, then pruned; settled
- * reservations go with them. Pending ones are never pruned. */
-export async function pruneIdempotency(store: Store, at: number, retentionHours: number): Promise<number> {
-  const cutoff = at - retentionHours * 3600_000;
-  let pruned = 0;
-  await lmdbWrite(store, 'retention', store.db.idempotency.transaction(() => {
-    for (const { key, value } of store.db.idempotency.getRange({})) {
-      const rec = value as IdempotencyRecord;
-      if (rec.state === 'completed' && rec.completed_at !== null && Date.parse(rec.completed_at) < cutoff) {
-        // `void`: part of the transaction, whose commit lmdbWrite reports
-        void store.db.idempotency.remove(key);
-        pruned++;
-      }
-    }
-    for (const { key, value } of store.db.reservations.getRange({})) {
-      const r = value as Reservation;
-      if ((r.state === 'charged' || r.state === 'refunded') && r.settled_at !== null && Date.parse(r.settled_at) < cutoff) void store.db.reservations.remove(key);
-    }
-  }));
-  return pruned;
+/** Refunds the pending reservations whose process is gone (a reservation names its process,
+ * owner.ts) and releases their keys. Recovery runs before this process serves, so a
+ * reservation of our own pid is a previous run's; one whose holder still runs (another
+ * process on the same store: the CLI, a second service) is in flight and stays. */
+export async function recoverPending(store: Store, at: number): Promise<Reservation[]> {
+  readLatest(store);
+  const done: Reservation[] = [];
+  for (const { value } of store.db.reservations.getRange({})) {
+    const r = value as Reservation;
+    if (r.state !== 'pending' || holderAlive(r)) continue;
+    const after = await refund(store, r.id, at);
+    // refund is idempotent: only what this call gave back is reported
+    if (after?.state === 'refunded' && after.settled_at === new Date(at).toISOString()) done.push(r);
+  }
+  return done;
 }

@@ -9,7 +9,8 @@ import { currentProcess } from '../owner.ts';
 import { windowKey } from '../periods.ts';
 import { quotaRefusal } from '../quota.ts';
 import type { ReserveInput, ReserveOutcome } from '../backend.ts';
-import type { IdempotencyRecord, Reservation, TokenRecord } from '../records.ts';
+import type { Reservation, TokenRecord } from '../records.ts';
+import { bindKey, findKey } from './idempotency.ts';
 import { counterKey } from './usage.ts';
 
 type TxResult = ReserveOutcome | { kind: 'error'; error: ServiceError };
@@ -23,7 +24,7 @@ export async function reserve(store: Store, input: ReserveInput): Promise<Reserv
   const { token, moduleId, units, requestId, idempotencyKey: key, fingerprint, at } = input;
   const result = await atomically(store, (): TxResult => {
     if (key !== null) {
-      const rec = store.db.idempotency.get([token.id, key]) as IdempotencyRecord | undefined;
+      const rec = findKey(store, token.id, key);
       if (rec) {
         if (rec.fingerprint !== fingerprint) return { kind: 'error', error: new ServiceError('idempotency_conflict') };
         if (rec.state === 'pending') {
@@ -63,20 +64,8 @@ export async function reserve(store: Store, input: ReserveInput): Promise<Reserv
     };
     // `void`: a write inside the transaction is part of it; atomically() reports its commit
     void store.db.reservations.put(reservation.id, reservation);
-    if (key !== null) {
-      void store.db.idempotency.put([token.id, key], {
-        token_id: token.id,
-        key,
-        state: 'pending',
-        fingerprint: fingerprint!,
-        request_id: requestId,
-        reservation_id: reservation.id,
-        created_at: reservation.created_at,
-        completed_at: null,
-        status: null,
-        body: null,
-      } satisfies IdempotencyRecord);
-    }
+    // a request with a key always has its fingerprint (ReserveInput)
+    if (key !== null) bindKey(store, reservation, fingerprint!);
     return { kind: 'reserved', reservation };
   }, 'reserve');
   if (result.kind === 'error') throw result.error;

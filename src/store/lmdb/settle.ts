@@ -1,8 +1,9 @@
 import { ServiceError } from '../../errors/index.ts';
 import { atomically } from './atomic.ts';
-import type { Store } from './open.ts';
+import { readLatest, type Store } from './open.ts';
 import { appendLedger } from './ledger.ts';
-import type { IdempotencyRecord, Reservation, TokenRecord, UsageRecord } from '../records.ts';
+import type { Reservation, TokenRecord, UsageRecord } from '../records.ts';
+import { completeKey, releaseKey, resolveKey } from './idempotency.ts';
 import { usageSnapshot } from './usage.ts';
 import { isStorageFailure, UnrecordedCallError } from '../write-health.ts';
 
@@ -33,11 +34,7 @@ export async function settle(
       if (injectFailure) throw new SettlementError('injected settlement failure (TEST_SETTLEMENT_FAIL_PREFIX)');
       const iso = new Date(at).toISOString();
       void store.db.reservations.put(reservation.id, { ...current, state: 'charged', settled_at: iso });
-      if (reservation.idempotency_key !== null) {
-        const k = [reservation.token_id, reservation.idempotency_key];
-        const rec = store.db.idempotency.get(k) as IdempotencyRecord;
-        void store.db.idempotency.put(k, { ...rec, state: 'completed', completed_at: iso, status: 200, body: text });
-      }
+      completeKey(store, reservation, iso, text);
       void store.db.results.put(reservation.request_id, { at: iso, token_id: reservation.token_id, module_id: reservation.module_id, results });
       return text;
     }, 'settle');
@@ -103,11 +100,7 @@ function refundHeld(store: Store, r: Reservation, at: number): Reservation {
   appendLedger(store, { request_id: r.request_id, token_id: r.token_id, module_id: r.module_id, units: r.units, kind: 'refund', at, windows: r.windows });
   const next: Reservation = { ...r, state: 'refunded', settled_at: new Date(at).toISOString(), unsaved_body: null };
   void store.db.reservations.put(r.id, next);
-  if (r.idempotency_key !== null) {
-    const k = [r.token_id, r.idempotency_key];
-    const rec = store.db.idempotency.get(k) as IdempotencyRecord | undefined;
-    if (rec && rec.reservation_id === r.id && rec.state === 'pending') void store.db.idempotency.remove(k);
-  }
+  releaseKey(store, r);
   return next;
 }
 
@@ -127,14 +120,20 @@ export async function resolveReservation(store: Store, id: string, action: 'char
     const iso = new Date(at).toISOString();
     const next: Reservation = { ...r, state: 'charged', settled_at: iso, unsaved_body: null };
     void store.db.reservations.put(id, next);
-    if (r.idempotency_key !== null) {
-      const k = [r.token_id, r.idempotency_key];
-      const rec = store.db.idempotency.get(k) as IdempotencyRecord | undefined;
-      if (rec && rec.reservation_id === id) {
-        if (r.unsaved_body !== null) void store.db.idempotency.put(k, { ...rec, state: 'completed', completed_at: iso, status: 200, body: r.unsaved_body });
-        else void store.db.idempotency.remove(k);
-      }
-    }
+    resolveKey(store, r, iso);
     return next;
   });
+}
+
+export function getReservation(store: Store, id: string): Reservation | undefined {
+  readLatest(store);
+  return store.db.reservations.get(id) as Reservation | undefined;
+}
+
+/** What the operator's settlements list shows: the reservations waiting for a decision. */
+export function listSettlementFailed(store: Store): Reservation[] {
+  readLatest(store);
+  const out: Reservation[] = [];
+  for (const { value } of store.db.reservations.getRange({})) if ((value as Reservation).state === 'settlement_failed') out.push(value as Reservation);
+  return out.sort((a, b) => a.created_at.localeCompare(b.created_at));
 }
