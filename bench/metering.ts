@@ -21,9 +21,9 @@ export async function benchMetering(opts: { quick: boolean }) {
   let n = 0;
   const one = async () => {
     const id = `req-${n++}`;
-    const r = await reserve(store, { token, moduleId: 'rgb_liveness', units: 1, requestId: id, idempotencyKey: id, fingerprint: 'f', at: Date.now(), retryAfterSeconds: 1 });
+    const r = await reserve(store, { token, moduleId: 'rgb_liveness', units: 1, requestId: id, idempotencyKey: id, fingerprint: 'f', at: Date.now() });
     if (r.kind !== 'reserved') throw new Error('unexpected replay');
-    await settle(store, r.reservation, Date.now(), () => body, [{ capture_id: 'x' }]);
+    if ((await settle(store, r.reservation, Date.now(), () => body, [{ capture_id: 'x' }])).kind !== 'settled') throw new Error('settlement failed');
   };
   const count = opts.quick ? 200 : 1000;
   const t0 = performance.now();

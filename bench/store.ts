@@ -56,7 +56,7 @@ async function run(store: StoreBackend, callers: number, hot: boolean, ms: numbe
         const at = Date.now();
         const r = await store.reserve(reserveInput(token, { idempotencyKey: key, fingerprint: 'fp', at }));
         if (r.kind !== 'reserved') throw new Error('unexpected replay');
-        await store.settle(r.reservation, at, body, [{ capture_id: 'x' }]);
+        if ((await store.settle(r.reservation, at, body, [{ capture_id: 'x' }])).kind !== 'settled') throw new Error('settlement failed');
         latencies.push(performance.now() - started);
       }
     }),

@@ -1,6 +1,7 @@
 import type { ModuleId } from '../packets/types.ts';
 import type { AuditRecord, DailyTotal, KeyFile, KeyRevocation, LedgerEntry, Reservation, SessionRecord, TokenRecord, UsageRecord, UserRecord } from './records.ts';
 import type { AttemptSuccess, AttemptReservation, ThrottleView } from './throttle-rules.ts';
+import type { QuotaExceeded } from './quota.ts';
 import type { WriteHealth } from './write-health.ts';
 
 // One store, two implementations: LMDB embedded in DATA_DIR (the default, one host) and
@@ -24,12 +25,41 @@ export interface ReserveInput {
   idempotencyKey: string | null;
   fingerprint: string | null;
   at: number;
-  retryAfterSeconds: number;
 }
 
+/** What a reservation came to. Only `reserved` wrote anything; a refusal leaves no trace and
+ * does not bind the key (contract "Result details"). The store says what happened; the use
+ * case decides what the caller hears (src/verify/store-outcomes.ts). */
 export type ReserveOutcome =
   | { kind: 'reserved'; reservation: Reservation }
-  | { kind: 'replay'; status: number; body: string };
+  /** the key's call completed: its exact answer, replayed */
+  | { kind: 'replay'; status: number; body: string }
+  /** the key was used with a different request */
+  | { kind: 'idempotency_conflict' }
+  /** the key's first call is still running */
+  | { kind: 'request_in_progress' }
+  /** the key's first call could not be settled and waits for an operator: not in progress,
+   * so polling would never end */
+  | { kind: 'settlement_failed' }
+  /** the token was revoked, disabled or expired (read again inside the reservation) */
+  | { kind: 'invalid_token' }
+  /** the token is no longer granted the module */
+  | { kind: 'module_forbidden' }
+  | QuotaExceeded;
+
+/** What a settlement came to. */
+export type SettleOutcome =
+  /** charged, the key completed with `body`, the results stored */
+  | { kind: 'settled'; body: string }
+  /** not this call's to settle any more (PostgreSQL: its node's lease lapsed, so another node
+   * may be refunding it): never charged, its units given back */
+  | { kind: 'refused'; cause: Error }
+  /** the units stay reserved and the key pending until an operator resolves the reservation
+   * (marked settlement_failed, with the answer that could not be saved) */
+  | { kind: 'settlement_failed'; cause: unknown }
+  /** the store could not write the settlement (a full disk): nothing charged; the units are
+   * back (`refunded`) or owed back once writes work (`refund_deferred`, store.writes) */
+  | { kind: 'not_recorded'; refund: 'refunded' | 'refund_deferred'; cause: unknown };
 
 export interface PageQuery {
   token_id?: string;
@@ -116,13 +146,11 @@ export interface StoreBackend {
   setModuleEnabled(id: ModuleId, enabled: boolean): Promise<void>;
 
   // metering: each of reserve, settle, refund and resolve is one atomic operation
-  /** idempotency lookup, token re-check, quota check and reservation; throws ServiceError
-   * (409, 401, 403, 429, 500 settlement_failed) having written nothing */
+  /** idempotency lookup, token re-check, quota check and reservation, in one transaction */
   reserve(input: ReserveInput): Promise<ReserveOutcome>;
   /** charged + key completed with the body `render` builds from the usage as of settlement
-   * + result stored; on failure marks the reservation settlement_failed and throws
-   * ServiceError settlement_failed */
-  settle(reservation: Reservation, at: number, render: (usage: UsageRecord[]) => string, results: unknown): Promise<string>;
+   * + result stored, in one transaction; on failure marks the reservation settlement_failed */
+  settle(reservation: Reservation, at: number, render: (usage: UsageRecord[]) => string, results: unknown): Promise<SettleOutcome>;
   /** gives held units back and releases the key; idempotent */
   refund(reservationId: string, at: number): Promise<Reservation | undefined>;
   /** operator decision on a settlement_failed reservation; 'not_pending' when it is not one */

@@ -5,7 +5,7 @@ export * from './backend.ts';
 export * from './periods.ts';
 export * from './errors.ts';
 export * from './token-rules.ts';
-export { quotaRefusal } from './quota.ts';
+export { quotaRefusal, type QuotaExceeded } from './quota.ts';
 export { newId } from './ids.ts';
 // The LMDB store's operations, for tests, benchmarks and the CLI that work on one LMDB store
 // directly; everything else goes through StoreBackend.

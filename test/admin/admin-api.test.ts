@@ -33,7 +33,7 @@ async function makeApiToken(grants: [string, number | null, string][]): Promise<
 
 async function charge(tokenId: string, moduleId: 'rgb_liveness' | 'color_liveness', units: number, at = AT, requestId = `req_${Math.random().toString(36).slice(2)}`) {
   const token = getToken(store, tokenId)!;
-  const out = await reserve(store, { token, moduleId, units, requestId, idempotencyKey: null, fingerprint: null, at, retryAfterSeconds: 1 });
+  const out = await reserve(store, { token, moduleId, units, requestId, idempotencyKey: null, fingerprint: null, at });
   if (out.kind !== 'reserved') throw new Error('reserve failed');
   return out.reservation;
 }

@@ -1,11 +1,11 @@
-import { ServiceError } from '../../errors/index.ts';
 import { atomically } from './atomic.ts';
 import { readLatest, type Store } from './open.ts';
 import { appendLedger } from './ledger.ts';
 import type { Reservation, TokenRecord, UsageRecord } from '../records.ts';
 import { completeKey, releaseKey, resolveKey } from './idempotency.ts';
 import { usageSnapshot } from './usage.ts';
-import { isStorageFailure, UnrecordedCallError } from '../write-health.ts';
+import { isStorageFailure } from '../write-health.ts';
+import type { SettleOutcome } from '../backend.ts';
 
 export class SettlementError extends Error {}
 
@@ -23,7 +23,7 @@ export async function settle(
   render: (usage: UsageRecord[]) => string,
   results: unknown,
   injectFailure = false,
-): Promise<string> {
+): Promise<SettleOutcome> {
   let body: string | undefined;
   try {
     body = await atomically(store, () => {
@@ -57,23 +57,23 @@ export async function settle(
     // A mark that could not be written leaves a pending reservation nobody would resolve, so
     // its units go back instead, and the answer says so.
     if (marked !== null) return giveBack(store, reservation, at, new AggregateError([err, marked], 'settlement failed, and marking it settlement_failed failed too'));
-    throw new ServiceError('settlement_failed', undefined, {}, err);
+    return { kind: 'settlement_failed', cause: err };
   }
-  return body;
+  return { kind: 'settled', body };
 }
 
 /** A settlement that could not be written: refund now, or (the store still failing) once
  * writes work again (store.writes runs the repair before it reports writes back); until then
- * the reservation is pending and its key answers request_in_progress. Either way the call
- * answers 503 store_unavailable saying which. */
-async function giveBack(store: Store, reservation: Reservation, at: number, cause: unknown): Promise<never> {
+ * the reservation is pending and its key answers request_in_progress. Either way the outcome
+ * says which. */
+async function giveBack(store: Store, reservation: Reservation, at: number, cause: unknown): Promise<SettleOutcome> {
   try {
     await refund(store, reservation.id, at);
   } catch (refundErr) {
     store.writes.deferRepair(`refund:${reservation.id}`, () => refund(store, reservation.id, Date.now()));
-    throw new UnrecordedCallError('refund_deferred', new AggregateError([cause, refundErr], 'settlement not written, refund deferred'));
+    return { kind: 'not_recorded', refund: 'refund_deferred', cause: new AggregateError([cause, refundErr], 'settlement not written, refund deferred') };
   }
-  throw new UnrecordedCallError('refunded', cause);
+  return { kind: 'not_recorded', refund: 'refunded', cause };
 }
 
 function safeRender(store: Store, r: Reservation, at: number, render: (u: UsageRecord[]) => string): string | null {

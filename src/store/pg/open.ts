@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { ServiceError } from '../../errors/index.ts';
+import { retryAfter, ServiceError } from '../../errors/index.ts';
 import { WriteHealth } from '../write-health.ts';
 
 export interface PgOptions {
@@ -17,7 +17,7 @@ export interface PgOptions {
  * may have committed before the connection broke is repaired, see Pg.repairs). */
 export class StoreUnavailableError extends ServiceError {
   constructor(message: string, cause: unknown) {
-    super('server_busy', 'The store is not answering; retry after the indicated delay', { 'Retry-After': '1' }, cause);
+    super('server_busy', 'The store is not answering; retry after the indicated delay', retryAfter(1), cause);
     this.name = 'StoreUnavailableError';
     this.detail = message;
   }

@@ -1,5 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import { ServiceError } from '../../errors/index.ts';
 import type { ReserveInput, ReserveOutcome } from '../backend.ts';
 import { quotaRefusal } from '../quota.ts';
 import type { Grant } from '../records.ts';
@@ -33,8 +32,10 @@ export async function reserve(db: Pg, input: ReserveInput): Promise<ReserveOutco
     }
     if (out.kind === 'replay') return { kind: 'replay', status: out.status ?? 200, body: out.body ?? '' };
     if (out.kind === 'retry' && round < 5) continue;
-    if (out.code === 'quota_exceeded') throw quotaRefusal(moduleId, out.grant!, out.used!, units, at)!;
-    if (out.code === 'request_in_progress' || out.kind === 'retry') throw new ServiceError('request_in_progress', undefined, { 'Retry-After': String(input.retryAfterSeconds) });
-    throw new ServiceError(out.code as 'invalid_token' | 'module_forbidden' | 'idempotency_conflict' | 'settlement_failed');
+    // the function refused under the same rule lmdb/reserve.ts applies; the message and the
+    // reset come from the one rule both share (quota.ts)
+    if (out.code === 'quota_exceeded') return quotaRefusal(moduleId, out.grant!, out.used!, units, at)!;
+    if (out.code === 'request_in_progress' || out.kind === 'retry') return { kind: 'request_in_progress' };
+    return { kind: out.code as 'invalid_token' | 'module_forbidden' | 'idempotency_conflict' | 'settlement_failed' };
   }
 }

@@ -1,8 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { ServiceError } from '../../errors/index.ts';
-import type { ResolveAction } from '../backend.ts';
+import type { ResolveAction, SettleOutcome } from '../backend.ts';
 import type { Reservation, UsageRecord } from '../records.ts';
-import { isStorageFailure, UnrecordedCallError } from '../write-health.ts';
+import { isStorageFailure } from '../write-health.ts';
 import { resolveKey } from './idempotency.ts';
 import { isoOf, StoreUnavailableError, type Pg, type Row } from './open.ts';
 import { windowsOf } from './usage.ts';
@@ -25,7 +24,7 @@ export function reservationOf(r: Row): Reservation {
   };
 }
 
-export async function settle(db: Pg, reservation: Reservation, at: number, render: (usage: UsageRecord[]) => string, results: unknown, injectFailure = false): Promise<string> {
+export async function settle(db: Pg, reservation: Reservation, at: number, render: (usage: UsageRecord[]) => string, results: unknown, injectFailure = false): Promise<SettleOutcome> {
   const w = windowsOf(at);
   // The body is rendered here with a placeholder for the usage array, and the function
   // fills in the usage as of the settlement itself: one call, and the saved body is the
@@ -40,14 +39,13 @@ export async function settle(db: Pg, reservation: Reservation, at: number, rende
           reservation.id, at, isoOf(at), template, marker, { at: isoOf(at), token_id: reservation.token_id, module_id: reservation.module_id, results }, w.day, w.month, w.resetDay, w.resetMonth,
         ], 'lv_settle')
       ).rows[0]!.r as { ok: boolean; body?: string; state?: string };
-      if (out.ok) return out.body!;
+      if (out.ok) return { kind: 'settled', body: out.body! };
       // Refused: this node's lease lapsed (another node may be refunding it) or the
-      // reservation is no longer pending. Never charged, so the client hears that
-      // inference failed and its units are back (refund is idempotent).
+      // reservation is no longer pending. Never charged, and its units are back (refund is
+      // idempotent).
       await refund(db, reservation.id, at).catch(() => {});
-      throw new ServiceError('inference_failed', undefined, {}, new Error(`settlement refused: reservation ${reservation.id} is ${out.state ?? 'missing'} or its node lease lapsed`));
+      return { kind: 'refused', cause: new Error(`settlement refused: reservation ${reservation.id} is ${out.state ?? 'missing'} or its node lease lapsed`) };
     } catch (err) {
-      if (err instanceof ServiceError && !(err instanceof StoreUnavailableError)) throw err;
       cause = err;
     }
   } else cause = new Error('injected settlement failure (TEST_SETTLEMENT_FAIL_PREFIX)');
@@ -58,7 +56,7 @@ export async function settle(db: Pg, reservation: Reservation, at: number, rende
       db.repairs.set(reservation.id, { kind: 'refund', at });
       return false;
     });
-    throw new UnrecordedCallError(refunded ? 'refunded' : 'refund_deferred', cause);
+    return { kind: 'not_recorded', refund: refunded ? 'refunded' : 'refund_deferred', cause };
   }
   // The units stay reserved and the key pending for an operator; the answer that could not
   // be saved is kept on the reservation, so a "charge" resolution can complete the key.
@@ -72,7 +70,7 @@ export async function settle(db: Pg, reservation: Reservation, at: number, rende
     // without the usage as of settlement no answer is kept, so "charge" releases the key
     if (err instanceof StoreUnavailableError) db.repairs.set(reservation.id, { kind: 'mark', body: null });
   }
-  throw new ServiceError('settlement_failed', undefined, {}, marked === null ? cause : new AggregateError([cause, marked], 'settlement failed, and marking it settlement_failed failed too'));
+  return { kind: 'settlement_failed', cause: marked === null ? cause : new AggregateError([cause, marked], 'settlement failed, and marking it settlement_failed failed too') };
 }
 
 export async function refund(db: Pg, reservationId: string, at: number) {
