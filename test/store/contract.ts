@@ -159,27 +159,73 @@ export function storeContract(t: Test, store: StoreBackend): void {
     t.ok((await store.verifyLedger()).ok, 'counters equal charges minus refunds');
   });
 
-  t.test('settlement failure: held for the operator, resolved once', async (t) => {
-    const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 5, period: 'day' }]);
-    await store.insertToken(tok);
-    const input = reserveInput(tok, { idempotencyKey: 'k-f', fingerprint: 'fp' });
+  /** A reservation of `units` whose settlement failed, its key held for the operator. */
+  async function failedSettlement(t: Test, tok: TokenRecord, key: string, units = 1): Promise<{ r: Reservation; saved: string }> {
+    const input = reserveInput(tok, { idempotencyKey: key, fingerprint: 'fp', units });
     const r = await reserved(store, input);
     injectSettlementFault(store, () => true);
     const failed = await store.settle(r, T0, render(input.requestId), []);
     injectSettlementFault(store, null);
     t.equal(failed.kind, 'settlement_failed');
-    t.ok((await store.listSettlementFailed()).some((x) => x.id === r.id));
-    t.equal((await refusal(store.reserve(reserveInput(tok, { idempotencyKey: 'k-f', fingerprint: 'fp' })))).kind, 'settlement_failed', 'the retry hears the same answer');
     const saved = (await store.getReservation(r.id))!.unsaved_body!;
     t.equal(JSON.parse(saved).request_id, input.requestId, 'the answer that could not be saved is kept');
+    return { r, saved };
+  }
+
+  t.test('settlement failure: held for the operator, resolved once', async (t) => {
+    const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 5, period: 'day' }]);
+    await store.insertToken(tok);
+    const { r, saved } = await failedSettlement(t, tok, 'k-f');
+    t.ok((await store.listSettlementFailed()).some((x) => x.id === r.id));
+    t.equal((await refusal(store.reserve(reserveInput(tok, { idempotencyKey: 'k-f', fingerprint: 'fp' })))).kind, 'settlement_failed', 'the retry hears the same answer');
     const [a, b] = await Promise.all([store.resolveReservation(r.id, 'charge', T0 + 5), store.resolveReservation(r.id, 'refund', T0 + 5)]);
     const outcomes = [a, b].map((x) => (typeof x === 'object' ? x.state : x)).sort();
     t.ok(outcomes.includes('not_pending') && outcomes.length === 2, 'one of two concurrent resolutions takes effect');
     const state = (await store.getReservation(r.id))!.state;
+    t.ok(outcomes.includes(state), `the winner's state is the stored one (${state})`);
+    t.same((await store.usageSnapshot(tok, T0)).map((u) => u.used), [state === 'charged' ? 1 : 0], 'units as the winner left them, once');
+    t.same((await store.listLedger({ token_id: tok.id })).items.map((e) => e.kind), state === 'charged' ? ['charge'] : ['charge', 'refund']);
     const replay = await store.reserve(reserveInput(tok, { idempotencyKey: 'k-f', fingerprint: 'fp' }));
     if (state === 'charged') t.same(replay, { kind: 'replay', status: 200, body: saved }, 'charge completes the key with the kept answer');
     else t.equal(replay.kind, 'reserved', 'refund releases the key');
     t.equal(await store.resolveReservation('rsv_nope', 'charge', T0), undefined);
+    t.ok((await store.verifyLedger()).ok);
+  });
+
+  // The race above shows that one resolution wins, not what each one does (on LMDB the charge
+  // always wins it): each is held to its rule alone first.
+  t.test('settlement failure resolved by "charge": the units stay charged and the key replays the kept answer', async (t) => {
+    const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 5, period: 'day' }]);
+    await store.insertToken(tok);
+    const { r, saved } = await failedSettlement(t, tok, 'k-charge', 2);
+    const done = await store.resolveReservation(r.id, 'charge', T0 + 5);
+    t.match(done, { id: r.id, state: 'charged', settled_at: new Date(T0 + 5).toISOString(), unsaved_body: null });
+    t.same(await store.getReservation(r.id), done, 'as stored');
+    t.notOk((await store.listSettlementFailed()).some((x) => x.id === r.id), 'off the operator list');
+    t.same((await store.usageSnapshot(tok, T0)).map((u) => u.used), [2], 'the units stay used');
+    t.same((await store.listLedger({ token_id: tok.id })).items.map((e) => [e.kind, e.units]), [['charge', 2]], 'nothing more in the ledger');
+    t.same(await store.reserve(reserveInput(tok, { idempotencyKey: 'k-charge', fingerprint: 'fp' })), { kind: 'replay', status: 200, body: saved }, 'the key replays the kept answer');
+    t.equal(await store.resolveReservation(r.id, 'charge', T0 + 6), 'not_pending', 'resolved once');
+    t.equal(await store.resolveReservation(r.id, 'refund', T0 + 6), 'not_pending', 'and not refunded after');
+    t.same((await store.usageSnapshot(tok, T0)).map((u) => u.used), [2]);
+    t.ok((await store.verifyLedger()).ok);
+  });
+
+  t.test('settlement failure resolved by "refund": the units come back and the key is released', async (t) => {
+    const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 5, period: 'day' }]);
+    await store.insertToken(tok);
+    const { r } = await failedSettlement(t, tok, 'k-refund', 2);
+    const done = await store.resolveReservation(r.id, 'refund', T0 + 5);
+    t.match(done, { id: r.id, state: 'refunded', settled_at: new Date(T0 + 5).toISOString(), unsaved_body: null });
+    t.same(await store.getReservation(r.id), done, 'as stored');
+    t.notOk((await store.listSettlementFailed()).some((x) => x.id === r.id), 'off the operator list');
+    t.same((await store.usageSnapshot(tok, T0)).map((u) => u.used), [0], 'the units are back');
+    t.same((await store.listLedger({ token_id: tok.id })).items.map((e) => [e.kind, e.units]), [['charge', 2], ['refund', 2]]);
+    const retry = await store.reserve(reserveInput(tok, { idempotencyKey: 'k-refund', fingerprint: 'fp', units: 2 }));
+    t.equal(retry.kind, 'reserved', 'the key is free: the retry runs afresh');
+    t.equal(await store.resolveReservation(r.id, 'refund', T0 + 6), 'not_pending', 'resolved once');
+    t.equal(await store.resolveReservation(r.id, 'charge', T0 + 6), 'not_pending', 'and not charged after');
+    t.same((await store.usageSnapshot(tok, T0)).map((u) => u.used), [2], "only the retry's units");
     t.ok((await store.verifyLedger()).ok);
   });
 
