@@ -8,12 +8,18 @@ import type { WriteHealth } from './write-health.ts';
 // PostgreSQL (DATABASE_URL, several stateless nodes on one database). The interface is cut
 // at whole operations, never raw transactions, so each implementation can make every
 // operation atomic its own way: an LMDB write transaction with a child transaction
-// (atomic.ts), or one PostgreSQL statement or stored function. Rules (quota, windows,
-// fingerprints, messages, login throttling) are shared pure functions both call.
+// (lmdb/atomic.ts), or one PostgreSQL statement or stored function. Rules (quota, windows,
+// fingerprints, messages, login throttling) are shared pure functions both call. Operations
+// answer outcomes (ReserveOutcome, SettleOutcome), never HTTP errors: the use case decides
+// what a caller hears.
 //
-// Adding an operation: declare it here, implement it in lmdb-backend.ts and in
-// pg/backend.ts (a schema change is a new entry at the end of pg/migrations.ts, never an
-// edit of an applied one), and add a case to test/store/contract.ts, which runs against both.
+// Each implementation is a folder with the same file per job (lmdb/reserve.ts and
+// pg/reserve.ts, lmdb/idempotency.ts and pg/idempotency.ts ...), its index.ts a class that
+// only delegates; the rules and records both share live here beside this interface, which
+// imports neither implementation. Adding an operation: declare it here, implement it in the
+// job's file of lmdb/ and of pg/, delegate from both index.ts (a schema change is a new
+// entry at the end of pg/migrations.ts, never an edit of an applied one), and add a case to
+// test/store/contract.ts, which runs against both.
 
 // Parameters and answers of the operations below.
 

@@ -107,7 +107,7 @@ export function storeWritesFailing(): boolean {
 export const FREE_SPACE_RECHECK_MS = 1000;
 
 export interface WriteHealthOptions {
-  /** answers whether a write commits now (open.ts, pg/backend.ts); may throw */
+  /** answers whether a write commits now (lmdb/open.ts, pg/open.ts); may throw */
   probe: () => Promise<boolean>;
   /** bytes free for the store's files, where the store can tell (LMDB: its file system) */
   freeBytes?: () => Promise<number>;

@@ -12,7 +12,7 @@ export const SCHEMA_VERSION = 1;
 const NAMES = [
   'meta', 'users', 'usersByName', 'tokens', 'tokenHashes', 'modules', 'counters', 'ledger',
   'idempotency', 'reservations', 'sessions', 'loginFailures', 'audit', 'results',
-  // units of ledger entries removed by retention, per counter key (src/store/retention.ts)
+  // units of ledger entries removed by retention, per counter key (retention.ts)
   'ledgerPruned',
   // console indexes (token-names.ts, daily-totals.ts, by-token.ts): derived from the records
   // above and rebuilt from them when absent, so a store written before they existed opens
