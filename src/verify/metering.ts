@@ -1,8 +1,8 @@
 import { archiveDemoUpload } from '../metering/index.ts';
 import type { ReserveInput, StoreBackend } from '../store/backend.ts';
 import type { Reservation, UsageRecord } from '../store/records.ts';
-import { isStorageFailure, UnrecordedCallError } from '../store/write-health.ts';
-import { admittedOrThrow, settledOrThrow, type Admitted } from './store-outcomes.ts';
+import { isStorageFailure } from '../store/write-health.ts';
+import { admittedOrThrow, settledOrThrow, UnrecordedCallError, type Admitted } from './store-outcomes.ts';
 
 /** The verify call's only way into metering: every reserve, settle and refund of a verify
  * call goes through here, so a change of store touches one place. */

@@ -1,6 +1,5 @@
 import { retryAfter, ServiceError } from '../errors/index.ts';
 import type { ReserveOutcome, SettleOutcome } from '../store/backend.ts';
-import { UnrecordedCallError } from '../store/write-health.ts';
 
 // The store says what became of a reservation or a settlement; what the client hears is
 // decided here, once, for both stores.
@@ -40,5 +39,23 @@ export function settledOrThrow(outcome: SettleOutcome): string {
       throw new ServiceError('settlement_failed', undefined, {}, outcome.cause);
     case 'not_recorded':
       throw new UnrecordedCallError(outcome.refund, outcome.cause);
+  }
+}
+
+/** What became of a verify call whose write the store could not make (a full disk,
+ * src/store/write-health.ts); the answer says exactly that. */
+export type UnrecordedOutcome = 'nothing_written' | 'refunded' | 'refund_deferred';
+
+const MESSAGES: Record<UnrecordedOutcome, string> = {
+  nothing_written: 'The service cannot record calls right now (its store is failing writes): nothing was charged and the Idempotency-Key is not bound; retry with the same key after the indicated delay',
+  refunded: 'The store could not record this call\'s result: its units were given back and the Idempotency-Key released, so nothing was charged; retry with the same key after the indicated delay',
+  refund_deferred: 'The store could not record this call\'s result: nothing is charged; the units held for it are given back as soon as the store can write again (until then a retry with this Idempotency-Key may answer request_in_progress); retry with the same key after the indicated delay',
+};
+
+/** 503 store_unavailable, telling what was recorded; `outcome` also says whether the held
+ * units are back already (the units metric counts them refunded). */
+export class UnrecordedCallError extends ServiceError {
+  constructor(readonly outcome: UnrecordedOutcome, cause: unknown) {
+    super('store_unavailable', MESSAGES[outcome], {}, cause);
   }
 }

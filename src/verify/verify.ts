@@ -6,7 +6,7 @@ import { countryOf, outcomeOfBody, outcomeOfResults, requestFingerprint } from '
 import { MODULE_IDS, type ModuleId } from '../packets/types.ts';
 import { signBody, signerOf } from '../signing/index.ts';
 import type { AuditOutcome, Reservation, TokenRecord } from '../store/records.ts';
-import { UnrecordedCallError } from '../store/write-health.ts';
+import { UnrecordedCallError } from './store-outcomes.ts';
 import { earlyMetadata } from './early-metadata.ts';
 import type { AdmissionRefusal, ReceivedPart, VerifyAnswer, VerifyDeps, VerifyRequest, VerifyStep } from './ports.ts';
 import { prepareRequest, type PreparedRequest } from './prepare.ts';

@@ -1,7 +1,6 @@
 import t from 'tap';
 import { ERRORS, ServiceError } from '../../src/errors/index.ts';
-import { UnrecordedCallError } from '../../src/store/write-health.ts';
-import { admittedOrThrow, settledOrThrow } from '../../src/verify/store-outcomes.ts';
+import { admittedOrThrow, settledOrThrow, UnrecordedCallError } from '../../src/verify/store-outcomes.ts';
 
 // What a client hears for each outcome of the store's reserve and settle: the store says what
 // happened (test/store/contract.ts holds both stores to it), this mapping the answer.
