@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Page } from 'playwright-core';
-import { openStore } from '../src/store/open.ts';
+import { openStore } from '../src/store/lmdb/open.ts';
 import { startServer } from '../test/helpers/server.ts';
 import { login } from '../test/auth/session-client.ts';
 import { seedConsole, seedTokenName, seedUserName } from '../test/admin/seed.ts';

@@ -9,8 +9,8 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { createToken } from '../src/admin/tokens.ts';
 import { reserve, settle } from '../src/store/index.ts';
-import { LmdbBackend } from '../src/store/lmdb-backend.ts';
-import { openStore } from '../src/store/open.ts';
+import { LmdbBackend } from '../src/store/lmdb/index.ts';
+import { openStore } from '../src/store/lmdb/open.ts';
 
 export async function benchMetering(opts: { quick: boolean }) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lv-bench-metering-'));
@@ -21,9 +21,9 @@ export async function benchMetering(opts: { quick: boolean }) {
   let n = 0;
   const one = async () => {
     const id = `req-${n++}`;
-    const r = await reserve(store, { token, moduleId: 'rgb_liveness', units: 1, requestId: id, idempotencyKey: id, fingerprint: 'f', at: Date.now(), retryAfterSeconds: 1 });
+    const r = await reserve(store, { token, moduleId: 'rgb_liveness', units: 1, requestId: id, idempotencyKey: id, fingerprint: 'f', at: Date.now() });
     if (r.kind !== 'reserved') throw new Error('unexpected replay');
-    await settle(store, r.reservation, Date.now(), () => body, [{ capture_id: 'x' }]);
+    if ((await settle(store, r.reservation, Date.now(), () => body, [{ capture_id: 'x' }])).kind !== 'settled') throw new Error('settlement failed');
   };
   const count = opts.quick ? 200 : 1000;
   const t0 = performance.now();

@@ -9,9 +9,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { StoreBackend } from '../src/store/backend.ts';
-import { LmdbBackend } from '../src/store/lmdb-backend.ts';
+import { LmdbBackend } from '../src/store/lmdb/index.ts';
 import pgClient from 'pg';
-import { PgBackend } from '../src/store/pg/backend.ts';
+import { PgBackend } from '../src/store/pg/index.ts';
 import type { TokenRecord } from '../src/store/records.ts';
 import { startPostgres } from '../test/helpers/postgres.ts';
 import { reserveInput, tokenRecord } from '../test/store/contract.ts';
@@ -56,7 +56,7 @@ async function run(store: StoreBackend, callers: number, hot: boolean, ms: numbe
         const at = Date.now();
         const r = await store.reserve(reserveInput(token, { idempotencyKey: key, fingerprint: 'fp', at }));
         if (r.kind !== 'reserved') throw new Error('unexpected replay');
-        await store.settle(r.reservation, at, body, [{ capture_id: 'x' }]);
+        if ((await store.settle(r.reservation, at, body, [{ capture_id: 'x' }])).kind !== 'settled') throw new Error('settlement failed');
         latencies.push(performance.now() - started);
       }
     }),

@@ -7,7 +7,7 @@ let clockFile: string | undefined = process.env.CLOCK_FILE || undefined;
 
 // With the shared PostgreSQL store, quota windows and record times follow the database's
 // clock, not each node's: the store measures how far this thread's clock is from the
-// database's at every lease renewal (src/store/pg/backend.ts) and sets the offset here, so
+// database's at every lease renewal (src/store/pg/lease.ts) and sets the offset here, so
 // nodes whose clocks disagree still charge the same day's window. TEST_CLOCK_SKEW_MS (testing
 // only) puts a node's own clock off by that much, to prove it.
 const skewMs = Number(process.env.TEST_CLOCK_SKEW_MS) || 0;

@@ -16,7 +16,7 @@ import { DRAIN_TIMEOUT_MS, markRunning, watchParent } from './lifecycle.ts';
 import { startRetention } from './retention/index.ts';
 import { SOURCE_EXT } from './source-ext.ts';
 import type { StoreBackend } from './store/backend.ts';
-import { StoreError } from './store/open.ts';
+import { StoreError } from './store/errors.ts';
 import { openConfiguredStore } from './store/select.ts';
 import { privateDataDir } from './store/private-data.ts';
 import { startupHooks } from './startup.ts';

@@ -6,10 +6,10 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { openStore } from '../../dist/src/store/open.js';
-import { atomically } from '../../dist/src/store/atomic.js';
-import { backupStore } from '../../dist/src/store/backup.js';
-import { appendLedger, verifyLedger } from '../../dist/src/store/ledger.js';
+import { openStore } from '../../dist/src/store/lmdb/open.js';
+import { atomically } from '../../dist/src/store/lmdb/atomic.js';
+import { backupStore } from '../../dist/src/store/lmdb/backup.js';
+import { appendLedger, verifyLedger } from '../../dist/src/store/lmdb/ledger.js';
 import { pruneOnce } from '../../dist/src/retention/index.js';
 
 const n = Number(process.argv[2] ?? 50_000);

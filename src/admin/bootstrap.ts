@@ -3,7 +3,7 @@ import { isoNow } from '../clock.ts';
 import type { Config } from '../config/index.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { StoreBackend } from '../store/backend.ts';
-import { DuplicateUserError } from '../store/users.ts';
+import { DuplicateUserError } from '../store/errors.ts';
 import { addUser } from './users.ts';
 
 /** contract.md: ADMIN_USERNAME/ADMIN_PASSWORD create that admin if the name is free; an

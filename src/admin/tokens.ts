@@ -5,10 +5,10 @@ import type { ModuleId } from '../packets/types.ts';
 import { newId } from '../store/ids.ts';
 import type { StoreBackend } from '../store/backend.ts';
 import type { Grant, TokenRecord } from '../store/records.ts';
-import { withGrant, withoutGrant } from '../store/tokens.ts';
+import { withGrant, withoutGrant } from '../store/token-rules.ts';
 import { encodeCursor, type ListQuery } from './page-query.ts';
 
-export { DuplicateTokenNameError } from '../store/token-names.ts';
+export { DuplicateTokenNameError } from '../store/errors.ts';
 
 // Token administration shared by the admin API and the CLI, so both behave the same.
 

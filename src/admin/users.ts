@@ -3,7 +3,7 @@ import { isoNow } from '../clock.ts';
 import type { StoreBackend } from '../store/backend.ts';
 import { newId } from '../store/ids.ts';
 import type { Role, UserRecord } from '../store/records.ts';
-import { DuplicateUserError } from '../store/users.ts';
+import { DuplicateUserError } from '../store/errors.ts';
 import { encodeCursor, type ListQuery } from './page-query.ts';
 
 export type UserView = Omit<UserRecord, 'password_hash'>;

@@ -1,4 +1,4 @@
-import { ServiceError } from '../errors/index.ts';
+import { retryAfter, ServiceError } from '../errors/index.ts';
 
 // A password hash (scrypt, N=2^17) holds 128 MiB and a libuv pool thread for its whole run,
 // and libuv's pool (4 threads by default) is shared with file I/O by every worker of the
@@ -37,7 +37,7 @@ export class HashGate {
     if (this.active >= this.running) {
       const lane = first ? this.waitingFirst : this.waiting;
       if (lane.length >= this.queued) {
-        throw new ServiceError('server_busy', 'Too many password checks in progress; retry after the indicated delay', { 'Retry-After': '1' });
+        throw new ServiceError('server_busy', 'Too many password checks in progress; retry after the indicated delay', retryAfter(1));
       }
       // the place is handed over by release(), so `active` never drops between the two
       await new Promise<void>((resolve) => lane.push(resolve));

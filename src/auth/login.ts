@@ -1,6 +1,6 @@
 import type { Config } from '../config/index.ts';
 import { bodyParser } from '../packets/json-body.ts';
-import { ServiceError } from '../errors/index.ts';
+import { retryAfter, ServiceError } from '../errors/index.ts';
 import type { StoreBackend } from '../store/backend.ts';
 import type { UserRecord } from '../store/records.ts';
 import { hashPassword, needsRehash, verifyPassword } from './password.ts';
@@ -34,7 +34,7 @@ export const parseLogin = bodyParser(LoginSchema);
  * Returns the user for a right password of an enabled account, else undefined. */
 export async function checkPasswordThrottled(store: StoreBackend, username: string, password: string, address: string, at: number): Promise<UserRecord | undefined> {
   const { wait, known } = await store.reserveLoginAttempt(address, username, at);
-  if (wait > 0) throw new ServiceError('too_many_attempts', undefined, { 'Retry-After': String(wait) });
+  if (wait > 0) throw new ServiceError('too_many_attempts', undefined, retryAfter(wait));
   let user: UserRecord | undefined;
   let ok: boolean;
   try {

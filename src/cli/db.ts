@@ -1,5 +1,5 @@
-import { SCHEMA_VERSION } from '../store/open.ts';
-import type { PgBackend } from '../store/pg/backend.ts';
+import { SCHEMA_VERSION } from '../store/lmdb/open.ts';
+import type { PgBackend } from '../store/pg/index.ts';
 import { MIGRATIONS } from '../store/pg/migrations.ts';
 import type { Command } from './command.ts';
 

@@ -1,4 +1,4 @@
-import { ServiceError } from '../errors/index.ts';
+import { retryAfter, ServiceError } from '../errors/index.ts';
 import type { Admission, AdmissionRefusal } from '../verify/index.ts';
 import type { ReceivedPart } from './multipart/index.ts';
 import type { AdmissionSlot } from './capacity.ts';
@@ -48,6 +48,6 @@ export class CallSlot implements Admission {
       this.refused = true;
       this.s.metrics.busyRejections.inc();
     }
-    return new ServiceError('server_busy', REVOKED, { 'Retry-After': String(this.s.config.RETRY_AFTER_SECONDS) });
+    return new ServiceError('server_busy', REVOKED, retryAfter(this.s.config.RETRY_AFTER_SECONDS));
   }
 }

@@ -1,19 +1,25 @@
 import type { ModuleId } from '../packets/types.ts';
 import type { AuditRecord, DailyTotal, KeyFile, KeyRevocation, LedgerEntry, Reservation, SessionRecord, TokenRecord, UsageRecord, UserRecord } from './records.ts';
 import type { AttemptSuccess, AttemptReservation, ThrottleView } from './throttle-rules.ts';
+import type { QuotaExceeded } from './quota.ts';
 import type { WriteHealth } from './write-health.ts';
-import type { SearchPage, SearchQuery } from './token-search.ts';
 
 // One store, two implementations: LMDB embedded in DATA_DIR (the default, one host) and
 // PostgreSQL (DATABASE_URL, several stateless nodes on one database). The interface is cut
 // at whole operations, never raw transactions, so each implementation can make every
 // operation atomic its own way: an LMDB write transaction with a child transaction
-// (atomic.ts), or one PostgreSQL statement or stored function. Rules (quota, windows,
-// fingerprints, messages, login throttling) are shared pure functions both call.
+// (lmdb/atomic.ts), or one PostgreSQL statement or stored function. Rules (quota, windows,
+// fingerprints, messages, login throttling) are shared pure functions both call. Operations
+// answer outcomes (ReserveOutcome, SettleOutcome), never HTTP errors: the use case decides
+// what a caller hears.
 //
-// Adding an operation: declare it here, implement it in lmdb-backend.ts and in
-// pg/backend.ts (a schema change is a new entry at the end of pg/migrations.ts, never an
-// edit of an applied one), and add a case to test/store/contract.ts, which runs against both.
+// Each implementation is a folder with the same file per job (lmdb/reserve.ts and
+// pg/reserve.ts, lmdb/idempotency.ts and pg/idempotency.ts ...), its index.ts a class that
+// only delegates; the rules and records both share live here beside this interface, which
+// imports neither implementation. Adding an operation: declare it here, implement it in the
+// job's file of lmdb/ and of pg/, delegate from both index.ts (a schema change is a new
+// entry at the end of pg/migrations.ts, never an edit of an applied one), and add a case to
+// test/store/contract.ts, which runs against both.
 
 // Parameters and answers of the operations below.
 
@@ -25,12 +31,41 @@ export interface ReserveInput {
   idempotencyKey: string | null;
   fingerprint: string | null;
   at: number;
-  retryAfterSeconds: number;
 }
 
+/** What a reservation came to. Only `reserved` wrote anything; a refusal leaves no trace and
+ * does not bind the key (contract "Result details"). The store says what happened; the use
+ * case decides what the caller hears (src/verify/store-outcomes.ts). */
 export type ReserveOutcome =
   | { kind: 'reserved'; reservation: Reservation }
-  | { kind: 'replay'; status: number; body: string };
+  /** the key's call completed: its exact answer, replayed */
+  | { kind: 'replay'; status: number; body: string }
+  /** the key was used with a different request */
+  | { kind: 'idempotency_conflict' }
+  /** the key's first call is still running */
+  | { kind: 'request_in_progress' }
+  /** the key's first call could not be settled and waits for an operator: not in progress,
+   * so polling would never end */
+  | { kind: 'settlement_failed' }
+  /** the token was revoked, disabled or expired (read again inside the reservation) */
+  | { kind: 'invalid_token' }
+  /** the token is no longer granted the module */
+  | { kind: 'module_forbidden' }
+  | QuotaExceeded;
+
+/** What a settlement came to. */
+export type SettleOutcome =
+  /** charged, the key completed with `body`, the results stored */
+  | { kind: 'settled'; body: string }
+  /** not this call's to settle any more (PostgreSQL: its node's lease lapsed, so another node
+   * may be refunding it): never charged, its units given back */
+  | { kind: 'refused'; cause: Error }
+  /** the units stay reserved and the key pending until an operator resolves the reservation
+   * (marked settlement_failed, with the answer that could not be saved) */
+  | { kind: 'settlement_failed'; cause: unknown }
+  /** the store could not write the settlement (a full disk): nothing charged; the units are
+   * back (`refunded`) or owed back once writes work (`refund_deferred`, store.writes) */
+  | { kind: 'not_recorded'; refund: 'refunded' | 'refund_deferred'; cause: unknown };
 
 export interface PageQuery {
   token_id?: string;
@@ -67,6 +102,21 @@ export interface LedgerCheck {
  * short or empty with a next_cursor: the search goes on from there. */
 export const AUDIT_SCAN_BUDGET = 10_000;
 
+export interface SearchQuery {
+  /** matched against the name (substring, ignoring case), the token prefix and the id
+   * (both from their start) */
+  q?: string;
+  limit: number;
+  /** the last row of the previous page, as returned in `next` */
+  after?: [string, string];
+}
+
+export interface SearchPage<T> {
+  items: T[];
+  /** key of the last row served when more may follow, else null */
+  next: [string, string] | null;
+}
+
 export type ResolveAction = 'charge' | 'refund';
 
 export interface UserPatch {
@@ -102,13 +152,11 @@ export interface StoreBackend {
   setModuleEnabled(id: ModuleId, enabled: boolean): Promise<void>;
 
   // metering: each of reserve, settle, refund and resolve is one atomic operation
-  /** idempotency lookup, token re-check, quota check and reservation; throws ServiceError
-   * (409, 401, 403, 429, 500 settlement_failed) having written nothing */
+  /** idempotency lookup, token re-check, quota check and reservation, in one transaction */
   reserve(input: ReserveInput): Promise<ReserveOutcome>;
   /** charged + key completed with the body `render` builds from the usage as of settlement
-   * + result stored; on failure marks the reservation settlement_failed and throws
-   * ServiceError settlement_failed */
-  settle(reservation: Reservation, at: number, render: (usage: UsageRecord[]) => string, results: unknown): Promise<string>;
+   * + result stored, in one transaction; on failure marks the reservation settlement_failed */
+  settle(reservation: Reservation, at: number, render: (usage: UsageRecord[]) => string, results: unknown): Promise<SettleOutcome>;
   /** gives held units back and releases the key; idempotent */
   refund(reservationId: string, at: number): Promise<Reservation | undefined>;
   /** operator decision on a settlement_failed reservation; 'not_pending' when it is not one */

@@ -1,19 +1,23 @@
-export { openStore, storeHealthy, SCHEMA_VERSION, StoreError, type Store } from './open.ts';
+// The store's surface: the interface both implementations answer (backend.ts), the records
+// and rules they share, and how a process opens the configured one (select.ts).
 export * from './records.ts';
-export * from './users.ts';
-export * from './tokens.ts';
-export * from './modules.ts';
-export { newId } from './ids.ts';
 export * from './backend.ts';
 export * from './periods.ts';
-export { quotaRefusal } from './quota.ts';
+export * from './errors.ts';
+export * from './token-rules.ts';
+export { quotaRefusal, type QuotaExceeded } from './quota.ts';
+export { newId } from './ids.ts';
 // The LMDB store's operations, for tests, benchmarks and the CLI that work on one LMDB store
 // directly; everything else goes through StoreBackend.
-export { appendLedger, listLedger, verifyLedger } from './ledger.ts';
-export { reserve } from './reserve.ts';
-export { settle, refund, resolveReservation, SettlementError } from './settle.ts';
-export { pruneIdempotency } from './recovery.ts';
-export { writeAudit, listAudit } from './audit.ts';
-export { dailyTotals, ensureDailyTotals } from './daily-totals.ts';
-export { ensureByTokenIndex } from './by-token.ts';
-export { counterKey, usedUnits, usageRecord, usageSnapshot } from './usage.ts';
+export { openStore, storeHealthy, SCHEMA_VERSION, type Store } from './lmdb/open.ts';
+export * from './lmdb/users.ts';
+export * from './lmdb/tokens.ts';
+export * from './lmdb/modules.ts';
+export { appendLedger, listLedger, verifyLedger } from './lmdb/ledger.ts';
+export { reserve } from './lmdb/reserve.ts';
+export { settle, refund, resolveReservation, SettlementError } from './lmdb/settle.ts';
+export { pruneIdempotency } from './lmdb/idempotency.ts';
+export { writeAudit, listAudit } from './lmdb/audit.ts';
+export { dailyTotals, ensureDailyTotals } from './lmdb/daily-totals.ts';
+export { ensureByTokenIndex } from './lmdb/by-token.ts';
+export { counterKey, usedUnits, usageRecord, usageSnapshot } from './lmdb/usage.ts';

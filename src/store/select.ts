@@ -1,15 +1,15 @@
 import type { StoreBackend } from './backend.ts';
 import { injectSettlementFault, settlementFaultFor } from './faults.ts';
-import { LmdbBackend } from './lmdb-backend.ts';
-import type { LmdbCommits } from './open.ts';
-import type { PgOptions } from './pg/backend.ts';
+import { LmdbBackend } from './lmdb/index.ts';
+import type { LmdbCommits } from './lmdb/open.ts';
+import type { PgOptions } from './pg/index.ts';
 
 /** Opens the configured store: PostgreSQL (migrated under the advisory lock, this process
  * registered as a node with a lease) when a URL is given, else LMDB under `dataDir`. */
 export async function openBackend(opts: { databaseUrl: string | undefined; dataDir: string; pg?: PgOptions; lmdbCommits?: LmdbCommits }): Promise<StoreBackend> {
   if (opts.databaseUrl === undefined) return LmdbBackend.open(opts.dataDir, { commits: opts.lmdbCommits });
   // loaded only when configured: a thread of an LMDB service does not carry the pg client
-  const { PgBackend } = await import('./pg/backend.ts');
+  const { PgBackend } = await import('./pg/index.ts');
   return PgBackend.open(opts.databaseUrl, opts.pg);
 }
 

@@ -1,5 +1,4 @@
 import { BroadcastChannel } from 'node:worker_threads';
-import { ServiceError } from '../errors/index.ts';
 
 // Security issue 29 (item 5): a full disk. A write that cannot commit must neither take the
 // process down nor be reported as something it was not. Every store keeps one WriteHealth:
@@ -107,7 +106,7 @@ export function storeWritesFailing(): boolean {
 export const FREE_SPACE_RECHECK_MS = 1000;
 
 export interface WriteHealthOptions {
-  /** answers whether a write commits now (open.ts, pg/backend.ts); may throw */
+  /** answers whether a write commits now (lmdb/open.ts, pg/open.ts); may throw */
   probe: () => Promise<boolean>;
   /** bytes free for the store's files, where the store can tell (LMDB: its file system) */
   freeBytes?: () => Promise<number>;
@@ -254,21 +253,4 @@ function messageOf(err: unknown): string {
   const own = typeof e?.message === 'string' ? e.message : String(err);
   const cause = e?.cause as { message?: unknown } | undefined;
   return typeof cause?.message === 'string' ? `${own}: ${cause.message}` : own;
-}
-
-/** What became of a verify call whose write failed; the answer says exactly that. */
-export type UnrecordedOutcome = 'nothing_written' | 'refunded' | 'refund_deferred';
-
-const MESSAGES: Record<UnrecordedOutcome, string> = {
-  nothing_written: 'The service cannot record calls right now (its store is failing writes): nothing was charged and the Idempotency-Key is not bound; retry with the same key after the indicated delay',
-  refunded: 'The store could not record this call\'s result: its units were given back and the Idempotency-Key released, so nothing was charged; retry with the same key after the indicated delay',
-  refund_deferred: 'The store could not record this call\'s result: nothing is charged; the units held for it are given back as soon as the store can write again (until then a retry with this Idempotency-Key may answer request_in_progress); retry with the same key after the indicated delay',
-};
-
-/** 503 store_unavailable, telling what was recorded; `outcome` also says whether the held
- * units are back already (the units metric counts them refunded). */
-export class UnrecordedCallError extends ServiceError {
-  constructor(readonly outcome: UnrecordedOutcome, cause: unknown) {
-    super('store_unavailable', MESSAGES[outcome], {}, cause);
-  }
 }

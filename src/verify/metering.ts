@@ -1,7 +1,8 @@
 import { archiveDemoUpload } from '../metering/index.ts';
-import type { ReserveInput, ReserveOutcome, StoreBackend } from '../store/backend.ts';
+import type { ReserveInput, StoreBackend } from '../store/backend.ts';
 import type { Reservation, UsageRecord } from '../store/records.ts';
-import { isStorageFailure, UnrecordedCallError } from '../store/write-health.ts';
+import { isStorageFailure } from '../store/write-health.ts';
+import { admittedOrThrow, settledOrThrow, UnrecordedCallError, type Admitted } from './store-outcomes.ts';
 
 /** The verify call's only way into metering: every reserve, settle and refund of a verify
  * call goes through here, so a change of store touches one place. */
@@ -9,8 +10,9 @@ export interface Metering {
   /** the store is failing writes (a full disk): new calls are refused before their upload */
   writesFailing?(): boolean;
   /** a reservation the store could not write rejects with 503 store_unavailable: nothing
-   * was written, nothing charged, the key not bound */
-  reserve(input: ReserveInput): Promise<ReserveOutcome>;
+   * was written, nothing charged, the key not bound; a refusal rejects with its catalogue
+   * error (`retryAfterSeconds`: the wait a request still in progress is told) */
+  reserve(input: ReserveInput & { retryAfterSeconds: number }): Promise<Admitted>;
   /** `render` builds the answer from the usage snapshot taken inside the settlement */
   settle(reservation: Reservation, at: number, render: (usage: UsageRecord[]) => string, results: unknown): Promise<string>;
   /** a refund the store could not write is owed (store.writes runs it once writes work) and
@@ -25,11 +27,14 @@ export function storeMetering(store: StoreBackend): Metering {
       store.writes.watchSpace();
       return store.writes.failing() !== null;
     },
-    reserve: (input) => store.reserve(input).catch((err: unknown) => {
-      if (isStorageFailure(err)) throw new UnrecordedCallError('nothing_written', err);
-      throw err;
-    }),
-    settle: (reservation, at, render, results) => store.settle(reservation, at, render, results),
+    reserve: ({ retryAfterSeconds, ...input }) => store.reserve(input).then(
+      (outcome) => admittedOrThrow(outcome, retryAfterSeconds),
+      (err: unknown) => {
+        if (isStorageFailure(err)) throw new UnrecordedCallError('nothing_written', err);
+        throw err;
+      },
+    ),
+    settle: (reservation, at, render, results) => store.settle(reservation, at, render, results).then(settledOrThrow),
     refund: (id, at) => store.refund(id, at).catch((err: unknown) => {
       if (!isStorageFailure(err)) throw err;
       store.writes.deferRepair(`refund:${id}`, () => store.refund(id, Date.now()));

@@ -1,12 +1,12 @@
 import { authenticateBearer } from '../auth/business-token.ts';
 import { now } from '../clock.ts';
-import { ServiceError } from '../errors/index.ts';
+import { retryAfter as retryAfterHeader, ServiceError } from '../errors/index.ts';
 import { InferenceFailedError, type ResultRecord } from '../inference/types.ts';
 import { countryOf, outcomeOfBody, outcomeOfResults, requestFingerprint } from '../metering/index.ts';
 import { MODULE_IDS, type ModuleId } from '../packets/types.ts';
 import { signBody, signerOf } from '../signing/index.ts';
 import type { AuditOutcome, Reservation, TokenRecord } from '../store/records.ts';
-import { UnrecordedCallError } from '../store/write-health.ts';
+import { UnrecordedCallError } from './store-outcomes.ts';
 import { earlyMetadata } from './early-metadata.ts';
 import type { AdmissionRefusal, ReceivedPart, VerifyAnswer, VerifyDeps, VerifyRequest, VerifyStep } from './ports.ts';
 import { prepareRequest, type PreparedRequest } from './prepare.ts';
@@ -51,7 +51,7 @@ export async function verify(req: VerifyRequest, deps: VerifyDeps, trace: CallTr
     return afterUpload(req, deps, trace, token, moduleId, upload)
       .catch((err: unknown) => {
         // a write the store could not make: the client waits as for a busy server
-        if (err instanceof UnrecordedCallError) err.headers['Retry-After'] ??= String(deps.config.RETRY_AFTER_SECONDS);
+        if (err instanceof UnrecordedCallError) err.headers['Retry-After'] ??= retryAfter(deps)['Retry-After'];
         throw err;
       })
       .finally(release);
@@ -253,5 +253,5 @@ function timed<T>(deps: VerifyDeps, step: VerifyStep, run: () => T): T {
 }
 
 function retryAfter(deps: VerifyDeps): Record<string, string> {
-  return { 'Retry-After': String(deps.config.RETRY_AFTER_SECONDS) };
+  return retryAfterHeader(deps.config.RETRY_AFTER_SECONDS);
 }

@@ -2,8 +2,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { reserve } from '../../src/store/index.ts';
-import { openStore } from '../../src/store/open.ts';
-import { getToken } from '../../src/store/tokens.ts';
+import { openStore } from '../../src/store/lmdb/open.ts';
+import { getToken } from '../../src/store/lmdb/tokens.ts';
 import { bearer, startServer, tempDir } from '../helpers/server.ts';
 import { client, login } from '../auth/session-client.ts';
 import { waitFor } from '../helpers/wait.ts';
@@ -33,7 +33,7 @@ async function makeApiToken(grants: [string, number | null, string][]): Promise<
 
 async function charge(tokenId: string, moduleId: 'rgb_liveness' | 'color_liveness', units: number, at = AT, requestId = `req_${Math.random().toString(36).slice(2)}`) {
   const token = getToken(store, tokenId)!;
-  const out = await reserve(store, { token, moduleId, units, requestId, idempotencyKey: null, fingerprint: null, at, retryAfterSeconds: 1 });
+  const out = await reserve(store, { token, moduleId, units, requestId, idempotencyKey: null, fingerprint: null, at });
   if (out.kind !== 'reserved') throw new Error('reserve failed');
   return out.reservation;
 }

@@ -6,10 +6,10 @@ import { Value } from '@sinclair/typebox/value';
 import * as described from '../../src/openapi/responses.ts';
 import { createToken } from '../../src/admin/tokens.ts';
 import { AUDIT_SCAN_BUDGET, reserve, refund, writeAudit, type AuditRecord } from '../../src/store/index.ts';
-import { LmdbBackend } from '../../src/store/lmdb-backend.ts';
-import { openStore } from '../../src/store/open.ts';
+import { LmdbBackend } from '../../src/store/lmdb/index.ts';
+import { openStore } from '../../src/store/lmdb/open.ts';
 import type { TokenRecord } from '../../src/store/records.ts';
-import { getToken } from '../../src/store/tokens.ts';
+import { getToken } from '../../src/store/lmdb/tokens.ts';
 import { startServer, tempDir } from '../helpers/server.ts';
 import { client, login } from '../auth/session-client.ts';
 
@@ -289,7 +289,7 @@ t.test('the new endpoint and parameters are in /openapi.json', async (t) => {
 t.test('usage: daily totals from the server, every UTC day of the range', async (t) => {
   const { token } = await createToken(backend, { name: 'charted kiosk', grants: [{ module_id: 'rgb_liveness', limit: null, period: 'never' }, { module_id: 'color_liveness', limit: null, period: 'never' }] });
   const charge = async (moduleId: 'rgb_liveness' | 'color_liveness', units: number, at: number) => {
-    const out = await reserve(store, { token: getToken(store, token.id)!, moduleId, units, requestId: `req_${Math.random().toString(36).slice(2)}`, idempotencyKey: null, fingerprint: null, at, retryAfterSeconds: 1 });
+    const out = await reserve(store, { token: getToken(store, token.id)!, moduleId, units, requestId: `req_${Math.random().toString(36).slice(2)}`, idempotencyKey: null, fingerprint: null, at });
     if (out.kind !== 'reserved') throw new Error('reserve failed');
     return out.reservation;
   };

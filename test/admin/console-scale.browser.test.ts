@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import t from 'tap';
-import { openStore } from '../../src/store/open.ts';
+import { openStore } from '../../src/store/lmdb/open.ts';
 import { startServer, tempDir } from '../helpers/server.ts';
 import { seedConsole, seedTokenName, seedUserName } from './seed.ts';
 

@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { appendLedger, windowKey, type AuditOutcome, type AuditRecord } from '../../src/store/index.ts';
-import type { Store } from '../../src/store/open.ts';
+import type { Store } from '../../src/store/lmdb/open.ts';
 import type { TokenRecord, UserRecord } from '../../src/store/records.ts';
-import { buildTokenNameIndex, indexTokenName } from '../../src/store/token-names.ts';
+import { buildTokenNameIndex, indexTokenName } from '../../src/store/lmdb/token-names.ts';
 
 // A console-sized store written straight into LMDB in batched transactions (thousands of
 // records per commit), not through HTTP: seeding 5,000 tokens and 50,000 audit rows one

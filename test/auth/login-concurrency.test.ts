@@ -1,7 +1,7 @@
 import { randomBytes, scryptSync } from 'node:crypto';
 import path from 'node:path';
 import t from 'tap';
-import { LmdbBackend } from '../../src/store/lmdb-backend.ts';
+import { LmdbBackend } from '../../src/store/lmdb/index.ts';
 import { PAIR_LIMIT } from '../../src/store/throttle-rules.ts';
 import { fileClock } from '../helpers/clock.ts';
 import { startServer, tempDir } from '../helpers/server.ts';

@@ -10,8 +10,8 @@ import {
   recordLoginSuccess,
   sweepFailures,
   WINDOW_MS,
-} from '../../src/store/login-throttle.ts';
-import { openStore } from '../../src/store/open.ts';
+} from '../../src/store/lmdb/login-throttle.ts';
+import { openStore } from '../../src/store/lmdb/open.ts';
 import { tempDir } from '../helpers/server.ts';
 
 const store = openStore(tempDir());

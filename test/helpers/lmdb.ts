@@ -1,4 +1,4 @@
-import { openStore } from '../../src/store/open.ts';
+import { openStore } from '../../src/store/lmdb/open.ts';
 
 /** Direct access to a server's store for assertions (LMDB allows several processes). */
 export function lmdbOpen(dataDir: string) {

@@ -1,7 +1,7 @@
 import t from 'tap';
-import { atomically, syncCommitFlags } from '../../src/store/atomic.ts';
-import { openStore, type LmdbCommits } from '../../src/store/open.ts';
-import { updateUser } from '../../src/store/users.ts';
+import { atomically, syncCommitFlags } from '../../src/store/lmdb/atomic.ts';
+import { openStore, type LmdbCommits } from '../../src/store/lmdb/open.ts';
+import { updateUser } from '../../src/store/lmdb/users.ts';
 import { tempDir } from '../helpers/server.ts';
 
 // Both ways of committing (LMDB_COMMITS) keep the same guarantee.

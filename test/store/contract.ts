@@ -1,12 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import type { Test } from 'tap';
 import { PAIR_LIMIT, throttleWait } from '../../src/store/throttle-rules.ts';
-import { ServiceError } from '../../src/errors/index.ts';
 import type { Reservation, UsageRecord } from '../../src/store/records.ts';
 import { newKey, publicJwksOf, RETIRED_DELETE_MS } from '../../src/signing/keys.ts';
-import type { ReserveInput, StoreBackend } from '../../src/store/backend.ts';
+import type { ReserveInput, ReserveOutcome, SettleOutcome, StoreBackend } from '../../src/store/backend.ts';
 import { injectSettlementFault } from '../../src/store/faults.ts';
-import { DuplicateTokenNameError } from '../../src/store/token-names.ts';
+import { DuplicateTokenNameError } from '../../src/store/errors.ts';
 import type { Grant, TokenRecord, UserRecord } from '../../src/store/records.ts';
 
 // One contract, run against every store (test/store/lmdb.test.ts, test/store/pg.test.ts):
@@ -24,19 +23,31 @@ export function tokenRecord(grants: Grant[], over: Partial<TokenRecord> = {}): T
 }
 
 export function reserveInput(token: TokenRecord, over: Partial<ReserveInput> = {}): ReserveInput {
-  return { token, moduleId: 'rgb_liveness', units: 1, requestId: id('req'), idempotencyKey: null, fingerprint: null, at: T0, retryAfterSeconds: 1, ...over };
+  return { token, moduleId: 'rgb_liveness', units: 1, requestId: id('req'), idempotencyKey: null, fingerprint: null, at: T0, ...over };
 }
 
 const render = (requestId: string) => (usage: UsageRecord[]) => JSON.stringify({ request_id: requestId, module_id: 'rgb_liveness', charged_units: 1, results: [{ capture_id: 'c"1', v: 0.5 }], usage });
 
-async function refusal(p: Promise<unknown>): Promise<ServiceError> {
-  try {
-    await p;
-  } catch (err) {
-    if (err instanceof ServiceError) return err;
-    throw err;
-  }
-  throw new Error('expected a ServiceError');
+type Refusal = Exclude<ReserveOutcome, { kind: 'reserved' | 'replay' }>;
+
+/** A reservation the store refused (nothing written), or a failed test. */
+async function refusal(p: Promise<ReserveOutcome>): Promise<Refusal> {
+  const out = await p;
+  if (out.kind === 'reserved' || out.kind === 'replay') throw new Error(`expected a refusal, got ${out.kind}`);
+  return out;
+}
+
+async function quotaRefused(p: Promise<ReserveOutcome>): Promise<Extract<ReserveOutcome, { kind: 'quota_exceeded' }>> {
+  const out = await p;
+  if (out.kind !== 'quota_exceeded') throw new Error(`expected quota_exceeded, got ${out.kind}`);
+  return out;
+}
+
+/** The body of a settled call, or a failed test. */
+async function settled(p: Promise<SettleOutcome>): Promise<string> {
+  const out = await p;
+  if (out.kind !== 'settled') throw new Error(`expected a settlement, got ${out.kind}`);
+  return out.body;
 }
 
 async function reserved(store: StoreBackend, input: ReserveInput): Promise<Reservation> {
@@ -92,22 +103,20 @@ export function storeContract(t: Test, store: StoreBackend): void {
     ]);
     await store.insertToken(tok);
     await reserved(store, reserveInput(tok, { units: 2 }));
-    const over = await refusal(store.reserve(reserveInput(tok, { units: 2, at: T0 + 3600_000 })));
-    t.equal(over.code, 'quota_exceeded');
+    const over = await quotaRefused(store.reserve(reserveInput(tok, { units: 2, at: T0 + 3600_000 })));
     t.equal(over.message, 'The daily quota of rgb_liveness has 1 unit(s) left; this request needs 2');
-    t.equal(over.headers['Retry-After'], String(13 * 3600), 'seconds to the next UTC midnight');
-    const big = await refusal(store.reserve(reserveInput(tok, { units: 4 })));
+    t.equal(over.retryAfterSeconds, 13 * 3600, 'seconds to the next UTC midnight');
+    const big = await quotaRefused(store.reserve(reserveInput(tok, { units: 4 })));
     t.match(big.message, /more than the whole quota of 3, so split the batch/);
-    const zero = await refusal(store.reserve(reserveInput(tok, { moduleId: 'color_liveness' })));
-    t.equal(zero.code, 'quota_exceeded');
-    t.same(zero.headers, {}, 'no Retry-After for a cumulative quota');
+    const zero = await quotaRefused(store.reserve(reserveInput(tok, { moduleId: 'color_liveness' })));
+    t.equal(zero.retryAfterSeconds, null, 'no reset for a cumulative quota');
     await store.updateToken(tok.id, (x) => ({ ...x, grants: x.grants.filter((g) => g.module_id !== 'color_liveness') }));
-    t.equal((await refusal(store.reserve(reserveInput(tok, { moduleId: 'color_liveness' })))).code, 'module_forbidden');
+    t.equal((await refusal(store.reserve(reserveInput(tok, { moduleId: 'color_liveness' })))).kind, 'module_forbidden');
     await store.updateToken(tok.id, (x) => ({ ...x, revoked: true, enabled: false }));
-    t.equal((await refusal(store.reserve(reserveInput(tok)))).code, 'invalid_token', 'revoked during the upload');
+    t.equal((await refusal(store.reserve(reserveInput(tok)))).kind, 'invalid_token', 'revoked during the upload');
     const expired = tokenRecord([{ module_id: 'rgb_liveness', limit: null, period: 'month' }], { expires_at: new Date(T0).toISOString() });
     await store.insertToken(expired);
-    t.equal((await refusal(store.reserve(reserveInput(expired)))).code, 'invalid_token', 'expired at the reservation time');
+    t.equal((await refusal(store.reserve(reserveInput(expired)))).kind, 'invalid_token', 'expired at the reservation time');
     t.same(
       (await store.usageSnapshot({ ...tok, grants: [{ module_id: 'rgb_liveness', limit: 3, period: 'day' }] }, T0)).map((u) => [u.used, u.remaining, u.reset_at]),
       [[2, 1, '2026-05-05T00:00:00.000Z']],
@@ -121,11 +130,9 @@ export function storeContract(t: Test, store: StoreBackend): void {
     const input = reserveInput(tok, { idempotencyKey: 'k-1', fingerprint: 'fp-1' });
     const r = await reserved(store, input);
     t.equal(r.state, 'pending');
-    const inProgress = await refusal(store.reserve(reserveInput(tok, { idempotencyKey: 'k-1', fingerprint: 'fp-1' })));
-    t.equal(inProgress.code, 'request_in_progress');
-    t.equal(inProgress.headers['Retry-After'], '1');
-    t.equal((await refusal(store.reserve(reserveInput(tok, { idempotencyKey: 'k-1', fingerprint: 'other' })))).code, 'idempotency_conflict');
-    const body = await store.settle(r, T0 + 1000, render(input.requestId), [{ ok: 1 }]);
+    t.equal((await refusal(store.reserve(reserveInput(tok, { idempotencyKey: 'k-1', fingerprint: 'fp-1' })))).kind, 'request_in_progress');
+    t.equal((await refusal(store.reserve(reserveInput(tok, { idempotencyKey: 'k-1', fingerprint: 'other' })))).kind, 'idempotency_conflict');
+    const body = await settled(store.settle(r, T0 + 1000, render(input.requestId), [{ ok: 1 }]));
     t.same(JSON.parse(body).usage, [
       { module_id: 'rgb_liveness', limit: 10, period: 'month', used: 1, remaining: 9, reset_at: '2026-06-01T00:00:00.000Z' },
       { module_id: 'color_liveness', limit: null, period: 'never', used: 0, remaining: null, reset_at: null },
@@ -134,7 +141,7 @@ export function storeContract(t: Test, store: StoreBackend): void {
     const replay = await store.reserve(reserveInput(tok, { idempotencyKey: 'k-1', fingerprint: 'fp-1' }));
     t.same(replay, { kind: 'replay', status: 200, body });
     t.equal((await store.getReservation(r.id))!.state, 'charged');
-    await t.rejects(store.settle(r, T0 + 2000, render(input.requestId), []), 'a charged reservation is not settled twice');
+    t.not((await store.settle(r, T0 + 2000, render(input.requestId), [])).kind, 'settled', 'a charged reservation is not settled twice');
     t.equal((await store.getReservation(r.id))!.state, 'charged');
   });
 
@@ -152,23 +159,32 @@ export function storeContract(t: Test, store: StoreBackend): void {
     t.ok((await store.verifyLedger()).ok, 'counters equal charges minus refunds');
   });
 
+  /** A reservation of `units` whose settlement failed, its key held for the operator. */
+  async function failedSettlement(t: Test, tok: TokenRecord, key: string, units = 1): Promise<{ r: Reservation; saved: string }> {
+    const input = reserveInput(tok, { idempotencyKey: key, fingerprint: 'fp', units });
+    const r = await reserved(store, input);
+    injectSettlementFault(store, () => true);
+    const failed = await store.settle(r, T0, render(input.requestId), []);
+    injectSettlementFault(store, null);
+    t.equal(failed.kind, 'settlement_failed');
+    const saved = (await store.getReservation(r.id))!.unsaved_body!;
+    t.equal(JSON.parse(saved).request_id, input.requestId, 'the answer that could not be saved is kept');
+    return { r, saved };
+  }
+
   t.test('settlement failure: held for the operator, resolved once', async (t) => {
     const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 5, period: 'day' }]);
     await store.insertToken(tok);
-    const input = reserveInput(tok, { idempotencyKey: 'k-f', fingerprint: 'fp' });
-    const r = await reserved(store, input);
-    injectSettlementFault(store, () => true);
-    const failed = await refusal(store.settle(r, T0, render(input.requestId), []));
-    injectSettlementFault(store, null);
-    t.equal(failed.code, 'settlement_failed');
+    const { r, saved } = await failedSettlement(t, tok, 'k-f');
     t.ok((await store.listSettlementFailed()).some((x) => x.id === r.id));
-    t.equal((await refusal(store.reserve(reserveInput(tok, { idempotencyKey: 'k-f', fingerprint: 'fp' })))).code, 'settlement_failed', 'the retry hears the same answer');
-    const saved = (await store.getReservation(r.id))!.unsaved_body!;
-    t.equal(JSON.parse(saved).request_id, input.requestId, 'the answer that could not be saved is kept');
+    t.equal((await refusal(store.reserve(reserveInput(tok, { idempotencyKey: 'k-f', fingerprint: 'fp' })))).kind, 'settlement_failed', 'the retry hears the same answer');
     const [a, b] = await Promise.all([store.resolveReservation(r.id, 'charge', T0 + 5), store.resolveReservation(r.id, 'refund', T0 + 5)]);
     const outcomes = [a, b].map((x) => (typeof x === 'object' ? x.state : x)).sort();
     t.ok(outcomes.includes('not_pending') && outcomes.length === 2, 'one of two concurrent resolutions takes effect');
     const state = (await store.getReservation(r.id))!.state;
+    t.ok(outcomes.includes(state), `the winner's state is the stored one (${state})`);
+    t.same((await store.usageSnapshot(tok, T0)).map((u) => u.used), [state === 'charged' ? 1 : 0], 'units as the winner left them, once');
+    t.same((await store.listLedger({ token_id: tok.id })).items.map((e) => e.kind), state === 'charged' ? ['charge'] : ['charge', 'refund']);
     const replay = await store.reserve(reserveInput(tok, { idempotencyKey: 'k-f', fingerprint: 'fp' }));
     if (state === 'charged') t.same(replay, { kind: 'replay', status: 200, body: saved }, 'charge completes the key with the kept answer');
     else t.equal(replay.kind, 'reserved', 'refund releases the key');
@@ -176,13 +192,50 @@ export function storeContract(t: Test, store: StoreBackend): void {
     t.ok((await store.verifyLedger()).ok);
   });
 
+  // The race above shows that one resolution wins, not what each one does (on LMDB the charge
+  // always wins it): each is held to its rule alone first.
+  t.test('settlement failure resolved by "charge": the units stay charged and the key replays the kept answer', async (t) => {
+    const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 5, period: 'day' }]);
+    await store.insertToken(tok);
+    const { r, saved } = await failedSettlement(t, tok, 'k-charge', 2);
+    const done = await store.resolveReservation(r.id, 'charge', T0 + 5);
+    t.match(done, { id: r.id, state: 'charged', settled_at: new Date(T0 + 5).toISOString(), unsaved_body: null });
+    t.same(await store.getReservation(r.id), done, 'as stored');
+    t.notOk((await store.listSettlementFailed()).some((x) => x.id === r.id), 'off the operator list');
+    t.same((await store.usageSnapshot(tok, T0)).map((u) => u.used), [2], 'the units stay used');
+    t.same((await store.listLedger({ token_id: tok.id })).items.map((e) => [e.kind, e.units]), [['charge', 2]], 'nothing more in the ledger');
+    t.same(await store.reserve(reserveInput(tok, { idempotencyKey: 'k-charge', fingerprint: 'fp' })), { kind: 'replay', status: 200, body: saved }, 'the key replays the kept answer');
+    t.equal(await store.resolveReservation(r.id, 'charge', T0 + 6), 'not_pending', 'resolved once');
+    t.equal(await store.resolveReservation(r.id, 'refund', T0 + 6), 'not_pending', 'and not refunded after');
+    t.same((await store.usageSnapshot(tok, T0)).map((u) => u.used), [2]);
+    t.ok((await store.verifyLedger()).ok);
+  });
+
+  t.test('settlement failure resolved by "refund": the units come back and the key is released', async (t) => {
+    const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 5, period: 'day' }]);
+    await store.insertToken(tok);
+    const { r } = await failedSettlement(t, tok, 'k-refund', 2);
+    const done = await store.resolveReservation(r.id, 'refund', T0 + 5);
+    t.match(done, { id: r.id, state: 'refunded', settled_at: new Date(T0 + 5).toISOString(), unsaved_body: null });
+    t.same(await store.getReservation(r.id), done, 'as stored');
+    t.notOk((await store.listSettlementFailed()).some((x) => x.id === r.id), 'off the operator list');
+    t.same((await store.usageSnapshot(tok, T0)).map((u) => u.used), [0], 'the units are back');
+    t.same((await store.listLedger({ token_id: tok.id })).items.map((e) => [e.kind, e.units]), [['charge', 2], ['refund', 2]]);
+    const retry = await store.reserve(reserveInput(tok, { idempotencyKey: 'k-refund', fingerprint: 'fp', units: 2 }));
+    t.equal(retry.kind, 'reserved', 'the key is free: the retry runs afresh');
+    t.equal(await store.resolveReservation(r.id, 'refund', T0 + 6), 'not_pending', 'resolved once');
+    t.equal(await store.resolveReservation(r.id, 'charge', T0 + 6), 'not_pending', 'and not charged after');
+    t.same((await store.usageSnapshot(tok, T0)).map((u) => u.used), [2], "only the retry's units");
+    t.ok((await store.verifyLedger()).ok);
+  });
+
   t.test('racing for the last units: exactly the limit is reserved', async (t) => {
     const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 7, period: 'day' }]);
     await store.insertToken(tok);
-    const outcomes = await Promise.allSettled(Array.from({ length: 24 }, (_, i) => store.reserve(reserveInput(tok, { idempotencyKey: `race-${i % 12}`, fingerprint: 'fp' }))));
-    const won = outcomes.filter((o) => o.status === 'fulfilled').length;
+    const outcomes = await Promise.all(Array.from({ length: 24 }, (_, i) => store.reserve(reserveInput(tok, { idempotencyKey: `race-${i % 12}`, fingerprint: 'fp' }))));
+    const won = outcomes.filter((o) => o.kind === 'reserved').length;
     t.equal(won, 7);
-    const codes = new Set(outcomes.flatMap((o) => (o.status === 'rejected' ? [(o.reason as ServiceError).code] : [])));
+    const codes = new Set(outcomes.flatMap((o) => (o.kind === 'reserved' ? [] : [o.kind])));
     t.ok([...codes].every((c) => c === 'quota_exceeded' || c === 'request_in_progress'), `refusals: ${[...codes].join(', ')}`);
     t.same((await store.usageSnapshot(tok, T0)).map((u) => u.used), [7]);
     t.ok((await store.verifyLedger()).ok);
@@ -283,11 +336,11 @@ export function storeContract(t: Test, store: StoreBackend): void {
     const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: null, period: 'day' }]);
     await store.insertToken(tok);
     const done = await reserved(store, reserveInput(tok, { idempotencyKey: 'old', fingerprint: 'fp' }));
-    await store.settle(done, T0, render('r'), []);
+    await settled(store.settle(done, T0, render('r'), []));
     const held = await reserved(store, reserveInput(tok, { idempotencyKey: 'held', fingerprint: 'fp' }));
     t.ok((await store.pruneIdempotency(T0 + 25 * 3600_000, 24)) >= 1);
     t.equal((await store.reserve(reserveInput(tok, { idempotencyKey: 'old', fingerprint: 'other' }))).kind, 'reserved', 'the old key is free again');
-    t.equal((await refusal(store.reserve(reserveInput(tok, { idempotencyKey: 'held', fingerprint: 'fp' })))).code, 'request_in_progress');
+    t.equal((await refusal(store.reserve(reserveInput(tok, { idempotencyKey: 'held', fingerprint: 'fp' })))).kind, 'request_in_progress');
     t.equal((await store.getReservation(held.id))!.state, 'pending');
   });
 
@@ -401,7 +454,7 @@ export function storeContract(t: Test, store: StoreBackend): void {
     const cutoff = old + 5 * DAY;
     for (const at of [old, old + 1, recent]) {
       const r = await reserved(store, reserveInput(tok, { at }));
-      await store.settle(r, at + 10, render(r.request_id), [{ at }]);
+      await settled(store.settle(r, at + 10, render(r.request_id), [{ at }]));
     }
     const refunded = await reserved(store, reserveInput(tok, { at: old + 2 }));
     await store.refund(refunded.id, old + 3);
@@ -424,7 +477,7 @@ export function storeContract(t: Test, store: StoreBackend): void {
     // several nodes prune at once: the rows go once, the totals are counted once
     for (const at of [old + 5, old + 6, old + 7]) {
       const r = await reserved(store, reserveInput(tok, { at }));
-      await store.settle(r, at + 10, render(r.request_id), []);
+      await settled(store.settle(r, at + 10, render(r.request_id), []));
     }
     const removed = await Promise.all([1, 2, 3].map(() => store.pruneLedgerBefore(cutoff)));
     t.equal(removed.reduce((a, b) => a + b, 0), 3, 'racing pruners removed each entry once');

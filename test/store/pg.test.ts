@@ -1,6 +1,5 @@
 import t from 'tap';
-import { ServiceError } from '../../src/errors/index.ts';
-import { PgBackend, StoreUnavailableError } from '../../src/store/pg/backend.ts';
+import { PgBackend, StoreUnavailableError } from '../../src/store/pg/index.ts';
 import { migrate } from '../../src/store/pg/migrate.ts';
 import { MIGRATIONS } from '../../src/store/pg/migrations.ts';
 import { startPostgres } from '../helpers/postgres.ts';
@@ -36,8 +35,8 @@ t.test('a node whose lease lapsed: another node refunds its reservations; its la
   t.same(await b.recoverPending(T0), [], 'nothing to sweep while the holder renews');
   // the holder stops renewing (as a killed process would) but keeps its connections
   (a as unknown as { renewTimer: NodeJS.Timeout }).renewTimer.close();
-  const busy = await b.reserve(reserveInput(tok, { idempotencyKey: 'k-lease', fingerprint: 'fp' })).catch((e: ServiceError) => e);
-  t.equal((busy as ServiceError).code, 'request_in_progress', 'the key answers 409 while the lease runs');
+  const busy = await b.reserve(reserveInput(tok, { idempotencyKey: 'k-lease', fingerprint: 'fp' }));
+  t.equal(busy.kind, 'request_in_progress', 'the key answers 409 while the lease runs');
   let swept: Awaited<ReturnType<PgBackend['recoverPending']>> = [];
   for (let i = 0; i < 200 && swept.length === 0; i++) {
     swept = await b.recoverPending(T0 + 1);
@@ -45,8 +44,8 @@ t.test('a node whose lease lapsed: another node refunds its reservations; its la
   }
   t.same(swept.map((r) => r.id), [out.reservation.id], 'the other node refunded it');
   t.equal(await a.healthy(), false, 'the lapsed node reports not ready');
-  const late = await a.settle(out.reservation, T0 + 2, () => '{}', []).catch((e: ServiceError) => e);
-  t.equal((late as ServiceError).code, 'inference_failed', 'the late settlement is refused');
+  const late = await a.settle(out.reservation, T0 + 2, () => '{}', []);
+  t.equal(late.kind, 'refused', 'the late settlement is refused (the client hears inference_failed)');
   t.equal((await b.getReservation(out.reservation.id))!.state, 'refunded');
   const retry = await b.reserve(reserveInput(tok, { idempotencyKey: 'k-lease', fingerprint: 'fp', at: T0 + 10 }));
   t.equal(retry.kind, 'reserved', 'the key was released: a retry succeeds');

@@ -34,7 +34,7 @@ import { ServiceError, ValidationFailure } from '../../errors/index.ts';
 import { now } from '../../clock.ts';
 import { listPendingSettlements, resolveSettlement } from '../../metering/index.ts';
 import type { ModuleId } from '../../packets/types.ts';
-import { DuplicateUserError } from '../../store/users.ts';
+import { DuplicateUserError } from '../../store/errors.ts';
 import { readJson } from '../body.ts';
 import { json, type Reply } from '../respond.ts';
 import type { AdminHandler, Router } from '../router.ts';

@@ -14,9 +14,9 @@ import {
   type FailureCount,
   type AttemptReservation,
   type ThrottleView,
-} from './throttle-rules.ts';
+} from '../throttle-rules.ts';
 
-export * from './throttle-rules.ts';
+export * from '../throttle-rules.ts';
 
 // The LMDB side of the login throttle (rules in throttle-rules.ts). Records live in
 // `loginFailures`, so the counts hold across API workers and restarts; every read starts

@@ -1,18 +1,16 @@
 import { randomBytes } from 'node:crypto';
-import { ServiceError } from '../errors/index.ts';
-import type { ModuleId } from '../packets/types.ts';
+import type { ModuleId } from '../../packets/types.ts';
 import { atomically } from './atomic.ts';
 import type { Store } from './open.ts';
-import { isTokenLive } from './tokens.ts';
+import { isTokenLive } from '../token-rules.ts';
 import { appendLedger } from './ledger.ts';
-import { currentProcess } from './owner.ts';
-import { windowKey } from './periods.ts';
-import { quotaRefusal } from './quota.ts';
-import type { ReserveInput, ReserveOutcome } from './backend.ts';
-import type { IdempotencyRecord, Reservation, TokenRecord } from './records.ts';
+import { currentProcess } from '../owner.ts';
+import { windowKey } from '../periods.ts';
+import { quotaRefusal } from '../quota.ts';
+import type { ReserveInput, ReserveOutcome } from '../backend.ts';
+import type { Reservation, TokenRecord } from '../records.ts';
+import { bindKey, findKey } from './idempotency.ts';
 import { counterKey } from './usage.ts';
-
-type TxResult = ReserveOutcome | { kind: 'error'; error: ServiceError };
 
 /** The idempotency lookup, the quota check and the reservation of the whole batch happen in
  * one LMDB write transaction. Writers are serialised across threads and processes, so two
@@ -21,17 +19,17 @@ type TxResult = ReserveOutcome | { kind: 'error'; error: ServiceError };
  * bind the key (contract "Result details"). */
 export async function reserve(store: Store, input: ReserveInput): Promise<ReserveOutcome> {
   const { token, moduleId, units, requestId, idempotencyKey: key, fingerprint, at } = input;
-  const result = await atomically(store, (): TxResult => {
+  return atomically(store, (): ReserveOutcome => {
     if (key !== null) {
-      const rec = store.db.idempotency.get([token.id, key]) as IdempotencyRecord | undefined;
+      const rec = findKey(store, token.id, key);
       if (rec) {
-        if (rec.fingerprint !== fingerprint) return { kind: 'error', error: new ServiceError('idempotency_conflict') };
+        if (rec.fingerprint !== fingerprint) return { kind: 'idempotency_conflict' };
         if (rec.state === 'pending') {
           // A failed settlement is not in progress: polling would never end, so the retry
           // hears what the first call heard (keep the key, contact the operator).
           const held = store.db.reservations.get(rec.reservation_id) as Reservation | undefined;
-          if (held?.state === 'settlement_failed') return { kind: 'error', error: new ServiceError('settlement_failed') };
-          return { kind: 'error', error: new ServiceError('request_in_progress', undefined, { 'Retry-After': String(input.retryAfterSeconds) }) };
+          if (held?.state === 'settlement_failed') return { kind: 'settlement_failed' };
+          return { kind: 'request_in_progress' };
         }
         return { kind: 'replay', status: rec.status ?? 200, body: rec.body ?? '' };
       }
@@ -39,12 +37,12 @@ export async function reserve(store: Store, input: ReserveInput): Promise<Reserv
     // The token and its grant are read again inside the transaction: an upload can take a
     // while, and an operator may have revoked, disabled or re-granted the token meanwhile.
     const fresh = store.db.tokens.get(token.id) as TokenRecord | undefined;
-    if (!fresh || !isTokenLive(fresh, at)) return { kind: 'error', error: new ServiceError('invalid_token') };
+    if (!fresh || !isTokenLive(fresh, at)) return { kind: 'invalid_token' };
     const grant = fresh.grants.find((g) => g.module_id === moduleId);
-    if (!grant) return { kind: 'error', error: new ServiceError('module_forbidden') };
+    if (!grant) return { kind: 'module_forbidden' };
     const used = (store.db.counters.get(counterKey(token.id, moduleId, grant.period, at)) as number | undefined) ?? 0;
     const refusal = quotaRefusal(moduleId, grant, used, units, at);
-    if (refusal) return { kind: 'error', error: refusal };
+    if (refusal) return refusal;
     const windows = { day: windowKey('day', at), month: windowKey('month', at) };
     appendLedger(store, { request_id: requestId, token_id: token.id, module_id: moduleId, units, kind: 'charge', at, windows });
     const reservation: Reservation = {
@@ -63,22 +61,8 @@ export async function reserve(store: Store, input: ReserveInput): Promise<Reserv
     };
     // `void`: a write inside the transaction is part of it; atomically() reports its commit
     void store.db.reservations.put(reservation.id, reservation);
-    if (key !== null) {
-      void store.db.idempotency.put([token.id, key], {
-        token_id: token.id,
-        key,
-        state: 'pending',
-        fingerprint: fingerprint!,
-        request_id: requestId,
-        reservation_id: reservation.id,
-        created_at: reservation.created_at,
-        completed_at: null,
-        status: null,
-        body: null,
-      } satisfies IdempotencyRecord);
-    }
+    // a request with a key always has its fingerprint (ReserveInput)
+    if (key !== null) bindKey(store, reservation, fingerprint!);
     return { kind: 'reserved', reservation };
   }, 'reserve');
-  if (result.kind === 'error') throw result.error;
-  return result;
 }

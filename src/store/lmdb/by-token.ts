@@ -1,6 +1,6 @@
 import { atomically } from './atomic.ts';
 import { BY_TOKEN_FLAG, type Store } from './open.ts';
-import type { AuditRecord, LedgerEntry } from './records.ts';
+import type { AuditRecord, LedgerEntry } from '../records.ts';
 
 // Per-token index of the audit log and the ledger, so "this token's calls, newest first" is a
 // range read of that token's rows, not a scan of every row (50,000 audit rows took about a

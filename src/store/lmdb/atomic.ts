@@ -1,6 +1,6 @@
 import { TransactionFlags } from 'lmdb';
 import type { Store } from './open.ts';
-import { guardCommit } from './write-health.ts';
+import { guardCommit } from '../write-health.ts';
 
 // lmdb-js's transaction flags: abortable, synchronous commit, and NO_SYNC_FLUSH, which begins the LMDB transaction with MDB_NOSYNC. Under
 // overlappingSync (lmdb-js's default on Linux) such a commit writes its pages and its

@@ -1,8 +1,6 @@
 import { atomically } from './atomic.ts';
 import { readLatest, type Store } from './open.ts';
-import type { UserRecord } from './records.ts';
-
-export class DuplicateUserError extends Error {}
+import type { UserRecord } from '../records.ts';
 
 export function getUser(store: Store, id: string): UserRecord | undefined {
   readLatest(store);

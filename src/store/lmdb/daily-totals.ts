@@ -1,7 +1,7 @@
 import { atomically } from './atomic.ts';
 import { DAILY_TOTALS_FLAG as BUILT, type Store } from './open.ts';
-import { dayTotals } from './periods.ts';
-import type { DailyTotal, LedgerEntry } from './records.ts';
+import { dayTotals } from '../periods.ts';
+import type { DailyTotal, LedgerEntry } from '../records.ts';
 
 // Units per UTC day, kept beside the ledger so the console's usage chart is one short range
 // read whatever the ledger's size (it used to sum up to 20,000 ledger entries in the browser).

@@ -1,10 +1,11 @@
-import { ServiceError } from '../errors/index.ts';
 import { atomically } from './atomic.ts';
-import type { Store } from './open.ts';
+import { readLatest, type Store } from './open.ts';
 import { appendLedger } from './ledger.ts';
-import type { IdempotencyRecord, Reservation, TokenRecord, UsageRecord } from './records.ts';
+import type { Reservation, TokenRecord, UsageRecord } from '../records.ts';
+import { completeKey, releaseKey, resolveKey } from './idempotency.ts';
 import { usageSnapshot } from './usage.ts';
-import { isStorageFailure, UnrecordedCallError } from './write-health.ts';
+import { isStorageFailure } from '../write-health.ts';
+import type { SettleOutcome } from '../backend.ts';
 
 export class SettlementError extends Error {}
 
@@ -22,7 +23,7 @@ export async function settle(
   render: (usage: UsageRecord[]) => string,
   results: unknown,
   injectFailure = false,
-): Promise<string> {
+): Promise<SettleOutcome> {
   let body: string | undefined;
   try {
     body = await atomically(store, () => {
@@ -33,11 +34,7 @@ export async function settle(
       if (injectFailure) throw new SettlementError('injected settlement failure (TEST_SETTLEMENT_FAIL_PREFIX)');
       const iso = new Date(at).toISOString();
       void store.db.reservations.put(reservation.id, { ...current, state: 'charged', settled_at: iso });
-      if (reservation.idempotency_key !== null) {
-        const k = [reservation.token_id, reservation.idempotency_key];
-        const rec = store.db.idempotency.get(k) as IdempotencyRecord;
-        void store.db.idempotency.put(k, { ...rec, state: 'completed', completed_at: iso, status: 200, body: text });
-      }
+      completeKey(store, reservation, iso, text);
       void store.db.results.put(reservation.request_id, { at: iso, token_id: reservation.token_id, module_id: reservation.module_id, results });
       return text;
     }, 'settle');
@@ -60,23 +57,23 @@ export async function settle(
     // A mark that could not be written leaves a pending reservation nobody would resolve, so
     // its units go back instead, and the answer says so.
     if (marked !== null) return giveBack(store, reservation, at, new AggregateError([err, marked], 'settlement failed, and marking it settlement_failed failed too'));
-    throw new ServiceError('settlement_failed', undefined, {}, err);
+    return { kind: 'settlement_failed', cause: err };
   }
-  return body;
+  return { kind: 'settled', body };
 }
 
 /** A settlement that could not be written: refund now, or (the store still failing) once
  * writes work again (store.writes runs the repair before it reports writes back); until then
- * the reservation is pending and its key answers request_in_progress. Either way the call
- * answers 503 store_unavailable saying which. */
-async function giveBack(store: Store, reservation: Reservation, at: number, cause: unknown): Promise<never> {
+ * the reservation is pending and its key answers request_in_progress. Either way the outcome
+ * says which. */
+async function giveBack(store: Store, reservation: Reservation, at: number, cause: unknown): Promise<SettleOutcome> {
   try {
     await refund(store, reservation.id, at);
   } catch (refundErr) {
     store.writes.deferRepair(`refund:${reservation.id}`, () => refund(store, reservation.id, Date.now()));
-    throw new UnrecordedCallError('refund_deferred', new AggregateError([cause, refundErr], 'settlement not written, refund deferred'));
+    return { kind: 'not_recorded', refund: 'refund_deferred', cause: new AggregateError([cause, refundErr], 'settlement not written, refund deferred') };
   }
-  throw new UnrecordedCallError('refunded', cause);
+  return { kind: 'not_recorded', refund: 'refunded', cause };
 }
 
 function safeRender(store: Store, r: Reservation, at: number, render: (u: UsageRecord[]) => string): string | null {
@@ -103,11 +100,7 @@ function refundHeld(store: Store, r: Reservation, at: number): Reservation {
   appendLedger(store, { request_id: r.request_id, token_id: r.token_id, module_id: r.module_id, units: r.units, kind: 'refund', at, windows: r.windows });
   const next: Reservation = { ...r, state: 'refunded', settled_at: new Date(at).toISOString(), unsaved_body: null };
   void store.db.reservations.put(r.id, next);
-  if (r.idempotency_key !== null) {
-    const k = [r.token_id, r.idempotency_key];
-    const rec = store.db.idempotency.get(k) as IdempotencyRecord | undefined;
-    if (rec && rec.reservation_id === r.id && rec.state === 'pending') void store.db.idempotency.remove(k);
-  }
+  releaseKey(store, r);
   return next;
 }
 
@@ -127,14 +120,20 @@ export async function resolveReservation(store: Store, id: string, action: 'char
     const iso = new Date(at).toISOString();
     const next: Reservation = { ...r, state: 'charged', settled_at: iso, unsaved_body: null };
     void store.db.reservations.put(id, next);
-    if (r.idempotency_key !== null) {
-      const k = [r.token_id, r.idempotency_key];
-      const rec = store.db.idempotency.get(k) as IdempotencyRecord | undefined;
-      if (rec && rec.reservation_id === id) {
-        if (r.unsaved_body !== null) void store.db.idempotency.put(k, { ...rec, state: 'completed', completed_at: iso, status: 200, body: r.unsaved_body });
-        else void store.db.idempotency.remove(k);
-      }
-    }
+    resolveKey(store, r, iso);
     return next;
   });
+}
+
+export function getReservation(store: Store, id: string): Reservation | undefined {
+  readLatest(store);
+  return store.db.reservations.get(id) as Reservation | undefined;
+}
+
+/** What the operator's settlements list shows: the reservations waiting for a decision. */
+export function listSettlementFailed(store: Store): Reservation[] {
+  readLatest(store);
+  const out: Reservation[] = [];
+  for (const { value } of store.db.reservations.getRange({})) if ((value as Reservation).state === 'settlement_failed') out.push(value as Reservation);
+  return out.sort((a, b) => a.created_at.localeCompare(b.created_at));
 }

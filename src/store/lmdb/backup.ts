@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import type { StoreBackend } from './backend.ts';
-import { embeddedStore } from './lmdb-backend.ts';
+import type { StoreBackend } from '../backend.ts';
+import { embeddedStore } from './index.ts';
 
 export class BackupError extends Error {}
 

@@ -1,13 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import type { Key } from 'lmdb';
-import type { ModuleId } from '../packets/types.ts';
+import type { ModuleId } from '../../packets/types.ts';
 import type { Store } from './open.ts';
 import { ledgerPrunedTotals } from './retention.ts';
 import { byTokenReady, indexLedgerByToken } from './by-token.ts';
 import { addToDailyTotals } from './daily-totals.ts';
-import { PERIODS } from './periods.ts';
-import type { LedgerCheck, Page, PageQuery } from './backend.ts';
-import type { LedgerEntry, LedgerKind, Period } from './records.ts';
+import { PERIODS } from '../periods.ts';
+import type { LedgerCheck, Page, PageQuery } from '../backend.ts';
+import type { LedgerEntry, LedgerKind, Period } from '../records.ts';
 
 /** Appends a ledger entry and moves the three window counters by the same amount. Call only
  * inside a write transaction: the pair is what keeps counters equal to the ledger. */

@@ -1,6 +1,8 @@
 import { atomically } from './atomic.ts';
 import { TOKEN_NAME_INDEX_FLAG as BUILT, type Store } from './open.ts';
-import type { TokenRecord } from './records.ts';
+import { DuplicateTokenNameError } from '../errors.ts';
+import type { TokenRecord } from '../records.ts';
+import { tokenNameKey as nameKey } from '../token-rules.ts';
 
 // Token name index: key [nameKey(name), token id] -> token_prefix. It serves two console
 // needs without reading whole token records: name uniqueness (a write checks the key) and
@@ -10,19 +12,6 @@ import type { TokenRecord } from './records.ts';
 // Port note (store interface): everything that reads or writes `tokensByName` is in this
 // file and token-search.ts; in SQL it is a unique index on lower(normalize(name)) that
 // tolerates the rows that predate it (see ensureTokenNameIndex).
-
-/** Names are unique ignoring case and Unicode composition ("Kiosk-1" and "kiosk-1" name the
- * same token for an operator reading a list). */
-export function nameKey(name: string): string {
-  return name.normalize('NFC').toLowerCase();
-}
-
-/** A new name (create or rename) that another token already has. */
-export class DuplicateTokenNameError extends Error {
-  constructor(readonly tokenName: string) {
-    super(`A token named ${JSON.stringify(tokenName)} exists (names are unique, ignoring case)`);
-  }
-}
 
 /** Id of a token other than `exceptId` whose name has the same key, if any. A store written
  * before names were unique may hold several; any one of them makes the name taken. */

@@ -1,6 +1,8 @@
 import type { Store } from './open.ts';
-import type { TokenRecord, UserRecord } from './records.ts';
-import { ensureTokenNameIndex, nameKey } from './token-names.ts';
+import type { TokenRecord, UserRecord } from '../records.ts';
+import type { SearchPage, SearchQuery } from '../backend.ts';
+import { tokenNameKey as nameKey } from '../token-rules.ts';
+import { ensureTokenNameIndex } from './token-names.ts';
 
 // Paged search over tokens and users for the console. Both walk a name-ordered index
 // (tokensByName, usersByName) reading keys and small values only; whole records are read for
@@ -9,21 +11,6 @@ import { ensureTokenNameIndex, nameKey } from './token-names.ts';
 // Port note (store interface): searchTokens and searchUsers are the queries to port; in SQL,
 // `WHERE lower(name) LIKE '%q%' OR token_prefix LIKE 'q%' OR id LIKE 'q%' ORDER BY
 // lower(name), id` with a keyset cursor.
-
-export interface SearchQuery {
-  /** matched against the name (substring, ignoring case), the token prefix and the id
-   * (both from their start) */
-  q?: string;
-  limit: number;
-  /** the last row of the previous page, as returned in `next` */
-  after?: [string, string];
-}
-
-export interface SearchPage<T> {
-  items: T[];
-  /** key of the last row served when more may follow, else null */
-  next: [string, string] | null;
-}
 
 export async function searchTokens(store: Store, query: SearchQuery): Promise<SearchPage<TokenRecord>> {
   await ensureTokenNameIndex(store);

@@ -1,7 +1,7 @@
 import { lmdbWrite } from './atomic.ts';
 import type { Store } from './open.ts';
-import type { ModuleId } from '../packets/types.ts';
-import type { ModuleState } from './records.ts';
+import type { ModuleId } from '../../packets/types.ts';
+import type { ModuleState } from '../records.ts';
 
 // The spec's deployment enables both modules; an operator switch is stored only once made.
 // Read on the hot path from the thread's current snapshot: a switch made on another API

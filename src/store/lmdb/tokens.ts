@@ -1,13 +1,7 @@
 import { atomically } from './atomic.ts';
 import { readLatest, type Store } from './open.ts';
-import type { Grant, TokenRecord } from './records.ts';
-import type { ModuleId } from '../packets/types.ts';
+import type { TokenRecord } from '../records.ts';
 import { buildTokenNameIndex, checkNewTokenName, indexTokenName } from './token-names.ts';
-
-/** A token authenticates only while enabled, not revoked and not past its expiry. */
-export function isTokenLive(token: TokenRecord, at: number): boolean {
-  return token.enabled && !token.revoked && (token.expires_at === null || Date.parse(token.expires_at) > at);
-}
 
 export function getToken(store: Store, id: string): TokenRecord | undefined {
   readLatest(store);
@@ -51,15 +45,4 @@ export async function updateToken(store: Store, id: string, change: (t: TokenRec
     void store.db.tokens.put(id, next);
     return next;
   });
-}
-
-export function withGrant(token: TokenRecord, grant: Grant): TokenRecord {
-  const grants = token.grants.filter((g) => g.module_id !== grant.module_id);
-  grants.push(grant);
-  grants.sort((a, b) => a.module_id.localeCompare(b.module_id));
-  return { ...token, grants };
-}
-
-export function withoutGrant(token: TokenRecord, moduleId: ModuleId): TokenRecord {
-  return { ...token, grants: token.grants.filter((g) => g.module_id !== moduleId) };
 }

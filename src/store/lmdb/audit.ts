@@ -1,9 +1,9 @@
 import { lmdbWrite } from './atomic.ts';
 import type { Store } from './open.ts';
 import { indexAuditByToken } from './by-token.ts';
-import { AUDIT_SCAN_BUDGET, type Page, type PageQuery } from './backend.ts';
+import { AUDIT_SCAN_BUDGET, type Page, type PageQuery } from '../backend.ts';
 import { pageByTime } from './ledger.ts';
-import type { AuditRecord } from './records.ts';
+import type { AuditRecord } from '../records.ts';
 
 /** Request audit metadata (spec: data store holds request audit metadata incl. client IP and
  * approximate country). Never image bytes, never tokens. Written without awaiting: lmdb

@@ -4,7 +4,7 @@ import { atomically } from './atomic.ts';
 // Store-level retention operations on LMDB: each removes records older than a cutoff in
 // bounded batches, one write transaction per batch, so a large first prune never holds the
 // single LMDB writer lock long enough to stall a verify call's reservation.
-// The PostgreSQL store does the same as set-based statements (src/store/pg/backend.ts).
+// The PostgreSQL store does the same as set-based statements (src/store/pg/retention.ts).
 
 const BATCH = 500;
 

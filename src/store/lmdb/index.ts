@@ -1,30 +1,33 @@
-import { lmdbWrite } from './atomic.ts';
-import { readThrottle, recordLoginFailure, recordLoginSuccess, releaseLoginAttempt, reserveLoginAttempt, sweepFailures, type AttemptSuccess } from './login-throttle.ts';
+import { readThrottle, recordLoginFailure, recordLoginSuccess, releaseLoginAttempt, reserveLoginAttempt, sweepFailures } from './login-throttle.ts';
+import type { AttemptSuccess } from '../throttle-rules.ts';
 import { listAudit, writeAudit } from './audit.ts';
 import { ledgerCounterDeltas, listLedger, verifyLedger } from './ledger.ts';
-import { holderAlive } from './owner.ts';
-import { pruneIdempotency } from './recovery.ts';
+import { pruneIdempotency } from './idempotency.ts';
+import { recoverPending } from './recovery.ts';
 import { reserve } from './reserve.ts';
-import { refund, resolveReservation, settle } from './settle.ts';
+import { getReservation, listSettlementFailed, refund, resolveReservation, settle } from './settle.ts';
+import { getResults } from './results.ts';
 import { usageSnapshot } from './usage.ts';
-import type { ModuleId } from '../packets/types.ts';
-import type { StoreBackend, StoredResults, UserPatch } from './backend.ts';
-import type { FaultHooks, SettlementFault } from './faults.ts';
+import type { ModuleId } from '../../packets/types.ts';
+import type { SearchQuery, StoreBackend, UserPatch } from '../backend.ts';
+import type { FaultHooks, SettlementFault } from '../faults.ts';
 import { moduleEnabled, setModuleEnabled } from './modules.ts';
 import { openStore, readLatest, storeHealthy, type LmdbCommits, type Store } from './open.ts';
 import { pruneAuditBefore, pruneLedgerBefore, pruneResultsBefore } from './retention.ts';
-import type { KeyFile, KeyRevocation, Reservation, SessionRecord, TokenRecord, UserRecord } from './records.ts';
-import { searchTokens, searchUsers, type SearchQuery } from './token-search.ts';
+import type { SessionRecord, TokenRecord, UserRecord } from '../records.ts';
+import { searchTokens, searchUsers } from './search.ts';
+import { deleteSession, deleteUserSessions, getSession, putSession, sweepSessions } from './sessions.ts';
+import { createFirstSigningKey, listSigningKeys, revokeSigningKey, rotateSigningKey } from './keys.ts';
 import { ensureTokenNameIndex } from './token-names.ts';
 import { dailyTotals, ensureDailyTotals } from './daily-totals.ts';
 import { ensureByTokenIndex } from './by-token.ts';
 import { getToken, getTokenByHash, insertToken, listTokens, updateToken } from './tokens.ts';
 import { getUser, getUserByName, insertUser, listUsers, updateUser } from './users.ts';
 
-/** The embedded store behind the common interface. Each operation is written in its own
- * file of store/ (reserve.ts, settle.ts, ledger.ts, login-throttle.ts ...), so this is a thin
- * adapter: each call is one LMDB write transaction (atomic.ts) or a read from the latest
- * commit. */
+/** The embedded store behind the common interface. Each job is written in its own file of
+ * store/lmdb/, named as its counterpart in store/pg/ (reserve.ts, settle.ts, idempotency.ts,
+ * ledger.ts, login-throttle.ts ...), so this is a thin adapter: each call is one LMDB write
+ * transaction (atomic.ts) or a read from the latest commit. */
 export class LmdbBackend implements StoreBackend, FaultHooks {
   readonly kind = 'lmdb' as const;
   settlementFault: SettlementFault | null = null;
@@ -95,14 +98,10 @@ export class LmdbBackend implements StoreBackend, FaultHooks {
     return resolveReservation(this.store, id, action, at);
   }
   async getReservation(id: string) {
-    readLatest(this.store);
-    return this.store.db.reservations.get(id) as Reservation | undefined;
+    return getReservation(this.store, id);
   }
   async listSettlementFailed() {
-    readLatest(this.store);
-    const out: Reservation[] = [];
-    for (const { value } of this.store.db.reservations.getRange({})) if ((value as Reservation).state === 'settlement_failed') out.push(value as Reservation);
-    return out.sort((a, b) => a.created_at.localeCompare(b.created_at));
+    return listSettlementFailed(this.store);
   }
   async usageSnapshot(token: TokenRecord, at: number) {
     return usageSnapshot(this.store, token, at);
@@ -122,8 +121,7 @@ export class LmdbBackend implements StoreBackend, FaultHooks {
     return listAudit(this.store, q, where);
   }
   async getResults(requestId: string) {
-    readLatest(this.store);
-    return this.store.db.results.get(requestId) as StoredResults | undefined;
+    return getResults(this.store, requestId);
   }
   async searchTokens(q: SearchQuery) {
     readLatest(this.store);
@@ -154,48 +152,24 @@ export class LmdbBackend implements StoreBackend, FaultHooks {
   pruneLedgerBefore(cutoff: number) {
     return pruneLedgerBefore(this.store, cutoff, ledgerCounterDeltas);
   }
-  async recoverPending(at: number) {
-    // a reservation names its process (owner.ts); recovery runs before this process serves
-    readLatest(this.store);
-    const done: Reservation[] = [];
-    for (const { value } of this.store.db.reservations.getRange({})) {
-      const r = value as Reservation;
-      if (r.state !== 'pending' || holderAlive(r)) continue;
-      const after = await refund(this.store, r.id, at);
-      if (after?.state === 'refunded' && after.settled_at === new Date(at).toISOString()) done.push(r);
-    }
-    return done;
+  recoverPending(at: number) {
+    return recoverPending(this.store, at);
   }
 
-  async putSession(key: string, session: SessionRecord) {
-    await lmdbWrite(this.store, 'session', this.store.db.sessions.put(key, session));
+  putSession(key: string, session: SessionRecord) {
+    return putSession(this.store, key, session);
   }
   async getSession(key: string) {
-    readLatest(this.store);
-    return this.store.db.sessions.get(key) as SessionRecord | undefined;
+    return getSession(this.store, key);
   }
-  async deleteSession(key: string) {
-    await lmdbWrite(this.store, 'session', this.store.db.sessions.remove(key));
+  deleteSession(key: string) {
+    return deleteSession(this.store, key);
   }
-  async deleteUserSessions(userId: string, keep?: string) {
-    const db = this.store.db.sessions;
-    let n = 0;
-    await lmdbWrite(this.store, 'session', db.transaction(() => {
-      for (const { key, value } of db.getRange({})) {
-        if ((value as SessionRecord).user_id === userId && key !== keep) {
-          // `void`: part of the transaction, whose commit lmdbWrite reports
-          void db.remove(key);
-          n++;
-        }
-      }
-    }));
-    return n;
+  deleteUserSessions(userId: string, keep?: string) {
+    return deleteUserSessions(this.store, userId, keep);
   }
-  async sweepSessions(alive: (s: SessionRecord) => boolean) {
-    const db = this.store.db.sessions;
-    await lmdbWrite(this.store, 'session', db.transaction(() => {
-      for (const { key, value } of db.getRange({})) if (!alive(value as SessionRecord)) void db.remove(key);
-    }));
+  sweepSessions(alive: (s: SessionRecord) => boolean) {
+    return sweepSessions(this.store, alive);
   }
 
   async readThrottle(address: string, username: string, at: number) {
@@ -217,20 +191,10 @@ export class LmdbBackend implements StoreBackend, FaultHooks {
     return sweepFailures(this.store, at);
   }
 
-  // One host needs no shared keys: the files in DATA_DIR/keys stay the single source
-  // (signing/source.ts picks them), so reaching these is a wiring mistake.
-  listSigningKeys(): Promise<KeyFile[]> {
-    return Promise.reject(new Error('the LMDB store keeps signing keys in DATA_DIR/keys'));
-  }
-  createFirstSigningKey(): Promise<KeyFile> {
-    return Promise.reject(new Error('the LMDB store keeps signing keys in DATA_DIR/keys'));
-  }
-  rotateSigningKey(): Promise<{ kid: string; retired: string | null; deleted: string[] }> {
-    return Promise.reject(new Error('the LMDB store keeps signing keys in DATA_DIR/keys'));
-  }
-  revokeSigningKey(): Promise<KeyRevocation | null> {
-    return Promise.reject(new Error('the LMDB store keeps signing keys in DATA_DIR/keys'));
-  }
+  listSigningKeys = listSigningKeys;
+  createFirstSigningKey = createFirstSigningKey;
+  rotateSigningKey = rotateSigningKey;
+  revokeSigningKey = revokeSigningKey;
 }
 
 /** The LMDB environment behind a backend, or null on PostgreSQL: for the operations that are

@@ -1,8 +1,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { open, type Database, type RootDatabase } from 'lmdb';
-import { narrowToPrivate, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from './private-data.ts';
-import { guardCommit, guardLmdbCommitRejections, WriteHealth } from './write-health.ts';
+import { StoreError } from '../errors.ts';
+import { narrowToPrivate, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '../private-data.ts';
+import { guardCommit, guardLmdbCommitRejections, WriteHealth } from '../write-health.ts';
 
 // Bump when a record layout changes incompatibly; open() refuses a store written by
 // another layout instead of misreading it.
@@ -11,7 +12,7 @@ export const SCHEMA_VERSION = 1;
 const NAMES = [
   'meta', 'users', 'usersByName', 'tokens', 'tokenHashes', 'modules', 'counters', 'ledger',
   'idempotency', 'reservations', 'sessions', 'loginFailures', 'audit', 'results',
-  // units of ledger entries removed by retention, per counter key (src/store/retention.ts)
+  // units of ledger entries removed by retention, per counter key (retention.ts)
   'ledgerPruned',
   // console indexes (token-names.ts, daily-totals.ts, by-token.ts): derived from the records
   // above and rebuilt from them when absent, so a store written before they existed opens
@@ -40,8 +41,6 @@ export interface Store {
   readonly writes: WriteHealth;
   close(): Promise<void>;
 }
-
-export class StoreError extends Error {}
 
 /** Opens (creating if needed) the LMDB environment under DATA_DIR/store. Every API worker
  * thread, the main thread and the CLI open the same files; LMDB serialises writers. */

@@ -1,0 +1,21 @@
+import { holderAlive } from '../owner.ts';
+import { readLatest, type Store } from './open.ts';
+import type { Reservation } from '../records.ts';
+import { refund } from './settle.ts';
+
+/** Refunds the pending reservations whose process is gone (a reservation names its process,
+ * owner.ts) and releases their keys. Recovery runs before this process serves, so a
+ * reservation of our own pid is a previous run's; one whose holder still runs (another
+ * process on the same store: the CLI, a second service) is in flight and stays. */
+export async function recoverPending(store: Store, at: number): Promise<Reservation[]> {
+  readLatest(store);
+  const done: Reservation[] = [];
+  for (const { value } of store.db.reservations.getRange({})) {
+    const r = value as Reservation;
+    if (r.state !== 'pending' || holderAlive(r)) continue;
+    const after = await refund(store, r.id, at);
+    // refund is idempotent: only what this call gave back is reported
+    if (after?.state === 'refunded' && after.settled_at === new Date(at).toISOString()) done.push(r);
+  }
+  return done;
+}

@@ -1,0 +1,29 @@
+import { AUDIT_SCAN_BUDGET, type Page, type PageQuery } from '../backend.ts';
+import type { AuditRecord } from '../records.ts';
+import { cursorOf, pageByTime } from './ledger.ts';
+import type { Pg } from './open.ts';
+
+export async function writeAudit(db: Pg, record: AuditRecord) {
+  await db.q('INSERT INTO audit (at_ms, request_id, record) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [Date.parse(record.at), record.request_id, record]);
+}
+
+export async function listAudit(db: Pg, q: PageQuery, where?: (r: AuditRecord) => boolean): Promise<Page<AuditRecord>> {
+  if (!where) return pageByTime(db, 'audit', q, (r) => r.record as AuditRecord, 'request_id');
+  // filters are predicates shared with LMDB: scan pages until this one is full, bounded
+  // like the LMDB scan (AUDIT_SCAN_BUDGET), and answer a cursor at the last row examined
+  const limit = Math.min(Math.max(q.limit ?? 100, 1), 1000);
+  const items: AuditRecord[] = [];
+  let cursor = q.cursor;
+  for (let scanned = 0; scanned < AUDIT_SCAN_BUDGET; ) {
+    const page = await pageByTime(db, 'audit', { ...q, cursor, limit: 1000 }, (r) => r.record as AuditRecord, 'request_id');
+    for (const r of page.items) {
+      scanned++;
+      if (!where(r)) continue;
+      items.push(r);
+      if (items.length === limit) return { items, next_cursor: cursorOf(Date.parse(r.at), r.request_id) };
+    }
+    if (!page.next_cursor) return { items, next_cursor: null };
+    cursor = page.next_cursor;
+  }
+  return { items, next_cursor: cursor ?? null };
+}

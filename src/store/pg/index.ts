@@ -1,0 +1,237 @@
+import { migrate } from './migrate.ts';
+import { StoreError } from '../errors.ts';
+import type { FaultHooks, SettlementFault } from '../faults.ts';
+import type { ModuleId } from '../../packets/types.ts';
+import type { PageQuery, ReserveInput, ResolveAction, SearchQuery, StoreBackend, UserPatch } from '../backend.ts';
+import type { AttemptSuccess } from '../throttle-rules.ts';
+import type { AuditRecord, KeyFile, Reservation, SessionRecord, TokenRecord, UsageRecord, UserRecord } from '../records.ts';
+import { openPool, type Pg, type PgOptions } from './open.ts';
+import { healthy, register, renew } from './lease.ts';
+import { createUser, getUser, getUserByName, listUsers, updateUser } from './users.ts';
+import { getToken, getTokenByHash, insertToken, listTokens, updateToken } from './tokens.ts';
+import { moduleEnabled, setModuleEnabled } from './modules.ts';
+import { reserve } from './reserve.ts';
+import { getReservation, listSettlementFailed, refund, resolveReservation, settle } from './settle.ts';
+import { pruneIdempotency } from './idempotency.ts';
+import { usageSnapshot } from './usage.ts';
+import { listLedger, verifyLedger } from './ledger.ts';
+import { listAudit, writeAudit } from './audit.ts';
+import { getResults } from './results.ts';
+import { searchTokens, searchUsers } from './search.ts';
+import { dailyTotals } from './daily-totals.ts';
+import { pruneAuditBefore, pruneLedgerBefore, pruneResultsBefore } from './retention.ts';
+import { recoverPending } from './recovery.ts';
+import { deleteSession, deleteUserSessions, getSession, putSession, sweepSessions } from './sessions.ts';
+import { readThrottle, recordLoginFailure, recordLoginSuccess, releaseLoginAttempt, reserveLoginAttempt, sweepLoginThrottle } from './login-throttle.ts';
+import { createFirstSigningKey, listSigningKeys, revokeSigningKey, rotateSigningKey } from './keys.ts';
+
+export { StoreUnavailableError, type PgOptions } from './open.ts';
+
+/** The shared store for several nodes: every operation is one statement, one stored
+ * function call, or (operator paths only) one short transaction. Each job is written in its
+ * own file of store/pg/, named as its counterpart in store/lmdb/ (reserve.ts, settle.ts,
+ * idempotency.ts, ledger.ts, login-throttle.ts ...), so this class only opens, keeps the
+ * lease running, and delegates. */
+export class PgBackend implements StoreBackend, FaultHooks {
+  readonly kind = 'postgres' as const;
+  settlementFault: SettlementFault | null = null;
+  /** migrations this process applied when it opened the store (npm run cli -- db migrate) */
+  applied: number[] = [];
+  private renewTimer: NodeJS.Timeout | undefined;
+
+  private constructor(private readonly db: Pg) {}
+
+  /** Connects, applies pending migrations (under an advisory lock) and registers this
+   * process as a node with a lease it keeps renewing. */
+  static async open(url: string, opts: PgOptions = {}): Promise<PgBackend> {
+    const b = new PgBackend(openPool(url, opts));
+    try {
+      b.applied = await migrate(b.pool);
+      await register(b.db);
+    } catch (err) {
+      await b.pool.end().catch(() => {});
+      const where = new URL(url);
+      throw new StoreError(`cannot open the PostgreSQL store at ${where.host}${where.pathname}: ${(err as Error).message}`, { cause: err });
+    }
+    b.renewTimer = setInterval(() => void b.renew(), Math.max(50, Math.floor(b.db.leaseMs / 3)));
+    b.renewTimer.unref();
+    return b;
+  }
+
+  get pool() {
+    return this.db.pool;
+  }
+  get writes() {
+    return this.db.writes;
+  }
+  get node(): string {
+    return this.db.node;
+  }
+  renew() {
+    return renew(this.db);
+  }
+  /** writes still owed to the database (see Pg.repairs) */
+  pendingRepairs(): number {
+    return this.db.repairs.size;
+  }
+  healthy() {
+    return healthy(this.db);
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.renewTimer);
+    this.db.writes.close();
+    // a node that leaves cleanly and holds nothing is forgotten at once
+    await this.db.pool.query(`DELETE FROM nodes n WHERE n.id = $1 AND NOT EXISTS (SELECT 1 FROM reservations r WHERE r.node_id = n.id AND r.state = 'pending')`, [this.db.node]).catch(() => {});
+    await this.db.pool.end();
+  }
+
+  getUser(id: string) {
+    return getUser(this.db, id);
+  }
+  getUserByName(username: string) {
+    return getUserByName(this.db, username);
+  }
+  listUsers() {
+    return listUsers(this.db);
+  }
+  createUser(user: UserRecord) {
+    return createUser(this.db, user);
+  }
+  updateUser(id: string, patch: UserPatch, check?: (before: UserRecord, after: UserRecord, others: UserRecord[]) => void) {
+    return updateUser(this.db, id, patch, check);
+  }
+  getToken(id: string) {
+    return getToken(this.db, id);
+  }
+  getTokenByHash(hash: string) {
+    return getTokenByHash(this.db, hash);
+  }
+  listTokens() {
+    return listTokens(this.db);
+  }
+  insertToken(token: TokenRecord) {
+    return insertToken(this.db, token);
+  }
+  updateToken(id: string, change: (t: TokenRecord) => TokenRecord) {
+    return updateToken(this.db, id, change);
+  }
+  moduleEnabled(id: ModuleId) {
+    return moduleEnabled(this.db, id);
+  }
+  setModuleEnabled(id: ModuleId, enabled: boolean) {
+    return setModuleEnabled(this.db, id, enabled);
+  }
+
+  reserve(input: ReserveInput) {
+    return reserve(this.db, input);
+  }
+  settle(reservation: Reservation, at: number, render: (usage: UsageRecord[]) => string, results: unknown) {
+    return settle(this.db, reservation, at, render, results, this.settlementFault?.(results) ?? false);
+  }
+  refund(reservationId: string, at: number) {
+    return refund(this.db, reservationId, at);
+  }
+  resolveReservation(id: string, action: ResolveAction, at: number) {
+    return resolveReservation(this.db, id, action, at);
+  }
+  getReservation(id: string) {
+    return getReservation(this.db, id);
+  }
+  listSettlementFailed() {
+    return listSettlementFailed(this.db);
+  }
+  usageSnapshot(token: TokenRecord, at: number) {
+    return usageSnapshot(this.db, token, at);
+  }
+  listLedger(q: PageQuery) {
+    return listLedger(this.db, q);
+  }
+  verifyLedger() {
+    return verifyLedger(this.db);
+  }
+  writeAudit(record: AuditRecord) {
+    return writeAudit(this.db, record);
+  }
+  listAudit(q: PageQuery, where?: (r: AuditRecord) => boolean) {
+    return listAudit(this.db, q, where);
+  }
+  getResults(requestId: string) {
+    return getResults(this.db, requestId);
+  }
+  searchTokens(query: SearchQuery) {
+    return searchTokens(this.db, query);
+  }
+  searchUsers(query: SearchQuery) {
+    return searchUsers(this.db, query);
+  }
+  dailyTotals(q: { fromDay: string; toDay: string; token_id?: string; module_id?: string }) {
+    return dailyTotals(this.db, q);
+  }
+  async ensureConsoleIndexes() {
+    // nothing derived to build: SQL answers these from the tables themselves
+  }
+  pruneIdempotency(at: number, retentionHours: number) {
+    return pruneIdempotency(this.db, at, retentionHours);
+  }
+  pruneAuditBefore(cutoff: number) {
+    return pruneAuditBefore(this.db, cutoff);
+  }
+  pruneResultsBefore(cutoff: number) {
+    return pruneResultsBefore(this.db, cutoff);
+  }
+  pruneLedgerBefore(cutoff: number) {
+    return pruneLedgerBefore(this.db, cutoff);
+  }
+  recoverPending(at: number) {
+    return recoverPending(this.db, at);
+  }
+
+  putSession(key: string, session: SessionRecord) {
+    return putSession(this.db, key, session);
+  }
+  getSession(key: string) {
+    return getSession(this.db, key);
+  }
+  deleteSession(key: string) {
+    return deleteSession(this.db, key);
+  }
+  deleteUserSessions(userId: string, keep?: string) {
+    return deleteUserSessions(this.db, userId, keep);
+  }
+  sweepSessions(alive: (s: SessionRecord) => boolean) {
+    return sweepSessions(this.db, alive);
+  }
+
+  readThrottle(address: string, username: string, at: number) {
+    return readThrottle(this.db, address, username, at);
+  }
+  reserveLoginAttempt(address: string, username: string, at: number) {
+    return reserveLoginAttempt(this.db, address, username, at);
+  }
+  releaseLoginAttempt(address: string, username: string, reservedAt: number) {
+    return releaseLoginAttempt(this.db, address, username, reservedAt);
+  }
+  recordLoginFailure(address: string, username: string, at: number) {
+    return recordLoginFailure(this.db, address, username, at);
+  }
+  recordLoginSuccess(address: string, username: string, at: number, success?: AttemptSuccess) {
+    return recordLoginSuccess(this.db, address, username, at, success);
+  }
+  sweepLoginThrottle(at: number) {
+    return sweepLoginThrottle(this.db, at);
+  }
+
+  listSigningKeys() {
+    return listSigningKeys(this.db);
+  }
+  createFirstSigningKey(candidate: KeyFile) {
+    return createFirstSigningKey(this.db, candidate);
+  }
+  rotateSigningKey(next: KeyFile, at: number, deleteRetiredBefore: number) {
+    return rotateSigningKey(this.db, next, at, deleteRetiredBefore);
+  }
+  revokeSigningKey(kid: string, next: KeyFile, at: number, by: string) {
+    return revokeSigningKey(this.db, kid, next, at, by);
+  }
+}

@@ -1,0 +1,66 @@
+import { randomBytes } from 'node:crypto';
+import os from 'node:os';
+import { localNow, setClockOffset } from '../../clock.ts';
+import { DB_MS, isoOf, type Pg } from './open.ts';
+
+// This process as a node of the shared store. Its reservations name the node, and a node
+// whose lease lapsed has them refunded by another (recovery.ts): the PostgreSQL counterpart
+// of the process identity an LMDB reservation carries (store/owner.ts).
+
+/** Registers this process as a new node with a fresh lease. */
+export async function register(db: Pg): Promise<void> {
+  const id = `node_${randomBytes(9).toString('base64url')}`;
+  const info = { pid: process.pid, host: os.hostname() };
+  const started = Date.now();
+  const local = localNow();
+  const r = await db.pool.query(`INSERT INTO nodes (id, info, lease_until) VALUES ($1, $2, now() + $3 * interval '1 millisecond') RETURNING ${DB_MS} AS db_ms`, [id, info, db.leaseMs]);
+  followDatabaseClock(local, r.rows[0]!.db_ms);
+  db.node = id;
+  db.leaseOkUntil = started + db.leaseMs;
+}
+
+/** Quota windows and record times follow the database's clock (src/clock.ts): the offset is
+ * measured against the midpoint of the round trip, so it is off by at most half of it. */
+export function followDatabaseClock(localBefore: number, dbMs: number): void {
+  setClockOffset(Math.round(dbMs - (localBefore + localNow()) / 2));
+}
+
+/** Extends the lease; a lease found lapsed is not revived (another node may be refunding
+ * its reservations): this process registers as a new node for what it reserves next. */
+export async function renew(db: Pg): Promise<boolean> {
+  const started = Date.now();
+  const local = localNow();
+  try {
+    const r = await db.pool.query(
+      `WITH renewed AS (UPDATE nodes SET lease_until = now() + $2 * interval '1 millisecond' WHERE id = $1 AND lease_until > now() RETURNING 1)
+       SELECT (SELECT count(*)::int FROM renewed) AS renewed, ${DB_MS} AS db_ms`, [db.node, db.leaseMs]);
+    followDatabaseClock(local, r.rows[0]!.db_ms);
+    if (r.rows[0]!.renewed === 1) db.leaseOkUntil = started + db.leaseMs;
+    else await register(db);
+    await repair(db);
+    return true;
+  } catch (err) {
+    db.onError?.(err as Error);
+    return false;
+  }
+}
+
+/** Makes the writes owed to the database (Pg.repairs), oldest first. */
+export async function repair(db: Pg): Promise<void> {
+  for (const [id, job] of [...db.repairs]) {
+    if (job.kind === 'refund') await db.pool.query('SELECT * FROM lv_refund($1, $2, $3, $4)', [id, job.at, isoOf(job.at), `led_${randomBytes(9).toString('base64url')}`]);
+    else await db.pool.query(`UPDATE reservations SET state = 'settlement_failed', unsaved_body = $2 WHERE id = $1 AND state = 'pending'`, [id, job.body]);
+    db.repairs.delete(id);
+  }
+}
+
+/** Ready only while the database answers and this node's lease is known to be held. */
+export async function healthy(db: Pg): Promise<boolean> {
+  if (Date.now() >= db.leaseOkUntil) return false;
+  try {
+    await db.pool.query('SELECT 1');
+    return true;
+  } catch {
+    return false;
+  }
+}

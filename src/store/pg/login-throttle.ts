@@ -1,0 +1,105 @@
+import type pg from 'pg';
+import { addressKey, countFailure, KNOWN_ADDRESS_MS, nameKey, nameLive, pairKey, throttleName, throttleWait, windowLive, type AttemptReservation, type AttemptSuccess, type FailureCount, type ThrottleView } from '../throttle-rules.ts';
+import type { Pg } from './open.ts';
+
+// The login throttle (rules in throttle-rules.ts): the counts are shared by every node, so N
+// nodes never allow N times the attempts.
+
+export async function readThrottle(db: Pg, address: string, username: string, at: number): Promise<ThrottleView> {
+  const rows = (
+    await db.q(
+      `SELECT key, count, window_start, last_failure, NULL::bigint AS known FROM login_throttle WHERE key = ANY($1)
+       UNION ALL SELECT 'known', 0, 0, 0, at_ms FROM login_known WHERE name = $2 AND address = $3`,
+      [[addressKey(address), pairKey(address, username), nameKey(username)], throttleName(username), address],
+    )
+  ).rows;
+  const get = (k: string) => {
+    const r = rows.find((x) => x.key === k);
+    // count 0: a row made by a refused attempt's lock, or given back by a success: no count
+    return r && r.count > 0 ? ({ count: r.count, window_start: r.window_start, last_failure: r.last_failure } as FailureCount) : undefined;
+  };
+  const known = rows.find((x) => x.key === 'known');
+  return { address: get(addressKey(address)), pair: get(pairKey(address, username)), name: get(nameKey(username)), known: known !== undefined && at - (known.known as number) < KNOWN_ADDRESS_MS };
+}
+
+export async function reserveLoginAttempt(db: Pg, address: string, username: string, at: number): Promise<AttemptReservation> {
+  // the same transaction as a failure, deciding under the row locks: concurrent attempts
+  // (on any node) queue on the three rows, so each sees the counts of those before it
+  return db.tx(async (c) => {
+    const counts = await lockThrottleRows(c, address, username);
+    const known = (await c.query('SELECT at_ms FROM login_known WHERE name = $1 AND address = $2', [throttleName(username), address])).rows[0];
+    const view: ThrottleView = {
+      address: counts.get(addressKey(address)),
+      pair: counts.get(pairKey(address, username)),
+      name: counts.get(nameKey(username)),
+      known: known !== undefined && at - (known.at_ms as number) < KNOWN_ADDRESS_MS,
+    };
+    const wait = throttleWait(view, at);
+    if (wait === 0) await countOneFailure(c, counts, address, username, at);
+    return { wait, known: view.known };
+  });
+}
+
+export async function releaseLoginAttempt(db: Pg, address: string, username: string, reservedAt: number) {
+  const keys = [addressKey(address), pairKey(address, username), nameKey(username)];
+  // a count given back to 0 stays as a row with count 0, which reads as no count
+  await db.tx(async (c) => {
+    await lockOrdered(c, keys);
+    await c.query('UPDATE login_throttle SET count = count - 1 WHERE key = ANY($1) AND count > 0 AND window_start <= $2', [keys, reservedAt]);
+  });
+}
+
+export async function recordLoginFailure(db: Pg, address: string, username: string, at: number) {
+  await db.tx(async (c) => countOneFailure(c, await lockThrottleRows(c, address, username), address, username, at));
+}
+
+/** The address, pair and name rows, made first and locked in key order, so concurrent
+ * attempts count one by one; a row with count 0 is one just made (no count). */
+export async function lockThrottleRows(c: pg.PoolClient, address: string, username: string): Promise<Map<string, FailureCount>> {
+  const keys = [addressKey(address), pairKey(address, username), nameKey(username)];
+  await c.query(`INSERT INTO login_throttle (key, count, window_start, last_failure) SELECT k, 0, 0, 0 FROM unnest($1::text[]) k ORDER BY k ON CONFLICT DO NOTHING`, [keys]);
+  const rows = (await c.query('SELECT key, count, window_start, last_failure FROM login_throttle WHERE key = ANY($1) ORDER BY key FOR UPDATE', [keys])).rows;
+  return new Map(rows.filter((r) => r.count > 0).map((r) => [r.key as string, { count: r.count, window_start: r.window_start, last_failure: r.last_failure } as FailureCount]));
+}
+
+export async function countOneFailure(c: pg.PoolClient, counts: Map<string, FailureCount>, address: string, username: string, at: number): Promise<void> {
+  for (const [k, live] of [
+    [addressKey(address), windowLive],
+    [pairKey(address, username), windowLive],
+    [nameKey(username), nameLive],
+  ] as const) {
+    const f = counts.get(k);
+    const next = countFailure(f, live(f, at), at);
+    await c.query('UPDATE login_throttle SET count = $2, window_start = $3, last_failure = $4 WHERE key = $1', [k, next.count, next.window_start, next.last_failure]);
+  }
+}
+
+export async function recordLoginSuccess(db: Pg, address: string, username: string, at: number, success: AttemptSuccess = {}) {
+  // the pair and name cleared, the address known, and the address count less this
+  // attempt's reservation unless its window started after it (login-throttle.ts); the rows
+  // are locked in key order first, as every throttle write does, so that a success and
+  // concurrent attempts queue instead of deadlocking
+  await db.tx(async (c) => {
+    await lockOrdered(c, [addressKey(address), pairKey(address, username), nameKey(username)]);
+    await c.query('DELETE FROM login_throttle WHERE key = ANY($1)', [[pairKey(address, username), nameKey(username)]]);
+    if (success.reservedAt !== undefined) {
+      await c.query('UPDATE login_throttle SET count = count - 1 WHERE key = $1 AND count > 0 AND window_start <= $2', [addressKey(address), success.reservedAt]);
+    }
+    await c.query(
+      'INSERT INTO login_known (name, address, at_ms) VALUES ($1, $2, $3) ON CONFLICT (name, address) DO UPDATE SET at_ms = EXCLUDED.at_ms',
+      [throttleName(username), address, at],
+    );
+  });
+}
+
+/** Locks the existing rows of `keys` in key order (the order every throttle write uses). */
+export async function lockOrdered(c: pg.PoolClient, keys: string[]): Promise<void> {
+  await c.query('SELECT key FROM login_throttle WHERE key = ANY($1) ORDER BY key FOR UPDATE', [keys]);
+}
+
+export async function sweepLoginThrottle(db: Pg, at: number) {
+  const rows = (await db.q('SELECT key, count, window_start, last_failure FROM login_throttle')).rows;
+  const stale = rows.filter((r) => (String(r.key).startsWith('user:') ? !nameLive(r as FailureCount, at) : !windowLive(r as FailureCount, at))).map((r) => r.key as string);
+  if (stale.length > 0) await db.q('DELETE FROM login_throttle WHERE key = ANY($1)', [stale]);
+  await db.q('DELETE FROM login_known WHERE at_ms <= $1', [at - KNOWN_ADDRESS_MS]);
+}

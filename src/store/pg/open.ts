@@ -1,0 +1,145 @@
+import pg from 'pg';
+import { retryAfter, ServiceError } from '../../errors/index.ts';
+import { WriteHealth } from '../write-health.ts';
+
+export interface PgOptions {
+  /** how long a node's lease lasts without renewal; renewed every third of it */
+  leaseMs?: number;
+  /** connections per process (each API worker thread has its own pool) */
+  poolSize?: number;
+  /** per-statement limit, so a stuck database turns into an error, never a hang */
+  statementTimeoutMs?: number;
+  onError?: (err: Error) => void;
+}
+
+/** The database does not answer: 503 server_busy with Retry-After, the spec's "wait and
+ * retry with the same package and key" answer. Nothing was charged by the failed call (what
+ * may have committed before the connection broke is repaired, see Pg.repairs). */
+export class StoreUnavailableError extends ServiceError {
+  constructor(message: string, cause: unknown) {
+    super('server_busy', 'The store is not answering; retry after the indicated delay', retryAfter(1), cause);
+    this.name = 'StoreUnavailableError';
+    this.detail = message;
+  }
+  readonly detail: string;
+}
+
+// int8 (counts, epoch ms) arrives as a string by default; every such value here is far below
+// 2^53, so a number is exact.
+const types = {
+  getTypeParser: (oid: number, format?: 'text' | 'binary') => (oid === 20 ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format as 'text')),
+};
+
+export type Row = Record<string, any>;
+
+export const isoOf = (ms: number) => new Date(ms).toISOString();
+
+/** the database's clock as epoch ms (clock_timestamp: the moment of reading, not of the transaction's start) */
+export const DB_MS = '(extract(epoch FROM clock_timestamp()) * 1000)::float8';
+
+/** A write owed to the database (see Pg.repairs). */
+export type Repair = { kind: 'refund'; at: number } | { kind: 'mark'; body: string | null };
+
+/** What every job of the PostgreSQL store works with: the pool, this process's node and
+ * lease (lease.ts), and the writes it owes. */
+export interface Pg {
+  readonly pool: pg.Pool;
+  /** writes failing on the database's side (a full disk): see src/store/write-health.ts; the
+   * probe is a write of this node's own row, which commits only when the database can write */
+  readonly writes: WriteHealth;
+  readonly leaseMs: number;
+  readonly onError: ((err: Error) => void) | undefined;
+  /** this process as a node (lease.ts), named on every reservation it makes */
+  node: string;
+  /** until when this node's lease is known to be held */
+  leaseOkUntil: number;
+  /** Writes owed to the database from calls that failed while it was away: a reservation
+   * whose call failed may still have committed (the connection can break after the commit),
+   * and a settlement that failed must be marked for the operator. Until repaired such a
+   * reservation would hold its key while this node stays alive, so each is retried after
+   * every successful lease renewal (lease.ts). A node that dies instead has them swept by
+   * another. */
+  readonly repairs: Map<string, Repair>;
+  /** `name`: a statement prepared once per connection (the hot path's calls), so the server
+   * does not parse and plan it again on every call. */
+  q(text: string, values?: unknown[], name?: string): Promise<pg.QueryResult<Row>>;
+  /** one short transaction (operator paths) */
+  tx<T>(fn: (c: pg.PoolClient) => Promise<T>): Promise<T>;
+}
+
+/** The pool of this thread; the pool's 'error' events are handled, so a database restart
+ * costs the calls in flight their answer (a StoreUnavailableError), never the thread. */
+export function openPool(url: string, opts: PgOptions): Pg {
+  const db: Pg = {
+    pool: new pg.Pool({
+      connectionString: url,
+      max: opts.poolSize ?? 4,
+      // the node's connections are told apart from other clients' in pg_stat_activity
+      application_name: 'liveness-service',
+      connectionTimeoutMillis: 5_000,
+      statement_timeout: opts.statementTimeoutMs ?? 10_000,
+      query_timeout: (opts.statementTimeoutMs ?? 10_000) + 2_000,
+      idleTimeoutMillis: 30_000,
+      types,
+    }),
+    writes: new WriteHealth(`pg:${url}`, {
+      probe: async () => {
+        await db.pool.query('UPDATE nodes SET info = info WHERE id = $1', [db.node]);
+        return true;
+      },
+    }),
+    leaseMs: opts.leaseMs ?? 15_000,
+    onError: opts.onError,
+    node: '',
+    leaseOkUntil: 0,
+    repairs: new Map(),
+    async q(text, values = [], name) {
+      try {
+        return await db.pool.query(name === undefined ? { text, values } : { name, text, values });
+      } catch (err) {
+        // a full disk (53100) and the like: counted, new verify calls refused until a write works
+        db.writes.noteFailure(name ?? 'write', err);
+        throw unavailable(err);
+      }
+    },
+    async tx(fn) {
+      let client: pg.PoolClient;
+      try {
+        client = await db.pool.connect();
+      } catch (err) {
+        throw unavailable(err);
+      }
+      let broken: Error | undefined;
+      try {
+        await client.query('BEGIN');
+        const out = await fn(client);
+        await client.query('COMMIT');
+        return out;
+      } catch (err) {
+        await client.query('ROLLBACK').catch((e: Error) => (broken = e));
+        throw unavailable(err);
+      } finally {
+        client.release(broken);
+      }
+    },
+  };
+  // an idle client whose server went away emits here; unhandled, it would kill the thread
+  db.pool.on('error', (err) => opts.onError?.(err));
+  return db;
+}
+
+/** Connection-level failures (refused, reset, terminated, timed out, server shutting down)
+ * become StoreUnavailableError; anything else (a constraint, a rule thrown by a check
+ * callback) stays as it is, since retrying will not help. */
+function unavailable(err: unknown): unknown {
+  if (err instanceof ServiceError) return err;
+  const e = err as { code?: unknown; message?: unknown; severity?: unknown };
+  const code = typeof e.code === 'string' ? e.code : '';
+  const message = typeof e.message === 'string' ? e.message : '';
+  const connection =
+    /^E[A-Z]+$/.test(code) || // ECONNREFUSED, ECONNRESET, EPIPE, ...
+    /^(08|57P|53)/.test(code) || // SQLSTATE: connection exception, shutdown, resources
+    code === '57014' || // statement_timeout
+    /Connection terminated|Connection ended|connection error|timeout/i.test(message);
+  return connection ? new StoreUnavailableError(`store unavailable: ${message || String(err)}`, err) : err;
+}

@@ -1,0 +1,61 @@
+import { retryAfter, ServiceError } from '../errors/index.ts';
+import type { ReserveOutcome, SettleOutcome } from '../store/backend.ts';
+
+// The store says what became of a reservation or a settlement; what the client hears is
+// decided here, once, for both stores.
+
+/** A reservation the call goes on with: a new one, or the completed answer of its key. */
+export type Admitted = Extract<ReserveOutcome, { kind: 'reserved' | 'replay' }>;
+
+/** The catalogue error of a refused reservation; `retryAfterSeconds` is what a request still
+ * in progress is told to wait (RETRY_AFTER_SECONDS). */
+export function admittedOrThrow(outcome: ReserveOutcome, retryAfterSeconds: number): Admitted {
+  switch (outcome.kind) {
+    case 'reserved':
+    case 'replay':
+      return outcome;
+    case 'quota_exceeded':
+      // a cumulative quota never resets: no Retry-After
+      throw new ServiceError('quota_exceeded', outcome.message, outcome.retryAfterSeconds === null ? {} : retryAfter(outcome.retryAfterSeconds));
+    case 'request_in_progress':
+      throw new ServiceError('request_in_progress', undefined, retryAfter(retryAfterSeconds));
+    case 'idempotency_conflict':
+    case 'settlement_failed':
+    case 'invalid_token':
+    case 'module_forbidden':
+      throw new ServiceError(outcome.kind);
+  }
+}
+
+/** The answer's body of a settled call, or the catalogue error of one that was not. */
+export function settledOrThrow(outcome: SettleOutcome): string {
+  switch (outcome.kind) {
+    case 'settled':
+      return outcome.body;
+    case 'refused':
+      // never charged and its units are back: to the client, inference did not complete
+      throw new ServiceError('inference_failed', undefined, {}, outcome.cause);
+    case 'settlement_failed':
+      throw new ServiceError('settlement_failed', undefined, {}, outcome.cause);
+    case 'not_recorded':
+      throw new UnrecordedCallError(outcome.refund, outcome.cause);
+  }
+}
+
+/** What became of a verify call whose write the store could not make (a full disk,
+ * src/store/write-health.ts); the answer says exactly that. */
+export type UnrecordedOutcome = 'nothing_written' | 'refunded' | 'refund_deferred';
+
+const MESSAGES: Record<UnrecordedOutcome, string> = {
+  nothing_written: 'The service cannot record calls right now (its store is failing writes): nothing was charged and the Idempotency-Key is not bound; retry with the same key after the indicated delay',
+  refunded: 'The store could not record this call\'s result: its units were given back and the Idempotency-Key released, so nothing was charged; retry with the same key after the indicated delay',
+  refund_deferred: 'The store could not record this call\'s result: nothing is charged; the units held for it are given back as soon as the store can write again (until then a retry with this Idempotency-Key may answer request_in_progress); retry with the same key after the indicated delay',
+};
+
+/** 503 store_unavailable, telling what was recorded; `outcome` also says whether the held
+ * units are back already (the units metric counts them refunded). */
+export class UnrecordedCallError extends ServiceError {
+  constructor(readonly outcome: UnrecordedOutcome, cause: unknown) {
+    super('store_unavailable', MESSAGES[outcome], {}, cause);
+  }
+}
