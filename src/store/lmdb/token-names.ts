@@ -6,11 +6,11 @@ import { tokenNameKey as nameKey } from '../token-rules.ts';
 
 // Token name index: key [nameKey(name), token id] -> token_prefix. It serves two console
 // needs without reading whole token records: name uniqueness (a write checks the key) and
-// the paged, searchable token list (searchTokens in token-search.ts walks its keys in name
+// the paged, searchable token list (searchTokens in search.ts walks its keys in name
 // order). It is derived data: built from the tokens db when a store has none yet.
 //
 // Port note (store interface): everything that reads or writes `tokensByName` is in this
-// file and token-search.ts; in SQL it is a unique index on lower(normalize(name)) that
+// file and search.ts; in SQL it is a unique index on lower(normalize(name)) that
 // tolerates the rows that predate it (see ensureTokenNameIndex).
 
 /** Id of a token other than `exceptId` whose name has the same key, if any. A store written
