@@ -42,6 +42,8 @@ export interface InferenceEngine extends InferenceService {
   poolMetrics(): unknown[][];
   /** pool tasks and captures sent so far (each task is one message each way) */
   counters(): EngineCounters;
+  /** An empty task to a pool thread and back (bench/relay.mjs); rejects before start. */
+  ping(): Promise<void>;
 }
 
 
@@ -258,6 +260,11 @@ class Engine implements InferenceEngine {
 
   counters(): EngineCounters {
     return { ...this.counts };
+  }
+
+  async ping(): Promise<void> {
+    if (!this.pool) throw new Error('inference engine is not started');
+    await this.pool.run({ op: 'ping' });
   }
 
   async infer(job: InferenceJob): Promise<ResultRecord[]> {
