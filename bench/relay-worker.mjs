@@ -8,7 +8,7 @@ const { RemoteInference } = await import(join(workerData.root, 'dist/src/cluster
 const inference = new RemoteInference(parentPort);
 const { capture, loop } = await import('./relay-common.mjs');
 
-parentPort.on('message', async (m) => {
+parentPort.on('message', (m) => {
   if (m.type === 'infer-done') {
     inference.settle(m.id, m.results, m.error);
     return;
@@ -18,5 +18,5 @@ parentPort.on('message', async (m) => {
   const call = m.kind === 'ping'
     ? () => inference.ping()
     : () => inference.infer({ module_id: 'rgb_liveness', captures: [capture(`w${k++}`)] });
-  parentPort.postMessage({ cmd: 'done', result: await loop(call, m.concurrency, m.seconds) });
+  void loop(call, m.concurrency, m.seconds).then((result) => parentPort.postMessage({ cmd: 'done', result }));
 });
