@@ -8,9 +8,9 @@
 //     [--backend auto|native|wasm] [--backends native,wasm]
 //
 // tiny128 is ../shared/peers/model (resize bilinear, as the peers do). `this build` runs on
-// --backend (default auto, as the service does); --backends adds this build on each named
-// backend as a system of its own, in the same interleaved rounds (same pool: 2 workers x 1
-// thread), and then writes engine-<set>-backends.{json,md} instead.
+// --backend (default auto, as the service does); --backends runs this build on each named
+// backend instead, as systems of their own in the same interleaved rounds (same pool: 2
+// workers x 1 thread), and writes engine-<set>-backends.{json,md}.
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -106,9 +106,10 @@ const median = (xs) => {
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 };
 
-const systems = [await engineFor(root, 'this build')];
-if (BASELINE) systems.push(await engineFor(BASELINE, 'baseline', 'wasm'));
+const systems = [];
+if (!BACKENDS.length) systems.push(await engineFor(root, 'this build'));
 for (const b of BACKENDS) systems.push(await engineFor(root, b, b));
+if (BASELINE) systems.push(await engineFor(BASELINE, 'baseline', 'wasm'));
 const runs = [];
 try {
   for (let r = 0; r < ROUNDS; r++) {
