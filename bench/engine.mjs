@@ -5,7 +5,7 @@
 // machine's load drift hits both alike.
 //
 //   npm run build && node bench/engine.mjs [--baseline DIR] [--rounds 3] [--seconds 5] [--set raw_v1|tiny128]
-//     [--backend auto|native|wasm] [--backends native,wasm]
+//     [--backend auto|native|wasm] [--backends native,wasm] [--baseline-backend wasm]
 //
 // tiny128 is ../shared/peers/model (resize bilinear, as the peers do). `this build` runs on
 // --backend (default auto, as the service does); --backends runs this build on each named
@@ -109,7 +109,7 @@ const median = (xs) => {
 const systems = [];
 if (!BACKENDS.length) systems.push(await engineFor(root, 'this build'));
 for (const b of BACKENDS) systems.push(await engineFor(root, b, b));
-if (BASELINE) systems.push(await engineFor(BASELINE, 'baseline', 'wasm'));
+if (BASELINE) systems.push(await engineFor(BASELINE, 'baseline', opt('baseline-backend', 'wasm')));
 const runs = [];
 try {
   for (let r = 0; r < ROUNDS; r++) {
@@ -133,7 +133,7 @@ const lines = [
   '',
   `Command: \`npm run build && node bench/engine.mjs ${process.argv.slice(2).join(' ')}\`. 2 pool workers x 1 thread, ${CONCURRENCY} concurrent callers, rgb8 crops, medians of ${ROUNDS} interleaved ${SECONDS} s rounds.`,
   '',
-  `Serving on: ${systems.map((s) => `${s.name} ${s.provider}`).join(', ')}.${BASELINE ? ' The baseline runs on wasm (builds before the start-up measurement served `auto` there).' : ''} ` +
+  `Serving on: ${systems.map((s) => `${s.name} ${s.provider}`).join(', ')}.${BASELINE ? ' The baseline runs on --baseline-backend (default wasm: builds before the start-up measurement served `auto` there).' : ''} ` +
     `1-min load average at the end: ${loadavg()[0].toFixed(1)} (${availableParallelism()} cores).`,
   '',
   `| case | ${systems.map((s) => s.name).join(' | ')} |${BASELINE ? ' ratio |' : ''}${BACKENDS.length > 1 ? ` ${BACKENDS[0]} / ${BACKENDS[1]} |` : ''}`,
