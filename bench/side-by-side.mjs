@@ -205,11 +205,16 @@ function stepMeans(before, after) {
 /** null when `sys` answers one request of every kind with 200, else what it answered. */
 function probeAnswers(sys) {
   for (const kind of KINDS) {
-    const r = spawnSync(process.execPath, [join(peers, 'load.mjs'), '--base', sys.base, '--token', sys.token, '--module', 'rgb_liveness',
-      '--kind', kind, '--concurrency', '1', '--seconds', '1', '--warmup', '0'], { encoding: 'utf8' });
-    if (r.status !== 0) return `load.mjs failed: ${r.stderr.trim().split('\n').pop()}`;
-    const line = JSON.parse(r.stdout.trim().split('\n').pop());
-    if (!line.ok) return `${kind}: ${JSON.stringify(line.non200_by_status)}`;
+    // A window with no answer at all is no fault: on a busy host one sequence20 call can take
+    // longer than a second. Only non-200 answers (or none in a long window) drop a system.
+    for (const seconds of [1, 5, 20]) {
+      const r = spawnSync(process.execPath, [join(peers, 'load.mjs'), '--base', sys.base, '--token', sys.token, '--module', 'rgb_liveness',
+        '--kind', kind, '--concurrency', '1', '--seconds', String(seconds), '--warmup', '0'], { encoding: 'utf8' });
+      if (r.status !== 0) return `load.mjs failed: ${r.stderr.trim().split('\n').pop()}`;
+      const line = JSON.parse(r.stdout.trim().split('\n').pop());
+      if (line.ok) break;
+      if (line.requests > 0 || seconds === 20) return `${kind}: ${JSON.stringify(line.non200_by_status)}`;
+    }
   }
   return null;
 }
