@@ -3,6 +3,7 @@ import { Worker } from 'node:worker_threads';
 import { bootstrapAdmin } from './admin/bootstrap.ts';
 import { startEngine, type EngineHost } from './cluster/engine-host.ts';
 import type { FromWorker, ToWorker, WorkerData } from './cluster/messages.ts';
+import { relayInference } from './cluster/relay.ts';
 import { ConfigError, loadConfig, SLOTS_PER_WORKER, type Config } from './config/index.ts';
 import { compileTrust } from './http/client-address.ts';
 import { checkTls } from './http/tls.ts';
@@ -172,16 +173,8 @@ class Cluster {
   }
 
   private onMessage(worker: Worker, m: FromWorker): void {
+    if (relayInference(this.engine, worker, m, (err) => this.log.error({ err: { message: err.message } }, 'inference failed'))) return;
     switch (m.type) {
-      case 'infer':
-        this.engine.infer(m.job).then(
-          (results) => worker.postMessage({ type: 'infer-done', id: m.id, results } satisfies ToWorker),
-          (err: Error) => {
-            this.log.error({ err: { message: err.message } }, 'inference failed');
-            worker.postMessage({ type: 'infer-done', id: m.id, error: err.message } satisfies ToWorker);
-          },
-        );
-        break;
       case 'metrics-request': {
         const id = this.nextCollection++;
         this.collections.set(id, {

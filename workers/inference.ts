@@ -2,7 +2,7 @@
 // reports progress on the pool's BroadcastChannel, then serves tasks.
 import { BroadcastChannel, threadId, workerData } from 'node:worker_threads';
 import type { ModuleId } from '../src/packets/types.ts';
-import type { WorkerConfig, WorkerReply, WorkerReport, WorkerTask } from '../src/inference/protocol.ts';
+import type { CapturesTask, WorkerConfig, WorkerReply, WorkerReport, WorkerTask } from '../src/inference/protocol.ts';
 import { MODES, policyFor } from '../src/inference/modes/index.ts';
 import { ModuleRunner } from '../src/inference/runner.ts';
 import { collectAfterLargeTask } from '../src/inference/task-memory.ts';
@@ -57,7 +57,7 @@ async function init(): Promise<(task: WorkerTask) => Promise<WorkerReply>> {
   }
   // A whole capture's work runs here (the mode's pure function), so the main thread
   // sends each task once and gets its records once.
-  const handle = async (task: WorkerTask): Promise<WorkerReply> => {
+  const handle = async (task: CapturesTask): Promise<WorkerReply> => {
     const runner = runners.get(task.module);
     if (!runner) throw new Error(`${task.module} is not loaded in this inference worker`);
     const ctx = { runner, manifest: config.manifest, policy: policyFor(config.manifest, task.module, task.mode) };
@@ -80,6 +80,7 @@ async function init(): Promise<(task: WorkerTask) => Promise<WorkerReply>> {
     return out;
   };
   return async (task: WorkerTask): Promise<WorkerReply> => {
+    if (task.op === 'ping') return [];
     try {
       return await handle(task);
     } finally {

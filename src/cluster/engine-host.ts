@@ -6,6 +6,7 @@ import type { Logger } from '../observability/logger.ts';
 
 export interface EngineHost extends InferenceService {
   close(): Promise<void>;
+  ping(): Promise<void>;
   poolTimes(): PoolTimes | null;
   poolMetrics(): unknown[][];
 }
@@ -70,6 +71,7 @@ export function startEngine(config: Config, log: Logger): EngineHost {
     readiness: () => engine.readiness(),
     poolTimes: () => engine.poolTimes(),
     poolMetrics: () => engine.poolMetrics(),
+    ping: () => engine.ping(),
     async infer(job: InferenceJob): Promise<ResultRecord[]> {
       const delayPrefix = config.TEST_INFERENCE_DELAY_PREFIX;
       if (delay > 0 && (!delayPrefix || job.captures.some((c) => c.packet.capture_id.startsWith(delayPrefix)))) await new Promise((r) => setTimeout(r, delay));

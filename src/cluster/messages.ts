@@ -31,4 +31,7 @@ export type FromWorker =
   | { type: 'drained' }
   | { type: 'metrics-snapshot'; id: number; snapshot: MetricsSnapshot }
   | { type: 'metrics-request'; id: number }
-  | { type: 'infer'; id: number; job: InferenceJob };
+  | { type: 'infer'; id: number; job: InferenceJob }
+  /** an empty task to an inference thread and back, answered with infer-done and no results
+   * (bench/relay.mjs) */
+  | { type: 'ping'; id: number };

@@ -33,13 +33,22 @@ export class RemoteInference implements InferenceService {
   }
 
   infer(job: InferenceJob): Promise<ResultRecord[]> {
-    const id = this.nextId++;
     const transfer: ArrayBuffer[] = [];
     for (const c of job.captures) for (const p of c.pixels) if (p && !isSharedPixels(p)) transfer.push(p.buffer as ArrayBuffer);
+    return this.request((id) => ({ type: 'infer', id, job }), transfer);
+  }
+
+  /** An empty task to an inference thread and back, on the path infer() takes. */
+  async ping(): Promise<void> {
+    await this.request((id) => ({ type: 'ping', id }), []);
+  }
+
+  private request(message: (id: number) => FromWorker, transfer: ArrayBuffer[]): Promise<ResultRecord[]> {
+    const id = this.nextId++;
     return new Promise((resolve, reject) => {
       // posted first: a job that cannot be sent (e.g. a buffer that cannot be transferred)
       // rejects here instead of leaving a pending entry that nothing will ever settle
-      this.port.postMessage({ type: 'infer', id, job } satisfies FromWorker, transfer);
+      this.port.postMessage(message(id), transfer);
       const timer = setTimeout(() => {
         if (this.pending.delete(id)) reject(new InferenceFailedError(`no inference result within ${this.timeoutMs / 1000} s`));
       }, this.timeoutMs);

@@ -8,6 +8,7 @@ import { modePolicies, policyFor } from './modes/index.ts';
 import { InferencePool, poolShape, transferable, type PoolTimes } from './pool.ts';
 import type { WorkerReport } from './protocol.ts';
 import { webGpuAdapter } from './runtime.ts';
+import { chooseBackend, measureBackends, type BackendChoice } from './backend-probe.ts';
 import { isSharedPixels } from '../images/frame-slab.ts';
 import type { ExecutionProvider, InferenceJob, InferenceService, ModuleReadiness, ResultRecord } from './types.ts';
 
@@ -41,6 +42,8 @@ export interface InferenceEngine extends InferenceService {
   poolMetrics(): unknown[][];
   /** pool tasks and captures sent so far (each task is one message each way) */
   counters(): EngineCounters;
+  /** An empty task to a pool thread and back (bench/relay.mjs); rejects before start. */
+  ping(): Promise<void>;
 }
 
 
@@ -76,6 +79,8 @@ class Engine implements InferenceEngine {
   private closed = false;
   /** set when serving on a fallback WebGPU adapter, shown in readiness */
   private adapterNote: string | null = null;
+  /** `auto` on a CPU host: what the start-up measurement found */
+  private choice: BackendChoice | null = null;
   // Tasks not yet given to the pool. At most one task per pool worker is in flight, so
   // while all are busy single-frame captures, of one request or of several, gather here
   // into groups of up to MAX_BATCH. Bounded by admission: only admitted verify calls
@@ -136,12 +141,28 @@ class Engine implements InferenceEngine {
       if (adapter.fallback) this.adapterNote = `WebGPU on a fallback adapter (${adapter.name}): a CPU emulation, far slower than WASM`;
       return 'webgpu';
     }
-    if (adapter) {
-      this.log({ adapter: adapter.name }, 'inference: only a fallback WebGPU adapter (CPU emulation), using WASM');
+    if (backend === 'webgpu') {
+      this.log({ requested: backend }, 'inference: no WebGPU adapter, falling back to WASM');
       return 'wasm';
     }
-    this.log({ requested: backend }, 'inference: no WebGPU adapter, falling back to WASM');
-    return 'wasm';
+    if (adapter) this.log({ adapter: adapter.name }, 'inference: only a fallback WebGPU adapter (CPU emulation), measuring the CPU backends');
+    return this.measureCpuBackends();
+  }
+
+  /** `auto` without a (hardware) GPU: the fastest CPU backend that loads these graphs here. */
+  private async measureCpuBackends(): Promise<ExecutionProvider> {
+    if (this.loadable.length === 0) return 'wasm';
+    const { sessionThreads } = poolShape(this.opts.threads || availableParallelism(), 'wasm');
+    // As long as the pool's own warm-up at most: a test or a CLI that asks for a short warm-up
+    // gets a short measurement (the backends differ by several times, not by percents).
+    const warmup = this.opts.warmupRuns ?? 30;
+    const figures = await measureBackends({
+      manifest: this.manifest, modules: this.loadable, threads: sessionThreads,
+      warmupRuns: Math.min(20, Math.max(2, warmup)), rounds: 5, callsPerRound: Math.min(10, Math.max(2, Math.ceil(warmup / 3))),
+    });
+    this.choice = chooseBackend(figures);
+    this.log({ provider: this.choice.provider, figures: figures.map(({ provider, threads, ms_per_call, error }) => ({ provider, threads, ms_per_call, ...(error ? { error } : {}) })) }, `inference: ${this.choice.summary}`);
+    return this.choice.provider;
   }
 
   private async boot(): Promise<void> {
@@ -215,11 +236,18 @@ class Engine implements InferenceEngine {
         decision_policy: modes[0]?.decision_policy ?? '',
         threshold: modes[0]?.threshold ?? 0,
         execution_provider: this.provider,
-        ...(this.adapterNote && this.provider === 'webgpu' ? { execution_note: this.adapterNote } : {}),
+        ...(this.executionNote() ? { execution_note: this.executionNote()! } : {}),
         error: this.errors.get(module_id) ?? null,
         modes,
       };
     });
+  }
+
+  /** Only the unusual is noted: a software GPU, or `auto` that could not use a CPU backend. */
+  private executionNote(): string | null {
+    if (this.provider === 'webgpu') return this.adapterNote;
+    if (this.choice && this.choice.figures.some((f) => f.ms_per_call === null)) return this.choice.summary;
+    return null;
   }
 
   poolTimes(): PoolTimes | null {
@@ -232,6 +260,11 @@ class Engine implements InferenceEngine {
 
   counters(): EngineCounters {
     return { ...this.counts };
+  }
+
+  async ping(): Promise<void> {
+    if (!this.pool) throw new Error('inference engine is not started');
+    await this.pool.run({ op: 'ping' });
   }
 
   async infer(job: InferenceJob): Promise<ResultRecord[]> {

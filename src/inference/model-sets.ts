@@ -85,6 +85,10 @@ class Switch implements ModelSetSwitch {
     return this.current.engine.poolMetrics();
   }
 
+  ping(): Promise<void> {
+    return this.current.engine.ping();
+  }
+
   /** the serving set's task counters */
   counters(): EngineCounters {
     return this.current.engine.counters();

@@ -16,11 +16,19 @@ export interface WorkerConfig {
 
 /** Whole captures of one module and mode; the worker answers one record per capture.
  * rgb_single tasks carry up to MAX_BATCH captures (one model batch), the others one. */
-export interface WorkerTask {
+export type WorkerTask = CapturesTask | PingTask;
+
+export interface CapturesTask {
   op: 'captures';
   module: ModuleId;
   mode: Mode;
   captures: PreparedCapture[];
+}
+
+/** An empty task, answered [] at once: what the path to an inference thread and back costs
+ * without any work (bench/relay.mjs). */
+export interface PingTask {
+  op: 'ping';
 }
 
 /** One entry per capture: its record, or why it failed. A shared task can hold captures

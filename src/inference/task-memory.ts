@@ -1,4 +1,4 @@
-import type { WorkerTask } from './protocol.ts';
+import type { CapturesTask } from './protocol.ts';
 // the slab module alone: an inference thread has no use for the image codecs of images/index
 import { isSharedPixels } from '../images/frame-slab.ts';
 
@@ -16,7 +16,7 @@ export const LARGE_TASK_BYTES = 8 * 1024 * 1024;
  * started the pool with --expose-gc (src/main.ts); a pool started otherwise (tests, the CLI)
  * skips this. */
 export function collectAfterLargeTask(
-  task: WorkerTask,
+  task: CapturesTask,
   gc: (() => void) | undefined = (globalThis as { gc?: () => void }).gc,
   later: (run: () => void) => void = (run) => void setImmediate(run),
 ): boolean {

@@ -35,6 +35,7 @@ function gatedFactory() {
       poolTimes: () => e.poolTimes(),
       poolMetrics: () => e.poolMetrics(),
       counters: () => e.counters(),
+      ping: () => e.ping(),
       get executionProvider() {
         return e.executionProvider;
       },

@@ -3,13 +3,13 @@
 
 import t from 'tap';
 import { collectAfterLargeTask, LARGE_TASK_BYTES } from '../../src/inference/task-memory.ts';
-import type { WorkerTask } from '../../src/inference/protocol.ts';
+import type { CapturesTask } from '../../src/inference/protocol.ts';
 
 const FRAME = 320 * 320 * 3;
-const task = (frames: number): WorkerTask => ({
+const task = (frames: number): CapturesTask => ({
   op: 'captures', module: 'rgb_liveness', mode: 'rgb_sequence',
   captures: [{ packet: {} as never, pixels: [...Array.from({ length: frames }, () => new Uint8Array(FRAME)), null] }],
-}) as WorkerTask;
+}) as CapturesTask;
 
 t.test('a task of at least LARGE_TASK_BYTES of pixels collects; a smaller one does not', async (t) => {
   let calls = 0;

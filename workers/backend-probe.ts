@@ -1,0 +1,64 @@
+// One candidate backend of the start-up measurement (src/inference/backend-probe.ts), in a
+// thread of its own: ORT-web fixes its WASM thread count once per thread, and a thread that
+// ends takes its WASM heap with it, so a backend that loses leaves nothing behind but the
+// native library's mapping. The thread keeps its sessions between tasks, so the caller can
+// interleave short measurements of every candidate.
+import { RGB8_BYTES, type ModuleId } from '../src/packets/types.ts';
+import type { Manifest } from '../src/inference/manifest.ts';
+import { ModuleRunner } from '../src/inference/runner.ts';
+import { createRuntime } from '../src/inference/runtime.ts';
+import type { ExecutionProvider } from '../src/inference/types.ts';
+
+export type ProbeTask =
+  | { op: 'load'; provider: ExecutionProvider; threads: number; manifest: Manifest; modules: ModuleId[]; warmupRuns: number }
+  | { op: 'measure'; calls: number }
+  | { op: 'release' };
+
+/** load: which modules loaded; measure: wall ms for `calls` calls */
+export type ProbeReply = { loaded: ModuleId[]; errors: Record<string, string> } | { ms: number } | null;
+
+let runners: ModuleRunner[] = [];
+
+function crop(seed: number): Uint8Array {
+  const px = new Uint8Array(RGB8_BYTES);
+  let s = seed >>> 0;
+  for (let i = 0; i < px.length; i++) {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    px[i] = s >>> 24;
+  }
+  return px;
+}
+const CROPS = [crop(7), crop(11), crop(13), crop(17)];
+
+/** One "call" is what a single capture costs each loaded module: one frame through the frame
+ * graphs (the single-frame request, the most common), four through the colour branches. */
+async function oneCall(): Promise<void> {
+  for (const r of runners) {
+    if (r.moduleId === 'color_liveness') await r.runColor(CROPS);
+    else await r.runFrames([CROPS[0]!]);
+  }
+}
+
+export default async function probe(task: ProbeTask): Promise<ProbeReply> {
+  if (task.op === 'load') {
+    const runtime = await createRuntime(task.provider, task.threads);
+    const errors: Record<string, string> = {};
+    for (const id of task.modules) {
+      try {
+        runners.push(await ModuleRunner.load(runtime, task.manifest, id));
+      } catch (e) {
+        errors[id] = (e as Error).message;
+      }
+    }
+    for (let i = 0; i < task.warmupRuns; i++) await oneCall();
+    return { loaded: runners.map((r) => r.moduleId), errors };
+  }
+  if (task.op === 'measure') {
+    const t0 = performance.now();
+    for (let i = 0; i < task.calls; i++) await oneCall();
+    return { ms: performance.now() - t0 };
+  }
+  for (const r of runners) await r.release();
+  runners = [];
+  return null;
+}
