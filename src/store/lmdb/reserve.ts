@@ -64,5 +64,7 @@ export async function reserve(store: Store, input: ReserveInput): Promise<Reserv
     // a request with a key always has its fingerprint (ReserveInput)
     if (key !== null) bindKey(store, reservation, fingerprint!);
     return { kind: 'reserved', reservation };
-  }, 'reserve');
+    // unsynced (the durability rule, docs/metering.md "Durability"): a power loss before the
+    // settlement's sync loses an unanswered, uncharged call; that sync covers this commit
+  }, 'reserve', 'unsynced');
 }

@@ -13,7 +13,10 @@ export async function reserve(db: Pg, input: ReserveInput): Promise<ReserveOutco
   // 'retry': the second call then sees it (a handful of rounds is plenty)
   for (let round = 0; ; round++) {
     const id = `rsv_${randomBytes(9).toString('base64url')}`;
-    const call = db.q('SELECT lv_reserve($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) AS r', [
+    // synchronous_commit off for this statement's own transaction (the durability rule,
+    // docs/metering.md "Durability"): the reservation's commit returns before its WAL is
+    // flushed; the settlement keeps the server's setting, and its flush covers this earlier WAL
+    const call = db.q("SELECT lv_reserve($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) AS r, set_config('synchronous_commit', 'off', true)", [
       token.id, moduleId, units, requestId, key, fingerprint, at, created, w.day, w.month, id, `led_${randomBytes(9).toString('base64url')}`, db.node,
     ], 'lv_reserve').catch((err: unknown) => {
       // the caller answers 503 and runs nothing: if the reservation did commit, give it back
