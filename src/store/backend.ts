@@ -3,6 +3,7 @@ import type { AuditRecord, DailyTotal, KeyFile, KeyRevocation, LedgerEntry, Rese
 import type { AttemptSuccess, AttemptReservation, ThrottleView } from './throttle-rules.ts';
 import type { WriteHealth } from './write-health.ts';
 import type { SearchPage, SearchQuery } from './token-search.ts';
+import type { DeviceSession, DeviceSessionCall, MintLimit, MintOutcome } from './device-sessions.ts';
 
 // One store, two implementations: LMDB embedded in DATA_DIR (the default, one host) and
 // PostgreSQL (DATABASE_URL, several stateless nodes on one database). The interface is cut
@@ -26,6 +27,9 @@ export interface ReserveInput {
   fingerprint: string | null;
   at: number;
   retryAfterSeconds: number;
+  /** a call made with a device session: its captures count against the session's
+   * max_captures in the same reservation (device-sessions.ts) */
+  sessionId?: string | null;
 }
 
 export type ReserveOutcome =
@@ -183,4 +187,17 @@ export interface StoreBackend {
    * kept as the record of who and when); when it was current, `next` becomes current in the
    * same transaction. null when no such key exists. */
   revokeSigningKey(kid: string, next: KeyFile, at: number, by: string): Promise<KeyRevocation | null>;
+
+  // device sessions (issue 26; rules in device-sessions.ts)
+  /** stores `session` unless its parent minted `limit.limit` sessions within the window
+   * (decided atomically, so concurrent mints on any worker or node cannot pass it together) */
+  createDeviceSession(session: DeviceSession, limit: MintLimit, at: number): Promise<MintOutcome>;
+  getDeviceSession(id: string): Promise<DeviceSession | undefined>;
+  getDeviceSessionByHash(hash: string): Promise<DeviceSession | undefined>;
+  /** revoked at `at` unless already revoked; undefined when no such session */
+  revokeDeviceSession(id: string, at: number): Promise<DeviceSession | undefined>;
+  /** the verify calls made with the session, oldest first (calls of one millisecond in any order) */
+  listDeviceSessionCalls(id: string): Promise<DeviceSessionCall[]>;
+  /** the token's sessions still usable at `at` (not revoked, not expired), newest first */
+  listActiveDeviceSessions(tokenId: string, at: number): Promise<DeviceSession[]>;
 }

@@ -20,6 +20,8 @@ import { dailyTotals, ensureDailyTotals } from './daily-totals.ts';
 import { ensureByTokenIndex } from './by-token.ts';
 import { getToken, getTokenByHash, insertToken, listTokens, updateToken } from './tokens.ts';
 import { getUser, getUserByName, insertUser, listUsers, updateUser } from './users.ts';
+import * as deviceSessions from './lmdb/device-sessions.ts';
+import type { DeviceSession, MintLimit } from './device-sessions.ts';
 
 /** The embedded store behind the common interface. Each operation is written in its own
  * file of store/ (reserve.ts, settle.ts, ledger.ts, login-throttle.ts ...), so this is a thin
@@ -215,6 +217,25 @@ export class LmdbBackend implements StoreBackend, FaultHooks {
   }
   sweepLoginThrottle(at: number) {
     return sweepFailures(this.store, at);
+  }
+
+  createDeviceSession(session: DeviceSession, limit: MintLimit, at: number) {
+    return deviceSessions.createDeviceSession(this.store, session, limit, at);
+  }
+  async getDeviceSession(id: string) {
+    return deviceSessions.getDeviceSession(this.store, id);
+  }
+  async getDeviceSessionByHash(hash: string) {
+    return deviceSessions.getDeviceSessionByHash(this.store, hash);
+  }
+  revokeDeviceSession(id: string, at: number) {
+    return deviceSessions.revokeDeviceSession(this.store, id, at);
+  }
+  async listDeviceSessionCalls(id: string) {
+    return deviceSessions.listDeviceSessionCalls(this.store, id);
+  }
+  async listActiveDeviceSessions(tokenId: string, at: number) {
+    return deviceSessions.listActiveDeviceSessions(this.store, tokenId, at);
   }
 
   // One host needs no shared keys: the files in DATA_DIR/keys stay the single source

@@ -11,6 +11,7 @@ import { quotaRefusal } from './quota.ts';
 import type { ReserveInput, ReserveOutcome } from './backend.ts';
 import type { IdempotencyRecord, Reservation, TokenRecord } from './records.ts';
 import { counterKey } from './usage.ts';
+import { bookSessionCall, sessionRefusal } from './lmdb/device-sessions.ts';
 
 type TxResult = ReserveOutcome | { kind: 'error'; error: ServiceError };
 
@@ -45,6 +46,8 @@ export async function reserve(store: Store, input: ReserveInput): Promise<Reserv
     const used = (store.db.counters.get(counterKey(token.id, moduleId, grant.period, at)) as number | undefined) ?? 0;
     const refusal = quotaRefusal(moduleId, grant, used, units, at);
     if (refusal) return { kind: 'error', error: refusal };
+    const sessionRefused = sessionRefusal(store, input);
+    if (sessionRefused) return { kind: 'error', error: sessionRefused };
     const windows = { day: windowKey('day', at), month: windowKey('month', at) };
     appendLedger(store, { request_id: requestId, token_id: token.id, module_id: moduleId, units, kind: 'charge', at, windows });
     const reservation: Reservation = {
@@ -63,6 +66,7 @@ export async function reserve(store: Store, input: ReserveInput): Promise<Reserv
     };
     // `void`: a write inside the transaction is part of it; atomically() reports its commit
     void store.db.reservations.put(reservation.id, reservation);
+    bookSessionCall(store, input, reservation);
     if (key !== null) {
       void store.db.idempotency.put([token.id, key], {
         token_id: token.id,

@@ -5,6 +5,7 @@ import { appendLedger } from './ledger.ts';
 import type { IdempotencyRecord, Reservation, TokenRecord, UsageRecord } from './records.ts';
 import { usageSnapshot } from './usage.ts';
 import { isStorageFailure, UnrecordedCallError } from './write-health.ts';
+import { releaseSessionCall } from './lmdb/device-sessions.ts';
 
 export class SettlementError extends Error {}
 
@@ -103,6 +104,7 @@ function refundHeld(store: Store, r: Reservation, at: number): Reservation {
   appendLedger(store, { request_id: r.request_id, token_id: r.token_id, module_id: r.module_id, units: r.units, kind: 'refund', at, windows: r.windows });
   const next: Reservation = { ...r, state: 'refunded', settled_at: new Date(at).toISOString(), unsaved_body: null };
   void store.db.reservations.put(r.id, next);
+  releaseSessionCall(store, r.id);
   if (r.idempotency_key !== null) {
     const k = [r.token_id, r.idempotency_key];
     const rec = store.db.idempotency.get(k) as IdempotencyRecord | undefined;

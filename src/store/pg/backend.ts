@@ -17,6 +17,8 @@ import { isStorageFailure, UnrecordedCallError, WriteHealth } from '../write-hea
 import { migrate } from './migrate.ts';
 import { DuplicateTokenNameError, nameKey as tokenNameKey } from '../token-names.ts';
 import type { SearchPage, SearchQuery } from '../token-search.ts';
+import * as deviceSessions from './device-sessions.ts';
+import type { DeviceSession, MintLimit } from '../device-sessions.ts';
 
 const cmpPair = (a: readonly [string, string], b: readonly [string, string]) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0);
 
@@ -335,14 +337,15 @@ export class PgBackend implements StoreBackend, FaultHooks {
     // 'retry': the second call then sees it (a handful of rounds is plenty)
     for (let round = 0; ; round++) {
       const id = `rsv_${randomBytes(9).toString('base64url')}`;
-      const call = this.q('SELECT lv_reserve($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) AS r', [
+      const sql = deviceSessions.reserveStatement(input.sessionId, [
         token.id, moduleId, units, requestId, key, fingerprint, at, created, w.day, w.month, id, `led_${randomBytes(9).toString('base64url')}`, this.nodeId,
-      ], 'lv_reserve').catch((err: unknown) => {
+      ]);
+      const call = this.q(sql.text, sql.values, sql.name).catch((err: unknown) => {
         // the caller answers 503 and runs nothing: if the reservation did commit, give it back
         if (err instanceof StoreUnavailableError) this.repairs.set(id, { kind: 'refund', at });
         throw err;
       });
-      const out = (await call).rows[0]!.r as { kind: string; code?: string; status?: number; body?: string; used?: number; grant?: Grant };
+      const out = (await call).rows[0]!.r as { kind: string; code?: string; status?: number; body?: string; used?: number; max?: number; grant?: Grant };
       if (out.kind === 'reserved') {
         return {
           kind: 'reserved',
@@ -355,6 +358,8 @@ export class PgBackend implements StoreBackend, FaultHooks {
       if (out.kind === 'replay') return { kind: 'replay', status: out.status ?? 200, body: out.body ?? '' };
       if (out.kind === 'retry' && round < 5) continue;
       if (out.code === 'quota_exceeded') throw quotaRefusal(moduleId, out.grant!, out.used!, units, at)!;
+      const sessionRefused = deviceSessions.sessionReserveError(out, units);
+      if (sessionRefused) throw sessionRefused;
       if (out.code === 'request_in_progress' || out.kind === 'retry') throw new ServiceError('request_in_progress', undefined, { 'Retry-After': String(input.retryAfterSeconds) });
       throw new ServiceError(out.code as 'invalid_token' | 'module_forbidden' | 'idempotency_conflict' | 'settlement_failed');
     }
@@ -779,6 +784,27 @@ export class PgBackend implements StoreBackend, FaultHooks {
     const stale = rows.filter((r) => (String(r.key).startsWith('user:') ? !nameLive(r as FailureCount, at) : !windowLive(r as FailureCount, at))).map((r) => r.key as string);
     if (stale.length > 0) await this.q('DELETE FROM login_throttle WHERE key = ANY($1)', [stale]);
     await this.q('DELETE FROM login_known WHERE at_ms <= $1', [at - KNOWN_ADDRESS_MS]);
+  }
+
+  // device sessions (pg/device-sessions.ts)
+  private readonly sessionQuery: deviceSessions.Query = (text, values, name) => this.q(text, values, name);
+  createDeviceSession(session: DeviceSession, limit: MintLimit, at: number) {
+    return deviceSessions.createDeviceSession(this.sessionQuery, session, limit, at);
+  }
+  getDeviceSession(id: string) {
+    return deviceSessions.getDeviceSession(this.sessionQuery, id);
+  }
+  getDeviceSessionByHash(hash: string) {
+    return deviceSessions.getDeviceSessionByHash(this.sessionQuery, hash);
+  }
+  revokeDeviceSession(id: string, at: number) {
+    return deviceSessions.revokeDeviceSession(this.sessionQuery, id, at);
+  }
+  listDeviceSessionCalls(id: string) {
+    return deviceSessions.listDeviceSessionCalls(this.sessionQuery, id);
+  }
+  listActiveDeviceSessions(tokenId: string, at: number) {
+    return deviceSessions.listActiveDeviceSessions(this.sessionQuery, tokenId, at);
   }
 
   async listSigningKeys(): Promise<KeyFile[]> {
