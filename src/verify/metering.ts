@@ -1,3 +1,4 @@
+import { ServiceError } from '../errors/index.ts';
 import { archiveDemoUpload } from '../metering/index.ts';
 import type { ReserveInput, ReserveOutcome, StoreBackend } from '../store/backend.ts';
 import type { Reservation, UsageRecord } from '../store/records.ts';
@@ -27,6 +28,9 @@ export function storeMetering(store: StoreBackend): Metering {
     },
     reserve: (input) => store.reserve(input).catch((err: unknown) => {
       if (isStorageFailure(err)) throw new UnrecordedCallError('nothing_written', err);
+      // the parent revoked, disabled or expired during the upload: to the device holding the
+      // session, it is its session that no longer works
+      if (input.sessionId && err instanceof ServiceError && err.code === 'invalid_token') throw new ServiceError('invalid_session_token');
       throw err;
     }),
     settle: (reservation, at, render, results) => store.settle(reservation, at, render, results),

@@ -44,7 +44,7 @@ export function createDeviceSession(store: Store, session: DeviceSession, limit:
     void db.put(['hash', session.hash], session.id);
     void db.put(byToken(session.token_id, Date.parse(session.created_at), session.id), session.id);
     return { kind: 'created', session };
-  }, 'session');
+  }, 'device_session');
 }
 
 export function revokeDeviceSession(store: Store, id: string, at: number): Promise<DeviceSession | undefined> {
@@ -55,7 +55,7 @@ export function revokeDeviceSession(store: Store, id: string, at: number): Promi
     const next = { ...s, revoked_at: new Date(at).toISOString() };
     void db.put(['id', id], next);
     return next;
-  }, 'session');
+  }, 'device_session');
 }
 
 export function listDeviceSessionCalls(store: Store, id: string): DeviceSessionCall[] {
