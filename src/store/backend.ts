@@ -196,7 +196,7 @@ export interface StoreBackend {
   getDeviceSessionByHash(hash: string): Promise<DeviceSession | undefined>;
   /** revoked at `at` unless already revoked; undefined when no such session */
   revokeDeviceSession(id: string, at: number): Promise<DeviceSession | undefined>;
-  /** the verify calls made with the session, oldest first (calls of one millisecond in any order) */
+  /** the verify calls made with the session, in the order they were reserved */
   listDeviceSessionCalls(id: string): Promise<DeviceSessionCall[]>;
   /** the token's sessions still usable at `at` (not revoked, not expired), newest first */
   listActiveDeviceSessions(tokenId: string, at: number): Promise<DeviceSession[]>;

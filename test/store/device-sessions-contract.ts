@@ -87,7 +87,7 @@ export function deviceSessionContract(t: Test, store: StoreBackend): void {
     // a business call on the same token is not the session's
     t.equal((await store.reserve(input(tok, null, { units: 3 }))).kind, 'reserved');
     t.equal((await store.getDeviceSession(s.id))!.captures_used, 2);
-    const last = await store.reserve(input(tok, s, { units: 1, idempotencyKey: 'dev-k', fingerprint: 'fp', at: T0 + 1500 }));
+    const last = await store.reserve(input(tok, s, { units: 1, idempotencyKey: 'dev-k', fingerprint: 'fp' }));
     if (last.kind !== 'reserved') throw new Error('not reserved');
     const body = await store.settle(last.reservation, T0 + 2000, render(last.reservation.request_id), [{ capture_id: 'c', score: 0.25 }]);
     t.equal((await store.getDeviceSession(s.id))!.captures_used, 3);
@@ -95,7 +95,7 @@ export function deviceSessionContract(t: Test, store: StoreBackend): void {
     t.same(await store.reserve(input(tok, null, { units: 1, idempotencyKey: 'dev-k', fingerprint: 'fp' })), { kind: 'replay', status: 200, body }, 'keys belong to the parent token');
     t.equal(await code(store.reserve(input(tok, s))), 'session_captures_exceeded');
     const calls = await store.listDeviceSessionCalls(s.id);
-    t.same(calls.map((c) => [c.units, c.refunded]), [[2, false], [1, false]], 'the session\'s calls, oldest first');
+    t.same(calls.map((c) => [c.units, c.refunded]), [[2, false], [1, false]], 'the session\'s calls, in reservation order');
     t.equal(calls[1]!.request_id, last.reservation.request_id);
     t.same((await store.getResults(calls[1]!.request_id))!.results, [{ capture_id: 'c', score: 0.25 }]);
     t.ok((await store.verifyLedger()).ok);

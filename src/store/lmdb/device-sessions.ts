@@ -11,7 +11,8 @@ import type { Reservation } from '../records.ts';
 // Device sessions in LMDB, two tables with typed keys:
 //   deviceSessions      ['id', id] -> DeviceSession, ['hash', hash] -> id,
 //                       ['tok', token_id, created_ms, id] -> id (mint rate, the console's list)
-//   deviceSessionCalls  ['s', session_id, at_ms, reservation_id] -> DeviceSessionCall,
+//   deviceSessionCalls  ['s', session_id, n, reservation_id] -> DeviceSessionCall (n: the call's
+//                       place among the session's, so calls of one millisecond keep their order),
 //                       ['r', reservation_id] -> its ['s', ...] key (found again on refund)
 // `void` on a write inside atomically(): part of the transaction, whose commit it reports.
 
@@ -95,7 +96,9 @@ export function bookSessionCall(store: Store, input: ReserveInput, reservation: 
   if (!input.sessionId) return;
   const s = store.db.deviceSessions.get(['id', input.sessionId]) as DeviceSession;
   void store.db.deviceSessions.put(['id', s.id], { ...s, captures_used: s.captures_used + reservation.units });
-  const key = ['s', s.id, input.at, reservation.id];
+  // inside the write transaction, so no other call of this session takes the same place
+  const n = store.db.deviceSessionCalls.getCount({ start: ['s', s.id], end: ['s', `${s.id}\u0000`] });
+  const key = ['s', s.id, n, reservation.id];
   const call: DeviceSessionCall = { request_id: reservation.request_id, reservation_id: reservation.id, units: reservation.units, at: reservation.created_at, refunded: false };
   void store.db.deviceSessionCalls.put(key, call);
   void store.db.deviceSessionCalls.put(['r', reservation.id], key);

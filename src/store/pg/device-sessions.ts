@@ -43,7 +43,7 @@ export async function revokeDeviceSession(q: Query, id: string, at: number): Pro
 }
 
 export async function listDeviceSessionCalls(q: Query, id: string): Promise<DeviceSessionCall[]> {
-  const rows = (await q('SELECT request_id, reservation_id, units, at, refunded FROM device_session_calls WHERE session_id = $1 ORDER BY at_ms, reservation_id', [id])).rows;
+  const rows = (await q('SELECT request_id, reservation_id, units, at, refunded FROM device_session_calls WHERE session_id = $1 ORDER BY seq', [id])).rows;
   return rows.map((r) => ({ request_id: r.request_id, reservation_id: r.reservation_id, units: r.units, at: r.at, refunded: r.refunded }));
 }
 

@@ -296,6 +296,7 @@ CREATE TABLE device_sessions (
 );
 CREATE INDEX device_sessions_token ON device_sessions (token_id, created_ms);
 CREATE TABLE device_session_calls (
+  seq bigserial NOT NULL,
   reservation_id text PRIMARY KEY,
   session_id text NOT NULL,
   request_id text NOT NULL,
@@ -303,7 +304,7 @@ CREATE TABLE device_session_calls (
   at text NOT NULL, at_ms bigint NOT NULL,
   refunded boolean NOT NULL DEFAULT false
 );
-CREATE INDEX device_session_calls_session ON device_session_calls (session_id, at_ms, reservation_id);
+CREATE INDEX device_session_calls_session ON device_session_calls (session_id, seq);
 
 -- The rate check and the insert under a per-token transaction lock, so concurrent mints on
 -- any node queue instead of both taking the last place; answers the window's creation times
