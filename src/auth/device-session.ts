@@ -31,10 +31,13 @@ export interface Caller {
 }
 
 /** A session authenticates while it is neither revoked nor expired and its parent token is
- * live (an operator revoking, disabling or expiring the parent ends its sessions at once). */
+ * live (an operator revoking, disabling or expiring the parent ends its sessions at once).
+ * A string that names no session is refused as any unknown bearer token was before sessions
+ * existed (401 invalid_token); invalid_session_token speaks of a session that did exist. */
 async function authenticateSession(store: StoreBackend, plaintext: string, at: number): Promise<Caller> {
   const session = await store.getDeviceSessionByHash(hashToken(plaintext));
-  if (!session || !deviceSessionUsable(session, at)) throw new ServiceError('invalid_session_token');
+  if (!session) throw new ServiceError('invalid_token');
+  if (!deviceSessionUsable(session, at)) throw new ServiceError('invalid_session_token');
   const token = await store.getToken(session.token_id);
   if (!token || !isTokenLive(token, at)) throw new ServiceError('invalid_session_token');
   return { token, session };

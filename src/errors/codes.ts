@@ -7,7 +7,7 @@ export const ERRORS = {
   invalid_token: { status: 401, message: 'The business token is missing, invalid, expired, disabled or revoked' },
   invalid_credentials: { status: 401, message: 'Wrong username or password' },
   invalid_session: { status: 401, message: 'No valid administrator session' },
-  invalid_session_token: { status: 401, message: 'The session token is unknown, expired or revoked, or its business token is no longer valid; ask the backend for a new session' },
+  invalid_session_token: { status: 401, message: 'The session token has expired or been revoked, or its business token is no longer valid; ask the backend for a new session' },
   module_forbidden: { status: 403, message: 'The token is not granted this module' },
   module_disabled: { status: 403, message: 'The operator has not enabled this module' },
   login_disabled: { status: 403, message: 'Login is disabled for this role' },

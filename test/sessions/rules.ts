@@ -122,9 +122,11 @@ export function sessionRules(t: Test, { server, clock, storeHolds }: Setup): voi
     t.match(await call('GET', '/auth/session', s.session_token), { status: 401, json: { error: { code: 'invalid_session' } } }, '/auth');
     t.equal(await used(p.token), 1, 'refused calls charged nothing');
     t.equal((await call('GET', `/v1/sessions/${s.session_id}`, p.token)).json.captures_used, 1);
+    // a string that names no session is an unknown bearer token, refused as before sessions
     const unknown = `lvs_${'A'.repeat(43)}`;
-    t.match(await postVerify(base, unknown, 'rgb_liveness', one()), { status: 401, json: { error: { code: 'invalid_session_token' } } });
-    t.match(await call('GET', '/v1/modules', unknown), { status: 401, json: { error: { code: 'invalid_session_token' } } });
+    t.match(await postVerify(base, unknown, 'rgb_liveness', one()), { status: 401, json: { error: { code: 'invalid_token' } } });
+    t.match(await call('GET', '/v1/modules', unknown), { status: 401, json: { error: { code: 'invalid_token' } } });
+    t.match(await call('GET', '/v1/me', unknown), { status: 401, json: { error: { code: 'invalid_token' } } });
   });
 
   t.test('max_captures: counted in the reservation; a call that would pass it is refused whole with 429, nothing charged', async (t) => {
