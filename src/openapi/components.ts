@@ -9,7 +9,8 @@ import { ERRORS } from '../errors/index.ts';
 import { ISSUE_TYPES } from '../errors/issue-types.ts';
 import { BatchEnvelopeSchema, CapturePacketSchema, FrameSchema, ImageDescriptorSchema, MetadataSchema } from '../packets/schemas.ts';
 import * as r from './responses.ts';
-import * as sessions from '../sessions/schemas.ts';
+import { SessionCreateSchema } from '../sessions/schemas.ts';
+import * as sessions from './session-responses.ts';
 import { MODULE_METADATA, PACKETS } from './verify-metadata.ts';
 
 // plain string enums rather than unions of literals: what client generators turn into enums
@@ -45,7 +46,7 @@ export const COMPONENTS = {
   VerifyResponse: r.VerifyResponse,
   MeResponse: r.MeResponse,
   ModulesResponse: r.ModulesResponse,
-  SessionCreate: sessions.SessionCreateSchema,
+  SessionCreate: SessionCreateSchema,
   SessionCreated: sessions.SessionCreated,
   SessionStatus: sessions.SessionStatus,
   SessionVerification: sessions.SessionVerification,

@@ -4,12 +4,21 @@ import { hashToken } from '../auth/business-token.ts';
 import type { Config } from '../config/index.ts';
 import { ServiceError } from '../errors/index.ts';
 import type { StoreBackend } from '../store/backend.ts';
-import { deviceSessionState, type DeviceSession } from '../store/device-sessions.ts';
+import { deviceSessionState, type DeviceSession, type DeviceSessionState } from '../store/device-sessions.ts';
 import type { TokenRecord } from '../store/records.ts';
-import { DEFAULT_MAX_CAPTURES, DEFAULT_TTL_SECONDS, type SessionCreateSchema, type SessionMe, type SessionStatus, type SessionVerification } from './schemas.ts';
+import { DEFAULT_MAX_CAPTURES, DEFAULT_TTL_SECONDS, type SessionCreateSchema } from './schemas.ts';
 
 // Device sessions (issue 26) as the /v1/sessions routes and GET /v1/me use them. The store
 // keeps them (src/store/device-sessions.ts); the verify use case charges them.
+
+/** One verify call of a session as GET /v1/sessions/{id} answers it. */
+export interface SessionVerification {
+  request_id: string;
+  status: 'completed' | 'pending' | 'refunded' | 'settlement_failed';
+  charged_units: number;
+  /** the result records as the verify answer had them */
+  results: unknown[] | null;
+}
 
 export type SessionLimits = Pick<Config, 'SESSION_MAX_TTL_SECONDS' | 'SESSION_MAX_CAPTURES' | 'SESSION_MINT_LIMIT' | 'SESSION_MINT_WINDOW_SECONDS'>;
 
@@ -53,8 +62,8 @@ export async function ownSession(store: StoreBackend, token: TokenRecord, id: st
 }
 
 /** What a backend reads to decide, server to server: the state and every call's results. */
-export async function sessionStatus(store: StoreBackend, s: DeviceSession, at: number): Promise<Static<typeof SessionStatus>> {
-  const results: Static<typeof SessionVerification>[] = [];
+export async function sessionStatus(store: StoreBackend, s: DeviceSession, at: number) {
+  const results: SessionVerification[] = [];
   for (const call of await store.listDeviceSessionCalls(s.id)) {
     if (call.refunded) {
       results.push({ request_id: call.request_id, status: 'refunded', charged_units: 0, results: null });
@@ -62,7 +71,7 @@ export async function sessionStatus(store: StoreBackend, s: DeviceSession, at: n
     }
     const stored = await store.getResults(call.request_id);
     if (stored) {
-      results.push({ request_id: call.request_id, status: 'completed', charged_units: call.units, results: stored.results as Static<typeof SessionVerification>['results'] });
+      results.push({ request_id: call.request_id, status: 'completed', charged_units: call.units, results: stored.results as unknown[] });
       continue;
     }
     // not settled yet, held for the operator, or settled long enough ago that retention took
@@ -78,7 +87,11 @@ export async function sessionStatus(store: StoreBackend, s: DeviceSession, at: n
 }
 
 /** GET /v1/me with a session token: the session, never the business token behind it. */
-export function sessionMe(s: DeviceSession, at: number): Static<typeof SessionMe> {
+export interface SessionMe {
+  session: { session_id: string; module_id: string; state: DeviceSessionState; expires_at: string; max_captures: number; captures_used: number; captures_left: number };
+}
+
+export function sessionMe(s: DeviceSession, at: number): SessionMe {
   return {
     session: {
       session_id: s.id, module_id: s.module_id, state: deviceSessionState(s, at), expires_at: s.expires_at,
