@@ -200,4 +200,6 @@ export interface StoreBackend {
   listDeviceSessionCalls(id: string): Promise<DeviceSessionCall[]>;
   /** the token's sessions still usable at `at` (not revoked, not expired), newest first */
   listActiveDeviceSessions(tokenId: string, at: number): Promise<DeviceSession[]>;
+  /** retention: sessions that expired before `cutoff`, with their calls, in bounded batches */
+  pruneDeviceSessionsBefore(cutoff: number): Promise<number>;
 }

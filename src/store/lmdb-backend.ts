@@ -237,6 +237,9 @@ export class LmdbBackend implements StoreBackend, FaultHooks {
   async listActiveDeviceSessions(tokenId: string, at: number) {
     return deviceSessions.listActiveDeviceSessions(this.store, tokenId, at);
   }
+  pruneDeviceSessionsBefore(cutoff: number) {
+    return deviceSessions.pruneDeviceSessionsBefore(this.store, cutoff);
+  }
 
   // One host needs no shared keys: the files in DATA_DIR/keys stay the single source
   // (signing/source.ts picks them), so reaching these is a wiring mistake.

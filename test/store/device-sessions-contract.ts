@@ -138,6 +138,22 @@ export function deviceSessionContract(t: Test, store: StoreBackend): void {
     t.same((await store.usageSnapshot(tok, T0)).map((u) => u.used), [5]);
   });
 
+  t.test('device sessions: retention removes those expired before the cutoff, with their calls', async (t) => {
+    const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: null, period: 'never' }]);
+    await store.insertToken(tok);
+    const old = await mint(store, session(tok, { expires_at: new Date(T0 + 10_000).toISOString() }));
+    const kept = await mint(store, session(tok, { expires_at: new Date(T0 + 20_000).toISOString() }, T0 + 1));
+    t.equal((await store.reserve(input(tok, old))).kind, 'reserved');
+    t.equal((await store.reserve(input(tok, kept))).kind, 'reserved');
+    const removed = await Promise.all([1, 2].map(() => store.pruneDeviceSessionsBefore(T0 + 15_000)));
+    t.ok(removed.reduce((a, b) => a + b, 0) >= 1, 'racing pruners together removed the expired one');
+    t.equal(await store.getDeviceSession(old.id), undefined);
+    t.equal(await store.getDeviceSessionByHash(old.hash), undefined);
+    t.same(await store.listDeviceSessionCalls(old.id), []);
+    t.same((await store.getDeviceSession(kept.id))!.captures_used, 1);
+    t.equal((await store.listDeviceSessionCalls(kept.id)).length, 1);
+  });
+
   t.test('device sessions: a token\'s active ones, newest first', async (t) => {
     const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: null, period: 'never' }]);
     await store.insertToken(tok);

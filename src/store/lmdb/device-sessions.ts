@@ -78,6 +78,36 @@ export function listActiveDeviceSessions(store: Store, tokenId: string, at: numb
   return out;
 }
 
+const PRUNE_BATCH = 1000;
+
+/** Sessions expired before `cutoff` go with their calls, a batch per write transaction so the
+ * write lock is never held long. */
+export async function pruneDeviceSessionsBefore(store: Store, cutoff: number): Promise<number> {
+  const sessions = store.db.deviceSessions;
+  const calls = store.db.deviceSessionCalls;
+  let removed = 0;
+  for (;;) {
+    const n = await atomically(store, () => {
+      let batch = 0;
+      for (const { value } of sessions.getRange({ start: ['id'], end: ['id\u0000'] })) {
+        const s = value as DeviceSession;
+        if (Date.parse(s.expires_at) >= cutoff) continue;
+        for (const { key, value: call } of calls.getRange({ start: ['s', s.id], end: ['s', `${s.id}\u0000`] })) {
+          void calls.remove(['r', (call as DeviceSessionCall).reservation_id]);
+          void calls.remove(key);
+        }
+        void sessions.remove(byToken(s.token_id, Date.parse(s.created_at), s.id));
+        void sessions.remove(['hash', s.hash]);
+        void sessions.remove(['id', s.id]);
+        if (++batch === PRUNE_BATCH) break;
+      }
+      return batch;
+    }, 'device_session');
+    removed += n;
+    if (n < PRUNE_BATCH) return removed;
+  }
+}
+
 // Inside the reservation's transaction (reserve.ts) and the refund's (settle.ts):
 
 /** The session's rule, checked where the quota is, once the call would otherwise be admitted. */

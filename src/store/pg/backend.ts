@@ -806,6 +806,9 @@ export class PgBackend implements StoreBackend, FaultHooks {
   listActiveDeviceSessions(tokenId: string, at: number) {
     return deviceSessions.listActiveDeviceSessions(this.sessionQuery, tokenId, at);
   }
+  pruneDeviceSessionsBefore(cutoff: number) {
+    return deviceSessions.pruneDeviceSessionsBefore(this.sessionQuery, cutoff);
+  }
 
   async listSigningKeys(): Promise<KeyFile[]> {
     return (await this.q('SELECT kid, created_at, retired_at, revoked_at, revoked_by, jwk FROM signing_keys ORDER BY seq')).rows.map(keyOf);

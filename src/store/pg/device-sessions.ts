@@ -55,6 +55,23 @@ export async function listActiveDeviceSessions(q: Query, tokenId: string, at: nu
   return rows.map(sessionOf);
 }
 
+/** Sessions expired before `cutoff` with their calls, in batches (SKIP LOCKED: nodes pruning
+ * at once take different rows). */
+export async function pruneDeviceSessionsBefore(q: Query, cutoff: number): Promise<number> {
+  let removed = 0;
+  for (;;) {
+    const n = (await q(`
+      WITH doomed AS (
+        DELETE FROM device_sessions WHERE id IN (
+          SELECT id FROM device_sessions WHERE expires_ms < $1 ORDER BY expires_ms LIMIT 1000 FOR UPDATE SKIP LOCKED)
+        RETURNING id),
+      calls AS (DELETE FROM device_session_calls WHERE session_id IN (SELECT id FROM doomed))
+      SELECT count(*)::int AS n FROM doomed`, [cutoff])).rows[0]!.n as number;
+    removed += n;
+    if (n === 0) return removed;
+  }
+}
+
 /** The reservation statement for a call made with a session (lv_reserve's arguments after the
  * session's id); lv_reserve for any other. */
 export function reserveStatement(sessionId: string | null | undefined, args: unknown[]): { text: string; values: unknown[]; name: string } {

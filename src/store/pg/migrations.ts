@@ -295,6 +295,7 @@ CREATE TABLE device_sessions (
   revoked_at text
 );
 CREATE INDEX device_sessions_token ON device_sessions (token_id, created_ms);
+CREATE INDEX device_sessions_expires ON device_sessions (expires_ms);
 CREATE TABLE device_session_calls (
   seq bigserial NOT NULL,
   reservation_id text PRIMARY KEY,
