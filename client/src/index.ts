@@ -13,4 +13,5 @@ export {
   type VerifyClient, type VerifyClientOptions, type VerifyCallOptions, type VerifyOutcome,
   type VerifyCompleted, type VerifyFailed, type CaptureVerdict, type Verdict, type ReadOutcome,
 } from './verify-client.ts';
+export { createSession, getSession, revokeSession, type SessionClientOptions, type SessionRequest } from './sessions.ts';
 export * from './wire.ts';

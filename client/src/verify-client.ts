@@ -13,7 +13,7 @@
 import { randomId } from './digest.ts';
 import { encodeMultipart } from './multipart.ts';
 import type {
-  ModuleId, BatchEnvelope, CapturePacket, MeResponse, ModulesResponse, ResultRecord, ValidationIssue, VerifyResponse,
+  ModuleId, BatchEnvelope, CapturePacket, MeResponse, ModulesResponse, ResultRecord, SessionMeResponse, ValidationIssue, VerifyResponse,
 } from './wire.ts';
 
 export type Verdict = 'live' | 'not_live' | 'retry';
@@ -63,6 +63,8 @@ export type VerifyOutcome = VerifyCompleted | VerifyFailed;
 
 export interface VerifyClientOptions {
   baseUrl: string;
+  /** a business token (lvk_...), or on a device the session token (lvs_...) its backend minted
+   * with createSession: that verifies with the session's module only, and reads session() */
   token: string;
   fetch?: typeof globalThis.fetch;
   /** total HTTP attempts including the first; default 4 */
@@ -99,6 +101,8 @@ export interface VerifyClient {
   me(options?: { signal?: AbortSignal }): Promise<ReadOutcome<MeResponse>>;
   /** GET /v1/modules: the granted modules and whether each is available now; never metered */
   modules(options?: { signal?: AbortSignal }): Promise<ReadOutcome<ModulesResponse>>;
+  /** GET /v1/me with a session token: the session's module, captures left and expiry */
+  session(options?: { signal?: AbortSignal }): Promise<ReadOutcome<SessionMeResponse>>;
 }
 
 const RETRIED_CODES = new Set(['server_busy', 'module_unavailable', 'store_unavailable', 'request_in_progress', 'request_timeout', 'inference_failed', 'internal_error']);
@@ -224,6 +228,7 @@ export function createVerifyClient(options: VerifyClientOptions): VerifyClient {
     verify,
     me: (o = {}) => read<MeResponse>('/v1/me', o.signal, (j) => Array.isArray((j as MeResponse | undefined)?.usage) && typeof (j as MeResponse).token === 'object'),
     modules: (o = {}) => read<ModulesResponse>('/v1/modules', o.signal, (j) => Array.isArray((j as ModulesResponse | undefined)?.modules)),
+    session: (o = {}) => read<SessionMeResponse>('/v1/me', o.signal, (j) => typeof (j as SessionMeResponse | undefined)?.session?.session_id === 'string'),
   };
 }
 

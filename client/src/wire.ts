@@ -43,6 +43,11 @@ export const ERROR_STATUS = {
   invalid_credentials: 401,
   invalid_current_password: 403,
   invalid_session: 401,
+  invalid_session_token: 401,
+  session_not_allowed: 403,
+  session_not_found: 404,
+  session_captures_exceeded: 429,
+  session_rate_limited: 429,
   module_forbidden: 403,
   module_disabled: 403,
   login_disabled: 403,
@@ -151,6 +156,43 @@ export interface VerifyResponse {
 export interface MeResponse {
   token: { id: string; name: string; expires_at: string | null; demo: boolean };
   usage: UsageRecord[];
+}
+
+/** POST /v1/sessions: `session_token` is shown once; hand it to the device. */
+export interface SessionCreated {
+  session_id: string;
+  session_token: string;
+  module_id: ModuleId;
+  expires_at: string;
+  max_captures: number;
+}
+
+export type SessionState = 'active' | 'expired' | 'exhausted' | 'revoked';
+
+/** One verify call made with a session: `results` exactly as its answer had them. */
+export interface SessionVerification {
+  request_id: string;
+  status: 'completed' | 'pending' | 'refunded' | 'settlement_failed';
+  charged_units: number;
+  results: ResultRecord[] | null;
+}
+
+/** GET /v1/sessions/{session_id}: what a backend decides from, server to server. */
+export interface SessionStatus {
+  session_id: string;
+  module_id: ModuleId;
+  state: SessionState;
+  created_at: string;
+  expires_at: string;
+  revoked_at: string | null;
+  max_captures: number;
+  captures_used: number;
+  results: SessionVerification[];
+}
+
+/** GET /v1/me with a session token. */
+export interface SessionMeResponse {
+  session: { session_id: string; module_id: ModuleId; state: SessionState; expires_at: string; max_captures: number; captures_used: number; captures_left: number };
 }
 
 export interface ModulesResponse {

@@ -12,7 +12,7 @@ import {
 
 export {
   eyeCrop320, cropSamplePoint, isPng, encodeMultipart, toFormData, buildCaptureWith, buildBatchWith,
-  createVerifyClient, isRetryable, parseRetryAfter, backoffDelay,
+  createVerifyClient, isRetryable, parseRetryAfter, backoffDelay, createSession, getSession, revokeSession,
   CAPTURE_PROFILE, ERROR_STATUS, LIMITS, MODULE_IDS, RGB8_BYTES,
 } from '../../client/src/index.ts';
 export type {
@@ -20,6 +20,7 @@ export type {
   VerifyClient, VerifyClientOptions, VerifyCallOptions, VerifyOutcome, VerifyCompleted, VerifyFailed,
   CaptureVerdict, Verdict, VerifyResponse, UsageRecord, ResultRecord, ErrorCode, ReadOutcome, MeResponse, ModulesResponse,
   CapturePacket, BatchEnvelope, FrameRecord, ImageDescriptor, ModuleId, Mode, Phase, ValidationIssue,
+  SessionClientOptions, SessionRequest, SessionCreated, SessionStatus, SessionVerification, SessionState, SessionMeResponse,
 } from '../../client/src/index.ts';
 export { encodePng } from '../images/png-encode.ts';
 

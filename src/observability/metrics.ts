@@ -95,6 +95,20 @@ export class WorkerMetrics {
     labelNames: ['module', 'code'] as const,
     registers: [this.registry],
   });
+  // device sessions (issue 26): by kind of call and status, never by session id, whose
+  // number grows without bound (the audit lines carry the id)
+  readonly sessionsMinted = new client.Counter({
+    name: 'lv_sessions_minted_total',
+    help: 'device sessions minted (POST /v1/sessions answered 201), by module',
+    labelNames: ['module'] as const,
+    registers: [this.registry],
+  });
+  readonly sessionCalls = new client.Counter({
+    name: 'lv_session_calls_total',
+    help: 'calls made with a device session token, by call (verify, me) and HTTP status',
+    labelNames: ['call', 'status'] as const,
+    registers: [this.registry],
+  });
 
   /** `uploadSlotsTaken`: the thread's frame-slab slots on loan (src/images/frame-slab.ts),
    * read at each scrape */

@@ -9,6 +9,8 @@ import { ERRORS } from '../errors/index.ts';
 import { ISSUE_TYPES } from '../errors/issue-types.ts';
 import { BatchEnvelopeSchema, CapturePacketSchema, FrameSchema, ImageDescriptorSchema, MetadataSchema } from '../packets/schemas.ts';
 import * as r from './responses.ts';
+import { SessionCreateSchema } from '../sessions/schemas.ts';
+import * as sessions from './session-responses.ts';
 import { MODULE_METADATA, PACKETS } from './verify-metadata.ts';
 
 // plain string enums rather than unions of literals: what client generators turn into enums
@@ -44,6 +46,12 @@ export const COMPONENTS = {
   VerifyResponse: r.VerifyResponse,
   MeResponse: r.MeResponse,
   ModulesResponse: r.ModulesResponse,
+  SessionCreate: SessionCreateSchema,
+  SessionCreated: sessions.SessionCreated,
+  SessionStatus: sessions.SessionStatus,
+  SessionVerification: sessions.SessionVerification,
+  SessionMe: sessions.SessionMe,
+  ActiveSessionList: Type.Object({ sessions: Type.Array(sessions.ActiveSession) }),
   HealthLive: r.HealthLive,
   HealthReady: r.HealthReady,
   Jwks: r.Jwks,

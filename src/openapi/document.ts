@@ -6,6 +6,7 @@ import { REQUEST_ID } from './examples.ts';
 import { referenceComponents, toJsonSchema, type JsonSchema } from './json-schema.ts';
 import type { Operation, SchemaUse } from './operation.ts';
 import { OPERATIONS } from './operations.ts';
+import { SESSION_OPERATIONS } from './session-operations.ts';
 import { ErrorBodyOf } from './responses.ts';
 import { SERVICE_VERSION } from '../version.ts';
 
@@ -38,6 +39,12 @@ shared by the whole host, with caps per client address and per token (also 503 s
 may come with \`Connection: close\` when its API worker holds more than its share of the host's connections; the
 answer is complete, and the client's next request opens a new connection.
 
+**Device sessions**: a backend mints a short-lived session token (\`lvs_...\`) for one module with POST /v1/sessions and hands it
+to the device, which uses it as its Bearer token for that module's verify and GET /v1/me only (any other call: 401 or 403). Its captures
+charge the business token's quota and count against the session's \`max_captures\` in the same reservation (past it: 429
+\`session_captures_exceeded\`, nothing charged); Idempotency-Keys belong to the business token. The backend reads each verify's
+results with GET /v1/sessions/{session_id}. Revoking, disabling or expiring the business token ends its sessions at once.
+
 **Signed verdicts**: when present, the \`X-Verdict-Signature\` header is a detached JWS (EdDSA) over the exact
 response body; keys are published at \`/.well-known/jwks.json\`.
 
@@ -45,14 +52,14 @@ response body; keys are published at \`/.well-known/jwks.json\`.
 
 
 const TAGS = [
-  { name: 'business', description: 'Verification with a business token (Authorization: Bearer lvk_...)' },
+  { name: 'business', description: 'Verification with a business token (Authorization: Bearer lvk_...), or on a device with a session token (lvs_...) minted by POST /v1/sessions' },
   { name: 'health', description: 'Liveness and readiness probes' },
   { name: 'auth', description: 'Administrator sessions' },
   { name: 'admin', description: 'Administration API and console; admin session, X-CSRF-Token on state-changing calls' },
   { name: 'meta', description: 'Keys, this document, metrics' },
 ];
 
-const SECURITY = { none: [], bearer: [{ businessToken: [] }], session: [{ adminSession: [] }] } as const;
+const SECURITY = { none: [], bearer: [{ businessToken: [] }], session: [{ adminSession: [] }], bearerOrDevice: [{ businessToken: [] }, { sessionToken: [] }] } as const;
 const csrfHeader = {
   name: 'X-CSRF-Token', in: 'header', required: true, schema: { type: 'string' },
   description: 'csrf_token from /auth/login or /auth/session', example: 'c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6',
@@ -149,7 +156,7 @@ export function buildOpenApi(): object {
   for (const [name, schema] of Object.entries(plain)) schemas[name] = referenceComponents(schema, plain, name);
 
   const paths: Record<string, Record<string, object>> = {};
-  for (const op of [...OPERATIONS, ...ADMIN_OPERATIONS]) {
+  for (const op of [...OPERATIONS, ...SESSION_OPERATIONS, ...ADMIN_OPERATIONS]) {
     const item = (paths[op.path] ??= {});
     if (item[op.method]) throw new Error(`openapi: ${op.method} ${op.path} is declared twice`);
     item[op.method] = operationObject(op);
@@ -166,6 +173,7 @@ export function buildOpenApi(): object {
       headers: { 'X-Request-ID': { description: 'id of this request, in every answer and in the logs', schema: { type: 'string' } } },
       securitySchemes: {
         businessToken: { type: 'http', scheme: 'bearer', description: 'business token (lvk_...), /v1 only' },
+        sessionToken: { type: 'http', scheme: 'bearer', description: 'device session token (lvs_...) from POST /v1/sessions: verify of its own module and GET /v1/me only' },
         adminSession: { type: 'apiKey', in: 'cookie', name: 'lv_session', description: 'administrator session cookie (<COOKIE_PREFIX>_session)' },
       },
     },

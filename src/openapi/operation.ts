@@ -25,8 +25,9 @@ export interface Operation {
   summary: string;
   description?: string;
   tag: 'health' | 'business' | 'auth' | 'admin' | 'meta';
-  /** none: public; bearer: business token; session: administrator session */
-  auth: 'none' | 'bearer' | 'session';
+  /** none: public; bearer: business token; session: administrator session; bearerOrDevice: a
+   * business token or a device session token (verify, GET /v1/me) */
+  auth: 'none' | 'bearer' | 'session' | 'bearerOrDevice';
   /** state-changing administration call: X-CSRF-Token header and csrf_failed */
   csrf?: boolean;
   parameters?: ParameterSpec[];

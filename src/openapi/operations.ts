@@ -3,6 +3,7 @@
 import { Type } from '@sinclair/typebox';
 import * as ex from './examples.ts';
 import { moduleIdParam, retryAfter, type Operation } from './operation.ts';
+import { MeAnswer } from './session-operations.ts';
 
 const VERIFY_422 = 'Validation error (invalid_input): metadata, ordering, geometry, parts, image bytes or hashes, '
   + 'or a body that is not valid multipart framing (loc ["body"], type multipart_invalid)';
@@ -27,25 +28,27 @@ export const OPERATIONS: Operation[] = [
     },
   },
   {
-    method: 'get', path: '/v1/me', operationId: 'getMe', tag: 'business', auth: 'bearer',
-    summary: 'Current token and its usage; not metered',
-    success: { status: '200', description: 'The token and a usage snapshot per granted module', schema: 'MeResponse', example: ex.me },
-    errors: ['invalid_token'],
+    method: 'get', path: '/v1/me', operationId: 'getMe', tag: 'business', auth: 'bearerOrDevice',
+    summary: 'Current token and its usage (a session token: the session); not metered',
+    success: { status: '200', description: 'The token and a usage snapshot per granted module; with a session token, the session (module, captures left, expiry)', schema: MeAnswer, example: ex.me },
+    errors: ['invalid_token', 'invalid_session_token'],
   },
   {
     method: 'get', path: '/v1/modules', operationId: 'listModules', tag: 'business', auth: 'bearer',
     summary: 'Modules granted to the token and their status; not metered',
     success: { status: '200', description: 'Granted modules', schema: 'ModulesResponse', example: ex.modules },
-    errors: ['invalid_token'],
+    errors: ['invalid_token', 'invalid_session_token', 'session_not_allowed'],
   },
   {
-    method: 'post', path: '/v1/modules/{module_id}/verify', operationId: 'verify', tag: 'business', auth: 'bearer',
+    method: 'post', path: '/v1/modules/{module_id}/verify', operationId: 'verify', tag: 'business', auth: 'bearerOrDevice',
     summary: 'Verify one capture or a batch',
     description: 'One unit is charged per capture. HTTP 200 alone is not a liveness verdict: read `status` and `alive` of each result. '
       + 'Retry server_busy, module_unavailable, store_unavailable, request_in_progress, request_timeout and inference_failed with the same Idempotency-Key and the same bytes. '
       + 'store_unavailable (503): the store cannot write (a full disk); the message says what was recorded, and nothing is charged. '
       + 'An upload below UPLOAD_MIN_BYTES_PER_SECOND over UPLOAD_RATE_WINDOW_SECONDS, or still running after UPLOAD_DEADLINE_SECONDS, is answered 408 request_timeout '
-      + '(nothing charged, the key not bound). Capacity is 2 x WORKERS slots shared by the whole host, with caps per client address and per token (503 server_busy).',
+      + '(nothing charged, the key not bound). Capacity is 2 x WORKERS slots shared by the whole host, with caps per client address and per token (503 server_busy). '
+      + 'With a session token: only the session\'s module (else 403 session_not_allowed); the business token\'s quota is charged, and a call that would pass the '
+      + 'session\'s max_captures is refused whole (429 session_captures_exceeded, nothing charged).',
     parameters: [
       moduleIdParam,
       {
@@ -86,6 +89,7 @@ export const OPERATIONS: Operation[] = [
       'invalid_idempotency_key', 'invalid_content_length', 'invalid_token', 'module_forbidden', 'module_disabled', 'module_not_found',
       'request_in_progress', 'idempotency_conflict', 'payload_too_large', 'unsupported_media_type', 'quota_exceeded',
       'inference_failed', 'settlement_failed', 'server_busy', 'module_unavailable', 'store_unavailable', 'request_timeout',
+      'invalid_session_token', 'session_not_allowed', 'session_captures_exceeded',
     ],
     validation: { description: VERIFY_422, example: ex.verifyValidation },
     errorHeaders: { '409': retryAfter, '429': retryAfter, '503': retryAfter },

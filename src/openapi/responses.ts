@@ -149,6 +149,7 @@ export const AuditRecord = Type.Object({
     description: 'live, non_live or retry when every capture had that result, mixed for a batch with several, error for any answer but 200; null on a 200 recorded before outcomes were kept',
   })),
   replayed: Nullable(Type.Boolean({ description: 'an idempotent replay (saved answer, nothing charged); null on records from before it was kept' })),
+  session_id: Type.Optional(Type.String({ description: 'the device session the call was made with; absent for a business token' })),
 });
 export const Jwks = Type.Object({
   keys: Type.Array(Type.Object({ kty: Type.String(), crv: Type.String(), x: Type.String(), kid: Type.String(), alg: Type.String(), use: Type.String() }, { additionalProperties: true })),

@@ -16,6 +16,8 @@ export interface PruneReport {
   ledger: number | null;
   /** archived requests (folders) removed with their day */
   archive: number | null;
+  /** device sessions expired longer ago than the results retention: their results are gone */
+  sessions: number | null;
 }
 
 /** One pass over every kind with its own period; the same in the service and the CLI. */
@@ -29,6 +31,7 @@ export async function pruneOnce(backend: StoreBackend, config: RetentionConfig, 
     ledger: await run(config.RETENTION_LEDGER_DAYS, (c) => backend.pruneLedgerBefore(c)),
     // the demo archive is files under DATA_DIR on every store (docs/several-nodes.md)
     archive: await run(config.RETENTION_ARCHIVE_DAYS, (c) => pruneArchiveBefore(config.DATA_DIR, c)),
+    sessions: await run(config.RETENTION_RESULTS_DAYS, (c) => backend.pruneDeviceSessionsBefore(c)),
   };
 }
 
@@ -46,7 +49,7 @@ export function startRetention(store: StoreBackend, config: RetentionConfig, log
   const pass = async () => {
     try {
       const report = await pruneOnce(store, config);
-      if (report.audit || report.results || report.ledger || report.archive) log.info({ pruned: report }, 'retention: pruned');
+      if (report.audit || report.results || report.ledger || report.archive || report.sessions) log.info({ pruned: report }, 'retention: pruned');
     } catch (err) {
       log.error({ err }, 'retention: prune failed');
     }

@@ -3,6 +3,7 @@ import type { AuditRecord, DailyTotal, KeyFile, KeyRevocation, LedgerEntry, Rese
 import type { AttemptSuccess, AttemptReservation, ThrottleView } from './throttle-rules.ts';
 import type { QuotaExceeded } from './quota.ts';
 import type { WriteHealth } from './write-health.ts';
+import type { DeviceSession, DeviceSessionCall, MintLimit, MintOutcome } from './device-sessions.ts';
 
 // One store, two implementations: LMDB embedded in DATA_DIR (the default, one host) and
 // PostgreSQL (DATABASE_URL, several stateless nodes on one database). The interface is cut
@@ -31,6 +32,9 @@ export interface ReserveInput {
   idempotencyKey: string | null;
   fingerprint: string | null;
   at: number;
+  /** a call made with a device session: its captures count against the session's
+   * max_captures in the same reservation (device-sessions.ts) */
+  sessionId?: string | null;
 }
 
 /** What a reservation came to. Only `reserved` wrote anything; a refusal leaves no trace and
@@ -51,6 +55,11 @@ export type ReserveOutcome =
   | { kind: 'invalid_token' }
   /** the token is no longer granted the module */
   | { kind: 'module_forbidden' }
+  /** a device session's call: the session is revoked, expired or exhausted past use, or its
+   * parent token is no longer live */
+  | { kind: 'invalid_session_token' }
+  /** a device session's call would pass the session's max_captures: refused whole */
+  | { kind: 'session_captures_exceeded'; message: string }
   | QuotaExceeded;
 
 /** What a settlement came to. */
@@ -231,4 +240,19 @@ export interface StoreBackend {
    * kept as the record of who and when); when it was current, `next` becomes current in the
    * same transaction. null when no such key exists. */
   revokeSigningKey(kid: string, next: KeyFile, at: number, by: string): Promise<KeyRevocation | null>;
+
+  // device sessions (issue 26; rules in device-sessions.ts)
+  /** stores `session` unless its parent minted `limit.limit` sessions within the window
+   * (decided atomically, so concurrent mints on any worker or node cannot pass it together) */
+  createDeviceSession(session: DeviceSession, limit: MintLimit, at: number): Promise<MintOutcome>;
+  getDeviceSession(id: string): Promise<DeviceSession | undefined>;
+  getDeviceSessionByHash(hash: string): Promise<DeviceSession | undefined>;
+  /** revoked at `at` unless already revoked; undefined when no such session */
+  revokeDeviceSession(id: string, at: number): Promise<DeviceSession | undefined>;
+  /** the verify calls made with the session, in the order they were reserved */
+  listDeviceSessionCalls(id: string): Promise<DeviceSessionCall[]>;
+  /** the token's sessions still usable at `at` (not revoked, not expired), newest first */
+  listActiveDeviceSessions(tokenId: string, at: number): Promise<DeviceSession[]>;
+  /** retention: sessions that expired before `cutoff`, with their calls, in bounded batches */
+  pruneDeviceSessionsBefore(cutoff: number): Promise<number>;
 }

@@ -143,6 +143,8 @@ export interface AuditRecord {
   outcome?: AuditOutcome;
   /** the answer was an idempotent replay (no inference, no charge); absent likewise */
   replayed?: boolean;
+  /** the device session the call was made with (issue 26); absent for a business token */
+  session_id?: string;
 }
 
 /** An administrator session, kept server-side (auth/session.ts). */

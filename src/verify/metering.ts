@@ -28,7 +28,12 @@ export function storeMetering(store: StoreBackend): Metering {
       return store.writes.failing() !== null;
     },
     reserve: ({ retryAfterSeconds, ...input }) => store.reserve(input).then(
-      (outcome) => admittedOrThrow(outcome, retryAfterSeconds),
+      (outcome) => admittedOrThrow(
+        // the parent revoked, disabled or expired during the upload: to the device holding the
+        // session, it is its session that no longer works
+        input.sessionId && outcome.kind === 'invalid_token' ? { kind: 'invalid_session_token' } : outcome,
+        retryAfterSeconds,
+      ),
       (err: unknown) => {
         if (isStorageFailure(err)) throw new UnrecordedCallError('nothing_written', err);
         throw err;

@@ -19,10 +19,13 @@ export function admittedOrThrow(outcome: ReserveOutcome, retryAfterSeconds: numb
       throw new ServiceError('quota_exceeded', outcome.message, outcome.retryAfterSeconds === null ? {} : retryAfter(outcome.retryAfterSeconds));
     case 'request_in_progress':
       throw new ServiceError('request_in_progress', undefined, retryAfter(retryAfterSeconds));
+    case 'session_captures_exceeded':
+      throw new ServiceError('session_captures_exceeded', outcome.message);
     case 'idempotency_conflict':
     case 'settlement_failed':
     case 'invalid_token':
     case 'module_forbidden':
+    case 'invalid_session_token':
       throw new ServiceError(outcome.kind);
   }
 }

@@ -1,4 +1,4 @@
-import { authenticateBearer } from '../auth/business-token.ts';
+import { authenticateCaller } from '../auth/device-session.ts';
 import { now } from '../clock.ts';
 import { retryAfter as retryAfterHeader, ServiceError } from '../errors/index.ts';
 import { InferenceFailedError, type ResultRecord } from '../inference/types.ts';
@@ -6,6 +6,7 @@ import { countryOf, outcomeOfBody, outcomeOfResults, requestFingerprint } from '
 import { MODULE_IDS, type ModuleId } from '../packets/types.ts';
 import { signBody, signerOf } from '../signing/index.ts';
 import type { AuditOutcome, Reservation, TokenRecord } from '../store/records.ts';
+import type { DeviceSession } from '../store/device-sessions.ts';
 import { UnrecordedCallError } from './store-outcomes.ts';
 import { earlyMetadata } from './early-metadata.ts';
 import type { AdmissionRefusal, ReceivedPart, VerifyAnswer, VerifyDeps, VerifyRequest, VerifyStep } from './ports.ts';
@@ -28,7 +29,10 @@ import { prepareRequest, type PreparedRequest } from './prepare.ts';
 
 /** What the audit line of a call needs, filled in as the steps get that far. */
 export interface CallTrace {
+  /** the business token charged: the caller's, or the parent of the caller's session */
   token: TokenRecord | null;
+  /** a call made with a device session token */
+  session?: DeviceSession | null;
   moduleId: ModuleId | null;
   captures: number;
   charged: number;
@@ -79,7 +83,7 @@ async function afterReceive(req: VerifyRequest, deps: VerifyDeps, trace: CallTra
   const prepared = timed(deps, 'validate', () => validate(moduleId, parts, early, !token.demo));
   trace.captures = prepared.captures.length;
   const at = now();
-  const booked = await timed(deps, 'reserve', () => reserve(req, deps, token, moduleId, prepared, at));
+  const booked = await timed(deps, 'reserve', () => reserve(req, deps, token, moduleId, prepared, at, trace.session?.id ?? null));
   if (booked.kind === 'replay') {
     trace.replayed = true;
     trace.outcome = outcomeOfBody(booked.answer.status, booked.answer.body as string);
@@ -101,13 +105,15 @@ async function afterReceive(req: VerifyRequest, deps: VerifyDeps, trace: CallTra
 // The steps
 
 async function accept(req: VerifyRequest, deps: VerifyDeps, trace: CallTrace): Promise<{ token: TokenRecord; moduleId: ModuleId }> {
-  const token = await authenticateBearer(deps.store, req.authorization, now(), deps.tokens);
+  const { token, session } = await authenticateCaller(deps.store, req.authorization, now(), deps.tokens);
   trace.token = token;
+  trace.session = session;
   if (!(MODULE_IDS as readonly string[]).includes(req.moduleParam)) {
     throw new ServiceError('module_not_found', `Unknown module ${JSON.stringify(req.moduleParam.slice(0, 64))}`);
   }
   const moduleId = req.moduleParam as ModuleId;
   trace.moduleId = moduleId;
+  if (session && session.module_id !== moduleId) throw new ServiceError('session_not_allowed', `This session verifies with ${session.module_id} only`);
   if (!token.grants.some((g) => g.module_id === moduleId)) throw new ServiceError('module_forbidden');
   if (!(await deps.store.moduleEnabled(moduleId))) throw new ServiceError('module_disabled');
   if (!deps.inference.readiness().find((m) => m.module_id === moduleId)?.ready) {
@@ -154,13 +160,13 @@ function validate(moduleId: ModuleId, parts: Awaited<Upload['parts']>, early: Re
 
 type Booking = { kind: 'reserved'; reservation: Reservation } | { kind: 'replay'; answer: VerifyAnswer };
 
-async function reserve(req: VerifyRequest, deps: VerifyDeps, token: TokenRecord, moduleId: ModuleId, prepared: PreparedRequest, at: number): Promise<Booking> {
+async function reserve(req: VerifyRequest, deps: VerifyDeps, token: TokenRecord, moduleId: ModuleId, prepared: PreparedRequest, at: number, sessionId: string | null): Promise<Booking> {
   const key = req.idempotencyKey ?? null;
   // parseMetadata returns the parsed objects themselves, so the metadata is not parsed again
   const { batch, captures } = prepared.parsed;
   const fingerprint = key === null ? null : requestFingerprint(moduleId, batch ? { captures } : captures[0], prepared.files);
   const outcome = await deps.metering.reserve({
-    token, moduleId, units: prepared.captures.length, requestId: req.requestId, idempotencyKey: key, fingerprint, at, retryAfterSeconds: deps.config.RETRY_AFTER_SECONDS,
+    token, moduleId, units: prepared.captures.length, requestId: req.requestId, idempotencyKey: key, fingerprint, at, retryAfterSeconds: deps.config.RETRY_AFTER_SECONDS, sessionId,
   });
   if (outcome.kind === 'replay') {
     return { kind: 'replay', answer: { status: outcome.status, body: outcome.body, contentType: 'application/json', headers: { 'Idempotency-Replayed': 'true' } } };
@@ -227,6 +233,7 @@ function audit(req: VerifyRequest, deps: VerifyDeps, trace: CallTrace, status: n
     latency_ms: Math.round((performance.now() - req.startedAt) * 10) / 10,
     outcome: status === 200 && !req.aborted() && trace.outcome ? trace.outcome : 'error',
     replayed: trace.replayed ?? false,
+    ...(trace.session ? { session_id: trace.session.id } : {}),
   } satisfies Parameters<VerifyDeps['store']['writeAudit']>[0];
   // not awaited: off the answer's path. A line the store could not write (a full disk) goes
   // to the log whole, so it is not lost; the store counts the failure (write-health.ts).

@@ -7,6 +7,7 @@ import type { ReserveInput, ReserveOutcome, SettleOutcome, StoreBackend } from '
 import { injectSettlementFault } from '../../src/store/faults.ts';
 import { DuplicateTokenNameError } from '../../src/store/errors.ts';
 import type { Grant, TokenRecord, UserRecord } from '../../src/store/records.ts';
+import { deviceSessionContract } from './device-sessions-contract.ts';
 
 // One contract, run against every store (test/store/lmdb.test.ts, test/store/pg.test.ts):
 // whatever a caller may rely on is asserted here once, so the two cannot drift apart.
@@ -57,6 +58,8 @@ async function reserved(store: StoreBackend, input: ReserveInput): Promise<Reser
 }
 
 export function storeContract(t: Test, store: StoreBackend): void {
+  deviceSessionContract(t, store);
+
   t.test('users: unique names, read-modify-write with a check that can refuse', async (t) => {
     let made = 0;
     const u = (name: string, role: UserRecord['role'] = 'admin'): UserRecord => ({ id: id('usr'), username: name, role, enabled: true, password_hash: 'h', created_at: new Date(T0 + made++).toISOString() });

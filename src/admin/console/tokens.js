@@ -103,7 +103,9 @@ function tokenRow(t, refresh, openDetail) {
 }
 
 async function renderDetail(panel, id, back) {
-  const [t, daily] = await Promise.all([get(`/admin/api/tokens/${id}`), get(`/admin/api/usage/daily${qs({ token_id: id })}`)]);
+  const [t, daily, active] = await Promise.all([
+    get(`/admin/api/tokens/${id}`), get(`/admin/api/usage/daily${qs({ token_id: id })}`), get(`/admin/api/tokens/${id}/sessions`),
+  ]);
   const usage = new Map(t.usage.map((u) => [u.module_id, u]));
   const grantRow = (m) => {
     const g = t.grants.find((x) => x.module_id === m);
@@ -136,6 +138,16 @@ async function renderDetail(panel, id, back) {
     table(['module', 'grant', 'used', 'remaining', 'resets (UTC)', ''], MODULES.map(grantRow)),
     h('h3', {}, `Units per UTC day, ${daily.from} to ${daily.to}: `, h('span', { 'data-testid': 'token-usage-total' }, String(daily.total))),
     h('div', { class: 'chart-wrap' }, dailyChart(daily.days)),
+    h('h3', {}, 'Active device sessions: ', h('span', { 'data-testid': 'token-sessions-count' }, String(active.sessions.length))),
+    active.sessions.length === 0
+      ? h('p', { class: 'muted' }, 'None: devices hold no session of this token now.')
+      : h('div', { 'data-testid': 'token-sessions' }, table(['session', 'module', 'captures used', 'created (UTC)', 'expires (UTC)'], active.sessions.map((x) => h('tr', { 'data-session': x.session_id },
+        h('td', {}, h('code', {}, x.session_id)),
+        h('td', {}, x.module_id),
+        h('td', { class: 'num' }, `${x.captures_used} / ${x.max_captures}`),
+        h('td', {}, fmtTime(x.created_at)),
+        h('td', {}, fmtTime(x.expires_at)),
+      )))),
   );
 }
 

@@ -1,5 +1,6 @@
-import { authenticateBearer } from '../../auth/business-token.ts';
+import { authenticateCaller, requireBusinessToken } from '../../auth/device-session.ts';
 import { now } from '../../clock.ts';
+import { sessionMe } from '../../sessions/index.ts';
 import type { TokenRecord } from '../../store/records.ts';
 import type { HttpContext } from '../context.ts';
 import { json } from '../respond.ts';
@@ -7,7 +8,7 @@ import type { Router } from '../router.ts';
 import type { Services } from '../services.ts';
 
 export function requireToken(ctx: HttpContext, s: Services): Promise<TokenRecord> {
-  return authenticateBearer(s.store, ctx.headers['authorization'], now());
+  return requireBusinessToken(s.store, ctx.headers['authorization'], now());
 }
 
 export type ModuleStatus = 'available' | 'disabled' | 'unavailable';
@@ -22,7 +23,11 @@ export async function moduleStatus(s: Services, moduleId: string): Promise<Modul
 export function businessRoutes(router: Router, s: Services): void {
   router.add('GET', '/v1/me', async (ctx) => {
     const at = now();
-    const token = await authenticateBearer(s.store, ctx.headers['authorization'], at);
+    const { token, session } = await authenticateCaller(s.store, ctx.headers['authorization'], at);
+    if (session) {
+      s.metrics.sessionCalls.inc({ call: 'me', status: '200' });
+      return json(200, sessionMe(session, at));
+    }
     return json(200, {
       token: { id: token.id, name: token.name, expires_at: token.expires_at, demo: token.demo },
       usage: await s.store.usageSnapshot(token, at),

@@ -10,6 +10,7 @@ import { jwksRoutes } from './jwks.ts';
 import { metricsRoutes } from './metrics.ts';
 import { modelSetRoutes } from './model-sets.ts';
 import { openapiRoutes } from './openapi.ts';
+import { sessionRoutes } from './sessions.ts';
 import { verifyRoutes } from './verify.ts';
 
 export function buildRouter(s: Services): Router {
@@ -18,6 +19,7 @@ export function buildRouter(s: Services): Router {
   healthRoutes(router, s);
   businessRoutes(router, s);
   verifyRoutes(router, s);
+  sessionRoutes(router, s);
   metricsRoutes(router, s);
   openapiRoutes(router);
   authRoutes(router, s);

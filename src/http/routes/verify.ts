@@ -76,6 +76,7 @@ export function verifyRoutes(router: Router, s: Services): void {
       .then((reply) => {
         // metrics and the request log line describe the answer as decided, before signing
         recordVerify(ctx, s.metrics, trace, reply.status, ctx.errorCode, reply.headers?.['Idempotency-Replayed'] === 'true');
+        if (trace.session) s.metrics.sessionCalls.inc({ call: 'verify', status: String(reply.status) });
         return respond(req, deps, trace, reply, ctx.errorCode ?? null);
       })
       .then((reply): Reply => {

@@ -23,6 +23,8 @@ import { dailyTotals, ensureDailyTotals } from './daily-totals.ts';
 import { ensureByTokenIndex } from './by-token.ts';
 import { getToken, getTokenByHash, insertToken, listTokens, updateToken } from './tokens.ts';
 import { getUser, getUserByName, insertUser, listUsers, updateUser } from './users.ts';
+import * as deviceSessions from './device-sessions.ts';
+import type { DeviceSession, MintLimit } from '../device-sessions.ts';
 
 /** The embedded store behind the common interface. Each job is written in its own file of
  * store/lmdb/, named as its counterpart in store/pg/ (reserve.ts, settle.ts, idempotency.ts,
@@ -189,6 +191,28 @@ export class LmdbBackend implements StoreBackend, FaultHooks {
   }
   sweepLoginThrottle(at: number) {
     return sweepFailures(this.store, at);
+  }
+
+  createDeviceSession(session: DeviceSession, limit: MintLimit, at: number) {
+    return deviceSessions.createDeviceSession(this.store, session, limit, at);
+  }
+  async getDeviceSession(id: string) {
+    return deviceSessions.getDeviceSession(this.store, id);
+  }
+  async getDeviceSessionByHash(hash: string) {
+    return deviceSessions.getDeviceSessionByHash(this.store, hash);
+  }
+  revokeDeviceSession(id: string, at: number) {
+    return deviceSessions.revokeDeviceSession(this.store, id, at);
+  }
+  async listDeviceSessionCalls(id: string) {
+    return deviceSessions.listDeviceSessionCalls(this.store, id);
+  }
+  async listActiveDeviceSessions(tokenId: string, at: number) {
+    return deviceSessions.listActiveDeviceSessions(this.store, tokenId, at);
+  }
+  pruneDeviceSessionsBefore(cutoff: number) {
+    return deviceSessions.pruneDeviceSessionsBefore(this.store, cutoff);
   }
 
   listSigningKeys = listSigningKeys;

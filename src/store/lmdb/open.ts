@@ -17,6 +17,8 @@ const NAMES = [
   // console indexes (token-names.ts, daily-totals.ts, by-token.ts): derived from the records
   // above and rebuilt from them when absent, so a store written before they existed opens
   'tokensByName', 'dailyTotals', 'byToken',
+  // device sessions and their calls (src/store/lmdb/device-sessions.ts)
+  'deviceSessions', 'deviceSessionCalls',
 ] as const;
 export type DbName = (typeof NAMES)[number];
 

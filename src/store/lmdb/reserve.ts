@@ -11,6 +11,7 @@ import type { ReserveInput, ReserveOutcome } from '../backend.ts';
 import type { Reservation, TokenRecord } from '../records.ts';
 import { bindKey, findKey } from './idempotency.ts';
 import { counterKey } from './usage.ts';
+import { bookSessionCall, sessionRefusal } from './device-sessions.ts';
 
 /** The idempotency lookup, the quota check and the reservation of the whole batch happen in
  * one LMDB write transaction. Writers are serialised across threads and processes, so two
@@ -43,6 +44,8 @@ export async function reserve(store: Store, input: ReserveInput): Promise<Reserv
     const used = (store.db.counters.get(counterKey(token.id, moduleId, grant.period, at)) as number | undefined) ?? 0;
     const refusal = quotaRefusal(moduleId, grant, used, units, at);
     if (refusal) return refusal;
+    const sessionRefused = sessionRefusal(store, input);
+    if (sessionRefused) return sessionRefused;
     const windows = { day: windowKey('day', at), month: windowKey('month', at) };
     appendLedger(store, { request_id: requestId, token_id: token.id, module_id: moduleId, units, kind: 'charge', at, windows });
     const reservation: Reservation = {
@@ -61,6 +64,7 @@ export async function reserve(store: Store, input: ReserveInput): Promise<Reserv
     };
     // `void`: a write inside the transaction is part of it; atomically() reports its commit
     void store.db.reservations.put(reservation.id, reservation);
+    bookSessionCall(store, input, reservation);
     // a request with a key always has its fingerprint (ReserveInput)
     if (key !== null) bindKey(store, reservation, fingerprint!);
     return { kind: 'reserved', reservation };

@@ -6,6 +6,7 @@ import { completeKey, releaseKey, resolveKey } from './idempotency.ts';
 import { usageSnapshot } from './usage.ts';
 import { isStorageFailure } from '../write-health.ts';
 import type { SettleOutcome } from '../backend.ts';
+import { releaseSessionCall } from './device-sessions.ts';
 
 export class SettlementError extends Error {}
 
@@ -100,6 +101,7 @@ function refundHeld(store: Store, r: Reservation, at: number): Reservation {
   appendLedger(store, { request_id: r.request_id, token_id: r.token_id, module_id: r.module_id, units: r.units, kind: 'refund', at, windows: r.windows });
   const next: Reservation = { ...r, state: 'refunded', settled_at: new Date(at).toISOString(), unsaved_body: null };
   void store.db.reservations.put(r.id, next);
+  releaseSessionCall(store, r.id);
   releaseKey(store, r);
   return next;
 }

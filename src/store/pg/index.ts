@@ -24,6 +24,8 @@ import { recoverPending } from './recovery.ts';
 import { deleteSession, deleteUserSessions, getSession, putSession, sweepSessions } from './sessions.ts';
 import { readThrottle, recordLoginFailure, recordLoginSuccess, releaseLoginAttempt, reserveLoginAttempt, sweepLoginThrottle } from './login-throttle.ts';
 import { createFirstSigningKey, listSigningKeys, revokeSigningKey, rotateSigningKey } from './keys.ts';
+import * as deviceSessions from './device-sessions.ts';
+import type { DeviceSession, MintLimit } from '../device-sessions.ts';
 
 export { StoreUnavailableError, type PgOptions } from './open.ts';
 
@@ -220,6 +222,28 @@ export class PgBackend implements StoreBackend, FaultHooks {
   }
   sweepLoginThrottle(at: number) {
     return sweepLoginThrottle(this.db, at);
+  }
+
+  createDeviceSession(session: DeviceSession, limit: MintLimit, at: number) {
+    return deviceSessions.createDeviceSession(this.db, session, limit, at);
+  }
+  getDeviceSession(id: string) {
+    return deviceSessions.getDeviceSession(this.db, id);
+  }
+  getDeviceSessionByHash(hash: string) {
+    return deviceSessions.getDeviceSessionByHash(this.db, hash);
+  }
+  revokeDeviceSession(id: string, at: number) {
+    return deviceSessions.revokeDeviceSession(this.db, id, at);
+  }
+  listDeviceSessionCalls(id: string) {
+    return deviceSessions.listDeviceSessionCalls(this.db, id);
+  }
+  listActiveDeviceSessions(tokenId: string, at: number) {
+    return deviceSessions.listActiveDeviceSessions(this.db, tokenId, at);
+  }
+  pruneDeviceSessionsBefore(cutoff: number) {
+    return deviceSessions.pruneDeviceSessionsBefore(this.db, cutoff);
   }
 
   listSigningKeys() {

@@ -274,9 +274,112 @@ const V_KEY_REVOCATION = `
 ALTER TABLE signing_keys ADD COLUMN revoked_at text, ADD COLUMN revoked_by text;
 `;
 
+// Device sessions (issue 26, src/store/pg/device-sessions.ts). lv_reserve itself is untouched:
+// a call made with a session goes through lv_reserve_session, which locks the session's row
+// (so its calls queue and cannot pass max_captures together), runs lv_reserve, and when that
+// admits the call checks the session in the same transaction; a refusal raises, which rolls
+// back lv_reserve's writes, so nothing is charged. Idempotent replays come from lv_reserve
+// before any admission, so a device retrying with its key replays even when the session is
+// used up. A reservation that becomes refunded, whoever refunds it (lv_refund, the lease
+// sweep), gives its captures back to the session through the trigger.
+const V_DEVICE_SESSIONS = `
+CREATE TABLE device_sessions (
+  id text PRIMARY KEY,
+  hash text NOT NULL UNIQUE,
+  token_id text NOT NULL,
+  module_id text NOT NULL,
+  created_at text NOT NULL, created_ms bigint NOT NULL,
+  expires_at text NOT NULL, expires_ms bigint NOT NULL,
+  max_captures integer NOT NULL,
+  captures_used integer NOT NULL DEFAULT 0,
+  revoked_at text
+);
+CREATE INDEX device_sessions_token ON device_sessions (token_id, created_ms);
+CREATE INDEX device_sessions_expires ON device_sessions (expires_ms);
+CREATE TABLE device_session_calls (
+  seq bigserial NOT NULL,
+  reservation_id text PRIMARY KEY,
+  session_id text NOT NULL,
+  request_id text NOT NULL,
+  units integer NOT NULL,
+  at text NOT NULL, at_ms bigint NOT NULL,
+  refunded boolean NOT NULL DEFAULT false
+);
+CREATE INDEX device_session_calls_session ON device_session_calls (session_id, seq);
+
+-- The rate check and the insert under a per-token transaction lock, so concurrent mints on
+-- any node queue instead of both taking the last place; answers the window's creation times
+-- when refused (the caller works out Retry-After from them).
+CREATE FUNCTION lv_mint_session(
+  p_id text, p_hash text, p_token text, p_module text, p_created text, p_created_ms bigint,
+  p_expires text, p_expires_ms bigint, p_max integer, p_limit integer, p_window_ms bigint
+) RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+  recent bigint[];
+BEGIN
+  PERFORM pg_advisory_xact_lock(hashtext('lv_mint_session:' || p_token));
+  SELECT coalesce(array_agg(created_ms ORDER BY created_ms), '{}') INTO recent
+    FROM device_sessions WHERE token_id = p_token AND created_ms > p_created_ms - p_window_ms;
+  IF cardinality(recent) >= p_limit THEN
+    RETURN jsonb_build_object('created', false, 'recent', to_jsonb(recent));
+  END IF;
+  INSERT INTO device_sessions (id, hash, token_id, module_id, created_at, created_ms, expires_at, expires_ms, max_captures)
+    VALUES (p_id, p_hash, p_token, p_module, p_created, p_created_ms, p_expires, p_expires_ms, p_max);
+  RETURN jsonb_build_object('created', true);
+END $$;
+
+CREATE FUNCTION lv_reserve_session(
+  p_session text,
+  p_token text, p_module text, p_units integer, p_request text, p_key text, p_fp text,
+  p_at_ms bigint, p_created text, p_day text, p_month text,
+  p_rsv text, p_led text, p_node text
+) RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+  s device_sessions%ROWTYPE;
+  r jsonb;
+BEGIN
+  SELECT * INTO s FROM device_sessions WHERE id = p_session FOR UPDATE;
+  BEGIN
+    r := lv_reserve(p_token, p_module, p_units, p_request, p_key, p_fp, p_at_ms, p_created, p_day, p_month, p_rsv, p_led, p_node);
+    IF r->>'kind' = 'reserved' THEN
+      IF s.id IS NULL OR s.token_id <> p_token OR s.revoked_at IS NOT NULL OR s.expires_ms <= p_at_ms THEN
+        RAISE EXCEPTION 'session unusable' USING ERRCODE = 'LV001';
+      END IF;
+      IF s.captures_used + p_units > s.max_captures THEN
+        RAISE EXCEPTION 'session captures exceeded' USING ERRCODE = 'LV002';
+      END IF;
+      UPDATE device_sessions SET captures_used = captures_used + p_units WHERE id = p_session;
+      INSERT INTO device_session_calls (reservation_id, session_id, request_id, units, at, at_ms)
+        VALUES (p_rsv, p_session, p_request, p_units, p_created, p_at_ms);
+    END IF;
+    RETURN r;
+  EXCEPTION
+    WHEN SQLSTATE 'LV001' THEN
+      RETURN jsonb_build_object('kind', 'error', 'code', 'invalid_session_token');
+    WHEN SQLSTATE 'LV002' THEN
+      RETURN jsonb_build_object('kind', 'error', 'code', 'session_captures_exceeded', 'used', s.captures_used, 'max', s.max_captures);
+  END;
+END $$;
+
+CREATE FUNCTION lv_session_refund() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  c device_session_calls%ROWTYPE;
+BEGIN
+  UPDATE device_session_calls SET refunded = true WHERE reservation_id = NEW.id AND NOT refunded RETURNING * INTO c;
+  IF FOUND THEN
+    UPDATE device_sessions SET captures_used = greatest(0, captures_used - c.units) WHERE id = c.session_id;
+  END IF;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER reservations_session_refund AFTER UPDATE OF state ON reservations
+  FOR EACH ROW WHEN (NEW.state = 'refunded' AND OLD.state IS DISTINCT FROM 'refunded')
+  EXECUTE FUNCTION lv_session_refund();
+`;
+
 export const MIGRATIONS: readonly { version: number; sql: string }[] = [
   { version: 1, sql: V1 },
   { version: 2, sql: V_SIGNING_KEYS },
   { version: 3, sql: V_RETENTION },
   { version: 4, sql: V_KEY_REVOCATION },
+  { version: 5, sql: V_DEVICE_SESSIONS },
 ];

@@ -4,6 +4,7 @@ import { quotaRefusal } from '../quota.ts';
 import type { Grant } from '../records.ts';
 import { isoOf, StoreUnavailableError, type Pg } from './open.ts';
 import { windowsOf } from './usage.ts';
+import { reserveStatement, sessionRefusal } from './device-sessions.ts';
 
 export async function reserve(db: Pg, input: ReserveInput): Promise<ReserveOutcome> {
   const { token, moduleId, units, requestId, idempotencyKey: key, fingerprint, at } = input;
@@ -13,17 +14,16 @@ export async function reserve(db: Pg, input: ReserveInput): Promise<ReserveOutco
   // 'retry': the second call then sees it (a handful of rounds is plenty)
   for (let round = 0; ; round++) {
     const id = `rsv_${randomBytes(9).toString('base64url')}`;
-    // synchronous_commit off for this statement's own transaction (the durability rule,
-    // docs/metering.md "Durability"): the reservation's commit returns before its WAL is
-    // flushed; the settlement keeps the server's setting, and its flush covers this earlier WAL
-    const call = db.q("SELECT lv_reserve($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) AS r, set_config('synchronous_commit', 'off', true)", [
+    // the reservation commits unsynced (reserveStatement says why)
+    const sql = reserveStatement(input.sessionId, [
       token.id, moduleId, units, requestId, key, fingerprint, at, created, w.day, w.month, id, `led_${randomBytes(9).toString('base64url')}`, db.node,
-    ], 'lv_reserve').catch((err: unknown) => {
+    ]);
+    const call = db.q(sql.text, sql.values, sql.name).catch((err: unknown) => {
       // the caller answers 503 and runs nothing: if the reservation did commit, give it back
       if (err instanceof StoreUnavailableError) db.repairs.set(id, { kind: 'refund', at });
       throw err;
     });
-    const out = (await call).rows[0]!.r as { kind: string; code?: string; status?: number; body?: string; used?: number; grant?: Grant };
+    const out = (await call).rows[0]!.r as { kind: string; code?: string; status?: number; body?: string; used?: number; max?: number; grant?: Grant };
     if (out.kind === 'reserved') {
       return {
         kind: 'reserved',
@@ -38,6 +38,8 @@ export async function reserve(db: Pg, input: ReserveInput): Promise<ReserveOutco
     // the function refused under the same rule lmdb/reserve.ts applies; the message and the
     // reset come from the one rule both share (quota.ts)
     if (out.code === 'quota_exceeded') return quotaRefusal(moduleId, out.grant!, out.used!, units, at)!;
+    const sessionRefused = sessionRefusal(out, units);
+    if (sessionRefused) return sessionRefused;
     if (out.code === 'request_in_progress' || out.kind === 'retry') return { kind: 'request_in_progress' };
     return { kind: out.code as 'invalid_token' | 'module_forbidden' | 'idempotency_conflict' | 'settlement_failed' };
   }

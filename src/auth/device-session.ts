@@ -1,0 +1,67 @@
+import { randomBytes } from 'node:crypto';
+import { ServiceError } from '../errors/index.ts';
+import type { StoreBackend } from '../store/backend.ts';
+import { deviceSessionUsable, type DeviceSession } from '../store/device-sessions.ts';
+import type { TokenRecord } from '../store/records.ts';
+import { isTokenLive } from '../store/token-rules.ts';
+import { authenticateBearer, hashToken } from './business-token.ts';
+
+// lvs_ + base64url of 32 random bytes, like a business token (lvk_) but told apart by its
+// prefix, so a secret scanner, a log reader and this code know which kind leaked.
+export const SESSION_TOKEN_PREFIX = 'lvs_';
+const SESSION_TOKEN_RE = /^lvs_[A-Za-z0-9_-]{43}$/;
+
+export function generateSessionToken(): string {
+  return SESSION_TOKEN_PREFIX + randomBytes(32).toString('base64url');
+}
+
+export function newSessionId(): string {
+  return `ses_${randomBytes(9).toString('base64url')}`;
+}
+
+function bearerOf(authorization: string | undefined): string | null {
+  const m = authorization === undefined ? null : /^Bearer ([^\s]+)$/i.exec(authorization.trim());
+  return m ? m[1]! : null;
+}
+
+/** Who calls: a business token, or a session with the business token it charges. */
+export interface Caller {
+  token: TokenRecord;
+  session: DeviceSession | null;
+}
+
+/** A session authenticates while it is neither revoked nor expired and its parent token is
+ * live (an operator revoking, disabling or expiring the parent ends its sessions at once).
+ * A string that names no session is refused as any unknown bearer token was before sessions
+ * existed (401 invalid_token); invalid_session_token speaks of a session that did exist. */
+async function authenticateSession(store: StoreBackend, plaintext: string, at: number): Promise<Caller> {
+  const session = await store.getDeviceSessionByHash(hashToken(plaintext));
+  if (!session) throw new ServiceError('invalid_token');
+  if (!deviceSessionUsable(session, at)) throw new ServiceError('invalid_session_token');
+  const token = await store.getToken(session.token_id);
+  if (!token || !isTokenLive(token, at)) throw new ServiceError('invalid_session_token');
+  return { token, session };
+}
+
+/** For the calls a session may make (verify, GET /v1/me): either kind of bearer token. */
+export async function authenticateCaller(
+  store: StoreBackend,
+  authorization: string | undefined,
+  at: number,
+  lookup?: (hash: string) => Promise<TokenRecord | undefined>,
+): Promise<Caller> {
+  const bearer = bearerOf(authorization);
+  if (bearer !== null && SESSION_TOKEN_RE.test(bearer)) return authenticateSession(store, bearer, at);
+  return { token: await authenticateBearer(store, authorization, at, lookup), session: null };
+}
+
+/** For every other /v1 call: a business token, exactly as before sessions existed; a live
+ * session token is refused 403 (it is a credential, just not for this), a dead one 401. */
+export async function requireBusinessToken(store: StoreBackend, authorization: string | undefined, at: number): Promise<TokenRecord> {
+  const bearer = bearerOf(authorization);
+  if (bearer !== null && SESSION_TOKEN_RE.test(bearer)) {
+    await authenticateSession(store, bearer, at);
+    throw new ServiceError('session_not_allowed');
+  }
+  return authenticateBearer(store, authorization, at);
+}

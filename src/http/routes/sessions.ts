@@ -1,0 +1,45 @@
+import { requireBusinessToken } from '../../auth/device-session.ts';
+import { now } from '../../clock.ts';
+import { bodyParser } from '../../packets/json-body.ts';
+import { MAX_ID_CHARS } from '../../admin/page-query.ts';
+import { ServiceError } from '../../errors/index.ts';
+import { activeSessions, mintSession, ownSession, sessionStatus } from '../../sessions/index.ts';
+import { SessionCreateSchema } from '../../sessions/schemas.ts';
+import { readJson } from '../body.ts';
+import { json } from '../respond.ts';
+import type { Router } from '../router.ts';
+import type { Services } from '../services.ts';
+
+const parseCreate = bodyParser(SessionCreateSchema);
+
+/** /v1/sessions (issue 26): a backend, with its business token, mints a device session, reads
+ * its results and revokes it. A session token is refused on all three (403 session_not_allowed). */
+export function sessionRoutes(router: Router, s: Services): void {
+  router.add('POST', '/v1/sessions', async (ctx) => {
+    // the token before the body: an unauthenticated caller learns nothing of the schema
+    const token = await requireBusinessToken(s.store, ctx.headers['authorization'], now());
+    const input = parseCreate(await readJson(ctx, 4096));
+    const created = await mintSession(s.store, s.config, token, input, now());
+    s.metrics.sessionsMinted.inc({ module: created.module_id });
+    return json(201, created);
+  });
+  router.add('GET', '/v1/sessions/:session_id', async (ctx, p) => {
+    const at = now();
+    const token = await requireBusinessToken(s.store, ctx.headers['authorization'], at);
+    return json(200, await sessionStatus(s.store, await ownSession(s.store, token, p.session_id!), at));
+  });
+  router.add('DELETE', '/v1/sessions/:session_id', async (ctx, p) => {
+    const at = now();
+    const token = await requireBusinessToken(s.store, ctx.headers['authorization'], at);
+    await s.store.revokeDeviceSession((await ownSession(s.store, token, p.session_id!)).id, at);
+    return { status: 204 };
+  });
+
+  // the console's token detail lists the sessions devices hold now
+  router.admin('GET', '/admin/api/tokens/:id/sessions', async (_ctx, p) => {
+    const id = p.id!;
+    // as every /admin/api/tokens/:id route: an id that cannot exist names nothing (issue 29)
+    if ([...id].length > MAX_ID_CHARS || id.includes('\u0000') || !(await s.store.getToken(id))) throw new ServiceError('not_found');
+    return json(200, { sessions: await activeSessions(s.store, id, now()) });
+  });
+}

@@ -1,0 +1,109 @@
+import type { Static } from '@sinclair/typebox';
+import { generateSessionToken, newSessionId } from '../auth/device-session.ts';
+import { hashToken } from '../auth/business-token.ts';
+import type { Config } from '../config/index.ts';
+import { ServiceError } from '../errors/index.ts';
+import type { StoreBackend } from '../store/backend.ts';
+import { deviceSessionState, type DeviceSession, type DeviceSessionState } from '../store/device-sessions.ts';
+import type { TokenRecord } from '../store/records.ts';
+import { DEFAULT_MAX_CAPTURES, DEFAULT_TTL_SECONDS, type SessionCreateSchema } from './schemas.ts';
+
+// Device sessions (issue 26) as the /v1/sessions routes and GET /v1/me use them. The store
+// keeps them (src/store/device-sessions.ts); the verify use case charges them.
+
+/** One verify call of a session as GET /v1/sessions/{id} answers it. */
+export interface SessionVerification {
+  request_id: string;
+  status: 'completed' | 'pending' | 'refunded' | 'settlement_failed';
+  charged_units: number;
+  /** the result records as the verify answer had them */
+  results: unknown[] | null;
+}
+
+export type SessionLimits = Pick<Config, 'SESSION_MAX_TTL_SECONDS' | 'SESSION_MAX_CAPTURES' | 'SESSION_MINT_LIMIT' | 'SESSION_MINT_WINDOW_SECONDS'>;
+
+/** Mints a session of `token` for one of its granted, enabled modules. */
+export async function mintSession(store: StoreBackend, limits: SessionLimits, token: TokenRecord, input: Static<typeof SessionCreateSchema>, at: number) {
+  if (!token.grants.some((g) => g.module_id === input.module_id)) throw new ServiceError('module_forbidden');
+  if (!(await store.moduleEnabled(input.module_id))) throw new ServiceError('module_disabled');
+  const ttlMs = Math.min(input.ttl_seconds ?? DEFAULT_TTL_SECONDS, limits.SESSION_MAX_TTL_SECONDS) * 1000;
+  // never outliving the token that pays for it
+  const expires = token.expires_at === null ? at + ttlMs : Math.min(at + ttlMs, Date.parse(token.expires_at));
+  const plaintext = generateSessionToken();
+  const session: DeviceSession = {
+    id: newSessionId(),
+    hash: hashToken(plaintext),
+    token_id: token.id,
+    module_id: input.module_id,
+    created_at: new Date(at).toISOString(),
+    expires_at: new Date(expires).toISOString(),
+    max_captures: Math.min(input.max_captures ?? DEFAULT_MAX_CAPTURES, limits.SESSION_MAX_CAPTURES),
+    captures_used: 0,
+    revoked_at: null,
+  };
+  const out = await store.createDeviceSession(session, { limit: limits.SESSION_MINT_LIMIT, windowMs: limits.SESSION_MINT_WINDOW_SECONDS * 1000 }, at);
+  if (out.kind === 'rate_limited') {
+    throw new ServiceError('session_rate_limited', `This token minted ${limits.SESSION_MINT_LIMIT} sessions in the last ${limits.SESSION_MINT_WINDOW_SECONDS} s; retry after the indicated delay`, {
+      'Retry-After': String(out.retryAfterSeconds),
+    });
+  }
+  return { session_id: session.id, session_token: plaintext, module_id: session.module_id, expires_at: session.expires_at, max_captures: session.max_captures };
+}
+
+const SESSION_ID = /^ses_[A-Za-z0-9_-]{12}$/;
+
+/** The session `id` of `token`; another token's, or none, is 404 alike (an id says nothing of
+ * whether it exists elsewhere). */
+export async function ownSession(store: StoreBackend, token: TokenRecord, id: string): Promise<DeviceSession> {
+  // the shape first: an id that could never be minted (a NUL, megabytes) never reaches the store
+  const s = SESSION_ID.test(id) ? await store.getDeviceSession(id) : undefined;
+  if (!s || s.token_id !== token.id) throw new ServiceError('session_not_found');
+  return s;
+}
+
+/** What a backend reads to decide, server to server: the state and every call's results. */
+export async function sessionStatus(store: StoreBackend, s: DeviceSession, at: number) {
+  const results: SessionVerification[] = [];
+  for (const call of await store.listDeviceSessionCalls(s.id)) {
+    if (call.refunded) {
+      results.push({ request_id: call.request_id, status: 'refunded', charged_units: 0, results: null });
+      continue;
+    }
+    const stored = await store.getResults(call.request_id);
+    if (stored) {
+      results.push({ request_id: call.request_id, status: 'completed', charged_units: call.units, results: stored.results as unknown[] });
+      continue;
+    }
+    // not settled yet, held for the operator, or settled long enough ago that retention took
+    // the reservation and the results (the charge stands)
+    const r = await store.getReservation(call.reservation_id);
+    const status = r?.state === 'pending' || r?.state === 'settlement_failed' ? r.state : r?.state === 'refunded' ? 'refunded' : 'completed';
+    results.push({ request_id: call.request_id, status, charged_units: status === 'refunded' ? 0 : call.units, results: null });
+  }
+  return {
+    session_id: s.id, module_id: s.module_id, state: deviceSessionState(s, at), created_at: s.created_at, expires_at: s.expires_at,
+    revoked_at: s.revoked_at, max_captures: s.max_captures, captures_used: s.captures_used, results,
+  };
+}
+
+/** GET /v1/me with a session token: the session, never the business token behind it. */
+export interface SessionMe {
+  session: { session_id: string; module_id: string; state: DeviceSessionState; expires_at: string; max_captures: number; captures_used: number; captures_left: number };
+}
+
+export function sessionMe(s: DeviceSession, at: number): SessionMe {
+  return {
+    session: {
+      session_id: s.id, module_id: s.module_id, state: deviceSessionState(s, at), expires_at: s.expires_at,
+      max_captures: s.max_captures, captures_used: s.captures_used, captures_left: Math.max(0, s.max_captures - s.captures_used),
+    },
+  };
+}
+
+/** The console's list of a token's active sessions. */
+export async function activeSessions(store: StoreBackend, tokenId: string, at: number) {
+  return (await store.listActiveDeviceSessions(tokenId, at)).map((s) => ({
+    session_id: s.id, module_id: s.module_id, state: deviceSessionState(s, at), created_at: s.created_at, expires_at: s.expires_at,
+    max_captures: s.max_captures, captures_used: s.captures_used,
+  }));
+}

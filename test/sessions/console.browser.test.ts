@@ -1,0 +1,48 @@
+import fs from 'node:fs';
+import t from 'tap';
+import { bearer, makeToken, startServer } from '../helpers/server.ts';
+
+// The console's token page lists the token's active device sessions (issue 26), in headless
+// Debian Chromium, as test/admin/console.browser.test.ts drives it.
+const CHROMIUM = '/usr/bin/chromium';
+if (!fs.existsSync(CHROMIUM)) {
+  t.plan(0, `console browser test skipped: ${CHROMIUM} not found (apt-get install -y chromium)`);
+} else {
+  const { chromium } = await import('playwright-core');
+  const server = await startServer({ ready: true, env: { ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'correct horse battery' } });
+  const browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  t.teardown(async () => {
+    await browser.close();
+    await server.stop();
+  });
+  const page = await browser.newPage();
+  const problems: string[] = [];
+  page.on('pageerror', (e) => problems.push(e.message));
+
+  t.test('a token\'s detail shows its active sessions, not the revoked one', async (t) => {
+    const { token, name } = await makeToken(server, ['rgb_liveness:100:day']);
+    const mint = async () => (await (await fetch(`${server.baseUrl}/v1/sessions`, {
+      method: 'POST', headers: { ...bearer(token), 'content-type': 'application/json' }, body: JSON.stringify({ module_id: 'rgb_liveness', max_captures: 4 }),
+    })).json()) as { session_id: string };
+    const active = await mint();
+    const revoked = await mint();
+    t.equal((await fetch(`${server.baseUrl}/v1/sessions/${revoked.session_id}`, { method: 'DELETE', headers: bearer(token) })).status, 204);
+
+    await page.goto(`${server.baseUrl}/admin`);
+    await page.fill('#login-username', 'root');
+    await page.fill('#login-password', 'correct horse battery');
+    await page.click('#login-submit');
+    await page.waitForSelector('#main-view', { state: 'visible' });
+    await page.click('#tabs button[data-tab=tokens]');
+    await page.click(`button:has-text("${name}")`);
+    await page.waitForSelector('[data-testid=token-sessions-count]');
+    t.equal(await page.textContent('[data-testid=token-sessions-count]'), '1');
+    t.ok(await page.$(`[data-testid=token-sessions] tr[data-session="${active.session_id}"]`), 'the active session is listed');
+    t.notOk(await page.$(`tr[data-session="${revoked.session_id}"]`), 'the revoked one is not');
+    t.match(await page.textContent(`tr[data-session="${active.session_id}"]`), '0 / 4');
+    t.same(problems, [], 'no script errors');
+  });
+}
