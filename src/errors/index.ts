@@ -1,1 +1,1 @@
-export { ERRORS, ServiceError, ValidationFailure, type ErrorCode } from './codes.ts';
+export { ERRORS, errorBody, ServiceError, ValidationFailure, type ErrorCode } from './codes.ts';

@@ -1,9 +1,8 @@
 import { ServiceError } from '../errors/index.ts';
+import { ClientGoneError } from '../verify/index.ts';
 import type { HttpContext } from './context.ts';
 import { MultipartError, MultipartParser, type ReceivedPart } from './multipart/index.ts';
 import type { UploadPacer } from './upload-pace.ts';
-
-export class ClientGoneError extends Error {}
 
 export interface UploadLimits {
   maxBodyBytes: number;
