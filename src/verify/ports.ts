@@ -24,8 +24,9 @@ export interface ReceivedPart {
   release?(): void;
 }
 
-/** How `openBody` rejects when the client goes away mid-upload: nobody is listening, so the
- * call's answer is a 499 without a body, for the audit line and the request log. */
+/** Not an HTTP error: the client went away mid-upload, so there is nobody left to answer; the
+ * call is only logged (a 499 on its audit line and request log line) and released. This is how
+ * `openBody` rejects then. */
 export class ClientGoneError extends Error {}
 
 /** What the verify use case needs from the transport: the request's values, copied before the
