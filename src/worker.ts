@@ -2,6 +2,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { RemoteInference } from './cluster/remote-inference.ts';
 import type { FromWorker, ToWorker, WorkerData } from './cluster/messages.ts';
 import { SLOTS_PER_WORKER } from './config/index.ts';
+import { TokenCache } from './auth/token-cache.ts';
 import { createApp } from './http/app.ts';
 import { createCors } from './http/cors.ts';
 import { ConnectionBalance } from './http/balance.ts';
@@ -44,12 +45,18 @@ const uploadPacer = new UploadPacer({
   deadlineSeconds: config.UPLOAD_DEADLINE_SECONDS,
 });
 
+// PostgreSQL: a token read is a round trip; LMDB reads are local and need no cache.
+const tokenCache = store.kind === 'postgres' && config.TOKEN_CACHE_SECONDS > 0
+  ? new TokenCache((hash) => store.getTokenByHash(hash), config.TOKEN_CACHE_SECONDS * 1000)
+  : null;
+
 let nextMetricsId = 1;
 const metricsWaiters = new Map<number, (r: { text: string; contentType: string }) => void>();
 
 const router = buildRouter({
   config,
   store,
+  tokens: tokenCache ? (hash) => tokenCache.get(hash) : (hash) => store.getTokenByHash(hash),
   log,
   metrics,
   inference,

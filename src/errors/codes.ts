@@ -57,6 +57,11 @@ export class ServiceError extends Error {
   }
 }
 
+/** The error body of every answer but a 422's (interface-spec.md "Errors"). */
+export function errorBody(code: ErrorCode | string, message: string, requestId: string): object {
+  return { error: { code, message }, request_id: requestId };
+}
+
 /** 422 carrying FastAPI-style detail items instead of the error body. */
 export class ValidationFailure extends Error {
   readonly status = 422;

@@ -1,2 +1,2 @@
-export { ERRORS, ServiceError, ValidationFailure, type ErrorCode } from './codes.ts';
+export { ERRORS, errorBody, ServiceError, ValidationFailure, type ErrorCode } from './codes.ts';
 export { retryAfter } from './retry-after.ts';

@@ -1,4 +1,4 @@
-import { ERRORS, ServiceError, ValidationFailure, type ErrorCode } from '../errors/index.ts';
+import { ERRORS, errorBody, ServiceError, ValidationFailure } from '../errors/index.ts';
 import type { HttpContext } from './context.ts';
 import { statusLine } from './status.ts';
 
@@ -14,10 +14,6 @@ export interface Reply {
 
 export function json(status: number, body: unknown, headers?: Record<string, string>): Reply {
   return { status, body, headers };
-}
-
-export function errorBody(code: ErrorCode | string, message: string, requestId: string): object {
-  return { error: { code, message }, request_id: requestId };
 }
 
 /** Maps any thrown value to a reply: declared errors keep their code, 422s carry `detail`,

@@ -3,6 +3,7 @@ import type { InferenceService } from '../inference/types.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { WorkerMetrics } from '../observability/metrics.ts';
 import type { StoreBackend } from '../store/backend.ts';
+import type { TokenRecord } from '../store/records.ts';
 import type { ConnectionBalance } from './balance.ts';
 import type { HostAdmission } from './capacity.ts';
 import type { UploadPacer } from './upload-pace.ts';
@@ -11,6 +12,9 @@ import type { UploadPacer } from './upload-pace.ts';
 export interface Services {
   config: Config;
   store: StoreBackend;
+  /** token reads for verify calls, through a cache or straight from the store as the worker
+   * chose for its store (absent: straight from the store) */
+  tokens?: (hash: string) => Promise<TokenRecord | undefined>;
   log: Logger;
   metrics: WorkerMetrics;
   inference: InferenceService;

@@ -1,11 +1,8 @@
 import { ServiceError } from '../errors/index.ts';
+import { ClientGoneError } from '../verify/index.ts';
 import type { HttpContext } from './context.ts';
 import { MultipartError, MultipartParser, type ReceivedPart } from './multipart/index.ts';
 import type { UploadPacer } from './upload-pace.ts';
-
-/** Not an HTTP error: the client went away mid-upload, so there is nobody left to answer; the
- * call is only logged and released. */
-export class ClientGoneError extends Error {}
 
 export interface UploadLimits {
   maxBodyBytes: number;

@@ -20,6 +20,8 @@ export function requestFacts(ctx: object): RequestFacts | undefined {
 /** What a verify call learnt by its end (the route's call state). */
 export interface VerifyFacts {
   token: { id: string } | null;
+  /** the device session the call was made with, if any */
+  session: { id: string } | null;
   moduleId: string | null;
   charged: number;
   reserved: number;
@@ -39,6 +41,7 @@ function verdictOf(r: { status: string; alive: boolean | null }): string {
  */
 export function recordVerify(ctx: object, metrics: WorkerMetrics, f: VerifyFacts, status: number, code: string | undefined, replayed: boolean): void {
   const module = f.moduleId ?? 'unknown';
+  if (f.session) metrics.sessionCalls.inc({ call: 'verify', status: String(status) });
   let outcome: string;
   if (replayed) outcome = 'replayed';
   else if (status !== 200 || !f.results) outcome = 'error';

@@ -1,5 +1,7 @@
 export { prepareRequest, metadataText, type PreparedRequest } from './prepare.ts';
 export { earlyMetadata } from './early-metadata.ts';
-export { verify, respond, type CallTrace } from './verify.ts';
+export { verify, type VerifyCall } from './verify.ts';
+export { ANSWERS } from './outcomes.ts';
 export { storeMetering, type Metering } from './metering.ts';
+export { ClientGoneError } from './ports.ts';
 export type { Admission, AdmissionRefusal, VerifyAnswer, VerifyDeps, VerifyRequest } from './ports.ts';

@@ -1,6 +1,7 @@
 import type { Config } from '../config/index.ts';
 import type { InferenceService } from '../inference/types.ts';
 import type { Logger } from '../observability/logger.ts';
+import type { VerifyFacts } from '../observability/request-facts.ts';
 import type { StoreBackend } from '../store/backend.ts';
 import type { TokenRecord } from '../store/records.ts';
 import type { Metering } from './metering.ts';
@@ -23,8 +24,13 @@ export interface ReceivedPart {
   release?(): void;
 }
 
+/** Not an HTTP error: the client went away mid-upload, so there is nobody left to answer; the
+ * call is only logged (a 499 on its audit line and request log line) and released. This is how
+ * `openBody` rejects then. */
+export class ClientGoneError extends Error {}
+
 /** What the verify use case needs from the transport: the request's values, copied before the
- * first await, and its body. */
+ * first await, its body, and where the facts of its answer go. */
 export interface VerifyRequest {
   requestId: string;
   /** path parameter, not yet known to be a module */
@@ -41,6 +47,9 @@ export interface VerifyRequest {
   openBody(onPartEnd: (part: ReceivedPart) => void): Promise<ReceivedPart[]>;
   /** the client went away before the answer */
   aborted(): boolean;
+  /** The answer as decided, before it is signed: the metrics and the request log line
+   * (src/observability/request-facts.ts), which the transport keeps beside its request. */
+  record(facts: VerifyFacts, status: number, errorCode: string | undefined, replayed: boolean): void;
 }
 
 /** Why admission refused a call (see src/http/capacity.ts). */
@@ -55,8 +64,13 @@ export interface VerifyDeps {
   config: Pick<Config, 'DATA_DIR' | 'RETRY_AFTER_SECONDS'>;
   /** token, module and audit records */
   store: StoreBackend;
-  /** token reads for accept; a short cache on a shared store (the reservation re-checks) */
-  tokens?: (hash: string) => Promise<TokenRecord | undefined>;
+  /** token reads for accept, read through a short cache or not as the composition root chose
+   * for its store (the reservation re-checks the token either way) */
+  tokens: (hash: string) => Promise<TokenRecord | undefined>;
+  /** the clock of quota windows, token expiry and record times (src/clock.ts) */
+  now(): number;
+  /** the detached JWS of an answer's exact body bytes (src/signing) */
+  sign(body: string): Promise<string>;
   admission: Admission;
   metering: Metering;
   inference: InferenceService;
@@ -73,10 +87,12 @@ export interface VerifyDeps {
  * (the client's upload speed), `respond` is the audit hand-off and the signature. */
 export type VerifyStep = 'accept' | 'receive' | 'validate' | 'reserve' | 'infer' | 'settle' | 'respond';
 
-/** An answer of the use case; the transport renders it. */
+/** An answer of the use case (every one is listed in outcomes.ts); the transport renders it. */
 export interface VerifyAnswer {
   status: number;
   body?: unknown;
   headers?: Record<string, string>;
   contentType?: string;
+  /** the refusal's code, for the audit line and the request log; absent on a 200 */
+  errorCode?: string;
 }
