@@ -9,6 +9,7 @@
 //                             mmdebstrap and imported as localhost/liveness-base:trixie)
 //   CONTAINER_ENGINE=podman|docker   default: podman when installed, else docker
 //   IMAGE_TAG=<name:tag>      default localhost/liveness-service:<package version>
+//   --postgres                also build localhost/liveness-postgres:17 (deploy/compose.yaml)
 import { createHash } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
 import { chmodSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -51,22 +52,37 @@ function imageExists(engine, ref) {
 }
 
 /** Debian 13 minbase from Debian's own packages: the same base on every host, without a
- * registry. ca-certificates so that an outgoing TLS connection (PostgreSQL with sslmode)
- * can verify its peer. */
-export function ensureBase(engine) {
-  if (process.env.IMAGE_BASE) return process.env.IMAGE_BASE;
-  if (imageExists(engine, DEFAULT_BASE)) return DEFAULT_BASE;
-  if (!has('mmdebstrap')) throw new Error(`no base image ${DEFAULT_BASE} and no mmdebstrap to build it: apt-get install mmdebstrap, or set IMAGE_BASE`);
+ * registry. `include`: ca-certificates for the service (an outgoing TLS connection, PostgreSQL
+ * with sslmode, verifies its peer); postgresql-17 for the database image. */
+function ensureDebianBase(engine, ref, include) {
+  if (imageExists(engine, ref)) return ref;
+  if (!has('mmdebstrap')) throw new Error(`no base image ${ref} and no mmdebstrap to build it: apt-get install mmdebstrap, or set IMAGE_BASE`);
   mkdirSync(stage, { recursive: true });
   const tar = join(stage, 'base.tar');
   run('mmdebstrap', [
-    '--variant=minbase', '--include=ca-certificates', '--quiet',
+    '--variant=minbase', `--include=${include}`, '--quiet',
     '--dpkgopt=path-exclude=/usr/share/doc/*', '--dpkgopt=path-exclude=/usr/share/man/*', '--dpkgopt=path-exclude=/usr/share/locale/*',
     'trixie', tar,
   ]);
-  run(engine, ['import', tar, DEFAULT_BASE], { capture: true });
+  run(engine, ['import', tar, ref], { capture: true });
   rmSync(tar);
-  return DEFAULT_BASE;
+  return ref;
+}
+
+export function ensureBase(engine) {
+  return process.env.IMAGE_BASE || ensureDebianBase(engine, DEFAULT_BASE, 'ca-certificates');
+}
+
+export const POSTGRES_TAG = 'localhost/liveness-postgres:17';
+
+/** The PostgreSQL of deploy/compose.yaml and the image test, built the same offline way. */
+export function buildPostgresImage() {
+  const engine = containerEngine();
+  const base = ensureDebianBase(engine, 'localhost/liveness-postgres-base:trixie', 'postgresql-17');
+  const format = engine === 'podman' ? ['--format', 'docker'] : [];
+  run(engine, ['build', ...format, '--quiet', '--file', join(root, 'deploy/container/postgres.Containerfile'), '--build-arg', `BASE=${base}`, '--tag', POSTGRES_TAG, join(root, 'deploy/container')], { capture: true });
+  process.stdout.write(`built ${POSTGRES_TAG} with ${engine}\n`);
+  return { engine, tag: POSTGRES_TAG };
 }
 
 const arch = { x64: 'x64', arm64: 'arm64' }[process.arch];
@@ -131,6 +147,7 @@ export function buildImage() {
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   try {
     buildImage();
+    if (process.argv.includes('--postgres')) buildPostgresImage();
   } catch (e) {
     process.stderr.write(`image:build: ${e.message}\n`);
     process.exit(1);

@@ -59,7 +59,7 @@ class Cluster {
   private geo: SharedArrayBuffer | null;
 
   constructor(private config: Config, private log: Logger, private engine: EngineHost, private store: StoreBackend, private stopRetention: () => Promise<void>, private refunds: RefundMetrics) {
-    this.metrics = new MainMetrics(engine);
+    this.metrics = new MainMetrics(engine, describeUwsBuild());
     this.admission = createAdmissionTable(config.WORKERS * SLOTS_PER_WORKER);
     this.balance = createBalanceTable(config.WORKERS);
     this.geo = geoDatabase();
