@@ -73,13 +73,22 @@ export function ensureBase(engine) {
   return process.env.IMAGE_BASE || ensureDebianBase(engine, DEFAULT_BASE, 'ca-certificates');
 }
 
+/** HEALTHCHECK is part of the Docker image format only: podman's default OCI format drops
+ * it. RUN steps use runc where it is installed: crun fails on hosts with hybrid cgroups
+ * (PODMAN_RUNTIME chooses another). */
+function podmanFlags(engine) {
+  if (engine !== 'podman') return [];
+  const runtime = process.env.PODMAN_RUNTIME || (has('runc') ? 'runc' : null);
+  return ['--format', 'docker', ...(runtime ? ['--runtime', runtime] : [])];
+}
+
 export const POSTGRES_TAG = 'localhost/liveness-postgres:17';
 
 /** The PostgreSQL of deploy/compose.yaml and the image test, built the same offline way. */
 export function buildPostgresImage() {
   const engine = containerEngine();
   const base = ensureDebianBase(engine, 'localhost/liveness-postgres-base:trixie', 'postgresql-17');
-  const format = engine === 'podman' ? ['--format', 'docker'] : [];
+  const format = podmanFlags(engine);
   run(engine, ['build', ...format, '--quiet', '--file', join(root, 'deploy/container/postgres.Containerfile'), '--build-arg', `BASE=${base}`, '--tag', POSTGRES_TAG, join(root, 'deploy/container')], { capture: true });
   process.stdout.write(`built ${POSTGRES_TAG} with ${engine}\n`);
   return { engine, tag: POSTGRES_TAG };
@@ -136,8 +145,7 @@ export function buildImage() {
   stageApp();
   stageNode();
   writeFileSync(join(stage, '.stamp'), `${IMAGE_TAG}\n`);
-  // HEALTHCHECK is part of the Docker image format only; podman's default OCI format drops it
-  const format = engine === 'podman' ? ['--format', 'docker'] : [];
+  const format = podmanFlags(engine);
   run(engine, ['build', ...format, '--file', join(root, 'Containerfile'), '--build-arg', `BASE=${base}`, '--build-arg', `VERSION=${pkg.version}`, '--tag', IMAGE_TAG, stage]);
   const size = Number(run(engine, ['image', 'inspect', '--format', '{{.Size}}', IMAGE_TAG], { capture: true }).stdout.trim());
   process.stdout.write(`built ${IMAGE_TAG} on ${base} with ${engine}: ${(size / 1024 / 1024).toFixed(0)} MiB\n`);
