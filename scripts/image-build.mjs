@@ -144,6 +144,10 @@ export function buildImage() {
   const base = ensureBase(engine);
   stageApp();
   stageNode();
+  // only the binding of the image's Node ABI can load in the image
+  const abi = run(join(stage, 'node', 'bin', 'node'), ['-p', 'process.versions.modules'], { capture: true }).stdout.trim();
+  const uws = join(stage, 'app', 'node_modules', '@btc-vision', 'uwebsockets.js');
+  for (const f of readdirSync(uws)) if (f.endsWith('.node') && f !== `uws_linux_${arch}_${abi}.node`) rmSync(join(uws, f));
   writeFileSync(join(stage, '.stamp'), `${IMAGE_TAG}\n`);
   const format = podmanFlags(engine);
   run(engine, ['build', ...format, '--file', join(root, 'Containerfile'), '--build-arg', `BASE=${base}`, '--build-arg', `VERSION=${pkg.version}`, '--tag', IMAGE_TAG, stage]);
