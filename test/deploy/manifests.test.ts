@@ -183,7 +183,10 @@ t.test('configuration from the manifests and compose is what the service accepts
     t.equal(s.read_only, true, `${name}: read-only root filesystem`);
     t.ok(s.volumes.some((v: string) => v.endsWith(':/data')), `${name}: DATA_DIR on a volume`);
     t.ok(Number(/^(\d+)s$/.exec(s.stop_grace_period)?.[1]) > DRAIN_S, `${name}: stop grace outlasts the drain`);
-    const nodeEnv = Object.fromEntries(Object.entries<string>(s.environment).map(([k, v]) => [k, v.replace(/\$\{([A-Z_]+)[^}]*\}/g, (_m, n: string) => (n === 'METRICS_TOKEN' ? 'x'.repeat(16) : n === 'REQUIRE_TRAINED_MODELS' ? '0' : 'secret'))]));
+    // compose's interpolation: ${NAME:-default} takes its default, ${NAME:?message} a sample
+    const nodeEnv = Object.fromEntries(Object.entries<string>(s.environment).map(([k, v]) => [k, String(v).replace(
+      /\$\{([A-Z0-9_]+)(?::-([^}]*)|:\?[^}]*)\}/g, (_m, n: string, dflt?: string) => dflt ?? (n === 'METRICS_TOKEN' ? 'x'.repeat(16) : 'secret'),
+    )]));
     for (const n of Object.keys(nodeEnv)) t.ok(known.has(n), `${name}: ${n} is a variable the service reads`);
     const cfg = loadConfig(nodeEnv, ROOT, 4);
     t.equal(new URL(cfg.DATABASE_URL!).hostname, 'db', `${name}: DATABASE_URL names the db service`);
