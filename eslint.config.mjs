@@ -5,7 +5,7 @@
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'src/admin/console/**', 'bench/results/**', 'bench/experiments/**'] },
+  { ignores: ['dist/**', 'node_modules/**', '.image/**', 'src/admin/console/**', 'bench/results/**', 'bench/experiments/**'] },
   {
     files: ['src/**/*.ts', 'workers/**/*.ts', 'bench/**/*.ts', 'bench/**/*.mjs'],
     languageOptions: {

@@ -9,7 +9,7 @@ import { compileTrust } from './http/client-address.ts';
 import { checkTls } from './http/tls.ts';
 import { createBalanceTable } from './http/balance.ts';
 import { createAdmissionTable, releaseWorkerSlots } from './http/capacity.ts';
-import { listen, loadUws, LISTEN_EXCLUSIVE, NativeBindingError, type UwsModule } from './http/uws.ts';
+import { describeUwsBuild, listen, loadUws, LISTEN_EXCLUSIVE, NativeBindingError, uwsBuild, type UwsModule } from './http/uws.ts';
 import { geoDatabase } from './metering/geo.ts';
 import { createLogger, type Logger } from './observability/logger.ts';
 import { aggregateMetrics, MainMetrics, RefundMetrics, type MetricsSnapshot } from './observability/metrics.ts';
@@ -60,7 +60,7 @@ class Cluster {
   private geo: SharedArrayBuffer | null;
 
   constructor(private config: Config, private log: Logger, private engine: EngineHost, private store: StoreBackend, private stopRetention: () => Promise<void>, private refunds: RefundMetrics) {
-    this.metrics = new MainMetrics(engine);
+    this.metrics = new MainMetrics(engine, describeUwsBuild());
     this.admission = createAdmissionTable(config.WORKERS * SLOTS_PER_WORKER);
     this.balance = createBalanceTable(config.WORKERS);
     this.geo = geoDatabase();
@@ -285,6 +285,9 @@ async function main(): Promise<void> {
     log.info(
       {
         host: config.HOST, port, workers: config.WORKERS, tls: Boolean(config.TLS_CERT_FILE), url, console_url: `${url}/admin`,
+        // which HTTP build serves, and why a newer one did not (docs/platforms.md)
+        node: process.version, uws: describeUwsBuild(),
+        ...(uwsBuild()?.skipped.length ? { uws_skipped: uwsBuild()!.skipped } : {}),
         ...(noAdmin ? { first_admin: 'no administrator yet: npm run cli -- user create <name> --role admin (password on stdin), or start with ADMIN_USERNAME and ADMIN_PASSWORD' } : {}),
       },
       'listening',

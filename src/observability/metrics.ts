@@ -198,7 +198,8 @@ const QUANTILES = [['0.5', 'p50'], ['0.9', 'p90'], ['0.99', 'p99'], ['1', 'max']
 export class MainMetrics {
   readonly registry = new client.Registry();
 
-  constructor(stats: InferenceStats) {
+  /** `uws`: the uWebSockets.js build that serves (src/http/uws.ts describeUwsBuild) */
+  constructor(stats: InferenceStats, uws: string | null = null) {
     client.collectDefaultMetrics({ register: this.registry, labels: { thread: 'main' } });
     new client.Gauge({
       name: 'lv_model_ready',
@@ -212,10 +213,10 @@ export class MainMetrics {
     });
     new client.Gauge({
       name: 'lv_build_info',
-      help: 'always 1: the service version and the Node.js it runs on',
-      labelNames: ['version', 'node'] as const,
+      help: 'always 1: the service version, the Node.js it runs on and the uWebSockets.js build that serves (docs/platforms.md)',
+      labelNames: ['version', 'node', 'uws'] as const,
       registers: [this.registry],
-    }).set({ version: SERVICE_VERSION, node: process.versions.node }, 1);
+    }).set({ version: SERVICE_VERSION, node: process.versions.node, uws: uws ?? 'none' }, 1);
     new client.Gauge({
       name: 'lv_model_info',
       help: 'always 1: the model set each module serves, and whether its manifest says the weights are trained',

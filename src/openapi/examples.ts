@@ -43,6 +43,7 @@ export const modules = { modules: [{ module_id: 'rgb_liveness', status: 'availab
 export const healthReady = {
   status: 'ready', store: 'ok',
   modules: { rgb_liveness: { enabled: true, ready: true, model_set: 'raw_v1', trained: false, execution_provider: 'wasm' } },
+  server: { node: 'v24.11.1', uws: '@btc-vision/uwebsockets.js@20.57.0 (uws_linux_x64_137.node)' },
 };
 export const jwks = { keys: [{ kty: 'OKP', crv: 'Ed25519', x: '11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo', kid: 'k-2026-11-01', alg: 'EdDSA', use: 'sig' }] };
 

@@ -94,6 +94,10 @@ export const HealthReady = Type.Object({
     error: Type.String(),
   }, { description: 'present while the store is failing writes' })),
   modules: Type.Record(Type.String(), ModuleHealth),
+  server: Type.Optional(Type.Object({
+    node: Type.String({ description: 'Node.js version, e.g. v24.11.1' }),
+    uws: Nullable(Type.String({ description: 'the uWebSockets.js build that serves: package@version (binding file); docs/platforms.md' })),
+  })),
 });
 
 export const AdminModule = Type.Object({

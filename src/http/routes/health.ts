@@ -1,6 +1,7 @@
 import type { Router } from '../router.ts';
 import type { Services } from '../services.ts';
 import { json } from '../respond.ts';
+import { describeUwsBuild } from '../uws.ts';
 
 /** contract.md: live -> {status:"live"}; ready -> {status:"ready"|"not_ready", modules}.
  * Ready means the store answers and can write (not while writes fail: a full disk; with
@@ -34,6 +35,8 @@ export function healthRoutes(router: Router, s: Services): void {
       store: !store ? 'unavailable' : writes ? 'writes_failing' : 'ok',
       ...(writes ? { store_writes: { since: new Date(writes.since).toISOString(), operation: writes.op, error: writes.message } } : {}),
       modules,
+      // what an operator comparing nodes after an upgrade needs: the runtime and the HTTP build
+      server: { node: process.version, uws: describeUwsBuild() },
     });
   });
 }
