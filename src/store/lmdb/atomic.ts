@@ -67,7 +67,8 @@ export function atomically<T>(store: Store, fn: () => T, op = 'write', durabilit
     // root.flushed: the sync of the newest commit batch, this one or a later one that covers it
     return committed
       .then(async (out) => {
-        await guardCommit(store.root.flushed as unknown as Promise<unknown>);
+        // a thenable, not a Promise: resolved into one
+        await guardCommit(Promise.resolve(store.root.flushed as PromiseLike<unknown>));
         return out;
       })
       .catch(noted);
