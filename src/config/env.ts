@@ -70,6 +70,7 @@ export const ConfigSchema = Type.Object({
   TEST_INFERENCE_DELAY_PREFIX: Type.Optional(Type.String({ minLength: 1, description: 'testing only: the delay applies only to captures whose id starts with this' })),
   TEST_INFERENCE_FAIL_PREFIX: Type.Optional(Type.String({ minLength: 1, description: 'testing only: captures whose id starts with this fail inference' })),
   TEST_SETTLEMENT_FAIL_PREFIX: Type.Optional(Type.String({ minLength: 1, description: 'testing only: captures whose id starts with this fail settlement' })),
+  TEST_SETTLEMENT_HOLD_PREFIX: Type.Optional(Type.String({ minLength: 1, description: 'testing only: the settlement of captures whose id starts with this stops inside its open transaction until the process is killed' })),
 });
 
 export type Config = Static<typeof ConfigSchema>;
@@ -178,6 +179,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     TEST_INFERENCE_DELAY_PREFIX: opt(env.TEST_INFERENCE_DELAY_PREFIX),
     TEST_INFERENCE_FAIL_PREFIX: opt(env.TEST_INFERENCE_FAIL_PREFIX),
     TEST_SETTLEMENT_FAIL_PREFIX: opt(env.TEST_SETTLEMENT_FAIL_PREFIX),
+    TEST_SETTLEMENT_HOLD_PREFIX: opt(env.TEST_SETTLEMENT_HOLD_PREFIX),
   };
   // The hard caps default to every slot of the host (validated once WORKERS is known): on a
   // contended host the fair shares of src/http/capacity.ts give a caller holding none a slot

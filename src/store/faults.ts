@@ -1,21 +1,35 @@
+import fs from 'node:fs';
 import type { StoreBackend } from './backend.ts';
 
-/** Testing only: whether a settlement fails inside its own transaction, the way a failed
- * write would, given the results it was about to save. Installed where the store is opened
- * (TEST_SETTLEMENT_FAIL_PREFIX, select.ts), never in production, so no operation's signature
- * carries it; the inference faults are installed where the engine is built the same way
- * (src/cluster/engine-host.ts). */
-export type SettlementFault = (results: unknown) => boolean;
+/** Testing only: what becomes of a settlement, given the results it was about to save:
+ * `fail` inside its own transaction, the way a failed write would (TEST_SETTLEMENT_FAIL_PREFIX);
+ * `hold`, its writes made and its transaction still open, until the process is killed
+ * (TEST_SETTLEMENT_HOLD_PREFIX: the crash point "during the settlement", test/metering/
+ * crash-points.test.ts). Installed where the store is opened (select.ts), never in production,
+ * so no operation's signature carries it; the inference faults are installed where the engine
+ * is built the same way (src/cluster/engine-host.ts). */
+export type SettlementFault = (results: unknown) => 'fail' | 'hold' | null;
 
 /** What both backends keep for the hook (not part of StoreBackend: callers never see it). */
 export interface FaultHooks {
   settlementFault: SettlementFault | null;
 }
 
-/** A settlement fails when one of its results has a capture id starting with `prefix`. */
-export function settlementFaultFor(prefix: string | undefined): SettlementFault | null {
-  if (prefix === undefined) return null;
-  return (results) => Array.isArray(results) && results.some((r: { capture_id?: unknown }) => typeof r.capture_id === 'string' && r.capture_id.startsWith(prefix));
+/** A settlement fails (or holds) when one of its results has a capture id starting with the
+ * prefix. */
+export function settlementFaultFor(failPrefix: string | undefined, holdPrefix?: string): SettlementFault | null {
+  if (failPrefix === undefined && holdPrefix === undefined) return null;
+  const named = (results: unknown, prefix: string | undefined) => prefix !== undefined && Array.isArray(results)
+    && results.some((r: { capture_id?: unknown }) => typeof r.capture_id === 'string' && r.capture_id.startsWith(prefix));
+  return (results) => (named(results, failPrefix) ? 'fail' : named(results, holdPrefix) ? 'hold' : null);
+}
+
+/** Stops this thread where it stands, for good (its transaction open, its locks held), after
+ * one line on stderr that a test waits for before it kills the process. Synchronous on
+ * purpose: an LMDB settlement's transaction runs in a synchronous callback. */
+export function holdForever(where: string): never {
+  fs.writeSync(2, `${JSON.stringify({ msg: 'test fault: holding', where })}\n`);
+  for (;;) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
 }
 
 /** Installs (or, with null, removes) the settlement fault on an opened store. */

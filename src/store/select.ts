@@ -21,6 +21,7 @@ type StoreConfig = {
   DATABASE_POOL_SIZE: number;
   LMDB_COMMITS?: LmdbCommits;
   TEST_SETTLEMENT_FAIL_PREFIX?: string | undefined;
+  TEST_SETTLEMENT_HOLD_PREFIX?: string | undefined;
 };
 
 /** Connections per thread: every thread of a node (the main thread and each API worker) has
@@ -35,6 +36,6 @@ export function poolSizePerThread(config: Pick<StoreConfig, 'WORKERS' | 'DATABAS
 /** The store a process of the service uses, from its validated configuration. */
 export async function openConfiguredStore(config: StoreConfig, onError?: (err: Error) => void): Promise<StoreBackend> {
   const store = await openBackend({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, lmdbCommits: config.LMDB_COMMITS, pg: { leaseMs: config.NODE_LEASE_SECONDS * 1000, poolSize: poolSizePerThread(config), ...(onError ? { onError } : {}) } });
-  injectSettlementFault(store, settlementFaultFor(config.TEST_SETTLEMENT_FAIL_PREFIX));
+  injectSettlementFault(store, settlementFaultFor(config.TEST_SETTLEMENT_FAIL_PREFIX, config.TEST_SETTLEMENT_HOLD_PREFIX));
   return store;
 }

@@ -166,7 +166,7 @@ export function storeContract(t: Test, store: StoreBackend): void {
   async function failedSettlement(t: Test, tok: TokenRecord, key: string, units = 1): Promise<{ r: Reservation; saved: string }> {
     const input = reserveInput(tok, { idempotencyKey: key, fingerprint: 'fp', units });
     const r = await reserved(store, input);
-    injectSettlementFault(store, () => true);
+    injectSettlementFault(store, () => 'fail');
     const failed = await store.settle(r, T0, render(input.requestId), []);
     injectSettlementFault(store, null);
     t.equal(failed.kind, 'settlement_failed');

@@ -91,7 +91,7 @@ export class LmdbBackend implements StoreBackend, FaultHooks {
     return reserve(this.store, input);
   }
   settle(...args: Parameters<StoreBackend['settle']>) {
-    return settle(this.store, ...args, this.settlementFault?.(args[3]) ?? false);
+    return settle(this.store, ...args, this.settlementFault?.(args[3]) ?? null);
   }
   refund(reservationId: string, at: number) {
     return refund(this.store, reservationId, at);

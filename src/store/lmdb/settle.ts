@@ -7,6 +7,7 @@ import { usageSnapshot } from './usage.ts';
 import { isStorageFailure } from '../write-health.ts';
 import type { SettleOutcome } from '../backend.ts';
 import { releaseSessionCall } from './device-sessions.ts';
+import { holdForever } from '../faults.ts';
 
 export class SettlementError extends Error {}
 
@@ -23,7 +24,7 @@ export async function settle(
   at: number,
   render: (usage: UsageRecord[]) => string,
   results: unknown,
-  injectFailure = false,
+  fault: 'fail' | 'hold' | null = null,
 ): Promise<SettleOutcome> {
   let body: string | undefined;
   try {
@@ -32,11 +33,12 @@ export async function settle(
       if (!current || current.state !== 'pending') throw new SettlementError(`reservation ${reservation.id} is ${current?.state ?? 'missing'}`);
       const token = store.db.tokens.get(reservation.token_id) as TokenRecord;
       const text = render(usageSnapshot(store, token, at));
-      if (injectFailure) throw new SettlementError('injected settlement failure (TEST_SETTLEMENT_FAIL_PREFIX)');
+      if (fault === 'fail') throw new SettlementError('injected settlement failure (TEST_SETTLEMENT_FAIL_PREFIX)');
       const iso = new Date(at).toISOString();
       void store.db.reservations.put(reservation.id, { ...current, state: 'charged', settled_at: iso });
       completeKey(store, reservation, iso, text);
       void store.db.results.put(reservation.request_id, { at: iso, token_id: reservation.token_id, module_id: reservation.module_id, results });
+      if (fault === 'hold') holdForever('lmdb settlement transaction');
       return text;
     }, 'settle');
   } catch (err) {

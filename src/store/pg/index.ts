@@ -129,7 +129,7 @@ export class PgBackend implements StoreBackend, FaultHooks {
     return reserve(this.db, input);
   }
   settle(reservation: Reservation, at: number, render: (usage: UsageRecord[]) => string, results: unknown) {
-    return settle(this.db, reservation, at, render, results, this.settlementFault?.(results) ?? false);
+    return settle(this.db, reservation, at, render, results, this.settlementFault?.(results) ?? null);
   }
   refund(reservationId: string, at: number) {
     return refund(this.db, reservationId, at);

@@ -5,6 +5,7 @@ import { isStorageFailure } from '../write-health.ts';
 import { resolveKey } from './idempotency.ts';
 import { isoOf, StoreUnavailableError, type Pg, type Row } from './open.ts';
 import { windowsOf } from './usage.ts';
+import { holdForever } from '../faults.ts';
 
 export function reservationOf(r: Row): Reservation {
   return {
@@ -24,7 +25,7 @@ export function reservationOf(r: Row): Reservation {
   };
 }
 
-export async function settle(db: Pg, reservation: Reservation, at: number, render: (usage: UsageRecord[]) => string, results: unknown, injectFailure = false): Promise<SettleOutcome> {
+export async function settle(db: Pg, reservation: Reservation, at: number, render: (usage: UsageRecord[]) => string, results: unknown, fault: 'fail' | 'hold' | null = null): Promise<SettleOutcome> {
   const w = windowsOf(at);
   // The body is rendered here with a placeholder for the usage array, and the function
   // fills in the usage as of the settlement itself: one call, and the saved body is the
@@ -32,13 +33,15 @@ export async function settle(db: Pg, reservation: Reservation, at: number, rende
   const marker = `"__usage_${randomBytes(12).toString('hex')}__"`;
   const template = render(JSON.parse(marker) as unknown as UsageRecord[]);
   let cause: unknown;
-  if (!injectFailure) {
+  if (fault !== 'fail') {
     try {
-      const out = (
-        await db.q('SELECT lv_settle($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) AS r', [
-          reservation.id, at, isoOf(at), template, marker, { at: isoOf(at), token_id: reservation.token_id, module_id: reservation.module_id, results }, w.day, w.month, w.resetDay, w.resetMonth,
-        ], 'lv_settle')
-      ).rows[0]!.r as { ok: boolean; body?: string; state?: string };
+      const args = [
+        reservation.id, at, isoOf(at), template, marker, { at: isoOf(at), token_id: reservation.token_id, module_id: reservation.module_id, results }, w.day, w.month, w.resetDay, w.resetMonth,
+      ];
+      const sql = 'SELECT lv_settle($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) AS r';
+      // the test fault: the same function inside an explicit transaction, stopped before COMMIT
+      if (fault === 'hold') await db.tx(async (c) => holdForever(`postgres settlement transaction (lv_settle ${(await c.query(sql, args)).rowCount} row)`));
+      const out = (await db.q(sql, args, 'lv_settle')).rows[0]!.r as { ok: boolean; body?: string; state?: string };
       if (out.ok) return { kind: 'settled', body: out.body! };
       // Refused: this node's lease lapsed (another node may be refunding it) or the
       // reservation is no longer pending. Never charged, and its units are back (refund is
