@@ -4,6 +4,7 @@ import path from 'node:path';
 import type { StoreBackend } from '../backend.ts';
 import { embeddedStore } from './index.ts';
 
+/** Not an HTTP error: backup and restore are operator commands; the CLI prints it and exits. */
 export class BackupError extends Error {}
 
 /**

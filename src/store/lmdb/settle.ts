@@ -9,6 +9,8 @@ import type { SettleOutcome } from '../backend.ts';
 import { releaseSessionCall } from './device-sessions.ts';
 import { holdForever } from '../faults.ts';
 
+/** Internal to the settlement: its transaction refused (the reservation no longer pending, or
+ * the test fault); caught below and turned into a settlement outcome, never answered as is. */
 export class SettlementError extends Error {}
 
 // `void` on a write inside atomically(): the write is part of the transaction, whose commit

@@ -13,7 +13,9 @@ export interface PgOptions {
 }
 
 /** The database does not answer: 503 server_busy with Retry-After, the spec's "wait and
- * retry with the same package and key" answer. Nothing was charged by the failed call (what
+ * retry with the same package and key" answer. A catalogue error thrown by the store, unlike
+ * its outcomes, because any PostgreSQL operation of any route can meet it and every route
+ * answers it the same way; an outcome would have to be threaded through all of them. Nothing was charged by the failed call (what
  * may have committed before the connection broke is repaired, see Pg.repairs). */
 export class StoreUnavailableError extends ServiceError {
   constructor(message: string, cause: unknown) {
