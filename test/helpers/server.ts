@@ -87,6 +87,10 @@ export async function startServer(opts: StartOptions = {}): Promise<ServerHandle
     WORKERS: '2',
     INFERENCE_THREADS: '1',
     WARMUP_RUNS: '2',
+    // what `auto` picks on a CPU host (docs/inference-backends.md), without the start-up
+    // measurement each server would otherwise repeat; the measurement itself is tested in
+    // test/inference/backend-choice.test.ts, and tests of another backend say so
+    INFERENCE_BACKEND: 'native',
     LOG_LEVEL: 'info',
     ...opts.env,
   };
