@@ -17,3 +17,6 @@ export { writeAudit, listAudit } from './audit.ts';
 export { dailyTotals, ensureDailyTotals } from './daily-totals.ts';
 export { ensureByTokenIndex } from './by-token.ts';
 export { counterKey, usedUnits, usageRecord, usageSnapshot } from './usage.ts';
+// The store a process of the service opens from its configuration (LMDB or PostgreSQL), as
+// the server, its workers and the CLI do; tests open it the same way to make tokens in-process.
+export { openConfiguredStore } from './select.ts';

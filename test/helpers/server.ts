@@ -4,6 +4,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { createTokenIn } from './store.ts';
 import { waitFor } from './wait.ts';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -49,6 +50,8 @@ export interface ServerHandle {
   baseUrl: string;
   port: number;
   dataDir: string;
+  /** the environment overrides it was started with (the CLI and in-process store use them) */
+  env: Record<string, string>;
   proc: ChildProcess;
   logs: string[];
   /** parsed JSON log lines */
@@ -135,6 +138,7 @@ export async function startServer(opts: StartOptions = {}): Promise<ServerHandle
     baseUrl,
     port,
     dataDir,
+    env: opts.env ?? {},
     proc,
     logs,
     exited,
@@ -169,10 +173,15 @@ export async function waitReady(baseUrl: string, timeoutMs = 120_000): Promise<a
   }
 }
 
-/** Creates a token through the CLI and returns its id and plaintext. */
-export async function makeToken(server: { cli: ServerHandle['cli'] }, grants: string[], extra: string[] = []): Promise<{ id: string; token: string; name: string }> {
+/** Creates a token in the server's store, in-process, as the CLI's `token create` does (see
+ * helpers/store.ts); a handle without a DATA_DIR (only a `cli`) goes through the CLI. */
+export async function makeToken(server: { cli: ServerHandle['cli']; dataDir?: string; env?: Record<string, string> }, grants: string[], extra: string[] = []): Promise<{ id: string; token: string; name: string }> {
   // token names are unique: a fresh one per call
   const name = `test-${randomUUID()}`;
+  if (server.dataDir !== undefined) {
+    const made = await createTokenIn({ dataDir: server.dataDir, env: server.env ?? {} }, name, grants, extra);
+    return { ...made, name };
+  }
   const r = await server.cli(['token', 'create', '--name', name, ...grants.flatMap((g) => ['--grant', g]), ...extra]);
   if (r.code !== 0) throw new Error(`token create failed: ${r.stderr}`);
   return { id: r.json.id, token: r.json.token, name };
