@@ -8,7 +8,9 @@ const dir = tempDir();
 const clock = path.join(dir, 'clock');
 const setClock = (iso: string) => fs.writeFileSync(clock, iso);
 setClock('2026-01-31T23:59:50.000Z');
-const server = await startServer({ dataDir: path.join(dir, 'data'), env: { CLOCK_FILE: clock }, ready: true });
+// TZ: quota windows are UTC days and months. The server runs at UTC+14 (Kiritimati): a window
+// computed in local time is then a day off near midnight UTC, which a UTC host cannot show.
+const server = await startServer({ dataDir: path.join(dir, 'data'), env: { CLOCK_FILE: clock, TZ: 'Pacific/Kiritimati' }, ready: true });
 t.teardown(() => server.stop());
 
 const usage = async (token: string, module = 'rgb_liveness') =>
