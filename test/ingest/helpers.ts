@@ -9,6 +9,7 @@ import type { ServerHandle } from '../helpers/server.ts';
 import { crc32 } from '../../src/images/crc32.ts';
 import { lmdbOpen } from '../helpers/lmdb.ts';
 import { EYES, postVerify, SOURCE_SIZE } from '../helpers/captures.ts';
+import { waitFor, WaitTimeout } from '../helpers/wait.ts';
 
 export const MiB = 1024 * 1024;
 export const BODY_LIMIT = 32 * MiB;
@@ -307,20 +308,23 @@ export async function snapshot(server: ServerHandle, token: string): Promise<Sto
 
 /** The audit record of a request, polled briefly: the server writes it without awaiting. */
 export async function auditOf(server: ServerHandle, requestId: string, waitMs = 5_000): Promise<any | undefined> {
-  const end = Date.now() + waitMs;
-  for (;;) {
+  const find = async () => {
     const store = lmdbOpen(server.dataDir);
     try {
       store.audit.resetReadTxn?.();
       for (const { value } of store.audit.getRange({ reverse: true, limit: 500 })) {
-        if ((value as { request_id: string }).request_id === requestId) return value;
+        if ((value as { request_id: string }).request_id === requestId) return value as object;
       }
+      return undefined;
     } finally {
       await store.close();
     }
-    if (Date.now() > end) return undefined;
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  };
+  // undefined when it never comes: the caller asserts on it
+  return waitFor(find, { timeoutMs: waitMs, intervalMs: 50, what: `the audit record of ${requestId}` }).catch((err: unknown) => {
+    if (err instanceof WaitTimeout) return undefined;
+    throw err;
+  });
 }
 
 /** Count of audit records (to find those of requests whose answer carried no request id). */
