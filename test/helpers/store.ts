@@ -61,3 +61,12 @@ export async function createTokenIn(target: StoreTarget, name: string, grantSpec
     return { id: token.id, token: plaintext };
   });
 }
+
+/** The CLI's `ledger verify` in-process: every usage counter recomputed from the ledger. The
+ * answer has the CLI's shape (exit code 1 on a mismatch, the check as `json`), so a test reads
+ * it the same way; the CLI command itself keeps its tests (test/ops/backup-restore, restore-cli). */
+export async function ledgerVerify(target: StoreTarget): Promise<{ code: number; json: any; stdout: string; stderr: string }> {
+  const check = await withServerStore(target, (store) => store.verifyLedger());
+  const stdout = JSON.stringify(check, null, 2);
+  return { code: check.ok ? 0 : 1, json: check, stdout, stderr: '' };
+}

@@ -4,6 +4,7 @@ import { postVerify, request, single } from '../helpers/captures.ts';
 import { lmdbOpen } from '../helpers/lmdb.ts';
 import { bearer, makeToken, startServer } from '../helpers/server.ts';
 import { settledState, waitFor } from '../helpers/wait.ts';
+import { ledgerVerify } from '../helpers/store.ts';
 
 const server = await startServer({
   ready: true,
@@ -165,7 +166,7 @@ t.test('settlement failure resolved by refund gives the units back and frees the
 });
 
 t.test('ledger verify after all of the above', async (t) => {
-  const r = await server.cli(['ledger', 'verify']);
+  const r = await ledgerVerify(server);
   t.equal(r.code, 0, r.stdout);
   t.same(r.json.mismatches, []);
 });

@@ -5,6 +5,7 @@ import { postVerify, request, single } from '../helpers/captures.ts';
 import { lmdbOpen } from '../helpers/lmdb.ts';
 import { bearer, makeToken, runCli, startServer, tempDir, type ServerHandle } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
+import { ledgerVerify } from '../helpers/store.ts';
 
 // Retention driven by the test clock (CLOCK_FILE moves the service and the CLI together):
 // each kind goes after its own period, by the CLI and by the service's own pruner, and the
@@ -80,7 +81,7 @@ t.test('each kind is pruned after its own period; the ledger verifies and usage 
   t.match(line?.pruned, { audit: 3, ledger: 4 }, 'the service pruned audit and ledger past 400 days');
   t.same(counts(), { audit: 0, results: 0, ledger: 0, archiveDays: 0 });
 
-  const verify = await s.cli(['ledger', 'verify']);
+  const verify = await ledgerVerify(s);
   t.equal(verify.code, 0, 'ledger verify holds with every entry pruned');
   t.match(verify.json, { ok: true, entries: 0 });
   t.equal(await neverUsed(s, token), 2, 'usage unchanged: the pruned entries live on as per-window totals');
@@ -88,7 +89,7 @@ t.test('each kind is pruned after its own period; the ledger verifies and usage 
   const after = await postVerify(s.baseUrl, token, 'rgb_liveness', request([single({ id: 'r-3' })]));
   t.equal(after.status, 200);
   t.equal(await neverUsed(s, token), 3);
-  const again = await s.cli(['ledger', 'verify']);
+  const again = await ledgerVerify(s);
   t.match(again.json, { ok: true, entries: 1 }, 'totals and new entries verify together');
 });
 
