@@ -71,8 +71,10 @@ export async function snapshot(server: ServerHandle, token: string): Promise<Sto
   }
 }
 
-/** The audit record of a request, polled briefly: the server writes it without awaiting. */
-export async function auditOf(server: ServerHandle, requestId: string, waitMs = 5_000): Promise<any | undefined> {
+/** The audit record of a request, polled: the server writes it without awaiting. The bound is a
+ * hang detector (5 s was missed on a host at load 40: fair-capacity failed), and no caller
+ * expects a record to be absent, so a longer bound costs nothing when all is well. */
+export async function auditOf(server: ServerHandle, requestId: string, waitMs = 20_000): Promise<any | undefined> {
   const find = async () => {
     const store = lmdbOpen(server.dataDir);
     try {
