@@ -13,9 +13,9 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Page } from 'playwright-core';
 import { openStore } from '../src/store/lmdb/open.ts';
-import { startServer } from '../test/helpers/server.ts';
-import { login } from '../test/auth/session-client.ts';
-import { seedConsole, seedTokenName, seedUserName } from '../test/admin/seed.ts';
+import { startServer } from './harness/server.ts';
+import { login } from './harness/session-client.ts';
+import { seedConsole, seedTokenName, seedUserName } from './harness/seed.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
 

@@ -5,8 +5,8 @@
 // (BENCH_IN_FLIGHT overrides). Figures per scenario: captures/s, p50/p99, status counts.
 import { availableParallelism } from 'node:os';
 import { pathToFileURL } from 'node:url';
-import { color, postVerify, request, sequence, single } from '../test/helpers/captures.ts';
-import { makeToken, startServer } from '../test/helpers/server.ts';
+import { color, postVerify, request, sequence, single } from './harness/captures.ts';
+import { makeToken, startServer } from './harness/server.ts';
 
 export interface E2eScenario {
   name: string;

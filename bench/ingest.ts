@@ -12,8 +12,8 @@ import { MultipartParser, parseMultipartBoundary } from '../src/http/multipart/i
 import { LIMITS } from '../src/http/routes/verify.ts';
 import type { ModuleId } from '../src/packets/types.ts';
 import { earlyMetadata, prepareRequest } from '../src/verify/index.ts';
-import { postVerify, request, sequence, single } from '../test/helpers/captures.ts';
-import { makeToken, startServer } from '../test/helpers/server.ts';
+import { postVerify, request, sequence, single } from './harness/captures.ts';
+import { makeToken, startServer } from './harness/server.ts';
 
 const CHUNK = 64 * 1024;
 

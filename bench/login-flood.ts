@@ -9,8 +9,8 @@
 // trusted 127.0.0.1) and name so that the throttle lets every one reach the hash, then the
 // operator's login while they are in flight; it reports the operator's time and answer and
 // how the flood was answered (401 hashed, 503 turned away by the per-worker hash cap).
-import { startServer } from '../test/helpers/server.ts';
-import { loginRequest } from '../test/auth/session-client.ts';
+import { startServer } from './harness/server.ts';
+import { loginRequest } from './harness/session-client.ts';
 
 const arg = (name: string, def: number) => {
   const i = process.argv.indexOf(`--${name}`);

@@ -13,7 +13,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startPostgres } from '../test/helpers/postgres.ts';
+import { startPostgres } from './harness/postgres.ts';
 // @ts-expect-error plain JavaScript module without types
 import { PRODUCTION_ENV } from './production-env.mjs';
 

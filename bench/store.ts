@@ -13,8 +13,8 @@ import { LmdbBackend } from '../src/store/lmdb/index.ts';
 import pgClient from 'pg';
 import { PgBackend } from '../src/store/pg/index.ts';
 import type { TokenRecord } from '../src/store/records.ts';
-import { startPostgres } from '../test/helpers/postgres.ts';
-import { reserveInput, tokenRecord } from '../test/store/contract.ts';
+import { startPostgres } from './harness/postgres.ts';
+import { reserveInput, tokenRecord } from './harness/records.ts';
 
 interface Scenario {
   /** postgres+commit_delay: the same server with commit_delay = 200 us and commit_siblings =

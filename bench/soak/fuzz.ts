@@ -10,7 +10,7 @@
 //   e.g. a changed digit of a timestamp; those are counted and reported), and the ledger verifies.
 
 import { buildCapture, buildVerifyBody, encodePng, type CaptureInput } from '../../src/client/index.ts';
-import { multipart, okFrame, RawConn, smallPng, smallSingle, verifyHead, writeBody } from '../../test/ingest/helpers.ts';
+import { multipart, okFrame, RawConn, smallPng, smallSingle, verifyHead, writeBody } from '../harness/wire.ts';
 import { crc32 } from '../../src/images/crc32.ts';
 import { Failures, ledgerOk, makeToken, prng, startServer, unitsUsed, type ScenarioResult, type ServerHandle } from './lib.ts';
 

@@ -9,8 +9,8 @@
 //   a call cut by the kill is either completed once or refunded by recovery, never both.
 
 import { buildVerifyBody, buildCapture } from '../../src/client/index.ts';
-import { smallSingle } from '../../test/ingest/helpers.ts';
-import { tempDir } from '../../test/helpers/server.ts';
+import { smallSingle } from '../harness/wire.ts';
+import { tempDir } from '../harness/server.ts';
 import { Failures, ledgerOk, makeToken, prng, sleep, startServer, unitsUsed, type ScenarioResult, type ServerHandle } from './lib.ts';
 
 export interface KillLoopOptions {

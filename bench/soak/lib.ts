@@ -5,7 +5,7 @@
 // operator CLI as the judge of the stored state.
 
 import fs from 'node:fs';
-import { startServer as startTestServer, makeToken, type ServerHandle, type StartOptions } from '../../test/helpers/server.ts';
+import { startServer as startTestServer, makeToken, type ServerHandle, type StartOptions } from '../harness/server.ts';
 
 export { makeToken, type ServerHandle, type StartOptions };
 

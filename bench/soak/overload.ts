@@ -7,7 +7,7 @@
 //   above the middle third by more than `rssGrowthLimit` (the first third is warm-up).
 
 import { buildCapture, buildVerifyBody } from '../../src/client/index.ts';
-import { smallSingle } from '../../test/ingest/helpers.ts';
+import { smallSingle } from '../harness/wire.ts';
 import { Failures, fmtBytes, ledgerOk, makeToken, rssOf, startServer, unitsUsed, type ScenarioResult } from './lib.ts';
 
 export interface OverloadOptions {

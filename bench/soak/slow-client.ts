@@ -17,7 +17,7 @@
 
 import net from 'node:net';
 import { buildCapture, buildVerifyBody } from '../../src/client/index.ts';
-import { flatPixels, okFrame, pngOfSize, smallSingle, verifyHead } from '../../test/ingest/helpers.ts';
+import { flatPixels, okFrame, pngOfSize, smallSingle, verifyHead } from '../harness/wire.ts';
 import { Failures, makeToken, sleep, startServer, type ScenarioResult } from './lib.ts';
 
 export interface SlowClientExpectations {

@@ -21,3 +21,6 @@ export { writeAudit, listAudit } from './lmdb/audit.ts';
 export { dailyTotals, ensureDailyTotals } from './lmdb/daily-totals.ts';
 export { ensureByTokenIndex } from './lmdb/by-token.ts';
 export { counterKey, usedUnits, usageRecord, usageSnapshot } from './lmdb/usage.ts';
+// The store a process of the service opens from its configuration (LMDB or PostgreSQL), as
+// the server, its workers and the CLI do; tests open it the same way to make tokens in-process.
+export { openConfiguredStore } from './select.ts';

@@ -5,6 +5,7 @@ import t, { type Test } from 'tap';
 import { checkModelSet, createInferenceEngine } from '../../src/inference/index.ts';
 import { outputProblem } from '../../src/inference/graph-check.ts';
 import { brightnessSet } from './test-graphs.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 const MODELS = join(import.meta.dirname, '../../models');
 
@@ -103,8 +104,7 @@ t.test('a graph that gives NaN fails the check; the other module still serves', 
   const engine = createInferenceEngine({ modelsDir: root, modelSet: 'raw_v1', backend: 'wasm', threads: 1, warmupRuns: 1 });
   t.teardown(() => engine.close());
   await t.rejects(engine.start(), /color_difference\.onnx output "logit" has 1 value per item/);
-  const deadline = Date.now() + 60_000;
-  while (!engine.readiness()[0].ready && Date.now() < deadline) await new Promise((res) => setTimeout(res, 20));
+  await waitFor(() => engine.readiness()[0]!.ready, { timeoutMs: 60_000, intervalMs: 20, what: 'rgb_liveness to be ready' });
   const [rgb, colour] = engine.readiness();
   t.match(rgb, { module_id: 'rgb_liveness', ready: true, error: null });
   t.match(colour, { module_id: 'color_liveness', ready: false, error: /modules\.color_liveness\.graphs\[0\]: color_difference\.onnx output "logit" has 1 value per item/ });

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { postVerify, request, single } from '../helpers/captures.ts';
 import { makeToken, startServer, tempDir } from '../helpers/server.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 const MODELS = join(import.meta.dirname, '../../models');
 
@@ -21,14 +22,12 @@ t.test('a graph that fails its output check keeps its module unready, with the r
   // poll (bounded) until rgb_liveness is warm and colour has its error
   let ready: any;
   let status = 0;
-  const end = Date.now() + 120_000;
-  do {
+  await waitFor(async () => {
     const r = await fetch(`${server.baseUrl}/health/ready`);
     status = r.status;
     ready = await r.json();
-    if (ready.modules.rgb_liveness.ready && ready.modules.color_liveness.error) break;
-    await new Promise((res) => setTimeout(res, 50));
-  } while (Date.now() < end);
+    return ready.modules.rgb_liveness.ready && ready.modules.color_liveness.error;
+  }, { timeoutMs: 120_000, intervalMs: 50, what: 'rgb_liveness warm and color_liveness with its error' });
   t.equal(status, 503, 'an enabled module is unready, so the service is not ready');
   t.match(ready, {
     status: 'not_ready',

@@ -56,13 +56,10 @@ t.test('an operator switches the served model set live (CLI and admin API); a fa
   t.equal(bad.status, 422);
   const posted = await admin('POST', '/admin/api/model-set', { model_set: 'broken_v1' });
   t.equal(posted.status, 202, JSON.stringify(posted.json));
-  let state: any;
-  const end = Date.now() + 300_000;
-  do {
-    state = (await admin('GET', '/admin/api/model-set')).json;
-    if (state.last_request_id === posted.json.request_id) break;
-    await new Promise((r) => setTimeout(r, 100));
-  } while (Date.now() < end);
+  const state = await waitFor(async () => {
+    const s = (await admin('GET', '/admin/api/model-set')).json;
+    return s.last_request_id === posted.json.request_id ? s : undefined;
+  }, { timeoutMs: 300_000, intervalMs: 100, what: 'the model-set request to be decided' });
   t.match(state, { active: 'raw_v1', activating: null, last_request_id: posted.json.request_id, last: { model_set: 'broken_v1', outcome: 'refused', reason: /graphs\[1\]: bgr80_b\.onnx live_index 5 is out of range/ } });
   t.equal(await served('still'), 'raw_v1', 'the refused set never served');
   const refusedCli = await server.cli(['models', 'activate', 'broken_v1', '--wait', '300']);

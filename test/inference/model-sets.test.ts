@@ -5,6 +5,7 @@ import t, { type Test } from 'tap';
 import { createInferenceEngine, type EngineOptions, type InferenceEngine } from '../../src/inference/index.ts';
 import { createModelSetSwitch } from '../../src/inference/model-sets.ts';
 import { capture } from './helpers.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 const MODELS = join(import.meta.dirname, '../../models');
 
@@ -84,9 +85,7 @@ t.test('activating another set: atomic switch, in-flight calls finish on the old
   release();
   const [old] = await held;
   t.match(old, { capture_id: 'held', status: 'ok', model_set: 'raw_v1' }, 'the in-flight call finished on the old set');
-  const end = Date.now() + 30_000;
-  while (!f.closed.includes('raw_v1') && Date.now() < end) await new Promise((r) => setImmediate(r));
-  t.ok(f.closed.includes('raw_v1'), 'the old set is closed once its last call finished');
+  t.ok(await waitFor(() => f.closed.includes('raw_v1'), { timeoutMs: 30_000, intervalMs: 1, what: 'the old set to close' }), 'the old set is closed once its last call finished');
 
   // a set that fails its graph checks is refused; the active one keeps serving
   const refused = await sw.activate('broken_v1');

@@ -3,6 +3,7 @@ import t from 'tap';
 import { createInferenceEngine, poolShape } from '../../src/inference/index.ts';
 import { webGpuAdapterName } from '../../src/inference/runtime.ts';
 import { capture } from './helpers.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 const MODELS = join(import.meta.dirname, '../../models');
 
@@ -22,10 +23,10 @@ t.test('modules are not ready until their graphs are loaded and warm', async (t)
   // Poll: a module may only turn ready after both workers reported it warm.
   const warmCount = (id: string) => seen.filter((m) => m === `warm ${id}`).length;
   let early = 0;
-  while (!engine.readiness().every((r) => r.ready)) {
+  await waitFor(() => {
     for (const r of engine.readiness()) if (r.ready && warmCount(r.module_id) < 2) early++;
-    await new Promise((r) => setTimeout(r, 10));
-  }
+    return engine.readiness().every((r) => r.ready);
+  }, { timeoutMs: 120_000, intervalMs: 10, what: 'both modules ready' });
   t.equal(early, 0, 'never ready before every worker is warm');
   t.equal(warmCount('rgb_liveness') + warmCount('color_liveness'), 4, 'two workers x two modules warmed');
   await started;

@@ -6,6 +6,7 @@
 
 import t, { type Test } from 'tap';
 import { buildVerifyBody } from '../../src/client/index.ts';
+import { metric as metricOf, slotsInUse as slotsInUseOf, slotsUntil as slotsUntilOf } from '../helpers/metrics.ts';
 import { makeToken, startServer } from '../helpers/server.ts';
 import {
   RawConn, auditOf, expectCleanOrClosed, auditRecords, body, expectRejected, multipart, okFrame, post, rawAnswer, smallPng, smallSingle,
@@ -17,24 +18,9 @@ const server = await startServer({ ready: true, env: { WORKERS: '1', TEST_INFERE
 t.teardown(() => server.stop());
 const tok = await makeToken(server, ['rgb_liveness:10000:day']);
 
-async function metric(name: string): Promise<number> {
-  const text = await (await fetch(`${server.baseUrl}/metrics`)).text();
-  const m = new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text);
-  return m ? Number(m[1]) : NaN;
-}
-const slotsInUse = () => metric('lv_verify_slots_in_use');
-
-/** Polls the slot gauge until `pred` holds (bounded: a hang detector, not a speed check). */
-async function slotsUntil(pred: (n: number) => boolean, what: string, ms = 15_000): Promise<number> {
-  const end = Date.now() + ms;
-  let n = await slotsInUse();
-  while (!pred(n)) {
-    if (Date.now() > end) throw new Error(`slots in use stayed at ${n}, waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-    n = await slotsInUse();
-  }
-  return n;
-}
+const metric = (name: string) => metricOf(server.baseUrl, name);
+const slotsInUse = () => slotsInUseOf(server.baseUrl);
+const slotsUntil = (pred: (n: number) => boolean, what: string) => slotsUntilOf(server.baseUrl, pred, what);
 
 /** A call that sends its head and only half of its body, then stalls (the slow client). */
 async function halfUpload(): Promise<RawConn> {

@@ -17,6 +17,7 @@
 // loop is bounded in count and time.
 
 import t from 'tap';
+import { metric as metricOf, slotsInUse as slotsInUseOf } from '../helpers/metrics.ts';
 import { makeToken, startServer } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { RawConn, auditOf, body, post, rawAnswer, smallSingle, verifyHead, type Answer } from './helpers.ts';
@@ -29,12 +30,8 @@ const server = await startServer({
 });
 t.teardown(() => server.stop());
 
-async function metric(name: string): Promise<number> {
-  const text = await (await fetch(`${server.baseUrl}/metrics`)).text();
-  const m = new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text);
-  return m ? Number(m[1]) : NaN;
-}
-const slotsInUse = () => metric('lv_verify_slots_in_use');
+const metric = (name: string) => metricOf(server.baseUrl, name);
+const slotsInUse = () => slotsInUseOf(server.baseUrl);
 
 // one valid call whose single frame is ~900 KB: at 12 KB/s its body takes over a minute, and the
 // trickle stops one byte short of it anyway

@@ -8,7 +8,9 @@
 // they stay until the test sends the rest): no timing decides who holds what.
 
 import t from 'tap';
+import { slotsUntil as slotsUntilOf } from '../helpers/metrics.ts';
 import { makeToken, startServer } from '../helpers/server.ts';
+import { waitFor } from '../helpers/wait.ts';
 import { RawConn, auditOf, body, expectRejected, post, rawAnswer, smallSingle, snapshot, verifyHead, writeBody, type Answer } from './helpers.ts';
 
 const server = await startServer({
@@ -24,29 +26,12 @@ async function metricsText(headers: Record<string, string> = {}): Promise<{ stat
   const r = await fetch(`${server.baseUrl}/metrics`, { headers });
   return { status: r.status, text: await r.text() };
 }
-async function slotsInUse(): Promise<number> {
-  const m = /^lv_verify_slots_in_use(?:\{[^}]*\})? (\S+)$/m.exec((await metricsText()).text);
-  return m ? Number(m[1]) : NaN;
-}
-async function slotsUntil(want: number, what: string, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  let n = await slotsInUse();
-  while (n !== want) {
-    if (Date.now() > end) throw new Error(`slots in use stayed at ${n}, waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-    n = await slotsInUse();
-  }
-}
+const slotsUntil = (want: number, what: string) => slotsUntilOf(server.baseUrl, want, what);
 
 /** The API worker that served a request, from its request log line (polled: logs are async). */
 async function workerOf(requestId: string): Promise<number> {
-  const end = Date.now() + 10_000;
-  for (;;) {
-    const line = server.logLines().find((l) => l.request_id === requestId && l.msg === 'request');
-    if (line) return line.worker;
-    if (Date.now() > end) throw new Error(`no log line for ${requestId}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  const line = await waitFor(() => server.logLines().find((l) => l.request_id === requestId && l.msg === 'request'), { timeoutMs: 10_000, what: `the request log line of ${requestId}` });
+  return line.worker;
 }
 
 /** Keep-alive connections that all landed on the same API worker: each is asked which worker

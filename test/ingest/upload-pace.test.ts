@@ -8,6 +8,7 @@
 // always the server's answer or state, polled with a bound.
 
 import t from 'tap';
+import { slotsUntil } from '../helpers/metrics.ts';
 import { makeToken, startServer } from '../helpers/server.ts';
 import { RawConn, auditOf, body, expectRejected, flatPixels, okFrame, pngOfSize, rawAnswer, smallSingle, snapshot, verifyHead, type Answer } from './helpers.ts';
 
@@ -23,18 +24,7 @@ const shortTok = await makeToken(short, ['rgb_liveness:10000:day']);
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function slotsInUse(base: string): Promise<number> {
-  const m = /^lv_verify_slots_in_use(?:\{[^}]*\})? (\S+)$/m.exec(await (await fetch(`${base}/metrics`)).text());
-  return m ? Number(m[1]) : NaN;
-}
-async function slotsBackToZero(base: string): Promise<boolean> {
-  const end = Date.now() + 15_000;
-  while (Date.now() < end) {
-    if ((await slotsInUse(base)) === 0) return true;
-    await sleep(25);
-  }
-  return false;
-}
+const slotsBackToZero = async (base: string) => (await slotsUntil(base, 0, 'the slot to be released')) === 0;
 
 /** A valid single capture whose body is about `bytes` long (the PNG padded). */
 function bigBody(bytes: number) {

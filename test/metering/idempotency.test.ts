@@ -4,6 +4,7 @@ import { postVerify, request, single } from '../helpers/captures.ts';
 import { lmdbOpen } from '../helpers/lmdb.ts';
 import { bearer, makeToken, startServer } from '../helpers/server.ts';
 import { settledState, waitFor } from '../helpers/wait.ts';
+import { ledgerVerify } from '../helpers/store.ts';
 
 const server = await startServer({
   ready: true,
@@ -76,6 +77,13 @@ t.test('a pending key answers 409 request_in_progress with Retry-After', async (
   t.equal(second.status, 409);
   t.equal(second.json.error.code, 'request_in_progress');
   t.ok(Number(second.headers.get('retry-after')) >= 1);
+  // the fingerprint is checked before the pending state: other bytes on a pending key are a
+  // conflict (the client's mistake), not a call to poll
+  const other = await postVerify(server.baseUrl, token, 'rgb_liveness', request([single({ id: 'slow-1', seed: 7 })]), { 'idempotency-key': 'k-slow' });
+  t.equal(other.status, 409);
+  t.equal(other.json.error.code, 'idempotency_conflict', 'a different body on a pending key is a conflict');
+  t.equal(other.headers.get('retry-after'), null, 'no invitation to retry the conflicting body');
+  t.notOk(firstDone.settled, 'the first call was still running when both answers came');
   const done = await first;
   t.equal(done.status, 200);
   const third = await postVerify(server.baseUrl, token, 'rgb_liveness', body, { 'idempotency-key': 'k-slow' });
@@ -95,7 +103,7 @@ t.test('a rejected request does not bind its key', async (t) => {
 });
 
 t.test('inference failure refunds and releases the key', async (t) => {
-  const { token } = await makeToken(server, ['rgb_liveness:10:day']);
+  const { id, token } = await makeToken(server, ['rgb_liveness:10:day']);
   const body = request([single({ id: 'fail-1' })]);
   const r = await postVerify(server.baseUrl, token, 'rgb_liveness', body, { 'idempotency-key': 'k-fail' });
   t.equal(r.status, 500);
@@ -104,7 +112,7 @@ t.test('inference failure refunds and releases the key', async (t) => {
   const retry = await postVerify(server.baseUrl, token, 'rgb_liveness', body, { 'idempotency-key': 'k-fail' });
   t.equal(retry.json.error.code, 'inference_failed', 'the same key may be retried (not 409)');
   const db = lmdbOpen(server.dataDir);
-  const entries = [...db.ledger.getRange({})].map((e) => e.value).filter((e: any) => e.token_id === r.json.request_id || true).filter((e: any) => e.request_id === r.json.request_id);
+  const entries = [...db.ledger.getRange({})].map((e) => e.value).filter((e: any) => e.token_id === id && e.request_id === r.json.request_id);
   t.same(entries.map((e: any) => [e.kind, e.units]), [['charge', 1], ['refund', 1]], 'ledger shows the hold and its refund');
   await db.close();
 });
@@ -148,11 +156,17 @@ t.test('settlement failure resolved by refund gives the units back and frees the
   t.equal(resolved.json.state, 'refunded');
   t.equal(await used(token), 0);
   const retry = await postVerify(server.baseUrl, token, 'rgb_liveness', body, { 'idempotency-key': 'k-settle-2' });
-  t.equal(retry.json.error.code, 'settlement_failed', 'key released: the retry runs again');
+  // a key still held also answers settlement_failed (see the test above): what tells a fresh
+  // run from a held key is the second charge, a new reservation with its own request id
+  t.equal(retry.json.error.code, 'settlement_failed');
+  t.equal(await used(token), 1, 'key released: the retry ran again and holds a unit of its own');
+  const mineNow = (await server.cli(['settlements', 'list'])).json.settlements.filter((s: any) => s.token_id === id);
+  t.equal(mineNow.length, 1, 'one open settlement for the token: the retry\'s (the refunded one is resolved)');
+  t.not(mineNow[0].id, mine.id, 'a new reservation, not the refunded one');
 });
 
 t.test('ledger verify after all of the above', async (t) => {
-  const r = await server.cli(['ledger', 'verify']);
+  const r = await ledgerVerify(server);
   t.equal(r.code, 0, r.stdout);
   t.same(r.json.mismatches, []);
 });

@@ -3,6 +3,7 @@ import { postVerify, request, single } from '../helpers/captures.ts';
 import { lmdbOpen } from '../helpers/lmdb.ts';
 import { bearer, makeToken, startServer } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
+import { ledgerVerify } from '../helpers/store.ts';
 
 // A hung inference must not hold a reservation and its key until the next restart.
 const server = await startServer({
@@ -44,6 +45,6 @@ t.test('no result within INFERENCE_TIMEOUT_SECONDS: 500 inference_failed, refund
   await db.close();
   t.same({ used: await used(token), kinds }, { used: 1, kinds: ['charge', 'charge', 'charge', 'refund', 'refund'] },
     'only the call that got a verdict is charged, after the late results too (two holds refunded, one charged)');
-  const v = await server.cli(['ledger', 'verify']);
+  const v = await ledgerVerify(server);
   t.equal(v.json.ok, true);
 });

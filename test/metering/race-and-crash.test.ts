@@ -3,6 +3,7 @@ import { postVerify, request, single } from '../helpers/captures.ts';
 import { lmdbOpen } from '../helpers/lmdb.ts';
 import { bearer, makeToken, startServer, tempDir } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
+import { ledgerVerify } from '../helpers/store.ts';
 
 t.test('two requests racing for the last unit on different API workers: exactly one wins', async (t) => {
   const server = await startServer({ ready: true });
@@ -29,7 +30,7 @@ t.test('two requests racing for the last unit on different API workers: exactly 
     if (new Set(lines.map((l) => l.worker)).size === 2) crossWorkerRounds++;
   }
   t.equal(crossWorkerRounds, 2, 'two rounds raced across both API workers');
-  const v = await server.cli(['ledger', 'verify']);
+  const v = await ledgerVerify(server);
   t.equal(v.json.ok, true);
 });
 
@@ -75,7 +76,7 @@ t.test('SIGKILL during inference: restart refunds the pending reservation and fr
   t.equal(retry.status, 200, 'the key was released and the retry runs');
   t.equal(retry.headers.get('idempotency-replayed'), null);
   t.equal((await (await fetch(`${second.baseUrl}/v1/me`, { headers: bearer(token) })).json()).usage[0].used, 1);
-  const v = await second.cli(['ledger', 'verify']);
+  const v = await ledgerVerify(second);
   t.equal(v.code, 0);
   t.equal(v.json.ok, true);
   const db2 = lmdbOpen(dataDir);

@@ -4,6 +4,7 @@ import t from 'tap';
 import { postVerify, request, single } from '../helpers/captures.ts';
 import { lmdbOpen } from '../helpers/lmdb.ts';
 import { bearer, makeToken, startServer, tempDir } from '../helpers/server.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 // Backup taken from a running service with a verify call in flight, restored by the
 // documented procedure (docs/operations.md "Backup and restore") into a fresh DATA_DIR, served again.
@@ -23,10 +24,7 @@ t.test('a backup of the live store, restored, serves the same tokens, usage and 
   // than the CLI takes to start and copy): its reservation is pending in the copy
   const slow = postVerify(a.baseUrl, token, 'rgb_liveness', request([single({ id: 'slow-1' })]), { 'idempotency-key': 'key-3' });
   const db = lmdbOpen(a.dataDir);
-  for (const end = Date.now() + 20_000; Date.now() < end; await new Promise((r) => setTimeout(r, 50))) {
-    if ([...db.reservations.getRange({})].some((e: any) => e.value.state === 'pending')) break;
-  }
-  t.ok([...db.reservations.getRange({})].some((e: any) => e.value.state === 'pending'), 'a reservation is pending during the backup');
+  t.ok(await waitFor(() => [...db.reservations.getRange({})].some((e: any) => e.value.state === 'pending'), { what: 'a pending reservation' }), 'a reservation is pending during the backup');
   await db.close();
 
   const file = path.join(tempDir('lv-backup-'), 'store.mdb');

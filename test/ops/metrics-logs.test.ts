@@ -2,6 +2,7 @@ import t from 'tap';
 import { postVerify, request, single } from '../helpers/captures.ts';
 import { makeToken, startServer } from '../helpers/server.ts';
 import { SERVICE_VERSION } from '../../src/version.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 // The operator's view through the real server: /metrics after a known mix of calls, and the
 // request log lines those calls left.
@@ -83,9 +84,7 @@ t.test('verdicts, units, quota rejections, readiness and process metrics reach /
   const rids = [ok.json.request_id, over.headers.get('x-request-id')!, failed.headers.get('x-request-id')!];
   const verifyLines = () => server.logLines().filter((l) => l.msg === 'request' && l.route === '/v1/modules/:module_id/verify');
   // the lines come through a pipe: wait for them, bounded
-  for (const end = Date.now() + 10_000; Date.now() < end && !rids.every((rid) => verifyLines().some((l) => l.request_id === rid)); ) {
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await waitFor(() => rids.every((rid) => verifyLines().some((l) => l.request_id === rid)), { timeoutMs: 10_000, what: 'the three request log lines' });
   const lines = verifyLines();
   const line = (rid: string) => lines.find((l) => l.request_id === rid);
   t.match(line(ok.json.request_id), { module: 'rgb_liveness', token_id: one.id, units: 1, outcome: verdict, status: 200 });

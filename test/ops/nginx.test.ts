@@ -7,6 +7,7 @@ import t from 'tap';
 import { request, single } from '../helpers/captures.ts';
 import { lmdbOpen } from '../helpers/lmdb.ts';
 import { makeToken, ROOT, startServer, tempDir } from '../helpers/server.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 // The nginx snippet of docs/operations.md (deploy/nginx-liveness.conf), run for real in front of the
 // service: TLS at nginx, the client's address carried in X-Forwarded-For, a spoofed header
@@ -51,11 +52,10 @@ t.test('nginx snippet: TLS at the proxy, client address through X-Forwarded-For'
     await nginxExit;
   });
   // wait for nginx to accept, bounded
-  for (let end = Date.now() + 20_000; ; await new Promise((r) => setTimeout(r, 100))) {
-    const up = await new Promise<boolean>((r) => net.connect(port, '127.0.0.1').once('connect', function (this: net.Socket) { this.destroy(); r(true); }).once('error', () => r(false)));
-    if (up) break;
-    if (Date.now() > end || nginx.exitCode !== null) throw new Error(`nginx did not start: ${nginxErr}`);
-  }
+  await waitFor(async () => {
+    if (nginx.exitCode !== null) throw new Error(`nginx exited: ${nginxErr}`);
+    return new Promise<boolean>((r) => net.connect(port, '127.0.0.1').once('connect', function (this: net.Socket) { this.destroy(); r(true); }).once('error', () => r(false)));
+  }, { timeoutMs: 20_000, intervalMs: 100, what: `nginx to accept (${nginxErr})` });
 
   const { token } = await makeToken(s, ['rgb_liveness:5:day']);
   const body = request([single({ id: 'via-nginx' })]);
@@ -76,9 +76,6 @@ t.test('nginx snippet: TLS at the proxy, client address through X-Forwarded-For'
   t.equal(answer.status, 200, answer.text);
   const db = lmdbOpen(s.dataDir);
   t.teardown(() => db.close());
-  let row: any;
-  for (const end = Date.now() + 10_000; !row && Date.now() < end; await new Promise((r) => setTimeout(r, 100))) {
-    row = [...db.audit.getRange({})].map((e) => e.value as any).find((a) => a.request_id === answer.rid);
-  }
+  const row = await waitFor(() => [...db.audit.getRange({})].map((e) => e.value as any).find((a) => a.request_id === answer.rid), { timeoutMs: 10_000, what: 'the audit row of the call' });
   t.equal(row?.client_ip, '127.0.0.5', 'the audit names the real client, not nginx and not the spoofed header');
 });

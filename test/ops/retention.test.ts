@@ -4,6 +4,8 @@ import t from 'tap';
 import { postVerify, request, single } from '../helpers/captures.ts';
 import { lmdbOpen } from '../helpers/lmdb.ts';
 import { bearer, makeToken, runCli, startServer, tempDir, type ServerHandle } from '../helpers/server.ts';
+import { waitFor } from '../helpers/wait.ts';
+import { ledgerVerify } from '../helpers/store.ts';
 
 // Retention driven by the test clock (CLOCK_FILE moves the service and the CLI together):
 // each kind goes after its own period, by the CLI and by the service's own pruner, and the
@@ -37,13 +39,7 @@ async function neverUsed(s: ServerHandle, token: string): Promise<number> {
 }
 
 async function waitLog(s: ServerHandle, pred: (l: any) => boolean, ms = 30_000): Promise<any> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    const hit = s.logLines().find(pred);
-    if (hit) return hit;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return undefined;
+  return waitFor(() => s.logLines().find(pred), { timeoutMs: ms, intervalMs: 100, what: 'a log line' }).catch(() => undefined);
 }
 
 t.test('each kind is pruned after its own period; the ledger verifies and usage stays', async (t) => {
@@ -54,7 +50,7 @@ t.test('each kind is pruned after its own period; the ledger verifies and usage 
   for (const id of ['r-1', 'r-2', 'fail-1']) await postVerify(s.baseUrl, token, 'rgb_liveness', request([single({ id })]));
   t.equal(await neverUsed(s, token), 2, 'two charged, the failed one refunded');
   // the audit line is written after the answer: wait for all three, bounded
-  for (const end = Date.now() + 10_000; counts().audit < 3 && Date.now() < end; ) await new Promise((r) => setTimeout(r, 50));
+  await waitFor(() => counts().audit >= 3, { timeoutMs: 10_000, what: 'three audit rows' }).catch(() => undefined);
   t.same(counts(), { audit: 3, results: 2, ledger: 4, archiveDays: 1 }, 'three audit rows, two results, charge+charge+charge+refund, one archive day');
 
   // defaults: archive 30 days, results 90, audit and ledger 400
@@ -85,7 +81,7 @@ t.test('each kind is pruned after its own period; the ledger verifies and usage 
   t.match(line?.pruned, { audit: 3, ledger: 4 }, 'the service pruned audit and ledger past 400 days');
   t.same(counts(), { audit: 0, results: 0, ledger: 0, archiveDays: 0 });
 
-  const verify = await s.cli(['ledger', 'verify']);
+  const verify = await ledgerVerify(s);
   t.equal(verify.code, 0, 'ledger verify holds with every entry pruned');
   t.match(verify.json, { ok: true, entries: 0 });
   t.equal(await neverUsed(s, token), 2, 'usage unchanged: the pruned entries live on as per-window totals');
@@ -93,7 +89,7 @@ t.test('each kind is pruned after its own period; the ledger verifies and usage 
   const after = await postVerify(s.baseUrl, token, 'rgb_liveness', request([single({ id: 'r-3' })]));
   t.equal(after.status, 200);
   t.equal(await neverUsed(s, token), 3);
-  const again = await s.cli(['ledger', 'verify']);
+  const again = await ledgerVerify(s);
   t.match(again.json, { ok: true, entries: 1 }, 'totals and new entries verify together');
 });
 

@@ -66,12 +66,7 @@ function alive(pid: number): boolean {
 
 /** Polls until the pid is gone, bounded. */
 async function gone(pid: number, ms = 60_000): Promise<boolean> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (!alive(pid)) return true;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return false;
+  return waitFor(() => !alive(pid), { timeoutMs: ms, intervalMs: 100, what: `pid ${pid} to exit` }).catch(() => false);
 }
 
 function connects(port: number): Promise<boolean> {

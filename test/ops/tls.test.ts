@@ -7,6 +7,7 @@ import t from 'tap';
 import { request, single } from '../helpers/captures.ts';
 import { lmdbOpen } from '../helpers/lmdb.ts';
 import { makeToken, startServer, tempDir } from '../helpers/server.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 // A certificate made here with openssl (encrypted key, so the passphrase path is exercised),
 // served by uWS's SSLApp and checked by Node's https client against that certificate.
@@ -59,23 +60,14 @@ t.test('TLS_CERT_FILE/TLS_KEY_FILE serve HTTPS; the session cookie is Secure by 
   // a range of trusted proxies (the loopback /8) lets X-Forwarded-For name the client
   const { token } = await makeToken(s, ['rgb_liveness:5:day']);
   const body = request([single({ id: 'tls-1' })]);
-  const readyBy = Date.now() + 120_000;
-  while ((await call(s.port, 'GET', '/health/ready')).status !== 200) {
-    if (Date.now() > readyBy) throw new Error('not ready over TLS');
-    await new Promise((r) => setTimeout(r, 200));
-  }
+  await waitFor(async () => (await call(s.port, 'GET', '/health/ready')).status === 200, { timeoutMs: 120_000, intervalMs: 200, what: '/health/ready over TLS' });
   const verify = await call(s.port, 'POST', '/v1/modules/rgb_liveness/verify', { authorization: `Bearer ${token}`, 'content-type': body.contentType, 'x-forwarded-for': '81.2.69.160' }, body.body);
   t.equal(verify.status, 200, 'a verify call over TLS');
   t.equal(JSON.parse(verify.body).charged_units, 1);
   const rid = verify.headers['x-request-id'] as string;
   const db = lmdbOpen(s.dataDir);
   t.teardown(() => db.close());
-  const end = Date.now() + 10_000;
-  let row: any;
-  while (!row && Date.now() < end) {
-    row = [...db.audit.getRange({})].map((e) => e.value as any).find((a) => a.request_id === rid);
-    if (!row) await new Promise((r) => setTimeout(r, 100));
-  }
+  const row = await waitFor(() => [...db.audit.getRange({})].map((e) => e.value as any).find((a) => a.request_id === rid), { timeoutMs: 10_000, what: 'the audit row of the call' });
   t.match(row, { client_ip: '81.2.69.160', country: 'GB' }, 'audit names the client behind a proxy in the trusted range');
 });
 

@@ -12,20 +12,10 @@ import { deviceSessionContract } from './device-sessions-contract.ts';
 // One contract, run against every store (test/store/lmdb.test.ts, test/store/pg.test.ts):
 // whatever a caller may rely on is asserted here once, so the two cannot drift apart.
 
-export const T0 = Date.parse('2026-05-04T10:00:00Z');
+// the records a contract case starts from, shared with bench/store.ts
+import { reserveInput, T0, tokenRecord } from '../../bench/harness/records.ts';
+export { reserveInput, T0, tokenRecord };
 const id = (p: string) => `${p}_${randomBytes(6).toString('hex')}`;
-
-export function tokenRecord(grants: Grant[], over: Partial<TokenRecord> = {}): TokenRecord {
-  const tid = id('tok');
-  return {
-    id: tid, name: tid, token_prefix: 'lvk_test', hash: randomBytes(32).toString('hex'), enabled: true, expires_at: null, demo: false, revoked: false,
-    created_at: new Date(T0).toISOString(), grants, ...over,
-  };
-}
-
-export function reserveInput(token: TokenRecord, over: Partial<ReserveInput> = {}): ReserveInput {
-  return { token, moduleId: 'rgb_liveness', units: 1, requestId: id('req'), idempotencyKey: null, fingerprint: null, at: T0, ...over };
-}
 
 const render = (requestId: string) => (usage: UsageRecord[]) => JSON.stringify({ request_id: requestId, module_id: 'rgb_liveness', charged_units: 1, results: [{ capture_id: 'c"1', v: 0.5 }], usage });
 

@@ -1,0 +1,196 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createTokenIn } from './store.ts';
+import { waitFor } from './wait.ts';
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+export function tempDir(prefix = 'lv-test-'): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+}
+
+export interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+  json: any;
+}
+
+/** Runs the operator CLI exactly as `npm run cli` does, against a DATA_DIR. */
+export function runCli(dataDir: string, args: string[], stdin = '', env: Record<string, string> = {}): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const p = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
+      cwd: ROOT,
+      env: { ...process.env, DATA_DIR: dataDir, ...env },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    p.stdout.on('data', (d) => (stdout += d));
+    p.stderr.on('data', (d) => (stderr += d));
+    p.on('error', reject);
+    p.on('close', (code) => {
+      let json: unknown;
+      try {
+        json = JSON.parse(stdout);
+      } catch {
+        json = undefined;
+      }
+      resolve({ code: code ?? -1, stdout, stderr, json });
+    });
+    p.stdin.end(stdin);
+  });
+}
+
+export interface ServerHandle {
+  baseUrl: string;
+  port: number;
+  dataDir: string;
+  /** the environment overrides it was started with (the CLI and in-process store use them) */
+  env: Record<string, string>;
+  proc: ChildProcess;
+  logs: string[];
+  /** parsed JSON log lines */
+  logLines(): any[];
+  cli(args: string[], stdin?: string): Promise<CliResult>;
+  /** SIGTERM (or another signal) and wait for exit; resolves with the exit code */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+  exited: Promise<number | null>;
+}
+
+export interface StartOptions {
+  dataDir?: string;
+  env?: Record<string, string>;
+  /** wait until /health/ready answers 200 */
+  ready?: boolean;
+  timeoutMs?: number;
+}
+
+// Servers still running when the test process exits (a test file cut off by tap's timeout,
+// an uncaught error) are killed with it: otherwise each lingers as an orphan, holding memory
+// and CPU, and slows every later test on a shared machine (seen: 18 orphans after timeouts).
+const liveServers = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const p of liveServers) p.kill('SIGKILL');
+});
+
+/** Starts the real service (`node --import tsx src/main.ts`, as npm start does) on an
+ * ephemeral port with a temporary DATA_DIR. */
+export async function startServer(opts: StartOptions = {}): Promise<ServerHandle> {
+  const dataDir = opts.dataDir ?? tempDir();
+  const env = {
+    ...process.env,
+    HOST: '127.0.0.1',
+    PORT: '0',
+    DATA_DIR: dataDir,
+    WORKERS: '2',
+    INFERENCE_THREADS: '1',
+    WARMUP_RUNS: '2',
+    // what `auto` picks on a CPU host (docs/inference-backends.md), without the start-up
+    // measurement each server would otherwise repeat; the measurement itself is tested in
+    // test/inference/backend-choice.test.ts, and tests of another backend say so
+    INFERENCE_BACKEND: 'native',
+    LOG_LEVEL: 'info',
+    ...opts.env,
+  };
+  const proc = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  liveServers.add(proc);
+  proc.once('exit', () => liveServers.delete(proc));
+  const logs: string[] = [];
+  // LV_SERVER_LOG=<file>: keep every server's output for post-mortems of a failed run
+  const logFile = process.env.LV_SERVER_LOG;
+  if (logFile) {
+    proc.stdout!.on('data', (d: Buffer) => fs.appendFileSync(logFile, d));
+    proc.stderr!.on('data', (d: Buffer) => fs.appendFileSync(logFile, d));
+  }
+  const exited = new Promise<number | null>((resolve) => proc.on('exit', (code, signal) => {
+    if (logFile) fs.appendFileSync(logFile, `\n[server pid ${proc.pid} exited code=${code} signal=${signal}]\n`);
+    resolve(code);
+  }));
+  const port = await new Promise<number>((resolve, reject) => {
+    let buf = '';
+    // a hang detector, not a speed check: on a loaded shared 2-core machine a start (tsx
+    // compile, WASM warm-up) has been seen to take over a minute
+    const timer = setTimeout(() => reject(new Error(`server did not start:\n${logs.join('\n')}`)), opts.timeoutMs ?? 180_000);
+    const onLine = (line: string) => {
+      logs.push(line);
+      if (line.includes('"msg":"listening"')) {
+        clearTimeout(timer);
+        resolve(JSON.parse(line).port);
+      }
+    };
+    proc.stdout!.on('data', (d: Buffer) => {
+      buf += d.toString();
+      let i: number;
+      while ((i = buf.indexOf('\n')) >= 0) {
+        onLine(buf.slice(0, i));
+        buf = buf.slice(i + 1);
+      }
+    });
+    proc.stderr!.on('data', (d: Buffer) => logs.push(d.toString()));
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`server exited with ${code}:\n${logs.join('\n')}`));
+    });
+  });
+  const baseUrl = `http://127.0.0.1:${port}`;
+  const handle: ServerHandle = {
+    baseUrl,
+    port,
+    dataDir,
+    env: opts.env ?? {},
+    proc,
+    logs,
+    exited,
+    logLines: () => logs.flatMap((l) => {
+      try {
+        return [JSON.parse(l)];
+      } catch {
+        return [];
+      }
+    }),
+    cli: (args, stdin) => runCli(dataDir, args, stdin, opts.env),
+    stop: async (signal = 'SIGTERM') => {
+      if (proc.exitCode !== null || proc.signalCode !== null) return proc.exitCode;
+      proc.kill(signal);
+      return exited;
+    },
+  };
+  if (opts.ready) await waitReady(baseUrl, opts.timeoutMs ?? 120_000);
+  return handle;
+}
+
+export async function waitReady(baseUrl: string, timeoutMs = 120_000): Promise<any> {
+  let last: unknown;
+  try {
+    return await waitFor(async () => {
+      const r = await fetch(`${baseUrl}/health/ready`);
+      last = await r.json();
+      return r.status === 200 ? last : undefined;
+    }, { timeoutMs, intervalMs: 200, what: '/health/ready to answer 200' });
+  } catch (err) {
+    throw new Error(`not ready after ${timeoutMs} ms: ${JSON.stringify(last)} (${(err as Error).message})`);
+  }
+}
+
+/** Creates a token in the server's store, in-process, as the CLI's `token create` does (see
+ * helpers/store.ts); a handle without a DATA_DIR (only a `cli`) goes through the CLI. */
+export async function makeToken(server: { cli: ServerHandle['cli']; dataDir?: string; env?: Record<string, string> }, grants: string[], extra: string[] = []): Promise<{ id: string; token: string; name: string }> {
+  // token names are unique: a fresh one per call
+  const name = `test-${randomUUID()}`;
+  if (server.dataDir !== undefined) {
+    const made = await createTokenIn({ dataDir: server.dataDir, env: server.env ?? {} }, name, grants, extra);
+    return { ...made, name };
+  }
+  const r = await server.cli(['token', 'create', '--name', name, ...grants.flatMap((g) => ['--grant', g]), ...extra]);
+  if (r.code !== 0) throw new Error(`token create failed: ${r.stderr}`);
+  return { id: r.json.id, token: r.json.token, name };
+}
+
+export function bearer(token: string): Record<string, string> {
+  return { authorization: `Bearer ${token}` };
+}
