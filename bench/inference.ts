@@ -11,7 +11,8 @@ import { MAX_BATCH } from '../src/inference/manifest.ts';
 import { FRAME_SIZE } from '../models/builder/raw_v1.ts';
 import type { InferenceJob } from '../src/inference/types.ts';
 import { benchCrop, type FrameBenchConfig, type FrameBenchResult } from '../workers/frame-bench.ts';
-import type { CapturePacket, FrameRecord, Mode, PreparedCapture } from '../src/packets/types.ts';
+import type { CapturePacket, FrameRecord, PreparedCapture } from '../src/packets/types.ts';
+import type { Mode } from '../src/contract/index.ts';
 
 const MODELS = fileURLToPath(new URL('../models', import.meta.url));
 const CROPS = Array.from({ length: 8 }, (_, i) => benchCrop(i + 7));

@@ -10,7 +10,7 @@
 import { pathToFileURL } from 'node:url';
 import { MultipartParser, parseMultipartBoundary } from '../src/http/multipart/index.ts';
 import { LIMITS } from '../src/http/routes/verify.ts';
-import type { ModuleId } from '../src/packets/types.ts';
+import type { ModuleId } from '../src/contract/index.ts';
 import { earlyMetadata, prepareRequest } from '../src/verify/index.ts';
 import { postVerify, request, sequence, single } from './harness/captures.ts';
 import { makeToken, startServer } from './harness/server.ts';

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import type { Logger } from './observability/logger.ts';
-import { currentProcess, holderAlive } from './store/owner.ts';
+import type { Logger } from './observability/index.ts';
+import { currentProcess, holderAlive } from './store/index.ts';
 
 /** The longest a drain waits for in-flight calls before the process stops anyway; the
  * systemd unit's TimeoutStopSec must stay above it (test/ops/deploy.test.ts checks). */

@@ -1,8 +1,8 @@
 import { now } from './clock.ts';
 import type { Config } from './config/index.ts';
-import type { Logger } from './observability/logger.ts';
+import type { Logger } from './observability/index.ts';
 import { keySourceFor } from './signing/index.ts';
-import type { StoreBackend } from './store/backend.ts';
+import type { StoreBackend } from './store/index.ts';
 
 /** Refunds what dead holders left pending, logging each (the holder as holder_pid or
  * holder_node: pino's own `pid` names the process that logs the line). */

@@ -1,24 +1,24 @@
 import { parentPort, workerData } from 'node:worker_threads';
-import { RemoteInference } from './cluster/remote-inference.ts';
-import type { FromWorker, ToWorker, WorkerData } from './cluster/messages.ts';
+import { RemoteInference } from './cluster/index.ts';
+import type { FromWorker, ToWorker, WorkerData } from './cluster/index.ts';
 import { SLOTS_PER_WORKER } from './config/index.ts';
-import { TokenCache } from './auth/token-cache.ts';
-import { createApp } from './http/app.ts';
-import { createCors } from './http/cors.ts';
-import { ConnectionBalance } from './http/balance.ts';
-import { HostAdmission } from './http/capacity.ts';
-import { UploadPacer } from './http/upload-pace.ts';
-import { buildRouter } from './http/routes/index.ts';
-import { closeApp, listen, loadUws, LISTEN_SHARED, type us_listen_socket } from './http/uws.ts';
-import { useGeoDatabase } from './metering/geo.ts';
+import { TokenCache } from './auth/index.ts';
+import { createApp } from './http/index.ts';
+import { createCors } from './http/index.ts';
+import { ConnectionBalance } from './http/index.ts';
+import { HostAdmission } from './http/index.ts';
+import { UploadPacer } from './http/index.ts';
+import { buildRouter } from './http/index.ts';
+import { closeApp, listen, loadUws, LISTEN_SHARED, type us_listen_socket } from './http/index.ts';
+import { useGeoDatabase } from './metering/index.ts';
 import { frameSlab } from './images/index.ts';
-import { createLogger } from './observability/logger.ts';
-import { WorkerMetrics } from './observability/metrics.ts';
-import { appModule, HSTS, servesTls } from './http/tls.ts';
-import { testFaultHook } from './http/test-faults.ts';
+import { createLogger } from './observability/index.ts';
+import { WorkerMetrics } from './observability/index.ts';
+import { appModule, HSTS, servesTls } from './http/index.ts';
+import { testFaultHook } from './http/index.ts';
 import { DRAIN_TIMEOUT_MS } from './lifecycle.ts';
-import { isLmdbCommitRejection } from './store/write-health.ts';
-import { openConfiguredStore } from './store/select.ts';
+import { isLmdbCommitRejection } from './store/index.ts';
+import { openConfiguredStore } from './store/index.ts';
 
 // One API worker thread: its own uWS app on the shared port (SO_REUSEPORT lets the kernel
 // spread connections), its own handle on the store (LMDB, or a PostgreSQL pool and node

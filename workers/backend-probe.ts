@@ -3,7 +3,7 @@
 // ends takes its WASM heap with it, so a backend that loses leaves nothing behind but the
 // native library's mapping. The thread keeps its sessions between tasks, so the caller can
 // interleave short measurements of every candidate.
-import { RGB8_BYTES, type ModuleId } from '../src/packets/types.ts';
+import { RGB8_BYTES, type ModuleId } from '../src/contract/index.ts';
 import type { Manifest } from '../src/inference/manifest.ts';
 import { ModuleRunner } from '../src/inference/runner.ts';
 import { createRuntime } from '../src/inference/runtime.ts';

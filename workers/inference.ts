@@ -1,7 +1,7 @@
 // A piscina worker: loads the enabled modules' graphs into its own sessions, warms them,
 // reports progress on the pool's BroadcastChannel, then serves tasks.
 import { BroadcastChannel, threadId, workerData } from 'node:worker_threads';
-import type { ModuleId } from '../src/packets/types.ts';
+import type { ModuleId } from '../src/contract/index.ts';
 import type { CapturesTask, WorkerConfig, WorkerReply, WorkerReport, WorkerTask } from '../src/inference/protocol.ts';
 import { MODES, policyFor } from '../src/inference/modes/index.ts';
 import { ModuleRunner } from '../src/inference/runner.ts';

@@ -1,5 +1,5 @@
 import { buildBatch, buildCapture, buildVerifyBody, encodePng, type CaptureInput } from '../../src/client/index.ts';
-import type { Mode } from '../../src/packets/types.ts';
+import type { Mode } from '../../src/contract/index.ts';
 
 /** Deterministic 320x320 RGB test crops (xorshift noise over a gradient), distinct per seed. */
 export function crop(seed: number): Uint8Array {

@@ -1,9 +1,9 @@
-import { hashPassword } from '../auth/password.ts';
+import { hashPassword } from '../auth/index.ts';
 import { isoNow } from '../clock.ts';
 import type { Config } from '../config/index.ts';
-import type { Logger } from '../observability/logger.ts';
-import type { StoreBackend } from '../store/backend.ts';
-import { DuplicateUserError } from '../store/errors.ts';
+import type { Logger } from '../observability/index.ts';
+import type { StoreBackend } from '../store/index.ts';
+import { DuplicateUserError } from '../store/index.ts';
 import { addUser } from './users.ts';
 
 /** contract.md: ADMIN_USERNAME/ADMIN_PASSWORD create that admin if the name is free; an

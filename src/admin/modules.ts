@@ -1,6 +1,6 @@
-import type { InferenceService } from '../inference/types.ts';
-import { MODULE_IDS, type Mode, type ModuleId } from '../packets/types.ts';
-import type { StoreBackend } from '../store/backend.ts';
+import type { InferenceService } from '../inference/index.ts';
+import { MODULE_IDS, type Mode, type ModuleId } from '../contract/index.ts';
+import type { StoreBackend } from '../store/index.ts';
 
 // interface-spec.md, module table.
 const MODES: Record<ModuleId, Mode[]> = {

@@ -1,10 +1,10 @@
 // GET /admin/api/overview: what an operator wants at a glance (issue 25). Everything here is
 // read from what the service keeps anyway (the audit log, the tokens' usage, the slot table,
 // readiness): nothing new is counted on the verify path.
-import type { InferenceService } from '../inference/types.ts';
+import type { InferenceService } from '../inference/index.ts';
 import { listPendingSettlements } from '../metering/index.ts';
-import type { StoreBackend } from '../store/backend.ts';
-import type { AuditRecord } from '../store/records.ts';
+import type { StoreBackend } from '../store/index.ts';
+import type { AuditRecord } from '../store/index.ts';
 import { moduleViews, type ModuleView } from './modules.ts';
 import { auditOutcome } from './page-query.ts';
 

@@ -1,6 +1,6 @@
 import { ValidationFailure } from '../errors/index.ts';
 import { AUDIT_OUTCOMES, type AuditOutcome, type AuditRecord, type PageQuery } from '../store/index.ts';
-import { MODULE_IDS, type ValidationIssue } from '../packets/types.ts';
+import { MODULE_IDS, type ValidationIssue } from '../contract/index.ts';
 import { isModuleId } from './modules.ts';
 
 export const MAX_PAGE = 1000;

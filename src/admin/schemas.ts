@@ -1,5 +1,5 @@
 import { FormatRegistry, Type, type Static } from '@sinclair/typebox';
-import { NAME_TEXT } from '../packets/name-text.ts';
+import { NAME_TEXT } from '../packets/index.ts';
 
 // Bodies of the administration API (contract.md "Administration API"). Unknown fields are
 // rejected everywhere (additionalProperties: false), as the contract requires.

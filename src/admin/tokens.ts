@@ -1,14 +1,14 @@
-import { generateToken, hashToken } from '../auth/business-token.ts';
+import { generateToken, hashToken } from '../auth/index.ts';
 import { isoNow, now } from '../clock.ts';
-import type { UsageRecord } from '../store/records.ts';
-import type { ModuleId } from '../packets/types.ts';
-import { newId } from '../store/ids.ts';
-import type { StoreBackend } from '../store/backend.ts';
-import type { Grant, TokenRecord } from '../store/records.ts';
-import { withGrant, withoutGrant } from '../store/token-rules.ts';
+import type { UsageRecord } from '../store/index.ts';
+import type { ModuleId } from '../contract/index.ts';
+import { newId } from '../store/index.ts';
+import type { StoreBackend } from '../store/index.ts';
+import type { Grant, TokenRecord } from '../store/index.ts';
+import { withGrant, withoutGrant } from '../store/index.ts';
 import { encodeCursor, type ListQuery } from './page-query.ts';
 
-export { DuplicateTokenNameError } from '../store/errors.ts';
+export { DuplicateTokenNameError } from '../store/index.ts';
 
 // Token administration shared by the admin API and the CLI, so both behave the same.
 

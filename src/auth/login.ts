@@ -1,8 +1,8 @@
 import type { Config } from '../config/index.ts';
-import { bodyParser } from '../packets/json-body.ts';
+import { bodyParser } from '../packets/index.ts';
 import { retryAfter, ServiceError } from '../errors/index.ts';
-import type { StoreBackend } from '../store/backend.ts';
-import type { UserRecord } from '../store/records.ts';
+import type { StoreBackend } from '../store/index.ts';
+import type { UserRecord } from '../store/index.ts';
 import { hashPassword, needsRehash, verifyPassword } from './password.ts';
 import { LoginSchema } from './schemas.ts';
 import { createSession, sweepSessions } from './session.ts';

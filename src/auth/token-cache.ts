@@ -1,4 +1,4 @@
-import type { TokenRecord } from '../store/records.ts';
+import type { TokenRecord } from '../store/index.ts';
 
 /**
  * Token reads by hash kept a few seconds, for the verify path on the shared PostgreSQL store,

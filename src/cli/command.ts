@@ -1,4 +1,4 @@
-import type { StoreBackend } from '../store/backend.ts';
+import type { StoreBackend } from '../store/index.ts';
 
 /** One CLI command: its usage line and what it does. Beside the errors, not in main.ts, so
  * the command modules main.ts imports do not import main.ts back (a folder cycle). */

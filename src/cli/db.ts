@@ -1,6 +1,6 @@
-import { SCHEMA_VERSION } from '../store/lmdb/open.ts';
-import type { PgBackend } from '../store/pg/index.ts';
-import { MIGRATIONS } from '../store/pg/migrations.ts';
+import { SCHEMA_VERSION } from '../store/index.ts';
+import type { PgBackend } from '../store/index.ts';
+import { MIGRATIONS } from '../store/index.ts';
 import type { Command } from './command.ts';
 
 export const dbCommands: Record<string, Command> = {

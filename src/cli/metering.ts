@@ -1,8 +1,8 @@
 import { parseArgs } from 'node:util';
 import { listPendingSettlements, resolveSettlement } from '../metering/index.ts';
-import { parsePageQuery } from '../admin/page-query.ts';
+import { parsePageQuery } from '../admin/index.ts';
 import { ValidationFailure } from '../errors/index.ts';
-import type { PageQuery } from '../store/backend.ts';
+import type { PageQuery } from '../store/index.ts';
 import { NotFoundError, ConflictError, UsageError } from './errors.ts';
 import type { Command } from './command.ts';
 

@@ -3,9 +3,9 @@ import { parseArgs } from 'node:util';
 import type { Command } from './command.ts';
 import { now } from '../clock.ts';
 import { loadConfig } from '../config/index.ts';
-import { isNameText } from '../packets/name-text.ts';
-import { publicJwksOf, UnknownSigningKeyError } from '../signing/keys.ts';
-import { keySourceFor } from '../signing/source.ts';
+import { isNameText } from '../packets/index.ts';
+import { publicJwksOf, UnknownSigningKeyError } from '../signing/index.ts';
+import { keySourceFor } from '../signing/index.ts';
 import { NotFoundError, UsageError } from './errors.ts';
 
 // Keys live beside the store: DATA_DIR/keys files with LMDB, the shared database with

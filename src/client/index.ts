@@ -22,7 +22,7 @@ export type {
   CapturePacket, BatchEnvelope, FrameRecord, ImageDescriptor, ModuleId, Mode, Phase, ValidationIssue,
   SessionClientOptions, SessionRequest, SessionCreated, SessionStatus, SessionVerification, SessionState, SessionMeResponse,
 } from '../../client/src/index.ts';
-export { encodePng } from '../images/png-encode.ts';
+export { encodePng } from '../images/index.ts';
 
 export function sha256Hex(bytes: Uint8Array): string {
   return createHash('sha256').update(bytes).digest('hex');

@@ -1,8 +1,8 @@
 import { ConfigError, type Config } from '../config/index.ts';
 import { availableModelSets, createModelSetSwitch, ManifestError, startupModelSet, watchActivationRequests, type EngineOptions, type ModelSetSwitch } from '../inference/index.ts';
-import type { PoolTimes } from '../inference/pool.ts';
-import type { InferenceJob, InferenceService, ResultRecord } from '../inference/types.ts';
-import type { Logger } from '../observability/logger.ts';
+import type { PoolTimes } from '../inference/index.ts';
+import type { InferenceJob, InferenceService, ResultRecord } from '../inference/index.ts';
+import type { Logger } from '../observability/index.ts';
 
 export interface EngineHost extends InferenceService {
   close(): Promise<void>;

@@ -1,6 +1,6 @@
 import type { Config } from '../config/index.ts';
-import type { InferenceJob, ModuleReadiness, ResultRecord } from '../inference/types.ts';
-import type { MetricsSnapshot } from '../observability/metrics.ts';
+import type { InferenceJob, ModuleReadiness, ResultRecord } from '../inference/index.ts';
+import type { MetricsSnapshot } from '../observability/index.ts';
 
 export interface WorkerData {
   config: Config;

@@ -1,7 +1,7 @@
 // The main thread's half of the API worker -> inference thread path: a call posted by an API
 // worker goes to the engine (and its pool), and the answer goes back to that worker. One
 // function, so that bench/relay.mjs measures the path the service runs.
-import type { InferenceService } from '../inference/types.ts';
+import type { InferenceService } from '../inference/index.ts';
 import type { FromWorker, ToWorker } from './messages.ts';
 
 export interface RelayEngine extends InferenceService {

@@ -1,6 +1,6 @@
 import type { MessagePort } from 'node:worker_threads';
 import { isSharedPixels } from '../images/index.ts';
-import { InferenceFailedError, type InferenceJob, type InferenceService, type ModuleReadiness, type ResultRecord } from '../inference/types.ts';
+import { InferenceFailedError, type InferenceJob, type InferenceService, type ModuleReadiness, type ResultRecord } from '../inference/index.ts';
 
 export { InferenceFailedError };
 import type { FromWorker } from './messages.ts';

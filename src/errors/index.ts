@@ -1,2 +1,4 @@
 export { ERRORS, errorBody, ServiceError, ValidationFailure, type ErrorCode } from './codes.ts';
 export { retryAfter } from './retry-after.ts';
+
+export { ISSUE_TYPES } from './issue-types.ts';

@@ -1,11 +1,11 @@
-import { csrfMatches } from '../auth/csrf.ts';
-import { readSessionCookie } from '../auth/session-cookie.ts';
-import { destroySession, findSession, type SessionRecord } from '../auth/session.ts';
+import { csrfMatches } from '../auth/index.ts';
+import { readSessionCookie } from '../auth/index.ts';
+import { destroySession, findSession, type SessionRecord } from '../auth/index.ts';
 import { now } from '../clock.ts';
 import { ServiceError } from '../errors/index.ts';
 import type { HttpContext } from './context.ts';
 import type { Services } from './services.ts';
-import type { UserRecord } from '../store/records.ts';
+import type { UserRecord } from '../store/index.ts';
 
 export interface AdminSession {
   key: string;

@@ -1,7 +1,7 @@
 import { ServiceError, ValidationFailure } from '../errors/index.ts';
-import type { Logger } from '../observability/logger.ts';
-import type { WorkerMetrics } from '../observability/metrics.ts';
-import { requestFacts } from '../observability/request-facts.ts';
+import type { Logger } from '../observability/index.ts';
+import type { WorkerMetrics } from '../observability/index.ts';
+import { requestFacts } from '../observability/index.ts';
 import { HttpContext } from './context.ts';
 import type { Cors } from './cors.ts';
 import { errorReply, send, type Reply } from './respond.ts';

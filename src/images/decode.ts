@@ -1,6 +1,6 @@
 // From uploaded bytes to pixels, with failures as 422 items that point at the frame's image.
 
-import { ValidationFailure } from '../errors/codes.ts';
+import { ValidationFailure } from '../errors/index.ts';
 import type { ImageEncoding, ValidationIssue } from '../contract/index.ts';
 import { ImageError } from './errors.ts';
 import { decodePng } from './png-decode.ts';

@@ -8,7 +8,7 @@
 // would bill the drift to whichever came second), and the fastest median wins.
 import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
-import type { ModuleId } from '../packets/types.ts';
+import type { ModuleId } from '../contract/index.ts';
 import { SOURCE_EXT } from '../source-ext.ts';
 import type { Manifest } from './manifest.ts';
 import type { ExecutionProvider } from './types.ts';

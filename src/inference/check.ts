@@ -1,7 +1,7 @@
 // `npm run cli -- models check <dir>`: validates a model set's manifest and runs every
 // graph once on the default (WASM) runtime, so an operator learns of a bad deployment
 // before the service does.
-import { CROP_SIZE, MODULE_IDS } from '../packets/types.ts';
+import { CROP_SIZE, MODULE_IDS } from '../contract/index.ts';
 import { loadManifest, MAX_BATCH, type Manifest } from './manifest.ts';
 import { ModuleRunner } from './runner.ts';
 import { createRuntime } from './runtime.ts';

@@ -1,6 +1,6 @@
 // Result records (interface spec "Result record" and decision rules; contract "Result
 // details"). Every key is always present; diagnostics are null outside their mode.
-import type { CapturePacket } from '../packets/types.ts';
+import type { CapturePacket } from '../packets/index.ts';
 import type { ColorLogits, ResetEvent, ResultRecord, RetryReason } from './types.ts';
 
 export interface Policy {

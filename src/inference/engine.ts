@@ -2,14 +2,15 @@
 // turns prepared captures into result records; API workers reach it over MessagePorts.
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
-import { MODULE_IDS, type Mode, type ModuleId, type PreparedCapture } from '../packets/types.ts';
+import { type PreparedCapture } from '../packets/index.ts';
+import { MODULE_IDS, type Mode, type ModuleId } from '../contract/index.ts';
 import { loadManifest, MAX_BATCH, type Manifest } from './manifest.ts';
 import { modePolicies, policyFor } from './modes/index.ts';
 import { InferencePool, poolShape, transferable, type PoolTimes } from './pool.ts';
 import type { WorkerReport } from './protocol.ts';
 import { webGpuAdapter } from './runtime.ts';
 import { chooseBackend, measureBackends, type BackendChoice } from './backend-probe.ts';
-import { isSharedPixels } from '../images/frame-slab.ts';
+import { isSharedPixels } from '../images/index.ts';
 import type { ExecutionProvider, InferenceJob, InferenceService, ModuleReadiness, ResultRecord } from './types.ts';
 
 export type Backend = 'auto' | 'wasm' | 'webgpu' | 'native';

@@ -4,7 +4,7 @@
 // when the graph runs. So every graph runs here on a few fixed inputs when it is loaded (in
 // each pool worker, and in `models check`): a failure keeps its module unready and the
 // message, naming the graph and the field, is what /health/ready and the check print.
-import { CROP_SIZE } from '../packets/types.ts';
+import { CROP_SIZE } from '../contract/index.ts';
 import { MAX_BATCH, type GraphSpec, type ImageGraphSpec } from './manifest.ts';
 import type { Feed, Session } from './runtime.ts';
 

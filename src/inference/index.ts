@@ -10,3 +10,6 @@ export { createModelSetSwitch, ActivationBusyError, type ModelSetSwitch, type Ac
 export { availableModelSets, readModelSetState, requestActivation, startupModelSet, watchActivationRequests, type ModelSetState } from './model-set-requests.ts';
 export { poolShape } from './pool.ts';
 export type * from './types.ts';
+
+export type { PoolTimes } from './pool.ts';
+export { InferenceFailedError } from './types.ts';

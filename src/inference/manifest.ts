@@ -6,7 +6,7 @@ import { isAbsolute, join, normalize } from 'node:path';
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { TypeCompiler, type TypeCheck } from '@sinclair/typebox/compiler';
 import { ValueErrorType, type ValueError } from '@sinclair/typebox/errors';
-import type { ModuleId } from '../packets/types.ts';
+import type { ModuleId } from '../contract/index.ts';
 
 export const MANIFEST_FORMAT = 'liveness-model-set/1';
 /** Largest batch the service ever sends to a dynamic-batch graph (spec: internal maximum 4). */

@@ -1,6 +1,7 @@
 // What the main thread and the pool workers say to each other. Everything here is
 // structured-clone friendly; pixel buffers travel in transfer lists.
-import type { Mode, ModuleId, PreparedCapture } from '../packets/types.ts';
+import type { PreparedCapture } from '../packets/index.ts';
+import type { Mode, ModuleId } from '../contract/index.ts';
 import type { Manifest } from './manifest.ts';
 import type { ExecutionProvider, ResultRecord } from './types.ts';
 

@@ -3,7 +3,8 @@
 // the benchmark); knows nothing about windows or decisions.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { PHASES as PHASE_ORDER, RGB8_BYTES, type ModuleId } from '../packets/types.ts';
+import { PHASES as PHASE_ORDER } from '../packets/index.ts';
+import { RGB8_BYTES, type ModuleId } from '../contract/index.ts';
 import { MAX_BATCH, type GraphSpec, type ImageGraphSpec, type Manifest, type TemporalGraphSpec } from './manifest.ts';
 import { dims, FramePreparer, InputBuffer, type Plan } from './preprocess.ts';
 import type { Feed, Runtime, Session } from './runtime.ts';

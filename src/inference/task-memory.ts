@@ -1,6 +1,6 @@
 import type { CapturesTask } from './protocol.ts';
 // the slab module alone: an inference thread has no use for the image codecs of images/index
-import { isSharedPixels } from '../images/frame-slab.ts';
+import { isSharedPixels } from '../images/index.ts';
 
 // A task's pixels arrive in an inference thread transferred, so their memory is that thread's
 // and goes back only at its next garbage collection, which V8 may put off for tens of MiB of

@@ -1,4 +1,5 @@
-import type { Mode, ModuleId, PreparedCapture } from '../packets/types.ts';
+import type { PreparedCapture } from '../packets/index.ts';
+import type { Mode, ModuleId } from '../contract/index.ts';
 
 export type RetryReason =
   | 'incomplete_capture'

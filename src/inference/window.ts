@@ -1,7 +1,7 @@
 // The RGB sequence's final window (interface spec, states rule 5). Resets that need no
 // model (missing index, failed frame, geometry) are found first, so the CNN only runs
 // on frames that can still reach the final window; score-jump resets come after.
-import type { FrameRecord } from '../packets/types.ts';
+import type { FrameRecord } from '../packets/index.ts';
 import type { ResetEvent } from './types.ts';
 
 /** Spec limit: an RGB final window is at most 20 frames. */

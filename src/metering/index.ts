@@ -7,3 +7,5 @@ export { requestFingerprint, canonicalJson } from './fingerprint.ts';
 export { outcomeOfBody, outcomeOfResults } from './outcome.ts';
 export { countryOf } from './geo.ts';
 export { archiveDemoUpload } from './archive.ts';
+
+export { geoDatabase, useGeoDatabase } from './geo.ts';

@@ -1,7 +1,7 @@
 // What a verify call decided, for the audit log: operators filter on it, and a charged call
 // whose captures all came back `retry` reads differently from one that said `live`.
 
-import type { AuditOutcome } from '../store/records.ts';
+import type { AuditOutcome } from '../store/index.ts';
 
 /** One result per capture: every capture live, every one non-live, every one retry, or a
  * batch with more than one of these (mixed). */

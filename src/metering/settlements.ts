@@ -1,6 +1,6 @@
 import { now } from '../clock.ts';
-import type { StoreBackend } from '../store/backend.ts';
-import type { Reservation } from '../store/records.ts';
+import type { StoreBackend } from '../store/index.ts';
+import type { Reservation } from '../store/index.ts';
 
 export interface SettlementView {
   id: string;

@@ -1,6 +1,6 @@
 import client from 'prom-client';
 import { SERVICE_VERSION } from '../version.ts';
-import { onStoreWriteFailure, storeWritesFailing } from '../store/write-health.ts';
+import { onStoreWriteFailure, storeWritesFailing } from '../store/index.ts';
 
 export type MetricsSnapshot = Awaited<ReturnType<client.Registry['getMetricsAsJSON']>>;
 

@@ -3,13 +3,13 @@
 // to give it a name; operations may also use a TypeBox schema inline.
 
 import { Type, type TSchema } from '@sinclair/typebox';
-import * as admin from '../admin/schemas.ts';
-import { LoginSchema, SessionSchema } from '../auth/schemas.ts';
+import { adminSchemas as admin } from '../admin/index.ts';
+import { LoginSchema, SessionSchema } from '../auth/index.ts';
 import { ERRORS } from '../errors/index.ts';
-import { ISSUE_TYPES } from '../errors/issue-types.ts';
-import { BatchEnvelopeSchema, CapturePacketSchema, FrameSchema, ImageDescriptorSchema, MetadataSchema } from '../packets/schemas.ts';
+import { ISSUE_TYPES } from '../errors/index.ts';
+import { BatchEnvelopeSchema, CapturePacketSchema, FrameSchema, ImageDescriptorSchema, MetadataSchema } from '../packets/index.ts';
 import * as r from './responses.ts';
-import { SessionCreateSchema } from '../sessions/schemas.ts';
+import { SessionCreateSchema } from '../sessions/index.ts';
 import * as sessions from './session-responses.ts';
 import { MODULE_METADATA, PACKETS } from './verify-metadata.ts';
 

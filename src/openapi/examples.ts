@@ -2,7 +2,7 @@
 // `redocly lint` (no-invalid-media-type-examples is an error in redocly.yaml), so an example
 // that no longer fits its shape fails `npm test`.
 
-import { encodeCursor } from '../admin/page-query.ts';
+import { encodeCursor } from '../admin/index.ts';
 
 export const REQUEST_ID = '7f1c2d4e-5a6b-4c8d-9e0f-1a2b3c4d5e6f';
 const AT = '2026-11-23T09:30:00.000Z';

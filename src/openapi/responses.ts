@@ -1,6 +1,6 @@
 import { Type, type TSchema } from '@sinclair/typebox';
-import { GrantSchema, ModuleIdSchema, PeriodSchema, RoleSchema } from '../admin/schemas.ts';
-import { AUDIT_OUTCOMES } from '../store/records.ts';
+import { GrantSchema, ModuleIdSchema, PeriodSchema, RoleSchema } from '../admin/index.ts';
+import { AUDIT_OUTCOMES } from '../store/index.ts';
 
 // Response shapes, described for clients. They mirror the TypeScript types the handlers
 // build (src/inference/types.ts, src/store/records.ts).

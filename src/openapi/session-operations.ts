@@ -3,7 +3,7 @@
 // verify and GET /v1/me (operations.ts, security `sessionToken`).
 
 import { Type } from '@sinclair/typebox';
-import { MAX_ID_CHARS } from '../admin/page-query.ts';
+import { MAX_ID_CHARS } from '../admin/index.ts';
 import * as ex from './examples.ts';
 import { pathParam, retryAfter, type Operation } from './operation.ts';
 

@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { ModuleIdSchema } from '../admin/schemas.ts';
+import { ModuleIdSchema } from '../admin/index.ts';
 import { ResultRecord } from './responses.ts';
 
 // Answers of /v1/sessions and of GET /v1/me with a session token (issue 26), described for

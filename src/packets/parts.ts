@@ -4,7 +4,8 @@
 // Issues about a referenced image point into the metadata; a part the metadata does not know
 // is reported at ["body", <part name>], the FastAPI location of a form field.
 
-import type { ImageRef, UploadedPart, ValidationIssue } from './types.ts';
+import type { ImageRef, UploadedPart } from './types.ts';
+import type { ValidationIssue } from '../contract/index.ts';
 
 export const METADATA_FIELD = 'metadata';
 

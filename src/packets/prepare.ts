@@ -1,9 +1,10 @@
 // Last step before inference: decode every referenced image and attach the pixels to its frame.
 // All bad images of the request are reported together, like every other 422.
 
-import { ValidationFailure } from '../errors/codes.ts';
-import { tryDecodeImage } from '../images/decode.ts';
-import type { ParsedMetadata, PreparedCapture, ValidationIssue } from './types.ts';
+import { ValidationFailure } from '../errors/index.ts';
+import { tryDecodeImage } from '../images/index.ts';
+import type { ParsedMetadata, PreparedCapture } from './types.ts';
+import type { ValidationIssue } from '../contract/index.ts';
 
 /** `bytesOf(part)` returns the uploaded bytes of a part that checkParts already accepted, or
  * undefined for a part it rejected (not decoded: its fault is already in `prior`). Frames

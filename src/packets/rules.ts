@@ -4,7 +4,8 @@
 // client sees every problem at once; each rule only looks at values of the right type, so a
 // type error is reported once by the schema and never echoed as a rule violation.
 
-import { CAPTURE_PROFILE, PHASES, type ImageEncoding, type ImageRef, type Mode, type ModuleId, type Phase } from './types.ts';
+import { CAPTURE_PROFILE, PHASES, type ImageRef } from './types.ts';
+import { type ImageEncoding, type Mode, type ModuleId, type Phase } from '../contract/index.ts';
 import type { IssueList, Loc } from './issues.ts';
 import { MAX_EVENTS_COLOR, MAX_EVENTS_RGB_SINGLE } from '../contract/index.ts';
 

@@ -5,8 +5,6 @@ import type { Static } from '@sinclair/typebox';
 import type { ImageEncoding, Mode, Phase } from '../contract/index.ts';
 import type { BatchEnvelopeSchema, CapturePacketSchema, FrameSchema, ImageDescriptorSchema } from './schemas.ts';
 
-export { CROP_SIZE, MODULE_IDS, RGB8_BYTES } from '../contract/index.ts';
-export type { FrameStatus, ImageEncoding, Mode, ModuleId, Phase, Point, ValidationIssue } from '../contract/index.ts';
 
 /** The module table of interface-spec.md: each mode's capture_profile. */
 export const CAPTURE_PROFILE: Record<Mode, string> = {

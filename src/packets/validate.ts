@@ -4,8 +4,9 @@
 // together (422 with all items).
 
 import { TypeCompiler } from '@sinclair/typebox/compiler';
-import { ServiceError, ValidationFailure } from '../errors/codes.ts';
-import type { CapturePacket, ModuleId, ParsedMetadata } from './types.ts';
+import { ServiceError, ValidationFailure } from '../errors/index.ts';
+import type { CapturePacket, ParsedMetadata } from './types.ts';
+import type { ModuleId } from '../contract/index.ts';
 import { BatchEnvelopeSchema, CapturePacketSchema } from './schemas.ts';
 import { IssueList, METADATA_LOC, addSchemaErrors, type Loc } from './issues.ts';
 import { checkCapture, newScope } from './rules.ts';

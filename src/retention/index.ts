@@ -1,7 +1,7 @@
 import { now } from '../clock.ts';
 import type { Config } from '../config/index.ts';
-import type { Logger } from '../observability/logger.ts';
-import type { StoreBackend } from '../store/backend.ts';
+import type { Logger } from '../observability/index.ts';
+import type { StoreBackend } from '../store/index.ts';
 import { pruneArchiveBefore } from './archive.ts';
 
 const DAY_MS = 86_400_000;

@@ -1,11 +1,11 @@
 import type { Static } from '@sinclair/typebox';
-import { generateSessionToken, newSessionId } from '../auth/device-session.ts';
-import { hashToken } from '../auth/business-token.ts';
+import { generateSessionToken, newSessionId } from '../auth/index.ts';
+import { hashToken } from '../auth/index.ts';
 import type { Config } from '../config/index.ts';
 import { ServiceError } from '../errors/index.ts';
-import type { StoreBackend } from '../store/backend.ts';
-import { deviceSessionState, type DeviceSession, type DeviceSessionState } from '../store/device-sessions.ts';
-import type { TokenRecord } from '../store/records.ts';
+import type { StoreBackend } from '../store/index.ts';
+import { deviceSessionState, type DeviceSession, type DeviceSessionState } from '../store/index.ts';
+import type { TokenRecord } from '../store/index.ts';
 import { DEFAULT_MAX_CAPTURES, DEFAULT_TTL_SECONDS, type SessionCreateSchema } from './schemas.ts';
 
 // Device sessions (issue 26) as the /v1/sessions routes and GET /v1/me use them. The store
@@ -107,3 +107,5 @@ export async function activeSessions(store: StoreBackend, tokenId: string, at: n
     max_captures: s.max_captures, captures_used: s.captures_used,
   }));
 }
+
+export { SessionCreateSchema } from './schemas.ts';

@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox';
-import { ModuleIdSchema } from '../admin/schemas.ts';
-import { MAX_SESSION_CAPTURES, MAX_SESSION_TTL_SECONDS } from '../store/device-sessions.ts';
+import { ModuleIdSchema } from '../admin/index.ts';
+import { MAX_SESSION_CAPTURES, MAX_SESSION_TTL_SECONDS } from '../store/index.ts';
 
 // The body of POST /v1/sessions (issue 26; the answers' shapes are in
 // src/openapi/session-responses.ts). The bounds here are hard ones; the configured

@@ -2,7 +2,7 @@ import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { calculateJwkThumbprint, type JWK } from 'jose';
-import type { KeyFile, KeyRevocation } from '../store/records.ts';
+import type { KeyFile, KeyRevocation } from '../store/index.ts';
 
 // Verdict signing keys live in DATA_DIR/keys: one file per key (private JWK, mode 0600) and
 // a `current` file naming the kid that signs. A rotated key stays published in the JWKS for
@@ -12,7 +12,7 @@ export const RETIRED_PUBLISH_MS = 7 * 24 * 3600 * 1000;
 export const RETIRED_DELETE_MS = 30 * 24 * 3600 * 1000;
 
 // stored by the store (files with LMDB, a table with PostgreSQL); defined there
-export type { KeyFile, KeyRevocation } from '../store/records.ts';
+export type { KeyFile, KeyRevocation } from '../store/index.ts';
 
 /** A kid is an RFC 7638 SHA-256 thumbprint: 43 base64url characters. Checked before a kid
  * from the command line names a file. */

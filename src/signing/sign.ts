@@ -1,6 +1,6 @@
 import { createPrivateKey, sign as edSign, type KeyObject } from 'node:crypto';
 import { now } from '../clock.ts';
-import type { StoreBackend } from '../store/backend.ts';
+import type { StoreBackend } from '../store/index.ts';
 import { ensureSigningKey, readCurrentKid, readKey } from './keys.ts';
 import { SHARED_KEY_CACHE_MS, storeKeys, type KeySource } from './source.ts';
 

@@ -1,4 +1,4 @@
-import type { StoreBackend } from '../store/backend.ts';
+import type { StoreBackend } from '../store/index.ts';
 import { ensureSigningKey, KID_PATTERN, listKeys, newKey, RETIRED_DELETE_MS, revokeSigningKey, rotateSigningKey, UnknownSigningKeyError, type KeyFile, type KeyRevocation } from './keys.ts';
 
 /** Where a node's verdict-signing keys live: DATA_DIR/keys files with the embedded store (one

@@ -1,4 +1,4 @@
-import type { ModuleId } from '../packets/types.ts';
+import type { ModuleId } from '../contract/index.ts';
 import type { AuditRecord, DailyTotal, KeyFile, KeyRevocation, LedgerEntry, Reservation, SessionRecord, TokenRecord, UsageRecord, UserRecord } from './records.ts';
 import type { AttemptSuccess, AttemptReservation, ThrottleView } from './throttle-rules.ts';
 import type { QuotaExceeded } from './quota.ts';

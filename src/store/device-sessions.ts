@@ -1,4 +1,4 @@
-import type { ModuleId } from '../packets/types.ts';
+import type { ModuleId } from '../contract/index.ts';
 
 // Device sessions (issue 26): short-lived tokens a backend mints with its business token, so a
 // phone or kiosk never holds the business token. The rules both stores apply are here; each

@@ -24,3 +24,12 @@ export { counterKey, usedUnits, usageRecord, usageSnapshot } from './lmdb/usage.
 // The store a process of the service opens from its configuration (LMDB or PostgreSQL), as
 // the server, its workers and the CLI do; tests open it the same way to make tokens in-process.
 export { openConfiguredStore } from './select.ts';
+
+export { MAX_SESSION_CAPTURES, MAX_SESSION_TTL_SECONDS, deviceSessionState, deviceSessionUsable } from './device-sessions.ts';
+export type { DeviceSession, DeviceSessionState } from './device-sessions.ts';
+export { BackupError, backupStore, restoreStore } from './lmdb/backup.ts';
+export { currentProcess, holderAlive } from './owner.ts';
+export type { PgBackend } from './pg/index.ts';
+export { MIGRATIONS } from './pg/migrations.ts';
+export { privateDataDir, privateUmask } from './private-data.ts';
+export { isLmdbCommitRejection, isStorageFailure, onStoreWriteFailure, storeWritesFailing } from './write-health.ts';

@@ -1,4 +1,4 @@
-import type { ModuleId } from '../packets/types.ts';
+import type { ModuleId } from '../contract/index.ts';
 import type { Grant } from './records.ts';
 import { secondsUntilReset } from './periods.ts';
 

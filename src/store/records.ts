@@ -1,5 +1,5 @@
 import type { JWK } from 'jose';
-import type { ModuleId } from '../packets/types.ts';
+import type { ModuleId } from '../contract/index.ts';
 
 export type Role = 'admin' | 'user';
 export type Period = 'day' | 'month' | 'never';

@@ -1,4 +1,4 @@
-import type { ModuleId } from '../packets/types.ts';
+import type { ModuleId } from '../contract/index.ts';
 import type { Grant, TokenRecord } from './records.ts';
 
 // Rules on token records that both stores apply the same way.

@@ -1,6 +1,7 @@
 import type { ReceivedPart } from './ports.ts';
 import { METADATA_FIELD, parseMetadata } from '../packets/index.ts';
-import type { ModuleId, ParsedMetadata } from '../packets/types.ts';
+import type { ParsedMetadata } from '../packets/index.ts';
+import type { ModuleId } from '../contract/index.ts';
 import { metadataText } from './prepare.ts';
 
 /** Parses the metadata the moment its part ends, so that a bad or oversized batch is refused

@@ -5,3 +5,5 @@ export { ANSWERS } from './outcomes.ts';
 export { storeMetering, type Metering } from './metering.ts';
 export { ClientGoneError } from './ports.ts';
 export type { Admission, AdmissionRefusal, VerifyAnswer, VerifyDeps, VerifyRequest } from './ports.ts';
+
+export type { ReceivedPart } from './ports.ts';

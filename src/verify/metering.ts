@@ -1,7 +1,7 @@
 import { archiveDemoUpload } from '../metering/index.ts';
-import type { ReserveInput, StoreBackend } from '../store/backend.ts';
-import type { Reservation, UsageRecord } from '../store/records.ts';
-import { isStorageFailure } from '../store/write-health.ts';
+import type { ReserveInput, StoreBackend } from '../store/index.ts';
+import type { Reservation, UsageRecord } from '../store/index.ts';
+import { isStorageFailure } from '../store/index.ts';
 import { admittedOrThrow, settledOrThrow, UnrecordedCallError, type Admitted } from './store-outcomes.ts';
 
 /** The verify call's only way into metering: every reserve, settle and refund of a verify

@@ -1,5 +1,5 @@
 import { retryAfter, ServiceError } from '../errors/index.ts';
-import type { ReserveOutcome, SettleOutcome } from '../store/backend.ts';
+import type { ReserveOutcome, SettleOutcome } from '../store/index.ts';
 
 // The store says what became of a reservation or a settlement; what the client hears is
 // decided here, once, for both stores.

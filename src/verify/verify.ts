@@ -1,10 +1,11 @@
-import { authenticateCaller } from '../auth/device-session.ts';
+import { authenticateCaller } from '../auth/index.ts';
 import { retryAfter as retryAfterHeader, ServiceError } from '../errors/index.ts';
-import { InferenceFailedError, type ResultRecord } from '../inference/types.ts';
+import { InferenceFailedError, type ResultRecord } from '../inference/index.ts';
 import { countryOf, outcomeOfBody, outcomeOfResults, requestFingerprint } from '../metering/index.ts';
-import { MODULE_IDS, type ModuleId, type ParsedMetadata } from '../packets/types.ts';
-import type { AuditOutcome, Reservation, TokenRecord } from '../store/records.ts';
-import type { DeviceSession } from '../store/device-sessions.ts';
+import { type ParsedMetadata } from '../packets/index.ts';
+import { MODULE_IDS, type ModuleId } from '../contract/index.ts';
+import type { AuditOutcome, Reservation, TokenRecord } from '../store/index.ts';
+import type { DeviceSession } from '../store/index.ts';
 import { UnrecordedCallError } from './store-outcomes.ts';
 import { earlyMetadata } from './early-metadata.ts';
 import { refusal, replayed, verdict, worthLogging } from './outcomes.ts';

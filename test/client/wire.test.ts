@@ -1,7 +1,8 @@
 import t from 'tap';
 import { CAPTURE_PROFILE, ERROR_STATUS, MODULE_IDS, RGB8_BYTES } from '../../client/src/index.ts';
 import { ERRORS } from '../../src/errors/index.ts';
-import * as server from '../../src/packets/types.ts';
+import * as contract from '../../src/contract/index.ts';
+import { CAPTURE_PROFILE as SERVICE_CAPTURE_PROFILE } from '../../src/packets/index.ts';
 
 // The client package carries its own copy of the wire constants (it cannot import the
 // service); this is where a drift between the two copies shows.
@@ -10,9 +11,9 @@ t.test('the package and the service declare the same error codes and statuses', 
 });
 
 t.test('the package and the service agree on modules, profiles and the crop size', async (t) => {
-  t.same(MODULE_IDS, server.MODULE_IDS);
-  t.same(CAPTURE_PROFILE, server.CAPTURE_PROFILE);
-  t.equal(RGB8_BYTES, server.RGB8_BYTES);
+  t.same(MODULE_IDS, contract.MODULE_IDS);
+  t.same(CAPTURE_PROFILE, SERVICE_CAPTURE_PROFILE);
+  t.equal(RGB8_BYTES, contract.RGB8_BYTES);
 });
 
 t.test('the package states the limits the service enforces', async (t) => {

@@ -100,5 +100,64 @@ t.test('the import scanner sees imports (so the checks above cannot pass vacuous
   t.ok(edges.get('http')?.has('verify'), 'http -> verify is seen');
   t.ok(edges.get('packets')?.has('contract'), 'packets -> contract is seen');
   t.ok(edges.get('metering')?.has('store') && edges.get('auth')?.has('store'), 'metering -> store and auth -> store are seen');
-  t.ok(edges.get('store')?.has('packets'), 'store -> packets is seen');
+  t.ok(edges.get('store')?.has('contract'), 'store -> contract is seen');
+});
+
+/** Every relative import of every file in src/, resolved: [importing file, imported file]. */
+const fileEdges: [string, string][] = files.flatMap((file) =>
+  specifiers(fs.readFileSync(file, 'utf8')).map((spec): [string, string] => [file, path.resolve(path.dirname(file), spec)]));
+
+// A folder's index.ts is its surface (issue 27): what another folder may use is what the index
+// exports, so a file can move or split inside its folder without touching its users.
+t.test('a folder of src/ is entered only through its index.ts', async (t) => {
+  let crossings = 0;
+  const past: string[] = [];
+  for (const [from, to] of fileEdges) {
+    const target = path.relative(SRC, to).split(path.sep);
+    if (target[0] === '..' || target.length === 1 || target[0] === unitOf(from)) continue;
+    crossings++;
+    if (!(target.length === 2 && target[1] === 'index.ts')) past.push(`${path.relative(ROOT, from)} imports ${path.relative(ROOT, to)}`);
+  }
+  t.same(past, [], 'no import goes past a folder\'s index.ts');
+  t.ok(crossings > 100, `the scanner saw the cross-folder imports (${crossings})`);
+});
+
+// Inside a folder, files depend on each other one way too: a cycle (even a type-only one, like
+// the CLI's commands importing a type from the entry that imports them) means two files are one.
+t.test('the files inside each folder of src/ import each other without cycles', async (t) => {
+  const inside = new Map<string, string[]>();
+  for (const [from, to] of fileEdges) {
+    if (unitOf(from) !== unitOf(to) || from === to) continue;
+    if (!inside.has(from)) inside.set(from, []);
+    inside.get(from)!.push(to);
+  }
+  // depth-first search with colours: a grey node met again closes a cycle
+  const colour = new Map<string, 'grey' | 'black'>();
+  const stack: string[] = [];
+  const cycles: string[] = [];
+  const visit = (n: string): void => {
+    colour.set(n, 'grey');
+    stack.push(n);
+    for (const m of inside.get(n) ?? []) {
+      if (colour.get(m) === 'grey') cycles.push(stack.slice(stack.indexOf(m)).concat(m).map((p) => path.relative(ROOT, p)).join(' -> '));
+      else if (!colour.has(m)) visit(m);
+    }
+    stack.pop();
+    colour.set(n, 'black');
+  };
+  for (const n of inside.keys()) if (!colour.has(n)) visit(n);
+  for (const c of cycles) t.fail(`import cycle inside a folder: ${c}`);
+  t.ok(inside.size > 50, `the scanner saw imports inside folders (${inside.size} files)`);
+});
+
+// The wire vocabulary (ModuleId, Mode, limits ...) has one home, src/contract (issue 27): the
+// packets, the store and the inference code import it from there, never through another folder's
+// re-export, so a reader finds a limit where it is declared.
+t.test('no folder re-exports the wire contract', async (t) => {
+  const contract = await import('../../src/contract/index.ts');
+  for (const unit of ['packets', 'store', 'inference', 'http', 'verify']) {
+    const surface = await import(`../../src/${unit}/index.ts`);
+    const leaked = Object.keys(contract).filter((name) => name in surface && surface[name] === (contract as Record<string, unknown>)[name]);
+    t.same(leaked, [], `src/${unit}/index.ts re-exports none of src/contract`);
+  }
 });

@@ -1,6 +1,7 @@
 // Synthetic captures for the inference tests: deterministic crops and packets that are
 // valid per the spec (the engine trusts validation, so tests must not cheat it).
-import type { CapturePacket, FrameRecord, FrameStatus, Mode, Phase, Point, PreparedCapture } from '../../src/packets/types.ts';
+import type { CapturePacket, FrameRecord, PreparedCapture } from '../../src/packets/types.ts';
+import type { FrameStatus, Mode, Phase, Point } from '../../src/contract/index.ts';
 
 export function crop(seed: number): Uint8Array {
   const px = new Uint8Array(320 * 320 * 3);

@@ -1,5 +1,6 @@
 import t from 'tap';
-import type { FrameRecord, Point } from '../../src/packets/types.ts';
+import type { FrameRecord } from '../../src/packets/types.ts';
+import type { Point } from '../../src/contract/index.ts';
 import { MAX_FINAL_WINDOW, geometryContinuous, scoreJumps, structuralWindow } from '../../src/inference/window.ts';
 
 function ok(index: number, eyes: [Point, Point] = [[100, 100], [200, 100]]): FrameRecord {

@@ -13,11 +13,11 @@
 import { createHash, type Hash } from 'node:crypto';
 import { frameSlab, type FrameSlab, type SlabSlot } from '../../images/index.ts';
 import { MultipartError } from './errors.ts';
-import type { ReceivedPart } from '../../verify/ports.ts';
+import type { ReceivedPart } from '../../verify/index.ts';
 import type { PartHeaders } from './headers.ts';
 
 // What a finished part is belongs to the verify use case (its port); this reader provides it.
-export type { ReceivedPart } from '../../verify/ports.ts';
+export type { ReceivedPart } from '../../verify/index.ts';
 
 // Growth by doubling keeps a trickled part (a byte per write) to a few dozen resizes, and the
 // hash runs over blocks, not over each few-byte slice (one hash update per byte would cost more

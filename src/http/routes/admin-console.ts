@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { CONSOLE_TYPES } from '../../admin/console-types.ts';
+import { CONSOLE_TYPES } from '../../admin/index.ts';
 import { ServiceError } from '../../errors/index.ts';
 import { SOURCE_DIR } from '../../source-ext.ts';
 import type { Router } from '../router.ts';

@@ -1,7 +1,7 @@
-import { isModuleId, moduleView, moduleViews } from '../../admin/modules.ts';
-import { overview } from '../../admin/overview.ts';
+import { isModuleId, moduleView, moduleViews } from '../../admin/index.ts';
+import { overview } from '../../admin/index.ts';
 import { SLOTS_PER_WORKER } from '../../config/index.ts';
-import { auditOutcome, MAX_ID_CHARS, parseAuditQuery, parseDailyQuery, parseListQuery, parsePageQuery } from '../../admin/page-query.ts';
+import { auditOutcome, MAX_ID_CHARS, parseAuditQuery, parseDailyQuery, parseListQuery, parsePageQuery } from '../../admin/index.ts';
 import {
   GrantBodySchema,
   ModulePatchSchema,
@@ -10,7 +10,7 @@ import {
   TokenPatchSchema,
   UserCreateSchema,
   UserPatchSchema,
-} from '../../admin/schemas.ts';
+} from '../../admin/index.ts';
 import {
   createToken,
   DuplicateTokenNameError,
@@ -24,17 +24,17 @@ import {
   setGrant,
   tokenDetail,
   withTokenNames,
-} from '../../admin/tokens.ts';
-import { addUser, LastAdminError, listUserViews, patchUser, searchUserViews } from '../../admin/users.ts';
-import { bodyParser } from '../../packets/json-body.ts';
-import { destroyUserSessions } from '../../auth/session.ts';
-import { checkPasswordThrottled } from '../../auth/login.ts';
+} from '../../admin/index.ts';
+import { addUser, LastAdminError, listUserViews, patchUser, searchUserViews } from '../../admin/index.ts';
+import { bodyParser } from '../../packets/index.ts';
+import { destroyUserSessions } from '../../auth/index.ts';
+import { checkPasswordThrottled } from '../../auth/index.ts';
 import { clientAddress } from '../client-address.ts';
 import { ServiceError, ValidationFailure } from '../../errors/index.ts';
 import { now } from '../../clock.ts';
 import { listPendingSettlements, resolveSettlement } from '../../metering/index.ts';
-import type { ModuleId } from '../../packets/types.ts';
-import { DuplicateUserError } from '../../store/errors.ts';
+import type { ModuleId } from '../../contract/index.ts';
+import { DuplicateUserError } from '../../store/index.ts';
 import { readJson } from '../body.ts';
 import { json, type Reply } from '../respond.ts';
 import type { AdminHandler, Router } from '../router.ts';

@@ -1,8 +1,8 @@
 import { requireCsrf, requireSession } from '../admin-guard.ts';
 import { clientAddress } from '../client-address.ts';
-import { login, parseLogin, sessionBody } from '../../auth/login.ts';
-import { clearedCookie, readSessionCookie, sessionCookie } from '../../auth/session-cookie.ts';
-import { destroySession, sessionKey } from '../../auth/session.ts';
+import { login, parseLogin, sessionBody } from '../../auth/index.ts';
+import { clearedCookie, readSessionCookie, sessionCookie } from '../../auth/index.ts';
+import { destroySession, sessionKey } from '../../auth/index.ts';
 import { now } from '../../clock.ts';
 import { readJson } from '../body.ts';
 import { json } from '../respond.ts';

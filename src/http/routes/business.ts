@@ -1,7 +1,7 @@
-import { authenticateCaller, requireBusinessToken } from '../../auth/device-session.ts';
+import { authenticateCaller, requireBusinessToken } from '../../auth/index.ts';
 import { now } from '../../clock.ts';
 import { sessionMe } from '../../sessions/index.ts';
-import type { TokenRecord } from '../../store/records.ts';
+import type { TokenRecord } from '../../store/index.ts';
 import type { HttpContext } from '../context.ts';
 import { json } from '../respond.ts';
 import type { Router } from '../router.ts';

@@ -2,12 +2,12 @@
 // The engine lives in the main thread; these handlers leave a request for it and read its
 // state (src/inference/model-set-requests.ts), so an API worker never waits for a warm-up.
 import { Type } from '@sinclair/typebox';
-import { bodyParser } from '../../packets/json-body.ts';
+import { bodyParser } from '../../packets/index.ts';
 import { ServiceError } from '../../errors/index.ts';
 import { availableModelSets, readModelSetState, requestActivation } from '../../inference/index.ts';
 import { readJson } from '../body.ts';
 import { json } from '../respond.ts';
-import { detPlot, modelSetViews } from '../../admin/model-sets.ts';
+import { detPlot, modelSetViews } from '../../admin/index.ts';
 import type { Router } from '../router.ts';
 import type { Services } from '../services.ts';
 

@@ -1,10 +1,10 @@
-import { requireBusinessToken } from '../../auth/device-session.ts';
+import { requireBusinessToken } from '../../auth/index.ts';
 import { now } from '../../clock.ts';
-import { bodyParser } from '../../packets/json-body.ts';
-import { MAX_ID_CHARS } from '../../admin/page-query.ts';
+import { bodyParser } from '../../packets/index.ts';
+import { MAX_ID_CHARS } from '../../admin/index.ts';
 import { ServiceError } from '../../errors/index.ts';
 import { activeSessions, mintSession, ownSession, sessionStatus } from '../../sessions/index.ts';
-import { SessionCreateSchema } from '../../sessions/schemas.ts';
+import { SessionCreateSchema } from '../../sessions/index.ts';
 import { readJson } from '../body.ts';
 import { json } from '../respond.ts';
 import type { Router } from '../router.ts';

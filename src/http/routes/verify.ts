@@ -1,7 +1,7 @@
 import { MAX_BODY_BYTES, MAX_HEADER_BYTES, MAX_PART_BYTES, MAX_PARTS } from '../../contract/index.ts';
 import { now } from '../../clock.ts';
 import { ServiceError } from '../../errors/index.ts';
-import { recordVerify } from '../../observability/request-facts.ts';
+import { recordVerify } from '../../observability/index.ts';
 import { signBody, signerOf } from '../../signing/index.ts';
 import { storeMetering, verify, type VerifyDeps, type VerifyRequest } from '../../verify/index.ts';
 import { checkContentLength } from '../body.ts';

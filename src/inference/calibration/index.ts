@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
-import { ValidationFailure } from '../../errors/codes.ts';
+import { ValidationFailure } from '../../errors/index.ts';
 import { parseMetadata, prepareCaptures } from '../../packets/index.ts';
 import { createInferenceEngine, type Backend } from '../engine.ts';
 import { loadManifest } from '../manifest.ts';

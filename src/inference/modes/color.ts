@@ -1,6 +1,6 @@
 // color: the four phase frames through the difference and appearance branches, fused
 // linearly with the manifest's weights; the score is the sigmoid of the fused logit.
-import { PHASES, type PreparedCapture } from '../../packets/types.ts';
+import { PHASES, type PreparedCapture } from '../../packets/index.ts';
 import { decide, retry } from '../decision.ts';
 import { fuse } from '../fusion.ts';
 import type { ResultRecord } from '../types.ts';

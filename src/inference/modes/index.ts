@@ -1,7 +1,7 @@
 // The three modes, one file each with the same shape (types.ts), and the per-mode
 // decision policies read from the manifest (the engine shows them in readiness; the
 // inference worker decides with them).
-import type { Mode, ModuleId } from '../../packets/types.ts';
+import type { Mode, ModuleId } from '../../contract/index.ts';
 import type { Policy } from '../decision.ts';
 import { minFinalFrames, type Manifest } from '../manifest.ts';
 import type { ModePolicy } from '../types.ts';

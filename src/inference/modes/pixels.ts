@@ -1,4 +1,4 @@
-import type { PreparedCapture } from '../../packets/types.ts';
+import type { PreparedCapture } from '../../packets/index.ts';
 
 /** The decoded crop of an ok frame; validation guarantees one, so a gap is a bug. */
 export function framePixels(c: PreparedCapture, position: number): Uint8Array {

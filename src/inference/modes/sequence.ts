@@ -1,7 +1,7 @@
 // rgb_sequence: structural resets first (no model needed), then the frame ensemble over
 // the candidates in model batches of up to MAX_BATCH, score-jump resets, and the decision
 // over the final window: the temporal head, or the window mean.
-import type { PreparedCapture } from '../../packets/types.ts';
+import type { PreparedCapture } from '../../packets/index.ts';
 import { decide, retry } from '../decision.ts';
 import { MAX_BATCH, minFinalFrames } from '../manifest.ts';
 import { logit } from '../scores.ts';

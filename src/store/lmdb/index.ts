@@ -8,7 +8,7 @@ import { reserve } from './reserve.ts';
 import { getReservation, listSettlementFailed, refund, resolveReservation, settle } from './settle.ts';
 import { getResults } from './results.ts';
 import { usageSnapshot } from './usage.ts';
-import type { ModuleId } from '../../packets/types.ts';
+import type { ModuleId } from '../../contract/index.ts';
 import type { SearchQuery, StoreBackend, UserPatch } from '../backend.ts';
 import type { FaultHooks, SettlementFault } from '../faults.ts';
 import { moduleEnabled, setModuleEnabled } from './modules.ts';

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Key } from 'lmdb';
-import type { ModuleId } from '../../packets/types.ts';
+import type { ModuleId } from '../../contract/index.ts';
 import type { Store } from './open.ts';
 import { ledgerPrunedTotals } from './retention.ts';
 import { byTokenReady, indexLedgerByToken } from './by-token.ts';

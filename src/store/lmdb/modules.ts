@@ -1,6 +1,6 @@
 import { lmdbWrite } from './atomic.ts';
 import type { Store } from './open.ts';
-import type { ModuleId } from '../../packets/types.ts';
+import type { ModuleId } from '../../contract/index.ts';
 import type { ModuleState } from '../records.ts';
 
 // The spec's deployment enables both modules; an operator switch is stored only once made.

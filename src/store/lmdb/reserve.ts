@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { ModuleId } from '../../packets/types.ts';
+import type { ModuleId } from '../../contract/index.ts';
 import { atomically } from './atomic.ts';
 import type { Store } from './open.ts';
 import { isTokenLive } from '../token-rules.ts';

@@ -1,6 +1,6 @@
 import { readLatest, type Store } from './open.ts';
 import type { Grant, Period, TokenRecord, UsageRecord } from '../records.ts';
-import type { ModuleId } from '../../packets/types.ts';
+import type { ModuleId } from '../../contract/index.ts';
 import { resetAt, windowKey } from '../periods.ts';
 
 export function counterKey(tokenId: string, moduleId: ModuleId, period: Period, at: number): [string, string, string, string] {

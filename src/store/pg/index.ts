@@ -1,7 +1,7 @@
 import { migrate } from './migrate.ts';
 import { StoreError } from '../errors.ts';
 import type { FaultHooks, SettlementFault } from '../faults.ts';
-import type { ModuleId } from '../../packets/types.ts';
+import type { ModuleId } from '../../contract/index.ts';
 import type { PageQuery, ReserveInput, ResolveAction, SearchQuery, StoreBackend, UserPatch } from '../backend.ts';
 import type { AttemptSuccess } from '../throttle-rules.ts';
 import type { AuditRecord, KeyFile, Reservation, SessionRecord, TokenRecord, UsageRecord, UserRecord } from '../records.ts';

@@ -1,4 +1,4 @@
-import type { ModuleId } from '../../packets/types.ts';
+import type { ModuleId } from '../../contract/index.ts';
 import type { Pg } from './open.ts';
 
 export async function moduleEnabled(db: Pg, id: ModuleId) {

@@ -1,0 +1,8 @@
+// The surface of src/observability/: what the other folders of src/ may import from it.
+
+export { createLogger } from './logger.ts';
+export type { Logger } from './logger.ts';
+export { MainMetrics, RefundMetrics, WorkerMetrics, aggregateMetrics } from './metrics.ts';
+export type { MetricsSnapshot } from './metrics.ts';
+export { recordVerify, requestFacts } from './request-facts.ts';
+export type { VerifyFacts } from './request-facts.ts';
