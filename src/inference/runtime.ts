@@ -3,6 +3,7 @@
 import type { InferenceSession, Tensor } from 'onnxruntime-web';
 import type { ExecutionProvider } from './types.ts';
 import type { InputArray } from './preprocess.ts';
+import { webGpuProvider } from './webgpu-layout.ts';
 
 export interface Feed {
   data: InputArray;
@@ -172,8 +173,9 @@ export async function createRuntime(provider: ExecutionProvider, threads: number
     if (!(await webGpuAdapterName(true))) throw new Error('no WebGPU adapter');
     const ort = (await import('onnxruntime-web/webgpu')) as unknown as OrtLike & { env: { wasm: { numThreads: number } } };
     ort.env.wasm.numThreads = threads;
-    const options: InferenceSession.SessionOptions = { executionProviders: ['webgpu', 'wasm'], graphOptimizationLevel: 'all' };
-    return { provider, createSession: async (m) => wrap(ort, await ort.InferenceSession.create(m, options)) };
+    // per graph: a Conv the provider misreads in NHWC keeps NCHW (webgpu-layout.ts)
+    const options = (m: Uint8Array): InferenceSession.SessionOptions => ({ executionProviders: [webGpuProvider(m), 'wasm'], graphOptimizationLevel: 'all' });
+    return { provider, createSession: async (m) => wrap(ort, await ort.InferenceSession.create(m, options(m))) };
   }
   const ort = (await import('onnxruntime-web')) as unknown as OrtLike & { env: { wasm: { numThreads: number } } };
   ort.env.wasm.numThreads = threads;
