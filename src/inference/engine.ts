@@ -8,6 +8,7 @@ import { modePolicies, policyFor } from './modes/index.ts';
 import { InferencePool, poolShape, transferable, type PoolTimes } from './pool.ts';
 import type { WorkerReport } from './protocol.ts';
 import { webGpuAdapter } from './runtime.ts';
+import { noAdapterNote } from './gpu-host.ts';
 import { isSharedPixels } from '../images/frame-slab.ts';
 import type { ExecutionProvider, InferenceJob, InferenceService, ModuleReadiness, ResultRecord } from './types.ts';
 
@@ -74,7 +75,8 @@ class Engine implements InferenceEngine {
   private started: Promise<void> | null = null;
   private settle: { resolve: () => void; reject: (e: Error) => void } | null = null;
   private closed = false;
-  /** set when serving on a fallback WebGPU adapter, shown in readiness */
+  /** shown in readiness: serving on a fallback WebGPU adapter, or on WASM where WebGPU was
+   * wanted and no adapter was found */
   private adapterNote: string | null = null;
   // Tasks not yet given to the pool. At most one task per pool worker is in flight, so
   // while all are busy single-frame captures, of one request or of several, gather here
@@ -141,6 +143,7 @@ class Engine implements InferenceEngine {
       return 'wasm';
     }
     this.log({ requested: backend }, 'inference: no WebGPU adapter, falling back to WASM');
+    this.adapterNote = noAdapterNote(backend);
     return 'wasm';
   }
 
@@ -183,6 +186,7 @@ class Engine implements InferenceEngine {
       if (r.provider !== this.provider) {
         this.log({ note: r.note }, 'inference: worker fell back');
         this.provider = r.provider;
+        this.adapterNote = r.note;
       }
       return;
     }
@@ -215,7 +219,7 @@ class Engine implements InferenceEngine {
         decision_policy: modes[0]?.decision_policy ?? '',
         threshold: modes[0]?.threshold ?? 0,
         execution_provider: this.provider,
-        ...(this.adapterNote && this.provider === 'webgpu' ? { execution_note: this.adapterNote } : {}),
+        ...(this.adapterNote ? { execution_note: this.adapterNote } : {}),
         error: this.errors.get(module_id) ?? null,
         modes,
       };
