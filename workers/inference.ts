@@ -2,7 +2,7 @@
 // reports progress on the pool's BroadcastChannel, then serves tasks.
 import { BroadcastChannel, threadId, workerData } from 'node:worker_threads';
 import type { ModuleId } from '../src/contract/index.ts';
-import type { CapturesTask, WorkerConfig, WorkerReply, WorkerReport, WorkerTask } from '../src/inference/protocol.ts';
+import type { CapturesTask, PoolClose, WorkerClosed, WorkerConfig, WorkerReply, WorkerReport, WorkerTask } from '../src/inference/protocol.ts';
 import { MODES, policyFor } from '../src/inference/modes/index.ts';
 import { ModuleRunner } from '../src/inference/runner.ts';
 import { collectAfterLargeTask } from '../src/inference/task-memory.ts';
@@ -11,8 +11,12 @@ import { threadMetrics } from '../src/observability/thread-metrics.ts';
 
 const config = workerData as WorkerConfig;
 const channel = new BroadcastChannel(config.channel);
+const report = (r: WorkerReport | WorkerClosed) => channel.postMessage(r);
+// the pool's close: set before unref, since assigning onmessage starts (and refs) the channel
+channel.onmessage = (ev) => {
+  if (((ev as { data: unknown }).data as PoolClose | WorkerReport).kind === 'close') void release();
+};
 (channel as unknown as { unref(): void }).unref();
-const report = (r: WorkerReport) => channel.postMessage(r);
 
 // This thread's default metrics (heap, event-loop delay, GC) reach /metrics by push: a scrape
 // never waits on a thread that may be inside a long inference. The main thread keeps the
@@ -33,9 +37,22 @@ async function runtimeFor(): Promise<Runtime> {
   }
 }
 
+const runners = new Map<ModuleId, ModuleRunner>();
+let runtime: Runtime | null = null;
+
+/** Before the pool terminates this thread: sessions released, then the runtime closed (the
+ * WebGPU device destroyed), answered once, even if init has not finished. */
+let released: Promise<void> | null = null;
+function release(): Promise<void> {
+  released ??= (async () => {
+    for (const r of runners.values()) await r.release().catch(() => {});
+    runners.clear();
+    await runtime?.close?.().catch(() => {});
+  })().finally(() => report({ kind: 'closed', worker: threadId }));
+  return released;
+}
+
 async function init(): Promise<(task: WorkerTask) => Promise<WorkerReply>> {
-  const runners = new Map<ModuleId, ModuleRunner>();
-  let runtime: Runtime | null = null;
   try {
     runtime = await runtimeFor();
     report({ kind: 'provider', worker: threadId, provider: runtime.provider, note: null });

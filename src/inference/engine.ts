@@ -10,6 +10,7 @@ import { InferencePool, poolShape, transferable, type PoolTimes } from './pool.t
 import type { WorkerReport } from './protocol.ts';
 import { webGpuAdapter } from './runtime.ts';
 import { chooseBackend, measureBackends, type BackendChoice } from './backend-probe.ts';
+import { noAdapterNote } from './gpu-host.ts';
 import { isSharedPixels } from '../images/index.ts';
 import type { ExecutionProvider, InferenceJob, InferenceService, ModuleReadiness, ResultRecord } from './types.ts';
 
@@ -78,7 +79,8 @@ class Engine implements InferenceEngine {
   private started: Promise<void> | null = null;
   private settle: { resolve: () => void; reject: (e: Error) => void } | null = null;
   private closed = false;
-  /** set when serving on a fallback WebGPU adapter, shown in readiness */
+  /** shown in readiness: serving on a fallback WebGPU adapter, or on WASM where WebGPU was
+   * wanted and no adapter was found */
   private adapterNote: string | null = null;
   /** `auto` on a CPU host: what the start-up measurement found */
   private choice: BackendChoice | null = null;
@@ -144,9 +146,12 @@ class Engine implements InferenceEngine {
     }
     if (backend === 'webgpu') {
       this.log({ requested: backend }, 'inference: no WebGPU adapter, falling back to WASM');
+      this.adapterNote = noAdapterNote('webgpu');
       return 'wasm';
     }
     if (adapter) this.log({ adapter: adapter.name }, 'inference: only a fallback WebGPU adapter (CPU emulation), measuring the CPU backends');
+    // a GPU device node without an adapter: the host lacks what Dawn needs (docs/gpu.md)
+    else this.adapterNote = noAdapterNote('auto');
     return this.measureCpuBackends();
   }
 
@@ -205,6 +210,7 @@ class Engine implements InferenceEngine {
       if (r.provider !== this.provider) {
         this.log({ note: r.note }, 'inference: worker fell back');
         this.provider = r.provider;
+        this.adapterNote = r.note;
       }
       return;
     }
@@ -244,11 +250,12 @@ class Engine implements InferenceEngine {
     });
   }
 
-  /** Only the unusual is noted: a software GPU, or `auto` that could not use a CPU backend. */
+  /** Only the unusual is noted: a software GPU, WebGPU wanted (or a GPU present) but no
+   * adapter, a pool thread's own WebGPU failure, or `auto` that could not use a CPU backend. */
   private executionNote(): string | null {
-    if (this.provider === 'webgpu') return this.adapterNote;
-    if (this.choice && this.choice.figures.some((f) => f.ms_per_call === null)) return this.choice.summary;
-    return null;
+    const notes = [this.adapterNote];
+    if (this.provider !== 'webgpu' && this.choice && this.choice.figures.some((f) => f.ms_per_call === null)) notes.push(this.choice.summary);
+    return notes.filter((n) => n !== null).join('; ') || null;
   }
 
   poolTimes(): PoolTimes | null {

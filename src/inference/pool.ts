@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
 import { SOURCE_EXT } from '../source-ext.ts';
-import type { WorkerConfig, WorkerReport, WorkerReply, WorkerTask } from './protocol.ts';
+import type { PoolClose, WorkerClosed, WorkerConfig, WorkerReport, WorkerReply, WorkerTask } from './protocol.ts';
 import type { ExecutionProvider } from './types.ts';
 
 export const WORKER_FILE = fileURLToPath(new URL(`../../workers/inference${SOURCE_EXT}`, import.meta.url));
@@ -42,9 +42,15 @@ export interface PoolTimes {
   runTime: Piscina['histogram']['runTime'];
 }
 
+/** How long close() waits for the workers to release their sessions and devices before it
+ * terminates them anyway. */
+const RELEASE_WAIT_MS = 5_000;
+
 export class InferencePool {
   private readonly piscina: Piscina;
   private readonly channel: BroadcastChannel;
+  private readonly closed = new Set<number>();
+  private onClosed: (() => void) | null = null;
 
   constructor(
     config: Omit<WorkerConfig, 'channel'>,
@@ -54,7 +60,12 @@ export class InferencePool {
   ) {
     const channel = `inference-${randomUUID()}`;
     this.channel = new BroadcastChannel(channel);
-    this.channel.onmessage = (ev) => onReport((ev as { data: unknown }).data as WorkerReport);
+    this.channel.onmessage = (ev) => {
+      const r = (ev as { data: unknown }).data as WorkerReport | WorkerClosed;
+      if (r.kind !== 'closed') return onReport(r);
+      this.closed.add(r.worker);
+      if (this.closed.size >= this.workers) this.onClosed?.();
+    };
     this.piscina = new Piscina({
       filename: WORKER_FILE,
       minThreads: workers,
@@ -87,7 +98,20 @@ export class InferencePool {
     return this.piscina.run(task, { transferList: transfer }) as Promise<WorkerReply>;
   }
 
+  /** Asks every worker to release its sessions and GPU device, waits for them (bounded),
+   * then terminates the threads. Terminating a WebGPU worker with its device alive left the
+   * teardown to native finalizers at thread exit. */
   async close(): Promise<void> {
+    // the timer is ref'd: the report channel is not, and the answers must be waited for
+    let timer: NodeJS.Timeout | undefined;
+    const released = new Promise<void>((resolve) => {
+      this.onClosed = resolve;
+      if (this.closed.size >= this.workers) resolve();
+      timer = setTimeout(resolve, RELEASE_WAIT_MS);
+    });
+    this.channel.postMessage({ kind: 'close' } satisfies PoolClose);
+    await released;
+    clearTimeout(timer);
     this.channel.close();
     await this.piscina.destroy();
   }

@@ -42,3 +42,16 @@ export type WorkerReport =
   | { kind: 'error'; worker: number; module: ModuleId | null; message: string }
   /** the thread's prom-client default metrics (getMetricsAsJSON), pushed every few seconds */
   | { kind: 'metrics'; worker: number; snapshot: unknown[] };
+
+/** A worker's answer to PoolClose, seen by the pool only: its sessions are released and its
+ * GPU device destroyed. */
+export interface WorkerClosed {
+  kind: 'closed';
+  worker: number;
+}
+
+/** The pool's one message to its workers, on the same channel, before it terminates them:
+ * release what terminating a thread would otherwise leave to native finalizers. */
+export interface PoolClose {
+  kind: 'close';
+}

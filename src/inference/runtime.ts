@@ -1,8 +1,10 @@
 // One place that knows how to get an ONNX Runtime for a backend. Workers, the model
 // check and the benchmark all create sessions through this.
+import { setFlagsFromString } from 'node:v8';
 import type { InferenceSession, Tensor } from 'onnxruntime-web';
 import type { ExecutionProvider } from './types.ts';
 import type { InputArray } from './preprocess.ts';
+import { webGpuProvider } from './webgpu-layout.ts';
 
 export interface Feed {
   data: InputArray;
@@ -32,6 +34,8 @@ export interface Session {
 export interface Runtime {
   readonly provider: ExecutionProvider;
   createSession(model: Uint8Array): Promise<Session>;
+  /** Frees what outlives the sessions (the WebGPU device); the runtime is unusable after. */
+  close?(): Promise<void>;
 }
 
 type TensorCtor = new (type: 'float32' | 'uint8', data: InputArray, dims: readonly number[]) => Tensor;
@@ -146,6 +150,31 @@ export async function webGpuAdapter(install = false): Promise<WebGpuAdapter | nu
   }
 }
 
+/** onnxruntime-web keeps the device it requested in env.webgpu.device and never destroys
+ * it; destroyed here, its buffers and pipelines go before the thread does. */
+function destroyWebGpuDevice(ort: unknown): void {
+  const env = (ort as { env?: { webgpu?: { device?: { destroy?(): void } } } }).env;
+  env?.webgpu?.device?.destroy?.();
+}
+
+/**
+ * onnxruntime-web's WebGPU build is its asyncify build, whose functions are several times
+ * larger than the plain WASM build's. V8 compiles it with Liftoff first and then, for the
+ * functions that ran enough, with TurboFan on background threads; on those functions
+ * TurboFan took minutes of CPU here, so a warm, idle engine kept about a core busy, and a
+ * process exiting waited for the running compile job to finish (seen in gdb: the main
+ * thread in NodePlatform::DrainTasks, a platform thread in TurboFan's register allocator
+ * for a wasm function, five minutes after SIGTERM). With tier-up off the module stays on
+ * Liftoff code: on the WebGPU path the heavy work is on the GPU. Flags are process-wide
+ * and read when a module is compiled (this thread's is compiled after this call), so any
+ * module compiled later in this process stays on Liftoff too; a process serving WASM or
+ * native never calls it. The cost on a real GPU's throughput is not measured yet.
+ */
+function keepWasmOnBaselineTier(): void {
+  setFlagsFromString('--no-wasm-dynamic-tiering');
+  setFlagsFromString('--no-wasm-tier-up');
+}
+
 /** The adapter's name, or null: kept for callers that only ask whether one exists. */
 export async function webGpuAdapterName(install = false): Promise<string | null> {
   return (await webGpuAdapter(install))?.name ?? null;
@@ -170,10 +199,12 @@ export async function createRuntime(provider: ExecutionProvider, threads: number
   }
   if (provider === 'webgpu') {
     if (!(await webGpuAdapterName(true))) throw new Error('no WebGPU adapter');
+    keepWasmOnBaselineTier();
     const ort = (await import('onnxruntime-web/webgpu')) as unknown as OrtLike & { env: { wasm: { numThreads: number } } };
     ort.env.wasm.numThreads = threads;
-    const options: InferenceSession.SessionOptions = { executionProviders: ['webgpu', 'wasm'], graphOptimizationLevel: 'all' };
-    return { provider, createSession: async (m) => wrap(ort, await ort.InferenceSession.create(m, options)) };
+    // per graph: a Conv the provider misreads in NHWC keeps NCHW (webgpu-layout.ts)
+    const options = (m: Uint8Array): InferenceSession.SessionOptions => ({ executionProviders: [webGpuProvider(m), 'wasm'], graphOptimizationLevel: 'all' });
+    return { provider, createSession: async (m) => wrap(ort, await ort.InferenceSession.create(m, options(m))), close: async () => destroyWebGpuDevice(ort) };
   }
   const ort = (await import('onnxruntime-web')) as unknown as OrtLike & { env: { wasm: { numThreads: number } } };
   ort.env.wasm.numThreads = threads;

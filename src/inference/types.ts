@@ -62,7 +62,8 @@ export interface ModuleReadiness {
   decision_policy: string;
   threshold: number;
   execution_provider: ExecutionProvider | null;
-  /** why the provider is unusual, e.g. WebGPU on a fallback (software) adapter */
+  /** why the provider is unusual: WebGPU on a fallback (software) adapter, or WASM where
+   * WebGPU was wanted and Dawn found no adapter */
   execution_note?: string;
   error: string | null;
   /** the per-mode policies behind the entry (rgb_liveness has a single-frame and a sequence

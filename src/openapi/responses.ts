@@ -79,7 +79,7 @@ const ModuleHealth = Type.Object({
   model_set: Type.String(),
   trained: Type.Boolean({ description: "the model set manifest's `trained`: false means random weights whose verdicts mean nothing (with REQUIRE_TRAINED_MODELS=1 such a module is never ready)" }),
   execution_provider: Nullable(Type.Union([Type.Literal('wasm'), Type.Literal('webgpu'), Type.Literal('native')])),
-  execution_note: Type.Optional(Type.String({ description: 'present when the provider is unusual: WebGPU on a fallback (software) adapter' })),
+  execution_note: Type.Optional(Type.String({ description: 'present when the provider is unusual: WebGPU on a fallback (software) adapter, or WASM because WebGPU was wanted (INFERENCE_BACKEND=webgpu, or auto on a host with a GPU device) and Dawn found no adapter (docs/gpu.md lists what a GPU host needs)' })),
   error: Type.Optional(Type.String()),
 });
 export const HealthLive = Type.Object({ status: Type.Literal('live') });

@@ -52,6 +52,8 @@ t.test('WebGPU requested without an adapter falls back to WASM; undescribed modu
     t.equal(engine.executionProvider, 'wasm');
     t.equal(rgb.execution_provider, 'wasm');
     t.ok(logs.includes('inference: no WebGPU adapter, falling back to WASM'));
+    // the log line alone left operators of GPU hosts without the Vulkan libraries unaware
+    t.match(rgb.execution_note, /^WebGPU unavailable: .*Dawn found no adapter, so the engine serves on WASM\. .*libvulkan1, libglvnd0, libgl1, libglx0, libegl1, libgles2, libopengl0.*docs\/gpu\.md/);
   }
   t.equal(rgb.ready, true);
   const [r] = await engine.infer({ module_id: 'rgb_liveness', captures: [capture('w', 'rgb_single', [{}])] });
