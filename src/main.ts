@@ -1,25 +1,15 @@
 import { setFlagsFromString } from 'node:v8';
 import { Worker } from 'node:worker_threads';
 import { bootstrapAdmin } from './admin/index.ts';
-import { startEngine, type EngineHost } from './cluster/index.ts';
-import type { FromWorker, ToWorker, WorkerData } from './cluster/index.ts';
-import { relayInference } from './cluster/index.ts';
+import { startEngine, type EngineHost, type FromWorker, type ToWorker, type WorkerData, relayInference } from './cluster/index.ts';
 import { ConfigError, loadConfig, SLOTS_PER_WORKER, type Config } from './config/index.ts';
-import { compileTrust } from './http/index.ts';
-import { checkTls } from './http/index.ts';
-import { createBalanceTable } from './http/index.ts';
-import { createAdmissionTable, releaseWorkerSlots } from './http/index.ts';
-import { describeUwsBuild, listen, loadUws, LISTEN_EXCLUSIVE, NativeBindingError, uwsBuild, type UwsModule } from './http/index.ts';
+import { compileTrust, checkTls, createBalanceTable, createAdmissionTable, releaseWorkerSlots, describeUwsBuild, listen, loadUws, LISTEN_EXCLUSIVE, NativeBindingError, uwsBuild, type UwsModule } from './http/index.ts';
 import { geoDatabase } from './metering/index.ts';
-import { createLogger, type Logger } from './observability/index.ts';
-import { aggregateMetrics, MainMetrics, RefundMetrics, type MetricsSnapshot } from './observability/index.ts';
+import { createLogger, type Logger, aggregateMetrics, MainMetrics, RefundMetrics, type MetricsSnapshot } from './observability/index.ts';
 import { DRAIN_TIMEOUT_MS, markRunning, watchParent } from './lifecycle.ts';
 import { startRetention } from './retention/index.ts';
 import { SOURCE_EXT } from './source-ext.ts';
-import type { StoreBackend } from './store/index.ts';
-import { StoreError } from './store/index.ts';
-import { openConfiguredStore } from './store/index.ts';
-import { privateDataDir } from './store/index.ts';
+import { type StoreBackend, StoreError, openConfiguredStore, privateDataDir } from './store/index.ts';
 import { startupHooks } from './startup.ts';
 
 // The main thread owns what is one per process (the inference pool, start-up recovery,

@@ -1,24 +1,13 @@
 import { parentPort, workerData } from 'node:worker_threads';
-import { RemoteInference } from './cluster/index.ts';
-import type { FromWorker, ToWorker, WorkerData } from './cluster/index.ts';
+import { RemoteInference, type FromWorker, type ToWorker, type WorkerData } from './cluster/index.ts';
 import { SLOTS_PER_WORKER } from './config/index.ts';
 import { TokenCache } from './auth/index.ts';
-import { createApp } from './http/index.ts';
-import { createCors } from './http/index.ts';
-import { ConnectionBalance } from './http/index.ts';
-import { HostAdmission } from './http/index.ts';
-import { UploadPacer } from './http/index.ts';
-import { buildRouter } from './http/index.ts';
-import { closeApp, listen, loadUws, LISTEN_SHARED, type us_listen_socket } from './http/index.ts';
+import { createApp, createCors, ConnectionBalance, HostAdmission, UploadPacer, buildRouter, closeApp, listen, loadUws, LISTEN_SHARED, type us_listen_socket, appModule, HSTS, servesTls, testFaultHook } from './http/index.ts';
 import { useGeoDatabase } from './metering/index.ts';
 import { frameSlab } from './images/index.ts';
-import { createLogger } from './observability/index.ts';
-import { WorkerMetrics } from './observability/index.ts';
-import { appModule, HSTS, servesTls } from './http/index.ts';
-import { testFaultHook } from './http/index.ts';
+import { createLogger, WorkerMetrics } from './observability/index.ts';
 import { DRAIN_TIMEOUT_MS } from './lifecycle.ts';
-import { isLmdbCommitRejection } from './store/index.ts';
-import { openConfiguredStore } from './store/index.ts';
+import { isLmdbCommitRejection, openConfiguredStore } from './store/index.ts';
 
 // One API worker thread: its own uWS app on the shared port (SO_REUSEPORT lets the kernel
 // spread connections), its own handle on the store (LMDB, or a PostgreSQL pool and node

@@ -2,8 +2,7 @@ import { hashPassword } from '../auth/index.ts';
 import { isoNow } from '../clock.ts';
 import type { Config } from '../config/index.ts';
 import type { Logger } from '../observability/index.ts';
-import type { StoreBackend } from '../store/index.ts';
-import { DuplicateUserError } from '../store/index.ts';
+import { type StoreBackend, DuplicateUserError } from '../store/index.ts';
 import { addUser } from './users.ts';
 
 /** contract.md: ADMIN_USERNAME/ADMIN_PASSWORD create that admin if the name is free; an

@@ -3,8 +3,7 @@
 // readiness): nothing new is counted on the verify path.
 import type { InferenceService } from '../inference/index.ts';
 import { listPendingSettlements } from '../metering/index.ts';
-import type { StoreBackend } from '../store/index.ts';
-import type { AuditRecord } from '../store/index.ts';
+import type { StoreBackend, AuditRecord } from '../store/index.ts';
 import { moduleViews, type ModuleView } from './modules.ts';
 import { auditOutcome } from './page-query.ts';
 

@@ -1,11 +1,7 @@
 import { generateToken, hashToken } from '../auth/index.ts';
 import { isoNow, now } from '../clock.ts';
-import type { UsageRecord } from '../store/index.ts';
+import { type UsageRecord, newId, type StoreBackend, type Grant, type TokenRecord, withGrant, withoutGrant } from '../store/index.ts';
 import type { ModuleId } from '../contract/index.ts';
-import { newId } from '../store/index.ts';
-import type { StoreBackend } from '../store/index.ts';
-import type { Grant, TokenRecord } from '../store/index.ts';
-import { withGrant, withoutGrant } from '../store/index.ts';
 import { encodeCursor, type ListQuery } from './page-query.ts';
 
 export { DuplicateTokenNameError } from '../store/index.ts';

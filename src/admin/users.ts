@@ -1,9 +1,6 @@
 import { hashPassword } from '../auth/index.ts';
 import { isoNow } from '../clock.ts';
-import type { StoreBackend } from '../store/index.ts';
-import { newId } from '../store/index.ts';
-import type { Role, UserRecord } from '../store/index.ts';
-import { DuplicateUserError } from '../store/index.ts';
+import { type StoreBackend, newId, type Role, type UserRecord, DuplicateUserError } from '../store/index.ts';
 import { encodeCursor, type ListQuery } from './page-query.ts';
 
 export type UserView = Omit<UserRecord, 'password_hash'>;

@@ -1,8 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { ServiceError } from '../errors/index.ts';
-import type { StoreBackend } from '../store/index.ts';
-import type { TokenRecord } from '../store/index.ts';
-import { isTokenLive } from '../store/index.ts';
+import { type StoreBackend, type TokenRecord, isTokenLive } from '../store/index.ts';
 
 // lvk_ + base64url of 32 random bytes: 256 bits, 47 characters, recognisable in logs and
 // secret scanners. Only the SHA-256 is stored; a slow hash buys nothing at this entropy.

@@ -1,9 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { ServiceError } from '../errors/index.ts';
-import type { StoreBackend } from '../store/index.ts';
-import { deviceSessionUsable, type DeviceSession } from '../store/index.ts';
-import type { TokenRecord } from '../store/index.ts';
-import { isTokenLive } from '../store/index.ts';
+import { type StoreBackend, deviceSessionUsable, type DeviceSession, type TokenRecord, isTokenLive } from '../store/index.ts';
 import { authenticateBearer, hashToken } from './business-token.ts';
 
 // lvs_ + base64url of 32 random bytes, like a business token (lvk_) but told apart by its

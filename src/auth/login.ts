@@ -1,12 +1,10 @@
 import type { Config } from '../config/index.ts';
 import { bodyParser } from '../packets/index.ts';
 import { retryAfter, ServiceError } from '../errors/index.ts';
-import type { StoreBackend } from '../store/index.ts';
-import type { UserRecord } from '../store/index.ts';
+import type { StoreBackend, UserRecord } from '../store/index.ts';
 import { hashPassword, needsRehash, verifyPassword } from './password.ts';
 import { LoginSchema } from './schemas.ts';
-import { createSession, sweepSessions } from './session.ts';
-import type { SessionRecord } from './session.ts';
+import { createSession, sweepSessions, type SessionRecord } from './session.ts';
 
 export interface SessionBody {
   username: string;

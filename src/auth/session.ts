@@ -1,7 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Config } from '../config/index.ts';
-import type { StoreBackend } from '../store/index.ts';
-import type { Role, SessionRecord } from '../store/index.ts';
+import type { StoreBackend, Role, SessionRecord } from '../store/index.ts';
 import { newCsrfToken } from './csrf.ts';
 
 export type { SessionRecord };

@@ -1,6 +1,4 @@
-import { SCHEMA_VERSION } from '../store/index.ts';
-import type { PgBackend } from '../store/index.ts';
-import { MIGRATIONS } from '../store/index.ts';
+import { SCHEMA_VERSION, type PgBackend, MIGRATIONS } from '../store/index.ts';
 import type { Command } from './command.ts';
 
 export const dbCommands: Record<string, Command> = {

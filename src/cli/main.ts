@@ -1,21 +1,14 @@
 import { parseArgs } from 'node:util';
 import { isNameText } from '../packets/index.ts';
-import { createToken, DuplicateTokenNameError, duplicateGrantIndex, listTokenViews, patchToken, removeGrant, revokeToken, RevokedTokenError, setGrant, tokenDetail } from '../admin/index.ts';
-import { addUser, listUserViews } from '../admin/index.ts';
+import { createToken, DuplicateTokenNameError, duplicateGrantIndex, listTokenViews, patchToken, removeGrant, revokeToken, RevokedTokenError, setGrant, tokenDetail, addUser, listUserViews, isModuleId } from '../admin/index.ts';
 import { isoNow, now } from '../clock.ts';
 import { ConfigError, loadConfig } from '../config/index.ts';
 import { MODULE_IDS, type ModuleId } from '../contract/index.ts';
-import type { StoreBackend } from '../store/index.ts';
-import { StoreError } from '../store/index.ts';
-import { openConfiguredStore } from '../store/index.ts';
-import { privateUmask } from '../store/index.ts';
-import type { Grant, Period } from '../store/index.ts';
-import { DuplicateUserError } from '../store/index.ts';
+import { type StoreBackend, StoreError, openConfiguredStore, privateUmask, type Grant, type Period, DuplicateUserError } from '../store/index.ts';
 import { extraCommands } from './extra.ts';
 import { ConflictError, EXIT, NotFoundError, UsageError } from './errors.ts';
 import type { Command } from './command.ts';
 import { SERVICE_VERSION } from '../version.ts';
-import { isModuleId } from '../admin/index.ts';
 
 // Operator CLI over the same store as a running server: LMDB in DATA_DIR (LMDB allows several
 // processes) or PostgreSQL at DATABASE_URL.

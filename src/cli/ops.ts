@@ -2,8 +2,7 @@ import { loadConfig } from '../config/index.ts';
 import { pruneOnce } from '../retention/index.ts';
 import { runningServer } from '../lifecycle.ts';
 import { keysDir } from '../signing/index.ts';
-import { BackupError, backupStore, restoreStore } from '../store/index.ts';
-import { openStore } from '../store/index.ts';
+import { BackupError, backupStore, restoreStore, openStore } from '../store/index.ts';
 import { ConflictError, UsageError } from './errors.ts';
 import type { Command } from './command.ts';
 

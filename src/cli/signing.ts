@@ -4,8 +4,7 @@ import type { Command } from './command.ts';
 import { now } from '../clock.ts';
 import { loadConfig } from '../config/index.ts';
 import { isNameText } from '../packets/index.ts';
-import { publicJwksOf, UnknownSigningKeyError } from '../signing/index.ts';
-import { keySourceFor } from '../signing/index.ts';
+import { publicJwksOf, UnknownSigningKeyError, keySourceFor } from '../signing/index.ts';
 import { NotFoundError, UsageError } from './errors.ts';
 
 // Keys live beside the store: DATA_DIR/keys files with LMDB, the shared database with

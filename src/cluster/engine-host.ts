@@ -1,7 +1,5 @@
 import { ConfigError, type Config } from '../config/index.ts';
-import { availableModelSets, createModelSetSwitch, ManifestError, startupModelSet, watchActivationRequests, type EngineOptions, type ModelSetSwitch } from '../inference/index.ts';
-import type { PoolTimes } from '../inference/index.ts';
-import type { InferenceJob, InferenceService, ResultRecord } from '../inference/index.ts';
+import { availableModelSets, createModelSetSwitch, ManifestError, startupModelSet, watchActivationRequests, type EngineOptions, type ModelSetSwitch, type PoolTimes, type InferenceJob, type InferenceService, type ResultRecord } from '../inference/index.ts';
 import type { Logger } from '../observability/index.ts';
 
 export interface EngineHost extends InferenceService {

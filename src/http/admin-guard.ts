@@ -1,6 +1,4 @@
-import { csrfMatches } from '../auth/index.ts';
-import { readSessionCookie } from '../auth/index.ts';
-import { destroySession, findSession, type SessionRecord } from '../auth/index.ts';
+import { csrfMatches, readSessionCookie, destroySession, findSession, type SessionRecord } from '../auth/index.ts';
 import { now } from '../clock.ts';
 import { ServiceError } from '../errors/index.ts';
 import type { HttpContext } from './context.ts';

@@ -1,7 +1,5 @@
 import { ServiceError, ValidationFailure } from '../errors/index.ts';
-import type { Logger } from '../observability/index.ts';
-import type { WorkerMetrics } from '../observability/index.ts';
-import { requestFacts } from '../observability/index.ts';
+import { type Logger, type WorkerMetrics, requestFacts } from '../observability/index.ts';
 import { HttpContext } from './context.ts';
 import type { Cors } from './cors.ts';
 import { errorReply, send, type Reply } from './respond.ts';

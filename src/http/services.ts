@@ -1,9 +1,7 @@
 import type { Config } from '../config/index.ts';
 import type { InferenceService } from '../inference/index.ts';
-import type { Logger } from '../observability/index.ts';
-import type { WorkerMetrics } from '../observability/index.ts';
-import type { StoreBackend } from '../store/index.ts';
-import type { TokenRecord } from '../store/index.ts';
+import type { Logger, WorkerMetrics } from '../observability/index.ts';
+import type { StoreBackend, TokenRecord } from '../store/index.ts';
 import type { ConnectionBalance } from './balance.ts';
 import type { HostAdmission } from './capacity.ts';
 import type { UploadPacer } from './upload-pace.ts';

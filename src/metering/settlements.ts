@@ -1,6 +1,5 @@
 import { now } from '../clock.ts';
-import type { StoreBackend } from '../store/index.ts';
-import type { Reservation } from '../store/index.ts';
+import type { StoreBackend, Reservation } from '../store/index.ts';
 
 export interface SettlementView {
   id: string;

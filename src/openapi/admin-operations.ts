@@ -3,8 +3,7 @@
 // document.ts); `csrf: true` marks the state-changing ones.
 
 import { Type } from '@sinclair/typebox';
-import { DEFAULT_DAYS, MAX_DAYS, MAX_ID_CHARS, TIME_RANGE_TEXT } from '../admin/index.ts';
-import { CONSOLE_TYPES } from '../admin/index.ts';
+import { DEFAULT_DAYS, MAX_DAYS, MAX_ID_CHARS, TIME_RANGE_TEXT, CONSOLE_TYPES } from '../admin/index.ts';
 import * as ex from './examples.ts';
 import { moduleIdParam, pathParam, retryAfter, type Operation, type ParameterSpec } from './operation.ts';
 

@@ -5,8 +5,7 @@
 import { Type, type TSchema } from '@sinclair/typebox';
 import { adminSchemas as admin } from '../admin/index.ts';
 import { LoginSchema, SessionSchema } from '../auth/index.ts';
-import { ERRORS } from '../errors/index.ts';
-import { ISSUE_TYPES } from '../errors/index.ts';
+import { ERRORS, ISSUE_TYPES } from '../errors/index.ts';
 import { BatchEnvelopeSchema, CapturePacketSchema, FrameSchema, ImageDescriptorSchema, MetadataSchema } from '../packets/index.ts';
 import * as r from './responses.ts';
 import { SessionCreateSchema } from '../sessions/index.ts';

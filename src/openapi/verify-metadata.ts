@@ -1,7 +1,6 @@
 import { Type, type TSchema } from '@sinclair/typebox';
-import { MAX_CAPTURES_PER_REQUEST, MAX_EVENTS_COLOR, MAX_EVENTS_PER_CAPTURE, MAX_EVENTS_RGB_SINGLE } from '../contract/index.ts';
+import { MAX_CAPTURES_PER_REQUEST, MAX_EVENTS_COLOR, MAX_EVENTS_PER_CAPTURE, MAX_EVENTS_RGB_SINGLE, type Mode, type ModuleId } from '../contract/index.ts';
 import { CAPTURE_PROFILE, MODULE_MODES } from '../packets/index.ts';
-import type { Mode, ModuleId } from '../contract/index.ts';
 
 // The verify metadata as the document describes it per module (issue 29). The service
 // validates with one CapturePacket schema and ties mode to module, profile to mode and the

@@ -3,8 +3,7 @@
 // int_type, literal_error, ...) so clients written against FastAPI services read them as usual.
 
 import { ValueErrorType, type ValueError } from '@sinclair/typebox/errors';
-import type { ValidationIssue } from '../contract/index.ts';
-import { MAX_ISSUES } from '../contract/index.ts';
+import { type ValidationIssue, MAX_ISSUES } from '../contract/index.ts';
 
 export type Loc = (string | number)[];
 

@@ -5,9 +5,8 @@
 // type error is reported once by the schema and never echoed as a rule violation.
 
 import { CAPTURE_PROFILE, PHASES, type ImageRef } from './types.ts';
-import { type ImageEncoding, type Mode, type ModuleId, type Phase } from '../contract/index.ts';
+import { type ImageEncoding, type Mode, type ModuleId, type Phase, MAX_EVENTS_COLOR, MAX_EVENTS_RGB_SINGLE } from '../contract/index.ts';
 import type { IssueList, Loc } from './issues.ts';
-import { MAX_EVENTS_COLOR, MAX_EVENTS_RGB_SINGLE } from '../contract/index.ts';
 
 export const MODULE_MODES: Record<ModuleId, readonly Mode[]> = {
   rgb_liveness: ['rgb_single', 'rgb_sequence'],

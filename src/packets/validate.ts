@@ -6,11 +6,10 @@
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { ServiceError, ValidationFailure } from '../errors/index.ts';
 import type { CapturePacket, ParsedMetadata } from './types.ts';
-import type { ModuleId } from '../contract/index.ts';
+import { type ModuleId, MAX_CAPTURES_PER_REQUEST, MAX_EVENTS_PER_CAPTURE, MAX_EVENTS_PER_REQUEST } from '../contract/index.ts';
 import { BatchEnvelopeSchema, CapturePacketSchema } from './schemas.ts';
 import { IssueList, METADATA_LOC, addSchemaErrors, type Loc } from './issues.ts';
 import { checkCapture, newScope } from './rules.ts';
-import { MAX_CAPTURES_PER_REQUEST, MAX_EVENTS_PER_CAPTURE, MAX_EVENTS_PER_REQUEST } from '../contract/index.ts';
 
 const checkPacket = TypeCompiler.Compile(CapturePacketSchema);
 const checkEnvelope = TypeCompiler.Compile(BatchEnvelopeSchema);

@@ -1,11 +1,8 @@
 import type { Static } from '@sinclair/typebox';
-import { generateSessionToken, newSessionId } from '../auth/index.ts';
-import { hashToken } from '../auth/index.ts';
+import { generateSessionToken, newSessionId, hashToken } from '../auth/index.ts';
 import type { Config } from '../config/index.ts';
 import { ServiceError } from '../errors/index.ts';
-import type { StoreBackend } from '../store/index.ts';
-import { deviceSessionState, type DeviceSession, type DeviceSessionState } from '../store/index.ts';
-import type { TokenRecord } from '../store/index.ts';
+import { type StoreBackend, deviceSessionState, type DeviceSession, type DeviceSessionState, type TokenRecord } from '../store/index.ts';
 import { DEFAULT_MAX_CAPTURES, DEFAULT_TTL_SECONDS, type SessionCreateSchema } from './schemas.ts';
 
 // Device sessions (issue 26) as the /v1/sessions routes and GET /v1/me use them. The store

@@ -1,6 +1,5 @@
 import type { ReceivedPart } from './ports.ts';
-import { METADATA_FIELD, parseMetadata } from '../packets/index.ts';
-import type { ParsedMetadata } from '../packets/index.ts';
+import { METADATA_FIELD, parseMetadata, type ParsedMetadata } from '../packets/index.ts';
 import type { ModuleId } from '../contract/index.ts';
 import { metadataText } from './prepare.ts';
 

@@ -1,7 +1,5 @@
 import { archiveDemoUpload } from '../metering/index.ts';
-import type { ReserveInput, StoreBackend } from '../store/index.ts';
-import type { Reservation, UsageRecord } from '../store/index.ts';
-import { isStorageFailure } from '../store/index.ts';
+import { type ReserveInput, type StoreBackend, type Reservation, type UsageRecord, isStorageFailure } from '../store/index.ts';
 import { admittedOrThrow, settledOrThrow, UnrecordedCallError, type Admitted } from './store-outcomes.ts';
 
 /** The verify call's only way into metering: every reserve, settle and refund of a verify

@@ -1,9 +1,7 @@
 import type { Config } from '../config/index.ts';
 import type { InferenceService } from '../inference/index.ts';
-import type { Logger } from '../observability/index.ts';
-import type { VerifyFacts } from '../observability/index.ts';
-import type { StoreBackend } from '../store/index.ts';
-import type { TokenRecord } from '../store/index.ts';
+import type { Logger, VerifyFacts } from '../observability/index.ts';
+import type { StoreBackend, TokenRecord } from '../store/index.ts';
 import type { Metering } from './metering.ts';
 
 /** One multipart part as the transport received it, hashed as its bytes arrived. */

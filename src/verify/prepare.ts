@@ -1,7 +1,6 @@
 import { ValidationFailure } from '../errors/index.ts';
 import type { ReceivedPart } from './ports.ts';
-import { checkMetadataPart, checkParts, METADATA_FIELD, parseMetadata, prepareCaptures } from '../packets/index.ts';
-import type { ParsedMetadata, PreparedCapture } from '../packets/index.ts';
+import { checkMetadataPart, checkParts, METADATA_FIELD, parseMetadata, prepareCaptures, type ParsedMetadata, type PreparedCapture } from '../packets/index.ts';
 import type { ModuleId, ValidationIssue } from '../contract/index.ts';
 
 export interface PreparedRequest {

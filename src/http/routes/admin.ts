@@ -1,34 +1,7 @@
-import { isModuleId, moduleView, moduleViews } from '../../admin/index.ts';
-import { overview } from '../../admin/index.ts';
+import { isModuleId, moduleView, moduleViews, overview, auditOutcome, MAX_ID_CHARS, parseAuditQuery, parseDailyQuery, parseListQuery, parsePageQuery, GrantBodySchema, ModulePatchSchema, SettlementResolveSchema, TokenCreateSchema, TokenPatchSchema, UserCreateSchema, UserPatchSchema, createToken, DuplicateTokenNameError, duplicateGrantIndex, listTokenViews, patchToken, removeGrant, revokeToken, RevokedTokenError, searchTokenViews, setGrant, tokenDetail, withTokenNames, addUser, LastAdminError, listUserViews, patchUser, searchUserViews } from '../../admin/index.ts';
 import { SLOTS_PER_WORKER } from '../../config/index.ts';
-import { auditOutcome, MAX_ID_CHARS, parseAuditQuery, parseDailyQuery, parseListQuery, parsePageQuery } from '../../admin/index.ts';
-import {
-  GrantBodySchema,
-  ModulePatchSchema,
-  SettlementResolveSchema,
-  TokenCreateSchema,
-  TokenPatchSchema,
-  UserCreateSchema,
-  UserPatchSchema,
-} from '../../admin/index.ts';
-import {
-  createToken,
-  DuplicateTokenNameError,
-  duplicateGrantIndex,
-  listTokenViews,
-  patchToken,
-  removeGrant,
-  revokeToken,
-  RevokedTokenError,
-  searchTokenViews,
-  setGrant,
-  tokenDetail,
-  withTokenNames,
-} from '../../admin/index.ts';
-import { addUser, LastAdminError, listUserViews, patchUser, searchUserViews } from '../../admin/index.ts';
 import { bodyParser } from '../../packets/index.ts';
-import { destroyUserSessions } from '../../auth/index.ts';
-import { checkPasswordThrottled } from '../../auth/index.ts';
+import { destroyUserSessions, checkPasswordThrottled } from '../../auth/index.ts';
 import { clientAddress } from '../client-address.ts';
 import { ServiceError, ValidationFailure } from '../../errors/index.ts';
 import { now } from '../../clock.ts';

@@ -1,8 +1,6 @@
 import { requireCsrf, requireSession } from '../admin-guard.ts';
 import { clientAddress } from '../client-address.ts';
-import { login, parseLogin, sessionBody } from '../../auth/index.ts';
-import { clearedCookie, readSessionCookie, sessionCookie } from '../../auth/index.ts';
-import { destroySession, sessionKey } from '../../auth/index.ts';
+import { login, parseLogin, sessionBody, clearedCookie, readSessionCookie, sessionCookie, destroySession, sessionKey } from '../../auth/index.ts';
 import { now } from '../../clock.ts';
 import { readJson } from '../body.ts';
 import { json } from '../respond.ts';

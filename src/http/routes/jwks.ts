@@ -1,7 +1,6 @@
 import fs from 'node:fs';
 import { now } from '../../clock.ts';
-import { keysDir, listKeys, publicJwksOf, type KeyFile } from '../../signing/index.ts';
-import { storeKeys } from '../../signing/index.ts';
+import { keysDir, listKeys, publicJwksOf, type KeyFile, storeKeys } from '../../signing/index.ts';
 import type { Router } from '../router.ts';
 import type { Services } from '../services.ts';
 
