@@ -44,7 +44,7 @@ export const seedUserName = (i: number) => `operator-${String(i).padStart(4, '0'
 
 // Every put below runs inside the batch's write transaction (inBatches): lmdb-js applies it
 // there and its promise is the transaction's, so it is not awaited one by one (`void`, as in
-// src/store/settle.ts).
+// src/store/lmdb/settle.ts).
 async function inBatches(store: Store, n: number, write: (i: number) => void): Promise<void> {
   for (let start = 0; start < n; start += BATCH) {
     await store.root.transaction(() => {

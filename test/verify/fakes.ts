@@ -1,6 +1,6 @@
 // Fakes for the verify use case's ports (src/verify/ports.ts), so that its rules run in
 // process: no server, no CLI, no engine. The fake store keeps the store's contract as
-// src/store/reserve.ts, settle.ts and refund.ts keep it (idempotency, quota, the token read
+// src/store/lmdb/reserve.ts and settle.ts keep it (idempotency, quota, the token read
 // again inside the reservation); the contract suite holds the real stores to the same rules.
 // Every port call is written to `world.calls`, in order, so a test can assert the check order.
 
