@@ -30,12 +30,10 @@ export function syncCommitFlags(root: Store['root']): number | undefined {
  *   (SYNC_COMMIT_OVERLAPPED_FLUSH), and returns once the commit is flushed.
  * - `batched`: an asynchronous transaction, which lmdb-js commits together with the other
  *   writes queued in the same turn: slower per call, but several times the commits per second
- *   when many calls write at once (bench/store.ts); a synced one then awaits the flush.
- * An unsynced commit (`durability`) takes the asynchronous path in either mode. That path wraps
- * `fn` in a child transaction, because lmdb-js commits the writes an asynchronous transaction
- * made before its callback threw.
- * Either way a commit is visible to every thread and survives the process (not a power loss,
- * when unsynced) once this resolves.
+ *   when many calls write at once (bench/store.ts); it awaits the flush after the commit. It
+ *   wraps `fn` in a child transaction, because lmdb-js commits the writes an asynchronous
+ *   transaction made before its callback threw.
+ * Either way a commit is on disk once this resolves.
  * The caller waits while another thread or process holds LMDB's write lock; transactions are a
  * few record writes each, so that wait is short.
  *
@@ -46,28 +44,19 @@ export function syncCommitFlags(root: Store['root']): number | undefined {
  * commit there would otherwise be an unhandled rejection.
  * A commit the store could not write (full disk, src/store/write-health.ts) is noted under
  * `op` on store.writes, and rejects like any other failure. */
-/** `synced`: the promise resolves once the commit is on disk. `unsynced`: once it is committed
- * and visible to every thread and process, its sync still to come: lmdb-js's write thread
- * syncs it, or the next synced commit does, whichever comes first (LMDB syncs in commit
- * order, so a later commit's sync covers every earlier one). The durability rule
- * (docs/metering.md "Durability"): a reservation may be unsynced; what an answer reports (a
- * charge, a refund) is synced before the answer leaves. */
-export type Durability = 'synced' | 'unsynced';
-
-export function atomically<T>(store: Store, fn: () => T, op = 'write', durability: Durability = 'synced'): Promise<T> {
+export function atomically<T>(store: Store, fn: () => T, op = 'write'): Promise<T> {
   const noted = (err: unknown) => {
     store.writes.noteFailure(op, err);
     throw err;
   };
-  if (store.commits === 'batched' || durability === 'unsynced') {
-    // lmdb-js's asynchronous transaction resolves once committed; its write thread then syncs
-    // outside the write lock, so the calling thread neither waits for nor blocks on the disk
-    const committed = guardCommit(store.root.transaction(() => store.root.childTransaction(fn)) as Promise<T>);
-    if (durability === 'unsynced') return committed.catch(noted);
-    // root.flushed: the sync of the newest commit batch, this one or a later one that covers it
-    return committed
+  if (store.commits === 'batched') {
+    // lmdb-js's asynchronous transaction resolves once committed and visible; its write thread
+    // syncs afterwards, so the flush is awaited too: an answer that reports a charge leaves only
+    // once the commit recording it is on disk (docs/metering.md "Durability")
+    return guardCommit(store.root.transaction(() => store.root.childTransaction(fn)) as Promise<T>)
       .then(async (out) => {
-        // a thenable, not a Promise: resolved into one
+        // root.flushed: the sync of the newest commit batch, this one or a later one that
+        // covers it; a thenable, not a Promise, so it is resolved into one
         await guardCommit(Promise.resolve(store.root.flushed as PromiseLike<unknown>));
         return out;
       })
