@@ -25,7 +25,7 @@ export async function readThrottle(db: Pg, address: string, username: string, at
 export async function reserveLoginAttempt(db: Pg, address: string, username: string, at: number): Promise<AttemptReservation> {
   // the same transaction as a failure, deciding under the row locks: concurrent attempts
   // (on any node) queue on the three rows, so each sees the counts of those before it
-  return db.tx(async (c) => {
+  return throttleTx(db, address, username, async (c) => {
     const counts = await lockThrottleRows(c, address, username);
     const known = (await c.query('SELECT at_ms FROM login_known WHERE name = $1 AND address = $2', [throttleName(username), address])).rows[0];
     const view: ThrottleView = {
@@ -43,14 +43,14 @@ export async function reserveLoginAttempt(db: Pg, address: string, username: str
 export async function releaseLoginAttempt(db: Pg, address: string, username: string, reservedAt: number) {
   const keys = [addressKey(address), pairKey(address, username), nameKey(username)];
   // a count given back to 0 stays as a row with count 0, which reads as no count
-  await db.tx(async (c) => {
+  await throttleTx(db, address, username, async (c) => {
     await lockOrdered(c, keys);
     await c.query('UPDATE login_throttle SET count = count - 1 WHERE key = ANY($1) AND count > 0 AND window_start <= $2', [keys, reservedAt]);
   });
 }
 
 export async function recordLoginFailure(db: Pg, address: string, username: string, at: number) {
-  await db.tx(async (c) => countOneFailure(c, await lockThrottleRows(c, address, username), address, username, at));
+  await throttleTx(db, address, username, async (c) => countOneFailure(c, await lockThrottleRows(c, address, username), address, username, at));
 }
 
 /** The address, pair and name rows, made first and locked in key order, so concurrent
@@ -79,7 +79,7 @@ export async function recordLoginSuccess(db: Pg, address: string, username: stri
   // attempt's reservation unless its window started after it (login-throttle.ts); the rows
   // are locked in key order first, as every throttle write does, so that a success and
   // concurrent attempts queue instead of deadlocking
-  await db.tx(async (c) => {
+  await throttleTx(db, address, username, async (c) => {
     await lockOrdered(c, [addressKey(address), pairKey(address, username), nameKey(username)]);
     await c.query('DELETE FROM login_throttle WHERE key = ANY($1)', [[pairKey(address, username), nameKey(username)]]);
     if (success.reservedAt !== undefined) {
@@ -102,4 +102,27 @@ export async function sweepLoginThrottle(db: Pg, at: number) {
   const stale = rows.filter((r) => (String(r.key).startsWith('user:') ? !nameLive(r as FailureCount, at) : !windowLive(r as FailureCount, at))).map((r) => r.key as string);
   if (stale.length > 0) await db.q('DELETE FROM login_throttle WHERE key = ANY($1)', [stale]);
   await db.q('DELETE FROM login_known WHERE at_ms <= $1', [at - KNOWN_ADDRESS_MS]);
+}
+
+/** One throttle transaction. It first takes transaction-scoped advisory locks on its address
+ * and its name, in one order: two transactions that could touch the same rows (an address row,
+ * a pair row, a name row) share one of these locks and so run one after the other. Without
+ * them, a success deleting rows that concurrent attempts were re-creating (INSERT ... ON
+ * CONFLICT) while others locked them let PostgreSQL find deadlocks: 54 of 1,800 mixed
+ * operations on one address over 8 connections. A deadlock victim is still run again, as
+ * its transaction was rolled back whole. */
+async function throttleTx<T>(db: Pg, address: string, username: string, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+  const locks = [`lv_throttle_address:${address}`, `lv_throttle_name:${throttleName(username)}`];
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await db.tx(async (c) => {
+        // ordered in a subquery, so the locks are taken in that order
+        await c.query('SELECT pg_advisory_xact_lock(h) FROM (SELECT DISTINCT hashtext(k) AS h FROM unnest($1::text[]) k ORDER BY h) s', [locks]);
+        return fn(c);
+      });
+    } catch (err) {
+      if (attempt < 5 && (err as { code?: unknown }).code === '40P01') continue;
+      throw err;
+    }
+  }
 }
