@@ -4,7 +4,7 @@ import type { Command } from './command.ts';
 import { now } from '../clock.ts';
 import { loadConfig } from '../config/index.ts';
 import { isNameText } from '../packets/index.ts';
-import { publicJwksOf, UnknownSigningKeyError, keySourceFor } from '../signing/index.ts';
+import { KID_PATTERN, publicJwksOf, UnknownSigningKeyError, keySourceFor } from '../signing/index.ts';
 import { NotFoundError, UsageError } from './errors.ts';
 
 // Keys live beside the store: DATA_DIR/keys files with LMDB, the shared database with
@@ -25,6 +25,23 @@ function operator(): string {
   return sudo && sudo !== user ? `${sudo} (as ${user})` : user;
 }
 
+/** A thumbprint starts with '-' one time in 64 (`keys list` prints such kids): parseArgs would
+ * read it as an unknown option, so a kid-shaped word that is not --by's value goes after `--`. */
+function kidsAsPositionals(args: string[]): string[] {
+  const options: string[] = [];
+  const kids: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i];
+    if (a === '--') return [...options, ...args.slice(i), ...kids];
+    if (a === '--by') {
+      options.push(a, ...args.slice(i + 1, i + 2));
+      i++;
+    } else if (a.startsWith('-') && KID_PATTERN.test(a)) kids.push(a);
+    else options.push(a);
+  }
+  return kids.length > 0 ? [...options, '--', ...kids] : options;
+}
+
 export const signingCommands: Record<string, Command> = {
   'keys rotate': {
     usage: 'keys rotate   (new verdict signing key; the old public key stays in the JWKS for 7 days)',
@@ -33,7 +50,7 @@ export const signingCommands: Record<string, Command> = {
   'keys revoke': {
     usage: 'keys revoke <kid> [--by NAME]   (emergency: the key leaves the JWKS at once; a new key signs when it was current)',
     async run(store, args) {
-      const { positionals, values } = parseArgs({ args, allowPositionals: true, options: { by: { type: 'string' } } });
+      const { positionals, values } = parseArgs({ args: kidsAsPositionals(args), allowPositionals: true, options: { by: { type: 'string' } } });
       const [kid, ...rest] = positionals;
       if (!kid || rest.length > 0) throw new UsageError('keys revoke takes one kid (keys list shows them)');
       if (values.by !== undefined && (values.by === '' || !isNameText(values.by) || [...values.by].length > 200)) throw new UsageError('--by must be 1 to 200 characters of text without control characters');

@@ -92,6 +92,10 @@ t.test('bad revocations: a clear error, nothing changed', async (t) => {
     [['keys', 'revoke'], /takes one kid/, 2],
     [['keys', 'revoke', 'a', 'b'], /takes one kid/, 2],
     [['keys', 'revoke', 'A'.repeat(43)], /no signing key/, 3],
+    // a thumbprint starts with '-' one time in 64: still read as a kid, before or after --by
+    [['keys', 'revoke', '-' + 'A'.repeat(42)], /no signing key/, 3],
+    [['keys', 'revoke', '--by', 'bob', '-' + 'A'.repeat(42)], /no signing key/, 3],
+    [['keys', 'revoke', '-x'], /Unknown option/, 2],
     [['keys', 'revoke', '../../store/data'], /no signing key/, 3],
     [['keys', 'revoke', before.keys[0]!.kid!, '--by', ''], /--by must be/, 2],
     [['keys', 'revoke', before.keys[0]!.kid!, '--by', 'a\u0007b'], /--by must be/, 2],
