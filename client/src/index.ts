@@ -9,9 +9,10 @@ export {
 export { sha256Hex } from './digest.ts';
 export { encodeMultipart, toFormData, type MultipartBody } from './multipart.ts';
 export {
-  createVerifyClient, isRetryable, parseRetryAfter, backoffDelay,
+  createVerifyClient, isRetryable, backoffDelay,
   type VerifyClient, type VerifyClientOptions, type VerifyCallOptions, type VerifyOutcome,
-  type VerifyCompleted, type VerifyFailed, type CaptureVerdict, type Verdict, type ReadOutcome,
+  type VerifyCompleted, type VerifyFailed, type CaptureVerdict, type Verdict,
 } from './verify-client.ts';
+export { parseRetryAfter, type ReadOutcome } from './request.ts';
 export { createSession, getSession, revokeSession, type SessionClientOptions, type SessionRequest } from './sessions.ts';
 export * from './wire.ts';

@@ -12,6 +12,7 @@
 
 import { randomId } from './digest.ts';
 import { encodeMultipart } from './multipart.ts';
+import { parseRetryAfter, request, type ReadOutcome } from './request.ts';
 import type {
   ModuleId, BatchEnvelope, CapturePacket, MeResponse, ModulesResponse, ResultRecord, SessionMeResponse, ValidationIssue, VerifyResponse,
 } from './wire.ts';
@@ -88,12 +89,6 @@ export interface VerifyCallOptions {
   signal?: AbortSignal;
 }
 
-/** Answer of a read call (me, modules): the body, or the error as in a verify outcome. Read
- * calls are not retried: they are cheap to repeat and the caller knows when it needs them. */
-export type ReadOutcome<T> =
-  | { kind: 'ok'; value: T; requestId: string | null }
-  | { kind: 'error'; httpStatus: number; code: string; message: string; retryAfterMs: number | null; requestId: string | null };
-
 export interface VerifyClient {
   verify(moduleId: ModuleId, metadata: CapturePacket | BatchEnvelope | string,
     files: ReadonlyMap<string, Uint8Array>, options?: VerifyCallOptions): Promise<VerifyOutcome>;
@@ -114,15 +109,6 @@ const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,200}$/;
 export function isRetryable(status: number, code: string | null): boolean {
   if (code !== null) return RETRIED_CODES.has(code);
   return status === 502 || status === 503 || status === 504;
-}
-
-/** Retry-After as delta-seconds or HTTP-date, in milliseconds; null when absent or unreadable. */
-export function parseRetryAfter(value: string | null, now = Date.now()): number | null {
-  if (value === null) return null;
-  const v = value.trim();
-  if (/^\d+$/.test(v)) return Number(v) * 1000;
-  const date = Date.parse(v);
-  return Number.isNaN(date) ? null : Math.max(0, date - now);
 }
 
 /** Full jitter: uniform in [0, min(cap, base * 2^(retry-1))]. `retry` counts from 1. */
@@ -198,31 +184,8 @@ export function createVerifyClient(options: VerifyClientOptions): VerifyClient {
     return last!;
   }
 
-  async function read<T>(path: string, signal: AbortSignal | undefined, valid: (json: unknown) => boolean): Promise<ReadOutcome<T>> {
-    let res: Response;
-    try {
-      res = await doFetch(`${base}${path}`, { headers: { authorization: `Bearer ${options.token}`, accept: 'application/json' }, signal });
-    } catch (err) {
-      if (signal?.aborted) throw err;
-      return { kind: 'error', httpStatus: 0, code: 'network_error', message: (err as Error).message ?? String(err), retryAfterMs: null, requestId: null };
-    }
-    const requestId = res.headers.get('x-request-id');
-    const text = await res.text();
-    let json: unknown;
-    try {
-      json = JSON.parse(text);
-    } catch {
-      json = undefined;
-    }
-    if (res.status === 200 && valid(json)) return { kind: 'ok', value: json as T, requestId };
-    const error = (json as { error?: { code?: unknown; message?: unknown } } | undefined)?.error;
-    return {
-      kind: 'error', httpStatus: res.status,
-      code: res.status === 200 ? 'invalid_response' : typeof error?.code === 'string' ? error.code : `http_${res.status}`,
-      message: typeof error?.message === 'string' ? error.message : `HTTP ${res.status}`,
-      retryAfterMs: parseRetryAfter(res.headers.get('retry-after')), requestId,
-    };
-  }
+  const read = <T>(path: string, signal: AbortSignal | undefined, valid: (json: unknown) => boolean) =>
+    request<T>(options, 'GET', path, 200, undefined, signal, valid);
 
   return {
     verify,
