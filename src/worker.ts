@@ -1,7 +1,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { RemoteInference, type FromWorker, type ToWorker, type WorkerData } from './cluster/index.ts';
 import { SLOTS_PER_WORKER } from './config/index.ts';
-import { TokenCache } from './auth/index.ts';
+import { ReadCache, sessionReader, type SessionWithParent } from './auth/index.ts';
 import { createApp, createCors, ConnectionBalance, HostAdmission, UploadPacer, buildRouter, closeApp, listen, loadUws, LISTEN_SHARED, type us_listen_socket, appModule, HSTS, servesTls, testFaultHook } from './http/index.ts';
 import { useGeoDatabase } from './metering/index.ts';
 import { frameSlab } from './images/index.ts';
@@ -34,10 +34,10 @@ const uploadPacer = new UploadPacer({
   deadlineSeconds: config.UPLOAD_DEADLINE_SECONDS,
 });
 
-// PostgreSQL: a token read is a round trip; LMDB reads are local and need no cache.
-const tokenCache = store.kind === 'postgres' && config.TOKEN_CACHE_SECONDS > 0
-  ? new TokenCache((hash) => store.getTokenByHash(hash), config.TOKEN_CACHE_SECONDS * 1000)
-  : null;
+// PostgreSQL: a token or session read is a round trip; LMDB reads are local and need no cache.
+const cached = store.kind === 'postgres' && config.TOKEN_CACHE_SECONDS > 0;
+const tokenCache = cached ? new ReadCache((hash) => store.getTokenByHash(hash), config.TOKEN_CACHE_SECONDS * 1000) : null;
+const sessionCache = cached ? new ReadCache<SessionWithParent>(sessionReader(store), config.TOKEN_CACHE_SECONDS * 1000) : null;
 
 let nextMetricsId = 1;
 const metricsWaiters = new Map<number, (r: { text: string; contentType: string }) => void>();
@@ -46,6 +46,7 @@ const router = buildRouter({
   config,
   store,
   tokens: tokenCache ? (hash) => tokenCache.get(hash) : (hash) => store.getTokenByHash(hash),
+  sessions: sessionCache ? (hash) => sessionCache.get(hash) : undefined,
   log,
   metrics,
   inference,

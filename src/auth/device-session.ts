@@ -31,13 +31,29 @@ export interface Caller {
  * live (an operator revoking, disabling or expiring the parent ends its sessions at once).
  * A string that names no session is refused as any unknown bearer token was before sessions
  * existed (401 invalid_token); invalid_session_token speaks of a session that did exist. */
-async function authenticateSession(store: StoreBackend, plaintext: string, at: number): Promise<Caller> {
-  const session = await store.getDeviceSessionByHash(hashToken(plaintext));
-  if (!session) throw new ServiceError('invalid_token');
+async function authenticateSession(lookup: SessionLookup, plaintext: string, at: number): Promise<Caller> {
+  const found = await lookup(hashToken(plaintext));
+  if (!found) throw new ServiceError('invalid_token');
+  const { session, token } = found;
   if (!deviceSessionUsable(session, at)) throw new ServiceError('invalid_session_token');
-  const token = await store.getToken(session.token_id);
   if (!token || !isTokenLive(token, at)) throw new ServiceError('invalid_session_token');
   return { token, session };
+}
+
+/** A device session and its parent token, read together so that a cache (ReadCache) may keep
+ * both; the verify path's reservation re-checks both. */
+export interface SessionWithParent {
+  session: DeviceSession;
+  token: TokenRecord | undefined;
+}
+export type SessionLookup = (hash: string) => Promise<SessionWithParent | undefined>;
+
+/** The store's session read and parent-token read, uncached. */
+export function sessionReader(store: StoreBackend): SessionLookup {
+  return async (hash) => {
+    const session = await store.getDeviceSessionByHash(hash);
+    return session ? { session, token: await store.getToken(session.token_id) } : undefined;
+  };
 }
 
 /** For the calls a session may make (verify, GET /v1/me): either kind of bearer token. */
@@ -46,9 +62,10 @@ export async function authenticateCaller(
   authorization: string | undefined,
   at: number,
   lookup?: (hash: string) => Promise<TokenRecord | undefined>,
+  sessions: SessionLookup = sessionReader(store),
 ): Promise<Caller> {
   const bearer = bearerOf(authorization);
-  if (bearer !== null && SESSION_TOKEN_RE.test(bearer)) return authenticateSession(store, bearer, at);
+  if (bearer !== null && SESSION_TOKEN_RE.test(bearer)) return authenticateSession(sessions, bearer, at);
   return { token: await authenticateBearer(store, authorization, at, lookup), session: null };
 }
 
@@ -57,7 +74,7 @@ export async function authenticateCaller(
 export async function requireBusinessToken(store: StoreBackend, authorization: string | undefined, at: number): Promise<TokenRecord> {
   const bearer = bearerOf(authorization);
   if (bearer !== null && SESSION_TOKEN_RE.test(bearer)) {
-    await authenticateSession(store, bearer, at);
+    await authenticateSession(sessionReader(store), bearer, at);
     throw new ServiceError('session_not_allowed');
   }
   return authenticateBearer(store, authorization, at);

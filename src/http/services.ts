@@ -1,3 +1,4 @@
+import type { SessionLookup } from '../auth/index.ts';
 import type { Config } from '../config/index.ts';
 import type { InferenceService } from '../inference/index.ts';
 import type { Logger, WorkerMetrics } from '../observability/index.ts';
@@ -13,6 +14,8 @@ export interface Services {
   /** token reads for verify calls, through a cache or straight from the store as the worker
    * chose for its store (absent: straight from the store) */
   tokens?: (hash: string) => Promise<TokenRecord | undefined>;
+  /** device sessions with their parent token for verify calls, likewise */
+  sessions?: SessionLookup;
   log: Logger;
   metrics: WorkerMetrics;
   inference: InferenceService;

@@ -1,3 +1,4 @@
+import type { SessionLookup } from '../auth/index.ts';
 import type { Config } from '../config/index.ts';
 import type { InferenceService } from '../inference/index.ts';
 import type { Logger, VerifyFacts } from '../observability/index.ts';
@@ -65,6 +66,9 @@ export interface VerifyDeps {
   /** token reads for accept, read through a short cache or not as the composition root chose
    * for its store (the reservation re-checks the token either way) */
   tokens: (hash: string) => Promise<TokenRecord | undefined>;
+  /** device-session reads (session and parent token) for accept, cached or not likewise
+   * (absent: straight from the store); the reservation re-checks both */
+  sessions?: SessionLookup;
   /** the clock of quota windows, token expiry and record times (src/clock.ts) */
   now(): number;
   /** the detached JWS of an answer's exact body bytes (src/signing) */

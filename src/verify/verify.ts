@@ -116,7 +116,7 @@ async function accept(call: VerifyCall, deps: VerifyDeps): Promise<void> {
 /** Who is calling: the live business token the request's credential resolves to, itself or
  * as the parent of a live device session (401 otherwise). */
 function authenticate(req: VerifyRequest, deps: VerifyDeps): Promise<{ token: TokenRecord; session: DeviceSession | null }> {
-  return authenticateCaller(deps.store, req.authorization, deps.now(), deps.tokens);
+  return authenticateCaller(deps.store, req.authorization, deps.now(), deps.tokens, deps.sessions);
 }
 
 const BUSY_MESSAGES: Record<AdmissionRefusal, string> = {

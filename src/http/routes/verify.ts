@@ -30,6 +30,7 @@ export function verifyRoutes(router: Router, s: Services): void {
     store: s.store,
     // s.store read at the call: routes are registered before (and without) a store in some tests
     tokens: s.tokens ?? ((hash) => s.store.getTokenByHash(hash)),
+    sessions: s.sessions,
     now,
     sign: (body) => signBody(signerOf(s.store, s.config.DATA_DIR), body),
     admission: s.admission,
