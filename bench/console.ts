@@ -13,11 +13,11 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Page } from 'playwright-core';
 import { openStore } from '../src/store/lmdb/open.ts';
+import { chromiumMissing, consoleLogin, launchChromium } from './harness/browser.ts';
 import { startServer } from './harness/server.ts';
 import { login } from './harness/session-client.ts';
 import { seedConsole, seedTokenName, seedUserName } from './harness/seed.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
 
 interface Figure {
   what: string;
@@ -45,8 +45,8 @@ async function timeView(page: Page, view: string, act: () => Promise<void>): Pro
 }
 
 export async function benchConsole(opts: { quick: boolean; runs?: number; screenshots?: string }) {
-  if (!fs.existsSync(CHROMIUM)) return { skipped: `${CHROMIUM} not found (apt-get install -y chromium)` };
-  const { chromium } = await import('playwright-core');
+  const missing = chromiumMissing('the console bench');
+  if (missing) return { skipped: missing };
   const sizes = { tokens: 5000, audit: 50_000, ledger: 50_000, users: 300 };
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'lv-bench-console-'));
   const store = openStore(dataDir);
@@ -56,17 +56,13 @@ export async function benchConsole(opts: { quick: boolean; runs?: number; screen
   await store.close();
 
   const server = await startServer({ dataDir, env: { ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'correct horse battery', WORKERS: '2' } });
-  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync'] });
+  const browser = await launchChromium();
   const runs = opts.runs ?? (opts.quick ? 2 : 5);
   const views: Figure[] = [];
   const api: Figure[] = [];
   try {
     const page = await browser.newPage();
-    await page.goto(`${server.baseUrl}/admin`);
-    await page.fill('#login-username', 'root');
-    await page.fill('#login-password', 'correct horse battery');
-    await page.click('#login-submit');
-    await page.waitForSelector('#main-view', { state: 'visible' });
+    await consoleLogin(page, server.baseUrl, 'root', 'correct horse battery');
 
     const measure = async (what: string, view: string, setup: () => Promise<void>, act: () => Promise<void>) => {
       const times: number[] = [];

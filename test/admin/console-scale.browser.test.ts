@@ -1,26 +1,22 @@
-import fs from 'node:fs';
 import t from 'tap';
 import { openStore } from '../../src/store/lmdb/open.ts';
 import { startServer, tempDir } from '../helpers/server.ts';
 import { seedConsole, seedTokenName, seedUserName } from './seed.ts';
+import { chromiumMissing, consoleLogin, launchChromium } from '../helpers/browser.ts';
 
 // issue 14: the console with 5,000 tokens, 50,000 audit rows (and 50,000 ledger entries,
 // 300 users), seeded straight into the store. Every view is driven in headless Chromium and
 // checked for what it shows; how fast each answers is measured by bench/console.ts, not here.
-const CHROMIUM = '/usr/bin/chromium';
-if (!fs.existsSync(CHROMIUM)) {
-  t.plan(0, `console scale browser test skipped: ${CHROMIUM} not found. Enable it with \`apt-get install -y chromium\``);
+const missing = chromiumMissing('console scale browser test');
+if (missing) {
+  t.plan(0, missing);
 } else {
-  const { chromium } = await import('playwright-core');
   const dataDir = tempDir();
   const store = openStore(dataDir);
   const seeded = await seedConsole(store, { tokens: 5000, audit: 50_000, ledger: 50_000, users: 300, now: Date.now(), days: 30 });
   await store.close();
   const server = await startServer({ dataDir, env: { ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'correct horse battery' } });
-  const browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  const browser = await launchChromium();
   t.teardown(async () => {
     await browser.close();
     await server.stop();
@@ -31,11 +27,7 @@ if (!fs.existsSync(CHROMIUM)) {
     if (m.type() === 'error' && !/401/.test(m.text())) problems.push(m.text());
   });
   page.on('pageerror', (e) => problems.push(e.message));
-  await page.goto(`${server.baseUrl}/admin`);
-  await page.fill('#login-username', 'root');
-  await page.fill('#login-password', 'correct horse battery');
-  await page.click('#login-submit');
-  await page.waitForSelector('#main-view', { state: 'visible' });
+  await consoleLogin(page, server.baseUrl, 'root', 'correct horse battery');
 
   const cells = (selector: string, column: number) =>
     page.$$eval(`${selector} tbody tr`, (trs, c) => trs.map((tr) => (tr as HTMLTableRowElement).cells[c]!.textContent ?? ''), column);

@@ -3,20 +3,17 @@ import t from 'tap';
 import { createLocalJWKSet, flattenedVerify, type JSONWebKeySet } from 'jose';
 import { postVerify, request, single } from '../helpers/captures.ts';
 import { bearer, startServer } from '../helpers/server.ts';
+import { chromiumMissing, launchChromium } from '../helpers/browser.ts';
 
 // End to end through the console in headless Debian Chromium: log in, create a token, read
 // its plaintext, verify with it over HTTP, see the usage move in the console.
-const CHROMIUM = '/usr/bin/chromium';
-if (!fs.existsSync(CHROMIUM)) {
+const missing = chromiumMissing('console browser test');
+if (missing) {
   // plan(0, reason) reports the whole file as skipped, with the reason in the summary
-  t.plan(0, `console browser test skipped: ${CHROMIUM} not found. Enable it with \`apt-get install -y chromium\` (Debian; .ci/run does this when run as root)`);
+  t.plan(0, missing);
 } else {
-  const { chromium } = await import('playwright-core');
   const server = await startServer({ ready: true, env: { ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'correct horse battery' } });
-  const browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  const browser = await launchChromium();
   t.teardown(async () => {
     await browser.close();
     await server.stop();

@@ -1,23 +1,22 @@
 import t from 'tap';
 import { createHash } from 'node:crypto';
-import fs from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { eyeCrop320 } from '../../client/src/index.ts';
 import { encodePng } from '../../src/images/png-encode.ts';
 import { ROOT, makeToken, startServer } from '../helpers/server.ts';
+import { chromiumMissing, launchChromium } from '../helpers/browser.ts';
 
 // The client package in headless Chromium, from a page on another origin than the service:
 // the example capture page (examples/capture, served by its own server, with the package
 // bundled by esbuild) picks an image, marks the eyes, crops and verifies; the bundle is also
 // driven directly on a canvas; an origin not in CORS_ORIGINS is refused by the browser.
-const CHROMIUM = '/usr/bin/chromium';
-if (!fs.existsSync(CHROMIUM)) {
-  t.plan(0, `client browser test skipped: ${CHROMIUM} not found. Enable it with \`apt-get install -y chromium\` (Debian; .ci/run does this when run as root)`);
+const missing = chromiumMissing('client browser test');
+if (missing) {
+  t.plan(0, missing);
 } else {
   // a browser, two servers and real inference: more than the suite's 240 s default when loaded
   t.setTimeout(480_000);
-  const { chromium } = await import('playwright-core');
   const { startExampleServer } = await import(pathToFileURL(path.join(ROOT, 'examples/capture/serve.mjs')).href) as {
     startExampleServer(o?: { port?: number; host?: string }): Promise<{ port: number; url: string; close(): Promise<void> }>;
   };
@@ -25,10 +24,7 @@ if (!fs.existsSync(CHROMIUM)) {
   t.teardown(() => example.close());
   const server = await startServer({ ready: true, env: { CORS_ORIGINS: example.url } });
   t.teardown(() => server.stop());
-  const browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  const browser = await launchChromium();
   t.teardown(() => browser.close());
   // a verify runs real inference: on a loaded 2-core machine it can take longer than
   // Playwright's 30 s default; each wait still ends at the event it waits for

@@ -1,19 +1,15 @@
-import fs from 'node:fs';
 import t from 'tap';
 import { bearer, makeToken, startServer } from '../helpers/server.ts';
+import { chromiumMissing, consoleLogin, launchChromium } from '../helpers/browser.ts';
 
 // The console's token page lists the token's active device sessions (issue 26), in headless
 // Debian Chromium, as test/admin/console.browser.test.ts drives it.
-const CHROMIUM = '/usr/bin/chromium';
-if (!fs.existsSync(CHROMIUM)) {
-  t.plan(0, `console browser test skipped: ${CHROMIUM} not found (apt-get install -y chromium)`);
+const missing = chromiumMissing('console browser test');
+if (missing) {
+  t.plan(0, missing);
 } else {
-  const { chromium } = await import('playwright-core');
   const server = await startServer({ ready: true, env: { ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'correct horse battery' } });
-  const browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  const browser = await launchChromium();
   t.teardown(async () => {
     await browser.close();
     await server.stop();
@@ -31,11 +27,7 @@ if (!fs.existsSync(CHROMIUM)) {
     const revoked = await mint();
     t.equal((await fetch(`${server.baseUrl}/v1/sessions/${revoked.session_id}`, { method: 'DELETE', headers: bearer(token) })).status, 204);
 
-    await page.goto(`${server.baseUrl}/admin`);
-    await page.fill('#login-username', 'root');
-    await page.fill('#login-password', 'correct horse battery');
-    await page.click('#login-submit');
-    await page.waitForSelector('#main-view', { state: 'visible' });
+    await consoleLogin(page, server.baseUrl, 'root', 'correct horse battery');
     await page.click('#tabs button[data-tab=tokens]');
     await page.click(`button:has-text("${name}")`);
     await page.waitForSelector('[data-testid=token-sessions-count]');
