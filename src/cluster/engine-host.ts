@@ -1,5 +1,5 @@
 import { ConfigError, type Config } from '../config/index.ts';
-import { availableModelSets, createModelSetSwitch, ManifestError, startupModelSet, watchActivationRequests, type EngineOptions, type ModelSetSwitch, type PoolTimes, type InferenceJob, type InferenceService, type ResultRecord } from '../inference/index.ts';
+import { availableModelSets, createModelSetSwitch, ManifestError, startupModelSet, watchActivationRequests, type EngineOptions, type ModelSetSwitch, type PoolTimes, type InferenceJob, type InferenceService, type ReadinessListener, type ResultRecord } from '../inference/index.ts';
 import type { Logger } from '../observability/index.ts';
 
 export interface EngineHost extends InferenceService {
@@ -7,6 +7,8 @@ export interface EngineHost extends InferenceService {
   ping(): Promise<void>;
   poolTimes(): PoolTimes | null;
   poolMetrics(): unknown[][];
+  /** `listener` hears the serving set's readiness each time it changes */
+  onReadinessChange(listener: ReadinessListener): () => void;
 }
 
 /** Starts the process's one inference engine (warm-up runs in the background; readiness
@@ -67,6 +69,7 @@ export function startEngine(config: Config, log: Logger): EngineHost {
   const failPrefix = config.TEST_INFERENCE_FAIL_PREFIX;
   return {
     readiness: () => engine.readiness(),
+    onReadinessChange: (listener) => engine.onReadinessChange(listener),
     poolTimes: () => engine.poolTimes(),
     poolMetrics: () => engine.poolMetrics(),
     ping: () => engine.ping(),

@@ -8,6 +8,7 @@ export { ImportError, ImportExistsError, openQuestions, planImport, readGraphFac
 export { calibrate, CalibrationError, summary as calibrationSummary, type CalibrationReport } from './calibration/index.ts';
 export { createModelSetSwitch, ActivationBusyError, type ModelSetSwitch, type Activation, type ModelSetStatus } from './model-sets.ts';
 export { availableModelSets, readModelSetState, requestActivation, startupModelSet, watchActivationRequests, type ModelSetState } from './model-set-requests.ts';
+export type { ReadinessListener } from './readiness-events.ts';
 export { poolShape } from './pool.ts';
 export type * from './types.ts';
 

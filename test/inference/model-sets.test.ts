@@ -37,6 +37,7 @@ function gatedFactory() {
       poolMetrics: () => e.poolMetrics(),
       counters: () => e.counters(),
       ping: () => e.ping(),
+      onReadinessChange: (listener) => e.onReadinessChange(listener),
       get executionProvider() {
         return e.executionProvider;
       },
