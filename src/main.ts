@@ -172,6 +172,9 @@ class Cluster {
         for (const w of this.workers) w.postMessage({ type: 'metrics-snapshot', id } satisfies ToWorker);
         break;
       }
+      case 'activate-model-set':
+        this.engine.requestActivation(m.request);
+        break;
       case 'metrics-snapshot': {
         const c = this.collections.get(m.id);
         if (!c || !c.want.has(worker)) break;
