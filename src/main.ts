@@ -4,6 +4,7 @@ import { bootstrapAdmin } from './admin/index.ts';
 import { startEngine, type EngineHost, type FromWorker, type ToWorker, type WorkerData, relayInference } from './cluster/index.ts';
 import { ConfigError, loadConfig, SLOTS_PER_WORKER, type Config } from './config/index.ts';
 import { compileTrust, checkTls, createBalanceTable, createAdmissionTable, releaseWorkerSlots, describeUwsBuild, listen, loadUws, LISTEN_EXCLUSIVE, NativeBindingError, uwsBuild, type UwsModule } from './http/index.ts';
+import type { ModuleReadiness } from './inference/index.ts';
 import { geoDatabase } from './metering/index.ts';
 import { createLogger, type Logger, aggregateMetrics, MainMetrics, RefundMetrics, type MetricsSnapshot } from './observability/index.ts';
 import { DRAIN_TIMEOUT_MS, markRunning, watchParent } from './lifecycle.ts';
@@ -39,7 +40,6 @@ class Cluster {
   private losses: number[] = [];
   private collections = new Map<number, { want: Set<Worker>; got: Map<Worker, MetricsSnapshot>; reply: (text: string, type: string) => void }>();
   private nextCollection = 1;
-  private lastReadiness = '';
   private readonly metrics: MainMetrics;
   // one verify slot table for the host, so that admission does not depend on which worker the
   // kernel handed a connection to
@@ -60,8 +60,9 @@ class Cluster {
     this.port = port;
     const started: Promise<void>[] = [];
     for (let index = 0; index < this.config.WORKERS; index++) started.push(this.spawn(index));
-    this.broadcastReadiness();
-    setInterval(() => this.broadcastReadiness(), 200).unref();
+    // readiness is pushed as it changes (warm-up, a failed module, a fallback, a switch)
+    this.engine.onReadinessChange((modules) => this.broadcastReadiness(modules));
+    this.broadcastReadiness(this.engine.readiness());
     await Promise.all(started);
   }
 
@@ -154,11 +155,7 @@ class Cluster {
       .catch((err: unknown) => this.log.error({ err }, 'metrics aggregation failed'));
   }
 
-  private broadcastReadiness(): void {
-    const modules = this.engine.readiness();
-    const text = JSON.stringify(modules);
-    if (text === this.lastReadiness) return;
-    this.lastReadiness = text;
+  private broadcastReadiness(modules: ModuleReadiness[]): void {
     for (const w of this.workers) w.postMessage({ type: 'readiness', modules } satisfies ToWorker);
   }
 
@@ -175,6 +172,9 @@ class Cluster {
         for (const w of this.workers) w.postMessage({ type: 'metrics-snapshot', id } satisfies ToWorker);
         break;
       }
+      case 'activate-model-set':
+        this.engine.requestActivation(m.request);
+        break;
       case 'metrics-snapshot': {
         const c = this.collections.get(m.id);
         if (!c || !c.want.has(worker)) break;

@@ -59,6 +59,7 @@ const router = buildRouter({
       metricsWaiters.set(id, resolve);
       post({ type: 'metrics-request', id });
     }),
+  requestModelSet: (request) => post({ type: 'activate-model-set', request }),
 });
 const handle = createApp(appModule(uws, config), router, log, metrics, {
   cors: createCors(config.CORS_ORIGINS),

@@ -151,7 +151,8 @@ export const modelCommands: Record<string, Command> = {
       if (!Number.isInteger(wait) || wait < 0 || wait > 86_400) throw new UsageError('--wait must be a whole number of seconds (0 to 86400)');
       const req = requestActivation(config.DATA_DIR, set);
       if (wait === 0) return { request_id: req.id, model_set: set, requested_at: req.at };
-      // poll the server's answer (it checks twice a second), within the bound given
+      // the server hears of the request through fs.watch and answers in state.json; read
+      // that, within the bound given
       const end = Date.now() + wait * 1000;
       while (Date.now() < end) {
         const state = readModelSetState(config.DATA_DIR);

@@ -1,5 +1,5 @@
 import { ConfigError, type Config } from '../config/index.ts';
-import { availableModelSets, createModelSetSwitch, ManifestError, startupModelSet, watchActivationRequests, type EngineOptions, type ModelSetSwitch, type PoolTimes, type InferenceJob, type InferenceService, type ResultRecord } from '../inference/index.ts';
+import { availableModelSets, createModelSetSwitch, ManifestError, serveActivationRequests, startupModelSet, type ActivationRequest, type EngineOptions, type ModelSetSwitch, type PoolTimes, type InferenceJob, type InferenceService, type ReadinessListener, type ResultRecord } from '../inference/index.ts';
 import type { Logger } from '../observability/index.ts';
 
 export interface EngineHost extends InferenceService {
@@ -7,6 +7,10 @@ export interface EngineHost extends InferenceService {
   ping(): Promise<void>;
   poolTimes(): PoolTimes | null;
   poolMetrics(): unknown[][];
+  /** `listener` hears the serving set's readiness each time it changes */
+  onReadinessChange(listener: ReadinessListener): () => void;
+  /** an activation the admin API asked for (its API worker posted it) */
+  requestActivation(req: ActivationRequest): void;
 }
 
 /** Starts the process's one inference engine (warm-up runs in the background; readiness
@@ -58,7 +62,7 @@ export function startEngine(config: Config, log: Logger): EngineHost {
     );
   }
   let closing = false;
-  const stopWatching = watchActivationRequests(config.DATA_DIR, config.MODELS_DIR, engine, (obj, msg) => log.info(obj, msg), 500, config.MODEL_SET);
+  const requests = serveActivationRequests(config.DATA_DIR, config.MODELS_DIR, engine, (obj, msg) => log.info(obj, msg), { configured: config.MODEL_SET });
   // a stop during warm-up rejects start(); only a failure while serving is an error
   engine.start().catch((err: Error) => {
     if (!closing) log.error({ err }, 'inference engine failed to start');
@@ -67,6 +71,8 @@ export function startEngine(config: Config, log: Logger): EngineHost {
   const failPrefix = config.TEST_INFERENCE_FAIL_PREFIX;
   return {
     readiness: () => engine.readiness(),
+    onReadinessChange: (listener) => engine.onReadinessChange(listener),
+    requestActivation: (req) => requests.take(req),
     poolTimes: () => engine.poolTimes(),
     poolMetrics: () => engine.poolMetrics(),
     ping: () => engine.ping(),
@@ -80,7 +86,7 @@ export function startEngine(config: Config, log: Logger): EngineHost {
     },
     close: () => {
       closing = true;
-      stopWatching();
+      requests.stop();
       return engine.close();
     },
   };

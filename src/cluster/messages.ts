@@ -1,5 +1,5 @@
 import type { Config } from '../config/index.ts';
-import type { InferenceJob, ModuleReadiness, ResultRecord } from '../inference/index.ts';
+import type { ActivationRequest, InferenceJob, ModuleReadiness, ResultRecord } from '../inference/index.ts';
 import type { MetricsSnapshot } from '../observability/index.ts';
 
 export interface WorkerData {
@@ -32,6 +32,8 @@ export type FromWorker =
   | { type: 'metrics-snapshot'; id: number; snapshot: MetricsSnapshot }
   | { type: 'metrics-request'; id: number }
   | { type: 'infer'; id: number; job: InferenceJob }
+  /** the admin API asks for another model set; the answer is in state.json (model-set-requests.ts) */
+  | { type: 'activate-model-set'; request: ActivationRequest }
   /** an empty task to an inference thread and back, answered with infer-done and no results
    * (bench/relay.mjs) */
   | { type: 'ping'; id: number };

@@ -1,6 +1,6 @@
 import type { SessionLookup } from '../auth/index.ts';
 import type { Config } from '../config/index.ts';
-import type { InferenceService } from '../inference/index.ts';
+import type { ActivationRequest, InferenceService } from '../inference/index.ts';
 import type { Logger, WorkerMetrics } from '../observability/index.ts';
 import type { StoreBackend, TokenRecord } from '../store/index.ts';
 import type { ConnectionBalance } from './balance.ts';
@@ -27,4 +27,7 @@ export interface Services {
   uploadPacer: UploadPacer;
   /** Prometheus text of the whole process (all workers), gathered by the main thread */
   collectMetrics(): Promise<{ text: string; contentType: string }>;
+  /** hands a model-set activation to the main thread, which holds the engine; the answer
+   * appears in the model-set state (src/inference/model-set-requests.ts) */
+  requestModelSet(req: ActivationRequest): void;
 }

@@ -12,6 +12,7 @@ import { webGpuAdapter } from './runtime.ts';
 import { chooseBackend, measureBackends, type BackendChoice } from './backend-probe.ts';
 import { noAdapterNote } from './gpu-host.ts';
 import { isSharedPixels } from '../images/index.ts';
+import { ReadinessEvents, type ReadinessListener } from './readiness-events.ts';
 import type { ExecutionProvider, InferenceJob, InferenceService, ModuleReadiness, ResultRecord } from './types.ts';
 
 export type Backend = 'auto' | 'wasm' | 'webgpu' | 'native';
@@ -46,6 +47,9 @@ export interface InferenceEngine extends InferenceService {
   counters(): EngineCounters;
   /** An empty task to a pool thread and back (bench/relay.mjs); rejects before start. */
   ping(): Promise<void>;
+  /** `listener` hears readiness() each time it changes (warm-up done, a module failed, a
+   * fallback, the engine closed); returns the unsubscribe function. */
+  onReadinessChange(listener: ReadinessListener): () => void;
 }
 
 
@@ -100,6 +104,7 @@ class Engine implements InferenceEngine {
    * bench/engine.mjs, unpacked ones at a median 1.22x, so such captures go one by one.
    */
   private readonly packSize: number;
+  private readonly readinessEvents = new ReadinessEvents(() => this.readiness());
 
   constructor(
     private readonly manifest: Manifest,
@@ -130,6 +135,10 @@ class Engine implements InferenceEngine {
   start(): Promise<void> {
     this.started ??= this.boot();
     return this.started;
+  }
+
+  onReadinessChange(listener: ReadinessListener): () => void {
+    return this.readinessEvents.listen(listener);
   }
 
   private async resolveProvider(): Promise<ExecutionProvider> {
@@ -174,6 +183,7 @@ class Engine implements InferenceEngine {
   private async boot(): Promise<void> {
     this.provider = await this.resolveProvider();
     if (this.closed) return;
+    this.readinessEvents.check(); // the provider (and any note on it) is known
     const cores = availableParallelism();
     const { workers, sessionThreads } = poolShape(this.opts.threads || cores, this.provider);
     this.log({ provider: this.provider, workers, sessionThreads, modules: this.loadable }, 'inference: starting pool');
@@ -194,6 +204,7 @@ class Engine implements InferenceEngine {
       (e) => {
         this.log({ err: e.message }, 'inference: worker error');
         for (const id of this.loadable) if (!this.isReady(id)) this.errors.set(id, e.message);
+        this.readinessEvents.check();
         this.settle?.reject(e);
       },
     );
@@ -211,6 +222,7 @@ class Engine implements InferenceEngine {
         this.log({ note: r.note }, 'inference: worker fell back');
         this.provider = r.provider;
         this.adapterNote = r.note;
+        this.readinessEvents.check();
       }
       return;
     }
@@ -218,6 +230,7 @@ class Engine implements InferenceEngine {
       const modules = r.module ? [r.module] : this.loadable;
       for (const id of modules) this.errors.set(id, r.message);
       this.log({ module: r.module, err: r.message }, 'inference: module failed to load');
+      this.readinessEvents.check();
       this.settle?.reject(new Error(r.message));
       return;
     }
@@ -225,6 +238,7 @@ class Engine implements InferenceEngine {
     set.add(r.worker);
     this.warm.set(r.module, set);
     this.log({ module: r.module, worker: r.worker, ms: Math.round(r.ms) }, 'inference: worker warm');
+    this.readinessEvents.check();
     if (this.loadable.every((id) => (this.warm.get(id)?.size ?? 0) >= workers)) this.settle?.resolve();
   }
 
@@ -358,6 +372,7 @@ class Engine implements InferenceEngine {
     this.settle?.reject(new Error('inference engine closed'));
     const pool = this.pool;
     this.pool = null;
+    this.readinessEvents.check(); // nothing is ready on a closed engine
     await pool?.close();
   }
 }

@@ -1,19 +1,21 @@
 // How an operator asks a running server to serve another model set. The engine lives in
-// the server's main thread; the admin API (in API worker threads) and the CLI (another
-// process) reach it through two small files in DATA_DIR/model-set/:
-//   request.json  the latest activation asked for: {id, model_set, at} (written atomically
-//                 by rename, by the admin API or the CLI)
+// the server's main thread. The admin API runs in an API worker thread of the same process:
+// its request reaches the main thread as a message (serveActivationRequests' `take`). The
+// CLI is another process: it reaches the main thread through small files in
+// DATA_DIR/model-set/, which also hold what both read back:
+//   request.json  the CLI's latest activation asked for: {id, model_set, at} (written
+//                 atomically by rename); the main thread hears of it through fs.watch
 //   state.json    what the main thread serves and did: {active, activating, last} where
-//                 `last` carries the id of the request it answers
+//                 `last` carries the id of the request it answers (admin API's or CLI's)
 // Files, not a store record: the request must reach the main thread from another process
 // (the CLI) without a new store schema, and the answer is per node, as the engine is.
 //   active.json   the set the last successful activation switched to, and the MODEL_SET it
 //                 replaced: {model_set, over, at}
-// The main thread looks at request.json twice a second. An activation survives a restart
-// (startupModelSet reads active.json) while MODEL_SET stays what it replaced; an operator who
-// changes MODEL_SET afterwards has said something newer, and that wins.
+// An activation survives a restart (startupModelSet reads active.json) while MODEL_SET stays
+// what it replaced; an operator who changes MODEL_SET afterwards has said something newer,
+// and that wins. request.json does not: a request left from before a start is dropped.
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, watch, writeFileSync, type FSWatcher } from 'node:fs';
 import { join } from 'node:path';
 import { ActivationBusyError, type Activation, type ModelSetStatus, type ModelSetSwitch } from './model-sets.ts';
 
@@ -31,6 +33,7 @@ export interface ModelSetState extends ModelSetStatus {
 }
 
 const folder = (dataDir: string) => join(dataDir, 'model-set');
+const REQUEST_FILE = 'request.json';
 
 function writeAtomically(file: string, value: unknown): void {
   const tmp = `${file}.${process.pid}.${randomUUID()}.tmp`;
@@ -48,11 +51,17 @@ function readJsonFile<T>(file: string): T | null {
 
 export const MODEL_SET_NAME = /^[A-Za-z0-9._-]{1,64}$/;
 
-export function requestActivation(dataDir: string, modelSet: string, at = new Date()): ActivationRequest {
+/** A new request for `modelSet`, to hand to the main thread (the admin API posts it). */
+export function newActivationRequest(modelSet: string, at = new Date()): ActivationRequest {
   if (!MODEL_SET_NAME.test(modelSet) || modelSet === '.' || modelSet === '..') throw new RangeError(`model set name must be 1 to 64 of A-Z a-z 0-9 . _ - (got ${JSON.stringify(modelSet)})`);
+  return { id: randomUUID(), model_set: modelSet, at: at.toISOString() };
+}
+
+/** From another process (the CLI): leaves the request where the server's main thread hears of it. */
+export function requestActivation(dataDir: string, modelSet: string, at = new Date()): ActivationRequest {
+  const req = newActivationRequest(modelSet, at);
   mkdirSync(folder(dataDir), { recursive: true });
-  const req = { id: randomUUID(), model_set: modelSet, at: at.toISOString() };
-  writeAtomically(join(folder(dataDir), 'request.json'), req);
+  writeAtomically(join(folder(dataDir), REQUEST_FILE), req);
   return req;
 }
 
@@ -91,40 +100,53 @@ export function availableModelSets(modelsDir: string): string[] {
   }
 }
 
+/** fs.watch is the event; this re-check is only for the filesystems where it misses some
+ * (network mounts, some container overlays) or where the host's inotify watches ran out. */
+const REQUEST_RECHECK_MS = 5_000;
+
+export interface ActivationRequests {
+  /** a request that arrived as a message (the admin API, from an API worker) */
+  take(req: ActivationRequest): void;
+  stop(): void;
+}
+
 /**
- * Main thread: serves activation requests to `sw` and keeps state.json current. A request
- * left from before this start is dropped (a restart serves MODEL_SET). Returns a stop function.
+ * Main thread: serves activation requests to `sw`, one at a time, and keeps state.json
+ * current. Requests come as messages (`take`) and from request.json (the CLI). One that
+ * arrives while another activation runs waits; a newer one replaces it, so the last word
+ * wins. A request.json left from before this start is dropped (a restart serves MODEL_SET,
+ * or the set active.json names).
  */
-export function watchActivationRequests(
+export function serveActivationRequests(
   dataDir: string,
   modelsDir: string,
   sw: ModelSetSwitch,
   log: (obj: object, msg: string) => void,
-  intervalMs = 500,
-  configured: string | null = null,
-): () => void {
+  { configured = null, recheckMs = REQUEST_RECHECK_MS }: { configured?: string | null; recheckMs?: number } = {},
+): ActivationRequests {
   const dir = folder(dataDir);
   mkdirSync(dir, { recursive: true });
-  const requestFile = join(dir, 'request.json');
+  const requestFile = join(dir, REQUEST_FILE);
   rmSync(requestFile, { force: true });
-  // seen: the request taken up (never taken twice); answered: the one `last` answers
-  let seen: string | null = null;
+  // next: the request waiting for the running activation to end; answered: the one `last`
+  // answers; fromFile: the last request read from request.json (never taken twice)
+  let next: ActivationRequest | null = null;
   let answered: string | null = null;
-  let busy = false;
+  let fromFile: string | null = null;
+  let running = false;
+  let stopped = false;
   const publish = () => writeAtomically(join(dir, 'state.json'), { ...sw.status(), last_request_id: answered, available: availableModelSets(modelsDir) } satisfies ModelSetState);
   publish();
-  const tick = async () => {
-    if (busy) return;
-    if (!existsSync(requestFile)) return;
-    const req = readJsonFile<ActivationRequest>(requestFile);
-    if (!req || typeof req.id !== 'string' || req.id === seen) return;
-    busy = true;
-    seen = req.id;
+  const run = async () => {
+    if (running || stopped || !next) return;
+    const req = next;
+    next = null;
+    running = true;
     try {
       log({ model_set: req.model_set, request: req.id }, 'model set activation requested');
-      const run = sw.activate(String(req.model_set));
+      const activation = sw.activate(String(req.model_set));
       publish(); // shows `activating`
-      const r: Activation = await run;
+      const r: Activation = await activation;
       answered = req.id;
       if (r.outcome === 'active' && configured !== null) {
         writeAtomically(join(dir, 'active.json'), { model_set: r.model_set, over: configured, at: r.at } satisfies PersistedActivation);
@@ -133,11 +155,47 @@ export function watchActivationRequests(
     } catch (e) {
       if (!(e instanceof ActivationBusyError)) log({ err: (e as Error).message }, 'model set activation failed');
     } finally {
-      busy = false;
+      running = false;
       publish();
+      void run();
     }
   };
-  const timer = setInterval(() => void tick(), intervalMs);
-  timer.unref();
-  return () => clearInterval(timer);
+  const take = (req: ActivationRequest) => {
+    next = req;
+    void run();
+  };
+  const readRequestFile = () => {
+    if (stopped || !existsSync(requestFile)) return;
+    const req = readJsonFile<ActivationRequest>(requestFile);
+    if (!req || typeof req.id !== 'string' || req.id === fromFile) return;
+    fromFile = req.id;
+    take(req);
+  };
+  let watcher: FSWatcher | null = null;
+  try {
+    // the CLI renames its request into place: one event naming request.json (the platform may
+    // leave the name out; then any event is looked at)
+    watcher = watch(dir, (_event, name) => {
+      if (name === null || name === REQUEST_FILE) readRequestFile();
+    });
+    watcher.on('error', (err) => {
+      log({ err: err.message, recheck_ms: recheckMs }, 'model set requests: fs.watch failed; the CLI\'s requests are seen by the re-check only');
+      watcher?.close();
+    });
+    watcher.unref();
+  } catch (e) {
+    log({ err: (e as Error).message, recheck_ms: recheckMs }, 'model set requests: fs.watch unavailable; the CLI\'s requests are seen by the re-check only');
+  }
+  const recheck = setInterval(readRequestFile, recheckMs);
+  recheck.unref();
+  // a request written between the removal above and the watch
+  readRequestFile();
+  return {
+    take,
+    stop: () => {
+      stopped = true;
+      watcher?.close();
+      clearInterval(recheck);
+    },
+  };
 }

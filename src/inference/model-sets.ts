@@ -7,6 +7,7 @@
 // serves is refused, closed, and the old set keeps serving.
 import { createInferenceEngine, type EngineCounters, type EngineOptions, type InferenceEngine } from './engine.ts';
 import type { PoolTimes } from './pool.ts';
+import { ReadinessEvents, type ReadinessListener } from './readiness-events.ts';
 import type { ExecutionProvider, InferenceJob, ModuleReadiness, ResultRecord } from './types.ts';
 
 export interface Activation {
@@ -50,13 +51,22 @@ class Switch implements ModelSetSwitch {
   private last: Activation | null = null;
   private readonly retiring = new Set<Slot>();
   private closing = false;
+  // Every engine this switch makes reports here; the check compares what the serving one
+  // says, so a set warming beside it, or one closing after the switch, is never heard.
+  private readonly readinessEvents = new ReadinessEvents(() => this.readiness());
 
   constructor(
     private readonly opts: EngineOptions,
     private readonly now: () => Date,
     private readonly create: (opts: EngineOptions) => InferenceEngine,
   ) {
-    this.current = this.slot(create(opts), opts.modelSet);
+    this.current = this.slot(this.engine(opts), opts.modelSet);
+  }
+
+  private engine(opts: EngineOptions): InferenceEngine {
+    const engine = this.create(opts);
+    engine.onReadinessChange(() => this.readinessEvents.check());
+    return engine;
   }
 
   private slot(engine: InferenceEngine, modelSet: string): Slot {
@@ -73,6 +83,10 @@ class Switch implements ModelSetSwitch {
 
   readiness(): ModuleReadiness[] {
     return this.current.engine.readiness();
+  }
+
+  onReadinessChange(listener: ReadinessListener): () => void {
+    return this.readinessEvents.listen(listener);
   }
 
   /** the serving set's pool figures (a set being activated has not served yet) */
@@ -130,7 +144,7 @@ class Switch implements ModelSetSwitch {
     try {
       let engine: InferenceEngine;
       try {
-        engine = this.create({ ...this.opts, modelSet });
+        engine = this.engine({ ...this.opts, modelSet });
       } catch (e) {
         return this.done(modelSet, 'refused', (e as Error).message);
       }
@@ -152,6 +166,7 @@ class Switch implements ModelSetSwitch {
       }
       // the switch: one assignment; calls that started before keep their slot
       this.current = this.slot(engine, modelSet);
+      this.readinessEvents.check();
       old.retired = true;
       this.retiring.add(old);
       if (old.inflight === 0) this.retire(old);

@@ -1,4 +1,5 @@
 import { cpSync, readFileSync, writeFileSync } from 'node:fs';
+import { get } from 'node:http';
 import { join } from 'node:path';
 import t from 'tap';
 import { waitFor } from '../helpers/wait.ts';
@@ -17,6 +18,10 @@ t.test('an operator switches the served model set live (CLI and admin API); a fa
   m.model_set = 'broken_v1';
   m.modules.rgb_liveness.graphs[1].live_index = 5;
   writeFileSync(file, JSON.stringify(m));
+  // raw_v1 under another name, for the admin API to switch to from raw_v1
+  cpSync(join(MODELS, 'raw_v1'), join(root, 'raw_copy'), { recursive: true });
+  const copy = join(root, 'raw_copy', 'manifest.json');
+  writeFileSync(copy, JSON.stringify({ ...JSON.parse(readFileSync(copy, 'utf8')), model_set: 'raw_copy' }));
 
   // bgr80 has no colour module: disabled first, so the service can turn ready on it
   const dataDir = tempDir();
@@ -25,6 +30,17 @@ t.test('an operator switches the served model set live (CLI and admin API); a fa
   const server = await startServer({ dataDir, ready: true, env });
   t.teardown(() => server.stop());
   const { token } = await makeToken(server, ['rgb_liveness:100:day']);
+  /** /health/ready as an API worker has it, asked once: readiness is pushed to every API worker
+   * at the switch, before the main thread writes the answer that the CLI and the admin API
+   * read, so once they report the switch no worker may still name the old set. A connection
+   * of its own each time, so that the kernel may hand it to either API worker. */
+  const readiness = () =>
+    new Promise<{ ready: boolean; model_set: string }>((resolve, reject) => {
+      get(`${server.baseUrl}/health/ready`, { agent: false }, (res) => {
+        let text = '';
+        res.setEncoding('utf8').on('data', (c: string) => (text += c)).on('end', () => resolve(JSON.parse(text).modules.rgb_liveness)).on('error', reject);
+      }).on('error', reject);
+    });
   const served = async (id: string) => {
     const r = await postVerify(server.baseUrl, token, 'rgb_liveness', request([single({ id })]));
     t.equal(r.status, 200, r.text);
@@ -32,19 +48,13 @@ t.test('an operator switches the served model set live (CLI and admin API); a fa
   };
   t.equal(await served('before'), 'bgr80_ensemble_v1');
   const status = await server.cli(['models', 'status']);
-  t.match(status.json, { active: 'bgr80_ensemble_v1', activating: null, available: ['bgr80_ensemble_v1', 'broken_v1', 'raw_v1'] });
+  t.match(status.json, { active: 'bgr80_ensemble_v1', activating: null, available: ['bgr80_ensemble_v1', 'broken_v1', 'raw_copy', 'raw_v1'] });
 
   // CLI: activate and wait for the answer
   const act = await server.cli(['models', 'activate', 'raw_v1', '--wait', '300']);
   t.equal(act.code, 0, act.stderr);
   t.match(act.json, { model_set: 'raw_v1', outcome: 'active', reason: null, active: 'raw_v1' });
-  // the main thread pushes readiness to the API workers every 200 ms: the worker that answers
-  // may learn of the switch just after the CLI did
-  const ready = await waitFor(async () => {
-    const r = await (await fetch(`${server.baseUrl}/health/ready`)).json();
-    return r.modules.rgb_liveness.model_set === 'raw_v1' ? r : undefined;
-  }, { what: 'readiness naming the new set', timeoutMs: 10_000 });
-  t.match(ready.modules.rgb_liveness, { ready: true, model_set: 'raw_v1' }, 'per-module readiness names the new set');
+  for (let i = 0; i < 4; i++) t.match(await readiness(), { ready: true, model_set: 'raw_v1' }, 'per-module readiness names the new set at once');
   t.equal(await served('after'), 'raw_v1', 'results carry the set that served them');
 
   // admin API: a set that fails its graph checks is refused; the old set keeps serving
@@ -65,5 +75,16 @@ t.test('an operator switches the served model set live (CLI and admin API); a fa
   const refusedCli = await server.cli(['models', 'activate', 'broken_v1', '--wait', '300']);
   t.equal(refusedCli.code, 1, 'the CLI exits 1 on a refusal');
   t.match(refusedCli.json, { outcome: 'refused', active: 'raw_v1' });
+
+  // admin API: a set that passes is switched to, and readiness follows at once
+  const back = await admin('POST', '/admin/api/model-set', { model_set: 'raw_copy' });
+  t.equal(back.status, 202, JSON.stringify(back.json));
+  const switched = await waitFor(async () => {
+    const s = (await admin('GET', '/admin/api/model-set')).json;
+    return s.last_request_id === back.json.request_id ? s : undefined;
+  }, { timeoutMs: 300_000, intervalMs: 100, what: 'the admin API activation to be decided' });
+  t.match(switched, { active: 'raw_copy', activating: null, last: { model_set: 'raw_copy', outcome: 'active', reason: null } });
+  for (let i = 0; i < 4; i++) t.match(await readiness(), { ready: true, model_set: 'raw_copy' }, 'readiness names the set the admin API switched to at once');
+  t.equal(await served('copy'), 'raw_copy');
   t.match((await server.cli(['models', 'activate', 'nope'])).stderr, /unknown model set nope/);
 });

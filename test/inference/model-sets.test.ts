@@ -37,6 +37,7 @@ function gatedFactory() {
       poolMetrics: () => e.poolMetrics(),
       counters: () => e.counters(),
       ping: () => e.ping(),
+      onReadinessChange: (listener) => e.onReadinessChange(listener),
       get executionProvider() {
         return e.executionProvider;
       },
@@ -66,6 +67,9 @@ t.test('activating another set: atomic switch, in-flight calls finish on the old
   );
   t.teardown(() => sw.close());
   await sw.start();
+  // what the main thread pushes to the API workers
+  const heard: string[] = [];
+  sw.onReadinessChange((modules) => heard.push(modules.map((m) => `${m.model_set} ready=${m.ready}`).join()));
   t.match(sw.status(), { active: 'raw_v1', activating: null, last: null });
   const [first] = await sw.infer(single('a'));
   t.equal(first!.model_set, 'raw_v1');
@@ -78,6 +82,7 @@ t.test('activating another set: atomic switch, in-flight calls finish on the old
   t.equal(sw.status().activating, 'bgr80_ensemble_v1', 'loading beside the old set');
   t.equal(sw.readiness()[0]!.model_set, 'raw_v1', 'the old set serves while the new one warms');
   t.same(await activation, { model_set: 'bgr80_ensemble_v1', outcome: 'active', reason: null, at: '2026-11-23T12:00:00.000Z' });
+  t.same(heard, ['bgr80_ensemble_v1 ready=true'], 'the switch is heard once, by the time activate() answers; the set warming beside it is not');
   t.match(sw.readiness()[0], { module_id: 'rgb_liveness', ready: true, model_set: 'bgr80_ensemble_v1', error: null });
   const [after] = await sw.infer(single('b'));
   t.equal(after!.model_set, 'bgr80_ensemble_v1', 'new calls go to the new set');
@@ -86,6 +91,7 @@ t.test('activating another set: atomic switch, in-flight calls finish on the old
   const [old] = await held;
   t.match(old, { capture_id: 'held', status: 'ok', model_set: 'raw_v1' }, 'the in-flight call finished on the old set');
   t.ok(await waitFor(() => f.closed.includes('raw_v1'), { timeoutMs: 30_000, intervalMs: 1, what: 'the old set to close' }), 'the old set is closed once its last call finished');
+  t.same(heard, ['bgr80_ensemble_v1 ready=true'], 'nor is the old set closing');
 
   // a set that fails its graph checks is refused; the active one keeps serving
   const refused = await sw.activate('broken_v1');
@@ -93,6 +99,7 @@ t.test('activating another set: atomic switch, in-flight calls finish on the old
   t.match(sw.status(), { active: 'bgr80_ensemble_v1', activating: null, last: { outcome: 'refused' } });
   t.ok(f.closed.includes('broken_v1'), 'the refused engine is closed');
   t.equal((await sw.infer(single('c')))[0]!.model_set, 'bgr80_ensemble_v1');
+  t.equal(heard.length, 1, 'a refused set changes nothing anyone hears');
   t.match(await sw.activate('no_such_set'), { outcome: 'refused', reason: /^manifest\.json: cannot be read/ });
   t.match(await sw.activate('bgr80_ensemble_v1'), { outcome: 'unchanged', reason: null });
 
@@ -100,6 +107,7 @@ t.test('activating another set: atomic switch, in-flight calls finish on the old
   const back = sw.activate('raw_v1');
   await t.rejects(sw.activate('raw_v1'), { name: 'ActivationBusyError', message: 'model set raw_v1 is being activated' });
   t.match(await back, { outcome: 'active' });
+  t.equal(heard.at(-1), 'raw_v1 ready=true');
   t.equal((await sw.infer(single('d')))[0]!.model_set, 'raw_v1');
   t.ok(logs.includes('model set refused') && logs.includes('model set active'));
 });

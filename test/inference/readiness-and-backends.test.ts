@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import t from 'tap';
-import { createInferenceEngine, poolShape } from '../../src/inference/index.ts';
+import { createInferenceEngine, poolShape, type ModuleReadiness } from '../../src/inference/index.ts';
 import { webGpuAdapterName } from '../../src/inference/runtime.ts';
 import { capture } from './helpers.ts';
 import { waitFor } from '../helpers/wait.ts';
@@ -16,6 +16,9 @@ t.test('modules are not ready until their graphs are loaded and warm', async (t)
     },
   });
   t.teardown(() => engine.close());
+  // what the main thread pushes to the API workers
+  const heard: ModuleReadiness[][] = [];
+  engine.onReadinessChange((modules) => heard.push(modules));
   t.same(engine.readiness().map((r) => r.ready), [false, false], 'not ready before start');
   await t.rejects(engine.infer({ module_id: 'rgb_liveness', captures: [] }), /not started/);
   const started = engine.start();
@@ -34,6 +37,14 @@ t.test('modules are not ready until their graphs are loaded and warm', async (t)
   t.match(rgb, { module_id: 'rgb_liveness', ready: true, model_set: 'raw_v1', decision_policy: 'single_frame_v1', threshold: 0.5, execution_provider: 'wasm', error: null });
   t.match(colour, { module_id: 'color_liveness', ready: true, decision_policy: 'color_fusion_v1' });
   t.same(rgb.modes?.map((m) => m.decision_policy), ['single_frame_v1', 'temporal_head_v1']);
+
+  // readiness is an event: each change is heard once, as it happens, the last being the present
+  t.same(heard.at(-1), engine.readiness(), 'turning ready was heard');
+  t.equal(heard[0]![0]!.execution_provider, 'wasm', 'the provider being chosen was heard, before any module turned ready');
+  t.same(heard[0]!.map((r) => r.ready), [false, false]);
+  t.ok(heard.every((m, i) => i === 0 || JSON.stringify(m) !== JSON.stringify(heard[i - 1])), 'no change heard twice');
+  await engine.close();
+  t.same(heard.at(-1)!.map((r) => r.ready), [false, false], 'closing is heard: nothing is ready on a closed engine');
 });
 
 t.test('WebGPU requested without an adapter falls back to WASM; undescribed modules are reported', async (t) => {

@@ -1,10 +1,10 @@
 // Admin API for hot model-set change (models/README.md "Changing the model set live").
-// The engine lives in the main thread; these handlers leave a request for it and read its
-// state (src/inference/model-set-requests.ts), so an API worker never waits for a warm-up.
+// The engine lives in the main thread; these handlers post it a request and read its state
+// (src/inference/model-set-requests.ts), so an API worker never waits for a warm-up.
 import { Type } from '@sinclair/typebox';
 import { bodyParser } from '../../packets/index.ts';
 import { ServiceError } from '../../errors/index.ts';
-import { availableModelSets, readModelSetState, requestActivation } from '../../inference/index.ts';
+import { availableModelSets, newActivationRequest, readModelSetState } from '../../inference/index.ts';
 import { readJson } from '../body.ts';
 import { json } from '../respond.ts';
 import { detPlot, modelSetViews } from '../../admin/index.ts';
@@ -48,7 +48,8 @@ export function modelSetRoutes(router: Router, s: Services): void {
     if (!availableModelSets(s.config.MODELS_DIR).includes(body.model_set)) {
       throw new ServiceError('not_found', `Unknown model set ${body.model_set} (no ${body.model_set}/manifest.json in MODELS_DIR)`);
     }
-    const req = requestActivation(s.config.DATA_DIR, body.model_set);
+    const req = newActivationRequest(body.model_set);
+    s.requestModelSet(req);
     return json(202, { request_id: req.id, model_set: req.model_set, requested_at: req.at });
   });
 }
