@@ -68,7 +68,10 @@ async function crashPoints(t: Test, start: (env: Record<string, string>) => Prom
   t.equal(v.json.ok, true, 'the counters equal the ledger');
 }
 
-// The database is made (initdb, start) while the LMDB crash points run; stopped with the file.
+// The two stores' runs go side by side (their own servers, DATA_DIRs and database): each is
+// mostly restarts and, on PostgreSQL, lease lapses. The database is made (initdb, start) at
+// once; stopped with the file.
+t.jobs = 2;
 const pgStarting = startPostgres();
 // a failed start is reported where the PostgreSQL test awaits it
 pgStarting.catch(() => undefined);
