@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import t, { type Test } from 'tap';
 import { existsSync } from 'node:fs';
@@ -101,6 +101,13 @@ async function compiledStartServes(t: Test, s: Started): Promise<void> {
   t.equal(r.json.charged_units, 1);
   t.match(await (await fetch(`${base}/metrics`)).text(), /lv_verdicts_total\{[^}]*module="rgb_liveness"/, 'the verdict is in the metrics');
 }
+
+// Each test starts its own service (own DATA_DIR, port, process group) and waits on it (start,
+// model load, drain): two at a time. `npm start` rebuilds dist/ first when a source changed,
+// and two rebuilds at once would write the same files: the build is brought up to date here,
+// once, so each start finds it current (as after `npm ci`).
+execFileSync(process.execPath, ['scripts/build-stamp.mjs', 'start'], { cwd: ROOT, stdio: 'pipe' });
+t.jobs = 2;
 
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {
   t.test(`${signal} to the pid npm start gave drains and stops the service${signal === 'SIGTERM' ? ' (and the compiled start runs the bundled API worker: console, verify and metrics answer)' : ''}`, async (t) => {
