@@ -74,8 +74,8 @@ export async function runOverload(opts: OverloadOptions): Promise<ScenarioResult
     clearInterval(sampler);
     const seconds = (Date.now() - started) / 1000;
     log(`${clients} clients for ${seconds.toFixed(1)} s: ${JSON.stringify(statuses)}`);
-    const used = await unitsUsed(server, tokenId);
-    const ledger = await ledgerOk(server);
+    // two read-only CLI runs, started together
+    const [used, ledger] = await Promise.all([unitsUsed(server, tokenId), ledgerOk(server)]);
     failures.check(used === oks, `units used ${used} != 200 answers ${oks}`);
     failures.check(ledger.ok, `ledger verify failed: ${ledger.detail}`);
     failures.check(busyWithoutRetryAfter === 0, `${busyWithoutRetryAfter} server_busy answers without Retry-After`);

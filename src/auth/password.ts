@@ -4,7 +4,13 @@ import { HashGate } from './hash-gate.ts';
 // scrypt N=2^17, r=8, p=1: OWASP's recommended minimum for scrypt (~4x the cost of the
 // earlier N=2^15). The parameters are stored with each hash, so older hashes still verify
 // and are rewritten with these at their next successful login (needsRehash).
-export const PARAMS = { N: 1 << 17, r: 8, p: 1, keylen: 32 };
+// Testing only, never set in production (docs/configuration.md): TEST_PASSWORD_SCRYPT_N, a power
+// of two from 2^10 to 2^17, lowers N for a test server that hashes hundreds of generated
+// passwords (test/openapi/property.test.ts: each hash is ~0.5 s of a core at 2^17). The code
+// path is the same, only cheaper; unset (or any other value), N is 2^17.
+const TEST_N = Number(process.env.TEST_PASSWORD_SCRYPT_N ?? '');
+const N = Number.isInteger(TEST_N) && TEST_N >= 1 << 10 && TEST_N <= 1 << 17 && (TEST_N & (TEST_N - 1)) === 0 ? TEST_N : 1 << 17;
+export const PARAMS = { N, r: 8, p: 1, keylen: 32 };
 type Params = typeof PARAMS;
 
 // One gate per API worker thread (module state): see hash-gate.ts.

@@ -8,26 +8,33 @@ import t, { type Test } from 'tap';
 import { buildVerifyBody } from '../../src/client/index.ts';
 import { metric as metricOf, slotsInUse as slotsInUseOf, slotsUntil as slotsUntilOf } from '../helpers/metrics.ts';
 import { makeToken, startServer } from '../helpers/server.ts';
+import { waitFor } from '../helpers/wait.ts';
 import {
   RawConn, auditOf, expectCleanOrClosed, auditRecords, body, expectRejected, multipart, okFrame, post, rawAnswer, smallPng, smallSingle,
   snapshot, verifyHead, writeBody, type Answer,
 } from './helpers.ts';
 
 const DELAY_MS = 2000;
-const server = await startServer({ ready: true, env: { WORKERS: '1', TEST_INFERENCE_DELAY_MS: String(DELAY_MS) } });
-t.teardown(() => server.stop());
-const tok = await makeToken(server, ['rgb_liveness:10000:day']);
+// `stallServer`: the same host with the shortest rate window (2 s, not the default 10 s), for
+// the upload that stalls until the rate rule answers it; on `server` the stalled uploads must
+// keep their slots for as long as the test needs them to.
+const [server, stallServer] = await Promise.all([
+  startServer({ ready: true, env: { WORKERS: '1', TEST_INFERENCE_DELAY_MS: String(DELAY_MS) } }),
+  startServer({ ready: true, env: { WORKERS: '1', UPLOAD_RATE_WINDOW_SECONDS: '2' } }),
+]);
+t.teardown(() => Promise.all([server.stop(), stallServer.stop()]));
+const [tok, stallTok] = await Promise.all([makeToken(server, ['rgb_liveness:10000:day']), makeToken(stallServer, ['rgb_liveness:10000:day'])]);
 
 const metric = (name: string) => metricOf(server.baseUrl, name);
 const slotsInUse = () => slotsInUseOf(server.baseUrl);
 const slotsUntil = (pred: (n: number) => boolean, what: string) => slotsUntilOf(server.baseUrl, pred, what);
 
 /** A call that sends its head and only half of its body, then stalls (the slow client). */
-async function halfUpload(): Promise<RawConn> {
+async function halfUpload(to = server, token = tok.token): Promise<RawConn> {
   const b = body([smallSingle()]);
-  const conn = new RawConn(server.port);
+  const conn = new RawConn(to.port);
   await conn.connected;
-  await conn.write(verifyHead({ token: tok.token, contentType: b.contentType, contentLength: b.body.length }));
+  await conn.write(verifyHead({ token, contentType: b.contentType, contentLength: b.body.length }));
   await conn.write(b.body.subarray(0, Math.floor(b.body.length / 2)));
   return conn;
 }
@@ -109,8 +116,13 @@ t.test('a slow client that sent half its body holds a slot; when it disconnects,
 
   slow2.close();
   await slotsUntil((n) => n === 0, 'every slot back');
-  // the aborted uploads charged nothing and left an audit line each (status 499)
-  const aborted = (await auditRecords(server)).filter((x) => !auditBefore.has(x.request_id) && x.status === 499);
+  // the aborted uploads charged nothing and left an audit line each (status 499); an audit
+  // line is written after its slot is given back, so it is awaited (bounded)
+  const abortedNow = async () => (await auditRecords(server)).filter((x) => !auditBefore.has(x.request_id) && x.status === 499);
+  const aborted = await waitFor(async () => {
+    const a = await abortedNow();
+    return a.length >= 2 ? a : undefined;
+  }, { what: 'an audit line for each aborted upload' }).catch(() => abortedNow());
   t.equal(aborted.length, 2, 'two aborted uploads audited as 499');
   for (const x of aborted) {
     t.equal(x.error_code, 'client_disconnected', 'a client disconnect is audited as such, not as a server fault');
@@ -123,16 +135,16 @@ t.test('a slow client that sent half its body holds a slot; when it disconnects,
 });
 
 t.test('a client that stalls mid-upload and never disconnects is answered 408 and loses its slot', async (t) => {
-  const stalled = await halfUpload();
-  await slotsUntil((n) => n === 1, 'the stalled upload holding a slot');
-  // the minimum upload rate is judged over UPLOAD_RATE_WINDOW_SECONDS (10 s by default); the
+  const stalled = await halfUpload(stallServer, stallTok.token);
+  await slotsUntilOf(stallServer.baseUrl, (n) => n === 1, 'the stalled upload holding a slot');
+  // the minimum upload rate is judged over UPLOAD_RATE_WINDOW_SECONDS (2 s on this server); the
   // wait is bounded, not a speed check
   const r = await stalled.response({ answerWaitMs: 40_000 });
   t.equal(r.status, 408, 'answered, not reset');
   t.equal(r.json?.error?.code, 'request_timeout');
-  await slotsUntil((n) => n === 0, 'the slot to come back');
+  await slotsUntilOf(stallServer.baseUrl, (n) => n === 0, 'the slot to come back');
   stalled.close();
-  t.equal((await valid()).status, 200, 'the slot serves the next call');
+  t.equal((await post(stallServer.baseUrl, stallTok.token, body([smallSingle()]))).status, 200, 'the slot serves the next call');
 });
 
 t.test('a slow client that finishes its upload is served normally (the slot covered the whole upload)', async (t) => {

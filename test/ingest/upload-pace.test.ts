@@ -14,9 +14,12 @@ import { RawConn, auditOf, body, expectRejected, flatPixels, okFrame, pngOfSize,
 
 const MIN_RATE = 1000;
 const WINDOW_S = 2;
+// `short` has a total deadline well past the window, so its stalled and too-slow uploads meet
+// the rate rule first (their 408s name it), and well short of `server`'s long upload
+const DEADLINE_S = 5;
 const [server, short] = await Promise.all([
   startServer({ ready: true, env: { WORKERS: '1', UPLOAD_MIN_BYTES_PER_SECOND: String(MIN_RATE), UPLOAD_RATE_WINDOW_SECONDS: String(WINDOW_S) } }),
-  startServer({ ready: true, env: { WORKERS: '1', UPLOAD_MIN_BYTES_PER_SECOND: String(MIN_RATE), UPLOAD_RATE_WINDOW_SECONDS: String(WINDOW_S), UPLOAD_DEADLINE_SECONDS: '3' } }),
+  startServer({ ready: true, env: { WORKERS: '1', UPLOAD_MIN_BYTES_PER_SECOND: String(MIN_RATE), UPLOAD_RATE_WINDOW_SECONDS: String(WINDOW_S), UPLOAD_DEADLINE_SECONDS: String(DEADLINE_S) } }),
 ]);
 t.teardown(() => Promise.all([server.stop(), short.stop()]));
 const tok = await makeToken(server, ['rgb_liveness:10000:day']);
@@ -55,6 +58,10 @@ async function upload(port: number, token: string, b: { body: Buffer; contentTyp
   return { answer: rawAnswer(r), ms: Date.now() - started, conn };
 }
 
+// Two servers, two runs side by side: the long upload on `server` (more than 10 s of waiting
+// on the client's own pace) while the uploads that end in a 408 run one after another on `short`.
+t.jobs = 2;
+
 t.test('a client at 5x the minimum rate but far below uWS\'s 16 KB/s is served after more than 10 s', async (t) => {
   const b = bigBody(60 * 1024);
   const rate = 5 * MIN_RATE;
@@ -65,41 +72,44 @@ t.test('a client at 5x the minimum rate but far below uWS\'s 16 KB/s is served a
   t.ok(await slotsBackToZero(server.baseUrl), 'slot released');
 });
 
-t.test('a client that stalls mid-upload gets a JSON 408 request_timeout, not a reset; nothing charged, slot back', async (t) => {
-  const b = body([smallSingle()]);
-  let conn: RawConn | undefined;
-  const answer = await expectRejected(t, server, tok, async () => {
-    const r = await upload(server.port, tok.token, b, 100_000, Math.floor(b.body.length / 2));
-    conn = r.conn;
-    return r.answer;
-  }, { status: 408, code: 'request_timeout' });
-  t.match(answer.json?.error?.message, /slower than the minimum of 1000 bytes\/s/);
-  conn?.close();
-  t.ok(await slotsBackToZero(server.baseUrl), 'slot released');
-});
+t.test('uploads that end in a 408 (one server, one after another)', async (t) => {
+  t.test('a client that stalls mid-upload gets a JSON 408 request_timeout, not a reset; nothing charged, slot back', async (t) => {
+    const b = body([smallSingle()]);
+    let conn: RawConn | undefined;
+    const answer = await expectRejected(t, short, shortTok, async () => {
+      const r = await upload(short.port, shortTok.token, b, 100_000, Math.floor(b.body.length / 2));
+      conn = r.conn;
+      return r.answer;
+    }, { status: 408, code: 'request_timeout' });
+    t.match(answer.json?.error?.message, /slower than the minimum of 1000 bytes\/s/);
+    conn?.close();
+    t.ok(await slotsBackToZero(short.baseUrl), 'slot released');
+  });
 
-t.test('a client below the minimum rate gets the 408 within about one window', async (t) => {
-  const b = bigBody(20 * 1024);
-  const { answer, conn } = await upload(server.port, tok.token, b, MIN_RATE / 4);
-  conn.close();
-  t.equal(answer.status, 408);
-  t.equal(answer.json?.error?.code, 'request_timeout');
-  t.equal(answer.json?.request_id, answer.requestId, 'the error body carries the request id');
-  const audit = await auditOf(server, answer.requestId!);
-  t.same([audit?.status, audit?.error_code, audit?.charged_units], [408, 'request_timeout', 0], 'audited as 408, nothing charged');
-  const stored = await snapshot(server, tok.token);
-  t.notOk(stored.dbs.reservations.includes(answer.requestId!) || stored.dbs.ledger.includes(answer.requestId!), 'no reservation or ledger entry');
-  t.ok(await slotsBackToZero(server.baseUrl), 'slot released');
-});
+  t.test('a client below the minimum rate gets the 408 within about one window', async (t) => {
+    const b = bigBody(20 * 1024);
+    const { answer, conn } = await upload(short.port, shortTok.token, b, MIN_RATE / 4);
+    conn.close();
+    t.equal(answer.status, 408);
+    t.equal(answer.json?.error?.code, 'request_timeout');
+    t.match(answer.json?.error?.message, /slower than the minimum of 1000 bytes\/s/, 'by the rate rule, not the total deadline');
+    t.equal(answer.json?.request_id, answer.requestId, 'the error body carries the request id');
+    const audit = await auditOf(short, answer.requestId!);
+    t.same([audit?.status, audit?.error_code, audit?.charged_units], [408, 'request_timeout', 0], 'audited as 408, nothing charged');
+    const stored = await snapshot(short, shortTok.token);
+    t.notOk(stored.dbs.reservations.includes(answer.requestId!) || stored.dbs.ledger.includes(answer.requestId!), 'no reservation or ledger entry');
+    t.ok(await slotsBackToZero(short.baseUrl), 'slot released');
+  });
 
-t.test('the total upload deadline bounds a call even at a good rate', async (t) => {
-  const b = bigBody(60 * 1024);
-  const { answer, conn } = await upload(short.port, shortTok.token, b, 5 * MIN_RATE);
-  conn.close();
-  t.equal(answer.status, 408);
-  t.equal(answer.json?.error?.code, 'request_timeout');
-  t.match(answer.json?.error?.message, /within 3 s/);
-  const audit = await auditOf(short, answer.requestId!);
-  t.same([audit?.status, audit?.error_code, audit?.charged_units], [408, 'request_timeout', 0], 'audited, nothing charged');
-  t.ok(await slotsBackToZero(short.baseUrl), 'slot released');
+  t.test('the total upload deadline bounds a call even at a good rate', async (t) => {
+    const b = bigBody(60 * 1024);
+    const { answer, conn } = await upload(short.port, shortTok.token, b, 5 * MIN_RATE);
+    conn.close();
+    t.equal(answer.status, 408);
+    t.equal(answer.json?.error?.code, 'request_timeout');
+    t.match(answer.json?.error?.message, /within 5 s/);
+    const audit = await auditOf(short, answer.requestId!);
+    t.same([audit?.status, audit?.error_code, audit?.charged_units], [408, 'request_timeout', 0], 'audited, nothing charged');
+    t.ok(await slotsBackToZero(short.baseUrl), 'slot released');
+  });
 });

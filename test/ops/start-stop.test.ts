@@ -1,6 +1,6 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { postVerify, request, single } from '../helpers/captures.ts';
@@ -80,8 +80,37 @@ function connects(port: number): Promise<boolean> {
   });
 }
 
+// Compiled, each API worker runs as one bundled module (scripts/bundle-worker.mjs), a file
+// the tests under tsx never load: this drives it through the paths that find files at run
+// time (the console's folder, the native packages) and a verify call end to end. Run on the
+// service the SIGTERM test then stops.
+async function compiledStartServes(t: Test, s: Started): Promise<void> {
+  t.ok(existsSync(join(ROOT, 'dist/src/worker.bundle.mjs')), 'the build wrote the bundle');
+  const base = `http://127.0.0.1:${s.port}`;
+  const page = await fetch(`${base}/admin`);
+  t.equal(page.status, 200, 'the console page is served');
+  t.match(await page.text(), /<html/i);
+  const created = spawn(process.execPath, [join(ROOT, 'dist/src/cli/main.js'), 'token', 'create', '--name', 'bundle', '--grant', 'rgb_liveness:5:day'], { cwd: ROOT, env: s.env });
+  let out = '';
+  created.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  await new Promise((r) => created.on('exit', r));
+  const token = JSON.parse(out).token as string;
+  await waitFor(async () => (await fetch(`${base}/health/ready`)).status === 200, { what: 'models ready', timeoutMs: 120_000 });
+  const r = await postVerify(base, token, 'rgb_liveness', request([single()]));
+  t.equal(r.status, 200, r.text);
+  t.equal(r.json.charged_units, 1);
+  t.match(await (await fetch(`${base}/metrics`)).text(), /lv_verdicts_total\{[^}]*module="rgb_liveness"/, 'the verdict is in the metrics');
+}
+
+// Each test starts its own service (own DATA_DIR, port, process group) and waits on it (start,
+// model load, drain): two at a time. `npm start` rebuilds dist/ first when a source changed,
+// and two rebuilds at once would write the same files: the build is brought up to date here,
+// once, so each start finds it current (as after `npm ci`).
+execFileSync(process.execPath, ['scripts/build-stamp.mjs', 'start'], { cwd: ROOT, stdio: 'pipe' });
+t.jobs = 2;
+
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-  t.test(`${signal} to the pid npm start gave drains and stops the service`, async (t) => {
+  t.test(`${signal} to the pid npm start gave drains and stops the service${signal === 'SIGTERM' ? ' (and the compiled start runs the bundled API worker: console, verify and metrics answer)' : ''}`, async (t) => {
     const s = await npmStart();
     t.teardown(() => {
       if (alive(s.nodePid)) process.kill(s.nodePid, 'SIGKILL');
@@ -89,6 +118,8 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     t.not(s.nodePid, s.npm.pid, 'node is a child of npm, not npm itself');
     t.equal((await fetch(`http://127.0.0.1:${s.port}/health/live`)).status, 200);
     t.match(s.lines().find((l) => l.msg === 'listening'), { url: `http://127.0.0.1:${s.port}`, console_url: `http://127.0.0.1:${s.port}/admin`, first_admin: /user create <name> --role admin/ }, 'the ready line says where, and how to get in');
+    // the bundled API worker's checks share this start (one npm start fewer)
+    if (signal === 'SIGTERM') await compiledStartServes(t, s);
     process.kill(s.npm.pid!, signal);
     await s.npmExit;
     t.ok(await gone(s.nodePid), 'the service process ended');
@@ -137,32 +168,4 @@ t.test('a service whose npm parent is killed outright drains instead of staying 
   t.ok(await gone(s.nodePid), 'the orphaned service ended by itself');
   t.equal(await connects(s.port), false);
   t.ok(s.lines().some((l) => l.msg === 'parent process is gone; draining'));
-});
-
-// Compiled, each API worker runs as one bundled module (scripts/bundle-worker.mjs), a file
-// the tests under tsx never load: this drives it through the paths that find files at run
-// time (the console's folder, the native packages) and a verify call end to end.
-t.test('the compiled start runs the bundled API worker: console, verify and metrics answer', async (t) => {
-  const s = await npmStart();
-  t.teardown(() => {
-    if (alive(s.nodePid)) process.kill(s.nodePid, 'SIGKILL');
-  });
-  t.ok(existsSync(join(ROOT, 'dist/src/worker.bundle.mjs')), 'the build wrote the bundle');
-  const base = `http://127.0.0.1:${s.port}`;
-  const page = await fetch(`${base}/admin`);
-  t.equal(page.status, 200, 'the console page is served');
-  t.match(await page.text(), /<html/i);
-  const created = spawn(process.execPath, [join(ROOT, 'dist/src/cli/main.js'), 'token', 'create', '--name', 'bundle', '--grant', 'rgb_liveness:5:day'], { cwd: ROOT, env: s.env });
-  let out = '';
-  created.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-  await new Promise((r) => created.on('exit', r));
-  const token = JSON.parse(out).token as string;
-  await waitFor(async () => (await fetch(`${base}/health/ready`)).status === 200, { what: 'models ready', timeoutMs: 120_000 });
-  const r = await postVerify(base, token, 'rgb_liveness', request([single()]));
-  t.equal(r.status, 200, r.text);
-  t.equal(r.json.charged_units, 1);
-  t.match(await (await fetch(`${base}/metrics`)).text(), /lv_verdicts_total\{[^}]*module="rgb_liveness"/, 'the verdict is in the metrics');
-  process.kill(s.npm.pid!, 'SIGTERM');
-  await s.npmExit;
-  t.ok(await gone(s.nodePid));
 });
