@@ -240,6 +240,8 @@ async function main(): Promise<void> {
     const uws = loadUws();
     // before the store, the keys or the demo archive write anything (issue 29)
     for (const problem of privateDataDir(config.DATA_DIR)) log.warn(problem);
+    // weaker password hashing must never pass unnoticed (src/auth/password.ts)
+    if (process.env.TEST_PASSWORD_SCRYPT_N) log.warn({ TEST_PASSWORD_SCRYPT_N: process.env.TEST_PASSWORD_SCRYPT_N }, 'testing only: console passwords are hashed with a lower scrypt cost; never set this in production');
     const store = await openConfiguredStore(config, (err) => log.warn({ err: { message: err.message } }, 'store connection error'));
     // restore refuses a DATA_DIR with a running server; the mark goes with the process
     process.once('exit', markRunning(config.DATA_DIR));
