@@ -141,7 +141,8 @@ t.test('admin bootstrap creates the admin once and never overwrites it', async (
   t.equal(roots1.length, 1, 'created once');
   t.match(roots1[0], { username: 'root', role: 'admin', enabled: true });
   const hash1 = roots1[0]!.password_hash;
-  const s2 = await startServer({ dataDir, env: { ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'second-password' } });
+  // one API worker: the bootstrap runs in the main thread before any worker starts
+  const s2 = await startServer({ dataDir, env: { ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'second-password', WORKERS: '1' } });
   await s2.stop();
   const db2 = lmdbOpen(dataDir);
   const roots2 = [...db2.users.getRange({})].map((e) => e.value).filter((u) => u.username === 'root');
