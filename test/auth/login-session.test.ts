@@ -1,6 +1,7 @@
 import path from 'node:path';
 import t from 'tap';
 import { fileClock } from '../helpers/clock.ts';
+import { LmdbBackend } from '../../src/store/lmdb/index.ts';
 import { lmdbOpen } from '../helpers/lmdb.ts';
 import { bearer, startServer, tempDir } from '../helpers/server.ts';
 import { client, login, loginRequest } from './session-client.ts';
@@ -199,12 +200,27 @@ t.test('no cross use of business tokens and sessions', async (t) => {
 // per username (a growing delay that skips addresses the name logged in from), in LMDB,
 // across the server's two API workers (rules: test/auth/login-throttle.test.ts). These run
 // last: the address limit covers every later login from 127.0.0.1 until the clock moves on.
+//
+// Each failed login costs a full scrypt hash (N=2^17: about half a second here), so the
+// failures before the last one below a limit are written to the store the way the server
+// counts a failed login (recordLoginFailure: one more on the address, the pair and the name);
+// the last one before the limit goes over HTTP and must still be checked (401), and the next
+// must be refused. A limit one off either way, or a failed login the server did not count,
+// fails these tests as before.
+async function failedBefore(username: (i: number) => string, n: number): Promise<void> {
+  const store = LmdbBackend.open(server.dataDir);
+  try {
+    for (let i = 0; i < n; i++) await store.recordLoginFailure('127.0.0.1', username(i), clock.now());
+  } finally {
+    await store.close();
+  }
+}
+
 t.test('five wrong passwords from one address stop that address for the name: 429 with Retry-After, even for the right one', async (t) => {
   setClock(clock.now() + 16 * MIN);
-  for (let i = 0; i < 5; i++) {
-    const r = await loginRequest(base, ADMIN.username, `guess ${i}`);
-    t.equal(r.status, 401, `guess ${i}`);
-  }
+  await failedBefore(() => ADMIN.username, 4);
+  const fifth = await loginRequest(base, ADMIN.username, 'guess 4');
+  t.equal(fifth.status, 401, 'the fifth wrong password is still checked');
   const locked = await loginRequest(base, ADMIN.username, ADMIN.password);
   t.equal(locked.status, 429);
   t.equal((await locked.json()).error.code, 'too_many_attempts');
@@ -224,18 +240,19 @@ t.test('five wrong passwords from one address stop that address for the name: 42
 
 t.test('a success clears the username count', async (t) => {
   setClock(clock.now() + 16 * 60_000);
-  for (let i = 0; i < 4; i++) await loginRequest(base, ADMIN.username, `guess ${i}`);
-  t.equal((await loginRequest(base, ADMIN.username, ADMIN.password)).status, 200);
-  for (let i = 0; i < 4; i++) t.equal((await loginRequest(base, ADMIN.username, `again ${i}`)).status, 401);
+  await failedBefore(() => ADMIN.username, 4);
+  t.equal((await loginRequest(base, ADMIN.username, ADMIN.password)).status, 200, 'four failures do not lock the name');
+  // four more failures: uncleared, the count would reach the limit (5) at the first of them
+  await failedBefore(() => ADMIN.username, 3);
+  t.equal((await loginRequest(base, ADMIN.username, 'again 3')).status, 401, 'the fourth failure after the success is checked');
   t.equal((await loginRequest(base, ADMIN.username, ADMIN.password)).status, 200);
 });
 
 t.test('twenty failures from one address lock every username from it', async (t) => {
   setClock(clock.now() + 16 * 60_000);
-  for (let i = 0; i < 20; i++) {
-    const r = await loginRequest(base, `spray${i}`, 'password1');
-    t.equal(r.status, 401);
-  }
+  await failedBefore((i) => `spray${i}`, 19);
+  const r20 = await loginRequest(base, 'spray19', 'password1');
+  t.equal(r20.status, 401, 'the twentieth failure, a name of its own, is still checked');
   const r = await loginRequest(base, ADMIN.username, ADMIN.password);
   t.equal(r.status, 429);
   t.ok(Number(r.headers.get('retry-after')) > 0);

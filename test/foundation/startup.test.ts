@@ -3,7 +3,8 @@ import { spawn } from 'node:child_process';
 import t from 'tap';
 import { lmdbOpen } from '../helpers/lmdb.ts';
 import { postVerify, request, single } from '../helpers/captures.ts';
-import { makeToken, ROOT, runCli, startServer, tempDir } from '../helpers/server.ts';
+import { loadConfig } from '../../src/config/index.ts';
+import { makeToken, ROOT, startServer, tempDir } from '../helpers/server.ts';
 import { settledState, waitFor } from '../helpers/wait.ts';
 
 function runMain(env: Record<string, string>): Promise<{ code: number | null; out: string }> {
@@ -22,15 +23,26 @@ function runMain(env: Record<string, string>): Promise<{ code: number | null; ou
   });
 }
 
+// One server serves the tests that need a running one (the SO_REUSEPORT port, the CLI beside
+// it, then the SIGTERM drain, which ends it) and leaves its DATA_DIR to the admin bootstrap
+// test: a start costs seconds of TypeScript loading and model warm-up on a loaded 2-core host.
+// It starts while the refused starts below run.
+const BOOT_ADMIN = { ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'first-password' };
+const starting = startServer({ ready: true, env: { ...BOOT_ADMIN, TEST_INFERENCE_DELAY_MS: '4000' } });
+starting.catch(() => undefined); // awaited (and failing) in the tests that use it
+t.teardown(async () => (await starting.catch(() => undefined))?.stop());
+
 t.test('bad configuration values are refused with a message naming the variable', async (t) => {
+  // each value against the configuration loader main() runs first (in-process: a refused
+  // start costs a full TypeScript load, seconds, and exits before anything else runs)...
   for (const [k, v] of [['PORT', 'eighty'], ['WORKERS', '0'], ['COOKIE_SECURE', 'maybe'], ['INFERENCE_BACKEND', 'cuda'], ['LOG_LEVEL', 'loud']]) {
-    const r = await runMain({ [k!]: v! });
-    t.equal(r.code, 2, `${k} refused`);
-    t.match(r.out, new RegExp(k!), `message names ${k}`);
+    t.throws(() => loadConfig({ WORKERS: '1', [k!]: v! }, ROOT, 2), new RegExp(k!), `${k} refused, the message names it`);
   }
-  const r = await runMain({ ADMIN_USERNAME: 'root' });
-  t.equal(r.code, 2);
-  t.match(r.out, /ADMIN_USERNAME and ADMIN_PASSWORD/);
+  t.throws(() => loadConfig({ ADMIN_USERNAME: 'root' }, ROOT, 2), /ADMIN_USERNAME and ADMIN_PASSWORD/);
+  // ...and one real start: a refused configuration ends the process with code 2 and the message
+  const r = await runMain({ WORKERS: '0' });
+  t.equal(r.code, 2, 'WORKERS refused');
+  t.match(r.out, /WORKERS/, 'message names WORKERS');
 });
 
 t.test('a port held by another program is an error, not a silent success', async (t) => {
@@ -43,16 +55,52 @@ t.test('a port held by another program is an error, not a silent success', async
   t.match(r.out, /cannot listen on 127\.0\.0\.1:\d+/);
 });
 
+t.test('a store of another schema version is refused', async (t) => {
+  const dataDir = tempDir();
+  const db = lmdbOpen(dataDir);
+  await db.meta.put('schema_version', 999);
+  await db.close();
+  const r = await runMain({ DATA_DIR: dataDir });
+  t.equal(r.code, 1);
+  t.match(r.out, /schema version 999/);
+});
+
 t.test('a port held by another uWS-style SO_REUSEPORT listener is refused too', async (t) => {
-  const first = await startServer();
-  t.teardown(() => first.stop());
+  const first = await starting;
   const r = await runMain({ PORT: String(first.port) });
   t.equal(r.code, 1);
   t.match(r.out, /address in use/);
 });
 
+t.test('the CLI works on the DATA_DIR of a running server', async (t) => {
+  const s = await starting;
+  const created = await s.cli(['user', 'create', 'ops', '--role', 'admin'], 'a-long-password\n');
+  t.equal(created.code, 0, created.stderr);
+  t.equal(created.json.username, 'ops');
+  t.notOk('password_hash' in created.json);
+  // independent of each other (none of them changes what another reads): run side by side
+  const [dup, short, usage, list] = await Promise.all([
+    s.cli(['user', 'create', 'ops'], 'a-long-password\n'),
+    s.cli(['user', 'create', 'x'], 'short\n'),
+    s.cli(['usage']),
+    s.cli(['user', 'list']),
+  ]);
+  t.equal(dup.code, 4, 'a taken name is a conflict');
+  t.equal(short.code, 2, 'a short password is a usage error');
+  t.match(short.stderr, /at least 8/);
+  t.equal(usage.code, 0);
+  t.same(usage.json, { tokens: [] });
+  // the server was started with ADMIN_USERNAME/ADMIN_PASSWORD: its bootstrapped admin is
+  // listed beside the one made here, once
+  t.equal(list.code, 0, list.stderr);
+  const users = list.json.users as any[];
+  t.same(users.map((u) => u.username).sort(), ['ops', 'root'], 'the bootstrapped admin once, and the CLI-made one');
+  t.match(users.find((u) => u.username === 'root'), { username: 'root', role: 'admin', enabled: true });
+  t.notOk(users.some((u) => 'password_hash' in u), 'no hash in the list');
+});
+
 t.test('SIGTERM drains: in-flight calls finish, new connections are refused, exit 0', async (t) => {
-  const s = await startServer({ ready: true, env: { TEST_INFERENCE_DELAY_MS: '4000' } });
+  const s = await starting;
   t.equal((await fetch(`${s.baseUrl}/health/live`)).status, 200);
   const { token } = await makeToken(s, ['rgb_liveness:5:day']);
   const inflight = postVerify(s.baseUrl, token, 'rgb_liveness', request([single()]));
@@ -81,47 +129,25 @@ t.test('SIGTERM drains: in-flight calls finish, new connections are refused, exi
   t.ok(s.logLines().some((l) => l.msg === 'stopped'));
 });
 
+// The server above was started on its DATA_DIR with ADMIN_USERNAME=root (it is stopped now); a
+// start with another ADMIN_PASSWORD finds the name taken and changes nothing.
 t.test('admin bootstrap creates the admin once and never overwrites it', async (t) => {
-  const dataDir = tempDir();
-  const s1 = await startServer({ dataDir, env: { ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'first-password' } });
+  const s1 = await starting;
   await s1.stop();
-  const users1 = (await runCli(dataDir, ['user', 'list'])).json.users;
-  t.equal(users1.length, 1);
-  t.match(users1[0], { username: 'root', role: 'admin', enabled: true });
+  const dataDir = s1.dataDir;
   const db = lmdbOpen(dataDir);
-  const hash1 = [...db.users.getRange({})][0]!.value.password_hash;
+  const roots1 = [...db.users.getRange({})].map((e) => e.value).filter((u) => u.username === 'root');
   await db.close();
-  const s2 = await startServer({ dataDir, env: { ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'second-password' } });
+  t.equal(roots1.length, 1, 'created once');
+  t.match(roots1[0], { username: 'root', role: 'admin', enabled: true });
+  const hash1 = roots1[0]!.password_hash;
+  // one API worker: the bootstrap runs in the main thread before any worker starts
+  const s2 = await startServer({ dataDir, env: { ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'second-password', WORKERS: '1' } });
   await s2.stop();
   const db2 = lmdbOpen(dataDir);
-  t.equal([...db2.users.getRange({})][0]!.value.password_hash, hash1, 'password unchanged');
+  const roots2 = [...db2.users.getRange({})].map((e) => e.value).filter((u) => u.username === 'root');
   await db2.close();
+  t.equal(roots2.length, 1, 'not created again');
+  t.equal(roots2[0]!.password_hash, hash1, 'password unchanged');
   t.ok(s2.logLines().some((l) => /user exists/.test(l.msg)));
-});
-
-t.test('a store of another schema version is refused', async (t) => {
-  const dataDir = tempDir();
-  const db = lmdbOpen(dataDir);
-  await db.meta.put('schema_version', 999);
-  await db.close();
-  const r = await runMain({ DATA_DIR: dataDir });
-  t.equal(r.code, 1);
-  t.match(r.out, /schema version 999/);
-});
-
-t.test('the CLI works on the DATA_DIR of a running server', async (t) => {
-  const s = await startServer();
-  t.teardown(() => s.stop());
-  const created = await s.cli(['user', 'create', 'ops', '--role', 'admin'], 'a-long-password\n');
-  t.equal(created.code, 0, created.stderr);
-  t.equal(created.json.username, 'ops');
-  t.notOk('password_hash' in created.json);
-  const dup = await s.cli(['user', 'create', 'ops'], 'a-long-password\n');
-  t.equal(dup.code, 4, 'a taken name is a conflict');
-  const short = await s.cli(['user', 'create', 'x'], 'short\n');
-  t.equal(short.code, 2, 'a short password is a usage error');
-  t.match(short.stderr, /at least 8/);
-  const usage = await s.cli(['usage']);
-  t.equal(usage.code, 0);
-  t.same(usage.json, { tokens: [] });
 });

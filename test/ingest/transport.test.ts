@@ -15,6 +15,25 @@ const server = await startServer({ ready: true });
 t.teardown(() => server.stop());
 const tok = await makeToken(server, ['rgb_liveness:10000:day', 'color_liveness:10000:day']);
 
+// A client that stops after an early answer and never sends its declared rest holds the
+// connection only until uWS's idle timeout (about 10 s) closes it. The stalled client is
+// started here and checked by the last test, so that those 10 s pass while the others run. Its
+// 401 is decided before a capacity slot is taken, so the idle connection holds none. It sends
+// its head and 64 KiB of the 8 MiB it declares, then waits for the answer without writing on:
+// a writer racing the answer can get the whole body out first (seen on a loaded host), and a
+// complete request is no stall.
+const stalled = (async () => {
+  const b = overLong(8);
+  const head = verifyHead({ token: 'lvk_nope', contentType: b.contentType, contentLength: b.body.length });
+  const conn = new RawConn(server.port);
+  await conn.connected;
+  await conn.write(Buffer.concat([Buffer.from(head), b.body.subarray(0, 64 * 1024)]));
+  const answer = rawAnswer(await conn.response());
+  return { conn, answer, unsent: b.body.length - (conn.bytesWritten - Buffer.byteLength(head)) };
+})();
+stalled.catch(() => undefined); // awaited, and failing, in its test
+t.teardown(async () => (await stalled.catch(() => undefined))?.conn.close());
+
 /** Head, then a small body in the same write (so that it is all in the server's hands before an
  * early answer: no reset race), or a writer for big bodies; returns the answer and the still
  * open connection for the clean-or-closed check. */
@@ -198,6 +217,9 @@ t.test('a client that reads only after writing its whole over-long body gets the
 
 // Answers decided from the head alone (401, 404, 400, 413 declared, 415; 503 in the capacity
 // tests) reach a client that sends its body right away, as every ordinary HTTP client does.
+// With a declared length the answer goes out at once and the connection stays open: uWS reads
+// the declared rest into a reader that drops it (src/http/respond.ts, answerBeforeBodyEnd), so
+// once the client has sent that rest the connection is clean and its next request is answered.
 t.test('an answer decided from the head reaches a client that is already sending its body', async (t) => {
   const b = overLong(8);
   const cases: [string, Parameters<typeof verifyHead>[0], number, string, number][] = [
@@ -210,9 +232,10 @@ t.test('an answer decided from the head reaches a client that is already sending
   for (const [label, head, status, code, size] of cases) {
     await t.test(label, async (t) => {
       const payload = size === b.body.length ? b.body : Buffer.concat([b.body, Buffer.alloc(size - b.body.length, 0x61)]);
+      const headText = verifyHead(head);
       const conn = new RawConn(server.port);
       await conn.connected;
-      await conn.write(verifyHead(head));
+      await conn.write(headText);
       await writeBody(conn, payload);
       let answer: Answer | null = null;
       try {
@@ -222,7 +245,10 @@ t.test('an answer decided from the head reaches a client that is already sending
       }
       t.ok(answer, `the ${status} reached the client`);
       if (answer) t.same([answer.status, answer.json?.error?.code], [status, code]);
-      await expectCleanOrClosed(t, conn);
+      // the client now sends the rest of what it declared, as one that ignores early answers does
+      const sent = conn.bytesWritten - Buffer.byteLength(headText);
+      t.comment(`answered with ${sent} of ${payload.length} body bytes sent`);
+      t.equal(await expectCleanOrClosed(t, conn, payload.subarray(sent)), 'clean', 'the declared rest is discarded and the connection serves the next request');
       conn.close();
     });
   }
@@ -464,4 +490,12 @@ t.test('a key refused with the request (4xx before reservation) stays unbound', 
   await expectRejected(t, server, tok, () => post(server.baseUrl, tok.token, bad, { headers: { 'idempotency-key': key } }), { status: 422, code: 'invalid_input' });
   const r = await post(server.baseUrl, tok.token, body([smallSingle()]), { headers: { 'idempotency-key': key } });
   t.equal(r.status, 200, 'the same key then serves a different, valid request');
+});
+
+t.test('a client that stalls after an early answer, its declared body unsent, is closed (not held)', async (t) => {
+  const { conn, answer, unsent } = await stalled;
+  t.same([answer.status, answer.json?.error?.code], [401, 'invalid_token'], 'the 401 reached the client');
+  t.ok(unsent > 0, `the client stalled with ${unsent} declared bytes unsent`);
+  await expectClosed(t, conn, 'the stalled connection is closed by the server');
+  conn.close();
 });
