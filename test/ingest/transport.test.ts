@@ -34,6 +34,29 @@ const stalled = (async () => {
 stalled.catch(() => undefined); // awaited, and failing, in its test
 t.teardown(async () => (await stalled.catch(() => undefined))?.conn.close());
 
+// A connection whose request got an early answer and whose body then arrived whole is idle:
+// uWS's idle timeout (about 10 s) should close it like any other. uWS 20.30 does not when the
+// answer left while a body handler was still attached (reproduced with uWS alone: onData
+// attached, end() before the body's last chunk, the rest sent after), so such a connection
+// stays open until the client closes it. A known limitation (docs/security.md): draining the
+// body before answering would avoid it, but would also take away the 503 before the body and
+// the 408 of a slow upload, so it is recorded here as a todo. Three routes: verify, which
+// holds the body while it reads the token; a JSON route; an unknown path. Started here and
+// checked by the last test, like the stalled client.
+const idleAfterEarly = Promise.all([
+  ['verify, bad token', verifyHead({ token: 'lvk_nope', contentType: 'multipart/form-data; boundary=x', contentLength: 1000 }), Buffer.alloc(1000, 0x61)],
+  ['sessions, bad token', 'POST /v1/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer lvk_nope\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n', Buffer.from('{}')],
+  ['unknown path', 'POST /nowhere HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/octet-stream\r\nContent-Length: 1000\r\n\r\n', Buffer.alloc(1000, 0x61)],
+].map(async ([label, head, rest]) => {
+  const conn = new RawConn(server.port);
+  await conn.connected;
+  await conn.write(Buffer.concat([Buffer.from(head as string), rest as Buffer]));
+  const answer = rawAnswer(await conn.response());
+  return { label: label as string, conn, status: answer.status, closed: await conn.waitClosed(20_000) };
+}));
+idleAfterEarly.catch(() => undefined); // awaited, and failing, in its test
+t.teardown(async () => { for (const c of (await idleAfterEarly.catch(() => [])) ?? []) c.conn.close(); });
+
 /** Head, then a small body in the same write (so that it is all in the server's hands before an
  * early answer: no reset race), or a writer for big bodies; returns the answer and the still
  * open connection for the clean-or-closed check. */
@@ -498,4 +521,11 @@ t.test('a client that stalls after an early answer, its declared body unsent, is
   t.ok(unsent > 0, `the client stalled with ${unsent} declared bytes unsent`);
   await expectClosed(t, conn, 'the stalled connection is closed by the server');
   conn.close();
+});
+
+t.test('a connection idle after an early answer to a complete request is closed by the idle timeout', async (t) => {
+  for (const c of await idleAfterEarly) {
+    t.ok(c.status >= 400 && c.status < 500, `${c.label}: answered ${c.status}`);
+    t.ok(c.closed, `${c.label}: the idle connection is closed, not held open for good`, { todo: c.closed ? false : 'bug: uWS 20.30 never times out a connection whose answer left while a body handler was attached and whose body then arrived' });
+  }
 });
