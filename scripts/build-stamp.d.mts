@@ -1,0 +1,3 @@
+// Types of build-stamp.mjs for the TypeScript that imports it (the test harness).
+export function inputHash(root: string): string;
+export function upToDate(root: string): boolean;
