@@ -15,13 +15,10 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpat
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { opt, seededCrop as crop } from './cli-args.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, '..');
-const opt = (name, dflt) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? process.argv[i + 1] : dflt;
-};
 const ROUNDS = Number(opt('rounds', 3));
 const SECONDS = Number(opt('seconds', 5));
 const SET = opt('set', 'raw_v1');
@@ -31,15 +28,6 @@ const BACKENDS = opt('backends', '').split(',').filter(Boolean);
 const OUT = BACKENDS.length ? `engine-${SET}-backends` : `engine-${SET}`;
 const CONCURRENCY = 4;
 
-function crop(seed) {
-  const px = new Uint8Array(320 * 320 * 3);
-  let s = seed >>> 0;
-  for (let i = 0; i < px.length; i++) {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    px[i] = s >>> 24;
-  }
-  return px;
-}
 const CROPS = Array.from({ length: 8 }, (_, i) => crop(i + 7));
 
 function capture(id, mode, n) {

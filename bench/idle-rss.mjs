@@ -12,13 +12,10 @@ import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PRODUCTION_ENV } from './production-env.mjs';
+import { opt } from './cli-args.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, '..');
-const opt = (name, dflt) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? process.argv[i + 1] : dflt;
-};
 const ROUNDS = Number(opt('rounds', 2));
 const SET = opt('set', 'raw_v1');
 const BACKENDS = opt('backends', 'wasm,native,auto').split(',');

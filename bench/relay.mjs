@@ -19,16 +19,8 @@ import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
+import { opt, seededCrop as crop } from './cli-args.mjs';
 
-function crop(seed) {
-  const px = new Uint8Array(320 * 320 * 3);
-  let s = seed >>> 0;
-  for (let i = 0; i < px.length; i++) {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    px[i] = s >>> 24;
-  }
-  return px;
-}
 const CROP = crop(7);
 
 /** One single-frame rgb8 capture; its pixels a fresh copy (the relay transfers them). */
@@ -86,10 +78,6 @@ else await main();
 async function main() {
   const here = dirname(fileURLToPath(import.meta.url));
   const root = join(here, '..');
-  const opt = (name, dflt) => {
-    const i = process.argv.indexOf(`--${name}`);
-    return i > 0 ? process.argv[i + 1] : dflt;
-  };
   const ROUNDS = Number(opt('rounds', 3));
   const SECONDS = Number(opt('seconds', 2));
   const BACKEND = opt('backend', 'auto');

@@ -62,10 +62,11 @@ export async function authenticateCaller(
   authorization: string | undefined,
   at: number,
   lookup?: (hash: string) => Promise<TokenRecord | undefined>,
-  sessions: SessionLookup = sessionReader(store),
+  sessions?: SessionLookup,
 ): Promise<Caller> {
   const bearer = bearerOf(authorization);
-  if (bearer !== null && SESSION_TOKEN_RE.test(bearer)) return authenticateSession(sessions, bearer, at);
+  // the uncached reader is made only for a session token: a business token's call makes none
+  if (bearer !== null && SESSION_TOKEN_RE.test(bearer)) return authenticateSession(sessions ?? sessionReader(store), bearer, at);
   return { token: await authenticateBearer(store, authorization, at, lookup), session: null };
 }
 
