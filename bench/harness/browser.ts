@@ -28,3 +28,15 @@ export async function consoleLogin(page: Page, baseUrl: string, username: string
   await page.click('#login-submit');
   await page.waitForSelector('#main-view', { state: 'visible' });
 }
+
+/** A new page of `browser` whose script errors and console errors land in `problems`; the
+ * console's first session probe answers 401 before a login, so a 401 is not a problem. */
+export async function watchedPage(browser: Browser): Promise<{ page: Page; problems: string[] }> {
+  const page = await browser.newPage();
+  const problems: string[] = [];
+  page.on('console', (m) => {
+    if (m.type() === 'error' && !/401/.test(m.text())) problems.push(m.text());
+  });
+  page.on('pageerror', (e) => problems.push(e.message));
+  return { page, problems };
+}

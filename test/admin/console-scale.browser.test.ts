@@ -2,7 +2,7 @@ import t from 'tap';
 import { openStore } from '../../src/store/lmdb/open.ts';
 import { startServer, tempDir } from '../helpers/server.ts';
 import { seedConsole, seedTokenName, seedUserName } from './seed.ts';
-import { chromiumMissing, consoleLogin, launchChromium } from '../helpers/browser.ts';
+import { chromiumMissing, consoleLogin, launchChromium, watchedPage } from '../helpers/browser.ts';
 
 // issue 14: the console with 5,000 tokens, 50,000 audit rows (and 50,000 ledger entries,
 // 300 users), seeded straight into the store. Every view is driven in headless Chromium and
@@ -21,12 +21,7 @@ if (missing) {
     await browser.close();
     await server.stop();
   });
-  const page = await browser.newPage();
-  const problems: string[] = [];
-  page.on('console', (m) => {
-    if (m.type() === 'error' && !/401/.test(m.text())) problems.push(m.text());
-  });
-  page.on('pageerror', (e) => problems.push(e.message));
+  const { page, problems } = await watchedPage(browser);
   await consoleLogin(page, server.baseUrl, 'root', 'correct horse battery');
 
   const cells = (selector: string, column: number) =>

@@ -3,7 +3,7 @@ import t from 'tap';
 import { createLocalJWKSet, flattenedVerify, type JSONWebKeySet } from 'jose';
 import { postVerify, request, single } from '../helpers/captures.ts';
 import { bearer, startServer } from '../helpers/server.ts';
-import { chromiumMissing, launchChromium } from '../helpers/browser.ts';
+import { chromiumMissing, launchChromium, watchedPage } from '../helpers/browser.ts';
 
 // End to end through the console in headless Debian Chromium: log in, create a token, read
 // its plaintext, verify with it over HTTP, see the usage move in the console.
@@ -18,13 +18,7 @@ if (missing) {
     await browser.close();
     await server.stop();
   });
-  const page = await browser.newPage();
-  const problems: string[] = [];
-  page.on('console', (m) => {
-    // the 401 of the first /auth/session probe (not yet logged in) is expected
-    if (m.type() === 'error' && !/401/.test(m.text())) problems.push(m.text());
-  });
-  page.on('pageerror', (e) => problems.push(e.message));
+  const { page, problems } = await watchedPage(browser);
   // Destructive actions ask with confirm(): each test step says whether the operator accepts
   // (`answer`), and the questions asked are recorded.
   let answer = true;

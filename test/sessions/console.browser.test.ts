@@ -1,6 +1,6 @@
 import t from 'tap';
 import { bearer, makeToken, startServer } from '../helpers/server.ts';
-import { chromiumMissing, consoleLogin, launchChromium } from '../helpers/browser.ts';
+import { chromiumMissing, consoleLogin, launchChromium, watchedPage } from '../helpers/browser.ts';
 
 // The console's token page lists the token's active device sessions (issue 26), in headless
 // Debian Chromium, as test/admin/console.browser.test.ts drives it.
@@ -14,9 +14,7 @@ if (missing) {
     await browser.close();
     await server.stop();
   });
-  const page = await browser.newPage();
-  const problems: string[] = [];
-  page.on('pageerror', (e) => problems.push(e.message));
+  const { page, problems } = await watchedPage(browser);
 
   t.test('a token\'s detail shows its active sessions, not the revoked one', async (t) => {
     const { token, name } = await makeToken(server, ['rgb_liveness:100:day']);
