@@ -135,8 +135,17 @@ export function serveActivationRequests(
   let fromFile: string | null = null;
   let running = false;
   let stopped = false;
-  const publish = () => writeAtomically(join(dir, 'state.json'), { ...sw.status(), last_request_id: answered, available: availableModelSets(modelsDir) } satisfies ModelSetState);
-  publish();
+  const writeState = () => writeAtomically(join(dir, 'state.json'), { ...sw.status(), last_request_id: answered, available: availableModelSets(modelsDir) } satisfies ModelSetState);
+  // at start an unwritable DATA_DIR is an error; later a failed write (a full disk) is logged:
+  // thrown from run()'s finally it would be an unhandled rejection that ends the main thread
+  writeState();
+  const publish = () => {
+    try {
+      writeState();
+    } catch (e) {
+      log({ err: (e as Error).message }, 'model set state (state.json) could not be written: the CLI and the admin API read the one before');
+    }
+  };
   const run = async () => {
     if (running || stopped || !next) return;
     const req = next;

@@ -110,3 +110,31 @@ t.test('an admin API request arrives as a message; one made while another runs w
   t.equal(asked.length, 2);
   t.notOk(existsSync(join(dataDir, 'model-set', 'request.json')), 'a message leaves no request file behind');
 });
+
+t.test('a state.json that cannot be written is logged, and requests go on being served', async (t) => {
+  const dataDir = tempDir();
+  const models = modelsDir();
+  const { sw, asked } = fakeSwitch();
+  const logged: string[] = [];
+  const requests = serveActivationRequests(dataDir, models, sw, (_obj, msg) => logged.push(msg), { recheckMs: NO_RECHECK });
+  t.teardown(() => requests.stop());
+  // a directory where state.json goes: every later write of it fails, as on a full disk
+  const state = join(dataDir, 'model-set', 'state.json');
+  const { rmSync } = await import('node:fs');
+  rmSync(state);
+  mkdirSync(state);
+  const unhandled: unknown[] = [];
+  const onUnhandled = (reason: unknown) => unhandled.push(reason);
+  process.on('unhandledRejection', onUnhandled);
+  t.teardown(() => process.off('unhandledRejection', onUnhandled));
+
+  requests.take(newActivationRequest('bgr80_ensemble_v1'));
+  await waitFor(() => asked.length === 1, { what: 'the first activation' });
+  requests.take(newActivationRequest('raw_v1'));
+  asked[0]!.answer('active');
+  await waitFor(() => asked.length === 2, { what: 'the next activation, after a failed state write' });
+  asked[1]!.answer('active');
+  await waitFor(() => logged.filter((m) => /state\.json\) could not be written/.test(m)).length >= 3, { what: 'the failed writes logged' });
+  await new Promise<void>((resolve) => setImmediate(resolve));
+  t.same(unhandled, [], 'no unhandled rejection');
+});
