@@ -10,8 +10,30 @@ import { waitFor } from './wait.ts';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
+// Every directory tempDir() made is removed when the process exits: a test's data directory
+// (an LMDB store, keys, a model set) is ~1 MB, the suite makes a few hundred, and a developer
+// who runs it daily would otherwise fill /tmp (3,243 were found left over). Removal at exit,
+// not at a test's end, because a test's servers and files may outlive the subtest that made
+// the directory. LV_KEEP_TEMP=1 keeps them for a post-mortem.
+const made: string[] = [];
+
+function removeTempDirs(): void {
+  for (const dir of made.splice(0)) {
+    try {
+      fs.rmSync(dir, { recursive: true, force: true });
+    } catch {
+      // a directory a test made unreadable (full-disk, permissions): left for the OS to clear
+    }
+  }
+}
+
 export function tempDir(prefix = 'lv-test-'): string {
-  return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  if (process.env.LV_KEEP_TEMP !== '1') {
+    if (made.length === 0) process.once('exit', removeTempDirs);
+    made.push(dir);
+  }
+  return dir;
 }
 
 export interface CliResult {

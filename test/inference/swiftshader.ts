@@ -1,9 +1,9 @@
 // Where the tests find an emulated GPU: Debian's chromium ships SwiftShader, a Vulkan
 // driver that runs on the CPU, and Dawn finds it when VK_ICD_FILENAMES names its manifest.
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { existsSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { tempDir } from '../helpers/server.ts';
 
 /** The SwiftShader Vulkan manifest: the environment's, chromium's usual place, or what
  * dpkg says the chromium package installed. */
@@ -25,5 +25,5 @@ export const NO_ICD = 'no Vulkan driver found: install Debian\'s chromium (it sh
  * holds the Vulkan loader (libvulkan.so.1), which is looked up when a process starts. */
 export function swiftShaderEnv(icd: string): Record<string, string> {
   const libs = [dirname(icd), process.env.LD_LIBRARY_PATH].filter(Boolean).join(':');
-  return { VK_ICD_FILENAMES: icd, LD_LIBRARY_PATH: libs, XDG_RUNTIME_DIR: process.env.XDG_RUNTIME_DIR ?? mkdtempSync(join(tmpdir(), 'xdg-')) };
+  return { VK_ICD_FILENAMES: icd, LD_LIBRARY_PATH: libs, XDG_RUNTIME_DIR: process.env.XDG_RUNTIME_DIR ?? tempDir('xdg-') };
 }
