@@ -4,9 +4,9 @@ import { createToken, DuplicateTokenNameError, duplicateGrantIndex, listTokenVie
 import { isoNow, now } from '../clock.ts';
 import { ConfigError, loadConfig } from '../config/index.ts';
 import { MODULE_IDS, type ModuleId } from '../contract/index.ts';
-import { type StoreBackend, StoreError, openConfiguredStore, privateUmask, type Grant, type Period, DuplicateUserError } from '../store/index.ts';
+import { type StoreBackend, openConfiguredStore, privateUmask, type Grant, type Period, DuplicateUserError } from '../store/index.ts';
 import { extraCommands } from './extra.ts';
-import { ConflictError, EXIT, NotFoundError, UsageError } from './errors.ts';
+import { ConflictError, EXIT, exitCodeOf, NotFoundError, UsageError } from './errors.ts';
 import type { Command } from './command.ts';
 import { SERVICE_VERSION } from '../version.ts';
 
@@ -190,12 +190,7 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
     return typeof process.exitCode === 'number' ? process.exitCode : EXIT.ok;
   } catch (e) {
-    const code =
-      e instanceof NotFoundError ? EXIT.not_found
-      : e instanceof ConflictError ? EXIT.conflict
-      : e instanceof StoreError ? EXIT.store_unavailable
-      : e instanceof UsageError || e instanceof ConfigError || /^ERR_PARSE_ARGS_/.test(String((e as { code?: string }).code)) ? EXIT.usage
-      : null;
+    const code = exitCodeOf(e);
     if (code !== null) {
       process.stderr.write(`error: ${(e as Error).message}\n`);
       return code;

@@ -1,4 +1,5 @@
 export { ERRORS, errorBody, ServiceError, ValidationFailure, type ErrorCode } from './codes.ts';
 export { retryAfter } from './retry-after.ts';
+export { storeNotAnswering } from './store-not-answering.ts';
 
 export { ISSUE_TYPES } from './issue-types.ts';

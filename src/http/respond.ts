@@ -1,4 +1,5 @@
-import { ERRORS, errorBody, ServiceError, ValidationFailure } from '../errors/index.ts';
+import { ERRORS, errorBody, ServiceError, storeNotAnswering, ValidationFailure } from '../errors/index.ts';
+import { StoreUnavailableError } from '../store/index.ts';
 import type { HttpContext } from './context.ts';
 import { statusLine } from './status.ts';
 
@@ -17,8 +18,10 @@ export function json(status: number, body: unknown, headers?: Record<string, str
 }
 
 /** Maps any thrown value to a reply: declared errors keep their code, 422s carry `detail`,
- * anything else is internal_error without leaking its message. */
+ * a store that does not answer is server_busy (storeNotAnswering), anything else is
+ * internal_error without leaking its message. */
 export function errorReply(ctx: HttpContext, err: unknown): Reply {
+  if (err instanceof StoreUnavailableError) err = storeNotAnswering(err);
   if (err instanceof ValidationFailure) {
     ctx.errorCode = 'invalid_input';
     return { status: 422, body: { detail: err.detail } };

@@ -4,6 +4,18 @@
 /** The store could not be opened (a schema this build does not read, a database that refuses). */
 export class StoreError extends Error {}
 
+/** The database does not answer (refused, reset, timed out, shutting down): a retry may
+ * succeed, and nothing the failed call began was charged (what may have committed before the
+ * connection broke is repaired, see the PostgreSQL store's repairs). Only the PostgreSQL store
+ * meets it, on any operation of any route; the layers above answer it the same way everywhere
+ * (src/errors storeNotAnswering: 503 server_busy with Retry-After; the CLI's exit code 5). */
+export class StoreUnavailableError extends Error {
+  constructor(message: string, cause: unknown) {
+    super(message, { cause });
+    this.name = 'StoreUnavailableError';
+  }
+}
+
 /** A user name that is taken: the name is checked atomically with the insert. */
 export class DuplicateUserError extends Error {}
 

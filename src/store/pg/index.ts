@@ -27,7 +27,8 @@ import { createFirstSigningKey, listSigningKeys, revokeSigningKey, rotateSigning
 import * as deviceSessions from './device-sessions.ts';
 import type { DeviceSession, MintLimit } from '../device-sessions.ts';
 
-export { StoreUnavailableError, type PgOptions } from './open.ts';
+export { StoreUnavailableError } from '../errors.ts';
+export { type PgOptions } from './open.ts';
 
 /** The shared store for several nodes: every operation is one statement, one stored
  * function call, or (operator paths only) one short transaction. Each job is written in its

@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { retryAfter, ServiceError } from '../../errors/index.ts';
+import { StoreUnavailableError } from '../errors.ts';
 import { WriteHealth } from '../write-health.ts';
 
 export interface PgOptions {
@@ -10,20 +10,6 @@ export interface PgOptions {
   /** per-statement limit, so a stuck database turns into an error, never a hang */
   statementTimeoutMs?: number;
   onError?: (err: Error) => void;
-}
-
-/** The database does not answer: 503 server_busy with Retry-After, the spec's "wait and
- * retry with the same package and key" answer. A catalogue error thrown by the store, unlike
- * its outcomes, because any PostgreSQL operation of any route can meet it and every route
- * answers it the same way; an outcome would have to be threaded through all of them. Nothing was charged by the failed call (what
- * may have committed before the connection broke is repaired, see Pg.repairs). */
-export class StoreUnavailableError extends ServiceError {
-  constructor(message: string, cause: unknown) {
-    super('server_busy', 'The store is not answering; retry after the indicated delay', retryAfter(1), cause);
-    this.name = 'StoreUnavailableError';
-    this.detail = message;
-  }
-  readonly detail: string;
 }
 
 // int8 (counts, epoch ms) arrives as a string by default; every such value here is far below
@@ -134,7 +120,7 @@ export function openPool(url: string, opts: PgOptions): Pg {
  * become StoreUnavailableError; anything else (a constraint, a rule thrown by a check
  * callback) stays as it is, since retrying will not help. */
 function unavailable(err: unknown): unknown {
-  if (err instanceof ServiceError) return err;
+  if (err instanceof StoreUnavailableError) return err;
   const e = err as { code?: unknown; message?: unknown; severity?: unknown };
   const code = typeof e.code === 'string' ? e.code : '';
   const message = typeof e.message === 'string' ? e.message : '';

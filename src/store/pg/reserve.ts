@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import type { ReserveInput, ReserveOutcome } from '../backend.ts';
 import { quotaRefusal } from '../quota.ts';
 import type { Grant } from '../records.ts';
-import { isoOf, StoreUnavailableError, type Pg } from './open.ts';
+import { StoreUnavailableError } from '../errors.ts';
+import { isoOf, type Pg } from './open.ts';
 import { windowsOf } from './usage.ts';
 import { reserveStatement, sessionRefusal } from './device-sessions.ts';
 

@@ -3,7 +3,8 @@ import type { ResolveAction, SettleOutcome } from '../backend.ts';
 import type { Reservation, UsageRecord } from '../records.ts';
 import { isStorageFailure } from '../write-health.ts';
 import { resolveKey } from './idempotency.ts';
-import { isoOf, StoreUnavailableError, type Pg, type Row } from './open.ts';
+import { StoreUnavailableError } from '../errors.ts';
+import { isoOf, type Pg, type Row } from './open.ts';
 import { windowsOf } from './usage.ts';
 import { holdForever } from '../faults.ts';
 
