@@ -4,7 +4,7 @@ import type { Logger } from './observability/index.ts';
 import { currentProcess, holderAlive } from './store/index.ts';
 
 /** The longest a drain waits for in-flight calls before the process stops anyway; the
- * systemd unit's TimeoutStopSec must stay above it (test/ops/deploy.test.ts checks). */
+ * systemd unit's TimeoutStopSec must stay above it (test/deploy/systemd-unit.test.ts checks). */
 export const DRAIN_TIMEOUT_MS = 30_000;
 
 /**

@@ -10,8 +10,8 @@ import { openConfiguredStore, type Grant, type Period, type StoreBackend } from 
 // PostgreSQL at the server's DATABASE_URL. It is opened per call and closed after, as a CLI
 // run does, so a test holds no handle on the store between calls. Making a token this way
 // instead of spawning `node --import tsx src/cli/main.ts` saves a TypeScript start-up (seconds
-// on a loaded 2-core host) per token; the CLI keeps its own tests (test/ops/cli-basics,
-// test/foundation/business-tokens).
+// on a loaded 2-core host) per token; the CLI keeps its own tests (test/cli/cli-basics,
+// test/auth/business-tokens).
 
 export interface StoreTarget {
   dataDir: string;
@@ -64,7 +64,8 @@ export async function createTokenIn(target: StoreTarget, name: string, grantSpec
 
 /** The CLI's `ledger verify` in-process: every usage counter recomputed from the ledger. The
  * answer has the CLI's shape (exit code 1 on a mismatch, the check as `json`), so a test reads
- * it the same way; the CLI command itself keeps its tests (test/ops/backup-restore, restore-cli). */
+ * it the same way; the CLI command itself keeps its tests (test/service/backup-restore,
+ * test/cli/restore-cli). */
 export async function ledgerVerify(target: StoreTarget): Promise<{ code: number; json: any; stdout: string; stderr: string }> {
   const check = await withServerStore(target, (store) => store.verifyLedger());
   const stdout = JSON.stringify(check, null, 2);

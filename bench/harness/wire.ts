@@ -1,6 +1,6 @@
 // Raw-socket HTTP/1.1 for bodies that fetch cannot send (declared lengths that lie, chunked
 // bodies, half bodies, disconnects), bodies at exact sizes and small valid inputs: shared by the
-// ingest tests (test/ingest/helpers.ts re-exports them) and the soak runs.
+// ingest tests (test/helpers/ingest.ts re-exports them) and the soak runs.
 
 import net from 'node:net';
 import { encodePng, type CaptureInput, type FrameInput } from '../../src/client/index.ts';

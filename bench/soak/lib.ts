@@ -1,6 +1,7 @@
 // Shared by the reliability scenarios (bench/soak/*.ts) and their short versions in
-// test/reliability/: each scenario returns its figures and a list of failures instead of
-// asserting, so the same code prints a report (`npm run soak`) or fails a tap test.
+// test/service/ (kill-loop, fuzz, overload, slow-client): each scenario returns its figures
+// and a list of failures instead of asserting, so the same code prints a report
+// (`npm run soak`) or fails a tap test.
 // Everything runs against the real server (test/helpers/server.ts) on loopback, with the
 // operator CLI as the judge of the stored state.
 

@@ -4,7 +4,8 @@
 // DATA_DIR), runs a bounded count of calls for a bounded time, stops by itself and prints its
 // figures; a JSON report goes to bench/results/soak.json (soak-quick.json with --quick).
 // Exit code 1 when any guarantee was broken. `--quick` runs the sizes of the tap versions
-// (test/reliability/); the default sizes are those of the issue-15 report.
+// (test/service/{kill-loop,fuzz,overload,slow-client}.test.ts); the default sizes are those
+// of the issue-15 report.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';

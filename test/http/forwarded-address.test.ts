@@ -7,7 +7,7 @@ import t from 'tap';
 import { allowListAddress, clientAddress, resolveClient } from '../../src/http/client-address.ts';
 import { loadConfig } from '../../src/config/index.ts';
 import { makeToken, startServer } from '../helpers/server.ts';
-import { auditOf, body, post, smallSingle } from '../ingest/helpers.ts';
+import { auditOf, body, post, smallSingle } from '../helpers/ingest.ts';
 
 const NOT_ADDRESSES = ['127.evil', '127.0.0.1.evil', 'localhost', '127.1', '127.000.0.1', '0x7f.0.0.1', '1.2.3.4:80', '[::1]', '::1::', 'unknown'];
 

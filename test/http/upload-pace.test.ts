@@ -1,5 +1,5 @@
 // The pacer's judgment on a simulated clock (the real-server behaviour is in
-// test/ingest/upload-pace.test.ts): windows, stalls, the deadline, and a thread that was not
+// test/http/upload-pace-server.test.ts): windows, stalls, the deadline, and a thread that was not
 // scheduled for a while not being taken for a slow client.
 
 import t from 'tap';

@@ -3,7 +3,7 @@ import { patchToken, revokeToken } from '../../src/admin/tokens.ts';
 import { request, single } from '../helpers/captures.ts';
 import { makeToken, type ServerHandle } from '../helpers/server.ts';
 import { withServerStore } from '../helpers/store.ts';
-import { RawConn, rawAnswer, verifyHead } from '../ingest/helpers.ts';
+import { RawConn, rawAnswer, verifyHead } from '../helpers/ingest.ts';
 
 // The token is checked when the request starts and again inside the reservation: an upload
 // can take a while, and an operator who revokes or disables a token meanwhile must not see

@@ -17,7 +17,7 @@ const server = await startServer({ dataDir: path.join(dir, 'data'), env: { CLOCK
 t.teardown(() => server.stop());
 
 // grants are changed in the store, as the CLI's `grant set` does (the CLI command has its tests
-// in test/ops/cli-basics and test/foundation/business-tokens)
+// in test/cli/cli-basics and test/auth/business-tokens)
 const grant = (id: string, g: Grant) => withServerStore(server, (store) => setGrant(store, id, g));
 const usage = async (token: string, module = 'rgb_liveness') =>
   (await (await fetch(`${server.baseUrl}/v1/me`, { headers: bearer(token) })).json()).usage.find((u: any) => u.module_id === module);

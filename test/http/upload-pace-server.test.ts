@@ -10,7 +10,7 @@
 import t from 'tap';
 import { slotsUntil } from '../helpers/metrics.ts';
 import { makeToken, startServer } from '../helpers/server.ts';
-import { RawConn, auditOf, body, expectRejected, flatPixels, okFrame, pngOfSize, rawAnswer, smallSingle, snapshot, verifyHead, type Answer } from './helpers.ts';
+import { RawConn, auditOf, body, expectRejected, flatPixels, okFrame, pngOfSize, rawAnswer, smallSingle, snapshot, verifyHead, type Answer } from '../helpers/ingest.ts';
 
 const MIN_RATE = 1000;
 const WINDOW_S = 2;

@@ -11,7 +11,7 @@ import t from 'tap';
 import { slotsUntil as slotsUntilOf } from '../helpers/metrics.ts';
 import { makeToken, startServer } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
-import { RawConn, auditOf, body, expectRejected, post, rawAnswer, smallSingle, snapshot, verifyHead, writeBody, type Answer } from './helpers.ts';
+import { RawConn, auditOf, body, expectRejected, post, rawAnswer, smallSingle, snapshot, verifyHead, writeBody, type Answer } from '../helpers/ingest.ts';
 
 const server = await startServer({
   ready: true,
@@ -102,7 +102,7 @@ t.test('2 x WORKERS calls in flight on connections of ONE worker: none gets 503,
   t.notOk(held.some((h) => h.conn.hasAnswer), `all four calls on worker ${worker} were admitted (none answered early)`);
 
   // a caller already at its share (token A holds 2 of the 4): a new token would be served by
-  // taking an upload's slot (fair shares: test/ingest/fair-capacity.test.ts)
+  // taking an upload's slot (fair shares: test/http/fair-capacity.test.ts)
   const fifth = await expectRejected(t, server, tokA, () => headOnly(tokA.token, '198.51.100.5'), { status: 503, code: 'server_busy' });
   t.match(fifth.json?.error?.message, /No capacity slot/, 'refused for the host being full, not for a cap');
 

@@ -9,7 +9,7 @@ import { crop } from '../helpers/captures.ts';
 import {
   BODY_LIMIT, PART_LIMIT, RawConn, auditRecords, body, expectCleanOrClosed, expectClosed, expectRejected, multipart, okFrame, pngOfSize, post, rawAnswer,
   requestOfSize, smallPng, smallSingle, snapshot, verifyHead, writeBody, writeChunked, type Answer,
-} from './helpers.ts';
+} from '../helpers/ingest.ts';
 
 const server = await startServer({ ready: true });
 t.teardown(() => server.stop());

@@ -9,7 +9,7 @@ import t from 'tap';
 import { postVerify, request, sequence, single } from '../helpers/captures.ts';
 import { makeToken, startServer } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
-import { multipart, RawConn, verifyHead } from './helpers.ts';
+import { multipart, RawConn, verifyHead } from '../helpers/ingest.ts';
 
 const server = await startServer({ ready: true, env: { TEST_INFERENCE_FAIL_PREFIX: 'fail-' } });
 t.teardown(() => server.stop());

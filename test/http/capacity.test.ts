@@ -12,7 +12,7 @@ import { waitFor } from '../helpers/wait.ts';
 import {
   RawConn, auditOf, expectCleanOrClosed, auditRecords, body, expectRejected, multipart, okFrame, post, rawAnswer, smallPng, smallSingle,
   snapshot, verifyHead, writeBody, type Answer,
-} from './helpers.ts';
+} from '../helpers/ingest.ts';
 
 const DELAY_MS = 2000;
 // `stallServer`: the same host with the shortest rate window (2 s, not the default 10 s), for

@@ -12,7 +12,7 @@ const server = await startServer({ dataDir: path.join(dir, 'data'), env: { CLOCK
 t.teardown(() => server.stop());
 
 // State a test only needs in place (not the CLI command that makes it, which has tests of its
-// own: test/ops/cli-basics.test.ts, the module tests) is written in-process, as makeToken
+// own: test/cli/cli-basics.test.ts, the module tests) is written in-process, as makeToken
 // does: each CLI run costs a TypeScript start-up, seconds on a loaded 2-core host.
 const inStore = <T>(fn: Parameters<typeof withServerStore<T>>[1]) => withServerStore(server, fn);
 

@@ -1,6 +1,7 @@
 // The layering stays one-way (issue 10): folders of src/ depend on each other without cycles.
 // Type-only imports count: they are dependencies of the design even when they vanish from the
 // JavaScript.
+// And test/ mirrors src/: the tests of src/<folder>/ are found in test/<folder>/.
 
 import fs from 'node:fs';
 import path from 'node:path';
@@ -162,4 +163,33 @@ t.test('no folder re-exports the wire contract', async (t) => {
     const leaked = Object.keys(contract).filter((name) => name in surface && surface[name] === (contract as Record<string, unknown>)[name]);
     t.same(leaked, [], `src/${unit}/index.ts re-exports none of src/contract`);
   }
+});
+
+// A reader who knows src/<folder>/ finds its tests in test/<folder>/. A folder directly under
+// test/ is therefore a folder of src/, or one of these, each with the reason it exists.
+const TEST_FOLDERS_BEYOND_SRC = new Set([
+  // shared test code (servers, captures, waits, the ingest checks): no tests of its own
+  'helpers',
+  // the service as a whole, end to end (start and stop, worker faults, the soak short versions,
+  // backup and restore): src/main.ts, startup.ts, lifecycle.ts and worker.ts lie directly in src/
+  'service',
+  // checks over the whole source tree rather than one folder of it (this file)
+  'project',
+  // scripts/ is a top-level folder of the repository (the build stamp)
+  'scripts',
+  // deploy/ is a top-level folder of the repository (systemd unit, nginx snippet, manifests)
+  'deploy',
+  // the OCI image test, run by `npm run image:test` (.ci/run), not by `npm test`
+  'container',
+]);
+
+t.test('test/ mirrors src/: every folder under test/ is a folder of src/ or a named exception', async (t) => {
+  const folders = (dir: string) => fs.readdirSync(dir, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name);
+  const srcFolders = new Set(folders(SRC));
+  const testFolders = folders(path.join(ROOT, 'test'));
+  t.ok(srcFolders.has('http') && testFolders.includes('http'), 'the scan sees the folders of src/ and test/');
+  const stray = testFolders.filter((d) => !srcFolders.has(d) && !TEST_FOLDERS_BEYOND_SRC.has(d));
+  t.same(stray, [], 'no folder under test/ outside src/\'s folders and the named exceptions');
+  const gone = [...TEST_FOLDERS_BEYOND_SRC].filter((d) => !testFolders.includes(d));
+  t.same(gone, [], 'every named exception still exists (the list does not go stale)');
 });

@@ -11,7 +11,7 @@ import { makeToken, startServer } from '../helpers/server.ts';
 import {
   RawConn, body, expectCleanOrClosed, expectRejected, flatPixels, multipart, okFrame, post, rawAnswer, smallColor, smallPng, smallSequence,
   smallSingle, verifyHead, type Answer,
-} from './helpers.ts';
+} from '../helpers/ingest.ts';
 
 const server = await startServer({ ready: true });
 t.teardown(() => server.stop());

@@ -20,7 +20,7 @@ import t from 'tap';
 import { metric as metricOf, slotsInUse as slotsInUseOf } from '../helpers/metrics.ts';
 import { makeToken, startServer } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
-import { RawConn, auditOf, body, post, rawAnswer, smallSingle, verifyHead, type Answer } from './helpers.ts';
+import { RawConn, auditOf, body, post, rawAnswer, smallSingle, verifyHead, type Answer } from '../helpers/ingest.ts';
 
 const server = await startServer({
   ready: true,

@@ -5,7 +5,7 @@
 import t from 'tap';
 import { ConnectionBalance, createBalanceTable } from '../../src/http/balance.ts';
 import { makeToken, startServer } from '../helpers/server.ts';
-import { RawConn, body, smallSingle, verifyHead, writeBody } from './helpers.ts';
+import { RawConn, body, smallSingle, verifyHead, writeBody } from '../helpers/ingest.ts';
 
 const OPTS = { windowMs: 500, minCalls: 16, ratio: 1.25 };
 

@@ -1,14 +1,14 @@
-// Shared by the ingest tests (not a test file itself): the "charged nothing, stored nothing but
-// its audit line" check, connection-state assertions and requests at exact sizes. The raw-socket
-// HTTP client, body builders and small valid inputs live in bench/harness/wire.ts (the soak runs
-// use them too) and are re-exported here.
+// Shared by the ingest tests (test/http/, and test/metering/mid-upload.ts): the "charged
+// nothing, stored nothing but its audit line" check, connection-state assertions and requests
+// at exact sizes. The raw-socket HTTP client, body builders and small valid inputs live in
+// bench/harness/wire.ts (the soak runs use them too) and are re-exported here.
 
 import type { Test } from 'tap';
 import { buildBatch, buildVerifyBody } from '../../src/client/index.ts';
-import type { ServerHandle } from '../helpers/server.ts';
-import { lmdbOpen } from '../helpers/lmdb.ts';
-import { postVerify } from '../helpers/captures.ts';
-import { waitFor, WaitTimeout } from '../helpers/wait.ts';
+import type { ServerHandle } from './server.ts';
+import { lmdbOpen } from './lmdb.ts';
+import { postVerify } from './captures.ts';
+import { waitFor, WaitTimeout } from './wait.ts';
 import { RawConn, pngOfSize, writeBody, type RawResponse } from '../../bench/harness/wire.ts';
 
 export * from '../../bench/harness/wire.ts';
@@ -189,4 +189,4 @@ export function requestOfSize(total: number, n: number, pixels: (i: number) => U
 }
 
 /** metadata + files -> a verify body (one packet, or an envelope with `batch`). */
-export { request as body } from '../helpers/captures.ts';
+export { request as body } from './captures.ts';
