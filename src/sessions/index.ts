@@ -1,7 +1,7 @@
 import type { Static } from '@sinclair/typebox';
 import { generateSessionToken, newSessionId, hashToken } from '../auth/index.ts';
 import type { Config } from '../config/index.ts';
-import { ServiceError } from '../errors/index.ts';
+import { retryAfter, ServiceError } from '../errors/index.ts';
 import { type StoreBackend, deviceSessionState, type DeviceSession, type DeviceSessionState, type TokenRecord } from '../store/index.ts';
 import { DEFAULT_MAX_CAPTURES, DEFAULT_TTL_SECONDS, type SessionCreateSchema } from './schemas.ts';
 
@@ -40,9 +40,7 @@ export async function mintSession(store: StoreBackend, limits: SessionLimits, to
   };
   const out = await store.createDeviceSession(session, { limit: limits.SESSION_MINT_LIMIT, windowMs: limits.SESSION_MINT_WINDOW_SECONDS * 1000 }, at);
   if (out.kind === 'rate_limited') {
-    throw new ServiceError('session_rate_limited', `This token minted ${limits.SESSION_MINT_LIMIT} sessions in the last ${limits.SESSION_MINT_WINDOW_SECONDS} s; retry after the indicated delay`, {
-      'Retry-After': String(out.retryAfterSeconds),
-    });
+    throw new ServiceError('session_rate_limited', `This token minted ${limits.SESSION_MINT_LIMIT} sessions in the last ${limits.SESSION_MINT_WINDOW_SECONDS} s; retry after the indicated delay`, retryAfter(out.retryAfterSeconds));
   }
   return { session_id: session.id, session_token: plaintext, module_id: session.module_id, expires_at: session.expires_at, max_captures: session.max_captures };
 }
