@@ -6,6 +6,8 @@ import type * as UWS from '@trufflesuite/uws-js-unofficial';
 export type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from '@trufflesuite/uws-js-unofficial';
 export type UwsModule = typeof UWS;
 
+/** Not an HTTP error: no uWebSockets.js binding loads on this host (glibc, Node ABI), found at
+ * start-up before anything listens; the service refuses to start and says which builds it tried. */
 export class NativeBindingError extends Error {}
 
 /** The uWebSockets.js builds the service can serve on, newest first. Each ships its bindings
