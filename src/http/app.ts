@@ -1,5 +1,6 @@
 import { ServiceError, ValidationFailure } from '../errors/index.ts';
 import { type Logger, type WorkerMetrics, requestFacts } from '../observability/index.ts';
+import { StoreUnavailableError } from '../store/index.ts';
 import { HttpContext } from './context.ts';
 import type { Cors } from './cors.ts';
 import { errorReply, send, type Reply } from './respond.ts';
@@ -35,9 +36,11 @@ export function createApp(uws: UwsModule, router: Router, log: Logger, metrics: 
   const idleWaiters: (() => void)[] = [];
 
   // A handler's unexpected failure is logged with its request id and answered 500; declared
-  // errors (4xx, 503...) are the handler's answer, not a failure.
+  // errors (4xx, 503...) are the handler's answer, not a failure. A store that does not answer
+  // is answered 503 and logged as what it is, with the database's message.
   const failed = (ctx: HttpContext, err: unknown): Reply => {
-    if (!(err instanceof ServiceError || err instanceof ValidationFailure)) log.error({ request_id: ctx.requestId, err }, 'handler failed');
+    if (err instanceof StoreUnavailableError) log.warn({ request_id: ctx.requestId, err }, 'store not answering');
+    else if (!(err instanceof ServiceError || err instanceof ValidationFailure)) log.error({ request_id: ctx.requestId, err }, 'handler failed');
     return errorReply(ctx, err);
   };
 

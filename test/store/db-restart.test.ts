@@ -2,6 +2,7 @@ import t from 'tap';
 import { postVerify, request, single, type VerifyCall } from '../helpers/captures.ts';
 import { startPostgres } from '../helpers/postgres.ts';
 import { bearer, makeToken, startServer, waitReady, type ServerHandle } from '../helpers/server.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 // Two nodes of the real service on one PostgreSQL database under load while the database
 // stops and starts again (issue 11, multi-node test part 3).
@@ -43,6 +44,15 @@ t.test('database restart mid-load: no node dies, answers use the spec codes, cou
   // bounded wait for the load to be under way, then restart the database under it
   for (let i = 0; i < 400 && finals.size < 4; i++) await new Promise((r) => setTimeout(r, 25));
   await pg.halt();
+  // a route other than verify meets the outage too: the store's StoreUnavailableError is
+  // answered 503 server_busy with Retry-After, and logged as the store not answering
+  const me = await fetch(`${live[0]!.baseUrl}/v1/me`, { headers: bearer(token) });
+  const meBody = await me.json() as { error?: { code?: string; message?: string } };
+  t.equal(me.status, 503, '/v1/me while the database is away');
+  t.equal(meBody.error?.code, 'server_busy');
+  t.equal(me.headers.get('retry-after'), '1');
+  t.notMatch(meBody.error?.message ?? '', /ECONN|terminat|127\.0\.0\.1/i, 'the database\'s message stays in the log');
+  t.ok(await waitFor(() => live[0]!.logLines().find((l) => l.msg === 'store not answering' && l.level === 40)), 'logged as the store not answering, a warning');
   await new Promise((r) => setTimeout(r, 1500)); // the outage itself: the database stays away this long
   await pg.resume();
   for (const n of live) await waitReady(n.baseUrl, 60_000);
