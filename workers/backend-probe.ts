@@ -6,7 +6,7 @@
 import { RGB8_BYTES, type ModuleId } from '../src/contract/index.ts';
 import type { Manifest } from '../src/inference/manifest.ts';
 import { ModuleRunner } from '../src/inference/runner.ts';
-import { createRuntime } from '../src/inference/runtime.ts';
+import { createRuntime, type Runtime } from '../src/inference/runtime.ts';
 import type { ExecutionProvider } from '../src/inference/types.ts';
 
 export type ProbeTask =
@@ -18,6 +18,7 @@ export type ProbeTask =
 export type ProbeReply = { loaded: ModuleId[]; errors: Record<string, string> } | { ms: number } | null;
 
 let runners: ModuleRunner[] = [];
+let runtime: Runtime | null = null;
 
 function crop(seed: number): Uint8Array {
   const px = new Uint8Array(RGB8_BYTES);
@@ -41,7 +42,7 @@ async function oneCall(): Promise<void> {
 
 export default async function probe(task: ProbeTask): Promise<ProbeReply> {
   if (task.op === 'load') {
-    const runtime = await createRuntime(task.provider, task.threads);
+    runtime = await createRuntime(task.provider, task.threads);
     const errors: Record<string, string> = {};
     for (const id of task.modules) {
       try {
@@ -60,5 +61,8 @@ export default async function probe(task: ProbeTask): Promise<ProbeReply> {
   }
   for (const r of runners) await r.release();
   runners = [];
+  // WebGPU: the device goes before the thread does (runtime.ts destroyWebGpuDevice)
+  await runtime?.close?.();
+  runtime = null;
   return null;
 }

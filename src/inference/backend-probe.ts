@@ -1,6 +1,6 @@
-// `auto` on a CPU host: which of the CPU backends serves is decided by measuring them, at
-// start-up, on the graphs this engine will serve, with the thread count its pool workers will
-// use. A fixed preference would be wrong somewhere: onnxruntime-node ran raw_v1 about five
+// `auto`: which backend serves is decided by measuring them (the CPU backends, and WebGPU where
+// a hardware adapter exists), at start-up, on the graphs this engine will serve, with the thread
+// count its pool workers will use. A fixed preference would be wrong somewhere: onnxruntime-node ran raw_v1 about five
 // times faster than onnxruntime-web's WASM on the hosts measured so far (docs/
 // inference-backends.md), but it is an optional dependency with a prebuilt binary per platform,
 // and a graph may use an op one runtime lacks. So every candidate that loads is timed, in
@@ -47,7 +47,8 @@ export interface ProbeOptions {
 }
 
 /** CPU backends `auto` chooses among, native first: on a tie the native runtime wins, as it
- * keeps no WASM heap per thread. */
+ * keeps no WASM heap per thread. Where a hardware WebGPU adapter exists, `webgpu` is measured
+ * after them (a tie goes to the CPU). */
 export const CPU_CANDIDATES: ExecutionProvider[] = ['native', 'wasm'];
 
 const median = (xs: number[]): number => {
@@ -107,7 +108,7 @@ export function chooseBackend(figures: BackendFigure[]): BackendChoice {
   for (const f of figures) if (f.ms_per_call !== null && (best === null || f.ms_per_call < best.ms_per_call!)) best = f;
   const parts = figures.map((f) => (f.ms_per_call !== null ? `${f.provider} ${fmt(f.ms_per_call)} ms` : `${f.provider} did not load (${f.error})`));
   const threads = figures[0]?.threads ?? 1;
-  if (!best) return { provider: 'wasm', figures, summary: `auto: no CPU backend loaded in the start-up measurement (${parts.join('; ')}); trying WASM` };
+  if (!best) return { provider: 'wasm', figures, summary: `auto: no backend loaded in the start-up measurement (${parts.join('; ')}); trying WASM` };
   return {
     provider: best.provider,
     figures,

@@ -8,8 +8,8 @@ import { loadManifest, MAX_BATCH, type Manifest } from './manifest.ts';
 import { modePolicies, policyFor } from './modes/index.ts';
 import { InferencePool, poolShape, transferable, type PoolTimes } from './pool.ts';
 import type { WorkerReport } from './protocol.ts';
-import { webGpuAdapter } from './runtime.ts';
-import { chooseBackend, measureBackends, type BackendChoice } from './backend-probe.ts';
+import { allowWasmTierUp, webGpuAdapter, type WebGpuAdapter } from './runtime.ts';
+import { chooseBackend, CPU_CANDIDATES, measureBackends, type BackendChoice } from './backend-probe.ts';
 import { noAdapterNote } from './gpu-host.ts';
 import { isSharedPixels } from '../images/index.ts';
 import { ReadinessEvents, type ReadinessListener } from './readiness-events.ts';
@@ -30,6 +30,9 @@ export interface EngineOptions {
   /** REQUIRE_TRAINED_MODELS: a set whose manifest says `trained: false` never reports ready */
   requireTrained?: boolean;
   log?: (obj: object, msg: string) => void;
+  /** how the engine looks for a WebGPU adapter (default: Dawn's); a test can present an
+   * emulated adapter as hardware, to drive `auto`'s GPU measurement where no GPU exists */
+  findAdapter?: () => Promise<WebGpuAdapter | null>;
 }
 
 export interface InferenceEngine extends InferenceService {
@@ -145,37 +148,48 @@ class Engine implements InferenceEngine {
     const backend = this.opts.backend;
     if (backend === 'native') return 'native';
     if (backend === 'wasm') return 'wasm';
-    const adapter = await webGpuAdapter();
-    // A fallback adapter is a CPU emulation (SwiftShader): `auto` never serves on it; an
-    // explicit `webgpu` does, and readiness says so.
-    if (adapter && (!adapter.fallback || backend === 'webgpu')) {
-      this.log({ adapter: adapter.name, fallback: adapter.fallback }, 'inference: WebGPU adapter found');
-      if (adapter.fallback) this.adapterNote = `WebGPU on a fallback adapter (${adapter.name}): a CPU emulation, far slower than WASM`;
-      return 'webgpu';
-    }
+    const adapter = await (this.opts.findAdapter ?? webGpuAdapter)();
     if (backend === 'webgpu') {
+      // an explicit `webgpu` serves on any adapter, a fallback one (SwiftShader) included,
+      // and readiness says so
+      if (adapter) {
+        this.log({ adapter: adapter.name, fallback: adapter.fallback }, 'inference: WebGPU adapter found');
+        if (adapter.fallback) this.adapterNote = `WebGPU on a fallback adapter (${adapter.name}): a CPU emulation, far slower than WASM`;
+        return 'webgpu';
+      }
       this.log({ requested: backend }, 'inference: no WebGPU adapter, falling back to WASM');
       this.adapterNote = noAdapterNote('webgpu');
       return 'wasm';
     }
+    // `auto`: a GPU serves only where it measured faster than the CPU backends on these graphs
+    // (on an H100 WebGPU lost to the CPU on most kinds: docs/gpu.md), so a hardware adapter
+    // makes it one more candidate, never the answer by its presence. A fallback adapter is a CPU
+    // emulation and is not measured.
+    if (adapter && !adapter.fallback) {
+      this.log({ adapter: adapter.name }, 'inference: WebGPU adapter found, measuring it against the CPU backends');
+      return this.measureBackends([...CPU_CANDIDATES, 'webgpu']);
+    }
     if (adapter) this.log({ adapter: adapter.name }, 'inference: only a fallback WebGPU adapter (CPU emulation), measuring the CPU backends');
     // a GPU device node without an adapter: the host lacks what Dawn needs (docs/gpu.md)
     else this.adapterNote = noAdapterNote('auto');
-    return this.measureCpuBackends();
+    return this.measureBackends(CPU_CANDIDATES);
   }
 
-  /** `auto` without a (hardware) GPU: the fastest CPU backend that loads these graphs here. */
-  private async measureCpuBackends(): Promise<ExecutionProvider> {
+  /** `auto`: the fastest of `candidates` that loads these graphs here. */
+  private async measureBackends(candidates: ExecutionProvider[]): Promise<ExecutionProvider> {
     if (this.loadable.length === 0) return 'wasm';
     const { sessionThreads } = poolShape(this.opts.threads || availableParallelism(), 'wasm');
     // As long as the pool's own warm-up at most: a test or a CLI that asks for a short warm-up
     // gets a short measurement (the backends differ by several times, not by percents).
     const warmup = this.opts.warmupRuns ?? 30;
     const figures = await measureBackends({
-      manifest: this.manifest, modules: this.loadable, threads: sessionThreads,
+      manifest: this.manifest, modules: this.loadable, threads: sessionThreads, candidates,
       warmupRuns: Math.min(20, Math.max(2, warmup)), rounds: 5, callsPerRound: Math.min(10, Math.max(2, Math.ceil(warmup / 3))),
     });
     this.choice = chooseBackend(figures);
+    // the WebGPU candidate put this process's WebAssembly on its baseline tier (runtime.ts
+    // keepWasmOnBaselineTier); a CPU backend that won serves with the optimising tier back
+    if (candidates.includes('webgpu') && this.choice.provider !== 'webgpu') allowWasmTierUp();
     this.log({ provider: this.choice.provider, figures: figures.map(({ provider, threads, ms_per_call, error }) => ({ provider, threads, ms_per_call, ...(error ? { error } : {}) })) }, `inference: ${this.choice.summary}`);
     return this.choice.provider;
   }

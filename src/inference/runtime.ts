@@ -175,6 +175,14 @@ function keepWasmOnBaselineTier(): void {
   setFlagsFromString('--no-wasm-tier-up');
 }
 
+/** Undoes keepWasmOnBaselineTier for modules compiled from now on: `auto`'s start-up
+ * measurement tried WebGPU in a thread of this process and a CPU backend won, so the pool's
+ * WASM (which V8's defaults tier up) is not left on baseline code. */
+export function allowWasmTierUp(): void {
+  setFlagsFromString('--wasm-dynamic-tiering');
+  setFlagsFromString('--wasm-tier-up');
+}
+
 /** The adapter's name, or null: kept for callers that only ask whether one exists. */
 export async function webGpuAdapterName(install = false): Promise<string | null> {
   return (await webGpuAdapter(install))?.name ?? null;

@@ -1,9 +1,12 @@
 // Used by webgpu-compare.child.ts: starts the engine with `auto` and with `webgpu` on a
-// tiny graph set and returns what each chose and what readiness says.
+// tiny graph set and returns what each chose and what readiness says; then `auto` once more
+// with the emulated adapter presented as hardware (`gpu_auto`), so that its measurement of
+// WebGPU against the CPU backends runs where no GPU exists.
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInferenceEngine } from '../../src/inference/index.ts';
+import { webGpuAdapter } from '../../src/inference/runtime.ts';
 import { brightnessGraph } from './test-graphs.ts';
 import { capture } from './helpers.ts';
 
@@ -21,12 +24,20 @@ export async function engineChoices(): Promise<Record<string, unknown>> {
   }));
   const out: Record<string, unknown> = {};
   try {
-    for (const backend of ['auto', 'webgpu'] as const) {
+    const asHardware = async () => {
+      const found = await webGpuAdapter();
+      return found && { ...found, fallback: false };
+    };
+    for (const [name, backend, findAdapter] of [['auto', 'auto', undefined], ['webgpu', 'webgpu', undefined], ['gpu_auto', 'auto', asHardware]] as const) {
       const logs: string[] = [];
-      const engine = createInferenceEngine({ modelsDir: root, modelSet: 'tiny_v1', backend, threads: 1, warmupRuns: 1, enabledModules: ['rgb_liveness'], log: (_o, m) => logs.push(m) });
+      const records: { msg: string; obj: object }[] = [];
+      const engine = createInferenceEngine({
+        modelsDir: root, modelSet: 'tiny_v1', backend, threads: 1, warmupRuns: 1, enabledModules: ['rgb_liveness'], findAdapter,
+        log: (obj, msg) => (logs.push(msg), records.push({ msg, obj })),
+      });
       await engine.start();
       const [r] = await engine.infer({ module_id: 'rgb_liveness', captures: [capture('g', 'rgb_single', [{ seed: 3 }])] });
-      out[backend] = { provider: engine.executionProvider, readiness: engine.readiness()[0], logs, score: r!.score };
+      out[name] = { provider: engine.executionProvider, readiness: engine.readiness()[0], logs, records, score: r!.score };
       await engine.close();
     }
   } finally {

@@ -97,4 +97,20 @@ t.test('WebGPU on SwiftShader gives the WASM outputs for every graph of every sh
   t.equal(e.webgpu.provider, 'webgpu', 'an explicit webgpu may use it');
   t.match(e.webgpu.readiness, { ready: true, execution_provider: 'webgpu', execution_note: /fallback adapter \(.+\): a CPU emulation/ });
   t.ok(Math.abs(e.webgpu.score - e.auto.score) <= 1e-4, `served score on WebGPU ${e.webgpu.score} vs ${e.auto.provider} ${e.auto.score}`);
+
+  // issue 28: on a hardware adapter `auto` measures WebGPU beside the CPU backends and serves
+  // on the fastest, instead of taking the GPU because it is there (SwiftShader stands in for
+  // the hardware here: the engine is told its adapter is not a fallback one)
+  const g = e.gpu_auto;
+  t.ok(g.logs.includes('inference: WebGPU adapter found, measuring it against the CPU backends'), 'the adapter is measured, not taken');
+  const chose = g.records.find((r: { msg: string }) => r.msg.startsWith('inference: auto chose'));
+  t.ok(chose, `the choice is logged: ${g.logs.join(' | ')}`);
+  const figures: { provider: string; ms_per_call: number | null }[] = chose?.obj.figures ?? [];
+  t.same(figures.map((f) => f.provider), ['native', 'wasm', 'webgpu'], 'every backend measured, the GPU last');
+  const webgpu = figures.find((f) => f.provider === 'webgpu');
+  t.type(webgpu?.ms_per_call, 'number', `WebGPU measured: ${JSON.stringify(figures)}`);
+  const fastest = figures.filter((f) => f.ms_per_call !== null).sort((a, b) => a.ms_per_call! - b.ms_per_call!)[0];
+  t.equal(g.provider, fastest?.provider, `the fastest serves: ${chose?.msg}`);
+  t.equal(g.readiness.ready, true);
+  t.ok(Math.abs(g.score - e.auto.score) <= 1e-4, `served score ${g.score} on ${g.provider}`);
 });
