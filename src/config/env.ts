@@ -37,7 +37,7 @@ export const ConfigSchema = Type.Object({
   MODEL_SET: Type.String({ pattern: '^[A-Za-z0-9_.-]{1,64}$', description: 'model set served' }),
   REQUIRE_TRAINED_MODELS: Type.Boolean({ description: 'a model set whose manifest says trained: false never becomes ready (set it in production)' }),
   INFERENCE_BACKEND: Type.Union([Type.Literal('auto'), Type.Literal('wasm'), Type.Literal('webgpu'), Type.Literal('native')], {
-    description: 'auto: WebGPU on a hardware adapter, else the faster of native (onnxruntime-node) and wasm as measured at start-up on the served graphs (docs/inference-backends.md)',
+    description: 'auto: the fastest of native (onnxruntime-node), wasm and, on a hardware adapter, webgpu, as measured at start-up on the served graphs (docs/inference-backends.md)',
   }),
   LMDB_COMMITS: Type.Union([Type.Literal('sync'), Type.Literal('batched')], { description: 'how LMDB metering transactions commit: sync (lowest latency) or batched (most commits per second)' }),
   INFERENCE_THREADS: Int(1, MAX_INFERENCE_THREADS, 'total inference threads'),
