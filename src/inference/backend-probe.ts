@@ -1,8 +1,8 @@
 // `auto`: which backend serves is decided by measuring them (the CPU backends, and WebGPU where
 // a hardware adapter exists), at start-up, on the graphs this engine will serve, with the thread
-// count its pool workers will use. A fixed preference would be wrong somewhere: onnxruntime-node ran raw_v1 about five
-// times faster than onnxruntime-web's WASM on the hosts measured so far (docs/
-// inference-backends.md), but it is an optional dependency with a prebuilt binary per platform,
+// count its pool workers will use. A fixed preference would be wrong somewhere: onnxruntime-node
+// ran raw_v1 about five times faster than onnxruntime-web's WASM on the hosts measured so far
+// (docs/inference-backends.md), but it is an optional dependency with a prebuilt binary per platform,
 // and a graph may use an op one runtime lacks. So every candidate that loads is timed, in
 // interleaved rounds (a shared host's load drifts; measuring one backend after the other
 // would bill the drift to whichever came second), and the fastest median wins.
