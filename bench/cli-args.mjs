@@ -7,7 +7,9 @@ export function opt(name, dflt) {
   return i > 0 ? process.argv[i + 1] : dflt;
 }
 
-/** A 320x320 RGB crop of pseudo-random bytes (an LCG from `seed`): the same pixels every run. */
+/** A 320x320 RGB crop of pseudo-random bytes (an LCG from `seed`): the same pixels every run.
+ * The TypeScript one is src/inference/seeded-crop.ts; this copy stays because these benches
+ * load whichever build they compare (a baseline may predate that file). */
 export function seededCrop(seed) {
   const px = new Uint8Array(320 * 320 * 3);
   let s = seed >>> 0;

@@ -8,14 +8,15 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Piscina } from 'piscina';
 import { createInferenceEngine } from '../src/inference/index.ts';
 import { MAX_BATCH } from '../src/inference/manifest.ts';
+import { seededCrop } from '../src/inference/seeded-crop.ts';
 import { FRAME_SIZE } from '../models/builder/raw_v1.ts';
 import type { InferenceJob } from '../src/inference/types.ts';
-import { benchCrop, type FrameBenchConfig, type FrameBenchResult } from '../workers/frame-bench.ts';
+import { type FrameBenchConfig, type FrameBenchResult } from '../workers/frame-bench.ts';
 import type { CapturePacket, FrameRecord, PreparedCapture } from '../src/packets/types.ts';
 import type { Mode } from '../src/contract/index.ts';
 
 const MODELS = fileURLToPath(new URL('../models', import.meta.url));
-const CROPS = Array.from({ length: 8 }, (_, i) => benchCrop(i + 7));
+const CROPS = Array.from({ length: 8 }, (_, i) => seededCrop(i + 7));
 const FRAME_WORKER = fileURLToPath(new URL('../workers/frame-bench.ts', import.meta.url));
 
 async function inWorker(cfg: FrameBenchConfig): Promise<FrameBenchResult> {

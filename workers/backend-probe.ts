@@ -3,10 +3,11 @@
 // ends takes its WASM heap with it, so a backend that loses leaves nothing behind but the
 // native library's mapping. The thread keeps its sessions between tasks, so the caller can
 // interleave short measurements of every candidate.
-import { RGB8_BYTES, type ModuleId } from '../src/contract/index.ts';
+import type { ModuleId } from '../src/contract/index.ts';
 import type { Manifest } from '../src/inference/manifest.ts';
 import { ModuleRunner } from '../src/inference/runner.ts';
 import { createRuntime, type Runtime } from '../src/inference/runtime.ts';
+import { seededCrop } from '../src/inference/seeded-crop.ts';
 import type { ExecutionProvider } from '../src/inference/types.ts';
 
 export type ProbeTask =
@@ -20,16 +21,7 @@ export type ProbeReply = { loaded: ModuleId[]; errors: Record<string, string> } 
 let runners: ModuleRunner[] = [];
 let runtime: Runtime | null = null;
 
-function crop(seed: number): Uint8Array {
-  const px = new Uint8Array(RGB8_BYTES);
-  let s = seed >>> 0;
-  for (let i = 0; i < px.length; i++) {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    px[i] = s >>> 24;
-  }
-  return px;
-}
-const CROPS = [crop(7), crop(11), crop(13), crop(17)];
+const CROPS = [seededCrop(7), seededCrop(11), seededCrop(13), seededCrop(17)];
 
 /** One "call" is what a single capture costs each loaded module: one frame through the frame
  * graphs (the single-frame request, the most common), four through the colour branches. */

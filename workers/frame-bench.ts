@@ -5,6 +5,7 @@ import { loadManifest } from '../src/inference/manifest.ts';
 import { FramePreparer, InputBuffer } from '../src/inference/preprocess.ts';
 import { ModuleRunner } from '../src/inference/runner.ts';
 import { createRuntime } from '../src/inference/runtime.ts';
+import { seededCrop } from '../src/inference/seeded-crop.ts';
 import type { ExecutionProvider } from '../src/inference/types.ts';
 
 export interface FrameBenchConfig {
@@ -31,20 +32,10 @@ export interface FrameBenchResult {
   error?: string;
 }
 
-export function benchCrop(seed: number): Uint8Array {
-  const px = new Uint8Array(320 * 320 * 3);
-  let s = seed >>> 0;
-  for (let i = 0; i < px.length; i++) {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    px[i] = s >>> 24;
-  }
-  return px;
-}
-
 export async function measureFrames(cfg: FrameBenchConfig): Promise<FrameBenchResult> {
   const runtime = await createRuntime(cfg.provider, cfg.threads);
   const runner = await ModuleRunner.load(runtime, loadManifest(join(cfg.modelsDir, 'raw_v1')), 'rgb_liveness');
-  const frames = Array.from({ length: cfg.batch }, (_, i) => benchCrop(i + 1));
+  const frames = Array.from({ length: cfg.batch }, (_, i) => seededCrop(i + 1));
   for (let i = 0; i < cfg.warmupRuns; i++) await runner.runFrames(frames);
   // The machine may be shared: besides the mean, keep the fastest chunk of 10 runs,
   // which is what the graph costs when nothing else competes for the core.

@@ -1,20 +1,12 @@
 // `npm run cli -- models check <dir>`: validates a model set's manifest and runs every
 // graph once on the default (WASM) runtime, so an operator learns of a bad deployment
 // before the service does.
-import { CROP_SIZE, MODULE_IDS } from '../contract/index.ts';
+import { MODULE_IDS } from '../contract/index.ts';
 import { loadManifest, MAX_BATCH, type Manifest } from './manifest.ts';
 import { ModuleRunner } from './runner.ts';
 import { createRuntime } from './runtime.ts';
+import { seededCrop } from './seeded-crop.ts';
 
-function testCrop(seed: number): Uint8Array {
-  const px = new Uint8Array(CROP_SIZE * CROP_SIZE * 3);
-  let s = seed >>> 0;
-  for (let i = 0; i < px.length; i++) {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    px[i] = s >>> 24;
-  }
-  return px;
-}
 
 const fmt = (x: number) => x.toFixed(4);
 
@@ -38,7 +30,7 @@ export async function checkModelSet(dir: string): Promise<{ ok: boolean; report:
       runner = await ModuleRunner.load(runtime, manifest, id);
       lines.push(`${id}: ${mod.graphs.length} graph(s) loaded: ${mod.graphs.map((g) => `${g.file} (${g.role})`).join(', ')}`);
       if (id === 'rgb_liveness') {
-        const crops = Array.from({ length: MAX_BATCH }, (_, i) => testCrop(i + 1));
+        const crops = Array.from({ length: MAX_BATCH }, (_, i) => seededCrop(i + 1));
         const one = await runner.runFrames(crops.slice(0, 1));
         const four = await runner.runFrames(crops);
         if (Math.abs(one.probability[0] - four.probability[0]) > 1e-4) {
@@ -55,7 +47,7 @@ export async function checkModelSet(dir: string): Promise<{ ok: boolean; report:
           lines.push(`  temporal head: logit ${fmt(t.logit)} over ${MAX_BATCH} frames`);
         }
       } else {
-        const out = await runner.runColor([1, 2, 3, 4].map(testCrop));
+        const out = await runner.runColor([1, 2, 3, 4].map(seededCrop));
         lines.push(`  colour branches: difference logit ${fmt(out.difference.logit)}, appearance logit ${fmt(out.appearance.logit)}`);
       }
     } catch (e) {

@@ -7,6 +7,7 @@
 import { CROP_SIZE } from '../contract/index.ts';
 import { MAX_BATCH, type GraphSpec, type ImageGraphSpec } from './manifest.ts';
 import type { Feed, Session } from './runtime.ts';
+import { seededCrop } from './seeded-crop.ts';
 
 /** How far a softmax row may sum from 1 (float32 exports round; 1e-3 is far above that). */
 export const SOFTMAX_SUM_TOLERANCE = 1e-3;
@@ -69,13 +70,7 @@ function checkPixels(): Uint8Array[] {
   const grey = new Uint8Array(CROP_SIZE * CROP_SIZE * 3).fill(128);
   const black = new Uint8Array(grey.length);
   const white = new Uint8Array(grey.length).fill(255);
-  const noise = new Uint8Array(grey.length);
-  let s = 0x9e3779b9;
-  for (let i = 0; i < noise.length; i++) {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    noise[i] = s >>> 24;
-  }
-  return [grey, black, white, noise];
+  return [grey, black, white, seededCrop(0x9e3779b9)];
 }
 
 /**
