@@ -66,10 +66,12 @@ t.test('an operator switches the served model set live (CLI and admin API); a fa
   t.equal(bad.status, 422);
   const posted = await admin('POST', '/admin/api/model-set', { model_set: 'broken_v1' });
   t.equal(posted.status, 202, JSON.stringify(posted.json));
-  const state = await waitFor(async () => {
+  // the model-set state once it answers `requestId` (the admin API answers 202 at once)
+  const decided = (requestId: string, what: string) => waitFor(async () => {
     const s = (await admin('GET', '/admin/api/model-set')).json;
-    return s.last_request_id === posted.json.request_id ? s : undefined;
-  }, { timeoutMs: 300_000, intervalMs: 100, what: 'the model-set request to be decided' });
+    return s.last_request_id === requestId ? s : undefined;
+  }, { timeoutMs: 300_000, intervalMs: 100, what });
+  const state = await decided(posted.json.request_id, 'the model-set request to be decided');
   t.match(state, { active: 'raw_v1', activating: null, last_request_id: posted.json.request_id, last: { model_set: 'broken_v1', outcome: 'refused', reason: /graphs\[1\]: bgr80_b\.onnx live_index 5 is out of range/ } });
   t.equal(await served('still'), 'raw_v1', 'the refused set never served');
   const refusedCli = await server.cli(['models', 'activate', 'broken_v1', '--wait', '300']);
@@ -79,10 +81,7 @@ t.test('an operator switches the served model set live (CLI and admin API); a fa
   // admin API: a set that passes is switched to, and readiness follows at once
   const back = await admin('POST', '/admin/api/model-set', { model_set: 'raw_copy' });
   t.equal(back.status, 202, JSON.stringify(back.json));
-  const switched = await waitFor(async () => {
-    const s = (await admin('GET', '/admin/api/model-set')).json;
-    return s.last_request_id === back.json.request_id ? s : undefined;
-  }, { timeoutMs: 300_000, intervalMs: 100, what: 'the admin API activation to be decided' });
+  const switched = await decided(back.json.request_id, 'the admin API activation to be decided');
   t.match(switched, { active: 'raw_copy', activating: null, last: { model_set: 'raw_copy', outcome: 'active', reason: null } });
   for (let i = 0; i < 4; i++) t.match(await readiness(), { ready: true, model_set: 'raw_copy' }, 'readiness names the set the admin API switched to at once');
   t.equal(await served('copy'), 'raw_copy');
