@@ -11,7 +11,7 @@ import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from '
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const INPUTS = ['src', 'workers', 'scripts/bundle-worker.mjs', 'tsconfig.json', 'tsconfig.build.json', 'package-lock.json'];
+const INPUTS = ['src', 'workers', 'scripts/bundle.mjs', 'tsconfig.json', 'tsconfig.build.json', 'package-lock.json'];
 
 function* files(root, rel) {
   const full = join(root, rel);
@@ -40,10 +40,14 @@ export function inputHash(root) {
   return h.digest('hex');
 }
 
+/** What the build writes that the service and the CLI start from (scripts/bundle.mjs): a build
+ * missing one of them is stale whatever the stamp says. */
+export const BUILD_OUTPUTS = ['dist/src/main.js', 'dist/src/cli/main.js', ...['worker', 'main', 'cli', 'inference', 'backend-probe'].map((b) => `dist/src/${b}.bundle.mjs`)];
+
 const stampFile = (root) => join(root, 'dist', '.build-inputs');
 
 export function upToDate(root) {
-  if (!existsSync(join(root, 'dist/src/main.js')) || !existsSync(join(root, 'dist/src/worker.bundle.mjs'))) return false;
+  if (!BUILD_OUTPUTS.every((f) => existsSync(join(root, f)))) return false;
   try {
     return readFileSync(stampFile(root), 'utf8').trim() === inputHash(root);
   } catch {

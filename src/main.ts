@@ -69,8 +69,8 @@ class Cluster {
   /** Starts API worker `index`; resolves once it listens. */
   private spawn(index: number): Promise<void> {
     const port = this.port;
-    // Compiled, the API worker runs as one bundled module (scripts/bundle-worker.mjs: about
-    // 12 MB less heap per worker than ~150 separate modules).
+    // Compiled, the API worker runs as one bundled module (scripts/bundle.mjs: about 12 MB
+    // less heap per worker than ~150 separate modules).
     const entry = new URL(SOURCE_EXT === '.js' ? './worker.bundle.mjs' : './worker.ts', import.meta.url);
     const data: WorkerData = { config: this.config, port, index, admission: this.admission, balance: this.balance, geo: this.geo, entry: entry.href };
     // Compiled JavaScript starts the thread directly; under tsx the thread must register the

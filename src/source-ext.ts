@@ -4,7 +4,7 @@
  * specifiers, not URLs built from strings. */
 export const SOURCE_EXT: '.js' | '.ts' = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
 
-/** The folder of this module: src/ under tsx, dist/src/ compiled. The API worker's bundle
- * (dist/src/worker.bundle.mjs, scripts/bundle-worker.mjs) lies in the same folder, so files
+/** The folder of this module: src/ under tsx, dist/src/ compiled. Compiled, every thread runs
+ * a bundle (dist/src/*.bundle.mjs, scripts/bundle.mjs) that lies in this same folder, so files
  * found at run time relative to it resolve alike in every form the code runs in. */
 export const SOURCE_DIR: URL = new URL('.', import.meta.url);

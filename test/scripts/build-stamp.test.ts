@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
+import { BUILD_OUTPUTS } from '../../scripts/build-stamp.mjs';
 import { ROOT, tempDir } from '../helpers/server.ts';
 
 // `npm start` rebuilds only when a build input changed (scripts/build-stamp.mjs): checked on
@@ -9,11 +10,10 @@ import { ROOT, tempDir } from '../helpers/server.ts';
 const root = tempDir('stamp-');
 const run = (verb: string) => spawnSync(process.execPath, [join(ROOT, 'scripts/build-stamp.mjs'), verb], { env: { ...process.env, BUILD_ROOT: root }, encoding: 'utf8' });
 mkdirSync(join(root, 'src/http'), { recursive: true });
-mkdirSync(join(root, 'dist/src'), { recursive: true });
+mkdirSync(join(root, 'dist/src/cli'), { recursive: true });
 writeFileSync(join(root, 'src/http/a.ts'), 'export const a = 1;\n');
 writeFileSync(join(root, 'tsconfig.json'), '{}\n');
-writeFileSync(join(root, 'dist/src/main.js'), '');
-writeFileSync(join(root, 'dist/src/worker.bundle.mjs'), '');
+for (const output of BUILD_OUTPUTS) writeFileSync(join(root, output), '');
 
 t.test('a build records its inputs; only a changed input makes dist stale', async (t) => {
   t.equal(run('check').status, 1, 'never built: stale');

@@ -80,12 +80,12 @@ function connects(port: number): Promise<boolean> {
   });
 }
 
-// Compiled, each API worker runs as one bundled module (scripts/bundle-worker.mjs), a file
-// the tests under tsx never load: this drives it through the paths that find files at run
-// time (the console's folder, the native packages) and a verify call end to end. Run on the
-// service the SIGTERM test then stops.
+// Compiled, each thread runs as one bundled module (scripts/bundle.mjs), files the tests
+// under tsx never load: this drives them through the paths that find files at run time (the
+// console's folder, the pool's thread entries, the native packages), the CLI's bundle and a
+// verify call end to end. Run on the service the SIGTERM test then stops.
 async function compiledStartServes(t: Test, s: Started): Promise<void> {
-  t.ok(existsSync(join(ROOT, 'dist/src/worker.bundle.mjs')), 'the build wrote the bundle');
+  for (const bundle of ['worker', 'main', 'cli', 'inference', 'backend-probe']) t.ok(existsSync(join(ROOT, `dist/src/${bundle}.bundle.mjs`)), `the build wrote the ${bundle} bundle`);
   const base = `http://127.0.0.1:${s.port}`;
   const page = await fetch(`${base}/admin`);
   t.equal(page.status, 200, 'the console page is served');
