@@ -6,13 +6,31 @@ import type { FrameStatus, Mode, Phase, Point } from '../../src/contract/index.t
 export function crop(seed: number): Uint8Array {
   const px = new Uint8Array(320 * 320 * 3);
   let s = (seed * 2654435761) >>> 0;
-  // smooth structure plus noise, so resampling choices matter
+  // smooth structure plus noise, so resampling choices matter. The wave sin(a(x,c) + b(y,c))
+  // is expanded as sin a cos b + cos a sin b over per-column and per-row tables: a crop takes
+  // ~4.5 ms instead of ~10 ms of Math.sin per sample (the inference tests make a few hundred),
+  // and its bytes are those of the direct form (compared over 59 seeds: no byte differs).
+  const sinA = new Float64Array(320 * 3);
+  const cosA = new Float64Array(320 * 3);
+  const sinB = new Float64Array(320 * 3);
+  const cosB = new Float64Array(320 * 3);
+  for (let i = 0; i < 320; i++) {
+    for (let c = 0; c < 3; c++) {
+      const a = (i * (c + 1)) / (17 + seed);
+      const b = i / (23 + c * seed);
+      sinA[i * 3 + c] = Math.sin(a);
+      cosA[i * 3 + c] = Math.cos(a);
+      sinB[i * 3 + c] = Math.sin(b);
+      cosB[i * 3 + c] = Math.cos(b);
+    }
+  }
   for (let y = 0; y < 320; y++) {
     for (let x = 0; x < 320; x++) {
       for (let c = 0; c < 3; c++) {
         s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-        const base = 128 + 90 * Math.sin((x * (c + 1)) / (17 + seed) + y / (23 + c * seed));
-        px[(y * 320 + x) * 3 + c] = Math.max(0, Math.min(255, Math.round(base + ((s >>> 24) - 128) / 4)));
+        const wave = sinA[x * 3 + c]! * cosB[y * 3 + c]! + cosA[x * 3 + c]! * sinB[y * 3 + c]!;
+        const v = Math.round(128 + 90 * wave + ((s >>> 24) - 128) / 4);
+        px[(y * 320 + x) * 3 + c] = v < 0 ? 0 : v > 255 ? 255 : v;
       }
     }
   }
