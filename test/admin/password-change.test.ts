@@ -13,7 +13,9 @@ const dir = tempDir();
 const clock = fileClock(dir, '2026-05-04T10:00:00.000Z');
 const setClock = clock.set;
 const ROOT_PASSWORD = 'correct horse battery';
-const server = await startServer({ dataDir: path.join(dir, 'data'), env: { CLOCK_FILE: clock.file, ADMIN_USERNAME: 'root', ADMIN_PASSWORD: ROOT_PASSWORD } });
+// scrypt at the test-only N=2^10: these tests count password checks, not hash cost (N=2^17
+// is tested in test/auth/login-concurrency.test.ts)
+const server = await startServer({ dataDir: path.join(dir, 'data'), env: { CLOCK_FILE: clock.file, ADMIN_USERNAME: 'root', ADMIN_PASSWORD: ROOT_PASSWORD, TEST_PASSWORD_SCRYPT_N: '1024' } });
 t.teardown(() => server.stop());
 const base = server.baseUrl;
 const nextWindow = () => setClock(clock.now() + 16 * 60_000);

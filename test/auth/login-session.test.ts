@@ -11,9 +11,13 @@ const dir = tempDir();
 const clock = fileClock(dir, '2026-05-04T10:00:00.000Z');
 const setClock = clock.set;
 const ADMIN = { username: 'root', password: 'correct horse battery' };
+// scrypt at the test-only N=2^14 (an eighth of the production cost, ~60 ms a hash here): these
+// tests count logins, not hash cost, and the timing test below still needs a hash that takes
+// far longer than an answer without one. N=2^17 itself, the rehash and the hash gate are
+// tested in login-concurrency.test.ts.
 const server = await startServer({
   dataDir: path.join(dir, 'data'),
-  env: { CLOCK_FILE: clock.file, ADMIN_USERNAME: ADMIN.username, ADMIN_PASSWORD: ADMIN.password, SESSION_IDLE_MINUTES: '30', SESSION_ABSOLUTE_HOURS: '2' },
+  env: { CLOCK_FILE: clock.file, ADMIN_USERNAME: ADMIN.username, ADMIN_PASSWORD: ADMIN.password, SESSION_IDLE_MINUTES: '30', SESSION_ABSOLUTE_HOURS: '2', TEST_PASSWORD_SCRYPT_N: String(2 ** 14) },
 });
 t.teardown(() => server.stop());
 const base = server.baseUrl;
@@ -201,7 +205,7 @@ t.test('no cross use of business tokens and sessions', async (t) => {
 // across the server's two API workers (rules: test/auth/login-throttle.test.ts). These run
 // last: the address limit covers every later login from 127.0.0.1 until the clock moves on.
 //
-// Each failed login costs a full scrypt hash (N=2^17: about half a second here), so the
+// Each failed login costs a full scrypt hash (about half a second at production's N=2^17), so the
 // failures before the last one below a limit are written to the store the way the server
 // counts a failed login (recordLoginFailure: one more on the address, the pair and the name);
 // the last one before the limit goes over HTTP and must still be checked (401), and the next
