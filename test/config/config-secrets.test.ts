@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import t from 'tap';
 import { redactUrl } from '../../src/config/env.ts';
-import { ROOT, SERVICE_ARGS, tempDir } from '../helpers/server.ts';
+import { childEnv, ROOT, SERVICE_ARGS, tempDir } from '../helpers/server.ts';
 
 // Security issue 29 (low): a bad configuration printed ADMIN_PASSWORD, METRICS_TOKEN and the
 // DATABASE_URL password to stderr. The service is started here exactly as `npm start` does,
@@ -11,7 +11,7 @@ function start(env: Record<string, string>): Promise<{ code: number | null; stde
   return new Promise((resolve, reject) => {
     const p = spawn(process.execPath, [...SERVICE_ARGS], {
       cwd: ROOT,
-      env: { ...process.env, HOST: '127.0.0.1', PORT: '0', DATA_DIR: tempDir(), WORKERS: '1', INFERENCE_THREADS: '1', ...env },
+      env: { ...childEnv(), HOST: '127.0.0.1', PORT: '0', DATA_DIR: tempDir(), WORKERS: '1', INFERENCE_THREADS: '1', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stderr = '';

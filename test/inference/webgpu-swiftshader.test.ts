@@ -7,6 +7,7 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import t from 'tap';
 import { copySharedUploads } from '../../src/inference/runtime.ts';
+import { childEnv } from '../helpers/server.ts';
 import { NO_ICD, swiftShaderEnv, swiftShaderIcd } from './swiftshader.ts';
 
 const ROOT = join(import.meta.dirname, '../..');
@@ -15,7 +16,7 @@ const ROOT = join(import.meta.dirname, '../..');
 t.setTimeout(20 * 60_000);
 
 function runChild(script: string, args: string[], icd: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const env = { ...process.env, ...swiftShaderEnv(icd) };
+  const env = { ...childEnv(), ...swiftShaderEnv(icd) };
   return new Promise((resolve, reject) => {
     const p = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, script), ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';

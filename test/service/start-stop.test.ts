@@ -4,7 +4,7 @@ import t, { type Test } from 'tap';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { postVerify, request, single } from '../helpers/captures.ts';
-import { ROOT, tempDir } from '../helpers/server.ts';
+import { childEnv, ROOT, tempDir } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 // Drives `npm start` exactly as an operator or a supervisor does, and signals the pid it
@@ -21,7 +21,7 @@ interface Started {
 }
 
 async function npmStart(extra: Record<string, string> = {}): Promise<Started> {
-  const env = { ...process.env, HOST: '127.0.0.1', PORT: '0', DATA_DIR: tempDir(), WORKERS: '1', INFERENCE_THREADS: '1', WARMUP_RUNS: '0', LOG_LEVEL: 'info', ...extra };
+  const env = { ...childEnv(), HOST: '127.0.0.1', PORT: '0', DATA_DIR: tempDir(), WORKERS: '1', INFERENCE_THREADS: '1', WARMUP_RUNS: '0', LOG_LEVEL: 'info', ...extra };
   // detached: npm leads its own process group, so nothing here signals node by accident
   const npm = spawn('npm', ['start', '--silent'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   const parsed: any[] = [];
