@@ -15,7 +15,9 @@ const dir = tempDir();
 const clock = path.join(dir, 'clock');
 const AT = Date.parse('2026-05-04T10:00:00.000Z');
 fs.writeFileSync(clock, new Date(AT).toISOString());
-const server = await startServer({ dataDir: path.join(dir, 'data'), env: { CLOCK_FILE: clock, ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'correct horse battery' } });
+// scrypt at the test-only N=2^10: these tests make users and log in, and never test the hash's
+// cost (N=2^17 is tested in test/auth/login-concurrency.test.ts)
+const server = await startServer({ dataDir: path.join(dir, 'data'), env: { CLOCK_FILE: clock, ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'correct horse battery', TEST_PASSWORD_SCRYPT_N: '1024' } });
 const store = openStore(server.dataDir);
 t.teardown(async () => {
   await store.close();
