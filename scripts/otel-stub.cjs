@@ -1,7 +1,8 @@
 // Stands in for @opentelemetry/api inside the bundles of the compiled build (scripts/bundle.mjs).
-// prom-client requires it at load for one purpose: exemplars on process_cpu_seconds_total,
-// which this service neither enables nor reports from API workers (process_* metrics come
-// from the main thread). Loading the real package cost about 1 MiB per API worker.
+// prom-client requires it at load for one purpose: exemplars (on process_cpu_seconds_total and
+// on metrics created with enableExemplars), which this service never enables; the process_*
+// metrics themselves are unaffected (the main thread reports them). Loading the real package
+// cost about 1 MiB per API worker.
 'use strict';
 module.exports = {
   trace: { getSpan: () => undefined },
