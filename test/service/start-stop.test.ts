@@ -100,6 +100,13 @@ async function compiledStartServes(t: Test, s: Started): Promise<void> {
   t.equal(r.status, 200, r.text);
   t.equal(r.json.charged_units, 1);
   t.match(await (await fetch(`${base}/metrics`)).text(), /lv_verdicts_total\{[^}]*module="rgb_liveness"/, 'the verdict is in the metrics');
+  // INFERENCE_BACKEND is auto here: the probe's thread (its own bundle) timed both CPU backends
+  const chosen = s.lines().find((l) => Array.isArray(l.figures));
+  t.ok(chosen, 'auto logged its measurement');
+  for (const provider of ['native', 'wasm']) {
+    const figure = chosen?.figures.find((f: { provider: string }) => f.provider === provider);
+    t.ok(figure && typeof figure.ms_per_call === 'number', `the probe measured ${provider}: ${JSON.stringify(figure)}`);
+  }
 }
 
 // Each test starts its own service (own DATA_DIR, port, process group) and waits on it (start,
