@@ -11,7 +11,7 @@ const dir = tempDir();
 const clock = fileClock(dir, '2026-05-04T10:00:00.000Z');
 const setClock = clock.set;
 const ADMIN = { username: 'root', password: 'correct horse battery' };
-// scrypt at the test-only N=2^14 (an eighth of the production cost, ~60 ms a hash here): these
+// scrypt at the test-only N=2^14 (an eighth of the production cost, ~30 ms a hash here): these
 // tests count logins, not hash cost, and the timing test below still needs a hash that takes
 // far longer than an answer without one. N=2^17 itself, the rehash and the hash gate are
 // tested in login-concurrency.test.ts.
