@@ -64,7 +64,11 @@ const median = (xs: number[]): number => {
  * on native and a few on WASM when the host is busy; the pool's own warm-up follows anyway.
  */
 export async function measureBackends(opts: ProbeOptions): Promise<BackendFigure[]> {
-  const candidates = opts.candidates ?? CPU_CANDIDATES;
+  // WebGPU is loaded last whatever the caller's order: its runtime puts V8's WebAssembly on the
+  // baseline tier for every module compiled after it in this process (runtime.ts
+  // keepWasmOnBaselineTier), so a WASM candidate loaded after it would be timed slower than it
+  // serves. The sort is stable: the CPU candidates keep their order, which breaks ties.
+  const candidates = [...(opts.candidates ?? CPU_CANDIDATES)].sort((a, b) => Number(a === 'webgpu') - Number(b === 'webgpu'));
   const rounds = opts.rounds ?? 5;
   const calls = opts.callsPerRound ?? 10;
   const threads: { provider: ExecutionProvider; pool: Piscina; figure: BackendFigure }[] = [];

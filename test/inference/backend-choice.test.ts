@@ -34,6 +34,12 @@ t.test('the start-up measurement times every CPU backend on the graphs it will s
     t.equal(f.ms_per_call, null, `${f.provider}: a module that does not load leaves the backend without a figure`);
     t.match(f.error, /color_liveness: model set bright_v1 does not describe color_liveness/);
   }
+  // WebGPU's runtime turns V8's WebAssembly tier-up off for what is compiled after it, so it is
+  // loaded after the CPU candidates whatever order it is asked in (here no adapter exists and it
+  // fails to load; with one, it is measured last)
+  const late = await measureBackends({ manifest, modules: ['rgb_liveness'], threads: 1, candidates: ['webgpu', 'wasm'], warmupRuns: 1, rounds: 1, callsPerRound: 1 });
+  t.same(late.map((f) => f.provider), ['wasm', 'webgpu'], 'WebGPU is loaded last');
+  t.ok(late[0]!.ms_per_call !== null, 'the CPU candidate is measured');
 });
 
 t.test('an engine on auto serves on the backend its measurement chose and logs the figures', async (t) => {
