@@ -7,7 +7,6 @@ import { ModuleRunner } from './runner.ts';
 import { createRuntime } from './runtime.ts';
 import { seededCrop } from './seeded-crop.ts';
 
-
 const fmt = (x: number) => x.toFixed(4);
 
 export async function checkModelSet(dir: string): Promise<{ ok: boolean; report: string }> {
