@@ -40,9 +40,19 @@ export function inputHash(root) {
   return h.digest('hex');
 }
 
-/** What the build writes that the service and the CLI start from (scripts/bundle.mjs): a build
- * missing one of them is stale whatever the stamp says. */
-export const BUILD_OUTPUTS = ['dist/src/main.js', 'dist/src/cli/main.js', ...['worker', 'main', 'cli', 'inference', 'backend-probe'].map((b) => `dist/src/${b}.bundle.mjs`)];
+/** Each thread's entry and the bundle scripts/bundle.mjs writes for it in dist/src/ (that
+ * script says why): the one list the bundler, this stamp and the tests read. */
+export const BUNDLES = [
+  { entry: 'src/worker.ts', bundle: 'worker.bundle.mjs' },
+  { entry: 'src/main.ts', bundle: 'main.bundle.mjs' },
+  { entry: 'src/cli/main.ts', bundle: 'cli.bundle.mjs' },
+  { entry: 'workers/inference.ts', bundle: 'inference.bundle.mjs' },
+  { entry: 'workers/backend-probe.ts', bundle: 'backend-probe.bundle.mjs' },
+];
+
+/** What the build writes that the service and the CLI start from: a build missing one of
+ * them is stale whatever the stamp says. */
+export const BUILD_OUTPUTS = ['dist/src/main.js', 'dist/src/cli/main.js', ...BUNDLES.map((b) => `dist/src/${b.bundle}`)];
 
 const stampFile = (root) => join(root, 'dist', '.build-inputs');
 

@@ -1,10 +1,7 @@
 // Bundles each thread's entry of the compiled build (what `npm start` and `npm run cli` run),
-// with what it imports, node_modules included, into one ES module in dist/src/:
-//   src/worker.ts             -> dist/src/worker.bundle.mjs         an API worker
-//   src/main.ts               -> dist/src/main.bundle.mjs           the main thread
-//   src/cli/main.ts           -> dist/src/cli.bundle.mjs            the operator CLI
-//   workers/inference.ts      -> dist/src/inference.bundle.mjs      an inference pool thread
-//   workers/backend-probe.ts  -> dist/src/backend-probe.bundle.mjs  auto's start-up probe
+// with what it imports, node_modules included, into one ES module in dist/src/ (the list,
+// BUNDLES, is in build-stamp.mjs): an API worker, the main thread, the operator CLI, an
+// inference pool thread and auto's start-up probe.
 // dist/src/main.js and dist/src/cli/main.js (tsc's output) are then replaced by one-line
 // modules that load the bundle, so every documented command (`node dist/src/main.js`, the
 // systemd unit, the container's CMD) runs the bundle unchanged.
@@ -34,20 +31,13 @@ import { build } from 'esbuild';
 import { writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { BUNDLES } from './build-stamp.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 
-const BUNDLES = [
-  ['src/worker.ts', 'worker.bundle.mjs'],
-  ['src/main.ts', 'main.bundle.mjs'],
-  ['src/cli/main.ts', 'cli.bundle.mjs'],
-  ['workers/inference.ts', 'inference.bundle.mjs'],
-  ['workers/backend-probe.ts', 'backend-probe.bundle.mjs'],
-];
-
-await Promise.all(BUNDLES.map(([entry, out]) => build({
+await Promise.all(BUNDLES.map(({ entry, bundle }) => build({
   entryPoints: [join(root, entry)],
-  outfile: join(root, 'dist/src', out),
+  outfile: join(root, 'dist/src', bundle),
   bundle: true,
   platform: 'node',
   format: 'esm',

@@ -4,6 +4,7 @@ import t, { type Test } from 'tap';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { postVerify, request, single } from '../helpers/captures.ts';
+import { BUNDLES } from '../../scripts/build-stamp.mjs';
 import { childEnv, ROOT, tempDir } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -85,7 +86,7 @@ function connects(port: number): Promise<boolean> {
 // console's folder, the pool's thread entries, the native packages), the CLI's bundle and a
 // verify call end to end. Run on the service the SIGTERM test then stops.
 async function compiledStartServes(t: Test, s: Started): Promise<void> {
-  for (const bundle of ['worker', 'main', 'cli', 'inference', 'backend-probe']) t.ok(existsSync(join(ROOT, `dist/src/${bundle}.bundle.mjs`)), `the build wrote the ${bundle} bundle`);
+  for (const { bundle } of BUNDLES) t.ok(existsSync(join(ROOT, 'dist/src', bundle)), `the build wrote ${bundle}`);
   const base = `http://127.0.0.1:${s.port}`;
   const page = await fetch(`${base}/admin`);
   t.equal(page.status, 200, 'the console page is served');
