@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess, type ChildProcessWithoutNullStreams, type SpawnOptions, type SpawnOptionsWithoutStdio, type SpawnSyncOptionsWithStringEncoding, type SpawnSyncReturns } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -58,11 +58,19 @@ export const CLI_ARGS: readonly string[] = fromBuild ? ['dist/src/cli/main.js'] 
 
 // tap loads @tapjs/processinfo into each test process and, through NODE_OPTIONS, into every
 // process a test starts and every thread of it, to record which files each loaded (for
-// coverage, which this suite does not collect, and `tap --changed`). In a server that cost
-// ~0.7 s of CPU a start (0.78 against 1.49 s, measured over four starts each), in a CLI run
-// ~0.15 s; the suite starts ~120 servers and ~150 CLI runs. The servers, CLI runs and helper
-// processes the tests start get NODE_OPTIONS without tap's entries: they run as `npm start`
-// and `npm run cli` run them. Any other NODE_OPTIONS (a developer's) is passed on.
+// coverage, which this suite does not collect, and `tap --changed`). Every module those
+// processes load then goes through its loader hook on a separate thread and has its source
+// re-read and measured: in a profiled run of the suite that was a tenth of the servers' and API
+// workers' sampled time, and ~0.7 s of CPU a server start. The servers, CLI runs and helper
+// processes the tests start run without it, as `npm start` and `npm run cli` run them; any
+// other NODE_OPTIONS (a developer's) is passed on.
+//
+// Taking tap's entries out of the child's environment is not enough: processinfo also hooks
+// child_process (the process-on-spawn package) and puts itself back into the NODE_OPTIONS of
+// every process spawned from a test process, whatever environment the caller passed. So
+// spawnChild() starts the command through /usr/bin/env, which sets NODE_OPTIONS to the value
+// chosen here (or unsets it) after that hook has run, and then execs the command in the same
+// process (same pid: signals reach it).
 /** `env` (default process.env) with tap's own entries taken out of NODE_OPTIONS. */
 export function childEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
   const out = { ...env };
@@ -72,18 +80,42 @@ export function childEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEn
   return out;
 }
 
+/** The program and arguments that run `command args` with exactly `env`'s NODE_OPTIONS
+ * (none when it has none), whatever a spawn hook adds on the way (see above). */
+export function exactNodeOptions(command: string, args: readonly string[], env: NodeJS.ProcessEnv): [string, string[]] {
+  const set = env.NODE_OPTIONS !== undefined && env.NODE_OPTIONS !== '' ? [`NODE_OPTIONS=${env.NODE_OPTIONS}`] : ['-u', 'NODE_OPTIONS'];
+  return ['/usr/bin/env', [...set, command, ...args]];
+}
+
+/** spawn() with tap's instrumentation kept out of the child: `options.env` (default
+ * process.env) is filtered with childEnv() and its NODE_OPTIONS reaches the child as it is. */
+export function spawnChild(command: string, args: readonly string[], options?: SpawnOptionsWithoutStdio): ChildProcessWithoutNullStreams;
+export function spawnChild(command: string, args: readonly string[], options: SpawnOptions): ChildProcess;
+export function spawnChild(command: string, args: readonly string[], options: SpawnOptions = {}): ChildProcess {
+  const env = childEnv(options.env ?? process.env);
+  const [file, argv] = exactNodeOptions(command, args, env);
+  return spawn(file, argv, { ...options, env });
+}
+
+/** spawnSync() with tap's instrumentation kept out of the child, as spawnChild(). */
+export function spawnChildSync(command: string, args: readonly string[], options: SpawnSyncOptionsWithStringEncoding): SpawnSyncReturns<string> {
+  const env = childEnv(options.env ?? process.env);
+  const [file, argv] = exactNodeOptions(command, args, env);
+  return spawnSync(file, argv, { ...options, env });
+}
+
 /** Runs the operator CLI exactly as `npm run cli` does, against a DATA_DIR. */
 export function runCli(dataDir: string, args: string[], stdin = '', env: Record<string, string> = {}): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const p = spawn(process.execPath, [...CLI_ARGS, ...args], {
+    const p = spawnChild(process.execPath, [...CLI_ARGS, ...args], {
       cwd: ROOT,
-      env: { ...childEnv(), DATA_DIR: dataDir, ...env },
+      env: { ...process.env, DATA_DIR: dataDir, ...env },
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     let stdout = '';
     let stderr = '';
-    p.stdout.on('data', (d) => (stdout += d));
-    p.stderr.on('data', (d) => (stderr += d));
+    p.stdout!.on('data', (d) => (stdout += d));
+    p.stderr!.on('data', (d) => (stderr += d));
     p.on('error', reject);
     p.on('close', (code) => {
       let json: unknown;
@@ -94,7 +126,7 @@ export function runCli(dataDir: string, args: string[], stdin = '', env: Record<
       }
       resolve({ code: code ?? -1, stdout, stderr, json });
     });
-    p.stdin.end(stdin);
+    p.stdin!.end(stdin);
   });
 }
 
@@ -135,7 +167,7 @@ process.once('exit', () => {
 export async function startServer(opts: StartOptions = {}): Promise<ServerHandle> {
   const dataDir = opts.dataDir ?? tempDir();
   const env = {
-    ...childEnv(),
+    ...process.env,
     HOST: '127.0.0.1',
     PORT: '0',
     DATA_DIR: dataDir,
@@ -149,7 +181,7 @@ export async function startServer(opts: StartOptions = {}): Promise<ServerHandle
     LOG_LEVEL: 'info',
     ...opts.env,
   };
-  const proc = spawn(process.execPath, [...SERVICE_ARGS], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawnChild(process.execPath, [...SERVICE_ARGS], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
   liveServers.add(proc);
   proc.once('exit', () => liveServers.delete(proc));
   const logs: string[] = [];

@@ -1,5 +1,6 @@
+import { spawn } from 'node:child_process';
 import t from 'tap';
-import { childEnv } from './server.ts';
+import { childEnv, spawnChild, spawnChildSync } from './server.ts';
 
 // The processes the tests start run without tap's instrumentation (bench/harness/server.ts
 // says why), and with any other NODE_OPTIONS a developer set.
@@ -13,7 +14,35 @@ t.test('childEnv takes tap\'s entries out of NODE_OPTIONS and keeps the rest', a
   t.equal(env.NODE_OPTIONS, tap, 'the given environment is not changed');
 });
 
-t.test('under tap, this process has the instrumentation and its children do not', async (t) => {
-  t.match(process.env.NODE_OPTIONS ?? '', /@tapjs\//, 'tap put it in NODE_OPTIONS (else this test proves nothing)');
-  t.notMatch(childEnv().NODE_OPTIONS ?? '', /@tapjs\//);
+// what a node child finds in its environment and its preloaded modules
+const REPORT = 'console.log(JSON.stringify({ options: process.env.NODE_OPTIONS ?? null, pid: process.pid, ppid: process.ppid, x: process.env.X ?? null }))';
+
+function report(p: ReturnType<typeof spawn>): Promise<{ options: string | null; pid: number; ppid: number; x: string | null }> {
+  let out = '';
+  p.stdout!.on('data', (d) => (out += d));
+  return new Promise((resolve, reject) => {
+    p.on('error', reject);
+    p.on('close', () => resolve(JSON.parse(out)));
+  });
+}
+
+t.test('under tap, a child started with spawnChild runs without the instrumentation', async (t) => {
+  t.match(process.env.NODE_OPTIONS ?? '', /@tapjs\/processinfo/, 'tap put it in NODE_OPTIONS (else this test proves nothing)');
+  // tap's spawn hook puts it back into a plain spawn's environment even when the caller took
+  // it out: this is what spawnChild is for
+  const plain = await report(spawn(process.execPath, ['-e', REPORT], { env: childEnv() }));
+  t.match(plain.options, /@tapjs\/processinfo/, 'a plain spawn gets it back from tap\'s hook');
+
+  const child = spawnChild(process.execPath, ['-e', REPORT], { env: { ...process.env, X: '1' } });
+  const seen = await report(child);
+  t.equal(seen.options, null, 'no NODE_OPTIONS at all in the child');
+  t.equal(seen.x, '1', 'the rest of the environment arrives');
+  t.equal(seen.pid, child.pid, 'the pid spawnChild returns is the program\'s own (signals reach it)');
+  t.equal(seen.ppid, process.pid);
+
+  const kept = await report(spawnChild(process.execPath, ['-e', REPORT], { env: { ...process.env, NODE_OPTIONS: `${process.env.NODE_OPTIONS} --max-old-space-size=300` } }));
+  t.equal(kept.options, '--max-old-space-size=300', 'a developer\'s own option is passed on, tap\'s are not');
+
+  const sync = spawnChildSync(process.execPath, ['-e', REPORT], { encoding: 'utf8' });
+  t.equal(JSON.parse(sync.stdout).options, null, 'spawnChildSync: the same');
 });

@@ -80,11 +80,10 @@ t.test('COOKIE_SECURE=0 still turns Secure off explicitly under TLS', async (t) 
 });
 
 t.test('a wrong passphrase or unreadable file refuses to start with a message', async (t) => {
-  const { spawn } = await import('node:child_process');
-  const { childEnv, ROOT, SERVICE_ARGS } = await import('../helpers/server.ts');
+  const { spawnChild, ROOT, SERVICE_ARGS } = await import('../helpers/server.ts');
   const run = (env: Record<string, string>) =>
     new Promise<{ code: number | null; out: string }>((resolve) => {
-      const p = spawn(process.execPath, [...SERVICE_ARGS], { cwd: ROOT, env: { ...childEnv(), DATA_DIR: tempDir(), WORKERS: '1', PORT: '0', ...env } });
+      const p = spawnChild(process.execPath, [...SERVICE_ARGS], { cwd: ROOT, env: { ...process.env, DATA_DIR: tempDir(), WORKERS: '1', PORT: '0', ...env } });
       let out = '';
       p.stdout.on('data', (d) => (out += d));
       p.stderr.on('data', (d) => (out += d));

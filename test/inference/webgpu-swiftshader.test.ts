@@ -3,11 +3,10 @@
 // manifest. Slow (shaders compile for about a minute, then ~1.5 s a frame), so each shipped
 // graph runs once, at its smallest input, and the engine's adapter choice uses a tiny test
 // graph.
-import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import t from 'tap';
 import { copySharedUploads } from '../../src/inference/runtime.ts';
-import { childEnv } from '../helpers/server.ts';
+import { spawnChild } from '../helpers/server.ts';
 import { NO_ICD, swiftShaderEnv, swiftShaderIcd } from './swiftshader.ts';
 
 const ROOT = join(import.meta.dirname, '../..');
@@ -16,13 +15,13 @@ const ROOT = join(import.meta.dirname, '../..');
 t.setTimeout(20 * 60_000);
 
 function runChild(script: string, args: string[], icd: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const env = { ...childEnv(), ...swiftShaderEnv(icd) };
+  const env = { ...process.env, ...swiftShaderEnv(icd) };
   return new Promise((resolve, reject) => {
-    const p = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, script), ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const p = spawnChild(process.execPath, ['--import', 'tsx', join(import.meta.dirname, script), ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
-    p.stdout.on('data', (d) => (stdout += d));
-    p.stderr.on('data', (d) => (stderr += d));
+    p.stdout!.on('data', (d) => (stdout += d));
+    p.stderr!.on('data', (d) => (stderr += d));
     p.on('error', reject);
     p.on('close', (code) => resolve({ code, stdout, stderr }));
   });

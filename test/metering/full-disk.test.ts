@@ -1,9 +1,9 @@
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import t, { type Test } from 'tap';
 import { postVerify, request, single, type VerifyCall } from '../helpers/captures.ts';
-import { bearer, childEnv, makeToken, ROOT, startServer, tempDir, type ServerHandle } from '../helpers/server.ts';
+import { bearer, makeToken, ROOT, spawnChildSync, startServer, tempDir, type ServerHandle } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 // Security issue 29 (item 5): DATA_DIR on a small tmpfs that fills up. Every answer must tell
@@ -41,7 +41,7 @@ function fillDisk(dir: string): void {
 /** Uses up the pages LMDB freed inside the store's file (helpers/lmdb-exhaust.mjs says why,
  * and why in another process); its exit status is not the point, its report is. */
 function exhaustStore(dir: string): void {
-  const out = spawnSync(process.execPath, [path.join(ROOT, 'test/helpers/lmdb-exhaust.mjs'), path.join(dir, 'store')], { cwd: ROOT, env: childEnv(), encoding: 'utf8' });
+  const out = spawnChildSync(process.execPath, [path.join(ROOT, 'test/helpers/lmdb-exhaust.mjs'), path.join(dir, 'store')], { cwd: ROOT, encoding: 'utf8' });
   if (!out.stdout.includes('exhausted')) throw new Error(`could not exhaust the store: ${out.stderr}`);
 }
 

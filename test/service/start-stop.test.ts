@@ -1,11 +1,11 @@
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import t, { type Test } from 'tap';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { postVerify, request, single } from '../helpers/captures.ts';
 import { BUNDLES } from '../../scripts/build-stamp.mjs';
-import { childEnv, ROOT, tempDir } from '../helpers/server.ts';
+import { ROOT, spawnChild, tempDir } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 // Drives `npm start` exactly as an operator or a supervisor does, and signals the pid it
@@ -22,9 +22,9 @@ interface Started {
 }
 
 async function npmStart(extra: Record<string, string> = {}): Promise<Started> {
-  const env = { ...childEnv(), HOST: '127.0.0.1', PORT: '0', DATA_DIR: tempDir(), WORKERS: '1', INFERENCE_THREADS: '1', WARMUP_RUNS: '0', LOG_LEVEL: 'info', ...extra };
+  const env = { ...process.env, HOST: '127.0.0.1', PORT: '0', DATA_DIR: tempDir(), WORKERS: '1', INFERENCE_THREADS: '1', WARMUP_RUNS: '0', LOG_LEVEL: 'info', ...extra };
   // detached: npm leads its own process group, so nothing here signals node by accident
-  const npm = spawn('npm', ['start', '--silent'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  const npm = spawnChild('npm', ['start', '--silent'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   const parsed: any[] = [];
   let err = '';
   let buf = '';
@@ -91,7 +91,7 @@ async function compiledStartServes(t: Test, s: Started): Promise<void> {
   const page = await fetch(`${base}/admin`);
   t.equal(page.status, 200, 'the console page is served');
   t.match(await page.text(), /<html/i);
-  const created = spawn(process.execPath, [join(ROOT, 'dist/src/cli/main.js'), 'token', 'create', '--name', 'bundle', '--grant', 'rgb_liveness:5:day'], { cwd: ROOT, env: s.env });
+  const created = spawnChild(process.execPath, [join(ROOT, 'dist/src/cli/main.js'), 'token', 'create', '--name', 'bundle', '--grant', 'rgb_liveness:5:day'], { cwd: ROOT, env: s.env });
   let out = '';
   created.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   await new Promise((r) => created.on('exit', r));
@@ -146,7 +146,7 @@ t.test('a second SIGINT during a drain is not a kill: the call in flight is answ
     if (alive(s.nodePid)) process.kill(s.nodePid, 'SIGKILL');
   });
   const base = `http://127.0.0.1:${s.port}`;
-  const made = spawn(process.execPath, [join(ROOT, 'dist/src/cli/main.js'), 'token', 'create', '--name', 'drain', '--grant', 'rgb_liveness:5:day'], { cwd: ROOT, env: s.env });
+  const made = spawnChild(process.execPath, [join(ROOT, 'dist/src/cli/main.js'), 'token', 'create', '--name', 'drain', '--grant', 'rgb_liveness:5:day'], { cwd: ROOT, env: s.env });
   let out = '';
   made.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   await new Promise((r) => made.on('exit', r));

@@ -1,15 +1,14 @@
 import net from 'node:net';
-import { spawn } from 'node:child_process';
 import t from 'tap';
 import { lmdbOpen } from '../helpers/lmdb.ts';
 import { postVerify, request, single } from '../helpers/captures.ts';
 import { loadConfig } from '../../src/config/index.ts';
-import { childEnv, makeToken, ROOT, SERVICE_ARGS, startServer, tempDir } from '../helpers/server.ts';
+import { makeToken, ROOT, SERVICE_ARGS, spawnChild, startServer, tempDir } from '../helpers/server.ts';
 import { settledState, waitFor } from '../helpers/wait.ts';
 
 function runMain(env: Record<string, string>): Promise<{ code: number | null; out: string }> {
   return new Promise((resolve) => {
-    const p = spawn(process.execPath, [...SERVICE_ARGS], { cwd: ROOT, env: { ...childEnv(), DATA_DIR: tempDir(), WORKERS: '1', ...env } });
+    const p = spawnChild(process.execPath, [...SERVICE_ARGS], { cwd: ROOT, env: { ...process.env, DATA_DIR: tempDir(), WORKERS: '1', ...env } });
     let out = '';
     p.stdout.on('data', (d) => (out += d));
     p.stderr.on('data', (d) => (out += d));
