@@ -19,9 +19,26 @@ export function crop(seed: number): Uint8Array {
 export const SOURCE_SIZE: [number, number] = [640, 480];
 export const EYES: [[number, number], [number, number]] = [[280, 200], [360, 202]];
 
+// A crop's PNG (adaptive row filters, then zlib) takes ~25 ms to encode here once the encoder
+// is optimised, more in a short test process, and the tests build the same few seeds over and
+// over: in a profiled run of the suite, building them was ~10 % of the test processes' sampled
+// time (full-disk alone spent 17 s on it). So each seed's PNG is encoded once per process. Each
+// caller gets its own copy, so a test that alters its bytes alters nothing else. Bounded, as
+// a bench may ask for many seeds.
+const pngs = new Map<number, Uint8Array>();
+function pngOfCrop(seed: number): Uint8Array {
+  let png = pngs.get(seed);
+  if (png === undefined) {
+    if (pngs.size >= 256) pngs.clear();
+    png = new Uint8Array(encodePng(crop(seed)));
+    pngs.set(seed, png);
+  }
+  return png.slice();
+}
+
 export function frameInput(i: number, opts: { encoding?: 'png' | 'rgb8'; seed?: number; eyes?: [[number, number], [number, number]] } = {}) {
-  const px = crop(opts.seed ?? i + 1);
-  const bytes = opts.encoding === 'rgb8' ? px : new Uint8Array(encodePng(px));
+  const seed = opts.seed ?? i + 1;
+  const bytes = opts.encoding === 'rgb8' ? crop(seed) : pngOfCrop(seed);
   return { timestamp_us: 1_000_000 + i * 33_333, source_size: SOURCE_SIZE, eyes_xy: opts.eyes ?? EYES, image: { bytes } };
 }
 
