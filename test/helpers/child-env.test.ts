@@ -14,7 +14,7 @@ t.test('childEnv takes tap\'s entries out of NODE_OPTIONS and keeps the rest', a
   t.equal(env.NODE_OPTIONS, tap, 'the given environment is not changed');
 });
 
-// what a node child finds in its environment and its preloaded modules
+// what a node child reports: the NODE_OPTIONS it started with, its pid and parent, one variable
 const REPORT = 'console.log(JSON.stringify({ options: process.env.NODE_OPTIONS ?? null, pid: process.pid, ppid: process.ppid, x: process.env.X ?? null }))';
 
 function report(p: ReturnType<typeof spawn>): Promise<{ options: string | null; pid: number; ppid: number; x: string | null }> {
