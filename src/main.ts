@@ -9,7 +9,7 @@ import { geoDatabase } from './metering/index.ts';
 import { createLogger, type Logger, aggregateMetrics, MainMetrics, RefundMetrics, type MetricsSnapshot } from './observability/index.ts';
 import { DRAIN_TIMEOUT_MS, markRunning, watchParent } from './lifecycle.ts';
 import { startRetention } from './retention/index.ts';
-import { SOURCE_EXT } from './source-ext.ts';
+import { SOURCE_EXT, threadEntry } from './source-ext.ts';
 import { type StoreBackend, StoreError, openConfiguredStore, privateDataDir } from './store/index.ts';
 import { startupHooks } from './startup.ts';
 
@@ -71,7 +71,7 @@ class Cluster {
     const port = this.port;
     // Compiled, the API worker runs as one bundled module (scripts/bundle.mjs: about 12 MB
     // less heap per worker than ~150 separate modules).
-    const entry = new URL(SOURCE_EXT === '.js' ? './worker.bundle.mjs' : './worker.ts', import.meta.url);
+    const entry = threadEntry('worker.bundle.mjs', 'worker.ts');
     const data: WorkerData = { config: this.config, port, index, admission: this.admission, balance: this.balance, geo: this.geo, entry: entry.href };
     // Compiled JavaScript starts the thread directly; under tsx the thread must register the
     // loader first (thread-entry.mjs).

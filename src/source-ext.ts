@@ -8,3 +8,11 @@ export const SOURCE_EXT: '.js' | '.ts' = import.meta.url.endsWith('.ts') ? '.ts'
  * a bundle (dist/src/*.bundle.mjs, scripts/bundle.mjs) that lies in this same folder, so files
  * found at run time relative to it resolve alike in every form the code runs in. */
 export const SOURCE_DIR: URL = new URL('.', import.meta.url);
+
+/** A thread's entry file: compiled, the bundle scripts/bundle.mjs wrote beside this module
+ * (`bundle`, one of BUNDLES in scripts/build-stamp.mjs); under tsx, its source (`source`,
+ * relative to src/). One rule for every thread the service starts, found from this folder
+ * rather than from the caller's, because compiled the caller runs inside a bundle. */
+export function threadEntry(bundle: string, source: string): URL {
+  return new URL(SOURCE_EXT === '.js' ? bundle : source, SOURCE_DIR);
+}

@@ -82,7 +82,7 @@ export function childEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEn
 
 /** The program and arguments that run `command args` with exactly `env`'s NODE_OPTIONS
  * (none when it has none), whatever a spawn hook adds on the way (see above). */
-export function exactNodeOptions(command: string, args: readonly string[], env: NodeJS.ProcessEnv): [string, string[]] {
+function exactNodeOptions(command: string, args: readonly string[], env: NodeJS.ProcessEnv): [string, string[]] {
   const set = env.NODE_OPTIONS !== undefined && env.NODE_OPTIONS !== '' ? [`NODE_OPTIONS=${env.NODE_OPTIONS}`] : ['-u', 'NODE_OPTIONS'];
   return ['/usr/bin/env', [...set, command, ...args]];
 }

@@ -9,13 +9,12 @@
 import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
 import type { ModuleId } from '../contract/index.ts';
-import { SOURCE_DIR, SOURCE_EXT } from '../source-ext.ts';
+import { threadEntry } from '../source-ext.ts';
 import type { Manifest } from './manifest.ts';
 import type { ExecutionProvider } from './types.ts';
 import type { ProbeReply, ProbeTask } from '../../workers/backend-probe.ts';
 
-// found as the pool's WORKER_FILE is (pool.ts)
-export const PROBE_WORKER_FILE = fileURLToPath(new URL(SOURCE_EXT === '.js' ? 'backend-probe.bundle.mjs' : '../workers/backend-probe.ts', SOURCE_DIR));
+export const PROBE_WORKER_FILE = fileURLToPath(threadEntry('backend-probe.bundle.mjs', '../workers/backend-probe.ts'));
 
 /** What the measurement found for one backend. */
 export interface BackendFigure {

@@ -4,14 +4,12 @@ import { BroadcastChannel } from 'node:worker_threads';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
-import { SOURCE_DIR, SOURCE_EXT } from '../source-ext.ts';
+import { threadEntry } from '../source-ext.ts';
 import type { PoolClose, WorkerClosed, WorkerConfig, WorkerReport, WorkerReply, WorkerTask } from './protocol.ts';
 import type { ExecutionProvider } from './types.ts';
 
-// A pool thread's entry: compiled, the bundle beside every other (scripts/bundle.mjs); under
-// tsx, the source. Found from SOURCE_DIR, not from this file, because compiled this code runs
-// inside a bundle whose folder is not src/inference/'s.
-export const WORKER_FILE = fileURLToPath(new URL(SOURCE_EXT === '.js' ? 'inference.bundle.mjs' : '../workers/inference.ts', SOURCE_DIR));
+/** A pool thread's entry (source-ext.ts threadEntry says where it lies). */
+export const WORKER_FILE = fileURLToPath(threadEntry('inference.bundle.mjs', '../workers/inference.ts'));
 
 /**
  * Small graphs gain little from intra-op threads and ORT-web's WASM threads are costly
