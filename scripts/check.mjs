@@ -1,6 +1,11 @@
 // `npm test`'s static checks: the type-check (tsc --noEmit) and the type-aware lint (eslint)
 // run at the same time. Each is one busy thread for most of its run (11 s and 16 s here), so
-// side by side on two cores they end in the time of the longer one, not of the sum. Each
+// side by side on two cores they end in the time of the longer one, not of the sum. The
+// type-check is incremental: tsc keeps a hash of every file of the program (ours, @types,
+// lib) in node_modules/.cache, re-checks what changed and whatever depends on it, and starts
+// afresh when the file is gone (npm ci empties node_modules). On an unchanged tree it takes
+// about 2 s instead of 6 to 11; the lint has no such sound cache (a rule's answer in one file
+// depends on the types of others), so it runs whole. Each
 // one's output is held and printed whole, tsc's first, so the two never interleave; the exit
 // status is non-zero when either failed.
 import { spawn } from 'node:child_process';
@@ -19,7 +24,7 @@ const bin = (pkg, name) => {
 };
 
 const checks = [
-  { name: 'tsc --noEmit', args: [bin('typescript', 'tsc'), '--noEmit', '-p', '.'] },
+  { name: 'tsc --noEmit', args: [bin('typescript', 'tsc'), '--noEmit', '-p', '.', '--incremental', '--tsBuildInfoFile', path.join(ROOT, 'node_modules/.cache/lv-typecheck.tsbuildinfo')] },
   { name: 'eslint .', args: [bin('eslint', 'eslint'), '.'] },
 ];
 
