@@ -3,7 +3,7 @@ import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { ROOT, makeToken, startServer, tempDir } from '../helpers/server.ts';
+import { ROOT, makeToken, spawnChild, startServer, tempDir } from '../helpers/server.ts';
 
 // The client package as an integrator gets it: built from client/ with tsc, packed with
 // `npm pack`, installed from the tarball into an empty project with no registry access, then
@@ -56,9 +56,35 @@ t.test('installs from the tarball offline into an empty project', async (t) => {
   t.same(Object.keys(installed.dependencies ?? {}), [], 'no runtime dependencies');
 });
 
-t.test('plain JavaScript: crop, build and verify against the running service', async (t) => {
+/** Runs `node file` in `cwd` without tap's instrumentation (spawnChild), killed after
+ * `limitMs`; a failure or a kill rejects with the child's stderr and `context()`, so a run
+ * that stops says where instead of holding the file until tap's timeout. */
+function runNode(file: string, cwd: string, env: NodeJS.ProcessEnv, limitMs: number, context: () => string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawnChild(process.execPath, [file], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout!.on('data', (d: Buffer) => (stdout += d));
+    child.stderr!.on('data', (d: Buffer) => (stderr += d));
+    const timer = setTimeout(() => child.kill('SIGKILL'), limitMs);
+    child.on('error', reject);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      if (code === 0) return resolve(stdout);
+      reject(new Error(`node ${file} ended with ${signal ?? `exit ${code}`}${signal === 'SIGKILL' ? ` after ${limitMs} ms` : ''}\nits stderr:\n${stderr}\n${context()}`));
+    });
+  });
+}
+
+t.test('plain JavaScript: crop, build and verify against the running service', { timeout: 240_000 }, async (t) => {
+  // Once, in a clean-clone CI run on a loaded host, this test stopped somewhere below and held
+  // the file until tap killed it 480 s later, leaving no trace of where: each step now has a
+  // comment, the client program reports its own progress and is killed after two minutes, and
+  // the subtest's own limit ends a wait elsewhere (the server's start, the token) with a failure.
   const server = await serverStarting;
+  t.comment('server ready');
   const { token } = await makeToken(server, ['rgb_liveness:10:day']);
+  t.comment('token made');
   fs.writeFileSync(path.join(app, 'verify.mjs'), `
 import { eyeCrop320, buildCapture, createVerifyClient, RGB8_BYTES } from '@liveness-service/client';
 const width = 640, height = 480;
@@ -70,11 +96,15 @@ if (crop.length !== RGB8_BYTES) throw new Error('crop size ' + crop.length);
 const { metadata, files } = await buildCapture({ mode: 'rgb_single', capture_id: 'pkg-js-1',
   frames: [{ timestamp_us: 0, source_size: [width, height], eyes_xy: eyes, image: { bytes: crop } }] });
 const client = createVerifyClient({ baseUrl: process.env.BASE_URL, token: process.env.TOKEN });
+console.error('verify sent');
 const outcome = await client.verify('rgb_liveness', metadata, files);
+console.error('verify answered: ' + outcome.kind);
 const me = await client.me();
+console.error('me answered: ' + me.kind);
 console.log(JSON.stringify({ outcome, me, sha256: metadata.frames[0].image.sha256 }));
 `);
-  const { stdout } = await run(process.execPath, ['verify.mjs'], { cwd: app, env: { ...process.env, BASE_URL: server.baseUrl, TOKEN: token } });
+  const serverTail = () => `the server's last log lines:\n${server.logs.slice(-20).join('\n')}`;
+  const stdout = await runNode('verify.mjs', app, { ...process.env, BASE_URL: server.baseUrl, TOKEN: token }, 120_000, serverTail);
   const { outcome, me, sha256 } = JSON.parse(stdout);
   t.equal(outcome.kind, 'completed', stdout);
   t.equal(outcome.response.charged_units, 1);
