@@ -5,9 +5,9 @@
 // lib) in node_modules/.cache, re-checks what changed and whatever depends on it, and starts
 // afresh when the file is gone (npm ci empties node_modules). On an unchanged tree it takes
 // about 2 s instead of 6 to 11; the lint has no such sound cache (a rule's answer in one file
-// depends on the types of others), so it runs whole. Each
-// one's output is held and printed whole, tsc's first, so the two never interleave; the exit
-// status is non-zero when either failed.
+// depends on the types of others), so it runs whole. Each one's output is held and printed
+// whole, tsc's first, so the two never interleave; the exit status is non-zero when either
+// failed.
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import path from 'node:path';
