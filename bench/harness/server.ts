@@ -104,30 +104,55 @@ export function spawnChildSync(command: string, args: readonly string[], options
   return spawnSync(file, argv, { ...options, env });
 }
 
-/** Runs the operator CLI exactly as `npm run cli` does, against a DATA_DIR. */
-export function runCli(dataDir: string, args: string[], stdin = '', env: Record<string, string> = {}): Promise<CliResult> {
+export interface ChildResult {
+  /** the exit code; null when a signal ended the program */
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+  /** killed because it ran past `limitMs` */
+  timedOut: boolean;
+}
+
+/** Runs a program to its end with spawnChild (no tap instrumentation in it) and gives back
+ * what it printed: `stdin` is written and closed; past `limitMs` it is killed (SIGKILL) and
+ * the result says so, so a program that stops cannot hold a test file until tap's timeout.
+ * Rejects only when the program could not be started. */
+export function runChild(command: string, args: readonly string[], options: Omit<SpawnOptions, 'stdio'> & { stdin?: string; limitMs?: number } = {}): Promise<ChildResult> {
+  const { stdin = '', limitMs, ...spawnOptions } = options;
   return new Promise((resolve, reject) => {
-    const p = spawnChild(process.execPath, [...CLI_ARGS, ...args], {
-      cwd: ROOT,
-      env: { ...process.env, DATA_DIR: dataDir, ...env },
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
+    const p = spawnChild(command, args, { ...spawnOptions, stdio: ['pipe', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
+    let timedOut = false;
     p.stdout!.on('data', (d) => (stdout += d));
     p.stderr!.on('data', (d) => (stderr += d));
-    p.on('error', reject);
-    p.on('close', (code) => {
-      let json: unknown;
-      try {
-        json = JSON.parse(stdout);
-      } catch {
-        json = undefined;
-      }
-      resolve({ code: code ?? -1, stdout, stderr, json });
+    const timer = limitMs === undefined ? undefined : setTimeout(() => {
+      timedOut = true;
+      p.kill('SIGKILL');
+    }, limitMs);
+    p.on('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+    p.on('close', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr, timedOut });
     });
     p.stdin!.end(stdin);
   });
+}
+
+/** Runs the operator CLI exactly as `npm run cli` does, against a DATA_DIR. */
+export async function runCli(dataDir: string, args: string[], stdin = '', env: Record<string, string> = {}): Promise<CliResult> {
+  const r = await runChild(process.execPath, [...CLI_ARGS, ...args], { cwd: ROOT, env: { ...process.env, DATA_DIR: dataDir, ...env }, stdin });
+  let json: unknown;
+  try {
+    json = JSON.parse(r.stdout);
+  } catch {
+    json = undefined;
+  }
+  return { code: r.code ?? -1, stdout: r.stdout, stderr: r.stderr, json };
 }
 
 export interface ServerHandle {

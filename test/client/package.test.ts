@@ -1,14 +1,23 @@
 import t from 'tap';
-import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { promisify } from 'node:util';
-import { ROOT, makeToken, spawnChild, startServer, tempDir } from '../helpers/server.ts';
+import { ROOT, makeToken, runChild, startServer, tempDir } from '../helpers/server.ts';
 
 // The client package as an integrator gets it: built from client/ with tsc, packed with
 // `npm pack`, installed from the tarball into an empty project with no registry access, then
 // used from plain JavaScript (against the running service) and type-checked from TypeScript.
-const run = promisify(execFile);
+
+/** Runs a program to its end (runChild: no tap instrumentation in it) and resolves with its
+ * stdout; a failure, or a run past `limitMs` (killed), rejects with what it printed and
+ * `context()`, so a program that stops says where instead of holding the file until tap's
+ * timeout. */
+async function run(command: string, args: string[], opts: { cwd?: string; env?: NodeJS.ProcessEnv; limitMs?: number } = {}, context = () => ''): Promise<{ stdout: string }> {
+  const r = await runChild(command, args, opts);
+  if (r.code === 0) return { stdout: r.stdout };
+  const how = r.timedOut ? `was killed after ${opts.limitMs} ms` : `ended with ${r.signal ?? `exit ${r.code}`}`;
+  throw new Error(`${path.basename(command)} ${args.join(' ')} ${how}\nits stdout:\n${r.stdout}\nits stderr:\n${r.stderr}\n${context()}`);
+}
+
 // npm, tsc, the linter and the generator are whole programs: on a loaded
 // 2-core machine the file needs more than the suite's 240 s default, so it asks for more
 t.setTimeout(480_000);
@@ -56,26 +65,6 @@ t.test('installs from the tarball offline into an empty project', async (t) => {
   t.same(Object.keys(installed.dependencies ?? {}), [], 'no runtime dependencies');
 });
 
-/** Runs `node file` in `cwd` without tap's instrumentation (spawnChild), killed after
- * `limitMs`; a failure or a kill rejects with the child's stderr and `context()`, so a run
- * that stops says where instead of holding the file until tap's timeout. */
-function runNode(file: string, cwd: string, env: NodeJS.ProcessEnv, limitMs: number, context: () => string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const child = spawnChild(process.execPath, [file], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout!.on('data', (d: Buffer) => (stdout += d));
-    child.stderr!.on('data', (d: Buffer) => (stderr += d));
-    const timer = setTimeout(() => child.kill('SIGKILL'), limitMs);
-    child.on('error', reject);
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      if (code === 0) return resolve(stdout);
-      reject(new Error(`node ${file} ended with ${signal ?? `exit ${code}`}${signal === 'SIGKILL' ? ` after ${limitMs} ms` : ''}\nits stderr:\n${stderr}\n${context()}`));
-    });
-  });
-}
-
 t.test('plain JavaScript: crop, build and verify against the running service', { timeout: 240_000 }, async (t) => {
   // Once, in a clean-clone CI run on a loaded host, this test stopped somewhere below and held
   // the file until tap killed it 480 s later, leaving no trace of where: each step now has a
@@ -104,7 +93,7 @@ console.error('me answered: ' + me.kind);
 console.log(JSON.stringify({ outcome, me, sha256: metadata.frames[0].image.sha256 }));
 `);
   const serverTail = () => `the server's last log lines:\n${server.logs.slice(-20).join('\n')}`;
-  const stdout = await runNode('verify.mjs', app, { ...process.env, BASE_URL: server.baseUrl, TOKEN: token }, 120_000, serverTail);
+  const { stdout } = await run(process.execPath, ['verify.mjs'], { cwd: app, env: { ...process.env, BASE_URL: server.baseUrl, TOKEN: token }, limitMs: 120_000 }, serverTail);
   const { outcome, me, sha256 } = JSON.parse(stdout);
   t.equal(outcome.kind, 'completed', stdout);
   t.equal(outcome.response.charged_units, 1);

@@ -1,24 +1,17 @@
 import t from 'tap';
 import { redactUrl } from '../../src/config/env.ts';
-import { ROOT, SERVICE_ARGS, spawnChild, tempDir } from '../helpers/server.ts';
+import { ROOT, runChild, SERVICE_ARGS, tempDir } from '../helpers/server.ts';
 
 // Security issue 29 (low): a bad configuration printed ADMIN_PASSWORD, METRICS_TOKEN and the
 // DATABASE_URL password to stderr. The service is started here exactly as `npm start` does,
 // with a configuration that is wrong in each of those variables, and its stderr is read.
 
-function start(env: Record<string, string>): Promise<{ code: number | null; stderr: string; stdout: string }> {
-  return new Promise((resolve, reject) => {
-    const p = spawnChild(process.execPath, [...SERVICE_ARGS], {
-      cwd: ROOT,
-      env: { ...process.env, HOST: '127.0.0.1', PORT: '0', DATA_DIR: tempDir(), WORKERS: '1', INFERENCE_THREADS: '1', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stderr = '';
-    let stdout = '';
-    p.stderr!.on('data', (d) => (stderr += d));
-    p.stdout!.on('data', (d) => (stdout += d));
-    p.on('error', reject);
-    p.on('close', (code) => resolve({ code, stderr, stdout }));
+function start(env: Record<string, string>) {
+  return runChild(process.execPath, [...SERVICE_ARGS], {
+    cwd: ROOT,
+    env: { ...process.env, HOST: '127.0.0.1', PORT: '0', DATA_DIR: tempDir(), WORKERS: '1', INFERENCE_THREADS: '1', ...env },
+    // a hang detector: a refused configuration exits at once
+    limitMs: 120_000,
   });
 }
 

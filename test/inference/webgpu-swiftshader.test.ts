@@ -6,7 +6,7 @@
 import { join } from 'node:path';
 import t from 'tap';
 import { copySharedUploads } from '../../src/inference/runtime.ts';
-import { spawnChild } from '../helpers/server.ts';
+import { runChild } from '../helpers/server.ts';
 import { NO_ICD, swiftShaderEnv, swiftShaderIcd } from './swiftshader.ts';
 
 const ROOT = join(import.meta.dirname, '../..');
@@ -14,17 +14,9 @@ const ROOT = join(import.meta.dirname, '../..');
 // limit is raised for it alone (tap passes this to its runner).
 t.setTimeout(20 * 60_000);
 
-function runChild(script: string, args: string[], icd: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const env = { ...process.env, ...swiftShaderEnv(icd) };
-  return new Promise((resolve, reject) => {
-    const p = spawnChild(process.execPath, ['--import', 'tsx', join(import.meta.dirname, script), ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    p.stdout!.on('data', (d) => (stdout += d));
-    p.stderr!.on('data', (d) => (stderr += d));
-    p.on('error', reject);
-    p.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
+/** A child script of this folder, run with tsx on SwiftShader's Vulkan driver. */
+function runScript(script: string, args: string[], icd: string) {
+  return runChild(process.execPath, ['--import', 'tsx', join(import.meta.dirname, script), ...args], { cwd: ROOT, env: { ...process.env, ...swiftShaderEnv(icd) } });
 }
 
 t.test('SharedArrayBuffer views are copied before GPUQueue.writeBuffer', async (t) => {
@@ -69,7 +61,7 @@ const icd = swiftShaderIcd();
 const TOLERANCE = 1e-4;
 
 t.test('WebGPU on SwiftShader gives the WASM outputs for every graph of every shipped model set; auto skips the fallback adapter', { skip: icd ? false : NO_ICD }, async (t) => {
-  const cmp = await runChild('webgpu-compare.child.ts', [], icd!);
+  const cmp = await runScript('webgpu-compare.child.ts', [], icd!);
   t.equal(cmp.code, 0, cmp.stderr);
   const out = JSON.parse(cmp.stdout);
   t.match(out.adapter, { fallback: true }, `Dawn found ${out.adapter?.name}`);

@@ -3,23 +3,14 @@ import t from 'tap';
 import { lmdbOpen } from '../helpers/lmdb.ts';
 import { postVerify, request, single } from '../helpers/captures.ts';
 import { loadConfig } from '../../src/config/index.ts';
-import { makeToken, ROOT, SERVICE_ARGS, spawnChild, startServer, tempDir } from '../helpers/server.ts';
+import { makeToken, ROOT, runChild, SERVICE_ARGS, startServer, tempDir } from '../helpers/server.ts';
 import { settledState, waitFor } from '../helpers/wait.ts';
 
-function runMain(env: Record<string, string>): Promise<{ code: number | null; out: string }> {
-  return new Promise((resolve) => {
-    const p = spawnChild(process.execPath, [...SERVICE_ARGS], { cwd: ROOT, env: { ...process.env, DATA_DIR: tempDir(), WORKERS: '1', ...env } });
-    let out = '';
-    p.stdout.on('data', (d) => (out += d));
-    p.stderr.on('data', (d) => (out += d));
-    // hang detector only: a refused configuration exits at once, but loading tsx and the
-    // modules can take well over 30 s on a loaded shared machine
-    const timer = setTimeout(() => p.kill('SIGKILL'), 120_000);
-    p.on('exit', (code) => {
-      clearTimeout(timer);
-      resolve({ code, out });
-    });
-  });
+async function runMain(env: Record<string, string>): Promise<{ code: number | null; out: string }> {
+  // hang detector only: a refused configuration exits at once, but loading tsx and the
+  // modules can take well over 30 s on a loaded shared machine
+  const r = await runChild(process.execPath, [...SERVICE_ARGS], { cwd: ROOT, env: { ...process.env, DATA_DIR: tempDir(), WORKERS: '1', ...env }, limitMs: 120_000 });
+  return { code: r.code, out: r.stdout + r.stderr };
 }
 
 // One server serves the tests that need a running one (the SO_REUSEPORT port, the CLI beside
