@@ -5,7 +5,6 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { upToDate } from '../../scripts/build-stamp.mjs';
-import { createTokenIn } from './store.ts';
 import { waitFor } from './wait.ts';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -292,6 +291,10 @@ export async function makeToken(server: { cli: ServerHandle['cli']; dataDir?: st
   // token names are unique: a fresh one per call
   const name = `test-${randomUUID()}`;
   if (server.dataDir !== undefined) {
+    // loaded on first use: the store and its configuration (TypeBox's ~270 modules through
+    // tsx's loader thread) cost a test process ~0.45 s of CPU, which the files that never
+    // make a token in-process need not pay
+    const { createTokenIn } = await import('./store.ts');
     const made = await createTokenIn({ dataDir: server.dataDir, env: server.env ?? {} }, name, grants, extra);
     return { ...made, name };
   }
