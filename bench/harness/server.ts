@@ -291,9 +291,9 @@ export async function makeToken(server: { cli: ServerHandle['cli']; dataDir?: st
   // token names are unique: a fresh one per call
   const name = `test-${randomUUID()}`;
   if (server.dataDir !== undefined) {
-    // loaded on first use: the store and its configuration (TypeBox's ~270 modules through
-    // tsx's loader thread) cost a test process ~0.45 s of CPU, which the files that never
-    // make a token in-process need not pay
+    // loaded on first use: the store and its configuration (with TypeBox, some hundreds of
+    // modules through tsx's loader thread) cost a test process ~0.45 s of CPU, which the
+    // files that never make a token in-process need not pay
     const { createTokenIn } = await import('./store.ts');
     const made = await createTokenIn({ dataDir: server.dataDir, env: server.env ?? {} }, name, grants, extra);
     return { ...made, name };
