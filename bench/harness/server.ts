@@ -138,8 +138,21 @@ export function runChild(command: string, args: readonly string[], options: Omit
       clearTimeout(timer);
       resolve({ code, signal, stdout, stderr, timedOut });
     });
+    // a program that exits without reading its input (a refused start, a CLI that fails on
+    // its arguments) closes the pipe: EPIPE on a stream with no listener would throw in the
+    // test process, while what the program did is already in its exit and output
+    p.stdin!.on('error', () => {});
     p.stdin!.end(stdin);
   });
+}
+
+/** Runs the service as `npm start` does (SERVICE_ARGS) on a fresh DATA_DIR with one API
+ * worker and `env`, to its end: for a configuration it must refuse, which exits at once. The
+ * limit is a hang detector only (loading the sources through tsx can take well over 30 s on a
+ * loaded host). `out` is stdout and stderr together. */
+export async function runServiceToExit(env: Record<string, string>): Promise<ChildResult & { out: string }> {
+  const r = await runChild(process.execPath, [...SERVICE_ARGS], { cwd: ROOT, env: { ...process.env, DATA_DIR: tempDir(), WORKERS: '1', ...env }, limitMs: 120_000 });
+  return { ...r, out: r.stdout + r.stderr };
 }
 
 /** Runs the operator CLI exactly as `npm run cli` does, against a DATA_DIR. */

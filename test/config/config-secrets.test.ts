@@ -1,18 +1,13 @@
 import t from 'tap';
 import { redactUrl } from '../../src/config/env.ts';
-import { ROOT, runChild, SERVICE_ARGS, tempDir } from '../helpers/server.ts';
+import { runServiceToExit } from '../helpers/server.ts';
 
 // Security issue 29 (low): a bad configuration printed ADMIN_PASSWORD, METRICS_TOKEN and the
 // DATABASE_URL password to stderr. The service is started here exactly as `npm start` does,
 // with a configuration that is wrong in each of those variables, and its stderr is read.
 
 function start(env: Record<string, string>) {
-  return runChild(process.execPath, [...SERVICE_ARGS], {
-    cwd: ROOT,
-    env: { ...process.env, HOST: '127.0.0.1', PORT: '0', DATA_DIR: tempDir(), WORKERS: '1', INFERENCE_THREADS: '1', ...env },
-    // a hang detector: a refused configuration exits at once
-    limitMs: 120_000,
-  });
+  return runServiceToExit({ HOST: '127.0.0.1', PORT: '0', INFERENCE_THREADS: '1', ...env });
 }
 
 const SECRETS = ['Pw-7chr', 'metrics-tok-15c', 'S3cret/Db@Pass', 'QueryPass99'];

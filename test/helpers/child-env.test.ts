@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import t from 'tap';
-import { childEnv, spawnChild, spawnChildSync } from './server.ts';
+import { childEnv, runChild, spawnChild, spawnChildSync } from './server.ts';
 
 // The processes the tests start run without tap's instrumentation (bench/harness/server.ts
 // says why), and with any other NODE_OPTIONS a developer set.
@@ -47,4 +47,12 @@ t.test('under tap, a child started with spawnChild runs without the instrumentat
 
   const sync = spawnChildSync(process.execPath, ['-e', REPORT], { encoding: 'utf8' });
   t.equal(JSON.parse(sync.stdout).options, own, 'spawnChildSync: the same');
+});
+
+t.test('runChild: a program that exits without reading its input is a result, not an error', async (t) => {
+  // 4 MiB is more than a pipe holds, so the write is still under way when the program exits
+  const r = await runChild(process.execPath, ['-e', 'process.stderr.write("bye"); process.exit(3)'], { stdin: 'x'.repeat(4 << 20) });
+  t.same({ code: r.code, stderr: r.stderr, timedOut: r.timedOut }, { code: 3, stderr: 'bye', timedOut: false });
+  const slow = await runChild(process.execPath, ['-e', 'setTimeout(() => {}, 60_000)'], { limitMs: 200 });
+  t.same({ code: slow.code, signal: slow.signal, timedOut: slow.timedOut }, { code: null, signal: 'SIGKILL', timedOut: true }, 'killed past its limit, and says so');
 });

@@ -24,10 +24,9 @@ t.test('TRUSTED_PROXIES takes CIDR ranges, IPv4 and IPv6', async (t) => {
 });
 
 t.test('a bad TRUSTED_PROXIES entry refuses to start, naming the variable', async (t) => {
-  const { runChild, ROOT, SERVICE_ARGS, tempDir } = await import('../helpers/server.ts');
+  const { runServiceToExit } = await import('../helpers/server.ts');
   for (const bad of ['10.0.0.0/33', 'not-an-address', '2001:db8::/129']) {
-    const run = await runChild(process.execPath, [...SERVICE_ARGS], { cwd: ROOT, env: { ...process.env, DATA_DIR: tempDir(), WORKERS: '1', TRUSTED_PROXIES: bad }, limitMs: 120_000 });
-    const r = { code: run.code, out: run.stdout + run.stderr };
+    const r = await runServiceToExit({ TRUSTED_PROXIES: bad });
     t.equal(r.code, 2, `${bad} refused`);
     t.match(r.out, /TRUSTED_PROXIES/);
   }

@@ -80,11 +80,8 @@ t.test('COOKIE_SECURE=0 still turns Secure off explicitly under TLS', async (t) 
 });
 
 t.test('a wrong passphrase or unreadable file refuses to start with a message', async (t) => {
-  const { runChild, ROOT, SERVICE_ARGS } = await import('../helpers/server.ts');
-  const run = async (env: Record<string, string>) => {
-    const r = await runChild(process.execPath, [...SERVICE_ARGS], { cwd: ROOT, env: { ...process.env, DATA_DIR: tempDir(), WORKERS: '1', PORT: '0', ...env }, limitMs: 120_000 });
-    return { code: r.code, out: r.stdout + r.stderr };
-  };
+  const { runServiceToExit } = await import('../helpers/server.ts');
+  const run = (env: Record<string, string>) => runServiceToExit({ PORT: '0', ...env });
   const wrong = await run({ TLS_CERT_FILE: cert, TLS_KEY_FILE: key, TLS_KEY_PASSPHRASE: 'wrong' });
   t.equal(wrong.code, 2);
   t.match(wrong.out, /certificate and key do not load together/);

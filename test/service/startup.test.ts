@@ -3,15 +3,8 @@ import t from 'tap';
 import { lmdbOpen } from '../helpers/lmdb.ts';
 import { postVerify, request, single } from '../helpers/captures.ts';
 import { loadConfig } from '../../src/config/index.ts';
-import { makeToken, ROOT, runChild, SERVICE_ARGS, startServer, tempDir } from '../helpers/server.ts';
+import { makeToken, ROOT, runServiceToExit, startServer, tempDir } from '../helpers/server.ts';
 import { settledState, waitFor } from '../helpers/wait.ts';
-
-async function runMain(env: Record<string, string>): Promise<{ code: number | null; out: string }> {
-  // hang detector only: a refused configuration exits at once, but loading tsx and the
-  // modules can take well over 30 s on a loaded shared machine
-  const r = await runChild(process.execPath, [...SERVICE_ARGS], { cwd: ROOT, env: { ...process.env, DATA_DIR: tempDir(), WORKERS: '1', ...env }, limitMs: 120_000 });
-  return { code: r.code, out: r.stdout + r.stderr };
-}
 
 // One server serves the tests that need a running one (the SO_REUSEPORT port, the CLI beside
 // it, then the SIGTERM drain, which ends it) and leaves its DATA_DIR to the admin bootstrap
@@ -30,7 +23,7 @@ t.test('bad configuration values are refused with a message naming the variable'
   }
   t.throws(() => loadConfig({ ADMIN_USERNAME: 'root' }, ROOT, 2), /ADMIN_USERNAME and ADMIN_PASSWORD/);
   // ...and one real start: a refused configuration ends the process with code 2 and the message
-  const r = await runMain({ WORKERS: '0' });
+  const r = await runServiceToExit({ WORKERS: '0' });
   t.equal(r.code, 2, 'WORKERS refused');
   t.match(r.out, /WORKERS/, 'message names WORKERS');
 });
@@ -39,7 +32,7 @@ t.test('a port held by another program is an error, not a silent success', async
   const other = net.createServer().listen(0, '127.0.0.1');
   await new Promise((r) => other.once('listening', r));
   const port = (other.address() as net.AddressInfo).port;
-  const r = await runMain({ PORT: String(port) });
+  const r = await runServiceToExit({ PORT: String(port) });
   other.close();
   t.equal(r.code, 1);
   t.match(r.out, /cannot listen on 127\.0\.0\.1:\d+/);
@@ -50,14 +43,14 @@ t.test('a store of another schema version is refused', async (t) => {
   const db = lmdbOpen(dataDir);
   await db.meta.put('schema_version', 999);
   await db.close();
-  const r = await runMain({ DATA_DIR: dataDir });
+  const r = await runServiceToExit({ DATA_DIR: dataDir });
   t.equal(r.code, 1);
   t.match(r.out, /schema version 999/);
 });
 
 t.test('a port held by another uWS-style SO_REUSEPORT listener is refused too', async (t) => {
   const first = await starting;
-  const r = await runMain({ PORT: String(first.port) });
+  const r = await runServiceToExit({ PORT: String(first.port) });
   t.equal(r.code, 1);
   t.match(r.out, /address in use/);
 });
