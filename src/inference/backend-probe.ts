@@ -12,6 +12,7 @@ import type { ModuleId } from '../contract/index.ts';
 import { threadEntry } from '../source-ext.ts';
 import type { Manifest } from './manifest.ts';
 import type { ExecutionProvider } from './types.ts';
+import { WEBGPU_SESSION_THREADS } from './runtime.ts';
 import type { ProbeReply, ProbeTask } from '../../workers/backend-probe.ts';
 
 export const PROBE_WORKER_FILE = fileURLToPath(threadEntry('backend-probe.bundle.mjs', '../workers/backend-probe.ts'));
@@ -74,10 +75,12 @@ export async function measureBackends(opts: ProbeOptions): Promise<BackendFigure
   try {
     for (const provider of candidates) {
       const pool = new Piscina({ filename: PROBE_WORKER_FILE, minThreads: 1, maxThreads: 1, idleTimeout: Number.MAX_SAFE_INTEGER, atomics: 'disabled' });
-      const figure: BackendFigure = { provider, threads: opts.threads, ms_per_call: null, rounds: [] };
+      // each candidate as its pool would serve: WebGPU on its one session thread
+      const sessionThreads = provider === 'webgpu' ? WEBGPU_SESSION_THREADS : opts.threads;
+      const figure: BackendFigure = { provider, threads: sessionThreads, ms_per_call: null, rounds: [] };
       threads.push({ provider, pool, figure });
       try {
-        const task: ProbeTask = { op: 'load', provider, threads: opts.threads, manifest: opts.manifest, modules: opts.modules, warmupRuns: opts.warmupRuns ?? 20 };
+        const task: ProbeTask = { op: 'load', provider, threads: sessionThreads, manifest: opts.manifest, modules: opts.modules, warmupRuns: opts.warmupRuns ?? 20 };
         const r = (await pool.run(task)) as Extract<ProbeReply, { loaded: ModuleId[] }>;
         const failed = Object.entries(r.errors);
         if (failed.length > 0) figure.error = failed.map(([m, e]) => `${m}: ${e}`).join('; ');
@@ -112,10 +115,11 @@ export function chooseBackend(figures: BackendFigure[]): BackendChoice {
   for (const f of figures) if (f.ms_per_call !== null && (best === null || f.ms_per_call < best.ms_per_call!)) best = f;
   const parts = figures.map((f) => (f.ms_per_call !== null ? `${f.provider} ${fmt(f.ms_per_call)} ms` : `${f.provider} did not load (${f.error})`));
   const threads = figures[0]?.threads ?? 1;
+  const apart = figures.filter((f) => f.threads !== threads).map((f) => `; ${f.provider} ${f.threads}`).join('');
   if (!best) return { provider: 'wasm', figures, summary: `auto: no backend loaded in the start-up measurement (${parts.join('; ')}); trying WASM` };
   return {
     provider: best.provider,
     figures,
-    summary: `auto chose ${best.provider}: ${parts.join(', ')} a call at start-up (${threads} thread${threads === 1 ? '' : 's'} a session)`,
+    summary: `auto chose ${best.provider}: ${parts.join(', ')} a call at start-up (${threads} thread${threads === 1 ? '' : 's'} a session${apart})`,
   };
 }

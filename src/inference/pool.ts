@@ -7,6 +7,7 @@ import { Piscina } from 'piscina';
 import { threadEntry } from '../source-ext.ts';
 import type { PoolClose, WorkerClosed, WorkerConfig, WorkerReport, WorkerReply, WorkerTask } from './protocol.ts';
 import type { ExecutionProvider } from './types.ts';
+import { WEBGPU_SESSION_THREADS } from './runtime.ts';
 
 /** A pool thread's entry (source-ext.ts threadEntry says where it lies). */
 export const WORKER_FILE = fileURLToPath(threadEntry('inference.bundle.mjs', '../workers/inference.ts'));
@@ -19,7 +20,7 @@ export const WORKER_FILE = fileURLToPath(threadEntry('inference.bundle.mjs', '..
  */
 export function poolShape(threads: number, provider: ExecutionProvider): { workers: number; sessionThreads: number } {
   const total = Number.isFinite(threads) && threads >= 1 ? Math.floor(threads) : 1;
-  if (provider === 'webgpu') return { workers: 1, sessionThreads: 1 };
+  if (provider === 'webgpu') return { workers: 1, sessionThreads: WEBGPU_SESSION_THREADS };
   const workers = Math.min(total, 8);
   return { workers, sessionThreads: Math.max(1, Math.floor(total / workers)) };
 }

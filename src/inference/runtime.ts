@@ -189,9 +189,19 @@ export async function webGpuAdapterName(install = false): Promise<string | null>
 }
 
 /**
+ * WebGPU's session threads, whatever a caller asks. In Node, onnxruntime-web 1.30's WebGPU
+ * build cannot start WASM threads: asked for 2, every session failed to load with "[webgpu]
+ * TypeError: fetch failed" (here on SwiftShader; on an H100 it kept `auto` from measuring
+ * the GPU on a 16-core host, where the CPU backends' sessions get 2 threads). The graphs run
+ * on the GPU; the WASM side only feeds it.
+ */
+export const WEBGPU_SESSION_THREADS = 1;
+
+/**
  * `threads` is this runtime's intra-op thread count (per session). ORT-web's own
  * default (min(4, cores/2) per session) multiplies under a pool, so it is always set.
- * WebGPU throws when no adapter exists; callers fall back to WASM.
+ * WebGPU ignores it (WEBGPU_SESSION_THREADS), and throws when no adapter exists; callers
+ * fall back to WASM.
  */
 export async function createRuntime(provider: ExecutionProvider, threads: number): Promise<Runtime> {
   if (provider === 'native') {
@@ -209,7 +219,7 @@ export async function createRuntime(provider: ExecutionProvider, threads: number
     if (!(await webGpuAdapterName(true))) throw new Error('no WebGPU adapter');
     keepWasmOnBaselineTier();
     const ort = (await import('onnxruntime-web/webgpu')) as unknown as OrtLike & { env: { wasm: { numThreads: number } } };
-    ort.env.wasm.numThreads = threads;
+    ort.env.wasm.numThreads = WEBGPU_SESSION_THREADS;
     // per graph: a Conv the provider misreads in NHWC keeps NCHW (webgpu-layout.ts)
     const options = (m: Uint8Array): InferenceSession.SessionOptions => ({ executionProviders: [webGpuProvider(m), 'wasm'], graphOptimizationLevel: 'all' });
     return { provider, createSession: async (m) => wrap(ort, await ort.InferenceSession.create(m, options(m))), close: async () => destroyWebGpuDevice(ort) };

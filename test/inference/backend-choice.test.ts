@@ -17,6 +17,8 @@ t.test('auto takes the fastest backend that loaded; the candidates\' order break
   const none = chooseBackend([fig('native', null, 'x'), fig('wasm', null, 'y')]);
   t.equal(none.provider, 'wasm', 'with nothing loaded, WASM, whose pool then reports the error per module');
   t.match(none.summary, /no backend loaded/);
+  const gpu = chooseBackend([{ ...fig('native', 2), threads: 2 }, { ...fig('webgpu', 3), threads: 1 }]);
+  t.match(gpu.summary, /native 2\.00 ms, webgpu 3\.00 ms a call at start-up \(2 threads a session; webgpu 1\)/, 'a backend on other threads says so');
 });
 
 t.test('the start-up measurement times every CPU backend on the graphs it will serve', async (t) => {

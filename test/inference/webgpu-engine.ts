@@ -1,11 +1,13 @@
 // Used by webgpu-compare.child.ts: starts the engine with `auto` and with `webgpu` on a
 // tiny graph set and returns what each chose and what readiness says; then `auto` once more
 // with the emulated adapter presented as hardware (`gpu_auto`), so that its measurement of
-// WebGPU against the CPU backends runs where no GPU exists.
+// WebGPU against the CPU backends runs where no GPU exists; and that measurement alone with
+// the CPU backends on 2 threads a session (`two_threads`).
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInferenceEngine } from '../../src/inference/index.ts';
+import { createInferenceEngine, loadManifest } from '../../src/inference/index.ts';
+import { measureBackends } from '../../src/inference/backend-probe.ts';
 import { webGpuAdapter } from '../../src/inference/runtime.ts';
 import { brightnessGraph } from './test-graphs.ts';
 import { capture } from './helpers.ts';
@@ -40,6 +42,9 @@ export async function engineChoices(): Promise<Record<string, unknown>> {
       out[name] = { provider: engine.executionProvider, readiness: engine.readiness()[0], logs, records, score: r!.score };
       await engine.close();
     }
+    // auto on a host of 16 cores or more gives the CPU backends' sessions 2 threads; WebGPU
+    // must still load there (it failed to, with "fetch failed", on an H100's 16 cores)
+    out.two_threads = await measureBackends({ manifest: loadManifest(dir), modules: ['rgb_liveness'], threads: 2, candidates: ['wasm', 'webgpu'], warmupRuns: 1, rounds: 1, callsPerRound: 1 });
   } finally {
     rmSync(root, { recursive: true, force: true });
   }

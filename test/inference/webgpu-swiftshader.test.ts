@@ -105,4 +105,10 @@ t.test('WebGPU on SwiftShader gives the WASM outputs for every graph of every sh
   t.equal(g.provider, fastest?.provider, `the fastest serves: ${chose?.msg}`);
   t.equal(g.readiness.ready, true);
   t.ok(Math.abs(g.score - e.auto.score) <= 1e-4, `served score ${g.score} on ${g.provider}`);
+
+  // the same measurement where the CPU backends' sessions get 2 threads (auto on 16 cores or
+  // more): WebGPU loads and is timed on its one session thread, as its pool would serve
+  const two: { provider: string; threads: number; ms_per_call: number | null; error?: string }[] = e.two_threads;
+  t.same(two.map((f) => [f.provider, f.threads]), [['wasm', 2], ['webgpu', 1]], 'each backend timed on the threads its pool would give it');
+  for (const f of two) t.type(f.ms_per_call, 'number', `${f.provider} measured: ${f.error ?? ''}`);
 });
