@@ -111,6 +111,35 @@ export interface ChildResult {
   stderr: string;
   /** killed because it ran past `limitMs` */
   timedOut: boolean;
+  /** when timed out: its threads as they were just before the kill (threadStates) */
+  threads?: string;
+}
+
+/**
+ * One line per thread of process `pid`, read from /proc: id, name, scheduler state, the kernel
+ * function it sleeps in and its current system call number. For a child that stopped making
+ * progress (a server that printed nothing in minutes, a CLI past its limit): which threads
+ * exist and where each waits (a futex, a pipe, the disk) is what tells a lock-up from a slow
+ * host, and it is gone once the child is killed. Best effort: '' where /proc is unreadable.
+ */
+export function threadStates(pid: number | undefined): string {
+  if (pid === undefined) return '';
+  try {
+    return fs.readdirSync(`/proc/${pid}/task`).map((tid) => {
+      const read = (f: string) => {
+        try {
+          return fs.readFileSync(`/proc/${pid}/task/${tid}/${f}`, 'utf8').trim();
+        } catch {
+          return '?';
+        }
+      };
+      // stat: "tid (comm) S ...": the state follows the name's closing parenthesis
+      const state = read('stat').split(') ')[1]?.split(' ')[0] ?? '?';
+      return `  ${tid} ${read('comm')} state=${state} wchan=${read('wchan')} syscall=${read('syscall').split(' ')[0]}`;
+    }).join('\n');
+  } catch {
+    return '';
+  }
 }
 
 /** Runs a program to its end with spawnChild (no tap instrumentation in it) and gives back
@@ -124,10 +153,12 @@ export function runChild(command: string, args: readonly string[], options: Omit
     let stdout = '';
     let stderr = '';
     let timedOut = false;
+    let threads: string | undefined;
     p.stdout!.on('data', (d) => (stdout += d));
     p.stderr!.on('data', (d) => (stderr += d));
     const timer = limitMs === undefined ? undefined : setTimeout(() => {
       timedOut = true;
+      threads = threadStates(p.pid);
       p.kill('SIGKILL');
     }, limitMs);
     p.on('error', (err) => {
@@ -136,7 +167,7 @@ export function runChild(command: string, args: readonly string[], options: Omit
     });
     p.on('close', (code, signal) => {
       clearTimeout(timer);
-      resolve({ code, signal, stdout, stderr, timedOut });
+      resolve({ code, signal, stdout, stderr, timedOut, ...(threads === undefined ? {} : { threads }) });
     });
     // a program that exits without reading its input (a refused start, a CLI that fails on
     // its arguments) closes the pipe: EPIPE on a stream with no listener would throw in the
@@ -236,7 +267,9 @@ export async function startServer(opts: StartOptions = {}): Promise<ServerHandle
     let buf = '';
     // a hang detector, not a speed check: on a loaded shared 2-core machine a start (tsx
     // compile, WASM warm-up) has been seen to take over a minute
-    const timer = setTimeout(() => reject(new Error(`server did not start:\n${logs.join('\n')}`)), opts.timeoutMs ?? 180_000);
+    // past it, the error carries the server's threads and where each waits (threadStates):
+    // a start that printed nothing at all for minutes was seen once in CI, cause unknown
+    const timer = setTimeout(() => reject(new Error(`server did not start:\n${logs.join('\n')}\nits threads (pid ${proc.pid}):\n${threadStates(proc.pid)}`)), opts.timeoutMs ?? 180_000);
     const onLine = (line: string) => {
       logs.push(line);
       if (line.includes('"msg":"listening"')) {

@@ -14,7 +14,7 @@ import { ROOT, makeToken, runChild, startServer, tempDir } from '../helpers/serv
 async function run(command: string, args: string[], opts: { cwd?: string; env?: NodeJS.ProcessEnv; limitMs?: number } = {}, context = () => ''): Promise<{ stdout: string }> {
   const r = await runChild(command, args, opts);
   if (r.code === 0) return { stdout: r.stdout };
-  const how = r.timedOut ? `was killed after ${opts.limitMs} ms` : `ended with ${r.signal ?? `exit ${r.code}`}`;
+  const how = r.timedOut ? `was killed after ${opts.limitMs} ms; its threads then:\n${r.threads ?? ''}` : `ended with ${r.signal ?? `exit ${r.code}`}`;
   throw new Error(`${path.basename(command)} ${args.join(' ')} ${how}\nits stdout:\n${r.stdout}\nits stderr:\n${r.stderr}\n${context()}`);
 }
 

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import t from 'tap';
-import { childEnv, runChild, spawnChild, spawnChildSync } from './server.ts';
+import { childEnv, runChild, spawnChild, spawnChildSync, threadStates } from './server.ts';
 
 // The processes the tests start run without tap's instrumentation (bench/harness/server.ts
 // says why), and with any other NODE_OPTIONS a developer set.
@@ -55,4 +55,11 @@ t.test('runChild: a program that exits without reading its input is a result, no
   t.same({ code: r.code, stderr: r.stderr, timedOut: r.timedOut }, { code: 3, stderr: 'bye', timedOut: false });
   const slow = await runChild(process.execPath, ['-e', 'setTimeout(() => {}, 60_000)'], { limitMs: 200 });
   t.same({ code: slow.code, signal: slow.signal, timedOut: slow.timedOut }, { code: null, signal: 'SIGKILL', timedOut: true }, 'killed past its limit, and says so');
+  // and where it was: one line per thread, the main thread (named after the program) asleep
+  const lines = (slow.threads ?? '').split('\n');
+  t.ok(lines.length >= 2, `its threads as they were before the kill:\n${slow.threads}`);
+  // the main thread's id is the process id; idle, it sleeps in the event loop's poll
+  t.ok(lines.some((l) => /^ {2}\d+ node state=S wchan=\S+ syscall=\d+$/.test(l)), 'a thread named after the program, asleep in a system call');
+  t.match(threadStates(process.pid), new RegExp(`^ {2}${process.pid} `), 'this process: its main thread first');
+  t.equal(threadStates(2 ** 22 + 7), '', 'a pid that does not exist gives nothing');
 });
