@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { Worker } from 'node:worker_threads';
 import t from 'tap';
 import { LmdbBackend } from '../../src/store/lmdb/index.ts';
 import { processStartTime } from '../../src/store/owner.ts';
@@ -59,4 +60,32 @@ t.test('crash recovery refunds the reservations of dead holders only: a running 
   t.same(second.map((r) => r.id).sort(), [live.id, ...retried].sort(), 'once its holder is gone, it is refunded too');
   t.equal((await s.getReservation(live.id))!.state, 'refunded');
   t.ok((await s.verifyLedger()).ok);
+});
+
+t.test('a token changed by another thread holds for the next read, even within one event-loop turn', async (t) => {
+  // lmdb-js keeps a thread's read snapshot until a timer resets it; an API worker that read a
+  // token and, in the same turn, serves the next call after another worker committed a change
+  // must see the change (an operator re-enabled a token, the next /v1/me answered 401)
+  const dir = tempDir();
+  const s = LmdbBackend.open(dir);
+  t.teardown(() => s.close());
+  const tok = tokenRecord([], { enabled: false });
+  await s.insertToken(tok);
+  t.equal((await s.getTokenByHash(tok.hash))?.enabled, false);
+  const done = new Int32Array(new SharedArrayBuffer(4));
+  // another thread of this process enables it, with lmdb-js directly (the same files, the
+  // store's encoding defaults), and says so through shared memory
+  const worker = new Worker(`
+    const { workerData } = require('node:worker_threads');
+    import(workerData.lmdb).then(({ open }) => {
+      const root = open({ path: workerData.path, maxDbs: 32, compression: false });
+      const tokens = root.openDB({ name: 'tokens' });
+      tokens.putSync(workerData.id, { ...tokens.get(workerData.id), enabled: true });
+      Atomics.store(workerData.done, 0, 1);
+      Atomics.notify(workerData.done, 0);
+    });`, { eval: true, workerData: { lmdb: import.meta.resolve('lmdb'), path: `${dir}/store`, id: tok.id, done } });
+  t.teardown(() => worker.terminate());
+  // blocking, so that no timer of this thread runs between the two reads
+  t.equal(Atomics.wait(done, 0, 0, 30_000), 'ok', 'the other thread committed');
+  t.equal((await s.getTokenByHash(tok.hash))?.enabled, true, 'read right after, in the same turn: enabled');
 });
