@@ -4,8 +4,8 @@ import type { ModuleId } from '../../contract/index.ts';
 import type { ModuleState } from '../records.ts';
 
 // The spec's deployment enables both modules; an operator switch is stored only once made.
-// Read on the hot path from the thread's current snapshot: a switch made on another API
-// worker is seen at the latest once that worker's event loop turns (well under a second).
+// LmdbBackend.moduleEnabled reads it at the latest commit (readLatest), so a switch made
+// through another API worker holds for the next call.
 export function moduleEnabled(store: Store, id: ModuleId): boolean {
   const state = store.db.modules.get(id) as ModuleState | undefined;
   return state ? state.enabled : true;
