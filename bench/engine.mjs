@@ -15,7 +15,8 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpat
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { opt, seededCrop as crop } from './cli-args.mjs';
+import { opt } from './cli-args.mjs';
+import { CASES as ENGINE_CASES, drive } from './engine-load.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, '..');
@@ -28,27 +29,10 @@ const BACKENDS = opt('backends', '').split(',').filter(Boolean);
 const OUT = BACKENDS.length ? `engine-${SET}-backends` : `engine-${SET}`;
 const CONCURRENCY = 4;
 
-const CROPS = Array.from({ length: 8 }, (_, i) => crop(i + 7));
-
-function capture(id, mode, n) {
-  const frames = Array.from({ length: n }, (_, i) => ({
-    source_index: i, timestamp_us: i * 33_000, status: 'ok', source_size: [720, 1280], eyes_xy: [[300, 400], [380, 400]],
-    image: { part: `${id}_${i}`, encoding: 'rgb8', sha256: '0'.repeat(64) },
-    ...(mode === 'color' ? { phase: ['white', 'red', 'green', 'blue'][i] } : {}),
-  }));
-  const profile = mode === 'rgb_single' ? 'rgb_single_v1' : mode === 'rgb_sequence' ? 'rgb_contiguous_v1' : 'color_wrgb_v1';
-  return {
-    packet: { protocol_version: 1, capture_id: id, mode, capture_profile: profile, preprocess_profile: 'eye_crop_320_v1', complete: true, frames },
-    pixels: frames.map((_, i) => CROPS[i % CROPS.length].slice()),
-  };
-}
-
-const CASES = [
-  { name: 'single', module: 'rgb_liveness', job: (k) => [capture(`s${k}`, 'rgb_single', 1)] },
-  { name: 'sequence20', module: 'rgb_liveness', job: (k) => [capture(`q${k}`, 'rgb_sequence', 20)] },
-  { name: 'batch32', module: 'rgb_liveness', job: (k) => Array.from({ length: 32 }, (_, i) => capture(`b${k}_${i}`, 'rgb_single', 1)) },
-  ...(SET === 'raw_v1' ? [{ name: 'color4', module: 'color_liveness', job: (k) => [capture(`c${k}`, 'color', 4)] }] : []),
-].filter((c) => !process.env.CASES || process.env.CASES.split(/[ ,]+/).includes(c.name));
+const CASES = Object.entries(ENGINE_CASES)
+  .filter(([name]) => SET === 'raw_v1' || name !== 'color4')
+  .map(([name, c]) => ({ name, ...c }))
+  .filter((c) => !process.env.CASES || process.env.CASES.split(/[ ,]+/).includes(c.name));
 
 function modelsDir(from) {
   if (SET !== 'tiny128') return { dir: join(from, 'models'), cleanup() {} };
@@ -76,17 +60,11 @@ async function engineFor(from, name, backend = BACKEND) {
 
 async function measure(engine, c) {
   let k = 0;
-  let captures = 0;
-  const t0 = performance.now();
-  const until = t0 + SECONDS * 1000;
-  await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
-    while (performance.now() < until) {
-      const caps = c.job(k++);
-      await engine.infer({ module_id: c.module, captures: caps });
-      captures += caps.length;
-    }
-  }));
-  return captures / ((performance.now() - t0) / 1000);
+  return (await drive(async () => {
+    const caps = c.job(k++);
+    await engine.infer({ module_id: c.module, captures: caps });
+    return caps.length;
+  }, CONCURRENCY, SECONDS)).per_s;
 }
 
 const median = (xs) => {

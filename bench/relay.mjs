@@ -19,39 +19,11 @@ import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
-import { opt, seededCrop as crop } from './cli-args.mjs';
+import { opt } from './cli-args.mjs';
+import { capture as engineCapture, drive } from './engine-load.mjs';
 
-const CROP = crop(7);
-
-/** One single-frame rgb8 capture; its pixels a fresh copy (the relay transfers them). */
-function capture(id) {
-  const frames = [{
-    source_index: 0, timestamp_us: 0, status: 'ok', source_size: [720, 1280], eyes_xy: [[300, 400], [380, 400]],
-    image: { part: `${id}_0`, encoding: 'rgb8', sha256: '0'.repeat(64) },
-  }];
-  return {
-    packet: { protocol_version: 1, capture_id: id, mode: 'rgb_single', capture_profile: 'rgb_single_v1', preprocess_profile: 'eye_crop_320_v1', complete: true, frames },
-    pixels: [CROP.slice()],
-  };
-}
-
-/** `concurrency` callers for `seconds`: calls/s and the latency quantiles (microseconds). */
-async function loop(call, concurrency, seconds) {
-  const lat = [];
-  const t0 = performance.now();
-  const until = t0 + seconds * 1000;
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (performance.now() < until) {
-      const s = performance.now();
-      await call();
-      lat.push(performance.now() - s);
-    }
-  }));
-  const wall = (performance.now() - t0) / 1000;
-  lat.sort((a, b) => a - b);
-  const q = (p) => lat[Math.min(lat.length - 1, Math.floor(p * lat.length))] * 1000;
-  return { calls: lat.length, per_s: lat.length / wall, p50_us: q(0.5), p99_us: q(0.99) };
-}
+/** One single-frame rgb8 capture. */
+const capture = (id) => engineCapture(id, 'rgb_single');
 
 // The API worker's side: the service's RemoteInference on this thread's port to the main
 // thread, driven by the main thread's commands.
@@ -68,7 +40,7 @@ async function apiWorker() {
     const call = m.kind === 'ping'
       ? () => inference.ping()
       : () => inference.infer({ module_id: 'rgb_liveness', captures: [capture(`w${k++}`)] });
-    void loop(call, m.concurrency, m.seconds).then((result) => parentPort.postMessage({ cmd: 'done', result }));
+    void drive(call, m.concurrency, m.seconds).then((result) => parentPort.postMessage({ cmd: 'done', result }));
   });
 }
 
@@ -117,9 +89,9 @@ async function main() {
   let k = 0;
   const LEGS = {
     'api-main': (c) => ((target = echo), inWorker('ping', c)),
-    'main-pool': (c) => loop(() => engine.ping(), c, SECONDS),
+    'main-pool': (c) => drive(() => engine.ping(), c, SECONDS),
     'api-main-pool': (c) => ((target = engine), inWorker('ping', c)),
-    'frame-bare': (c) => loop(() => engine.infer({ module_id: 'rgb_liveness', captures: [capture(`m${k++}`)] }), c, SECONDS),
+    'frame-bare': (c) => drive(() => engine.infer({ module_id: 'rgb_liveness', captures: [capture(`m${k++}`)] }), c, SECONDS),
     'frame-relayed': (c) => ((target = engine), inWorker('frame', c)),
   };
   const names = Object.keys(LEGS);

@@ -11,7 +11,10 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd) gpu=$(cd "${1:-.gpu}" && pwd)
 log=$OUT/log.txt
 for f in "$gpu"/gl/*.deb; do dpkg -x "$f" /; done; ldconfig
-mkdir -p /tmp/b && tar -xJf "$gpu/bundle.tar.xz" -C /tmp/b && cp "$here"/probe.mjs "$here"/compare.mjs /tmp/b/ && cd /tmp/b || exit 1
+# the probe and what it imports come from this checkout, so editing them needs no new bundle
+mkdir -p /tmp/b && tar -xJf "$gpu/bundle.tar.xz" -C /tmp/b && mkdir -p /tmp/b/proj/bench/gpu \
+  && cp "$here"/../cli-args.mjs "$here"/../engine-load.mjs /tmp/b/proj/bench/ \
+  && cp "$here"/probe.mjs "$here"/compare.mjs /tmp/b/proj/bench/gpu/ && cd /tmp/b || exit 1
 export XDG_RUNTIME_DIR=/tmp SCORES_DIR=/tmp/scores; mkdir -p $SCORES_DIR
 for icd in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json /usr/share/vulkan/icd.d/nvidia_icd.json /etc/vulkan/icd.d/nvidia_icd.json; do
   [ -f "$icd" ] && { export VK_ICD_FILENAMES=$icd VK_DRIVER_FILES=$icd; break; }
@@ -31,7 +34,7 @@ probe() {
   local label=$1 limit=$2; shift 2
   [ -n "${PROBES:-}" ] && [[ ",$PROBES," != *",$label,"* ]] && return 0
   local f=/tmp/$label.out start=$(date +%s)
-  ./node probe.mjs "$label" "$@" > $f 2>&1 & local pid=$!
+  ./node proj/bench/gpu/probe.mjs "$label" "$@" > $f 2>&1 & local pid=$!
   while kill -0 $pid 2>/dev/null && ! grep -q waiting_for $f; do
     [ $(( $(date +%s) - start )) -ge $limit ] && { echo "{\"label\":\"$label\",\"timeout_s\":$limit}" >> $f; break; }
     sleep 0.2
@@ -44,9 +47,9 @@ probe() {
 }
 probe webgpu 120 webgpu 1 3 4,16
 probe wasm2 90 wasm 2 3 4
-[ -f $SCORES_DIR/scores-wasm2.json ] && ./node compare.mjs $SCORES_DIR/scores-webgpu.json $SCORES_DIR/scores-wasm2.json >> $log 2>&1
+[ -f $SCORES_DIR/scores-wasm2.json ] && ./node proj/bench/gpu/compare.mjs $SCORES_DIR/scores-webgpu.json $SCORES_DIR/scores-wasm2.json >> $log 2>&1
 probe native2 60 native 2 3 4
-[ -f $SCORES_DIR/scores-native2.json ] && ./node compare.mjs $SCORES_DIR/scores-native2.json $SCORES_DIR/scores-wasm2.json >> $log 2>&1
+[ -f $SCORES_DIR/scores-native2.json ] && ./node proj/bench/gpu/compare.mjs $SCORES_DIR/scores-native2.json $SCORES_DIR/scores-wasm2.json >> $log 2>&1
 probe native16 60 native 16 3 16
 LV_MAX_BATCH=32 LV_WARMUP=40 probe webgpu-batch32 120 webgpu 1 3 16,64 single,batch32
 LV_MAX_BATCH=32 LV_WARMUP=40 probe native16-batch32 60 native 16 3 16,64 single,batch32
