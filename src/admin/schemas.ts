@@ -42,17 +42,23 @@ export const GrantBodySchema = Type.Object({ limit: LimitSchema, period: PeriodS
 export const GrantSchema = Type.Object({ module_id: ModuleIdSchema, limit: LimitSchema, period: PeriodSchema }, strict);
 
 export const ModulePatchSchema = Type.Object({ enabled: Type.Boolean() }, strict);
-export const UserCreateSchema = Type.Object({ username: UsernameSchema, password: PasswordSchema, role: RoleSchema }, strict);
+// The acting operator's own password: a console session alone (a stolen cookie and its
+// CSRF token) must not be enough to give or take admin access or to set a password (issue 40).
+const CurrentPasswordSchema = (required: string) => Type.Optional(Type.String({
+  minLength: 1,
+  maxLength: 1024,
+  description: `the acting operator's own password, required ${required}; checked under the login throttle (missing 422, wrong 403 invalid_current_password, too many wrong 429)`,
+}));
+export const UserCreateSchema = Type.Object(
+  { username: UsernameSchema, password: PasswordSchema, role: RoleSchema, current_password: CurrentPasswordSchema('when `role` is `admin`') },
+  strict,
+);
 export const UserPatchSchema = Type.Object(
   {
     enabled: Type.Optional(Type.Boolean()),
     password: Type.Optional(PasswordSchema),
     role: Type.Optional(RoleSchema),
-    current_password: Type.Optional(Type.String({
-      minLength: 1,
-      maxLength: 1024,
-      description: 'the acting operator\'s own password, required with `password` (for any user\'s password); checked under the login throttle',
-    })),
+    current_password: CurrentPasswordSchema('with `password` (any user\'s), and with a change of `role` or `enabled` that gives or takes admin access (promoting, demoting, disabling or enabling an admin)'),
   },
   strict,
 );

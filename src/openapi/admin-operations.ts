@@ -138,18 +138,24 @@ export const ADMIN_OPERATIONS: Operation[] = [
   {
     method: 'post', path: '/admin/api/users', operationId: 'adminCreateUser', tag: 'admin', auth: 'session', csrf: true,
     summary: 'Create a user',
-    body: { schema: 'UserCreate', example: { username: 'operator', password: 'a-long-password', role: 'admin' } },
+    description: 'Creating an admin (`role: admin`) needs `current_password`, the calling operator\'s own password, checked '
+      + 'under the login throttle: missing 422, wrong 403 invalid_current_password, too many wrong 429 too_many_attempts; '
+      + 'nothing is created then. A stolen session alone cannot make itself an account. Each creation is logged with the '
+      + 'acting operator and client address.',
+    body: { schema: 'UserCreate', example: { username: 'operator', password: 'a-long-password', role: 'admin', current_password: 'correct horse battery' } },
     success: { status: '201', description: 'Created', schema: 'User', example: ex.user },
-    errors: ['conflict', 'server_busy'],
-    validation: { example: ex.jsonValidation },
-    errorHeaders: { '503': retryAfter },
+    errors: ['invalid_current_password', 'conflict', 'too_many_attempts', 'server_busy'],
+    validation: { example: { detail: [{ loc: ['body', 'current_password'], msg: 'Field required', type: 'missing' }] } },
+    errorHeaders: { '429': retryAfter, '503': retryAfter },
   },
   {
     method: 'patch', path: '/admin/api/users/{id}', operationId: 'adminPatchUser', tag: 'admin', auth: 'session', csrf: true,
     summary: 'Change a user (a changed password or a disabled account ends their sessions)',
-    description: 'A new `password` (for any user, the caller included) needs `current_password`, the calling operator\'s own '
-      + 'password, checked under the login throttle: missing 422, wrong 403 invalid_current_password, too many wrong 429 '
-      + 'too_many_attempts; nothing is changed then. A stolen session alone cannot take an account.',
+    description: 'A new `password` (for any user, the caller included), and any change of `role` or `enabled` that gives '
+      + 'or takes admin access (promoting a user, demoting, disabling or enabling an admin), need `current_password`, the '
+      + 'calling operator\'s own password, checked under the login throttle: missing 422, wrong 403 invalid_current_password, '
+      + 'too many wrong 429 too_many_attempts; nothing is changed then. A stolen session alone cannot take an account, make '
+      + 'one or lock the other operators out. Each such change is logged with the acting operator and client address.',
     parameters: [userId],
     body: { schema: 'UserPatch', example: { password: 'a-new-long-password', current_password: 'correct horse battery' } },
     success: { status: '200', description: 'The user', schema: 'User', example: ex.user },

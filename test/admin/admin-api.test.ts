@@ -86,7 +86,7 @@ t.test('CSRF token missing or wrong: 403 csrf_failed on every state-changing cal
 });
 
 t.test('a session whose account lost the admin role: 403 forbidden', async (t) => {
-  const made = await admin('POST', '/admin/api/users', { username: 'ops', password: 'ops password', role: 'admin' });
+  const made = await admin('POST', '/admin/api/users', { username: 'ops', password: 'ops password', role: 'admin', current_password: 'correct horse battery' });
   t.equal(made.status, 201);
   const ops = client(base, await login(base, 'ops', 'ops password'));
   t.equal((await ops('GET', '/admin/api/tokens')).status, 200);
@@ -99,7 +99,7 @@ t.test('a session whose account lost the admin role: 403 forbidden', async (t) =
   t.equal((await ops('POST', '/admin/api/tokens', { name: 'x', grants: [] })).json.error.code, 'forbidden');
   await store.db.users.put(made.json.id, { ...user, role: 'admin' });
   t.equal((await ops('GET', '/admin/api/tokens')).status, 200, 'promoted again: the same session works');
-  t.equal((await admin('PATCH', `/admin/api/users/${made.json.id}`, { role: 'user' })).status, 200);
+  t.equal((await admin('PATCH', `/admin/api/users/${made.json.id}`, { role: 'user', current_password: 'correct horse battery' })).status, 200);
   const demoted = await ops('GET', '/admin/api/users');
   t.equal(demoted.status, 403, 'demoted through the API: 403 forbidden, not a vanished session');
   t.equal(demoted.json.error.code, 'forbidden');
@@ -160,7 +160,7 @@ t.test('modules: list with readiness, enable and disable, unknown id 404', async
 });
 
 t.test('users: create, duplicate 409, change, unknown 404, the last admin stays', async (t) => {
-  const made = await admin('POST', '/admin/api/users', { username: 'alice', password: 'alice password', role: 'admin' });
+  const made = await admin('POST', '/admin/api/users', { username: 'alice', password: 'alice password', role: 'admin', current_password: 'correct horse battery' });
   t.equal(made.status, 201);
   t.same(Object.keys(made.json).sort(), ['created_at', 'enabled', 'id', 'role', 'username']);
   t.equal((await admin('POST', '/admin/api/users', { username: 'alice', password: 'other password', role: 'user' })).status, 409);
@@ -172,9 +172,9 @@ t.test('users: create, duplicate 409, change, unknown 404, the last admin stays'
   t.equal((await login(base, 'alice', 'new alice password')).body.username, 'alice');
   t.equal((await admin('PATCH', '/admin/api/users/usr_nope', { enabled: false })).status, 404);
 
-  t.equal((await admin('PATCH', `/admin/api/users/${made.json.id}`, { enabled: false })).status, 200);
+  t.equal((await admin('PATCH', `/admin/api/users/${made.json.id}`, { enabled: false, current_password: 'correct horse battery' })).status, 200);
   const me = listed.find((u: any) => u.username === 'root');
-  const last = await admin('PATCH', `/admin/api/users/${me.id}`, { role: 'user' });
+  const last = await admin('PATCH', `/admin/api/users/${me.id}`, { role: 'user', current_password: 'correct horse battery' });
   t.equal(last.status, 409, 'demoting the last enabled admin is refused');
   t.equal((await admin('GET', '/auth/session')).status, 200);
 });

@@ -197,8 +197,17 @@ if (missing) {
     await page.click('#tabs button[data-tab=users]');
     await page.fill('#panel input[name=username]', 'second-admin');
     await page.fill('#panel input[name=password]', 'second password');
+    // an admin is made only with the acting operator's own password (issue 40)
+    await page.fill('[data-testid=create-current-password]', 'correct horse battery');
     await page.click('#panel button:has-text("Create user")');
     await page.waitForSelector('#panel td:text-is("second-admin")');
+    // disabling an admin asks for it too: from the row's field
+    await page.fill('tr[data-user=second-admin] [data-testid=current-password]', 'correct horse battery');
+    t.match(await clickAsked('tr[data-user=second-admin] button:has-text("Disable")'), /^Disable user "second-admin"\?/);
+    await page.waitForSelector('tr[data-user=second-admin] td:text-is("disabled")');
+    await page.fill('tr[data-user=second-admin] [data-testid=current-password]', 'correct horse battery');
+    await page.click('tr[data-user=second-admin] button:has-text("Enable")');
+    await page.waitForSelector('tr[data-user=second-admin] td:text-is("enabled")');
     t.equal((await fetch(`${server.baseUrl}/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'second-admin', password: 'second password' }) })).status, 200, 'the console-made admin can log in');
 
     await page.click('#tabs button[data-tab=settlements]');

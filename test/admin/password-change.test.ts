@@ -21,7 +21,7 @@ const base = server.baseUrl;
 const nextWindow = () => setClock(clock.now() + 16 * 60_000);
 
 const root = client(base, await login(base, 'root', ROOT_PASSWORD));
-const made = await root('POST', '/admin/api/users', { username: 'bob', password: 'bob password 1', role: 'admin' });
+const made = await root('POST', '/admin/api/users', { username: 'bob', password: 'bob password 1', role: 'admin', current_password: ROOT_PASSWORD });
 t.equal(made.status, 201);
 const bobId = made.json.id as string;
 

@@ -113,7 +113,7 @@ t.test('a failed login is logged with the name and the client address, never the
 t.test('a hash with older scrypt parameters is rewritten with N=2^17 at the next successful login', async (t) => {
   nextWindow();
   const admin = client(base, await login(base, ADMIN.username, ADMIN.password));
-  const made = await admin('POST', '/admin/api/users', { username: 'legacy', password: 'legacy password', role: 'admin' });
+  const made = await admin('POST', '/admin/api/users', { username: 'legacy', password: 'legacy password', role: 'admin', current_password: ADMIN.password });
   t.equal(made.status, 201);
   const store = LmdbBackend.open(server.dataDir);
   t.teardown(() => store.close());

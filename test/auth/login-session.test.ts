@@ -121,10 +121,10 @@ t.test('a user-role account gets 403 login_disabled, but only with the right pas
 
 t.test('a disabled admin cannot log in, and its open sessions end', async (t) => {
   const admin = client(base, await login(base, ADMIN.username, ADMIN.password));
-  const made = await admin('POST', '/admin/api/users', { username: 'ops', password: 'ops password', role: 'admin' });
+  const made = await admin('POST', '/admin/api/users', { username: 'ops', password: 'ops password', role: 'admin', current_password: ADMIN.password });
   const ops = await login(base, 'ops', 'ops password');
   t.equal((await client(base, ops)('GET', '/admin/api/users')).status, 200);
-  t.equal((await admin('PATCH', `/admin/api/users/${made.json.id}`, { enabled: false })).status, 200);
+  t.equal((await admin('PATCH', `/admin/api/users/${made.json.id}`, { enabled: false, current_password: ADMIN.password })).status, 200);
   const after = await client(base, ops)('GET', '/admin/api/users');
   t.equal(after.status, 401);
   t.equal(after.json.error.code, 'invalid_session');

@@ -14,13 +14,18 @@ export async function renderUsers(panel, search = '') {
     h('label', {}, 'Username', h('input', { name: 'username', required: true, pattern: '[A-Za-z0-9_.@\\-]{1,64}' })),
     h('label', {}, 'Password (8+ characters)', h('input', { name: 'password', type: 'password', minlength: 8, required: true, autocomplete: 'new-password' })),
     h('label', {}, 'Role', h('select', { name: 'role' }, h('option', { value: 'admin' }, 'admin'), h('option', { value: 'user' }, 'user (cannot log in)'))),
+    // the server makes an admin only with the acting operator's own password (a session alone
+    // is not enough: issue 40), so the form asks for it
+    h('label', {}, 'Your current password (to create an admin)', h('input', { name: 'current_password', type: 'password', autocomplete: 'current-password', 'data-testid': 'create-current-password' })),
     h('button', { type: 'submit' }, 'Create user'),
   );
   form.addEventListener('submit', (ev) => {
     ev.preventDefault();
     void guarded(async () => {
       const f = new FormData(form);
-      await post('/admin/api/users', { username: f.get('username'), password: f.get('password'), role: f.get('role') });
+      const body = { username: f.get('username'), password: f.get('password'), role: f.get('role') };
+      if (body.role === 'admin') body.current_password = f.get('current_password');
+      await post('/admin/api/users', body);
       await renderUsers(panel, String(f.get('username')));
     });
   });
@@ -31,17 +36,20 @@ export async function renderUsers(panel, search = '') {
   });
   const row = (u) => {
     const pw = h('input', { type: 'password', minlength: 8, placeholder: 'new password', autocomplete: 'new-password', 'aria-label': `new password for ${u.username}` });
-    // the server sets a password only with the acting operator's own password (a session
-    // alone is not enough), so the form asks for it beside the new one
-    const current = h('input', { type: 'password', placeholder: 'your current password', autocomplete: 'current-password', 'aria-label': `your current password, to set the password of ${u.username}`, 'data-testid': 'current-password' });
+    // the server sets a password, and gives or takes admin access (make admin, make user,
+    // disable or enable an admin), only with the acting operator's own password (a session
+    // alone is not enough), so the row asks for it
+    const current = h('input', { type: 'password', placeholder: 'your current password', autocomplete: 'current-password', 'aria-label': `your current password, to change ${u.username}`, 'data-testid': 'current-password' });
+    // a role-`user` account cannot log in: enabling or disabling it changes no admin access
+    const withPassword = (body) => (u.role === 'admin' || body.role === 'admin' ? { ...body, current_password: current.value } : body);
     return h('tr', { 'data-user': u.username },
       h('td', {}, u.username),
       h('td', {}, u.role),
       h('td', {}, u.enabled ? 'enabled' : 'disabled'),
       h('td', {}, fmtTime(u.created_at)),
       h('td', {}, h('div', { class: 'row-actions' },
-        h('button', { type: 'button', onclick: () => change(u, { enabled: !u.enabled }, u.enabled && QUESTIONS.disable(u)) }, u.enabled ? 'Disable' : 'Enable'),
-        h('button', { type: 'button', onclick: () => change(u, { role: u.role === 'admin' ? 'user' : 'admin' }, u.role === 'admin' && QUESTIONS.demote(u)) }, u.role === 'admin' ? 'Make user' : 'Make admin'),
+        h('button', { type: 'button', onclick: () => change(u, withPassword({ enabled: !u.enabled }), u.enabled && QUESTIONS.disable(u)) }, u.enabled ? 'Disable' : 'Enable'),
+        h('button', { type: 'button', onclick: () => change(u, withPassword({ role: u.role === 'admin' ? 'user' : 'admin' }), u.role === 'admin' && QUESTIONS.demote(u)) }, u.role === 'admin' ? 'Make user' : 'Make admin'),
         pw,
         current,
         h('button', { type: 'button', onclick: () => change(u, { password: pw.value, current_password: current.value }, `Set a new password for "${u.username}"? Their other sessions end.`) }, 'Set password'),

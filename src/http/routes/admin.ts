@@ -2,12 +2,13 @@ import { isModuleId, moduleView, moduleViews, overview, auditOutcome, MAX_ID_CHA
 import { SLOTS_PER_WORKER } from '../../config/index.ts';
 import { bodyParser } from '../../packets/index.ts';
 import { destroyUserSessions, checkPasswordThrottled } from '../../auth/index.ts';
+import { addressKey } from '../capacity.ts';
 import { clientAddress } from '../client-address.ts';
 import { ServiceError, ValidationFailure } from '../../errors/index.ts';
 import { now } from '../../clock.ts';
 import { listPendingSettlements, resolveSettlement } from '../../metering/index.ts';
 import type { ModuleId } from '../../contract/index.ts';
-import { DuplicateUserError } from '../../store/index.ts';
+import { DuplicateUserError, type UserRecord } from '../../store/index.ts';
 import { readJson } from '../body.ts';
 import { json, type Reply } from '../respond.ts';
 import type { AdminHandler, Router } from '../router.ts';
@@ -34,7 +35,8 @@ async function requireCurrentPassword(ctx: HttpContext, s: Services, who: AdminS
   const address = clientAddress(s.config, ctx.peerAddress, ctx.headers['x-forwarded-for']);
   let checked;
   try {
-    checked = await checkPasswordThrottled(s.store, who.user.username, current, address, now());
+    // counted by network as logins are (routes/auth.ts): an IPv6 /64 is one address
+    checked = await checkPasswordThrottled(s.store, who.user.username, current, addressKey(address), now());
   } catch (err) {
     if (err instanceof ServiceError) s.log.warn({ request_id: ctx.requestId, username: who.user.username, client_address: address, code: err.code }, 'password check failed');
     throw err;
@@ -43,6 +45,26 @@ async function requireCurrentPassword(ctx: HttpContext, s: Services, who: AdminS
     s.log.warn({ request_id: ctx.requestId, username: who.user.username, client_address: address, code: 'invalid_current_password' }, 'password check failed');
     throw new ServiceError('invalid_current_password');
   }
+}
+
+/** What a user patch does to admin access (each needs the acting operator's password):
+ * promoting or re-enabling an admin gives it, demoting or disabling one takes it. A change
+ * that changes nothing (enabled: true on an enabled account) is none. */
+function adminAccessChanges(before: UserRecord, patch: { enabled?: boolean; role?: UserRecord['role'] }): string[] {
+  const out: string[] = [];
+  const role = patch.role ?? before.role;
+  if (patch.role !== undefined && patch.role !== before.role) out.push(patch.role === 'admin' ? 'admin_promoted' : 'admin_demoted');
+  if (patch.enabled !== undefined && patch.enabled !== before.enabled && (role === 'admin' || before.role === 'admin')) {
+    out.push(patch.enabled ? 'admin_enabled' : 'admin_disabled');
+  }
+  return out;
+}
+
+/** Changes to operators' accounts are logged with who made them and from where (the
+ * acting operator's name and client address), so a takeover leaves a trail in the journal. */
+function accountChanged(ctx: HttpContext, s: Services, who: AdminSession, target: { id: string; username: string }, changes: string[]): void {
+  const address = clientAddress(s.config, ctx.peerAddress, ctx.headers['x-forwarded-for']);
+  s.log.info({ request_id: ctx.requestId, actor: who.user.username, actor_id: who.user.id, client_address: address, target: target.username, target_id: target.id, changes }, 'operator account changed');
 }
 
 function found<T>(value: T | undefined, what: string): T {
@@ -115,23 +137,32 @@ export function adminRoutes(router: Router, s: Services): void {
     return json(200, q ? await searchUserViews(store, q) : { users: await listUserViews(store) });
   });
 
-  admin('POST', '/admin/api/users', async (ctx) => {
+  admin('POST', '/admin/api/users', async (ctx, _p, who) => {
     const body = parse.userCreate(await readJson(ctx));
+    // a new admin is persistence for whoever holds a session: only with the acting
+    // operator's own password (a role `user` account cannot log in, and needs none)
+    if (body.role === 'admin') await requireCurrentPassword(ctx, s, who, body.current_password);
+    let made;
     try {
-      return json(201, await addUser(store, body));
+      made = await addUser(store, body);
     } catch (e) {
       if (e instanceof DuplicateUserError) throw new ServiceError('conflict', `User ${body.username} exists`);
       throw e;
     }
+    accountChanged(ctx, s, who, made, body.role === 'admin' ? ['admin_created'] : ['user_created']);
+    return json(201, made);
   });
 
   admin('PATCH', '/admin/api/users/:id', async (ctx, p, who) => {
     const body = parse.userPatch(await readJson(ctx));
     const before = found(await store.getUser(p.id!), 'user');
-    // A new password ends the owner's other sessions, so a session alone (stolen, or a
-    // browser left open) must not be enough to set one: the acting operator proves who they
-    // are with their own password, under the login throttle so it cannot be guessed here.
-    if (body.password !== undefined) await requireCurrentPassword(ctx, s, who, body.current_password);
+    // A new password ends the owner's other sessions, and a change of admin access gives a
+    // session's thief an account of their own or locks the other operators out, so a session
+    // alone (stolen, or a browser left open) is not enough for either: the acting operator
+    // proves who they are with their own password, under the login throttle so it cannot be
+    // guessed here.
+    const access = adminAccessChanges(before, body);
+    if (body.password !== undefined || access.length > 0) await requireCurrentPassword(ctx, s, who, body.current_password);
     let user;
     try {
       user = found(await patchUser(store, before.id, { enabled: body.enabled, password: body.password, role: body.role }), 'user');
@@ -146,6 +177,8 @@ export function adminRoutes(router: Router, s: Services): void {
     if (body.password !== undefined || disabled) {
       await destroyUserSessions(store, user.id, user.id === who.user.id && !disabled ? who.key : undefined);
     }
+    const changes = body.password !== undefined ? [...access, 'password_set'] : access;
+    if (changes.length > 0) accountChanged(ctx, s, who, user, changes);
     return json(200, user);
   });
 
