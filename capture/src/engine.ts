@@ -1,0 +1,108 @@
+// The landmark engine: face-api's tiny face detector plus its 68-point landmark net, on
+// TensorFlow.js's WASM backend. This module is a separate chunk of the bundle, imported only
+// when a capture starts, so a page that shows the component but never starts it loads none of
+// it; the weights and .wasm files are fetched from the integrator's origin (assetsUrl), never
+// from a third party.
+//
+// Why face-api and not MediaPipe's face mesh: measured on this project's hand-marked test
+// photographs and a 2-core host (docs/client.md "Capture component"), face-api's 68 points
+// find the eye centres within the target, run above 15 frames a second on WASM, and its JS
+// plus the two models it needs are about 2 MB, where face mesh's WASM and packed assets alone
+// are over 10 MB.
+
+import * as faceapi from '@vladmandic/face-api';
+
+export type Point = [number, number];
+
+export interface FaceFinding {
+  /** eye centres in source pixels, sorted by x (the image's left eye first) */
+  eyes: [Point, Point];
+  /** the face box of the detector, source pixels */
+  box: { x: number; y: number; width: number; height: number };
+  /** detector score in [0, 1] */
+  score: number;
+  /** nose tip (landmark 30), for the head-turn guidance */
+  nose: Point;
+}
+
+export interface Engine {
+  /** the TensorFlow.js backend in use: 'wasm', 'webgl' or 'cpu' */
+  backend: string;
+  /** the largest face of the frame and its eye centres, or null when there is none */
+  find(frame: HTMLCanvasElement): Promise<FaceFinding | null>;
+}
+
+export interface EngineOptions {
+  /** folder URL (ending in '/') holding models/ and wasm/ */
+  assetsUrl: string;
+  /** default 'auto': WASM, else WebGL, else the plain JS backend */
+  backend?: 'auto' | 'wasm' | 'webgl' | 'cpu';
+  /** detector input size (multiple of 32); default 224: a face that fills a fifth of a
+   * 640-pixel frame is still found, and the detector stays under a frame time on WASM */
+  inputSize?: number;
+  /** detector score below which a box is not a face; default 0.5 */
+  minScore?: number;
+}
+
+let loading: Promise<Engine> | undefined;
+
+/** Loads the models once per page; later calls share the same engine. */
+export function loadEngine(o: EngineOptions): Promise<Engine> {
+  loading ??= load(o).catch((e: unknown) => {
+    loading = undefined; // a failed load (offline, 404) may be retried by the next capture
+    throw e;
+  });
+  return loading;
+}
+
+async function load(o: EngineOptions): Promise<Engine> {
+  const tf = faceapi.tf as unknown as {
+    setBackend(name: string): Promise<boolean>;
+    ready(): Promise<void>;
+    getBackend(): string;
+    setWasmPaths(prefix: string): void;
+    env(): { set(flag: string, value: unknown): void };
+  };
+  const wanted = o.backend ?? 'auto';
+  const order = wanted === 'auto' ? ['wasm', 'webgl', 'cpu'] : [wanted];
+  tf.setWasmPaths(new URL('wasm/', o.assetsUrl).href);
+  let chosen = '';
+  for (const name of order) {
+    try {
+      if (await tf.setBackend(name)) {
+        await tf.ready();
+        chosen = name;
+        break;
+      }
+    } catch {
+      // this backend cannot start here (no WebGL in a GPU-less browser, no WASM): next one
+    }
+  }
+  if (!chosen) throw new Error(`no TensorFlow.js backend could start (tried ${order.join(', ')})`);
+  const models = new URL('models/', o.assetsUrl).href;
+  await Promise.all([
+    faceapi.nets.tinyFaceDetector.loadFromUri(models),
+    faceapi.nets.faceLandmark68Net.loadFromUri(models),
+  ]);
+  const detectorOptions = new faceapi.TinyFaceDetectorOptions({ inputSize: o.inputSize ?? 224, scoreThreshold: o.minScore ?? 0.5 });
+
+  return {
+    backend: chosen,
+    async find(frame) {
+      const found = await faceapi.detectAllFaces(frame, detectorOptions).withFaceLandmarks();
+      if (found.length === 0) return null;
+      // the person in front of the camera is the largest face; a face behind them is ignored
+      const best = found.reduce((a, b) => (b.detection.box.area > a.detection.box.area ? b : a));
+      const mean = (pts: { x: number; y: number }[]): Point => [
+        pts.reduce((s, p) => s + p.x, 0) / pts.length,
+        pts.reduce((s, p) => s + p.y, 0) / pts.length,
+      ];
+      const a = mean(best.landmarks.getLeftEye());
+      const b = mean(best.landmarks.getRightEye());
+      const eyes: [Point, Point] = a[0] <= b[0] ? [a, b] : [b, a];
+      const nose = best.landmarks.positions[30]!;
+      const { x, y, width, height } = best.detection.box;
+      return { eyes, box: { x, y, width, height }, score: best.detection.score, nose: [nose.x, nose.y] };
+    },
+  };
+}

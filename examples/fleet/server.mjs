@@ -1,0 +1,82 @@
+// A fleet's backend, as small as it gets (no framework): it holds the business token, mints a
+// device session per visit, serves the page and the capture component, and after the capture
+// reads the result from the service itself (server to server), which is what it decides on;
+// the page's own claim is never trusted.
+//   LIVENESS_TOKEN=lvk_... node examples/fleet/server.mjs [--service http://127.0.0.1:8080] [--port 5180]
+// The service must list this page's origin in CORS_ORIGINS (the start line prints it). Open
+//   http://127.0.0.1:5180/?mode=rgb_single      (or rgb_sequence, color; &autostart=1 starts at once)
+import http from 'node:http';
+import fs from 'node:fs';
+import path from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { buildCapture } from '../../capture/build.mjs';
+import { createSession, getSession } from '../../client/src/index.ts';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const MODULE_OF = { rgb_single: 'rgb_liveness', rgb_sequence: 'rgb_liveness', color: 'color_liveness' };
+const TYPES = { '.js': 'text/javascript; charset=utf-8', '.json': 'application/json', '.bin': 'application/octet-stream', '.wasm': 'application/wasm', '.txt': 'text/plain' };
+
+export async function startFleetExample({ serviceUrl, businessToken, port = 0, host = '127.0.0.1' }) {
+  const service = { baseUrl: serviceUrl, token: businessToken };
+  const { files: component } = await buildCapture();
+  const page = fs.readFileSync(path.join(HERE, 'index.html'), 'utf8');
+  // visit id -> the session this backend minted for it: the page names its visit, never a session
+  const visits = new Map();
+
+  const send = (res, status, type, body) => res.writeHead(status, { 'content-type': type, 'cache-control': 'no-store' }).end(body);
+  const server = http.createServer((req, res) => {
+    handle(req, res).catch((e) => send(res, 500, 'text/plain', `example backend error: ${e.message}`));
+  });
+  async function handle(req, res) {
+    const url = new URL(req.url ?? '/', 'http://x');
+    if (req.method === 'GET' && url.pathname === '/') {
+      const mode = MODULE_OF[url.searchParams.get('mode')] ? url.searchParams.get('mode') : 'rgb_single';
+      // one session per visit: short-lived, one module, a few captures
+      const minted = await createSession(service, { module_id: MODULE_OF[mode], ttl_seconds: 600, max_captures: 3 });
+      if (minted.kind !== 'ok') return send(res, 502, 'text/plain', `could not mint a session: ${minted.code} ${minted.message}`);
+      const visit = randomUUID();
+      visits.set(visit, minted.value.session_id);
+      const config = { visit, mode, serviceUrl, sessionToken: minted.value.session_token, autostart: url.searchParams.get('autostart') === '1' };
+      // JSON in a script element: '<' escaped so no value can close the element
+      return send(res, 200, 'text/html; charset=utf-8', page.replace('{{CONFIG}}', JSON.stringify(config).replace(/</g, '\\u003c')));
+    }
+    if (req.method === 'GET' && url.pathname === '/result') {
+      const sessionId = visits.get(url.searchParams.get('visit') ?? '');
+      if (!sessionId) return send(res, 404, 'application/json', JSON.stringify({ error: 'unknown visit' }));
+      // the decision comes from the service, server to server
+      const read = await getSession(service, sessionId);
+      if (read.kind !== 'ok') return send(res, 502, 'application/json', JSON.stringify({ error: read.code }));
+      const s = read.value;
+      return send(res, 200, 'application/json', JSON.stringify({
+        session_id: s.session_id, state: s.state,
+        request_ids: s.results.map((r) => r.request_id),
+        results: s.results.flatMap((r) => r.results ?? []),
+      }));
+    }
+    if (req.method === 'GET' && url.pathname.startsWith('/capture/')) {
+      const bytes = component.get(url.pathname.slice('/capture/'.length));
+      if (!bytes) return send(res, 404, 'text/plain', 'not found');
+      return send(res, 200, TYPES[path.extname(url.pathname)] ?? 'application/octet-stream', bytes);
+    }
+    return send(res, 404, 'text/plain', 'not found');
+  }
+  await new Promise((resolve) => server.listen(port, host, resolve));
+  const actual = server.address().port;
+  return { port: actual, url: `http://${host}:${actual}`, componentFiles: component, close: () => new Promise((r) => server.close(r)) };
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const arg = (name, def) => {
+    const i = process.argv.indexOf(name);
+    return i >= 0 ? process.argv[i + 1] : def;
+  };
+  const businessToken = process.env.LIVENESS_TOKEN;
+  if (!businessToken) {
+    console.error('set LIVENESS_TOKEN to a business token (lvk_...) with rgb_liveness and/or color_liveness grants');
+    process.exit(2);
+  }
+  const serviceUrl = arg('--service', process.env.LIVENESS_URL ?? 'http://127.0.0.1:8080');
+  const { url } = await startFleetExample({ serviceUrl, businessToken, port: Number(arg('--port', '5180')), host: arg('--host', '127.0.0.1') });
+  console.log(`fleet example at ${url}/?mode=rgb_single (also rgb_sequence, color); the service at ${serviceUrl} needs CORS_ORIGINS=${url}`);
+}
