@@ -242,7 +242,7 @@ async function main(): Promise<void> {
     for (const problem of privateDataDir(config.DATA_DIR)) log.warn(problem);
     // weaker password hashing must never pass unnoticed (src/auth/password.ts)
     if (process.env.TEST_PASSWORD_SCRYPT_N) log.warn({ TEST_PASSWORD_SCRYPT_N: process.env.TEST_PASSWORD_SCRYPT_N }, 'testing only: console passwords are hashed with a lower scrypt cost; never set this in production');
-    const store = await openConfiguredStore(config, (err) => log.warn({ err: { message: err.message } }, 'store connection error'));
+    const store = await openConfiguredStore(config, (err) => log.warn({ err: { message: err.message } }, 'store connection error'), log);
     // restore refuses a DATA_DIR with a running server; the mark goes with the process
     process.once('exit', markRunning(config.DATA_DIR));
     await bootstrapAdmin(store, config, log);

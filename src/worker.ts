@@ -19,7 +19,7 @@ const post = (m: FromWorker) => main.postMessage(m);
 
 const uws = loadUws();
 const log = createLogger(config.LOG_LEVEL, { worker: index });
-const store = await openConfiguredStore(config, (err) => log.warn({ err: { message: err.message } }, 'store connection error'));
+const store = await openConfiguredStore(config, (err) => log.warn({ err: { message: err.message } }, 'store connection error'), log);
 const metrics = new WorkerMetrics(`api-${index}`, () => frameSlab().taken, config.WORKERS * SLOTS_PER_WORKER);
 const inference = new RemoteInference(main, config.INFERENCE_TIMEOUT_SECONDS * 1000, () => metrics.lateInferenceResults.inc());
 const admission = new HostAdmission(

@@ -2,6 +2,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Type, type Static } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
+import { DatabaseUrlError, parseDatabaseUrl } from './database-url.ts';
 
 // Start-up variables: contract.md "Running it" fixes HOST, PORT, DATA_DIR, WORKERS,
 // COOKIE_PREFIX, COOKIE_SECURE, ADMIN_USERNAME/PASSWORD; the rest are documented in docs/configuration.md.
@@ -19,7 +20,10 @@ export const ConfigSchema = Type.Object({
   HOST: Type.String({ minLength: 1, description: 'listen address' }),
   PORT: Int(0, 65535, 'listen port; 0 picks a free one'),
   DATA_DIR: Type.String({ minLength: 1, description: 'LMDB store, archive and signing key' }),
-  DATABASE_URL: Type.Optional(Type.String({ pattern: '^postgres(ql)?://', description: 'PostgreSQL store shared by several nodes (postgres://...); unset: LMDB in DATA_DIR' })),
+  DATABASE_URL: Type.Optional(Type.String({
+    pattern: '^(postgres(ql)?://|\\s*[A-Za-z_]+\\s*=)',
+    description: 'PostgreSQL store shared by several nodes (postgres://... with one host or several, or libpq keyword=value pairs); unset: LMDB in DATA_DIR',
+  })),
   DATABASE_POOL_SIZE: Int(1, 10_000, 'PostgreSQL store: connections one node opens at most, shared out over its threads (at least one each: a node uses max(this, WORKERS + 1))'),
   NODE_LEASE_SECONDS: Int(2, 600, 'PostgreSQL store: a node that has not renewed its lease for this long is presumed dead and its pending reservations are refunded'),
   TOKEN_CACHE_SECONDS: Int(0, 300, 'PostgreSQL store: a verify call may start from a token read this long ago (the reservation re-reads it); 0 reads it every call'),
@@ -96,6 +100,8 @@ export function shownValue(name: string, value: unknown): string {
  * names. The password runs to the last @, as an unencoded one may hold / or @. */
 export function redactUrl(url: string): string {
   let out = url.replace(/([?&]password=)[^&#]*/gi, '$1[redacted]');
+  // libpq's keyword form: password=secret or password='quoted secret'
+  out = out.replace(/(^|\s)(password\s*=\s*)('(?:[^'\\]|\\.)*'?|\S*)/gi, '$1$2[redacted]');
   // after `scheme:/` or `scheme://` when there is one; without, a colon before the @ may be
   // the scheme's or the password's, and hiding too much is the safe side
   const start = /^[a-z][a-z0-9+.-]*:\/+/i.exec(out)?.[0].length ?? 0;
@@ -195,6 +201,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
       return `${name}: ${e.message} (got ${shownValue(name, e.value)})`;
     });
     throw new ConfigError(`invalid configuration:\n  ${[...new Set(lines)].join('\n  ')}`);
+  }
+  if (raw.DATABASE_URL !== undefined) {
+    // the whole URL, hosts and ports included, so a URL that cannot work stops the start here
+    // with its reason rather than at the first connection (src/config/database-url.ts)
+    try {
+      parseDatabaseUrl(raw.DATABASE_URL);
+    } catch (e) {
+      if (!(e instanceof DatabaseUrlError)) throw e;
+      throw new ConfigError(`invalid configuration:\n  DATABASE_URL: ${e.message} (got ${shownValue('DATABASE_URL', raw.DATABASE_URL)})`);
+    }
   }
   if ((raw.ADMIN_USERNAME === undefined) !== (raw.ADMIN_PASSWORD === undefined)) {
     throw new ConfigError('ADMIN_USERNAME and ADMIN_PASSWORD must be set together');

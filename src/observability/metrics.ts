@@ -1,6 +1,6 @@
 import client from 'prom-client';
 import { SERVICE_VERSION } from '../version.ts';
-import { onStoreWriteFailure, storeWritesFailing } from '../store/index.ts';
+import { onStoreWriteFailure, storeDownSince, storeRecoveries, storeWritesFailing } from '../store/index.ts';
 
 export type MetricsSnapshot = Awaited<ReturnType<client.Registry['getMetricsAsJSON']>>;
 
@@ -151,6 +151,7 @@ export class WorkerMetrics {
         this.set(storeWritesFailing() ? 1 : 0);
       },
     });
+    storeOutageMetrics(this.registry);
   }
 
   observe(route: string, method: string, status: number, seconds: number): void {
@@ -245,11 +246,45 @@ export class MainMetrics {
       });
     pool('lv_inference_queue_wait_seconds', 'waitTime', 'time inference tasks waited for a pool thread, quantiles since start (piscina)');
     pool('lv_inference_compute_seconds', 'runTime', 'time inference tasks ran on a pool thread, quantiles since start (piscina)');
+    storeOutageMetrics(this.registry);
   }
 
   snapshot(): Promise<MetricsSnapshot> {
     return this.registry.getMetricsAsJSON();
   }
+}
+
+/** The store's outages (PostgreSQL: no writable host, e.g. while a standby is promoted; see
+ * src/store/outages.ts). Every thread has its own pool and meets the same outage, so the merge
+ * keeps one value per node (max, or min for "available"), not the sum of the threads'. */
+function storeOutageMetrics(registry: client.Registry): void {
+  new client.Gauge({
+    name: 'lv_store_available',
+    help: '0 while the store has no writable host (PostgreSQL restarting or failing over; verify calls answer 503 store_unavailable), else 1',
+    registers: [registry],
+    aggregator: 'min',
+    collect() {
+      this.set(storeDownSince() === null ? 1 : 0);
+    },
+  });
+  new client.Gauge({
+    name: 'lv_store_recoveries',
+    help: 'outages of the store this node recovered from by itself (a database restart, a failover to a promoted standby)',
+    registers: [registry],
+    aggregator: 'max',
+    collect() {
+      this.set(storeRecoveries().count);
+    },
+  });
+  new client.Gauge({
+    name: 'lv_store_last_recovery_seconds',
+    help: 'how long the last store outage lasted: from the first failed call to the first connection to a writable host (0 before any)',
+    registers: [registry],
+    aggregator: 'max',
+    collect() {
+      this.set(storeRecoveries().last?.seconds ?? 0);
+    },
+  });
 }
 
 export async function aggregateMetrics(snapshots: MetricsSnapshot[]): Promise<{ text: string; contentType: string }> {

@@ -138,6 +138,9 @@ export interface StoreBackend {
   readonly kind: 'lmdb' | 'postgres';
   /** a cheap round trip that proves the store answers (readiness) */
   healthy(): Promise<boolean>;
+  /** why the store is not healthy, for readiness (PostgreSQL: no writable host, which ones
+   * were tried; the node's lease not renewed), or null; call after healthy() */
+  unavailableReason?(): string | null;
   /** whether writes are failing (a full disk), the repairs owed, the probe (write-health.ts) */
   readonly writes: WriteHealth;
   close(): Promise<void>;

@@ -32,4 +32,5 @@ export { currentProcess, holderAlive } from './owner.ts';
 export type { PgBackend } from './pg/index.ts';
 export { MIGRATIONS } from './pg/migrations.ts';
 export { privateDataDir, privateUmask } from './private-data.ts';
+export { noteStoreRecovered, onStoreRecovered, storeDownSince, storeRecoveries, type StoreRecovery } from './outages.ts';
 export { isLmdbCommitRejection, isStorageFailure, onStoreWriteFailure, storeWritesFailing } from './write-health.ts';

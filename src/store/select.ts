@@ -33,9 +33,21 @@ export function poolSizePerThread(config: Pick<StoreConfig, 'WORKERS' | 'DATABAS
   return Math.min(4, Math.max(1, Math.floor(config.DATABASE_POOL_SIZE / (config.WORKERS + 1))));
 }
 
+/** What the PostgreSQL store tells the log besides connection errors: an outage (no writable
+ * host) and the recovery that ends it, with how long it lasted (src/store/pg/hosts.ts). */
+export interface StoreLog {
+  warn(obj: object, msg: string): void;
+}
+
 /** The store a process of the service uses, from its validated configuration. */
-export async function openConfiguredStore(config: StoreConfig, onError?: (err: Error) => void): Promise<StoreBackend> {
-  const store = await openBackend({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, lmdbCommits: config.LMDB_COMMITS, pg: { leaseMs: config.NODE_LEASE_SECONDS * 1000, poolSize: poolSizePerThread(config), ...(onError ? { onError } : {}) } });
+export async function openConfiguredStore(config: StoreConfig, onError?: (err: Error) => void, log?: StoreLog): Promise<StoreBackend> {
+  const events: PgOptions = log
+    ? {
+      onDown: (reason) => log.warn({ reason }, 'store has no writable host: verify calls answer 503 store_unavailable until one answers'),
+      onRecovered: (r) => log.warn({ outage_s: Math.round(r.seconds * 1000) / 1000, host: r.host, previous: r.previous, reason: r.reason }, 'store recovered'),
+    }
+    : {};
+  const store = await openBackend({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, lmdbCommits: config.LMDB_COMMITS, pg: { leaseMs: config.NODE_LEASE_SECONDS * 1000, poolSize: poolSizePerThread(config), ...(onError ? { onError } : {}), ...events } });
   injectSettlementFault(store, settlementFaultFor(config.TEST_SETTLEMENT_FAIL_PREFIX, config.TEST_SETTLEMENT_HOLD_PREFIX));
   return store;
 }

@@ -33,6 +33,8 @@ export function healthRoutes(router: Router, s: Services): void {
     return json(ready ? 200 : 503, {
       status: ready ? 'ready' : 'not_ready',
       store: !store ? 'unavailable' : writes ? 'writes_failing' : 'ok',
+      // PostgreSQL: which hosts were tried and why none serves (a failover under way)
+      ...(!store && s.store.unavailableReason?.() ? { store_error: s.store.unavailableReason()! } : {}),
       ...(writes ? { store_writes: { since: new Date(writes.since).toISOString(), operation: writes.op, error: writes.message } } : {}),
       modules,
       // what an operator comparing nodes after an upgrade needs: the runtime and the HTTP build

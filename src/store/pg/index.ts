@@ -6,6 +6,7 @@ import type { PageQuery, ReserveInput, ResolveAction, SearchQuery, StoreBackend,
 import type { AttemptSuccess } from '../throttle-rules.ts';
 import type { AuditRecord, KeyFile, Reservation, SessionRecord, TokenRecord, UsageRecord, UserRecord } from '../records.ts';
 import { openPool, type Pg, type PgOptions } from './open.ts';
+import { DatabaseUrlError, hostName, parseDatabaseUrl, type DatabaseTarget } from '../../config/database-url.ts';
 import { healthy, register, renew } from './lease.ts';
 import { createUser, getUser, getUserByName, listUsers, updateUser } from './users.ts';
 import { getToken, getTokenByHash, insertToken, listTokens, updateToken } from './tokens.ts';
@@ -47,14 +48,33 @@ export class PgBackend implements StoreBackend, FaultHooks {
   /** Connects, applies pending migrations (under an advisory lock) and registers this
    * process as a node with a lease it keeps renewing. */
   static async open(url: string, opts: PgOptions = {}): Promise<PgBackend> {
-    const b = new PgBackend(openPool(url, opts));
+    let target: DatabaseTarget;
+    try {
+      target = parseDatabaseUrl(url);
+    } catch (err) {
+      // loadConfig refuses such a URL first; a caller passing one directly gets the same
+      // reason, and never the URL itself (it holds the password)
+      if (err instanceof DatabaseUrlError) throw new StoreError(`DATABASE_URL ${err.message}`);
+      throw err;
+    }
+    let b: PgBackend | undefined;
+    const db = openPool(target, {
+      ...opts,
+      // the outage's end is also the moment to renew the lease and make the writes owed
+      // (an unknown settlement's resolution among them) rather than wait for the timer
+      onRecovered: (info) => {
+        opts.onRecovered?.(info);
+        void b?.renew();
+      },
+    });
+    b = new PgBackend(db);
     try {
       b.applied = await migrate(b.pool);
       await register(b.db);
     } catch (err) {
       await b.pool.end().catch(() => {});
-      const where = new URL(url);
-      throw new StoreError(`cannot open the PostgreSQL store at ${where.host}${where.pathname}: ${(err as Error).message}`, { cause: err });
+      const where = `${target.hosts.map(hostName).join(',')}/${target.database ?? ''}`;
+      throw new StoreError(`cannot open the PostgreSQL store at ${where}: ${(err as Error).message}`, { cause: err });
     }
     b.renewTimer = setInterval(() => void b.renew(), Math.max(50, Math.floor(b.db.leaseMs / 3)));
     b.renewTimer.unref();
@@ -79,6 +99,12 @@ export class PgBackend implements StoreBackend, FaultHooks {
   }
   healthy() {
     return healthy(this.db);
+  }
+  unavailableReason(): string | null {
+    const outage = this.db.hosts.outage;
+    if (outage) return `since ${new Date(outage.since).toISOString()}: ${outage.reason}`;
+    if (Date.now() >= this.db.leaseOkUntil) return `this node's lease was not renewed since ${new Date(this.db.leaseOkUntil - this.db.leaseMs).toISOString()}`;
+    return null;
   }
 
   async close(): Promise<void> {

@@ -1,6 +1,9 @@
 import pg from 'pg';
+import { hostName, hostUrl, type DatabaseTarget } from '../../config/database-url.ts';
 import { StoreUnavailableError } from '../errors.ts';
+import { noteStoreDown, noteStoreRecovered } from '../outages.ts';
 import { WriteHealth } from '../write-health.ts';
+import { HostSelector, selectingClient, type HostEvents } from './hosts.ts';
 
 export interface PgOptions {
   /** how long a node's lease lasts without renewal; renewed every third of it */
@@ -10,6 +13,9 @@ export interface PgOptions {
   /** per-statement limit, so a stuck database turns into an error, never a hang */
   statementTimeoutMs?: number;
   onError?: (err: Error) => void;
+  /** the outage began (no writable host) and ended: for the log (src/store/pg/index.ts) */
+  onDown?: HostEvents['down'];
+  onRecovered?: HostEvents['recovered'];
 }
 
 // int8 (counts, epoch ms) arrives as a string by default; every such value here is far below
@@ -32,6 +38,8 @@ export type Repair = { kind: 'refund'; at: number } | { kind: 'mark'; body: stri
  * lease (lease.ts), and the writes it owes. */
 export interface Pg {
   readonly pool: pg.Pool;
+  /** which host of DATABASE_URL the pool's connections go to (hosts.ts) */
+  readonly hosts: HostSelector;
   /** writes failing on the database's side (a full disk): see src/store/write-health.ts; the
    * probe is a write of this node's own row, which commits only when the database can write */
   readonly writes: WriteHealth;
@@ -57,10 +65,23 @@ export interface Pg {
 
 /** The pool of this thread; the pool's 'error' events are handled, so a database restart
  * costs the calls in flight their answer (a StoreUnavailableError), never the thread. */
-export function openPool(url: string, opts: PgOptions): Pg {
+export function openPool(target: DatabaseTarget, opts: PgOptions): Pg {
+  const hosts = new HostSelector(target, {
+    down: (reason) => {
+      noteStoreDown();
+      opts.onDown?.(reason);
+    },
+    recovered: (info) => {
+      noteStoreRecovered(info);
+      opts.onRecovered?.(info);
+    },
+  });
   const db: Pg = {
+    hosts,
     pool: new pg.Pool({
-      connectionString: url,
+      // the first host's; each connection is pointed at the selected host (hosts.ts)
+      connectionString: hostUrl(target, target.hosts[0]!),
+      Client: selectingClient(hosts),
       max: opts.poolSize ?? 4,
       // the node's connections are told apart from other clients' in pg_stat_activity
       application_name: 'liveness-service',
@@ -70,7 +91,7 @@ export function openPool(url: string, opts: PgOptions): Pg {
       idleTimeoutMillis: 30_000,
       types,
     }),
-    writes: new WriteHealth(`pg:${url}`, {
+    writes: new WriteHealth(`pg:${target.hosts.map(hostName).join(',')}`, {
       probe: async () => {
         await db.pool.query('UPDATE nodes SET info = info WHERE id = $1', [db.node]);
         return true;
@@ -87,7 +108,7 @@ export function openPool(url: string, opts: PgOptions): Pg {
       } catch (err) {
         // a full disk (53100) and the like: counted, new verify calls refused until a write works
         db.writes.noteFailure(name ?? 'write', err);
-        throw unavailable(err);
+        throw lost(db, unavailable(err));
       }
     },
     async tx(fn) {
@@ -95,7 +116,7 @@ export function openPool(url: string, opts: PgOptions): Pg {
       try {
         client = await db.pool.connect();
       } catch (err) {
-        throw unavailable(err);
+        throw lost(db, unavailable(err));
       }
       let broken: Error | undefined;
       try {
@@ -105,15 +126,28 @@ export function openPool(url: string, opts: PgOptions): Pg {
         return out;
       } catch (err) {
         await client.query('ROLLBACK').catch((e: Error) => (broken = e));
-        throw unavailable(err);
+        throw lost(db, unavailable(err));
       } finally {
         client.release(broken);
       }
     },
   };
   // an idle client whose server went away emits here; unhandled, it would kill the thread
-  db.pool.on('error', (err) => opts.onError?.(err));
+  db.pool.on('error', (err) => {
+    hosts.lost(err.message);
+    opts.onError?.(err);
+  });
   return db;
+}
+
+/** A statement that failed because the server went away (not one that timed out, nor a full
+ * disk) starts an outage for the selector: the time to recover is counted from here. */
+function lost(db: Pg, err: unknown): unknown {
+  if (err instanceof StoreUnavailableError) {
+    const code = String((err.cause as { code?: unknown } | undefined)?.code ?? '');
+    if (code !== '57014' && !code.startsWith('53')) db.hosts.lost(err.message);
+  }
+  return err;
 }
 
 /** Connection-level failures (refused, reset, terminated, timed out, server shutting down)
@@ -127,6 +161,7 @@ function unavailable(err: unknown): unknown {
   const connection =
     /^E[A-Z]+$/.test(code) || // ECONNREFUSED, ECONNRESET, EPIPE, ...
     /^(08|57P|53)/.test(code) || // SQLSTATE: connection exception, shutdown, resources
+    code === '25006' || // read_only_sql_transaction: the host was demoted to a standby
     code === '57014' || // statement_timeout
     /Connection terminated|Connection ended|connection error|timeout/i.test(message);
   return connection ? new StoreUnavailableError(`store unavailable: ${message || String(err)}`, err) : err;
