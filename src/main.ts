@@ -249,7 +249,8 @@ async function main(): Promise<void> {
     const refunds = new RefundMetrics();
     await startupHooks(store, config, log, (module, units) => refunds.refunded(module, units));
     const stopRetention = startRetention(store, config, log);
-    const engine = startEngine(config, log);
+    // the module switch: a model-set activation may leave only disabled modules unready
+    const engine = startEngine(config, log, (id) => store.moduleEnabled(id));
     const port = await probePort(uws, config);
     const cluster = new Cluster(config, log, engine, store, stopRetention, refunds);
     // Ctrl-C under npm reaches node twice (npm forwards its own SIGINT to the process group):

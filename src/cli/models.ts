@@ -2,6 +2,7 @@ import path from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../config/index.ts';
+import { MODULE_IDS, type ModuleId } from '../contract/index.ts';
 import {
   availableModelSets,
   calibrate,
@@ -37,8 +38,8 @@ export const modelCommands: Record<string, Command> = {
   },
   'models import': {
     usage:
-      'models import <file.onnx> [--name SET] [--crop-fraction F] [--size PX] [--resize area|bilinear] [--channel-order RGB|BGR] [--scale S] [--mean M,M,M] [--std S,S,S] [--output-kind logit|probability] [--live-index I] [--threshold T] [--untrained] [--force]   (an rgb_liveness frame graph becomes a model set in MODELS_DIR; asks at a terminal for what the graph cannot tell)',
-    async run(_store, args) {
+      'models import <file.onnx> [--name SET] [--crop-fraction F] [--size PX] [--resize area|bilinear] [--channel-order RGB|BGR] [--scale S] [--mean M,M,M] [--std S,S,S] [--output-kind logit|probability] [--live-index I] [--threshold T] [--untrained] [--force]   (an rgb_liveness frame graph becomes a model set in MODELS_DIR; asks at a terminal for what the graph cannot tell; --force replaces an existing model set, nothing else)',
+    async run(store, args) {
       const opt = (type: 'string' | 'boolean') => ({ type });
       const { positionals, values } = parseArgs({
         args,
@@ -80,10 +81,17 @@ export const modelCommands: Record<string, Command> = {
         const check = await checkModelSet(plan.dir);
         process.stderr.write(`${check.report}\n`);
         if (!check.ok) process.exitCode = 1;
+        // An imported set describes rgb_liveness only: a module it lacks that is enabled would
+        // turn unready, so a running server refuses the switch until it is disabled (model-sets.ts)
+        const lacking: ModuleId[] = [];
+        for (const id of MODULE_IDS) {
+          if (!(id in (plan.manifest.modules as Record<string, unknown>)) && (await store.moduleEnabled(id).catch(() => true))) lacking.push(id);
+        }
         const next = check.ok
           ? [
               `npm run cli -- models calibrate ${plan.model_set} --live <folder of live crops> --attack <folder of attack crops>   (sets the threshold from your own captures; models/README.md "Picking a threshold")`,
-              `npm run cli -- models activate ${plan.model_set} --wait 300   (a running server switches to it; or start with MODEL_SET=${plan.model_set})`,
+              ...lacking.map((id) => `npm run cli -- module disable ${id}   (${plan.model_set} has no ${id}: a server refuses to switch while it is enabled; its calls then answer 403 module_disabled)`),
+              `npm run cli -- models activate ${plan.model_set} --wait 300   (a running server switches to it, and serves it again after a restart; or start with MODEL_SET=${plan.model_set})`,
             ]
           : [`fix ${path.join(plan.dir, 'manifest.json')} (the check above names the field), then npm run cli -- models check ${plan.dir}`];
         process.stderr.write(`next:\n${next.map((n) => `  ${n}`).join('\n')}\n`);
@@ -140,7 +148,7 @@ export const modelCommands: Record<string, Command> = {
     },
   },
   'models activate': {
-    usage: 'models activate <model_set> [--wait SECONDS]   (a running server loads, checks and warms it beside the old set, then switches; lasts until restart)',
+    usage: 'models activate <model_set> [--wait SECONDS]   (a running server loads, checks and warms it beside the old set, then switches; a restart serves it again while MODEL_SET is unchanged)',
     async run(_store, args) {
       const { positionals, values } = parseArgs({ args, allowPositionals: true, options: { wait: { type: 'string' } } });
       const set = positionals[0];

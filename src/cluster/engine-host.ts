@@ -1,5 +1,6 @@
 import { ConfigError, type Config } from '../config/index.ts';
 import { availableModelSets, createModelSetSwitch, ManifestError, serveActivationRequests, startupModelSet, type ActivationRequest, type EngineOptions, type ModelSetSwitch, type PoolTimes, type InferenceJob, type InferenceService, type ReadinessListener, type ResultRecord } from '../inference/index.ts';
+import type { ModuleId } from '../contract/index.ts';
 import type { Logger } from '../observability/index.ts';
 
 export interface EngineHost extends InferenceService {
@@ -15,7 +16,7 @@ export interface EngineHost extends InferenceService {
 
 /** Starts the process's one inference engine (warm-up runs in the background; readiness
  * reports it) and applies the testing-only fault settings around it. */
-export function startEngine(config: Config, log: Logger): EngineHost {
+export function startEngine(config: Config, log: Logger, moduleEnabled?: (id: ModuleId) => Promise<boolean>): EngineHost {
   // a switch over model sets: the admin API and the CLI can activate another set live, and
   // such an activation outlives a restart (startupModelSet says when and why)
   const start = startupModelSet(config.DATA_DIR, config.MODELS_DIR, config.MODEL_SET);
@@ -29,10 +30,12 @@ export function startEngine(config: Config, log: Logger): EngineHost {
     requireTrained: config.REQUIRE_TRAINED_MODELS,
     log: (obj, msg) => log.info(obj, msg),
   };
+  // an activation may drop only modules the operator has enabled; load and warm-up are bounded
+  const switchOpts = { moduleEnabled, loadTimeoutMs: config.MODEL_LOAD_TIMEOUT_SECONDS * 1000 };
   // a mistyped MODEL_SET is a configuration error: one line, not a stack trace
   const configured = (): ModelSetSwitch => {
     try {
-      return createModelSetSwitch({ ...opts, modelSet: config.MODEL_SET });
+      return createModelSetSwitch({ ...opts, modelSet: config.MODEL_SET }, switchOpts);
     } catch (e) {
       if (!(e instanceof ManifestError)) throw e;
       const sets = availableModelSets(config.MODELS_DIR);
@@ -43,7 +46,7 @@ export function startEngine(config: Config, log: Logger): EngineHost {
   if (start.model_set === config.MODEL_SET) engine = configured();
   else {
     try {
-      engine = createModelSetSwitch(opts);
+      engine = createModelSetSwitch(opts, switchOpts);
     } catch (e) {
       if (!(e instanceof ManifestError)) throw e;
       // an activated set that no longer loads gives way to the configured one

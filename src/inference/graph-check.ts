@@ -107,6 +107,24 @@ function imageInput(spec: ImageGraphSpec, pixels: Uint8Array[], channels: number
   return { data: out, dims };
 }
 
+/** How far a batched score may differ from the same item run alone (float rounding of a
+ * different kernel path; the check crops' scores differ from each other far more). */
+export const BATCH_TOLERANCE = 1e-4;
+
+function batchProblem(output: string, alone: Float32Array[], batched: ArrayLike<number>): string | null {
+  const width = batched.length / alone.length;
+  for (let b = 0; b < alone.length; b++) {
+    for (let k = 0; k < width; k++) {
+      const one = alone[b]![k]!;
+      const many = batched[b * width + k]!;
+      if (Math.abs(one - many) > BATCH_TOLERANCE * Math.max(1, Math.abs(one))) {
+        return `output "${output}" differs between batch 1 and batch ${alone.length} on check crop ${b} (${one} vs ${many}): a dynamic-batch graph must score each frame on its own (is its batch really "dynamic"?)`;
+      }
+    }
+  }
+  return null;
+}
+
 function featureWidth(session: Session, input: string): number | null {
   const shape = session.input(input)?.shape;
   const f = shape?.[2];
@@ -129,6 +147,8 @@ export async function checkModuleOutputs(base: string, graphs: LoadedGraph[]): P
     const channels = CHANNELS[spec.role];
     // every crop alone, and for a dynamic graph all of them in one batch too
     const own: Float32Array[] = [];
+    /** the score output of each crop run alone, to compare with the batch */
+    const alone: Float32Array[] = [];
     const batches = crops.map((c) => [c]);
     if (spec.batch === 'dynamic') batches.push(crops.slice(0, MAX_BATCH));
     for (const batch of batches) {
@@ -141,6 +161,14 @@ export async function checkModuleOutputs(base: string, graphs: LoadedGraph[]): P
       }
       const problem = outputProblem(spec, out[spec.output].data, batch.length);
       if (problem) return `${where(i)} ${problem}`;
+      if (batch.length === 1) alone.push(out[spec.output].data.slice());
+      else {
+        // The service packs up to MAX_BATCH frames into one run of a dynamic graph: an item's
+        // score must not depend on its neighbours (`models check` compared this on its own
+        // before; now every load does)
+        const batched = batchProblem(spec.output, alone, out[spec.output].data);
+        if (batched) return `${where(i)} ${batched}`;
+      }
       if (spec.features_output) {
         const f = out[spec.features_output].data;
         const bad = f.find((v) => !Number.isFinite(v));

@@ -7,8 +7,9 @@
 // what its output means) cannot be read and is never guessed: a wrong guess would serve
 // plausible-looking verdicts that mean nothing. Those come from flags, or from questions when
 // a person is at the terminal; whatever is missing is named in one error.
-import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, lstatSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
+import { graphFileProblem } from './graph-safety.ts';
 import { MANIFEST_FORMAT } from './manifest.ts';
 import { createRuntime, type Session } from './runtime.ts';
 
@@ -58,6 +59,10 @@ export interface Question {
 const fixed = (d: number | string | undefined): number | null => (typeof d === 'number' && d > 0 ? d : null);
 
 export async function readGraphFacts(bytes: Uint8Array): Promise<GraphFacts> {
+  // before any runtime sees the bytes: no external data (it would read a file named by the
+  // graph), no Loop (it may never end): graph-safety.ts
+  const unsafe = graphFileProblem(bytes);
+  if (unsafe) throw new ImportError(`the file is not an ONNX graph this service accepts: it ${unsafe}`);
   const runtime = await createRuntime('wasm', 1);
   let session: Session;
   try {
@@ -145,6 +150,10 @@ const triple = (v: string, what: string, ok: (x: number) => boolean): number[] =
   return parts.map((p) => num(p, what, ok));
 };
 
+/** Names a set may not take: MODELS_DIR's own folders that are not model sets (the shipped
+ * graphs' builder) and names with a meaning elsewhere. */
+export const RESERVED_SET_NAMES = new Set(['builder', 'node_modules', 'data', 'tmp']);
+
 export interface ImportPlan {
   model_set: string;
   dir: string;
@@ -155,6 +164,7 @@ export interface ImportPlan {
 export function planImport(modelsDir: string, file: string, facts: GraphFacts, a: ImportAnswers): ImportPlan {
   const name = a.name ?? `${basename(file).replace(/\.onnx$/i, '').replace(/[^A-Za-z0-9._-]/g, '_')}_v1`;
   if (!/^[A-Za-z0-9._-]{1,64}$/.test(name) || name.startsWith('.')) throw new ImportError(`model set name ${JSON.stringify(name)}: letters, digits, . _ - only (at most 64)`);
+  if (RESERVED_SET_NAMES.has(name.toLowerCase())) throw new ImportError(`model set name ${JSON.stringify(name)} is reserved (MODELS_DIR/${name} is not a model set); choose another --name`);
   const missing = openQuestions(facts, a);
   if (missing.length > 0) throw new ImportError(`the graph cannot tell these; give them as flags: ${missing.map((m) => `${m.flag} (${m.prompt})`).join('; ')}`);
   const resize = a.resize!.toLowerCase();
@@ -210,15 +220,28 @@ export function planImport(modelsDir: string, file: string, facts: GraphFacts, a
   return { model_set: name, dir: join(modelsDir, name), manifest };
 }
 
-/** Writes the set's folder; refuses to replace an existing set unless `force`. */
+/** Writes the set's folder; refuses to replace an existing set unless `force`. `--force`
+ * replaces a model set only: a folder without manifest.json (models/builder, anything an
+ * operator keeps beside the sets) or a symbolic link is never deleted. */
 export function writeImport(plan: ImportPlan, file: string, force: boolean): void {
-  if (existsSync(plan.dir)) {
+  if (existsSync(plan.dir) || isLink(plan.dir)) {
     if (!force) throw new ImportExistsError(`${plan.dir} exists; choose another --name, or --force to replace it`);
+    if (isLink(plan.dir) || !statSync(plan.dir).isDirectory() || !existsSync(join(plan.dir, 'manifest.json'))) {
+      throw new ImportExistsError(`${plan.dir} is not a model set (no manifest.json in a folder of its own): --force replaces model sets only; choose another --name`);
+    }
     rmSync(plan.dir, { recursive: true, force: true });
   }
   mkdirSync(plan.dir, { recursive: true });
   copyFileSync(file, join(plan.dir, 'frame.onnx'));
   writeFileSync(join(plan.dir, 'manifest.json'), `${JSON.stringify(plan.manifest, null, 2)}\n`);
+}
+
+function isLink(path: string): boolean {
+  try {
+    return lstatSync(path).isSymbolicLink();
+  } catch {
+    return false;
+  }
 }
 
 export function readGraphFile(file: string): Uint8Array {

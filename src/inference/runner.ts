@@ -11,6 +11,7 @@ import type { Feed, Runtime, Session } from './runtime.ts';
 import { MAX_FINAL_WINDOW } from './window.ts';
 import { combine, liveProbability, type Combined, type Member } from './scores.ts';
 import { checkModuleOutputs } from './graph-check.ts';
+import { graphFileProblem } from './graph-safety.ts';
 
 export interface FrameOutputs {
   /** per frame: ensemble live probability */
@@ -129,8 +130,15 @@ export class ModuleRunner {
     const loaded: Loaded<GraphSpec>[] = [];
     for (const [i, spec] of mod.graphs.entries()) {
       let session: Session;
+      const bytes = readFileSync(join(manifest.dir, spec.file));
+      // before any runtime sees the bytes: no external data, no Loop (graph-safety.ts)
+      const unsafe = graphFileProblem(bytes);
+      if (unsafe) {
+        for (const l of loaded) await l.session.release();
+        throw new Error(`modules.${moduleId}.graphs[${i}] (${spec.file}) ${unsafe}`);
+      }
       try {
-        session = await runtime.createSession(readFileSync(join(manifest.dir, spec.file)));
+        session = await runtime.createSession(bytes);
       } catch (e) {
         throw new Error(`modules.${moduleId}.graphs[${i}] (${spec.file}) failed to load: ${(e as Error).message}`);
       }

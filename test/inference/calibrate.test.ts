@@ -2,7 +2,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { encodePng } from '../../src/images/index.ts';
-import { curve, equalErrorRate, probit, ratesAt, thresholdForBpcer } from '../../src/inference/calibration/index.ts';
+import { curve, equalErrorRate, probit, ratesAt, sampleWarnings, thresholdForBpcer } from '../../src/inference/calibration/index.ts';
 import { sigmoid } from '../../src/inference/scores.ts';
 import { postVerify, request } from '../helpers/captures.ts';
 import { makeToken, runCli, startServer, tempDir } from '../helpers/server.ts';
@@ -80,6 +80,10 @@ t.test('models calibrate scores crops through the serving path and reports the e
   t.notOk('scores' in r.json, 'per-crop scores only in the report file');
   t.match(r.stderr, /manifest threshold\s+0\.5000\s+20\.00%\s+20\.00%\s+20\.00%/);
   t.match(r.stderr, /EER 20\.00%/);
+  // issue 39: 5 and 5 crops gave confident-looking thresholds with no word on their worth
+  t.match(report.warnings, [/^small sample: 5 bona fide crops cannot support BPCER 1 % \(needs at least 300\), BPCER 5 % \(needs at least 60\), BPCER 10 % \(needs at least 30\)/, /^small sample: 5 attack crops/]);
+  t.match(r.stderr, /warning: small sample: 5 bona fide crops/);
+  t.match(r.stderr, /warning: small sample: 5 attack crops: APCER moves in steps of 20 %/);
   const svg = readFileSync(join(out, 'det.svg'), 'utf8');
   t.match(svg, /^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);
   t.match(svg, /<path d="M[\d.]+ [\d.]+( L[\d.]+ [\d.]+){10}"/, 'the DET curve has all 11 operating points');
@@ -96,6 +100,13 @@ t.test('models calibrate scores crops through the serving path and reports the e
   const v = await postVerify(server.baseUrl, token, 'rgb_liveness', request([{ capture_id: 'same', mode: 'rgb_single', frames: [{ timestamp_us: 0, source_size: [640, 480], eyes_xy: [[280, 200], [360, 202]], image: { bytes: new Uint8Array(png) } }] }]));
   t.equal(v.status, 200, v.text);
   t.equal(v.json.results[0].score, report.scores[2].score, 'calibration score equals the served score');
+});
+
+t.test('the small-sample warnings follow the rule of three', async (t) => {
+  t.same(sampleWarnings(300, 30), [], '300 bona fide support BPCER 1 %, 30 attack an APCER of 10 %');
+  t.match(sampleWarnings(299, 30), [/299 bona fide crops cannot support BPCER 1 % \(needs at least 300\):/]);
+  t.notMatch(sampleWarnings(299, 30)[0], /BPCER 5 %/, '299 support 5 % and 10 %');
+  t.match(sampleWarnings(60, 29), [/BPCER 1 %/, /29 attack crops/]);
 });
 
 t.test('models calibrate refuses crops the service would refuse, naming the file', async (t) => {

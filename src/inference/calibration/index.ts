@@ -54,7 +54,30 @@ export interface CalibrationReport {
   eer: Eer | null;
   plot: string;
   report: string;
+  /** what the counts cannot support (sampleWarnings); empty when nothing */
+  warnings: string[];
   scores: ScoredCrop[];
+}
+
+/**
+ * What `bonaFide` and `attack` crops cannot show. An error rate measured as 0 of n errors has a
+ * 95 % upper bound of about 3/n (the "rule of three"), so a rate p is supported only by at least
+ * 3/p samples: 300 bona fide crops for a BPCER of 1 %, 60 for 5 %, 30 for 10 %; and an APCER of
+ * 10 % or less needs 30 attack crops. Below that the thresholds printed are what these crops
+ * happened to give, not an operating point.
+ */
+export function sampleWarnings(bonaFide: number, attack: number, targets: readonly number[] = TARGET_BPCERS): string[] {
+  const warnings: string[] = [];
+  const pct = (x: number) => `${Math.round(x * 1000) / 10} %`;
+  const short = targets.filter((t) => bonaFide < Math.ceil(3 / t));
+  if (short.length > 0) {
+    warnings.push(`small sample: ${bonaFide} bona fide crops cannot support ${short.map((t) => `BPCER ${pct(t)} (needs at least ${Math.ceil(3 / t)})`).join(', ')}: `
+      + `with none rejected the 95 % upper bound on BPCER is still ${pct(Math.min(1, 3 / bonaFide))}; those thresholds are what these crops gave, not an operating point`);
+  }
+  if (attack < 30) {
+    warnings.push(`small sample: ${attack} attack crops: APCER moves in steps of ${pct(1 / attack)} and with none accepted its 95 % upper bound is ${pct(Math.min(1, 3 / attack))}; at least 30 are needed to show an APCER of 10 % or less`);
+  }
+  return warnings;
 }
 
 /** Not an HTTP error: `models calibrate` is an operator tool; the CLI prints it and exits 1. */
@@ -157,6 +180,7 @@ export async function calibrate(opts: CalibrateOptions): Promise<CalibrationRepo
     eer,
     plot,
     report: reportFile,
+    warnings: sampleWarnings(live.length, attack.length),
     scores,
   };
   writeFileSync(reportFile, `${JSON.stringify(report, null, 2)}\n`);
@@ -177,6 +201,7 @@ export function summary(r: CalibrationReport): string {
     `plot ${r.plot}`,
     `report ${r.report}`,
   ];
+  for (const w of r.warnings) lines.push(`warning: ${w}`);
   if (!r.trained) lines.push('warning: the manifest says trained is false');
   return lines.join('\n');
 }
