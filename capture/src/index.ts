@@ -67,6 +67,9 @@ export interface CaptureHandle {
   readonly cameraActive: boolean;
 }
 
+/** what a colour frame adds to a frame */
+type ColourFields = { phase?: Phase; display_time_us?: number };
+
 const MODULE_OF: Record<Mode, ModuleId> = { rgb_single: 'rgb_liveness', rgb_sequence: 'rgb_liveness', color: 'color_liveness' };
 const PHASES: readonly Phase[] = ['white', 'red', 'green', 'blue'];
 const PHASE_COLOUR: Record<Phase, string> = { white: '#ffffff', red: '#ff0000', green: '#00ff00', blue: '#0000ff' };
@@ -222,7 +225,7 @@ export function mountCapture(container: HTMLElement, options: CaptureOptions): C
     const us = (t: number) => Math.max(0, Math.round((t - t0) * 1000));
     const inputs: FrameInput[] = [];
     const firstCounter = last!.frame.counter;
-    const addFrame = (frame: GrabbedFrame, finding: FaceFinding | null, extra: Partial<FrameInput> = {}) => {
+    const addFrame = (frame: GrabbedFrame, finding: FaceFinding | null, extra: ColourFields = {}) => {
       const source_index = frame.counter - firstCounter;
       const timestamp_us = us(frame.time);
       if (!finding) {
@@ -291,7 +294,7 @@ export function mountCapture(container: HTMLElement, options: CaptureOptions): C
   }
 
   async function runColour(frames: FrameSource, analyse: (f: GrabbedFrame) => Promise<FaceFinding | null>,
-    addFrame: (f: GrabbedFrame, finding: FaceFinding | null, extra: Partial<FrameInput>) => void,
+    addFrame: (f: GrabbedFrame, finding: FaceFinding | null, extra: ColourFields) => void,
     us: (t: number) => number, signal: AbortSignal): Promise<void> {
     const flash = doc.createElement('div');
     flash.className = 'lvc-flash';

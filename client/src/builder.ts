@@ -4,7 +4,7 @@
 
 import { randomId, sha256Hex } from './digest.ts';
 import { CAPTURE_PROFILE, PREPROCESS_PROFILE } from './wire.ts';
-import type { BatchEnvelope, CapturePacket, FrameRecord, FrameStatus, ImageEncoding, Mode, Phase, Point } from './wire.ts';
+import type { BatchEnvelope, CapturePacket, FrameRecord, FrameStatus, ImageEncoding, Mode, OkFrameRecord, Phase, Point } from './wire.ts';
 
 export interface ImageInput {
   /** the exact bytes that will be uploaded: a PNG file or 307200 rgb8 bytes */
@@ -15,18 +15,37 @@ export interface ImageInput {
   part?: string;
 }
 
-export interface FrameInput {
+interface FrameInputBase {
   /** default: the frame's position in `frames` */
   source_index?: number;
   timestamp_us: number;
+  /** colour mode only */
+  phase?: Phase;
+  /** colour mode only */
+  display_time_us?: number;
+}
+
+/** A frame with a face: the service requires source_size, eyes_xy and the image for every
+ * `ok` frame (422 otherwise), so the type does too. */
+export interface OkFrameInput extends FrameInputBase {
   /** default 'ok' */
-  status?: FrameStatus;
+  status?: 'ok';
+  source_size: [number, number];
+  eyes_xy: [Point, Point];
+  image: ImageInput;
+}
+
+/** A failure event (no face, lost frame). The service refuses image data on an event (422
+ * field_forbidden); the type leaves those fields open so that code which turns a frame into an
+ * event by spreading it still compiles, and the service says what is wrong. */
+export interface EventFrameInput extends FrameInputBase {
+  status: Exclude<FrameStatus, 'ok'>;
   source_size?: [number, number];
   eyes_xy?: [Point, Point];
   image?: ImageInput;
-  phase?: Phase;
-  display_time_us?: number;
 }
+
+export type FrameInput = OkFrameInput | EventFrameInput;
 
 export interface CaptureInput {
   /** default: a random UUID (a new capture uses a new id) */
@@ -77,10 +96,13 @@ async function digestsOf(inputs: CaptureInput[]): Promise<SyncDigest> {
 export function buildCaptureWith(input: CaptureInput, digest: SyncDigest, options: { partPrefix?: string } = {}): BuiltRequest<CapturePacket> {
   const files = new Map<string, Uint8Array>();
   const frames = input.frames.map((f, i): FrameRecord => {
-    const frame: FrameRecord = {
-      source_index: f.source_index ?? i,
-      timestamp_us: f.timestamp_us,
-      status: f.status ?? 'ok',
+    // Assembled loosely and typed at the end: a JavaScript caller (or a test of the service's
+    // 422s) may pass a frame the types rule out, and the service, not the builder, judges it.
+    const loose: FrameInput = f;
+    const frame: Omit<Partial<OkFrameRecord>, 'status'> & Pick<FrameRecord, 'source_index' | 'timestamp_us' | 'status'> = {
+      source_index: loose.source_index ?? i,
+      timestamp_us: loose.timestamp_us,
+      status: loose.status ?? 'ok',
     };
     if (f.source_size !== undefined) frame.source_size = [f.source_size[0], f.source_size[1]];
     if (f.eyes_xy !== undefined) frame.eyes_xy = [[f.eyes_xy[0][0], f.eyes_xy[0][1]], [f.eyes_xy[1][0], f.eyes_xy[1][1]]];
@@ -96,7 +118,7 @@ export function buildCaptureWith(input: CaptureInput, digest: SyncDigest, option
     }
     if (f.phase !== undefined) frame.phase = f.phase;
     if (f.display_time_us !== undefined) frame.display_time_us = f.display_time_us;
-    return frame;
+    return frame as FrameRecord;
   });
   const metadata: CapturePacket = {
     protocol_version: 1,

@@ -4,7 +4,7 @@
 export { eyeCrop320, cropSamplePoint, type SourceImage, type EyePair } from './crop.ts';
 export {
   buildCapture, buildBatch, buildCaptureWith, buildBatchWith, isPng,
-  type CaptureInput, type FrameInput, type ImageInput, type BuiltRequest, type SyncDigest,
+  type CaptureInput, type FrameInput, type OkFrameInput, type EventFrameInput, type ImageInput, type BuiltRequest, type SyncDigest,
 } from './builder.ts';
 export { sha256Hex } from './digest.ts';
 export { encodeMultipart, toFormData, type MultipartBody } from './multipart.ts';

@@ -80,16 +80,31 @@ export interface ImageDescriptor {
   sha256: string;
 }
 
-export interface FrameRecord {
+interface FrameRecordBase {
   source_index: number;
   timestamp_us: number;
-  status: FrameStatus;
-  source_size?: [number, number];
-  eyes_xy?: [Point, Point];
-  image?: ImageDescriptor;
   phase?: Phase;
   display_time_us?: number;
 }
+
+/** A frame with a face: source_size, eyes_xy and image are required (the service answers 422
+ * without them). */
+export interface OkFrameRecord extends FrameRecordBase {
+  status: 'ok';
+  source_size: [number, number];
+  eyes_xy: [Point, Point];
+  image: ImageDescriptor;
+}
+
+/** A `face_unavailable` or `dropped` event: no image data. */
+export interface EventFrameRecord extends FrameRecordBase {
+  status: Exclude<FrameStatus, 'ok'>;
+  source_size?: never;
+  eyes_xy?: never;
+  image?: never;
+}
+
+export type FrameRecord = OkFrameRecord | EventFrameRecord;
 
 export interface CapturePacket {
   protocol_version: 1;
