@@ -2,6 +2,7 @@ import t from 'tap';
 import { PgBackend, StoreUnavailableError } from '../../src/store/pg/index.ts';
 import { migrate } from '../../src/store/pg/migrate.ts';
 import { MIGRATIONS } from '../../src/store/pg/migrations.ts';
+import { AUDIT_INSERT } from '../../src/store/pg/audit.ts';
 import { startPostgres } from '../helpers/postgres.ts';
 import { reserveInput, storeContract, T0, tokenRecord } from './contract.ts';
 
@@ -82,4 +83,34 @@ t.test('a database restart: calls fail with StoreUnavailableError, nothing crash
   }
   t.ok(ok, 'reservations work again without a restart of the node');
   t.ok((await s.verifyLedger()).ok, 'counters equal the ledger');
+});
+
+// An audit line records an answer, not a charge: its INSERT commits without waiting for a WAL
+// flush of its own (docs/metering.md "Commits"), and the setting stays with its statement.
+// pg_stat_wal.wal_sync counts the server's WAL flushes; the same INSERT without the setting is
+// the control that shows the count can tell the two apart.
+t.test('audit lines commit unsynced; the setting does not leak to the connection', async (t) => {
+  const client = await store.pool.connect();
+  t.teardown(() => client.release());
+  const syncs = async () => {
+    // this backend's counts reach the shared view when its next transaction ends
+    await client.query('SELECT pg_stat_force_next_flush()');
+    await client.query('SELECT 1');
+    return Number((await client.query('SELECT wal_sync FROM pg_stat_wal')).rows[0].wal_sync);
+  };
+  const line = (i: number, kind: string) => [T0 + i, `req_sync_${kind}_${i}`, { request_id: `req_sync_${kind}_${i}` }];
+  const n = 40;
+  const s0 = await syncs();
+  for (let i = 0; i < n; i++) await client.query('INSERT INTO audit (at_ms, request_id, record) VALUES ($1, $2, $3)', line(i, 'synced'));
+  const synced = (await syncs()) - s0;
+  const s1 = await syncs();
+  for (let i = 0; i < n; i++) await client.query(AUDIT_INSERT, line(i, 'unsynced'));
+  const unsynced = (await syncs()) - s1;
+  t.ok(synced >= n, `the control: ${n} plain INSERTs, ${synced} WAL flushes`);
+  t.ok(unsynced < n / 4, `${n} audit INSERTs, ${unsynced} WAL flushes (the WAL writer's, not the commits')`);
+  t.equal((await client.query('SHOW synchronous_commit')).rows[0].synchronous_commit, 'on', 'the next statement on the connection commits synced again');
+  t.equal((await client.query(`SELECT count(*)::int AS n FROM audit WHERE request_id LIKE 'req_sync_unsynced_%'`)).rows[0].n, n, 'every line written');
+  // and through the store's own method
+  await store.writeAudit({ request_id: 'req_sync_store', at: new Date(T0).toISOString(), token_id: null, module_id: 'rgb_liveness', client_ip: '192.0.2.1', country: null, status: 200, error_code: null, captures: 1, charged_units: 1, latency_ms: 1 });
+  t.equal((await client.query(`SELECT count(*)::int AS n FROM audit WHERE request_id = 'req_sync_store'`)).rows[0].n, 1);
 });

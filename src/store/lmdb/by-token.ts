@@ -11,11 +11,6 @@ import type { AuditRecord, LedgerEntry } from '../records.ts';
 
 export type TimeDb = 'ledger' | 'audit';
 
-/** Queued with the audit line's own write (audit.ts), which awaits it. */
-export function indexAuditByToken(store: Store, r: AuditRecord): Promise<boolean> | null {
-  return r.token_id !== null ? store.db.byToken.put(['audit', r.token_id, Date.parse(r.at), r.request_id], 1) : null;
-}
-
 /** Inside the ledger append's write transaction (`void`: its commit is the transaction's). */
 export function indexLedgerByToken(store: Store, e: LedgerEntry, at: number): void {
   void store.db.byToken.put(['ledger', e.token_id, at, e.id], 1);

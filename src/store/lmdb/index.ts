@@ -35,7 +35,7 @@ export class LmdbBackend implements StoreBackend, FaultHooks {
   settlementFault: SettlementFault | null = null;
   constructor(readonly store: Store) {}
 
-  static open(dataDir: string, opts: { commits?: LmdbCommits } = {}): LmdbBackend {
+  static open(dataDir: string, opts: { commits?: LmdbCommits; auditDelayMs?: number } = {}): LmdbBackend {
     return new LmdbBackend(openStore(dataDir, opts));
   }
 

@@ -4,6 +4,7 @@ import { open, type Database, type RootDatabase } from 'lmdb';
 import { StoreError } from '../errors.ts';
 import { narrowToPrivate, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '../private-data.ts';
 import { guardCommit, guardLmdbCommitRejections, WriteHealth } from '../write-health.ts';
+import { AuditQueue, putAuditLines, type QueuedAuditLine } from './audit-queue.ts';
 
 // Bump when a record layout changes incompatibly; open() refuses a store written by
 // another layout instead of misreading it.
@@ -41,12 +42,14 @@ export interface Store {
   readonly db: Record<DbName, Database<any, any>>;
   /** failed writes, refusal of new calls while they fail, the probe that sees them work again */
   readonly writes: WriteHealth;
+  /** this thread's audit lines waiting for its next write transaction (audit-queue.ts) */
+  readonly audit: AuditQueue;
   close(): Promise<void>;
 }
 
 /** Opens (creating if needed) the LMDB environment under DATA_DIR/store. Every API worker
  * thread, the main thread and the CLI open the same files; LMDB serialises writers. */
-export function openStore(dataDir: string, opts: { commits?: LmdbCommits } = {}): Store {
+export function openStore(dataDir: string, opts: { commits?: LmdbCommits; auditDelayMs?: number } = {}): Store {
   const dir = path.join(dataDir, 'store');
   fs.mkdirSync(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
   // permissionsMode: the mode of data.mdb and lock.mdb, passed on to mdb_env_open (lmdb-js
@@ -76,10 +79,23 @@ export function openStore(dataDir: string, opts: { commits?: LmdbCommits } = {})
     freeBytes: () => freeBytes(dir),
     minFreeBytes: WRITE_PROBE_FREE_BYTES,
   });
+  // the queue's own commit goes through lmdb-js's write thread, off the event loop; a failure
+  // is counted like any failed write and rejects the lines, which the caller logs whole
+  const audit = new AuditQueue(
+    (lines: readonly QueuedAuditLine[]) => guardCommit(root.transaction(() => putAuditLines(db, lines))).catch((err: unknown) => {
+      writes.noteFailure('audit', err);
+      throw err;
+    }),
+    opts.auditDelayMs,
+  );
   return {
-    root, dir, db, commits: opts.commits ?? 'sync', writes,
-    close: () => {
+    root, dir, db, commits: opts.commits ?? 'sync', writes, audit,
+    close: async () => {
+      // the queued lines first, so a clean stop loses none (bounded like the close below
+      // while writes fail: a commit that cannot be written is not waited for)
       const failing = writes.failing() !== null;
+      if (!failing) await audit.close();
+      else await Promise.race([audit.close(), new Promise<void>((resolve) => setTimeout(resolve, CLOSE_WAIT_WHILE_FAILING_MS).unref())]);
       writes.close();
       if (!failing) return root.close();
       // lmdb-js's close waits for the flush of the last asynchronous commit, which never comes

@@ -3,8 +3,17 @@ import type { AuditRecord } from '../records.ts';
 import { cursorOf, pageByTime } from './ledger.ts';
 import type { Pg } from './open.ts';
 
+/** The line commits unsynced (docs/metering.md "Commits"): an audit line records an answer,
+ * not a charge, so its commit need not wait for a WAL flush of its own; the next synced commit
+ * (any call's settlement) or the WAL writer flushes it. The setting is made in the statement
+ * itself (set_config(..., true): local to this statement's own transaction), so it never leaks
+ * to the pooled connection's next transaction. */
+export const AUDIT_INSERT = `INSERT INTO audit (at_ms, request_id, record)
+  SELECT $1::bigint, $2::text, $3::jsonb FROM (SELECT set_config('synchronous_commit', 'off', true)) AS unsynced
+  ON CONFLICT DO NOTHING`;
+
 export async function writeAudit(db: Pg, record: AuditRecord) {
-  await db.q('INSERT INTO audit (at_ms, request_id, record) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [Date.parse(record.at), record.request_id, record]);
+  await db.q(AUDIT_INSERT, [Date.parse(record.at), record.request_id, record]);
 }
 
 export async function listAudit(db: Pg, q: PageQuery, where?: (r: AuditRecord) => boolean): Promise<Page<AuditRecord>> {
