@@ -1,10 +1,31 @@
 import { loadConfig } from '../config/index.ts';
 import { pruneOnce } from '../retention/index.ts';
 import { runningServer } from '../lifecycle.ts';
-import { keysDir } from '../signing/index.ts';
-import { BackupError, backupStore, restoreStore, openStore } from '../store/index.ts';
+import fs from 'node:fs';
+import { now } from '../clock.ts';
+import { KeyFolderError, keysDir, keysForRestore } from '../signing/index.ts';
+import { BackupError, backupStore, keysBesideBackup, restoreStore, openStore, type PreparedKeys } from '../store/index.ts';
 import { ConflictError, UsageError } from './errors.ts';
 import type { Command } from './command.ts';
+
+/** The backup's keys folder checked (no links, key files only, each a valid key) and merged
+ * with the revocations of DATA_DIR's keys, before anything in DATA_DIR moves; null when the
+ * backup has no keys folder (restore then leaves DATA_DIR/keys as it is). */
+async function preparedKeys(file: string, liveKeys: string): Promise<PreparedKeys | null> {
+  const saved = keysBesideBackup(file);
+  try {
+    fs.lstatSync(saved);
+  } catch {
+    return null;
+  }
+  try {
+    const r = await keysForRestore(saved, liveKeys, now());
+    return { from: saved, files: r.files, report: { current: r.current, current_from: r.current_from, kept_revocations: r.kept_revocations } };
+  } catch (e) {
+    if (e instanceof KeyFolderError) throw new UsageError(`${e.message}; nothing was restored`);
+    throw e;
+  }
+}
 
 /** Operations commands: retention and backup (docs/operations.md: "Retention", "Backup and restore"). */
 export const opsCommands: Record<string, Command> = {
@@ -34,8 +55,13 @@ export const opsCommands: Record<string, Command> = {
       const running = runningServer(config.DATA_DIR);
       if (running) throw new ConflictError(`a server (pid ${running.pid}, started ${running.started_at}) is running on ${config.DATA_DIR}: stop it first`);
       try {
-        const result = await restoreStore(config.DATA_DIR, keysDir(config.DATA_DIR), file, new Date(), (dir) => openStore(dir));
+        const keys = await preparedKeys(file, keysDir(config.DATA_DIR));
+        const result = await restoreStore(config.DATA_DIR, keysDir(config.DATA_DIR), file, new Date(now()), (dir) => openStore(dir), keys);
         if (result.keys.restored_from === null) process.stderr.write(`WARNING: ${result.keys.note}\n`);
+        const kept = (keys?.report.kept_revocations ?? []) as string[];
+        if (kept.length > 0) process.stderr.write(`kept revoked (revoked after this backup was taken): ${kept.join(', ')}\n`);
+        if (keys?.report.current_from === 'data_dir') process.stderr.write(`the backup's signing key was revoked since: ${keys.report.current} (the key that replaced it) signs\n`);
+        if (keys?.report.current_from === 'new') process.stderr.write(`the backup's signing key was revoked since: a new key ${keys.report.current} signs\n`);
         process.stderr.write('next: start the service, then npm run cli -- ledger verify\n');
         return result;
       } catch (e) {

@@ -4,3 +4,4 @@ export { keysDir, KID_PATTERN } from './keys.ts';
 export { ensureSigningKey, listKeys, publicJwks, revokeSigningKey, rotateSigningKey, RETIRED_PUBLISH_MS, UnknownSigningKeyError, type KeyFile, type KeyRevocation } from './keys.ts';
 
 export { publicJwksOf } from './keys.ts';
+export { KeyFolderError, keysForRestore } from './restore.ts';

@@ -27,7 +27,7 @@ export { openConfiguredStore } from './select.ts';
 
 export { MAX_SESSION_CAPTURES, MAX_SESSION_TTL_SECONDS, deviceSessionState, deviceSessionUsable } from './device-sessions.ts';
 export type { DeviceSession, DeviceSessionState } from './device-sessions.ts';
-export { BackupError, backupStore, restoreStore } from './lmdb/backup.ts';
+export { BackupError, backupStore, keysBesideBackup, restoreStore, type PreparedKeys } from './lmdb/backup.ts';
 export { currentProcess, holderAlive } from './owner.ts';
 export type { PgBackend } from './pg/index.ts';
 export { MIGRATIONS } from './pg/migrations.ts';

@@ -54,7 +54,9 @@ export function backupKeys(keysDir: string, file: string): BackupKeys {
   let files = 0;
   for (const name of fs.readdirSync(keysDir)) {
     const from = path.join(keysDir, name);
-    if (!fs.statSync(from).isFile()) continue;
+    // lstat: a link in DATA_DIR/keys is not a key the service wrote; copied, it would carry
+    // whatever it points at into the backup
+    if (!fs.lstatSync(from).isFile()) continue;
     fs.copyFileSync(from, path.join(target, name));
     fs.chmodSync(path.join(target, name), 0o600);
     files++;
@@ -80,23 +82,71 @@ export interface RestoreResult {
   store: string;
   /** where the store that was there went (never deleted), or null */
   previous_store: string | null;
-  keys: { restored_from: string; previous_keys: string | null } | { restored_from: null; note: string };
+  keys: ({ restored_from: string; previous_keys: string | null } & Record<string, unknown>) | { restored_from: null; note: string };
+}
+
+/** The keys folder a restore writes, checked and prepared before anything moves (the
+ * caller's: signing/restore.ts keysForRestore), with what to report about it. */
+export interface PreparedKeys {
+  from: string;
+  files: Map<string, string>;
+  report: Record<string, unknown>;
+}
+
+/** One rename of the swap, and how to undo it. */
+interface Move {
+  from: string;
+  to: string;
 }
 
 /**
- * Restores a backup made by backupStore into DATA_DIR, whose server must be stopped (the
- * caller checks). The backup is first copied beside the store and opened, so a file that is
- * not a store of this build is refused before anything moves; then the current store (and
- * keys, when the backup has its own) are moved aside, never deleted, and the copy takes
- * their place.
+ * Renames each of `moves` in order; if one fails, those done are renamed back (newest
+ * first) and the error is thrown: all of them or none. Renames inside one file system (all
+ * these are inside DATA_DIR) replace nothing and either happen or not.
  */
-export async function restoreStore(dataDir: string, keysDir: string, file: string, at: Date, open: (dir: string) => { close(): Promise<void> }): Promise<RestoreResult> {
+export function renameAll(moves: readonly Move[], rename: (from: string, to: string) => void = fs.renameSync): void {
+  const done: Move[] = [];
+  try {
+    for (const m of moves) {
+      rename(m.from, m.to);
+      done.push(m);
+    }
+  } catch (e) {
+    for (const m of done.reverse()) {
+      try {
+        rename(m.to, m.from);
+      } catch (undo) {
+        throw new BackupError(`restore failed (${(e as Error).message}) and could not put ${m.from} back (${(undo as Error).message}): it is at ${m.to}`);
+      }
+    }
+    throw new BackupError(`restore failed, nothing was changed: ${(e as Error).message}`);
+  }
+}
+
+const exists = (p: string) => {
+  try {
+    fs.lstatSync(p);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+/**
+ * Restores a backup made by backupStore into DATA_DIR, whose server must be stopped (the
+ * caller checks). Everything is checked and prepared first, beside the store inside DATA_DIR
+ * and before anything there moves: the backup is copied and opened, so a file that is not a
+ * store of this build is refused; the keys folder (`keys`, checked by the caller, or null
+ * when the backup has none) is written out. Then the current store and keys are moved aside,
+ * never deleted, and the copies take their place, all renames or none (renameAll).
+ */
+export async function restoreStore(dataDir: string, keysDir: string, file: string, at: Date, open: (dir: string) => { close(): Promise<void> }, keys: PreparedKeys | null = null): Promise<RestoreResult> {
   const source = path.resolve(file);
   if (!fs.existsSync(source) || !fs.statSync(source).isFile()) throw new BackupError(`${source} is not a file`);
-  const storeDir = path.join(dataDir, 'store');
-  fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   // LMDB would make a new, empty store of an empty file: only an LMDB data file is taken
   if (!isLmdbDataFile(source)) throw new BackupError(`${source} is not an LMDB store (a file written by backup)`);
+  const storeDir = path.join(dataDir, 'store');
+  fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   // laid out as a DATA_DIR of its own, so the store is opened by the same code as ever
   const scratch = path.join(dataDir, `.restore-${randomBytes(4).toString('hex')}`);
   const copied = path.join(scratch, 'store');
@@ -110,32 +160,37 @@ export async function restoreStore(dataDir: string, keysDir: string, file: strin
       throw new BackupError(`${source} is not a store this build can open: ${(e as Error).message}`);
     }
     fs.rmSync(path.join(copied, 'lock.mdb'), { force: true });
+    const newKeys = path.join(scratch, 'keys');
+    if (keys) {
+      fs.mkdirSync(newKeys, { mode: 0o700 });
+      // 'wx': a name never opens anything that is already there (nothing is, in a fresh folder)
+      for (const [name, text] of keys.files) fs.writeFileSync(path.join(newKeys, name), text, { mode: 0o600, flag: 'wx' });
+    }
     const stamp = at.toISOString().replace(/[:.]/g, '-');
-    let previous: string | null = null;
-    if (fs.existsSync(storeDir)) {
-      previous = `${storeDir}.before-restore-${stamp}`;
-      fs.renameSync(storeDir, previous);
+    const moves: Move[] = [];
+    const previous = exists(storeDir) ? `${storeDir}.before-restore-${stamp}` : null;
+    if (previous) moves.push({ from: storeDir, to: previous });
+    moves.push({ from: copied, to: storeDir });
+    const previousKeys = keys && exists(keysDir) ? `${keysDir}.before-restore-${stamp}` : null;
+    if (keys) {
+      if (previousKeys) moves.push({ from: keysDir, to: previousKeys });
+      moves.push({ from: newKeys, to: keysDir });
     }
-    fs.renameSync(copied, storeDir);
-    let keys: RestoreResult['keys'];
-    const savedKeys = keysBeside(source);
-    if (fs.existsSync(savedKeys)) {
-      let previousKeys: string | null = null;
-      if (fs.existsSync(keysDir)) {
-        previousKeys = `${keysDir}.before-restore-${stamp}`;
-        fs.renameSync(keysDir, previousKeys);
-      }
-      fs.mkdirSync(keysDir, { mode: 0o700 });
-      for (const name of fs.readdirSync(savedKeys)) {
-        fs.copyFileSync(path.join(savedKeys, name), path.join(keysDir, name));
-        fs.chmodSync(path.join(keysDir, name), 0o600);
-      }
-      keys = { restored_from: savedKeys, previous_keys: previousKeys };
-    } else {
-      keys = { restored_from: null, note: `no ${savedKeys} beside the backup: ${keysDir} is left as it is; verdicts signed by keys not in it will not verify against this server's JWKS` };
+    // a name a move goes to is free, or moved away by an earlier one (the store, the keys)
+    for (const [i, m] of moves.entries()) {
+      if (exists(m.to) && !moves.slice(0, i).some((e) => e.from === m.to)) throw new BackupError(`${m.to} exists; restore never replaces it (run it again a moment later)`);
     }
-    return { restored: source, store: storeDir, previous_store: previous, keys };
+    renameAll(moves);
+    const keysResult: RestoreResult['keys'] = keys
+      ? { restored_from: keys.from, previous_keys: previousKeys, ...keys.report }
+      : { restored_from: null, note: `no ${keysBeside(source)} beside the backup: ${keysDir} is left as it is; verdicts signed by keys not in it will not verify against this server's JWKS` };
+    return { restored: source, store: storeDir, previous_store: previous, keys: keysResult };
   } finally {
     fs.rmSync(scratch, { recursive: true, force: true });
   }
+}
+
+/** Where backup puts the keys beside a backup file. */
+export function keysBesideBackup(file: string): string {
+  return keysBeside(path.resolve(file));
 }

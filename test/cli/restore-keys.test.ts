@@ -1,0 +1,160 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import t from 'tap';
+import { renameAll } from '../../src/store/lmdb/backup.ts';
+import { runCli, startServer, tempDir } from '../helpers/server.ts';
+
+// Security issue 40, findings 4 and 5: `restore` of a backup taken before `keys revoke`
+// brought the revoked (leaked) key back, current and published; and `restore` trusted the
+// backup's keys folder (it followed a symlink to /etc/passwd, and a folder inside failed it
+// half-way, after the store was swapped). Through the real CLI on a real DATA_DIR.
+
+const published = async (base: string) => (await (await fetch(`${base}/.well-known/jwks.json`)).json()).keys.map((k: { kid: string }) => k.kid);
+const keysOf = async (dataDir: string) => {
+  const r = await runCli(dataDir, ['keys', 'list']);
+  return r.json.keys as { kid: string; current: boolean; published: boolean; revoked_at?: string }[];
+};
+
+/** Every name under DATA_DIR with its size and mtime: "nothing changed" compared whole. */
+function snapshot(dir: string): string[] {
+  const out: string[] = [];
+  const walk = (d: string) => {
+    for (const name of fs.readdirSync(d).sort()) {
+      const p = path.join(d, name);
+      const st = fs.lstatSync(p);
+      // lock.mdb is rewritten by any opener; data.mdb and the keys are what a restore swaps
+      if (name === 'lock.mdb') continue;
+      out.push(`${path.relative(dir, p)} ${st.isDirectory() ? 'dir' : `${st.size} ${st.mtimeMs}`}`);
+      if (st.isDirectory()) walk(p);
+    }
+  };
+  walk(dir);
+  return out;
+}
+
+const a = await startServer({});
+const backups = tempDir('lv-backup-');
+const file = path.join(backups, 'before-revoke.mdb');
+const made = await a.cli(['backup', file]);
+const leaked = (await keysOf(a.dataDir)).find((k) => k.current)!.kid;
+const revoked = await a.cli(['keys', 'revoke', leaked, '--by', 'incident 7']);
+const after = (await keysOf(a.dataDir)).find((k) => k.current)!.kid;
+await a.stop();
+// (asserted after the set-up's last await: tap ends a root test that goes idle after one)
+t.equal(made.code, 0, made.stderr);
+t.equal(revoked.code, 0, revoked.stderr);
+t.not(after, leaked, 'the revocation made a new current key');
+
+/** A copy of the backup (file and keys folder) to tamper with. */
+function copyOfBackup(name: string): string {
+  const copy = path.join(backups, `${name}.mdb`);
+  fs.copyFileSync(file, copy);
+  fs.cpSync(`${file}.keys`, `${copy}.keys`, { recursive: true });
+  return copy;
+}
+
+t.test('a revoked key stays revoked across a restore of a backup taken before the revocation', async (t) => {
+  const r = await runCli(a.dataDir, ['restore', file]);
+  t.equal(r.code, 0, r.stderr);
+  t.same(r.json.keys.kept_revocations, [leaked], 'the restore reports the revocation it kept');
+  t.equal(r.json.keys.current_from, 'data_dir');
+  t.equal(r.json.keys.current, after, 'the key made by the revocation signs');
+  t.match(r.stderr, new RegExp(`kept revoked .*${leaked}`));
+  const keys = await keysOf(a.dataDir);
+  const old = keys.find((k) => k.kid === leaked)!;
+  t.ok(old.revoked_at, 'the leaked key is listed as revoked');
+  t.notOk(old.current || old.published, 'neither current nor published');
+  t.equal(keys.find((k) => k.current)!.kid, after);
+  const record = JSON.parse(fs.readFileSync(path.join(a.dataDir, 'keys', `${leaked}.json`), 'utf8'));
+  t.equal(record.jwk.d, undefined, 'no private part of the leaked key is back on disk');
+  t.equal(record.revoked_by, 'incident 7');
+
+  const b = await startServer({ dataDir: a.dataDir });
+  t.teardown(() => b.stop());
+  const jwks = await published(b.baseUrl);
+  t.notOk(jwks.includes(leaked), 'the JWKS does not publish it');
+  t.ok(jwks.includes(after), 'it publishes the key that signs');
+});
+
+t.test('restored into a DATA_DIR with no keys, the backup\'s keys come back as they were (nothing to keep)', async (t) => {
+  const fresh = tempDir();
+  const r = await runCli(fresh, ['restore', file]);
+  t.equal(r.code, 0, r.stderr);
+  t.same(r.json.keys.kept_revocations, []);
+  t.equal(r.json.keys.current, leaked, 'nothing in DATA_DIR said it was revoked (docs/operations.md: revoke it again)');
+});
+
+t.test('a symlink in the backup\'s keys folder: refused before anything moves', async (t) => {
+  const before = snapshot(a.dataDir);
+  const copy = copyOfBackup('symlinked');
+  const current = fs.readFileSync(path.join(`${copy}.keys`, 'current'), 'utf8').trim();
+  // a kid-shaped name pointing at a file outside: the finding's /etc/passwd
+  fs.rmSync(path.join(`${copy}.keys`, `${current}.json`));
+  fs.symlinkSync('/etc/passwd', path.join(`${copy}.keys`, `${current}.json`));
+  const r = await runCli(a.dataDir, ['restore', copy]);
+  t.equal(r.code, 2, 'a usage error');
+  t.match(r.stderr, /is a symbolic link.*nothing was restored/);
+  t.same(snapshot(a.dataDir), before, 'DATA_DIR is exactly as it was');
+  t.notOk(fs.readdirSync(path.join(a.dataDir, 'keys')).some((n) => fs.readFileSync(path.join(a.dataDir, 'keys', n), 'utf8').includes('root:')), 'no passwd anywhere in keys');
+
+  // the keys folder itself a link
+  const linked = copyOfBackup('linked-folder');
+  fs.renameSync(`${linked}.keys`, `${linked}.real-keys`);
+  fs.symlinkSync(`${linked}.real-keys`, `${linked}.keys`);
+  const r2 = await runCli(a.dataDir, ['restore', linked]);
+  t.equal(r2.code, 2);
+  t.match(r2.stderr, /is a symbolic link/);
+  t.same(snapshot(a.dataDir), before);
+});
+
+t.test('a folder, a stray file or a bad key in the backup\'s keys folder: refused before anything moves', async (t) => {
+  const before = snapshot(a.dataDir);
+  const cases: [string, (dir: string) => void, RegExp][] = [
+    ['folder', (dir) => fs.mkdirSync(path.join(dir, 'sub')), /sub is a folder/],
+    ['stray', (dir) => fs.writeFileSync(path.join(dir, 'notes.txt'), 'hello'), /holds only `current` and <kid>\.json files/],
+    ['garbage', (dir) => {
+      const kid = fs.readFileSync(path.join(dir, 'current'), 'utf8').trim();
+      fs.writeFileSync(path.join(dir, `${kid}.json`), '{"kid":"x"}');
+    }, /is not a valid signing key/],
+    ['renamed', (dir) => {
+      // a valid key file under another kid's name
+      const kid = fs.readFileSync(path.join(dir, 'current'), 'utf8').trim();
+      fs.copyFileSync(path.join(dir, `${kid}.json`), path.join(dir, `${'A'.repeat(43)}.json`));
+    }, /is not a valid signing key: its kid/],
+    ['other public key', (dir) => {
+      // the public half replaced: the kid is no longer its thumbprint
+      const kid = fs.readFileSync(path.join(dir, 'current'), 'utf8').trim();
+      const key = JSON.parse(fs.readFileSync(path.join(dir, `${kid}.json`), 'utf8'));
+      fs.writeFileSync(path.join(dir, `${kid}.json`), JSON.stringify({ ...key, jwk: { ...key.jwk, x: key.jwk.d } }));
+    }, /its kid is not the thumbprint of its public key/],
+    ['no current', (dir) => fs.rmSync(path.join(dir, 'current')), /no `current` file/],
+  ];
+  for (const [name, tamper, message] of cases) {
+    const copy = copyOfBackup(name.replace(' ', '-'));
+    tamper(`${copy}.keys`);
+    const r = await runCli(a.dataDir, ['restore', copy]);
+    t.equal(r.code, 2, `${name}: refused`);
+    t.match(r.stderr, message, name);
+    t.same(snapshot(a.dataDir), before, `${name}: DATA_DIR is exactly as it was`);
+  }
+});
+
+t.test('the swap is all or nothing: a rename that fails puts back the ones done', async (t) => {
+  const dir = tempDir();
+  for (const n of ['store', 'new-store', 'keys', 'new-keys']) fs.mkdirSync(path.join(dir, n));
+  const p = (n: string) => path.join(dir, n);
+  const moves = [
+    { from: p('store'), to: p('store.before') },
+    { from: p('new-store'), to: p('store') },
+    { from: p('keys'), to: p('keys.before') },
+    { from: p('new-keys'), to: p('keys') },
+  ];
+  let calls = 0;
+  const failing = (from: string, to: string) => {
+    // the third rename fails (after the store was swapped, as the finding's folder entry did)
+    if (++calls === 3) throw new Error('EIO: injected');
+    fs.renameSync(from, to);
+  };
+  t.throws(() => renameAll(moves, failing), /nothing was changed: EIO: injected/);
+  t.same(fs.readdirSync(dir).sort(), ['keys', 'new-keys', 'new-store', 'store'], 'every rename done was undone');
+});
