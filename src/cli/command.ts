@@ -8,3 +8,9 @@ export type Command = {
   noStore?: true;
   run(store: StoreBackend, args: string[]): Promise<unknown>;
 };
+
+/** What a command prints as it is instead of as JSON: a shell command meant for `| sh`
+ * (`capture --curl`). Every other answer stays JSON on stdout. */
+export class TextOutput {
+  constructor(readonly text: string) {}
+}

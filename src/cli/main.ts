@@ -4,10 +4,12 @@ import { createToken, DuplicateTokenNameError, duplicateGrantIndex, listTokenVie
 import { isoNow, now } from '../clock.ts';
 import { ConfigError, loadConfig } from '../config/index.ts';
 import { MODULE_IDS, type ModuleId } from '../contract/index.ts';
+import { activeSessions, revokeSessionById } from '../sessions/index.ts';
 import { type StoreBackend, openConfiguredStore, privateUmask, type Grant, type Period, DuplicateUserError } from '../store/index.ts';
 import { extraCommands } from './extra.ts';
 import { ConflictError, EXIT, exitCodeOf, NotFoundError, UsageError } from './errors.ts';
-import type { Command } from './command.ts';
+import { TextOutput, type Command } from './command.ts';
+import { captureCommands } from './capture.ts';
 import { SERVICE_VERSION } from '../version.ts';
 
 // Operator CLI over the same store as a running server: LMDB in DATA_DIR (LMDB allows several
@@ -150,6 +152,18 @@ const commands: Record<string, Command> = {
   },
   'module enable': { usage: 'module enable <module_id>', run: async (store, [m]) => (await store.setModuleEnabled(moduleId(m), true), { module_id: m, enabled: true }) },
   'module disable': { usage: 'module disable <module_id>', run: async (store, [m]) => (await store.setModuleEnabled(moduleId(m), false), { module_id: m, enabled: false }) },
+  'session list': {
+    usage: 'session list <token_id|name>   (the device sessions of a token usable now, newest first, at most 100)',
+    run: async (store, [ref]) => ({ sessions: await activeSessions(store, await tokenId(store, ref), now()) }),
+  },
+  'session revoke': {
+    usage: 'session revoke <session_id>   (one device session ends at once; the token and its other sessions keep working)',
+    async run(store, [id]) {
+      if (!id) throw new UsageError('a session id (ses_...) is required: session list <token> shows them, and the audit log names them');
+      return need(await revokeSessionById(store, id, now()), `session ${JSON.stringify(id)}`);
+    },
+  },
+  ...captureCommands,
   ...extraCommands,
 };
 
@@ -161,6 +175,16 @@ function help(): string {
 
 const HELP_FLAGS = new Set(['-h', '--help']);
 
+/** What was not understood: the first word, or, when the first word names a family of
+ * commands (token, models ...), the pair and the family's own commands. */
+function unknownCommand(argv: string[]): string {
+  const first = argv[0]!;
+  const family = Object.keys(commands).filter((n) => n.startsWith(`${first} `)).map((n) => n.slice(first.length + 1));
+  if (family.length === 0) return `unknown command ${JSON.stringify(first)}`;
+  const takes = `(${first} takes: ${family.join(', ')})`;
+  return argv[1] === undefined ? `${JSON.stringify(first)} needs a command ${takes}` : `unknown command ${JSON.stringify(`${first} ${argv[1]}`)} ${takes}`;
+}
+
 async function main(argv: string[]): Promise<number> {
   if (argv[0] === '--version' || argv[0] === '-v') {
     process.stdout.write(`${JSON.stringify({ version: SERVICE_VERSION })}\n`);
@@ -169,8 +193,14 @@ async function main(argv: string[]): Promise<number> {
   const name = [argv.slice(0, 2).join(' '), argv[0] ?? ''].find((n) => n in commands);
   if (!name) {
     const asked = argv.length === 0 || argv[0] === 'help' || HELP_FLAGS.has(argv[0]!);
-    (asked ? process.stdout : process.stderr).write(help());
-    return asked ? EXIT.ok : EXIT.usage;
+    if (asked) {
+      process.stdout.write(help());
+      return EXIT.ok;
+    }
+    // the line that says what went wrong first, then the usage: a script's log shows which
+    // word was refused, and a person sees the command list right after it
+    process.stderr.write(`error: ${unknownCommand(argv)}\n\n${help()}`);
+    return EXIT.usage;
   }
   const args = argv.slice(name.split(' ').length);
   // help on any command is an answer, not an error, and opens no store
@@ -187,7 +217,7 @@ async function main(argv: string[]): Promise<number> {
     if (!command.noStore) store = await openConfiguredStore(config);
     // a noStore command is never handed one
     const out = await command.run(store as StoreBackend, args);
-    process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
+    process.stdout.write(out instanceof TextOutput ? out.text : `${JSON.stringify(out, null, 2)}\n`);
     return typeof process.exitCode === 'number' ? process.exitCode : EXIT.ok;
   } catch (e) {
     const code = exitCodeOf(e);
