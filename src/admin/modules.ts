@@ -14,9 +14,11 @@ export interface ModuleView {
   ready: boolean;
   modes: Mode[];
   model_set: string;
-  /** the manifest's `trained` (false: random weights; null while the engine is not known) */
+  /** the manifest's `trained` (false: random weights); null while the engine has not
+   * reported, and when the serving set does not describe the module (it has no model then) */
   trained: boolean | null;
   decision_policy: string;
+  /** 0 where decision_policy is '' (no policy): the console shows neither */
   threshold: number;
   execution_provider: string | null;
   error: string | null;
@@ -30,15 +32,19 @@ export function isModuleId(v: string): v is ModuleId {
  * engine still loading reports ready false). */
 export async function moduleView(store: StoreBackend, inference: InferenceService, id: ModuleId, fallbackModelSet: string): Promise<ModuleView> {
   const r = inference.readiness().find((m) => m.module_id === id);
+  // A set without this module (an imported rgb_liveness graph) still reports it, not ready:
+  // its trained flag is the set's, and 0 its missing threshold. Shown as such, an operator
+  // read "trained yes, threshold 0" for a module with no model at all (issue 39).
+  const described = r !== undefined && (r.modes === undefined || r.modes.length > 0);
   return {
     module_id: id,
     enabled: await store.moduleEnabled(id),
     ready: r?.ready ?? false,
     modes: MODES[id],
     model_set: r?.model_set ?? fallbackModelSet,
-    trained: r?.trained ?? null,
-    decision_policy: r?.decision_policy ?? '',
-    threshold: r?.threshold ?? 0,
+    trained: described ? r.trained : null,
+    decision_policy: described ? r.decision_policy : '',
+    threshold: described ? r.threshold : 0,
     execution_provider: r?.execution_provider ?? null,
     error: r?.error ?? null,
   };

@@ -107,9 +107,9 @@ export const AdminModule = Type.Object({
   ready: Type.Boolean(),
   modes: Type.Array(Type.String()),
   model_set: Type.String(),
-  trained: Nullable(Type.Boolean({ description: "the model set manifest's `trained` (false: random weights); null while the engine has not reported" })),
-  decision_policy: Type.String(),
-  threshold: Type.Number(),
+  trained: Nullable(Type.Boolean({ description: "the model set manifest's `trained` (false: random weights); null while the engine has not reported, and when the serving model set does not describe the module" })),
+  decision_policy: Type.String({ description: "empty when the serving model set does not describe the module (or the engine has not reported)" }),
+  threshold: Type.Number({ description: 'meaningless (0) when decision_policy is empty' }),
   execution_provider: Nullable(Type.String()),
 });
 export const User = Type.Object({ id: Type.String(), username: Type.String(), role: RoleSchema, enabled: Type.Boolean(), created_at: DateTime });

@@ -63,6 +63,14 @@ export const SESSION_OPERATIONS: Operation[] = [
     },
     errors: ['not_found'],
   },
+  {
+    method: 'delete', path: '/admin/api/sessions/{session_id}', operationId: 'adminRevokeSession', tag: 'admin', auth: 'session', csrf: true,
+    summary: 'Revoke one device session, whichever token minted it (its token answers 401 invalid_session_token from now on)',
+    description: 'For a lost or misbehaving device: the business token and its other sessions keep working. The CLI does the same: `session revoke <session_id>`.',
+    parameters: [sessionId],
+    success: { status: '204', description: 'Revoked (also when it already was, or had expired)' },
+    errors: ['not_found'],
+  },
 ];
 
 /** GET /v1/me answers one of two shapes, by the kind of token. */

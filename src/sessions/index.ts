@@ -95,6 +95,14 @@ export function sessionMe(s: DeviceSession, at: number): SessionMe {
   };
 }
 
+/** An operator's revocation of one session (console, admin API, CLI), whichever token minted
+ * it: undefined when no session has that id. Revoking twice keeps the first time. */
+export async function revokeSessionById(store: StoreBackend, id: string, at: number) {
+  if (!SESSION_ID.test(id) || !(await store.getDeviceSession(id))) return undefined;
+  const s = await store.revokeDeviceSession(id, at);
+  return s && { session_id: s.id, token_id: s.token_id, module_id: s.module_id, state: deviceSessionState(s, at), revoked_at: s.revoked_at, max_captures: s.max_captures, captures_used: s.captures_used };
+}
+
 /** The console's list of a token's active sessions. */
 export async function activeSessions(store: StoreBackend, tokenId: string, at: number) {
   return (await store.listActiveDeviceSessions(tokenId, at)).map((s) => ({

@@ -96,6 +96,8 @@ if (missing) {
     t.equal(again.headers.get('idempotency-replayed'), 'true');
     const result = v.json.results[0];
     const outcome = result.status === 'retry' ? 'retry' : result.alive ? 'live' : 'non_live';
+    // the table says "not live" (the API's value stays non_live, in the filter and the CSV)
+    const outcomeShown = outcome === 'non_live' ? 'not live' : outcome;
 
     await page.click('#tabs button[data-tab=audit]');
     await page.waitForSelector('#panel table tbody tr');
@@ -107,12 +109,13 @@ if (missing) {
     const rows = await page.$$eval('#panel tr[data-request-id]', (trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent)));
     t.equal(rows.length, 2, 'the call and its replay');
     t.match(rows[0]![0], / UTC$/, 'times say UTC');
-    t.same([rows[0]![1], rows[0]![3], rows[0]![5], rows[0]![6], rows[0]![8]], ['browser kiosk', '200', outcome, 'replay', '0'], 'newest first: the replay, by token name, not charged');
-    t.same([rows[1]![5], rows[1]![6], rows[1]![8]], [outcome, 'no', '1'], 'then the first call');
+    // columns: time, request, token, session, module, status, outcome, replay, captures, units, client, ms
+    t.same([rows[0]![2], rows[0]![3], rows[0]![5], rows[0]![6], rows[0]![7], rows[0]![9]], ['browser kiosk', '—', '200', outcomeShown, 'replay', '0'], 'newest first: the replay, by token name, no device session, not charged');
+    t.same([rows[1]![6], rows[1]![7], rows[1]![9]], [outcomeShown, 'no', '1'], 'then the first call');
     // one line a row at 1280 px (the time and the request id once wrapped each to four)
     await page.setViewportSize({ width: 1280, height: 900 });
     const lineHeights = await page.$$eval('#panel tr[data-request-id]', (trs) => trs.map((tr) => [tr.getBoundingClientRect().height, tr.querySelector('td')!.getBoundingClientRect().height]));
-    const lineH = await page.$eval('#panel tr[data-request-id] td:nth-child(3)', (td) => parseFloat(getComputedStyle(td).lineHeight) || 20);
+    const lineH = await page.$eval('#panel tr[data-request-id] td:nth-child(5)', (td) => parseFloat(getComputedStyle(td).lineHeight) || 20);
     t.ok(lineHeights.every(([row]) => row! < lineH * 2 + 12), `audit rows are one line tall (${lineHeights.map(([r]) => r).join(', ')} px)`);
     // a row opens to its detail, with the scores the call answered
     await page.click('#panel tr[data-request-id]:nth-child(2) [data-testid=audit-detail]');
@@ -124,7 +127,7 @@ if (missing) {
     // the filtered log as CSV
     const [csvDownload] = await Promise.all([page.waitForEvent('download'), page.click('[data-testid=audit-csv]')]);
     const csv = fs.readFileSync((await csvDownload.path())!, 'utf8').trim().split('\r\n');
-    t.equal(csv[0], 'at,request_id,token_id,token_name,module_id,status,error_code,outcome,replayed,captures,charged_units,client_ip,country,latency_ms');
+    t.equal(csv[0], 'at,request_id,token_id,token_name,session_id,module_id,status,error_code,outcome,replayed,captures,charged_units,client_ip,country,latency_ms');
     t.equal(csv.length, 3, 'a header and the two calls');
     t.match(csv[2], `,${v.json.request_id},`);
     t.match(await page.textContent('[data-testid=csv-status]'), '2 rows exported.');

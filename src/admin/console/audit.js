@@ -1,9 +1,12 @@
-import { get, qs } from './api.js';
-import { fmtTime, guarded, h, pagedTable } from './dom.js';
-import { filterForm, filterQuery } from './filters.js';
+import { del, get, qs } from './api.js';
+import { confirmed, fmtTime, guarded, h, pagedTable } from './dom.js';
+import { filterForm, filterQuery, outcomeText } from './filters.js';
 
-const HEADERS = ['time (UTC)', 'token', 'module', 'status', 'error', 'outcome', 'replay', 'captures', 'units', 'client', 'country', 'latency ms', 'request'];
-const CSV_COLUMNS = ['at', 'request_id', 'token_id', 'token_name', 'module_id', 'status', 'error_code', 'outcome', 'replayed', 'captures', 'charged_units', 'client_ip', 'country', 'latency_ms'];
+// Twelve columns fit a 1280 px window (issue 39): the request id, the only way into a call's
+// detail, comes second so it is never the one cut off; the error code shares the status cell
+// and the country the client's; long values are clipped, in full in their title and the detail.
+const HEADERS = ['time (UTC)', 'request', 'token', 'session', 'module', 'status', 'outcome', 'replay', 'captures', 'units', 'client', 'ms'];
+const CSV_COLUMNS = ['at', 'request_id', 'token_id', 'token_name', 'session_id', 'module_id', 'status', 'error_code', 'outcome', 'replayed', 'captures', 'charged_units', 'client_ip', 'country', 'latency_ms'];
 /** Rows one export reads at most (50 pages): a wider range is exported in parts. */
 const CSV_MAX_ROWS = 50_000;
 
@@ -30,6 +33,7 @@ async function exportCsv(query, status) {
   let rows = 0;
   do {
     const page = await get(`/admin/api/audit${qs({ ...query, order: 'desc', limit: 1000, cursor })}`);
+    // the API's values as they are (outcome non_live, session_id empty for a business token's call)
     for (const a of page.items) lines.push(CSV_COLUMNS.map((c) => csvField(c === 'outcome' ? a.outcome ?? 'unknown' : a[c])).join(','));
     rows += page.items.length;
     cursor = page.next_cursor;
@@ -48,9 +52,10 @@ async function detail(a, tr) {
   }
   const cell = h('td', { colspan: HEADERS.length });
   tr.after(h('tr', { class: 'detail', 'data-detail-for': a.request_id }, cell));
-  const fields = h('p', {},
+  const fields = h('div', {}, h('p', {},
     `request ${a.request_id}; ${a.captures} capture(s), ${a.charged_units} unit(s) charged; status ${a.status}${a.error_code ? ` ${a.error_code}` : ''}; `,
-    `client ${a.client_ip}${a.country ? ` (${a.country})` : ''}; ${a.latency_ms} ms`);
+    `client ${a.client_ip}${a.country ? ` (${a.country})` : ''}; ${a.latency_ms} ms`),
+  a.session_id ? sessionLine(a) : h('p', { 'data-testid': 'detail-session' }, `Made with the business token ${a.token_name ?? a.token_id ?? ''} itself, not a device session.`));
   cell.replaceChildren(fields, h('p', { class: 'muted' }, 'Loading results...'));
   let results = null;
   try {
@@ -69,24 +74,42 @@ async function detail(a, tr) {
         h('td', {}, r.reason ?? ''))))));
 }
 
+/** The detail's line on the device session a call was made with, and the way to end it. */
+function sessionLine(a) {
+  const note = h('span', { class: 'muted', 'data-testid': 'session-revoked' });
+  const revoke = h('button', {
+    type: 'button',
+    class: 'danger',
+    'data-testid': 'detail-revoke-session',
+    onclick: () => guarded(async () => {
+      if (!confirmed(`Revoke device session ${a.session_id}? The device's session token is refused at once; the token "${a.token_name ?? a.token_id}" and its other sessions keep working.`)) return;
+      await del(`/admin/api/sessions/${encodeURIComponent(a.session_id)}`);
+      revoke.disabled = true;
+      note.textContent = ' Revoked.';
+    }),
+  }, 'Revoke this session');
+  return h('p', { 'data-testid': 'detail-session' }, `Made with device session ${a.session_id}, charged to the token ${a.token_name ?? a.token_id}. `, revoke, note);
+}
+
 function row(a, onToken) {
+  const opener = h('button', { type: 'button', class: 'link', title: `${a.request_id}: details`, 'data-testid': 'audit-detail' }, `${a.request_id.slice(0, 8)}…`);
   const tr = h('tr', { 'data-request-id': a.request_id },
     h('td', { title: a.at }, fmtTime(a.at)),
-    h('td', { title: a.token_id ?? '' }, a.token_id === null ? '—' : h('button', { type: 'button', class: 'link', title: 'only this token', onclick: () => onToken(a.token_id) }, a.token_name ?? a.token_id)),
+    // the id in full is in the detail: here its start, which is enough to tell rows apart
+    h('td', { 'data-testid': 'audit-request' }, opener),
+    h('td', { class: 'clip', title: a.token_id ?? '' }, a.token_id === null ? '—' : h('button', { type: 'button', class: 'link', title: 'only this token', onclick: () => onToken(a.token_id) }, a.token_name ?? a.token_id)),
+    // a device session's call is charged to its business token: the session says which device
+    h('td', { class: 'clip', title: a.session_id ?? 'the business token itself', 'data-testid': 'audit-session' }, a.session_id ?? '—'),
     h('td', {}, a.module_id ?? ''),
-    h('td', { class: 'num' }, String(a.status)),
-    h('td', {}, a.error_code ?? ''),
-    h('td', { 'data-testid': 'outcome' }, a.outcome ?? 'unknown'),
+    h('td', { class: 'clip', title: a.error_code ?? '' }, String(a.status), a.error_code ? ` ${a.error_code}` : ''),
+    h('td', { 'data-testid': 'outcome', title: a.outcome ?? '' }, outcomeText(a.outcome)),
     h('td', { 'data-testid': 'replayed' }, a.replayed === null ? 'unknown' : a.replayed ? 'replay' : 'no'),
     h('td', { class: 'num' }, String(a.captures)),
     h('td', { class: 'num' }, String(a.charged_units)),
-    h('td', { class: 'clip', title: a.client_ip }, a.client_ip),
-    h('td', {}, a.country ?? ''),
+    h('td', { class: 'clip', title: a.client_ip }, a.client_ip, a.country ? ` ${a.country}` : ''),
     h('td', { class: 'num' }, String(a.latency_ms)),
-    // the id in full is in the detail: here its start, which is enough to tell rows apart
-    h('td', {}, h('button', { type: 'button', class: 'link', title: `${a.request_id}: details`, 'data-testid': 'audit-detail' }, `${a.request_id.slice(0, 8)}…`)),
   );
-  tr.lastElementChild.firstElementChild.addEventListener('click', () => guarded(() => detail(a, tr)));
+  opener.addEventListener('click', () => guarded(() => detail(a, tr)));
   return tr;
 }
 
@@ -104,7 +127,7 @@ export async function renderAudit(panel, filters = {}) {
   const status = h('span', { class: 'muted', 'data-testid': 'csv-status' });
   panel.replaceChildren(
     h('h2', {}, 'Audit log'),
-    h('p', { class: 'muted' }, 'Every verify call, newest first. Times are UTC. Outcome: live, non_live, retry, mixed (a batch with several) or error; a replay is an answer repeated for a reused Idempotency-Key (nothing charged). A request id opens the call\'s detail and its scores.'),
+    h('p', { class: 'muted' }, 'Every verify call, newest first. Times are UTC. Outcome: live, not live, retry, mixed (a batch with several) or error; a replay is an answer repeated for a reused Idempotency-Key (nothing charged). Session: the device session a call was made with (— for the business token itself). A request id opens the call\'s detail and its scores; a session\'s call can end its session there. The CSV has the API\'s values (outcome non_live).'),
     filterForm(filters, (f) => guarded(() => renderAudit(panel, f)), { audit: true }),
     h('div', { class: 'row-actions' }, h('button', { type: 'button', 'data-testid': 'audit-csv', onclick: () => guarded(() => exportCsv(query, status)) }, 'Export CSV (these filters)'), status),
     h('div', { class: 'audit-wrap' }, list.el),

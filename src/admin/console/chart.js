@@ -19,19 +19,26 @@ export function barFrame({ max, label, testid, empty }, bars) {
   );
 }
 
+/** View units a "MM-DD" label needs with a gap (five 11 px digits are ~33): the SVG scales as
+ * a whole, so what fits in the view fits at any width. A label every day overlapped its
+ * neighbours past ~26 days (31 at 1280 px, issue 39). */
+const DAY_LABEL_UNITS = 42;
+
 export function dailyChart(rows) {
   const { W, H, left, bottom } = CHART;
   const perDay = new Map(rows.map((r) => [r.day, r.units]));
   const days = rows.map((r) => r.day);
   const max = Math.max(1, ...perDay.values());
   const slot = days.length ? (W - left - 10) / days.length : 0;
+  // every k-th day labelled, counted back from the last (today, usually) so that it always is
+  const every = slot > 0 ? Math.ceil(DAY_LABEL_UNITS / slot) : 1;
   return barFrame({ max, label: 'units per UTC day', testid: 'usage-chart', empty: rows.every((r) => r.units === 0) && 'no usage in this range' }, (y) =>
     days.map((d, i) => {
       const v = perDay.get(d);
       const x = left + i * slot + slot * 0.1;
       return h('g', { 'data-day': d, 'data-units': v },
         h('rect', { class: 'bar', x, y: y(Math.max(v, 0)), width: Math.max(1, slot * 0.8), height: Math.max(0, H - bottom - y(Math.max(v, 0))) }, h('title', {}, `${d}: ${v} units`)),
-        h('text', { x: x + slot * 0.4, y: H - bottom + 14, 'text-anchor': 'middle' }, days.length <= 31 || i % Math.ceil(days.length / 31) === 0 ? d.slice(5) : ''),
+        h('text', { x: x + slot * 0.4, y: H - bottom + 14, 'text-anchor': 'middle', class: 'day-label' }, (days.length - 1 - i) % every === 0 ? d.slice(5) : ''),
         h('text', { x: x + slot * 0.4, y: y(Math.max(v, 0)) - 3, 'text-anchor': 'middle' }, v === 0 ? '' : String(v)),
       );
     }));

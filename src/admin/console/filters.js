@@ -3,6 +3,12 @@ import { h, isoToUtcInput, utcInputToIso } from './dom.js';
 
 const OUTCOMES = ['live', 'non_live', 'retry', 'mixed', 'error'];
 
+/** An outcome as a person reads it: the API's non_live is "not live", as the verdict is called
+ * everywhere else (the client package's not_live, the overview); the value sent stays the API's. */
+export function outcomeText(o) {
+  return o === 'non_live' ? 'not live' : o ?? 'unknown';
+}
+
 /** "tok_..." is an id; anything else is a token name (unique, case ignored), looked up on
  * the server, so operators filter by the names they know. */
 export async function resolveToken(text) {
@@ -24,7 +30,7 @@ export function filterForm(values, onApply, { audit = false, dates = false } = {
     h('label', {}, 'Token (name or id)', h('input', { name: 'token', value: values.token ?? '', 'data-testid': 'filter-token' })),
     h('label', {}, 'Module', h('select', { name: 'module_id', 'data-testid': 'filter-module' }, ['', 'rgb_liveness', 'color_liveness'].map((m) => h('option', { value: m, selected: values.module_id === m }, m || 'all')))),
     audit && h('label', {}, 'Status (e.g. 429 or 4xx)', h('input', { name: 'status', value: values.status ?? '', size: 5, 'data-testid': 'filter-status' })),
-    audit && h('label', {}, 'Outcome', h('select', { name: 'outcome', 'data-testid': 'filter-outcome' }, ['', ...OUTCOMES].map((o) => h('option', { value: o, selected: values.outcome === o }, o || 'all')))),
+    audit && h('label', {}, 'Outcome', h('select', { name: 'outcome', 'data-testid': 'filter-outcome' }, ['', ...OUTCOMES].map((o) => h('option', { value: o, selected: values.outcome === o }, o ? outcomeText(o) : 'all')))),
     h('label', {}, `From (UTC${dates ? ' day' : ''})`, h('input', { name: 'from', type: kind, value: shown(values.from), 'data-testid': 'filter-from' })),
     h('label', {}, `To (UTC${dates ? ' day, inclusive' : ', exclusive'})`, h('input', { name: 'to', type: kind, value: shown(dates && values.to ? new Date(Date.parse(values.to) - 86_400_000).toISOString() : values.to), 'data-testid': 'filter-to' })),
     h('button', { type: 'submit', 'data-testid': 'filter-apply' }, 'Apply'),

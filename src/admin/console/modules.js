@@ -70,9 +70,10 @@ export async function renderModules(panel, message = '') {
       h('td', {}, m.ready ? 'ready' : `not ready${m.error ? `: ${m.error}` : ''}`),
       h('td', {}, m.modes.join(', ')),
       h('td', {}, m.model_set),
-      h('td', {}, m.trained === null ? '—' : m.trained ? 'yes' : 'no (random weights)'),
-      h('td', {}, m.decision_policy),
-      h('td', { class: 'num' }, String(m.threshold)),
+      // a set that lacks the module has no model, so neither trained nor a threshold for it
+      h('td', { 'data-testid': 'module-trained' }, m.trained === null ? '—' : m.trained ? 'yes' : 'no (random weights)'),
+      h('td', {}, m.decision_policy || '—'),
+      h('td', { class: 'num', 'data-testid': 'module-threshold' }, m.decision_policy ? String(m.threshold) : '—'),
       h('td', {}, m.execution_provider ?? '—'),
       h('td', {}, h('button', {
         type: 'button',

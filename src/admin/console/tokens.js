@@ -141,12 +141,18 @@ async function renderDetail(panel, id, back) {
     h('h3', {}, 'Active device sessions: ', h('span', { 'data-testid': 'token-sessions-count' }, String(active.sessions.length))),
     active.sessions.length === 0
       ? h('p', { class: 'muted' }, 'None: devices hold no session of this token now.')
-      : h('div', { 'data-testid': 'token-sessions' }, table(['session', 'module', 'captures used', 'created (UTC)', 'expires (UTC)'], active.sessions.map((x) => h('tr', { 'data-session': x.session_id },
+      : h('div', { 'data-testid': 'token-sessions' }, table(['session', 'module', 'captures used', 'created (UTC)', 'expires (UTC)', ''], active.sessions.map((x) => h('tr', { 'data-session': x.session_id },
         h('td', {}, h('code', {}, x.session_id)),
         h('td', {}, x.module_id),
         h('td', { class: 'num' }, `${x.captures_used} / ${x.max_captures}`),
         h('td', {}, fmtTime(x.created_at)),
         h('td', {}, fmtTime(x.expires_at)),
+        // one device lost or misbehaving: end its session, not the token every device shares
+        h('td', {}, h('button', { type: 'button', class: 'danger', 'data-testid': 'revoke-session', onclick: () => guarded(async () => {
+          if (!confirmed(`Revoke device session ${x.session_id}? The device's session token is refused at once; the token "${t.name}" and its other sessions keep working.`)) return;
+          await del(`/admin/api/sessions/${encodeURIComponent(x.session_id)}`);
+          await renderDetail(panel, id, back);
+        }) }, 'Revoke')),
       )))),
   );
 }

@@ -3,7 +3,7 @@ import { now } from '../../clock.ts';
 import { bodyParser } from '../../packets/index.ts';
 import { MAX_ID_CHARS } from '../../admin/index.ts';
 import { ServiceError } from '../../errors/index.ts';
-import { activeSessions, mintSession, ownSession, sessionStatus, SessionCreateSchema } from '../../sessions/index.ts';
+import { activeSessions, mintSession, ownSession, revokeSessionById, sessionStatus, SessionCreateSchema } from '../../sessions/index.ts';
 import { readJson } from '../body.ts';
 import { json } from '../respond.ts';
 import type { Router } from '../router.ts';
@@ -40,5 +40,13 @@ export function sessionRoutes(router: Router, s: Services): void {
     // as every /admin/api/tokens/:id route: an id that cannot exist names nothing (issue 29)
     if ([...id].length > MAX_ID_CHARS || id.includes('\u0000') || !(await s.store.getToken(id))) throw new ServiceError('not_found');
     return json(200, { sessions: await activeSessions(s.store, id, now()) });
+  });
+  // an operator ends one device (a lost or misbehaving one) and leaves the token and its other
+  // sessions alone; the session token answers 401 invalid_session_token from now on
+  router.admin('DELETE', '/admin/api/sessions/:session_id', async (ctx, p, who) => {
+    const revoked = await revokeSessionById(s.store, p.session_id!, now());
+    if (!revoked) throw new ServiceError('not_found', 'Unknown session');
+    s.log.info({ request_id: ctx.requestId, session_id: revoked.session_id, token_id: revoked.token_id, by: who.user.username }, 'device session revoked by an operator');
+    return { status: 204 };
   });
 }
