@@ -5,8 +5,16 @@
 // the shared machine's load hits all systems alike; the report gives medians and ratios.
 //
 //   npm run build && node bench/side-by-side.mjs [--rounds 3] [--seconds 10] [--warmup 2] [--quick]
+//     [--concurrency 4] [--workers 2] [--baseline DIR] [--flushes] [--service-only] [--out NAME]
 //
-// Writes bench/results/side-by-side.{json,md,svg}. Plain JavaScript on purpose: the
+// --flushes runs each service build under `strace -f --seccomp-bpf -e trace=fdatasync,fsync`
+// (stopped only at those calls) and prints the disk syncs per charged call: the syncs of a
+// round over the settlements of that round (lv_verify_step_seconds_count{step="settle"}).
+// Each LMDB commit that syncs is one fdatasync of the data file, then its meta page through an
+// O_DSYNC descriptor (not counted). The tracer slows every sync a little: compare captures/s
+// of such a run among the traced builds only.
+//
+// Writes bench/results/side-by-side.{json,md,svg} (--out NAME: NAME.{json,md,svg}). Plain JavaScript on purpose: the
 // service is measured as it runs in production, and the driver adds no loader.
 // A peer whose dependencies are not installed (peers/fastify: `npm ci`; FastAPI:
 // peers/fastapi/install.sh) is reported as not run, with the reason; nothing is assumed.
@@ -33,11 +41,15 @@ const ROUNDS = arg('rounds', quick ? 1 : 3);
 const SECONDS = arg('seconds', quick ? 3 : 10);
 const WARMUP = arg('warmup', quick ? 1 : 2);
 const CONCURRENCY = arg('concurrency', 4);
+// --workers N: the service's WORKERS and the peers' PEER_WORKERS (2 unless given)
+const WORKERS = arg('workers', 2);
 // --set raw_v1: the service alone on its shipped set (the peers only serve tiny128), for
 // the service / bare-inference table; bench/engine.mjs gives the bare side.
 const si = process.argv.indexOf('--set');
 const SET = si > 0 ? process.argv[si + 1] : 'tiny128';
-const OUT = SET === 'tiny128' ? 'side-by-side' : `service-${SET}`;
+const FLUSHES = process.argv.includes('--flushes');
+const oi = process.argv.indexOf('--out');
+const OUT = oi > 0 ? process.argv[oi + 1] : SET === 'tiny128' ? 'side-by-side' : `service-${SET}`;
 const bi = process.argv.indexOf('--baseline');
 const BASELINE = bi > 0 ? process.argv[bi + 1] : null;
 const KINDS = (process.env.KINDS ?? 'single-png single-rgb8 sequence20 batch32').split(/\s+/).filter(Boolean);
@@ -86,7 +98,10 @@ function start(name, cmd, args, opts) {
 async function stop(proc) {
   if (proc.exitCode !== null) return;
   const gone = new Promise((r) => proc.once('exit', r));
-  proc.kill('SIGTERM');
+  // strace holds SIGTERM while it traces: the service under it is told, and strace follows it
+  const traced = proc.traced ? spawnSync('ps', ['--ppid', String(proc.pid), '-o', 'pid='], { encoding: 'utf8' }).stdout.trim() : '';
+  if (traced) process.kill(Number(traced), 'SIGTERM');
+  else proc.kill('SIGTERM');
   const timer = setTimeout(() => proc.kill('SIGKILL'), 15_000);
   await gone;
   clearTimeout(timer);
@@ -129,16 +144,20 @@ async function startService(port, from = root, name = 'service') {
   };
   if (SET === 'tiny128') cli('module', 'disable', 'color_liveness'); // tiny128 does not describe it
   const token = JSON.parse(cli('token', 'create', '--name', 'bench', '--grant', 'rgb_liveness:unlimited:never')).token;
-  const { proc, log } = start(name, process.execPath, [join(from, 'dist/src/main.js')], {
-    cwd: from, env: { ...env, HOST: '127.0.0.1', PORT: String(port), WORKERS: '2' },
+  const main = [join(from, 'dist/src/main.js')];
+  const traceFile = FLUSHES ? join(dir, 'syncs.txt') : null;
+  const [cmd, args] = traceFile ? ['strace', ['-f', '-qq', '--seccomp-bpf', '-e', 'trace=fdatasync,fsync', '-o', traceFile, process.execPath, ...main]] : [process.execPath, main];
+  const { proc, log } = start(name, cmd, args, {
+    cwd: from, env: { ...env, HOST: '127.0.0.1', PORT: String(port), WORKERS: String(WORKERS) },
   });
+  proc.traced = traceFile !== null;
   const base = `http://127.0.0.1:${port}`;
   await waitReady(base, proc, name, log);
-  return { name, base, token, proc, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+  return { name, base, token, proc, traceFile, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
 function peerEnv(port) {
-  return { ...process.env, PEER_TOKEN: TOKEN, PORT: String(port), HOST: '127.0.0.1', PEER_WORKERS: '2', PEER_THREADS: '1', PEER_MODEL: join(peers, 'model/tiny128.onnx') };
+  return { ...process.env, PEER_TOKEN: TOKEN, PORT: String(port), HOST: '127.0.0.1', PEER_WORKERS: String(WORKERS), PEER_THREADS: '1', PEER_MODEL: join(peers, 'model/tiny128.onnx') };
 }
 
 async function startFastify(port) {
@@ -153,7 +172,7 @@ async function startFastapi(port) {
   const probe = spawnSync('/usr/bin/python3', ['-c', 'import fastapi, uvicorn, cv2, PIL, numpy, multipart'], { encoding: 'utf8' });
   if (probe.status !== 0) return { name: 'fastapi', skipped: `Debian python3 lacks the FastAPI peer's packages (peers/fastapi/install.sh): ${(probe.stderr || probe.error?.message || '').trim().split('\n').pop()}` };
   // serve.py: uvicorn with TCP_NODELAY, the FastAPI baseline peers/README.md recommends
-  const { proc, log } = start('fastapi', '/usr/bin/python3', ['serve.py', '--host', '127.0.0.1', '--port', String(port), '--workers', '2'], {
+  const { proc, log } = start('fastapi', '/usr/bin/python3', ['serve.py', '--host', '127.0.0.1', '--port', String(port), '--workers', String(WORKERS)], {
     cwd: join(peers, 'fastapi'), env: peerEnv(port),
   });
   const base = `http://127.0.0.1:${port}`;
@@ -171,6 +190,12 @@ function runLoad(sys, kind) {
 }
 
 const STEPS = ['accept', 'receive', 'validate', 'reserve', 'infer', 'settle', 'respond'];
+
+/** The disk syncs a traced service has made so far (one line of strace's output each). */
+function syncsSoFar(sys) {
+  if (!sys.traceFile || !existsSync(sys.traceFile)) return 0;
+  return readFileSync(sys.traceFile, 'utf8').split('\n').filter((l) => /\b(fdatasync|fsync)\(/.test(l)).length;
+}
 
 /** The service's lv_verify_step_seconds sums and counts (loopback reads /metrics without a
  * token), so a run's mean time per step is the difference of two readings. */
@@ -227,7 +252,8 @@ const median = (xs) => {
 const systems = [];
 const skipped = [];
 try {
-  const boots = SET === 'tiny128' ? [startService, startFastify, startFastapi] : [startService];
+  // --service-only: no peers (a --flushes run compares the service's builds with each other)
+  const boots = SET === 'tiny128' && !process.argv.includes('--service-only') ? [startService, startFastify, startFastapi] : [startService];
   if (BASELINE) boots.splice(1, 0, (port) => startService(port, BASELINE, 'service-before'));
   for (const [i, boot] of boots.entries()) {
     const s = await boot(18290 + i);
@@ -256,11 +282,18 @@ try {
       const order = systems.map((_, i) => systems[(i + round) % systems.length]);
       for (const sys of order) {
         const before = sys.name.startsWith('service') ? await stepTotals(sys) : null;
+        const syncsBefore = syncsSoFar(sys);
         const r = runLoad(sys, kind);
         // warm-up calls are in these means too: the same kind, the same server
-        if (before) r.steps_ms = stepMeans(before, await stepTotals(sys));
+        if (before) {
+          const after = await stepTotals(sys);
+          r.steps_ms = stepMeans(before, after);
+          const settled = (after.settle?.count ?? 0) - (before.settle?.count ?? 0);
+          if (sys.traceFile) r.syncs_per_charged_call = settled > 0 ? (syncsSoFar(sys) - syncsBefore) / settled : null;
+        }
         runs.push({ round, system: sys.name, load1: loadavg()[0], ...r });
-        console.error(`round ${round + 1}/${ROUNDS} ${kind} ${sys.name}: ${r.captures_per_s} captures/s, ${(r.share_503 * 100).toFixed(0)} % 503, p50 ${r.p50_ms} ms`);
+        const syncs = r.syncs_per_charged_call !== undefined ? `, ${r.syncs_per_charged_call?.toFixed(2)} syncs a charged call` : '';
+        console.error(`round ${round + 1}/${ROUNDS} ${kind} ${sys.name}: ${r.captures_per_s} captures/s, ${(r.share_503 * 100).toFixed(0)} % 503, p50 ${r.p50_ms} ms${syncs}`);
       }
     }
   }
@@ -270,7 +303,10 @@ try {
     for (const name of names) {
       const mine = runs.filter((r) => r.system === name && r.kind === kind);
       row[name] = mine.length
-        ? { captures_per_s: median(mine.map((r) => r.captures_per_s)), share_503: median(mine.map((r) => r.share_503)), p50_ms: median(mine.map((r) => r.p50_ms)), p99_ms: median(mine.map((r) => r.p99_ms)), runs: mine.map((r) => r.captures_per_s) }
+        ? {
+          captures_per_s: median(mine.map((r) => r.captures_per_s)), share_503: median(mine.map((r) => r.share_503)), p50_ms: median(mine.map((r) => r.p50_ms)), p99_ms: median(mine.map((r) => r.p99_ms)), runs: mine.map((r) => r.captures_per_s),
+          ...(FLUSHES && name.startsWith('service') ? { syncs_per_charged_call: median(mine.map((r) => r.syncs_per_charged_call).filter((v) => typeof v === 'number')) } : {}),
+        }
         : null;
     }
     const peersRun = names.filter((n) => !n.startsWith('service') && row[n]);
@@ -283,7 +319,7 @@ try {
   });
 
   const when = new Date().toISOString();
-  const result = { when, node: process.version, rounds: ROUNDS, seconds: SECONDS, warmup: WARMUP, concurrency: CONCURRENCY, workers: 2, skipped, table, runs };
+  const result = { when, node: process.version, rounds: ROUNDS, seconds: SECONDS, warmup: WARMUP, concurrency: CONCURRENCY, workers: WORKERS, skipped, table, runs };
   const f = (n, d = 1) => (n === null || n === undefined || Number.isNaN(n) ? '–' : n.toFixed(d));
   const cell = (c) => (c ? `${f(c.captures_per_s)}${c.share_503 > 0 ? ` (${f(c.share_503 * 100, 0)} % 503)` : ''}` : 'not run');
   const md = [
@@ -292,7 +328,7 @@ try {
     `Command: \`npm run build && ${process.env.PEERS_DIR ? `PEERS_DIR=${process.env.PEERS_DIR} ` : ""}node bench/side-by-side.mjs${process.argv.slice(2).length ? ` ${process.argv.slice(2).join(' ')}` : ''}\`. ` +
       (SET === 'tiny128' ? 'Graph ../shared/peers/model/tiny128.onnx (the service deploys it by manifest), ' : `Model set ${SET} (service only), `) +
       'client ../shared/peers/load.mjs, ' +
-      `WORKERS=2 / PEER_WORKERS=2, concurrency ${CONCURRENCY}, ${ROUNDS} interleaved round(s) of ${SECONDS} s (+${WARMUP} s warm-up); ` +
+      `WORKERS=${WORKERS} / PEER_WORKERS=${WORKERS}, concurrency ${CONCURRENCY}, ${ROUNDS} interleaved round(s) of ${SECONDS} s (+${WARMUP} s warm-up); ` +
       'medians of captures/s counted on 200 answers only; the share of 503 answers in brackets.',
     '',
     `| kind | ${names.join(' | ')} | service / best peer |${BASELINE ? ' service / service-before |' : ''}`,
@@ -303,6 +339,7 @@ try {
     ...(BASELINE ? [`- service-before: the same service built from ${BASELINE} (the code before this change), run in the same interleaved rounds.`] : []),
     '',
     ...latencyTable(table, names),
+    ...syncTable(table, names),
     `Host: ${availableParallelism()} cores; 1-min load average during the rounds: median ${f(median(runs.map((r) => r.load1)))}, ` +
       `max ${f(Math.max(...runs.map((r) => r.load1)))} (above the core count, other work shared the machine: compare within this run only).`,
     '',
@@ -318,6 +355,21 @@ try {
 } finally {
   for (const s of systems) await stop(s.proc);
   for (const s of systems) s.cleanup?.();
+}
+
+/** fdatasync calls per charged call of each traced service build (--flushes). */
+function syncTable(table, names) {
+  if (!FLUSHES) return [];
+  const traced = names.filter((n) => n.startsWith('service'));
+  const f = (v) => (typeof v === 'number' && !Number.isNaN(v) ? v.toFixed(2) : '–');
+  return [
+    `Disk syncs (fdatasync) per charged call at concurrency ${CONCURRENCY} (medians over rounds; each service under strace, so its captures/s above is slowed a little):`,
+    '',
+    `| kind | ${traced.join(' | ')} |`,
+    `|---|${traced.map(() => '---|').join('')}`,
+    ...table.map((r) => `| ${r.kind} | ${traced.map((n) => f(r[n]?.syncs_per_charged_call)).join(' | ')} |`),
+    '',
+  ];
 }
 
 /** p50 / p99 latency (ms, medians over rounds) of every system, per kind. */
@@ -378,7 +430,7 @@ function svg(table, names, when) {
   const bar = Math.min(50, (group - 30) / names.length);
   const out = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" font-family="sans-serif" font-size="12">`,
-    `<text x="${W / 2}" y="20" text-anchor="middle" font-size="14">captures/s per kind (200 answers; WORKERS=2, concurrency ${CONCURRENCY}, medians)</text>`,
+    `<text x="${W / 2}" y="20" text-anchor="middle" font-size="14">captures/s per kind (200 answers; WORKERS=${WORKERS}, concurrency ${CONCURRENCY}, medians)</text>`,
     `<text x="${W / 2}" y="36" text-anchor="middle" fill="#666">${when}</text>`,
     `<line x1="${left}" y1="${bottom}" x2="${W - 10}" y2="${bottom}" stroke="#000"/>`,
     `<line x1="${left}" y1="${top}" x2="${left}" y2="${bottom}" stroke="#000"/>`,

@@ -33,6 +33,7 @@ export const ConfigSchema = Type.Object({
   UPLOAD_DEADLINE_SECONDS: Int(1, 24 * 3600, 'an upload not finished by then is answered 408'),
   UPLOADS_PER_ADDRESS: Int(1, 2 * MAX_WORKERS, 'hard cap on the concurrent verify calls one client address (an IPv6 /64 counts as one) may hold, host-wide, even on an idle host; default: every slot (fair shares already keep a busy host shared: a caller holding none takes a slot from the caller holding the most)'),
   UPLOADS_PER_TOKEN: Int(1, 2 * MAX_WORKERS, 'hard cap on the concurrent verify calls one business token may hold, host-wide, even on an idle host; default: every slot (see UPLOADS_PER_ADDRESS)'),
+  CONNECTIONS_PER_ADDRESS: Int(1, 1_000_000, 'connections one client address (an IPv6 /64 counts as one) may have with a request in progress on one API worker, early answers still draining their body included; past it a new request is answered 503 server_busy and its connection closed'),
   COOKIE_PREFIX: Type.String({ pattern: '^[A-Za-z0-9_-]{1,32}$', description: 'session cookie is <prefix>_session' }),
   COOKIE_SECURE: Type.Boolean({ description: 'add Secure to the session cookie' }),
   ADMIN_USERNAME: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9_.@-]{1,64}$' })),
@@ -147,6 +148,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     UPLOAD_DEADLINE_SECONDS: int('UPLOAD_DEADLINE_SECONDS', env.UPLOAD_DEADLINE_SECONDS, 600),
     UPLOADS_PER_ADDRESS: 0,
     UPLOADS_PER_TOKEN: 0,
+    CONNECTIONS_PER_ADDRESS: int('CONNECTIONS_PER_ADDRESS', env.CONNECTIONS_PER_ADDRESS, 64),
     COOKIE_PREFIX: env.COOKIE_PREFIX || 'lv',
     // Served over TLS, the session cookie is Secure unless the operator says otherwise.
     COOKIE_SECURE: bool('COOKIE_SECURE', env.COOKIE_SECURE, Boolean(opt(env.TLS_CERT_FILE) && opt(env.TLS_KEY_FILE))),

@@ -1,4 +1,4 @@
-// The durability rule's crash points (docs/metering.md "Durability"), produced with SIGKILL on
+// The durability rule's crash points (docs/metering.md "Commits and durability"), produced with SIGKILL on
 // LMDB and on a real PostgreSQL: between a call's reservation and its settlement, inside the
 // settlement's open transaction, and after the charged answer. At each, what the rule promises:
 // nothing answered as charged is lost, nothing unanswered stays charged, and the key either

@@ -134,7 +134,7 @@ function batchedCommit<T>(store: Store, fn: () => T, op: string): Promise<T> {
   };
   // lmdb-js's asynchronous transaction resolves once committed and visible; its write thread
   // syncs afterwards, so the flush is awaited too: an answer that reports a charge leaves only
-  // once the commit recording it is on disk (docs/metering.md "Durability")
+  // once the commit recording it is on disk (docs/metering.md "Commits and durability")
   return guardCommit(store.root.transaction(() => store.root.childTransaction(body)) as Promise<T>)
     .then(async (out) => {
       // root.flushed: the sync of the newest commit batch, this one or a later one that

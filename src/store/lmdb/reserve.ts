@@ -69,8 +69,9 @@ export async function reserve(store: Store, input: ReserveInput): Promise<Reserv
     if (key !== null) bindKey(store, reservation, fingerprint!);
     return { kind: 'reserved', reservation };
     // synced, although the durability rule would let it go unsynced (docs/metering.md
-    // "Durability"): lmdb-js commits a synchronous transaction only with its sync, and its
-    // asynchronous path, which skips the wait, measured slower per call (bench/results/
-    // side-by-side-async-reserve.md: reserve 2.7-15 ms a call against 1.3-1.6 synced)
+    // "Commits and durability"): lmdb-js 3.5.6 has no unsynced commit under overlappingSync,
+    // its asynchronous path included (it resolves after the write thread's sync), and that
+    // path measured slower per call (bench/results/side-by-side-async-reserve.md: reserve
+    // 2.7-15 ms a call against 1.3-1.6 synced)
   }, 'reserve');
 }
