@@ -82,13 +82,31 @@ export async function tokenDetail(store: StoreBackend, id: string): Promise<(Tok
  * refusal, not an HTTP error: the admin API answers it 409 `conflict`, the CLI exits EXIT.conflict. */
 export class RevokedTokenError extends Error {}
 
+/** Disabled, or expired at `at`: the token authorises nothing, and its sessions are dead. */
+const deadAt = (t: TokenRecord, at: number) => !t.enabled || (t.expires_at !== null && Date.parse(t.expires_at) <= at);
+
+/** Revokes the token's active device sessions minted at or before `at` (all of them but one a
+ * concurrent mint made after the change): a page of the newest at a time until none is left. */
+async function endDeviceSessions(store: StoreBackend, tokenId: string, at: number): Promise<number> {
+  let ended = 0;
+  for (;;) {
+    const page = (await store.listActiveDeviceSessions(tokenId, at)).filter((s) => Date.parse(s.created_at) <= at);
+    if (page.length === 0) return ended;
+    for (const s of page) await store.revokeDeviceSession(s.id, at);
+    ended += page.length;
+  }
+}
+
 export async function patchToken(
   store: StoreBackend,
   id: string,
   patch: { name?: string; enabled?: boolean; expires_at?: string | null; demo?: boolean },
 ): Promise<TokenView | undefined> {
+  const at = now();
+  let before: TokenRecord | undefined;
   const t = await store.updateToken(id, (t) => {
     if (t.revoked && patch.enabled === true) throw new RevokedTokenError(`token ${id} is revoked for good and cannot be enabled`);
+    before = t;
     return {
       ...t,
       ...(patch.name !== undefined ? { name: patch.name } : {}),
@@ -97,12 +115,21 @@ export async function patchToken(
       ...(patch.expires_at !== undefined ? { expires_at: patch.expires_at === null ? null : new Date(patch.expires_at).toISOString() } : {}),
     };
   });
+  // Disabling (or expiring) a token ends its device sessions for good, as docs/sessions.md
+  // says: they were only refused while it was off, and enabling it again brought them back
+  // (issue 40), devices included that the operator meant to cut off. Ended after the change
+  // commits, so no session is minted in between; and again when the token comes back, for a
+  // mint that read the token just before it went off and committed after the first sweep.
+  if (t && before && (deadAt(t, at) || deadAt(before, at))) await endDeviceSessions(store, t.id, at);
   return t && tokenView(t);
 }
 
 /** Revocation is final: the token is disabled with it, and patchToken refuses to enable it. */
 export async function revokeToken(store: StoreBackend, id: string): Promise<TokenView | undefined> {
+  const at = now();
   const t = await store.updateToken(id, (t) => ({ ...t, revoked: true, enabled: false }));
+  // dead for good with their token already; revoked too, so they read as they are
+  if (t) await endDeviceSessions(store, t.id, at);
   return t && tokenView(t);
 }
 

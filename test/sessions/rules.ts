@@ -216,6 +216,29 @@ export function sessionRules(t: Test, { server, clock, storeHolds }: Setup): voi
     }
   });
 
+  t.test('disabling or expiring the parent ends its sessions: enabling it again brings none back (issue 40)', async (t) => {
+    for (const change of ['disable', 'expire'] as const) {
+      const p = await parent();
+      const s = await mint(p.token);
+      t.equal((await call('GET', '/v1/me', s.session_token)).status, 200);
+      if (change === 'disable') {
+        t.equal((await admin('PATCH', `/admin/api/tokens/${p.id}`, { enabled: false })).status, 200);
+        t.equal((await admin('PATCH', `/admin/api/tokens/${p.id}`, { enabled: true })).status, 200);
+      } else {
+        t.equal((await admin('PATCH', `/admin/api/tokens/${p.id}`, { expires_at: new Date(clock.now()).toISOString() })).status, 200);
+        t.equal((await admin('PATCH', `/admin/api/tokens/${p.id}`, { expires_at: null })).status, 200);
+      }
+      t.equal((await call('GET', '/v1/me', p.token)).status, 200, `${change} and back: the parent works again`);
+      t.match(await call('GET', '/v1/me', s.session_token), { status: 401, json: { error: { code: 'invalid_session_token' } } }, `${change} and back: the session stays dead`);
+      t.match(await postVerify(base, s.session_token, 'rgb_liveness', one()), { status: 401, json: { error: { code: 'invalid_session_token' } } });
+      t.match((await call('GET', `/v1/sessions/${s.session_id}`, p.token)).json, { state: 'revoked', revoked_at: new Date(clock.now()).toISOString() }, 'it reads revoked');
+      t.same((await admin('GET', `/admin/api/tokens/${p.id}/sessions`)).json.sessions, [], 'the console lists none');
+      const fresh = await mint(p.token);
+      t.equal((await call('GET', '/v1/me', fresh.session_token)).status, 200, 'a session minted afterwards works');
+      t.equal(await used(p.token), 0, 'nothing was charged');
+    }
+  });
+
   t.test('audit lines carry the session id; the console lists a token\'s active sessions; /metrics counts them', async (t) => {
     const p = await parent();
     const s = await mint(p.token);
