@@ -2,7 +2,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { RemoteInference, type FromWorker, type ToWorker, type WorkerData } from './cluster/index.ts';
 import { SLOTS_PER_WORKER } from './config/index.ts';
 import { ReadCache, sessionReader, type SessionWithParent } from './auth/index.ts';
-import { createApp, createCors, ConnectionBalance, HostAdmission, UploadPacer, buildRouter, closeApp, listen, loadUws, LISTEN_SHARED, type us_listen_socket, appModule, HSTS, servesTls, testFaultHook } from './http/index.ts';
+import { createApp, createCors, ConnectionBalance, ConnectionCap, HostAdmission, UploadPacer, buildRouter, closeApp, listen, loadUws, LISTEN_SHARED, type us_listen_socket, appModule, HSTS, servesTls, testFaultHook } from './http/index.ts';
 import { useGeoDatabase } from './metering/index.ts';
 import { frameSlab } from './images/index.ts';
 import { createLogger, WorkerMetrics } from './observability/index.ts';
@@ -65,6 +65,7 @@ const handle = createApp(appModule(uws, config), router, log, metrics, {
   cors: createCors(config.CORS_ORIGINS),
   headers: servesTls(config) ? { 'Strict-Transport-Security': HSTS } : null,
   fault: testFaultHook(),
+  connections: new ConnectionCap(config, uploadPacer),
 });
 let listenSocket: us_listen_socket | null = null;
 let appClosed = false;

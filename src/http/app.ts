@@ -1,7 +1,8 @@
-import { ServiceError, ValidationFailure } from '../errors/index.ts';
+import { retryAfter, ServiceError, ValidationFailure } from '../errors/index.ts';
 import { type Logger, type WorkerMetrics, requestFacts } from '../observability/index.ts';
 import { StoreUnavailableError } from '../store/index.ts';
 import { HttpContext } from './context.ts';
+import type { ConnectionCap } from './connections.ts';
 import type { Cors } from './cors.ts';
 import { errorReply, send, type Reply } from './respond.ts';
 import type { Router } from './router.ts';
@@ -27,9 +28,11 @@ export interface AppOptions {
   /** headers on every answer the dispatcher gives (HSTS under TLS) */
   headers?: Record<string, string> | null;
   fault?: FaultHook | undefined;
+  /** per-address cap on the connections held for a request, and the drain pacer */
+  connections?: ConnectionCap | null;
 }
 
-export function createApp(uws: UwsModule, router: Router, log: Logger, metrics: WorkerMetrics, { cors = null, headers = null, fault }: AppOptions = {}): AppHandle {
+export function createApp(uws: UwsModule, router: Router, log: Logger, metrics: WorkerMetrics, { cors = null, headers = null, fault, connections = null }: AppOptions = {}): AppHandle {
   const app = uws.App();
   let inFlight = 0;
   let draining = false;
@@ -65,6 +68,17 @@ export function createApp(uws: UwsModule, router: Router, log: Logger, metrics: 
     inFlight++;
     let result: Reply | Promise<Reply>;
     try {
+      if (connections) {
+        ctx.drainPacer = connections.drainPacer;
+        if (!connections.admit(ctx)) {
+          // Past its cap the address gets no drain either: draining is what it would hold.
+          ctx.route = 'connection-cap';
+          finish(ctx, { ...failed(ctx, new ServiceError('server_busy', 'Too many connections with a request in progress from this address; retry after the indicated delay', retryAfter(connections.retryAfterSeconds))), closeNow: true });
+          ctx.inHandlerTick = false;
+          done();
+          return;
+        }
+      }
       const corsHeaders = cors?.headersFor(ctx) ?? null;
       ctx.responseHeaders = headers && corsHeaders ? { ...headers, ...corsHeaders } : (headers ?? corsHeaders);
       const preflight = cors?.preflight(ctx);

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { UploadPacer } from './upload-pace.ts';
 import type { HttpRequest, HttpResponse } from './uws.ts';
 
 /** Everything a handler may read about a request. uWS invalidates `req` when the handler
@@ -37,6 +38,11 @@ export class HttpContext {
   responseHeaders: Record<string, string> | null = null;
   /** called once when the client goes away before the answer (slot release, cleanup) */
   private abortHandlers: (() => void)[] = [];
+  /** called once when the request is over for this connection: its answer written, or the
+   * client gone (src/http/connections.ts counts held connections by it) */
+  private settleHandlers: (() => void)[] | null = [];
+  /** paces the drain of a body whose answer was decided before it arrived (set by the app) */
+  drainPacer: UploadPacer | null = null;
 
   constructor(readonly res: HttpResponse, req: HttpRequest) {
     this.method = req.getCaseSensitiveMethod ? req.getCaseSensitiveMethod() : req.getMethod().toUpperCase();
@@ -53,6 +59,7 @@ export class HttpContext {
     res.onAborted(() => {
       this.aborted = true;
       for (const h of this.abortHandlers.splice(0)) h();
+      this.settle();
     });
   }
 
@@ -109,6 +116,20 @@ export class HttpContext {
   /** Body still to come: an answer now must drain it or close the connection. */
   bodyUnread(): boolean {
     return this.expectsBody && !this.bodyComplete;
+  }
+
+  /** Runs `handler` once the answer has been written or the client has gone. */
+  onSettled(handler: () => void): void {
+    if (this.settleHandlers === null) handler();
+    else this.settleHandlers.push(handler);
+  }
+
+  /** The answer has been written (src/http/respond.ts), or the client left. */
+  settle(): void {
+    const handlers = this.settleHandlers;
+    if (handlers === null) return;
+    this.settleHandlers = null;
+    for (const h of handlers) h();
   }
 
   onAbort(handler: () => void): void {

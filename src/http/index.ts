@@ -4,6 +4,7 @@ export { createApp } from './app.ts';
 export { ConnectionBalance, createBalanceTable } from './balance.ts';
 export { HostAdmission, createAdmissionTable, releaseWorkerSlots } from './capacity.ts';
 export { compileTrust } from './client-address.ts';
+export { ConnectionCap } from './connections.ts';
 export { createCors } from './cors.ts';
 export { buildRouter } from './routes/index.ts';
 export { testFaultHook } from './test-faults.ts';

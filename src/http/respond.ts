@@ -11,6 +11,9 @@ export interface Reply {
   contentType?: string;
   /** close the connection after answering (used after an early error on a streamed body) */
   close?: boolean;
+  /** answer at once and close, without draining a body still to come (an address past its
+   * connection cap: src/http/connections.ts) */
+  closeNow?: boolean;
 }
 
 export function json(status: number, body: unknown, headers?: Record<string, string>): Reply {
@@ -57,54 +60,57 @@ export function send(ctx: HttpContext, reply: Reply): void {
   answerBeforeBodyEnd(ctx, reply, payload, type);
 }
 
-// An answer given before the request body has arrived (an early 4xx/5xx) must not be lost:
-// closing a socket that still has unread data makes the kernel send a reset, which can
-// discard the answer before the client reads it.
-// - Declared length: answer at once without closing. uWS goes on parsing the declared rest
-//   into a reader that drops it, and the connection is clean for the next request; a client
-//   that stalls instead is closed by uWS's idle timeout.
-// - Chunked (no announced end), or a declared length with `Connection: close`: drain first
-//   and answer when the body ends, closing a
-//   connection that then has nothing unread; a sender that goes on or stalls past the bound
-//   gets the answer with the close, reset or not.
-// - A declared rest beyond the bound is answered and closed at once.
+// An answer decided before the request body has arrived (an early 4xx/5xx) is written once the
+// body has been drained (read and dropped), and the connection is then closed, the answer
+// saying `Connection: close`. Both halves are forced by uWebSockets.js:
+// - Closing a socket that still has unread data makes the kernel send a reset, which can
+//   discard the answer before the client reads it: so the body is drained first.
+// - An answer that ends while the body is still arriving is worse: when the body's last chunk
+//   then comes, uWS disarms the connection's idle timer (it expects the handler to answer and
+//   re-arm it) and, the answer being over, nobody re-arms it: the connection stays open for
+//   good, and its HttpResponse can no longer be touched, not even to close it (uWS 20.30 and
+//   20.57 alike; docs/security.md). Ending the answer after the last chunk re-arms the timer.
+// - Closing after the answer keeps a client that went on sending a refused body from holding
+//   a connection idle, and tells keep-alive clients not to reuse it.
+// Bounds: a declared rest above 64 MiB is answered and closed at once, reset or not; a declared
+// rest is drained at the upload pace (UPLOAD_MIN_BYTES_PER_SECOND over the window, within
+// UPLOAD_DEADLINE_SECONDS: src/http/upload-pace.ts), 5 s when no pacer is set; a chunked body
+// for at most 4 MiB or 5 s. A client that stalls or goes on past the bound gets the answer
+// with the close, then. While it drains the connection still counts against its client's
+// address (src/http/connections.ts).
 const DRAIN_MAX_BYTES = 64 * 1024 * 1024;
 const DRAIN_CHUNKED_MAX_BYTES = 4 * 1024 * 1024;
 const DRAIN_CHUNKED_MAX_MS = 5_000;
-const CONNECTION_CLOSE = /(?:^|,)\s*close\s*(?:,|$)/i;
 
 function answerBeforeBodyEnd(ctx: HttpContext, reply: Reply, payload: string | Buffer | Uint8Array, type: string | undefined): void {
   const declared = ctx.headers['content-length'];
   const remaining = declared !== undefined && /^\d{1,16}$/.test(declared) ? Number(declared) - ctx.bodyReceived : undefined;
-  // A client that sent `Connection: close` has the connection closed after the answer (uWS
-  // does so itself), so its unread rest would turn that close into a reset: it is drained
-  // first, like a chunked body, within the same bounds as a declared rest.
-  const closing = CONNECTION_CLOSE.test(ctx.headers['connection'] ?? '');
-  if (remaining !== undefined && (!closing || remaining > DRAIN_MAX_BYTES)) {
-    const drain = remaining <= DRAIN_MAX_BYTES && ctx.readBody(() => {});
-    write(ctx, reply, payload, type, !drain || (reply.close ?? false));
-    return;
-  }
-  if (!ctx.readBody(() => {})) {
+  if (reply.closeNow || (remaining !== undefined && remaining > DRAIN_MAX_BYTES) || !ctx.readBody(() => {})) {
     write(ctx, reply, payload, type, true);
     return;
   }
   const maxBytes = remaining === undefined ? DRAIN_CHUNKED_MAX_BYTES : DRAIN_MAX_BYTES;
   const startedAt = ctx.bodyReceived;
   let done = false;
+  let timer: NodeJS.Timeout | null = null;
   const finish = () => {
     if (done) return;
     done = true;
-    clearTimeout(timer);
+    if (timer) clearTimeout(timer);
+    pace?.done();
     write(ctx, reply, payload, type, true);
   };
-  const timer = setTimeout(finish, DRAIN_CHUNKED_MAX_MS);
-  ctx.readBody((_chunk, isLast) => {
+  // The pacer re-arms uWS's own idle timer while the drain keeps its pace, as for an upload.
+  const pace = remaining !== undefined && ctx.drainPacer ? ctx.drainPacer.track(ctx.res, finish) : null;
+  if (!pace) timer = setTimeout(finish, DRAIN_CHUNKED_MAX_MS);
+  ctx.readBody((chunk, isLast) => {
+    pace?.received(chunk.byteLength);
     if (isLast || ctx.bodyReceived - startedAt > maxBytes) finish();
   });
   ctx.onAbort(() => {
     done = true;
-    clearTimeout(timer);
+    if (timer) clearTimeout(timer);
+    pace?.done();
   });
 }
 
@@ -120,4 +126,5 @@ function write(ctx: HttpContext, reply: Reply, payload: string | Buffer | Uint8A
     if (reply.status === 204) ctx.res.endWithoutBody(0, close);
     else ctx.res.end(payload, close);
   });
+  ctx.settle();
 }
