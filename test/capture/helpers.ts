@@ -11,7 +11,11 @@ export interface Face {
   name: string;
   photo: string;
   crop: [number, number, number, number];
+  /** centre of each eye opening (midpoint of its corners) */
   eyes: [[number, number], [number, number]];
+  /** centre of each iris */
+  irises: [[number, number], [number, number]];
+  pose: 'frontal' | 'three_quarter';
 }
 
 export const FACES: Face[] = (JSON.parse(fs.readFileSync(path.join(ROOT, 'test/capture/faces.json'), 'utf8')) as { faces: Face[] }).faces;
@@ -28,6 +32,14 @@ export function captureToolsMissing(): string | null {
 export function faceRgb(face: Face): Buffer {
   const [x, y, w, h] = face.crop;
   const r = spawnSync('ffmpeg', ['-v', 'error', '-i', path.join(PHOTOS, face.photo), '-vf', `crop=${w}:${h}:${x}:${y}`, '-f', 'rawvideo', '-pix_fmt', 'rgb24', '-'], { maxBuffer: 64 << 20 });
+  if (r.status !== 0) throw new Error(`ffmpeg: ${r.stderr.toString()}`);
+  return r.stdout;
+}
+
+/** The face's 640x480 frame as a PNG file (lossless), for pages that decode it themselves. */
+export function facePng(face: Face): Buffer {
+  const [x, y, w, h] = face.crop;
+  const r = spawnSync('ffmpeg', ['-v', 'error', '-i', path.join(PHOTOS, face.photo), '-vf', `crop=${w}:${h}:${x}:${y}`, '-f', 'image2pipe', '-vcodec', 'png', '-pix_fmt', 'rgb24', '-'], { maxBuffer: 64 << 20 });
   if (r.status !== 0) throw new Error(`ffmpeg: ${r.stderr.toString()}`);
   return r.stdout;
 }
