@@ -1,20 +1,15 @@
 import t from 'tap';
 import fs from 'node:fs';
-import net from 'node:net';
-import path from 'node:path';
 import { createHash } from 'node:crypto';
-import { pathToFileURL } from 'node:url';
-import type { Browser, Page, Request } from 'playwright-core';
 import { eyeCrop320 } from '../../client/src/index.ts';
-import { ROOT, makeToken, startServer, tempDir } from '../helpers/server.ts';
-import { FACES, captureToolsMissing, dist, launchWithCamera, writeClip } from './helpers.ts';
+import { tempDir } from '../helpers/server.ts';
+import { FACES, captureToolsMissing, dist, outcomeOf, partsOf, startFleet } from './helpers.ts';
 
 // The capture component (capture/) end to end, as a fleet runs it: headless Chromium whose fake
 // camera plays a clip made from a hand-marked photograph, the fleet example's backend
 // (examples/fleet: mints a session with the business token, serves the page, reads the
-// session's result server to server) and the real service. Each mode ends in a 200 and the
-// backend's reading; the crop the component uploads is the client package's reference crop of
-// the camera's frame; a clip without a face ends in guidance and no call.
+// session's result server to server) and the real service. rgb_single and rgb_sequence here;
+// colour, the photosensitivity opt-out and the face-less clip in modes.test.ts.
 const missing = captureToolsMissing();
 if (missing) {
   t.plan(0, missing);
@@ -23,70 +18,13 @@ if (missing) {
   t.setTimeout(600_000);
   const work = tempDir('lv-capture-');
   t.teardown(() => fs.rmSync(work, { recursive: true, force: true }));
-  const port = await freePort();
-  const origin = `http://127.0.0.1:${port}`;
-  const server = await startServer({ ready: true, env: { CORS_ORIGINS: origin } });
-  t.teardown(() => server.stop());
-  const { token } = await makeToken(server, ['rgb_liveness:100:day', 'color_liveness:100:day']);
-  const { startFleetExample } = await import(pathToFileURL(path.join(ROOT, 'examples/fleet/server.mjs')).href) as {
-    startFleetExample(o: { serviceUrl: string; businessToken: string; port?: number }): Promise<{ url: string; componentFiles: Map<string, Buffer>; close(): Promise<void> }>;
-  };
-  const example = await startFleetExample({ serviceUrl: server.baseUrl, businessToken: token, port });
-  t.teardown(() => example.close());
+  const { used, open } = await startFleet(t, work);
   const face = FACES.find((f) => f.name === 'f2')!;
-  const used = async () => {
-    const me = await (await fetch(`${server.baseUrl}/v1/me`, { headers: { authorization: `Bearer ${token}` } })).json() as { usage: { module_id: string; used: number }[] };
-    return Object.fromEntries(me.usage.map((u) => [u.module_id, u.used]));
-  };
-
-  /** A browser whose camera plays `pattern` of `face`, a page of the example in `mode`. */
-  async function open(pattern: string, mode: string, query = '&autostart=1'): Promise<{ browser: Browser; page: Page; verifies: Request[]; problems: string[] }> {
-    const clip = path.join(work, `${mode}-${pattern.length}-${Date.now()}.y4m`);
-    writeClip(clip, face, pattern);
-    const browser = await launchWithCamera(clip);
-    const page = await browser.newPage({ viewport: { width: 390, height: 844 } }); // a phone-sized viewport
-    page.setDefaultTimeout(240_000);
-    const verifies: Request[] = [];
-    const problems: string[] = [];
-    page.on('request', (r) => {
-      if (r.url().includes('/verify')) verifies.push(r);
-    });
-    page.on('pageerror', (e) => problems.push(e.message));
-    await page.goto(`${example.url}/?mode=${mode}${query}`);
-    return { browser, page, verifies, problems };
-  }
-  const outcomeOf = async (page: Page) => {
-    await page.waitForSelector('[data-testid=outcome][data-component]');
-    return {
-      component: await page.getAttribute('[data-testid=outcome]', 'data-component'),
-      backend: JSON.parse((await page.textContent('[data-testid=outcome]'))!) as { session_id: string; request_ids: string[]; results: { status: string; alive: boolean | null; reason: string | null; mode: string }[] },
-      outcome: await page.evaluate(() => (window as unknown as { liveness: { outcomes: unknown[] } }).liveness.outcomes.at(-1)) as { kind: string; verdict?: string; requestId?: string },
-      camera: await page.evaluate(() => (window as unknown as { liveness: { capture: { cameraActive: boolean } } }).liveness.capture.cameraActive),
-    };
-  };
-  /** The multipart body of a verify request: its metadata JSON and its parts by name. */
-  const partsOf = (body: Buffer, contentType: string) => {
-    const boundary = /boundary=(?:"([^"]+)"|([^;]+))/.exec(contentType)!;
-    const sep = Buffer.from(`--${boundary[1] ?? boundary[2]}`);
-    const parts = new Map<string, Buffer>();
-    let at = body.indexOf(sep);
-    while (at >= 0) {
-      const next = body.indexOf(sep, at + sep.length);
-      if (next < 0) break;
-      const chunk = body.subarray(at + sep.length + 2, next - 2);
-      const headEnd = chunk.indexOf('\r\n\r\n');
-      const name = /name="([^"]+)"/.exec(chunk.subarray(0, headEnd).toString())![1]!;
-      parts.set(name, chunk.subarray(headEnd + 4));
-      at = next;
-    }
-    return { metadata: JSON.parse(parts.get('metadata')!.toString()), parts };
-  };
   const sha = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
 
   t.test('rgb_single: eyes found, the reference crop uploaded, a 200 the backend reads back', async (t) => {
     const before = await used();
-    const { browser, page, verifies, problems } = await open('F', 'rgb_single');
-    t.teardown(() => browser.close());
+    const { page, verifies, problems } = await open(face, 'F', 'rgb_single');
     const { component, backend, outcome, camera } = await outcomeOf(page);
     t.equal(component, 'verdict', `the component's outcome: ${JSON.stringify(outcome).slice(0, 300)}`);
     t.equal(verifies.length, 1, 'one verify call');
@@ -95,15 +33,14 @@ if (missing) {
     t.equal(backend.results[0]!.status, 'ok');
     t.equal(typeof backend.results[0]!.alive, 'boolean');
     t.equal(camera, false, 'the camera is released');
-    t.same((await used()).rgb_liveness! - before.rgb_liveness!, 1, 'one unit charged');
+    t.equal((await used()).rgb_liveness! - before.rgb_liveness!, 1, 'one unit charged');
 
-    const req = verifies[0]!;
-    const { metadata, parts } = partsOf((await req.postDataBuffer())!, (await req.allHeaders())['content-type']!);
+    const { metadata, parts } = await partsOf(verifies[0]!);
     const frame = metadata.frames[0];
     t.same(frame.source_size, [640, 480]);
     const d = dist(face.eyes[0], face.eyes[1]);
     const err = Math.max(dist(frame.eyes_xy[0], face.eyes[0]), dist(frame.eyes_xy[1], face.eyes[1])) / d;
-    t.ok(err <= 0.1, `eyes found within 10 % of the eye distance of the hand-marked points (${(err * 100).toFixed(1)} %)`);
+    t.ok(err <= 0.1, `eyes found within 10 % of the eye distance of the hand-marked points, through the camera (${(err * 100).toFixed(1)} %)`);
     // the camera plays one still image: any frame of it is the frame the component cropped
     const pixels = await page.evaluate(async () => {
       const stream = await navigator.mediaDevices.getUserMedia({ video: { width: 640, height: 480 } });
@@ -127,15 +64,35 @@ if (missing) {
     t.equal(frame.image.sha256, sha(uploaded), 'its sha256 is what the packet says');
     t.same(problems, []);
   });
-}
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
+  t.test('rgb_sequence: face-less frames in the middle travel as face_unavailable events, never renumbered', async (t) => {
+    const before = await used();
+    // 5 frames a second, so that every frame is analysed while the component waits for a
+    // steady face; the clip loops: four frames with the face, one without
+    const { page, verifies, problems } = await open(face, 'FFFF.', 'rgb_sequence', '&autostart=1', 5);
+    const { component, backend, outcome, camera } = await outcomeOf(page);
+    t.match(component, /^(verdict|retry)$/, `a verdict from the service: ${JSON.stringify(outcome).slice(0, 300)}`);
+    t.equal(verifies.length, 1, 'one verify call');
+    t.equal(backend.request_ids[0], outcome.requestId);
+    t.equal(backend.results[0]!.mode, 'rgb_sequence');
+    t.equal(camera, false, 'the camera is released');
+    t.equal((await used()).rgb_liveness! - before.rgb_liveness!, 1, 'one unit charged');
+    const { metadata, parts } = await partsOf(verifies[0]!);
+    const frames = metadata.frames as { source_index: number; timestamp_us: number; status: string; eyes_xy?: number[][]; image?: { part: string; sha256: string } }[];
+    t.comment(frames.map((f) => `${f.source_index}@${f.timestamp_us}:${f.status}`).join(' '));
+    const statuses = frames.map((f) => f.status);
+    t.equal(statuses[0], 'ok', 'opens on the steady face');
+    t.equal(statuses.at(-1), 'ok', 'ends on a frame with a face (a failed last frame would be a retry)');
+    const missingFace = frames.slice(1, -1).filter((f) => f.status === 'face_unavailable');
+    t.ok(missingFace.length >= 1, `the face-less frames are in the middle as face_unavailable events (${missingFace.length})`);
+    for (const f of missingFace) t.notOk('image' in f || 'eyes_xy' in f, 'an event carries no image data');
+    t.ok(frames.every((f, i) => i === 0 || (f.source_index > frames[i - 1]!.source_index && f.timestamp_us > frames[i - 1]!.timestamp_us)), 'indices and times strictly increase');
+    // at 5 frames a second the clip repeats every 200 ms: the times are the camera's, ~200 ms apart
+    const steps = frames.slice(1).map((f, i) => (f.timestamp_us - frames[i]!.timestamp_us) / (f.source_index - frames[i]!.source_index));
+    t.ok(steps.every((s) => s > 100_000 && s < 400_000), `about 200 ms a frame: ${steps.map((s) => Math.round(s / 1000)).join(', ')} ms`);
+    // the face-less frames sit where the clip puts them: one in five
+    const ok = frames.filter((f) => f.status === 'ok');
+    for (const f of ok) t.equal(f.image!.sha256, sha(parts.get(f.image!.part)!), `frame ${f.source_index}: the hash is the part's`);
+    t.same(problems, []);
   });
 }

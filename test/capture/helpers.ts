@@ -3,7 +3,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
-import type { Browser } from 'playwright-core';
+import type { Browser, Page, Request } from 'playwright-core';
 import { CHROMIUM } from '../helpers/browser.ts';
 import { ROOT } from '../helpers/server.ts';
 
@@ -109,3 +109,90 @@ export async function launchWithCamera(clip?: string): Promise<Browser> {
 
 /** Distance between two points. */
 export const dist = (a: readonly number[], b: readonly number[]) => Math.hypot(b[0]! - a[0]!, b[1]! - a[1]!);
+
+/** The service (real, CORS open to the example) and the fleet example in front of it, with a
+ * business token granted both modules; `open` starts a browser whose camera plays a clip. */
+export async function startFleet(t: { teardown(fn: () => unknown): void }, work: string) {
+  const net = await import('node:net');
+  const { pathToFileURL } = await import('node:url');
+  const { makeToken, startServer } = await import('../helpers/server.ts');
+  const port = await new Promise<number>((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as import('node:net').AddressInfo;
+      s.close(() => resolve(port));
+    });
+  });
+  const server = await startServer({ ready: true, env: { CORS_ORIGINS: `http://127.0.0.1:${port}` } });
+  t.teardown(() => server.stop());
+  const { token } = await makeToken(server, ['rgb_liveness:100:day', 'color_liveness:100:day']);
+  const { startFleetExample } = await import(pathToFileURL(path.join(ROOT, 'examples/fleet/server.mjs')).href) as {
+    startFleetExample(o: { serviceUrl: string; businessToken: string; port?: number }): Promise<{ url: string; close(): Promise<void> }>;
+  };
+  const example = await startFleetExample({ serviceUrl: server.baseUrl, businessToken: token, port });
+  t.teardown(() => example.close());
+  const used = async () => {
+    const me = await (await fetch(`${server.baseUrl}/v1/me`, { headers: { authorization: `Bearer ${token}` } })).json() as { usage: { module_id: string; used: number }[] };
+    return Object.fromEntries(me.usage.map((u) => [u.module_id, u.used])) as Record<string, number>;
+  };
+  let clips = 0;
+  /** A browser whose camera plays `pattern` of `face` at `fps`, on the example page in `mode`. */
+  const open = async (face: Face, pattern: string, mode: string, query = '&autostart=1', fps = 15) => {
+    const clip = path.join(work, `clip-${++clips}.y4m`);
+    writeClip(clip, face, pattern, fps);
+    const browser = await launchWithCamera(clip);
+    t.teardown(() => browser.close());
+    const page = await browser.newPage({ viewport: { width: 390, height: 844 } }); // a phone-sized viewport
+    page.setDefaultTimeout(240_000);
+    const verifies: Request[] = [];
+    const problems: string[] = [];
+    page.on('request', (r) => {
+      if (r.url().includes('/verify')) verifies.push(r);
+    });
+    page.on('pageerror', (e) => problems.push(e.message));
+    await page.goto(`${example.url}/?mode=${mode}${query}`);
+    return { browser, page, verifies, problems };
+  };
+  return { server, example, token, used, open };
+}
+
+export interface BackendReading {
+  session_id: string;
+  state: string;
+  request_ids: string[];
+  results: { capture_id: string; status: string; alive: boolean | null; reason: string | null; mode: string; reset_events: { source_index: number; reason: string }[] }[];
+}
+
+/** Waits for the example page's outcome element and reads it, with the component's outcome. */
+export async function outcomeOf(page: Page) {
+  await page.waitForSelector('[data-testid=outcome][data-component]');
+  return {
+    component: await page.getAttribute('[data-testid=outcome]', 'data-component'),
+    backend: JSON.parse((await page.textContent('[data-testid=outcome]'))!) as BackendReading,
+    outcome: await page.evaluate(() => (window as unknown as { liveness: { outcomes: unknown[] } }).liveness.outcomes.at(-1)) as { kind: string; verdict?: string; reason?: string; requestId?: string; code?: string },
+    camera: await page.evaluate(() => (window as unknown as { liveness: { capture: { cameraActive: boolean } } }).liveness.capture.cameraActive),
+    guidance: await page.textContent('[data-testid=guidance]'),
+  };
+}
+
+/** The multipart body of a verify request: its metadata JSON and its parts by name. */
+export async function partsOf(req: Request) {
+  const body = (await req.postDataBuffer())!;
+  const contentType = (await req.allHeaders())['content-type']!;
+  const boundary = /boundary=(?:"([^"]+)"|([^;]+))/.exec(contentType)!;
+  const sep = Buffer.from(`--${boundary[1] ?? boundary[2]}`);
+  const parts = new Map<string, Buffer>();
+  let at = body.indexOf(sep);
+  while (at >= 0) {
+    const next = body.indexOf(sep, at + sep.length);
+    if (next < 0) break;
+    const chunk = body.subarray(at + sep.length + 2, next - 2);
+    const headEnd = chunk.indexOf('\r\n\r\n');
+    const name = /name="([^"]+)"/.exec(chunk.subarray(0, headEnd).toString())![1]!;
+    parts.set(name, chunk.subarray(headEnd + 4));
+    at = next;
+  }
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  return { metadata: JSON.parse(parts.get('metadata')!.toString()) as any, parts };
+}
