@@ -74,7 +74,13 @@ export type SettleOutcome =
   | { kind: 'settlement_failed'; cause: unknown }
   /** the store could not write the settlement (a full disk): nothing charged; the units are
    * back (`refunded`) or owed back once writes work (`refund_deferred`, store.writes) */
-  | { kind: 'not_recorded'; refund: 'refunded' | 'refund_deferred'; cause: unknown };
+  | { kind: 'not_recorded'; refund: 'refunded' | 'refund_deferred'; cause: unknown }
+  /** PostgreSQL: the database stopped answering during the settlement (a failover can lose
+   * the acknowledgement of a commit that reached the promoted standby), so whether it
+   * committed is unknown. The node resolves it as soon as a writable host answers: with a key
+   * (`keyed`), charged once and the key completed (a retry replays the answer; until then it
+   * answers request_in_progress); without one, refunded unless it had committed. */
+  | { kind: 'outcome_unknown'; keyed: boolean; cause: unknown };
 
 export interface PageQuery {
   token_id?: string;

@@ -45,6 +45,7 @@ export async function openConfiguredStore(config: StoreConfig, onError?: (err: E
     ? {
       onDown: (reason) => log.warn({ reason }, 'store has no writable host: verify calls answer 503 store_unavailable until one answers'),
       onRecovered: (r) => log.warn({ outage_s: Math.round(r.seconds * 1000) / 1000, host: r.host, previous: r.previous, reason: r.reason }, 'store recovered'),
+      onSettlementResolved: (r) => log.warn(r, `settlement of unknown outcome resolved: ${r.outcome}${r.already ? ' (it had committed before the connection broke)' : ''}`),
     }
     : {};
   const store = await openBackend({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, lmdbCommits: config.LMDB_COMMITS, pg: { leaseMs: config.NODE_LEASE_SECONDS * 1000, poolSize: poolSizePerThread(config), ...(onError ? { onError } : {}), ...events } });

@@ -4,7 +4,7 @@ import { InferenceFailedError, type ResultRecord } from '../inference/index.ts';
 import { countryOf, outcomeOfBody, outcomeOfResults, requestFingerprint } from '../metering/index.ts';
 import { type ParsedMetadata } from '../packets/index.ts';
 import { MODULE_IDS, type ModuleId } from '../contract/index.ts';
-import type { AuditOutcome, Reservation, TokenRecord, DeviceSession } from '../store/index.ts';
+import { StoreUnavailableError, type AuditOutcome, type Reservation, type TokenRecord, type DeviceSession } from '../store/index.ts';
 import { UnrecordedCallError } from './store-outcomes.ts';
 import { earlyMetadata } from './early-metadata.ts';
 import { refusal, replayed, verdict, worthLogging } from './outcomes.ts';
@@ -215,6 +215,9 @@ async function settle(call: VerifyCall, deps: VerifyDeps): Promise<VerifyAnswer>
 
 /** A step's failure as the call's answer; the operator hears of what the client did not cause. */
 function refused(call: VerifyCall, deps: VerifyDeps, err: unknown): VerifyAnswer {
+  // a verify call meets the database away (restarting, failing over): what it held is given
+  // back by the node, and the client is told to retry the same key (503 with Retry-After)
+  if (err instanceof StoreUnavailableError) err = new UnrecordedCallError('not_answering', err);
   const answer = refusal(err, call.req.requestId, deps.config.RETRY_AFTER_SECONDS);
   if (worthLogging(err)) {
     const cause = (err as Error).cause;

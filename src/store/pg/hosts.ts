@@ -71,6 +71,12 @@ export class HostSelector {
     this.events.recovered?.({ seconds: (Date.now() - was.since) / 1000, host: hostName(h), previous: was.previous, reason: was.reason });
   }
 
+  /** a statement succeeded: an outage that began with a statement failing on a connection
+   * that was then replaced by one already pooled ends here, not only at a new connection */
+  answered(): void {
+    if (this.outage && this.current) this.connected(this.current);
+  }
+
   /** a statement failed at the connection level (the server went away mid-call) */
   lost(reason: string): void {
     this.down(reason, this.current);

@@ -16,6 +16,7 @@ export interface PgOptions {
   /** the outage began (no writable host) and ended: for the log (src/store/pg/index.ts) */
   onDown?: HostEvents['down'];
   onRecovered?: HostEvents['recovered'];
+  onSettlementResolved?: (r: SettlementResolved) => void;
 }
 
 // int8 (counts, epoch ms) arrives as a string by default; every such value here is far below
@@ -31,8 +32,17 @@ export const isoOf = (ms: number) => new Date(ms).toISOString();
 /** the database's clock as epoch ms (clock_timestamp: the moment of reading, not of the transaction's start) */
 export const DB_MS = '(extract(epoch FROM clock_timestamp()) * 1000)::float8';
 
-/** A write owed to the database (see Pg.repairs). */
-export type Repair = { kind: 'refund'; at: number } | { kind: 'mark'; body: string | null };
+/** A write owed to the database (see Pg.repairs): a refund, a settlement_failed mark, or a
+ * settlement whose outcome is unknown, to resolve with the arguments it was made with
+ * (settle.ts resolveSettlement). */
+export type Repair =
+  | { kind: 'refund'; at: number }
+  | { kind: 'mark'; body: string | null }
+  | { kind: 'settle'; at: number; args: unknown[]; keyed: boolean };
+
+/** How a settlement of unknown outcome ended: charged (`already`: it had committed before the
+ * connection broke) or refunded. */
+export type SettlementResolved = { reservation: string; outcome: 'charged' | 'refunded'; already: boolean };
 
 /** What every job of the PostgreSQL store works with: the pool, this process's node and
  * lease (lease.ts), and the writes it owes. */
@@ -45,6 +55,7 @@ export interface Pg {
   readonly writes: WriteHealth;
   readonly leaseMs: number;
   readonly onError: ((err: Error) => void) | undefined;
+  readonly onSettlementResolved: ((r: SettlementResolved) => void) | undefined;
   /** this process as a node (lease.ts), named on every reservation it makes */
   node: string;
   /** until when this node's lease is known to be held */
@@ -99,12 +110,15 @@ export function openPool(target: DatabaseTarget, opts: PgOptions): Pg {
     }),
     leaseMs: opts.leaseMs ?? 15_000,
     onError: opts.onError,
+    onSettlementResolved: opts.onSettlementResolved,
     node: '',
     leaseOkUntil: 0,
     repairs: new Map(),
     async q(text, values = [], name) {
       try {
-        return await db.pool.query(name === undefined ? { text, values } : { name, text, values });
+        const r = await db.pool.query(name === undefined ? { text, values } : { name, text, values });
+        if (db.hosts.outage) db.hosts.answered();
+        return r;
       } catch (err) {
         // a full disk (53100) and the like: counted, new verify calls refused until a write works
         db.writes.noteFailure(name ?? 'write', err);

@@ -4,7 +4,7 @@ import type { Reservation, UsageRecord } from '../records.ts';
 import { isStorageFailure } from '../write-health.ts';
 import { resolveKey } from './idempotency.ts';
 import { StoreUnavailableError } from '../errors.ts';
-import { isoOf, type Pg, type Row } from './open.ts';
+import { isoOf, type Pg, type Repair, type Row } from './open.ts';
 import { windowsOf } from './usage.ts';
 import { holdForever } from '../faults.ts';
 
@@ -34,12 +34,12 @@ export async function settle(db: Pg, reservation: Reservation, at: number, rende
   const marker = `"__usage_${randomBytes(12).toString('hex')}__"`;
   const template = render(JSON.parse(marker) as unknown as UsageRecord[]);
   let cause: unknown;
+  const args = [
+    reservation.id, at, isoOf(at), template, marker, { at: isoOf(at), token_id: reservation.token_id, module_id: reservation.module_id, results }, w.day, w.month, w.resetDay, w.resetMonth,
+  ];
   if (fault !== 'fail') {
     try {
-      const args = [
-        reservation.id, at, isoOf(at), template, marker, { at: isoOf(at), token_id: reservation.token_id, module_id: reservation.module_id, results }, w.day, w.month, w.resetDay, w.resetMonth,
-      ];
-      const sql = 'SELECT lv_settle($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) AS r';
+      const sql = SETTLE_SQL;
       // the test fault: the same function inside an explicit transaction, stopped before COMMIT
       if (fault === 'hold') await db.tx(async (c) => holdForever(`postgres settlement transaction (lv_settle ${(await c.query(sql, args)).rowCount} row)`));
       const out = (await db.q(sql, args, 'lv_settle')).rows[0]!.r as { ok: boolean; body?: string; state?: string };
@@ -62,6 +62,7 @@ export async function settle(db: Pg, reservation: Reservation, at: number, rende
     });
     return { kind: 'not_recorded', refund: refunded ? 'refunded' : 'refund_deferred', cause };
   }
+  if (cause instanceof StoreUnavailableError) return settleUnknown(db, reservation, { kind: 'settle', at, args, keyed: reservation.idempotency_key !== null }, render, cause);
   // The units stay reserved and the key pending for an operator; the answer that could not
   // be saved is kept on the reservation, so a "charge" resolution can complete the key.
   let marked: unknown = null;
@@ -75,6 +76,57 @@ export async function settle(db: Pg, reservation: Reservation, at: number, rende
     if (err instanceof StoreUnavailableError) db.repairs.set(reservation.id, { kind: 'mark', body: null });
   }
   return { kind: 'settlement_failed', cause: marked === null ? cause : new AggregateError([cause, marked], 'settlement failed, and marking it settlement_failed failed too') };
+}
+
+const SETTLE_SQL = 'SELECT lv_settle($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) AS r';
+
+/** The connection broke during the settlement (the primary died, a failover): the commit may
+ * have happened (even reached the standby now promoted) with its acknowledgement lost, so the
+ * outcome is unknown, and neither "charged" nor "refunded" may be assumed. It is resolved
+ * against whichever host accepts writes: at once if one answers, else by the node as soon as
+ * one does (Pg.repairs, after the lease renewal that ends the outage). Never marked
+ * settlement_failed: that would hold the key for an operator, though the service can tell. */
+async function settleUnknown(db: Pg, reservation: Reservation, job: Extract<Repair, { kind: 'settle' }>, render: (usage: UsageRecord[]) => string, cause: StoreUnavailableError): Promise<SettleOutcome> {
+  try {
+    const r = await resolveSettlement(db, reservation.id, job);
+    if (!r.charged) return { kind: 'refused', cause: new Error(`settlement of ${reservation.id} could not be confirmed and its node lease lapsed meanwhile: refunded`, { cause }) };
+    if (r.body !== null) return { kind: 'settled', body: r.body };
+    // charged, without a key to hold the answer: this call's answer with the usage as of now
+    const w = windowsOf(job.at);
+    const usage = JSON.parse((await db.q('SELECT lv_usage_json($1, $2, $3, $4, $5) AS u', [reservation.token_id, w.day, w.month, w.resetDay, w.resetMonth])).rows[0]!.u as string) as UsageRecord[];
+    return { kind: 'settled', body: render(usage) };
+  } catch (err) {
+    if (!(err instanceof StoreUnavailableError)) throw err;
+    db.repairs.set(reservation.id, job);
+    return { kind: 'outcome_unknown', keyed: job.keyed, cause };
+  }
+}
+
+/** Settles a settlement whose outcome was unknown, exactly once whatever happened before,
+ * since lv_settle and lv_refund both change only a pending reservation, under its row lock:
+ * with an Idempotency-Key, settled now (the key completed with the answer, which the client's
+ * retry replays) or found settled already (its saved answer read back); without a key the
+ * client's retry is a new call, so one that did not commit is refunded rather than charged. A
+ * reservation whose node lease lapsed meanwhile is refunded (a sweep may have done it). */
+export async function resolveSettlement(db: Pg, id: string, job: Extract<Repair, { kind: 'settle' }>): Promise<{ charged: true; body: string | null } | { charged: false }> {
+  if (job.keyed) {
+    const out = (await db.q(SETTLE_SQL, job.args, 'lv_settle')).rows[0]!.r as { ok: boolean; body?: string; state?: string };
+    if (out.ok) {
+      db.onSettlementResolved?.({ reservation: id, outcome: 'charged', already: false });
+      return { charged: true, body: out.body! };
+    }
+    if (out.state === 'charged') {
+      const saved = (await db.q(`SELECT i.body FROM reservations r JOIN idempotency i ON i.token_id = r.token_id AND i.key = r.idempotency_key AND i.reservation_id = r.id WHERE r.id = $1 AND i.state = 'completed'`, [id])).rows[0];
+      db.onSettlementResolved?.({ reservation: id, outcome: 'charged', already: true });
+      return { charged: true, body: (saved?.body as string | undefined) ?? null };
+    }
+  } else if ((await db.q('SELECT state FROM reservations WHERE id = $1', [id])).rows[0]?.state === 'charged') {
+    db.onSettlementResolved?.({ reservation: id, outcome: 'charged', already: true });
+    return { charged: true, body: null };
+  }
+  await db.q('SELECT * FROM lv_refund($1, $2, $3, $4)', [id, job.at, isoOf(job.at), `led_${randomBytes(9).toString('base64url')}`]);
+  db.onSettlementResolved?.({ reservation: id, outcome: 'refunded', already: false });
+  return { charged: false };
 }
 
 export async function refund(db: Pg, reservationId: string, at: number) {
