@@ -75,9 +75,6 @@ interface Queued {
 /** Each thread's (each Store's) transactions waiting for this turn's group commit. */
 const groups = new WeakMap<Store, Queued[]>();
 
-/** How many transactions each group commit held (`sync` only), for bench/ and tests. */
-export const groupCommitStats = { commits: 0, transactions: 0 };
-
 function commitGroup(store: Store): void {
   const group = groups.get(store)!;
   groups.delete(store);
@@ -109,8 +106,6 @@ function commitGroup(store: Store): void {
     }
     return;
   }
-  groupCommitStats.commits++;
-  groupCommitStats.transactions += group.length;
   settleAuditLines(carried, null);
   group.forEach((q, i) => {
     const out = outcomes[i]!;
