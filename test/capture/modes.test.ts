@@ -1,0 +1,89 @@
+import t from 'tap';
+import fs from 'node:fs';
+import { tempDir } from '../helpers/server.ts';
+import { FACES, captureToolsMissing, outcomeOf, partsOf, startFleet } from './helpers.ts';
+
+// The capture component's colour mode, its photosensitivity opt-out and a camera that never
+// shows a face, through the fleet example, a fake camera and the real service (see
+// component.test.ts for the set-up). The service's own 422 rules judge the colour capture's
+// phases and display times: a 200 means they held.
+const missing = captureToolsMissing();
+if (missing) {
+  t.plan(0, missing);
+} else {
+  t.setTimeout(600_000);
+  const work = tempDir('lv-capture-modes-');
+  t.teardown(() => fs.rmSync(work, { recursive: true, force: true }));
+  const { used, open } = await startFleet(t, work);
+  const face = FACES.find((f) => f.name === 'f2')!;
+
+  t.test('color: a warning first, then white, red, green, blue, each timed before its frame; a 200', async (t) => {
+    const before = await used();
+    const { page, verifies, problems } = await open(face, 'F', 'color');
+    // the warning comes before anything flashes and before the camera opens, with the focus on it
+    await page.waitForSelector('.lvc-warning:not([hidden])');
+    t.match(await page.textContent('[data-testid=guidance]'), /flash white, red, green and blue/);
+    t.equal(await page.evaluate(() => document.activeElement?.textContent), 'Continue', 'the keyboard focus is on Continue');
+    t.equal(await page.evaluate(() => (window as unknown as { liveness: { capture: { cameraActive: boolean } } }).liveness.capture.cameraActive), false, 'no camera yet');
+    await page.evaluate(() => {
+      const seen: string[] = [];
+      (window as unknown as { flashes: string[] }).flashes = seen;
+      new MutationObserver((records) => {
+        for (const r of records) {
+          const el = r.target as HTMLElement;
+          if (el.classList?.contains('lvc-flash') && el.style.background) seen.push(el.style.background);
+        }
+      }).observe(document.body, { subtree: true, attributes: true, attributeFilter: ['style'] });
+    });
+    await page.keyboard.press('Enter');
+    const { component, backend, outcome, camera } = await outcomeOf(page);
+    t.match(component, /^(verdict|retry)$/, `the service answered: ${JSON.stringify(outcome).slice(0, 300)}`);
+    t.equal(verifies.length, 1, 'one verify call');
+    t.equal(backend.request_ids[0], outcome.requestId);
+    t.equal(backend.results[0]!.mode, 'color');
+    t.equal(camera, false, 'the camera is released');
+    t.equal(await page.locator('.lvc-flash').count(), 0, 'the colour overlay is gone');
+    t.same(await page.evaluate(() => (window as unknown as { flashes: string[] }).flashes),
+      ['rgb(255, 255, 255)', 'rgb(255, 0, 0)', 'rgb(0, 255, 0)', 'rgb(0, 0, 255)'], 'the screen showed white, red, green, blue in that order');
+    t.equal((await used()).color_liveness! - before.color_liveness!, 1, 'one unit charged');
+    const { metadata } = await partsOf(verifies[0]!);
+    const frames = metadata.frames as { timestamp_us: number; phase: string; display_time_us: number; status: string }[];
+    t.comment(frames.map((f) => `${f.phase}: shown ${f.display_time_us}, exposed ${f.timestamp_us} (${f.status})`).join('; '));
+    t.same(frames.map((f) => f.phase), ['white', 'red', 'green', 'blue']);
+    frames.forEach((f, i) => {
+      t.ok(f.display_time_us <= f.timestamp_us, `${f.phase}: shown no later than its frame's exposure`);
+      if (i > 0) t.ok(f.display_time_us > frames[i - 1]!.timestamp_us, `${f.phase}: shown after the previous phase's exposure`);
+    });
+    t.same(problems, []);
+  });
+
+  t.test('color: skipping the flashing check ends without camera, call or charge', async (t) => {
+    const before = await used();
+    const { page, verifies } = await open(face, 'F', 'color');
+    await page.waitForSelector('.lvc-warning:not([hidden])');
+    await page.keyboard.press('Tab'); // from Continue to "Skip this check"
+    t.equal(await page.evaluate(() => document.activeElement?.textContent), 'Skip this check');
+    await page.keyboard.press('Enter');
+    const { component, backend, outcome, camera } = await outcomeOf(page);
+    t.equal(component, 'ended');
+    t.equal(outcome.reason, 'flash_opt_out');
+    t.equal(camera, false);
+    t.equal(verifies.length, 0, 'no call');
+    t.same(backend.request_ids, [], 'the backend reads no verification');
+    t.same(await used(), before, 'nothing charged');
+  });
+
+  t.test('a camera without a face: the guidance says so and nothing is sent', async (t) => {
+    const before = await used();
+    const { page, verifies } = await open(face, '.', 'rgb_single');
+    const { component, backend, outcome, camera, guidance } = await outcomeOf(page);
+    t.equal(component, 'ended');
+    t.equal(outcome.reason, 'no_face');
+    t.equal(guidance, 'No face found. Look straight at the camera.', 'the last guidance stays on screen');
+    t.equal(await page.getAttribute('[data-testid=guidance]', 'role'), 'status', 'announced to screen readers');
+    t.equal(camera, false, 'the camera is released');
+    t.equal(verifies.length, 0, 'no call');
+    t.same(backend.request_ids, []);
+    t.same(await used(), before, 'nothing charged');
+  });
+}
