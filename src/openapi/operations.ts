@@ -122,6 +122,19 @@ export const OPERATIONS: Operation[] = [
     errors: [],
   },
   {
+    method: 'get', path: '/', operationId: 'getRoot', tag: 'meta', auth: 'none',
+    summary: 'Where things are: the console, this document, readiness and the docs (the URL the start line prints)',
+    success: {
+      status: '200', description: 'Pointers, the same for every caller',
+      schema: Type.Object({ service: Type.String(), version: Type.String(), console: Type.String(), openapi: Type.String(), health: Type.String(), docs: Type.String() }),
+      example: {
+        service: 'liveness verification service', version: '0.5.1', console: '/admin', openapi: '/openapi.json', health: '/health/ready',
+        docs: 'README.md and docs/ in the service\'s source; docs/endpoints.md lists every endpoint',
+      },
+    },
+    errors: [],
+  },
+  {
     method: 'get', path: '/openapi.json', operationId: 'getOpenApi', tag: 'meta', auth: 'none',
     summary: 'This document',
     success: { status: '200', description: 'OpenAPI 3.1.0', schema: Type.Object({ openapi: Type.String() }, { additionalProperties: true }), example: { openapi: '3.1.0' } },

@@ -19,7 +19,11 @@ t.test('--version and help exit 0 and print to stdout', async (t) => {
   }
   const unknown = await runCli(dataDir, ['frobnicate']);
   t.equal(unknown.code, 2, 'an unknown command is a usage error');
-  t.match(unknown.stderr, /usage:/);
+  t.match(unknown.stderr, /^error: unknown command "frobnicate"\n\nusage:/, 'the refused word first, then the usage');
+  const unknownSub = await runCli(dataDir, ['token', 'frobnicate']);
+  t.equal(unknownSub.code, 2);
+  t.match(unknownSub.stderr, /^error: unknown command "token frobnicate" \(token takes: create, list, show, disable, enable, expire, revoke\)\n/, 'a family names its own commands');
+  t.match((await runCli(dataDir, ['session'])).stderr, /^error: "session" needs a command \(session takes: list, revoke\)/);
   t.equal((await runCli(dataDir, ['token', 'create', '--name', 'x', '--bogus'])).code, 2, 'an unknown option is a usage error');
 });
 

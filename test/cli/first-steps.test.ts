@@ -34,12 +34,25 @@ function jsonValues(text: string): any[] {
   return out;
 }
 
+const server = await startServer({ ready: true });
+t.teardown(() => server.stop());
+
+t.test('the URL the start line prints answers where things are (GET /)', async (t) => {
+  const listening = server.logLines().find((l) => l.msg === 'listening');
+  t.ok(listening, 'the listening line');
+  const root = await fetch(listening.url.replace('localhost', '127.0.0.1'));
+  t.equal(root.status, 200, 'not a 404');
+  const body = await root.json();
+  t.match(body, { console: '/admin', openapi: '/openapi.json', health: '/health/ready', docs: /README\.md/ });
+  t.equal(listening.console_url, `${listening.url}${body.console}`, 'the console it names is the one the line names');
+  for (const path of [body.console, body.openapi, body.health]) t.equal((await fetch(`${server.baseUrl}${path}`)).status, 200, `${path} answers`);
+  t.equal((await fetch(`${server.baseUrl}/nothing-here`)).status, 404, 'other paths stay 404');
+});
+
 t.test('the README\'s first steps, pasted into sh, end with a charged verdict', async (t) => {
   t.ok(block, 'the section has a sh block');
   t.match(block!, 'npm run cli --silent -- capture', 'it makes a capture');
   t.notMatch(block!, /uuidgen|<sha256|Bearer lvk_/, 'no placeholder to fill in by hand, no uuidgen');
-  const server = await startServer({ ready: true });
-  t.teardown(() => server.stop());
   const quote = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
   // tsx resolved from here: the shell runs in a folder of its own, as a newcomer's would be
   const cli = [process.execPath, ...CLI_ARGS.map((a) => (a === 'tsx' ? import.meta.resolve('tsx') : /\.(ts|js)$/.test(a) ? path.join(ROOT, a) : a))].map(quote).join(' ');

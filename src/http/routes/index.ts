@@ -10,6 +10,7 @@ import { jwksRoutes } from './jwks.ts';
 import { metricsRoutes } from './metrics.ts';
 import { modelSetRoutes } from './model-sets.ts';
 import { openapiRoutes } from './openapi.ts';
+import { rootRoutes } from './root.ts';
 import { sessionRoutes } from './sessions.ts';
 import { verifyRoutes } from './verify.ts';
 
@@ -22,6 +23,7 @@ export function buildRouter(s: Services): Router {
   sessionRoutes(router, s);
   metricsRoutes(router, s);
   openapiRoutes(router);
+  rootRoutes(router);
   authRoutes(router, s);
   adminRoutes(router, s);
   modelSetRoutes(router, s);
