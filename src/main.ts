@@ -2,7 +2,7 @@ import { setFlagsFromString } from 'node:v8';
 import { Worker } from 'node:worker_threads';
 import { bootstrapAdmin } from './admin/index.ts';
 import { startEngine, type EngineHost, type FromWorker, type ToWorker, type WorkerData, relayInference } from './cluster/index.ts';
-import { ConfigError, loadConfig, SLOTS_PER_WORKER, type Config } from './config/index.ts';
+import { ConfigError, loadConfig, SLOTS_PER_WORKER, testingSettings, type Config } from './config/index.ts';
 import { compileTrust, checkTls, createBalanceTable, createAdmissionTable, releaseWorkerSlots, describeUwsBuild, listen, loadUws, LISTEN_EXCLUSIVE, NativeBindingError, uwsBuild, type UwsModule } from './http/index.ts';
 import type { ModuleReadiness } from './inference/index.ts';
 import { geoDatabase } from './metering/index.ts';
@@ -240,8 +240,10 @@ async function main(): Promise<void> {
     const uws = loadUws();
     // before the store, the keys or the demo archive write anything (issue 29)
     for (const problem of privateDataDir(config.DATA_DIR)) log.warn(problem);
-    // weaker password hashing must never pass unnoticed (src/auth/password.ts)
-    if (process.env.TEST_PASSWORD_SCRYPT_N) log.warn({ TEST_PASSWORD_SCRYPT_N: process.env.TEST_PASSWORD_SCRYPT_N }, 'testing only: console passwords are hashed with a lower scrypt cost; never set this in production');
+    // testing-only settings (weaker password hashing, injected faults, a file clock) must
+    // never pass unnoticed: a production build reads them too (src/config/env.ts, issue 40)
+    const testing = testingSettings();
+    if (testing.length > 0) log.warn({ testing_settings: testing }, `TESTING ONLY settings are set (${testing.join(', ')}): they weaken or fake parts of the service; never set them in production (docs/configuration.md)`);
     const store = await openConfiguredStore(config, (err) => log.warn({ err: { message: err.message } }, 'store connection error'), log);
     // restore refuses a DATA_DIR with a running server; the mark goes with the process
     process.once('exit', markRunning(config.DATA_DIR));

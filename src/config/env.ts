@@ -47,8 +47,9 @@ export const ConfigSchema = Type.Object({
   LMDB_COMMITS: Type.Union([Type.Literal('sync'), Type.Literal('batched')], { description: 'how LMDB metering transactions commit: sync (lowest latency) or batched (most commits per second)' }),
   INFERENCE_THREADS: Int(1, MAX_INFERENCE_THREADS, 'total inference threads'),
   WARMUP_RUNS: Int(0, 1000, 'warm-up runs per graph and worker'),
-  INFERENCE_TIMEOUT_SECONDS: Int(1, 3600, 'a verify call with no inference result by then fails as inference_failed and is refunded'),
   MODEL_LOAD_TIMEOUT_SECONDS: Int(1, 86_400, 'a model set whose load, checks and warm-up have not finished by then is refused with that reason (at start its modules stay unready); the serving set stays'),
+  INFERENCE_TIMEOUT_SECONDS: Int(1, 3600, 'a verify call with no inference result by then fails as inference_failed and is refunded'),
+  START_TIMEOUT_SECONDS: Int(0, 86_400, 'a start that has not listened by then logs the step it waits for and exits 1 (the start-up watchdog); 0 waits for ever'),
   GC_INITIAL_OLD_SPACE_MB: Int(0, 4096, "V8's initial old-generation size for every thread of the process (0: V8's default)"),
   METRICS_TOKEN: Type.Optional(Type.String({ minLength: 16, description: 'bearer token that opens /metrics beyond loopback' })),
   TLS_CERT_FILE: Type.Optional(Type.String({ minLength: 1, description: 'PEM certificate chain; with TLS_KEY_FILE the listener serves HTTPS' })),
@@ -81,6 +82,15 @@ export const ConfigSchema = Type.Object({
 
 export type Config = Static<typeof ConfigSchema>;
 const check = TypeCompiler.Compile(ConfigSchema);
+
+/** The testing-only settings present in `env`: every TEST_* variable (those read anywhere in
+ * src/, such as TEST_PASSWORD_SCRYPT_N, which lowers the password hash cost, and
+ * TEST_WORKER_FAULTS, which lets a header crash a handler; and any other, so a new knob is
+ * never missed) and CLOCK_FILE (a file sets the service's clock). A production build reads
+ * them like any other build: start-up warns for each one set (docs/configuration.md). */
+export function testingSettings(env: NodeJS.ProcessEnv = process.env): string[] {
+  return Object.keys(env).filter((k) => (k.startsWith('TEST_') || k === 'CLOCK_FILE') && env[k] !== undefined && env[k] !== '').sort();
+}
 
 /** Not an HTTP error: a configuration refused at start-up, printed as one line before the
  * process exits; no request is ever answered with it. */
@@ -161,10 +171,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     LMDB_COMMITS: env.LMDB_COMMITS || 'sync',
     INFERENCE_THREADS: int('INFERENCE_THREADS', env.INFERENCE_THREADS, Math.min(cores, MAX_INFERENCE_THREADS)),
     WARMUP_RUNS: int('WARMUP_RUNS', env.WARMUP_RUNS, 30),
+    MODEL_LOAD_TIMEOUT_SECONDS: int('MODEL_LOAD_TIMEOUT_SECONDS', env.MODEL_LOAD_TIMEOUT_SECONDS, 600),
     INFERENCE_TIMEOUT_SECONDS: int('INFERENCE_TIMEOUT_SECONDS', env.INFERENCE_TIMEOUT_SECONDS, 120),
+    // model warm-up is not part of it (readiness reports that); a start from the sources
+    // through tsx on a loaded 2-core host has taken over a minute to listen
+    START_TIMEOUT_SECONDS: int('START_TIMEOUT_SECONDS', env.START_TIMEOUT_SECONDS, 300),
     GC_INITIAL_OLD_SPACE_MB: int('GC_INITIAL_OLD_SPACE_MB', env.GC_INITIAL_OLD_SPACE_MB, 64),
     METRICS_TOKEN: opt(env.METRICS_TOKEN),
-    MODEL_LOAD_TIMEOUT_SECONDS: int('MODEL_LOAD_TIMEOUT_SECONDS', env.MODEL_LOAD_TIMEOUT_SECONDS, 600),
     TLS_CERT_FILE: opt(env.TLS_CERT_FILE) && path.resolve(cwd, env.TLS_CERT_FILE!),
     TLS_KEY_FILE: opt(env.TLS_KEY_FILE) && path.resolve(cwd, env.TLS_KEY_FILE!),
     TLS_KEY_PASSPHRASE: opt(env.TLS_KEY_PASSPHRASE),

@@ -1,1 +1,1 @@
-export { loadConfig, ConfigError, ConfigSchema, SLOTS_PER_WORKER, type Config } from './env.ts';
+export { loadConfig, ConfigError, ConfigSchema, SLOTS_PER_WORKER, testingSettings, type Config } from './env.ts';
