@@ -45,6 +45,9 @@ export async function openConfiguredStore(config: StoreConfig, onError?: (err: E
     ? {
       onDown: (reason) => log.warn({ reason }, 'store has no writable host: verify calls answer 503 store_unavailable until one answers'),
       onRecovered: (r) => log.warn({ outage_s: Math.round(r.seconds * 1000) / 1000, host: r.host, previous: r.previous, reason: r.reason }, 'store recovered'),
+      onLostCommit: (l) => log.warn(l, l.outcome === 'restored'
+        ? 'a settlement answered before the outage was missing from the database (asynchronous replication?): put back with the answer given'
+        : 'a settlement answered before the outage was missing from the database (asynchronous replication?) and is no longer remembered: refunded, its key freed'),
       onSettlementResolved: (r) => log.warn(r, `settlement of unknown outcome resolved: ${r.outcome}${r.already ? ' (it had committed before the connection broke)' : ''}`),
     }
     : {};

@@ -6,6 +6,7 @@ import type { PageQuery, ReserveInput, ResolveAction, SearchQuery, StoreBackend,
 import type { AttemptSuccess } from '../throttle-rules.ts';
 import type { AuditRecord, KeyFile, Reservation, SessionRecord, TokenRecord, UsageRecord, UserRecord } from '../records.ts';
 import { openPool, type Pg, type PgOptions } from './open.ts';
+import { RecentSettlements, restoreLostCommits, type LostCommit } from './lost-commits.ts';
 import { DatabaseUrlError, hostName, parseDatabaseUrl, type DatabaseTarget } from '../../config/database-url.ts';
 import { healthy, register, renew } from './lease.ts';
 import { createUser, getUser, getUserByName, listUsers, updateUser } from './users.ts';
@@ -42,6 +43,8 @@ export class PgBackend implements StoreBackend, FaultHooks {
   /** migrations this process applied when it opened the store (npm run cli -- db migrate) */
   applied: number[] = [];
   private renewTimer: NodeJS.Timeout | undefined;
+  /** this thread's calls in flight and recent answers, for commits a failover lost (lost-commits.ts) */
+  readonly recent = new RecentSettlements();
 
   private constructor(private readonly db: Pg) {}
 
@@ -64,7 +67,9 @@ export class PgBackend implements StoreBackend, FaultHooks {
       // (an unknown settlement's resolution among them) rather than wait for the timer
       onRecovered: (info) => {
         opts.onRecovered?.(info);
-        void b?.renew();
+        void b?.renew().then(() => b?.restoreLostCommits()).then((lost) => {
+          for (const l of lost ?? []) opts.onLostCommit?.(l);
+        }, (err: Error) => opts.onError?.(err));
       },
     });
     b = new PgBackend(db);
@@ -152,14 +157,30 @@ export class PgBackend implements StoreBackend, FaultHooks {
     return setModuleEnabled(this.db, id, enabled);
   }
 
-  reserve(input: ReserveInput) {
-    return reserve(this.db, input);
+  async reserve(input: ReserveInput) {
+    const out = await reserve(this.db, input);
+    if (out.kind === 'reserved') this.recent.held.add(out.reservation.id);
+    return out;
   }
-  settle(reservation: Reservation, at: number, render: (usage: UsageRecord[]) => string, results: unknown) {
-    return settle(this.db, reservation, at, render, results, this.settlementFault?.(results) ?? null);
+  async settle(reservation: Reservation, at: number, render: (usage: UsageRecord[]) => string, results: unknown) {
+    try {
+      const out = await settle(this.db, reservation, at, render, results, this.settlementFault?.(results) ?? null);
+      if (out.kind === 'settled') this.recent.remember(reservation, at, out.body, results);
+      return out;
+    } finally {
+      this.recent.held.delete(reservation.id);
+    }
   }
-  refund(reservationId: string, at: number) {
-    return refund(this.db, reservationId, at);
+  async refund(reservationId: string, at: number) {
+    try {
+      return await refund(this.db, reservationId, at);
+    } finally {
+      this.recent.held.delete(reservationId);
+    }
+  }
+  /** after an outage: settlements answered whose commit the database lacks (lost-commits.ts) */
+  restoreLostCommits(recheckMs?: number): Promise<LostCommit[]> {
+    return restoreLostCommits(this.db, this.recent, recheckMs);
   }
   resolveReservation(id: string, action: ResolveAction, at: number) {
     return resolveReservation(this.db, id, action, at);

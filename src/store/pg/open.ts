@@ -17,6 +17,8 @@ export interface PgOptions {
   onDown?: HostEvents['down'];
   onRecovered?: HostEvents['recovered'];
   onSettlementResolved?: (r: SettlementResolved) => void;
+  /** a settlement answered 200 whose commit the database lacked after an outage (lost-commits.ts) */
+  onLostCommit?: (l: { reservation: string; outcome: 'restored' | 'refunded' }) => void;
 }
 
 // int8 (counts, epoch ms) arrives as a string by default; every such value here is far below
