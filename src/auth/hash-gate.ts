@@ -11,6 +11,15 @@ import { retryAfter, ServiceError } from '../errors/index.ts';
 // A login from an address its name has logged in from before (the throttle's "known"
 // address, which an outsider cannot pick) waits in a lane of its own, served first and
 // bounded apart, so a flood from elsewhere neither fills it nor stands in front of it.
+//
+// In the ordinary lane each client network (an IPv4 address, an IPv6 /64: the login
+// throttle's key) holds at most QUEUED_PER_NETWORK places. With first come, first served
+// alone, a flood of wrong logins from 40 addresses filled the lane and an operator at a new
+// address got 503 (issue 40); now a flood from K networks holds at most K places, so the lane
+// (HASH_QUEUE) has room for a newcomer until more than HASH_QUEUE networks flood one worker
+// at once, and the newcomer waits behind at most one hash per flooding network. A waiting
+// login holds no hash memory (the 128 MiB is taken when its hash starts), so the longer lane
+// costs only that wait.
 
 // One at a time per worker: the workers' hashes all meet in libuv's one FIFO pool, so the
 // process hands it at most WORKERS of them (the default is 8 workers a core), and an
@@ -19,28 +28,41 @@ import { retryAfter, ServiceError } from '../errors/index.ts';
 // flight, one run each): the operator's login took 2.6 s median at 1 a worker (0.6 s
 // alone), 8.4 s at 2.
 export const HASHES_AT_ONCE = 1;
-export const HASH_QUEUE = 16;
+export const HASH_QUEUE = 64;
+export const QUEUED_PER_NETWORK = 1;
 
 export class HashGate {
   private active = 0;
   private readonly waiting: (() => void)[] = [];
   private readonly waitingFirst: (() => void)[] = [];
+  /** ordinary-lane places held, by client network */
+  private readonly waitingBy = new Map<string, number>();
 
   constructor(
     private readonly running = HASHES_AT_ONCE,
     private readonly queued = HASH_QUEUE,
+    private readonly perNetwork = QUEUED_PER_NETWORK,
   ) {}
 
   /** Runs `work` when a place is free (`first`: before every ordinary waiter); 503
-   * server_busy at once when its lane is full. */
-  async run<T>(work: () => Promise<T>, first = false): Promise<T> {
+   * server_busy at once when its lane is full or, in the ordinary lane, when `network`
+   * already holds its places there. */
+  async run<T>(work: () => Promise<T>, first = false, network?: string): Promise<T> {
     if (this.active >= this.running) {
       const lane = first ? this.waitingFirst : this.waiting;
-      if (lane.length >= this.queued) {
+      const counted = first ? undefined : network;
+      const held = counted === undefined ? 0 : (this.waitingBy.get(counted) ?? 0);
+      if (lane.length >= this.queued || (counted !== undefined && held >= this.perNetwork)) {
         throw new ServiceError('server_busy', 'Too many password checks in progress; retry after the indicated delay', retryAfter(1));
       }
+      if (counted !== undefined) this.waitingBy.set(counted, held + 1);
       // the place is handed over by release(), so `active` never drops between the two
       await new Promise<void>((resolve) => lane.push(resolve));
+      if (counted !== undefined) {
+        const left = this.waitingBy.get(counted)! - 1;
+        if (left === 0) this.waitingBy.delete(counted);
+        else this.waitingBy.set(counted, left);
+      }
     } else {
       this.active++;
     }

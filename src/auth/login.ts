@@ -20,7 +20,9 @@ export function sessionBody(s: SessionRecord): SessionBody {
 export const parseLogin = bodyParser(LoginSchema);
 
 /** Checks `password` for the user named `username` under the login throttle (rules in
- * store/throttle-rules.ts), for a login and for any other check of an operator's password:
+ * store/throttle-rules.ts), for a login and for any other check of an operator's password.
+ * `address` is the throttle's key for the client: its network (an IPv6 /64), which the HTTP
+ * layer computes as capacity does.
  *  - the attempt is counted BEFORE the password is checked, in one store transaction with
  *    the throttle's decision, so concurrent guesses see each other and those past the limit
  *    are refused 429 too_many_attempts with Retry-After, their passwords never hashed;
@@ -38,7 +40,9 @@ export async function checkPasswordThrottled(store: StoreBackend, username: stri
   try {
     user = await store.getUserByName(username);
     // an address the name logged in from is hashed first: a flood cannot keep its operator out
-    ok = await verifyPassword(password, user?.password_hash, known);
+    // and each network holds one place in the ordinary lane: a flood from many addresses
+    // leaves room for an operator at a new one (hash-gate.ts)
+    ok = await verifyPassword(password, user?.password_hash, known, address);
   } catch (err) {
     // the answer is the original error; a failed give-back only leaves one count too many
     await store.releaseLoginAttempt(address, username, at).catch(() => undefined);

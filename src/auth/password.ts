@@ -16,11 +16,11 @@ type Params = typeof PARAMS;
 // One gate per API worker thread (module state): see hash-gate.ts.
 const gate = new HashGate();
 
-function derive(password: string, salt: Buffer, p: Params, first = false): Promise<Buffer> {
+function derive(password: string, salt: Buffer, p: Params, first = false, network?: string): Promise<Buffer> {
   // scrypt needs 128 * N * r bytes (128 MiB at N=2^17, above Node's 32 MiB default maxmem);
   // twice that leaves room for its small extra allocations
   const opts: ScryptOptions = { N: p.N, r: p.r, p: p.p, maxmem: 128 * p.N * p.r * 2 };
-  return gate.run(() => new Promise((resolve, reject) => scrypt(password, salt, p.keylen, opts, (e, key) => (e ? reject(e) : resolve(key)))), first);
+  return gate.run(() => new Promise((resolve, reject) => scrypt(password, salt, p.keylen, opts, (e, key) => (e ? reject(e) : resolve(key)))), first, network);
 }
 
 export async function hashPassword(password: string): Promise<string> {
@@ -34,13 +34,13 @@ export async function hashPassword(password: string): Promise<string> {
 const DUMMY = `scrypt$${PARAMS.N}$${PARAMS.r}$${PARAMS.p}$${Buffer.alloc(16).toString('base64')}$${Buffer.alloc(PARAMS.keylen).toString('base64')}`;
 
 /** `first`: hashed before ordinary waiters (a login from an address the name is known at,
- * see hash-gate.ts). */
-export async function verifyPassword(password: string, stored: string | undefined, first = false): Promise<boolean> {
+ * see hash-gate.ts); `network`: the client network, which holds at most one ordinary place. */
+export async function verifyPassword(password: string, stored: string | undefined, first = false, network?: string): Promise<boolean> {
   const parts = (stored ?? DUMMY).split('$');
   if (parts.length !== 6 || parts[0] !== 'scrypt') return false;
   const [, n, r, p, salt, key] = parts;
   const expected = Buffer.from(key!, 'base64');
-  const got = await derive(password, Buffer.from(salt!, 'base64'), { N: Number(n), r: Number(r), p: Number(p), keylen: expected.length }, first);
+  const got = await derive(password, Buffer.from(salt!, 'base64'), { N: Number(n), r: Number(r), p: Number(p), keylen: expected.length }, first, network);
   return timingSafeEqual(got, expected) && stored !== undefined;
 }
 

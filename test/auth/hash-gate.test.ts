@@ -70,3 +70,29 @@ t.test('the first lane is served before ordinary waiters and bounded apart from 
   t.same(order, ['flood-0', 'operator', 'flood-1', 'flood-2']);
   t.same(gate.load, { active: 0, waiting: 0, waitingFirst: 0 });
 });
+
+t.test('issue 40: each network holds at most its places in the ordinary lane; the first lane is not counted', async (t) => {
+  const gate = new HashGate(1, 3, 1);
+  const finish: (() => void)[] = [];
+  const call = (network: string | undefined, first = false) => gate.run(() => new Promise<void>((resolve) => finish.push(resolve)), first, network);
+  const busy = (p: Promise<unknown>) => p.then(() => false, (e: unknown) => e instanceof ServiceError && e.code === 'server_busy');
+  const running = call('198.51.100.1');
+  const waiting = call('198.51.100.1');
+  t.equal(await busy(call('198.51.100.1')), true, 'a second place for the same network: 503 at once');
+  const other = call('2001:db8:1:2::/64');
+  const known = call('198.51.100.1', true);
+  t.same(gate.load, { active: 1, waiting: 2, waitingFirst: 1 }, 'another network and the known lane still get in');
+  for (let i = 0; i < 4 && finish.length > 0; i++) {
+    finish.shift()!();
+    await new Promise((r) => setImmediate(r));
+  }
+  await Promise.all([running, waiting, other, known]);
+  const again = call('198.51.100.1');
+  t.same(gate.load, { active: 1, waiting: 0, waitingFirst: 0 }, 'places given back: the network may wait again');
+  const next = call('198.51.100.1');
+  finish.shift()!();
+  await again;
+  await new Promise((r) => setImmediate(r));
+  finish.shift()!();
+  await next;
+});

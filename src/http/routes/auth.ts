@@ -1,4 +1,5 @@
 import { requireCsrf, requireSession } from '../admin-guard.ts';
+import { addressKey } from '../capacity.ts';
 import { clientAddress } from '../client-address.ts';
 import { login, parseLogin, sessionBody, clearedCookie, readSessionCookie, sessionCookie, destroySession, sessionKey } from '../../auth/index.ts';
 import { now } from '../../clock.ts';
@@ -16,7 +17,10 @@ export function authRoutes(router: Router, s: Services): void {
     const input = parseLogin(await readJson(ctx));
     let out;
     try {
-      out = await login(s.store, s.config, input, address, now());
+      // The throttle counts by network, as capacity does: an IPv6 host picks any address of
+      // its /64 (privacy extensions, or on purpose), so a full-address key gave one guesser
+      // 2^64 fresh addresses. The log keeps the full address.
+      out = await login(s.store, s.config, input, addressKey(address), now());
     } catch (err) {
       // who was tried and from where (never the password), so an operator can see a guesser
       if (err instanceof ServiceError) s.log.warn({ request_id: ctx.requestId, username: input.username, client_address: address, code: err.code }, 'login failed');
