@@ -116,8 +116,8 @@ export const ADMIN_OPERATIONS: Operation[] = [
   },
   {
     method: 'post', path: '/admin/api/model-set', operationId: 'adminActivateModelSet', tag: 'admin', auth: 'session', csrf: true,
-    summary: 'Activate another model set live (until restart)',
-    description: 'The set loads, is checked against its graphs and warms beside the serving set; then calls switch atomically and in-flight calls finish on the old set. A set that fails is refused and the old set keeps serving (see GET). Per node.',
+    summary: 'Activate another model set live (kept across restarts)',
+    description: 'The set loads, is checked against its graphs and warms beside the serving set (within MODEL_LOAD_TIMEOUT_SECONDS); then calls switch atomically and in-flight calls finish on the old set. A set that fails, or that would leave an enabled module unready (disable the module first), is refused and the old set keeps serving (see GET). A restart serves the activated set again while MODEL_SET is unchanged. Per node.',
     body: { schema: Type.Object({ model_set: Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9._-]+$' }) }, { additionalProperties: false }), example: { model_set: 'bgr80_ensemble_v1' } },
     success: {
       status: '202', description: 'Activation requested',

@@ -1,0 +1,34 @@
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import t from 'tap';
+import { runCli, tempDir } from '../helpers/server.ts';
+import { brightnessGraph } from './test-graphs.ts';
+
+// Issue 40 finding 10: `models import --force` deleted any folder of that name in MODELS_DIR,
+// models/builder (the shipped sets' builder) included.
+
+t.test('models import --force replaces model sets only: never models/builder or a folder without a manifest', async (t) => {
+  const dir = tempDir('force-');
+  const models = join(dir, 'models');
+  mkdirSync(join(models, 'builder'), { recursive: true });
+  writeFileSync(join(models, 'builder', 'build.ts'), '// the shipped sets\' builder\n');
+  mkdirSync(join(models, 'notes'));
+  writeFileSync(join(models, 'notes', 'keep.txt'), 'an operator\'s file\n');
+  const graph = join(dir, 'g.onnx');
+  writeFileSync(graph, brightnessGraph('logit', 32, 8, 0.5));
+  const env = { MODELS_DIR: models };
+  const flags = ['--crop-fraction', '1', '--resize', 'area', '--channel-order', 'RGB', '--scale', '1', '--mean', '0,0,0', '--std', '1,1,1', '--output-kind', 'logit', '--force'];
+  const builder = await runCli(join(dir, 'data'), ['models', 'import', graph, '--name', 'builder', ...flags], '', env);
+  t.equal(builder.code, 2, builder.stderr);
+  t.match(builder.stderr, /model set name "builder" is reserved/);
+  t.ok(existsSync(join(models, 'builder', 'build.ts')), 'models/builder untouched');
+  const notes = await runCli(join(dir, 'data'), ['models', 'import', graph, '--name', 'notes', ...flags], '', env);
+  t.equal(notes.code, 4, notes.stderr);
+  t.match(notes.stderr, /notes is not a model set \(no manifest\.json in a folder of its own\): --force replaces model sets only/);
+  t.ok(existsSync(join(models, 'notes', 'keep.txt')), 'the folder without a manifest untouched');
+  // a model set is replaced
+  t.equal((await runCli(join(dir, 'data'), ['models', 'import', graph, '--name', 'mine_v1', ...flags], '', env)).code, 0);
+  const again = await runCli(join(dir, 'data'), ['models', 'import', graph, '--name', 'mine_v1', '--threshold', '0.7', ...flags], '', env);
+  t.equal(again.code, 0, again.stderr);
+  t.match(again.json.manifest.modules.rgb_liveness.modes.rgb_single, { threshold: 0.7 }, 'replaced');
+});
