@@ -32,7 +32,8 @@ if (missing) {
 
   t.test('importing capture.js loads no model; the engine loads on demand from the same origin', async (t) => {
     await page.evaluate(async () => {
-      (window as unknown as { capture: unknown }).capture = await import('/capture/capture.js');
+      const url = '/capture/capture.js'; // a URL of the page's origin, not a module of this repository
+      (window as unknown as { capture: unknown }).capture = await import(url);
     });
     t.same(fetched.filter((u) => /models\/|wasm\/|chunks\/engine/.test(u)), [], 'no engine, model or WASM file before a capture starts');
     const backend = await page.evaluate(async () => {
