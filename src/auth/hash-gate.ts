@@ -12,14 +12,15 @@ import { retryAfter, ServiceError } from '../errors/index.ts';
 // address, which an outsider cannot pick) waits in a lane of its own, served first and
 // bounded apart, so a flood from elsewhere neither fills it nor stands in front of it.
 //
-// In the ordinary lane each client network (an IPv4 address, an IPv6 /64: the login
-// throttle's key) holds at most QUEUED_PER_NETWORK places. With first come, first served
-// alone, a flood of wrong logins from 40 addresses filled the lane and an operator at a new
-// address got 503 (issue 40); now a flood from K networks holds at most K places, so the lane
-// (HASH_QUEUE) has room for a newcomer until more than HASH_QUEUE networks flood one worker
-// at once, and the newcomer waits behind at most one hash per flooding network. A waiting
-// login holds no hash memory (the 128 MiB is taken when its hash starts), so the longer lane
-// costs only that wait.
+// The ordinary lane takes the first SHARED_QUEUE waiters as they come (a burst of guesses
+// from one address still waits there, as the throttle's tests expect); past that, a client
+// network (an IPv4 address, an IPv6 /64: the login throttle's key) that already waits gets no
+// further place, up to HASH_QUEUE in all. With first come, first served alone, a flood of
+// wrong logins from 40 addresses filled the lane and an operator at a new address got 503
+// (issue 40); now a flood holds at most SHARED_QUEUE places plus one per flooding network, so
+// a newcomer finds a place until more than HASH_QUEUE - SHARED_QUEUE networks flood one worker
+// at once. A waiting login holds no hash memory (the 128 MiB is taken when its hash starts),
+// so the longer lane costs only the newcomer's wait behind it.
 
 // One at a time per worker: the workers' hashes all meet in libuv's one FIFO pool, so the
 // process hands it at most WORKERS of them (the default is 8 workers a core), and an
@@ -29,6 +30,7 @@ import { retryAfter, ServiceError } from '../errors/index.ts';
 // alone), 8.4 s at 2.
 export const HASHES_AT_ONCE = 1;
 export const HASH_QUEUE = 64;
+export const SHARED_QUEUE = 16;
 export const QUEUED_PER_NETWORK = 1;
 
 export class HashGate {
@@ -42,17 +44,18 @@ export class HashGate {
     private readonly running = HASHES_AT_ONCE,
     private readonly queued = HASH_QUEUE,
     private readonly perNetwork = QUEUED_PER_NETWORK,
+    private readonly shared = SHARED_QUEUE,
   ) {}
 
   /** Runs `work` when a place is free (`first`: before every ordinary waiter); 503
-   * server_busy at once when its lane is full or, in the ordinary lane, when `network`
-   * already holds its places there. */
+   * server_busy at once when its lane is full or, in the ordinary lane past its shared
+   * places, when `network` already holds its places there. */
   async run<T>(work: () => Promise<T>, first = false, network?: string): Promise<T> {
     if (this.active >= this.running) {
       const lane = first ? this.waitingFirst : this.waiting;
       const counted = first ? undefined : network;
       const held = counted === undefined ? 0 : (this.waitingBy.get(counted) ?? 0);
-      if (lane.length >= this.queued || (counted !== undefined && held >= this.perNetwork)) {
+      if (lane.length >= this.queued || (counted !== undefined && held >= this.perNetwork && lane.length >= this.shared)) {
         throw new ServiceError('server_busy', 'Too many password checks in progress; retry after the indicated delay', retryAfter(1));
       }
       if (counted !== undefined) this.waitingBy.set(counted, held + 1);

@@ -71,8 +71,9 @@ t.test('the first lane is served before ordinary waiters and bounded apart from 
   t.same(gate.load, { active: 0, waiting: 0, waitingFirst: 0 });
 });
 
-t.test('issue 40: each network holds at most its places in the ordinary lane; the first lane is not counted', async (t) => {
-  const gate = new HashGate(1, 3, 1);
+t.test('issue 40: past the shared places, each network holds at most its places in the ordinary lane; the first lane is not counted', async (t) => {
+  // no shared places: the per-network rule from the first waiter on
+  const gate = new HashGate(1, 3, 1, 0);
   const finish: (() => void)[] = [];
   const call = (network: string | undefined, first = false) => gate.run(() => new Promise<void>((resolve) => finish.push(resolve)), first, network);
   const busy = (p: Promise<unknown>) => p.then(() => false, (e: unknown) => e instanceof ServiceError && e.code === 'server_busy');
@@ -95,4 +96,24 @@ t.test('issue 40: each network holds at most its places in the ordinary lane; th
   await new Promise((r) => setImmediate(r));
   finish.shift()!();
   await next;
+});
+
+t.test('issue 40: the shared places are first come, first served; past them one more place per network', async (t) => {
+  const gate = new HashGate(1, 4, 1, 2);
+  const finish: (() => void)[] = [];
+  const call = (network: string) => gate.run(() => new Promise<void>((resolve) => finish.push(resolve)), false, network);
+  const busy = (p: Promise<unknown>) => p.then(() => false, (e: unknown) => e instanceof ServiceError && e.code === 'server_busy');
+  const calls = [call('a'), call('a'), call('a')];
+  t.same(gate.load, { active: 1, waiting: 2, waitingFirst: 0 }, 'one network takes the two shared places');
+  t.equal(await busy(call('a')), true, 'past them it holds no more');
+  calls.push(call('b'));
+  t.equal(await busy(call('b')), true, 'another network gets one, and only one');
+  calls.push(call('c'));
+  t.equal(await busy(call('d')), true, 'the lane\'s bound holds');
+  while (finish.length > 0 || gate.load.active > 0) {
+    finish.shift()?.();
+    await new Promise((r) => setImmediate(r));
+  }
+  await Promise.all(calls);
+  t.same(gate.load, { active: 0, waiting: 0, waitingFirst: 0 });
 });
