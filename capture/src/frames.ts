@@ -23,6 +23,13 @@ interface FrameMeta {
   presentationTime: number;
 }
 
+export class CameraStalledError extends Error {
+  constructor(ms: number) {
+    super(`the camera delivered no frame for ${ms} ms`);
+    this.name = 'CameraStalledError';
+  }
+}
+
 export class FrameSource {
   private readonly ctx: CanvasRenderingContext2D;
   private fallbackCounter = 0;
@@ -42,16 +49,26 @@ export class FrameSource {
     return this.video.videoHeight;
   }
 
-  /** The next frame the camera delivers after this call. `signal` ends the wait. */
-  next(signal: AbortSignal): Promise<GrabbedFrame> {
+  /** The next frame the camera delivers after this call. `signal` ends the wait; so does a
+   * camera that delivers nothing for `timeoutMs` (a stalled or covered-up device must not
+   * leave the person waiting for ever), with a CameraStalledError. */
+  next(signal: AbortSignal, timeoutMs = 5000): Promise<GrabbedFrame> {
     return new Promise((resolve, reject) => {
       if (signal.aborted) {
         reject(signal.reason);
         return;
       }
-      const onAbort = () => reject(signal.reason);
+      const onAbort = () => {
+        clearTimeout(timer);
+        reject(signal.reason);
+      };
+      const timer = setTimeout(() => {
+        signal.removeEventListener('abort', onAbort);
+        reject(new CameraStalledError(timeoutMs));
+      }, timeoutMs);
       signal.addEventListener('abort', onAbort, { once: true });
       this.waitFrame((meta) => {
+        clearTimeout(timer);
         signal.removeEventListener('abort', onAbort);
         if (signal.aborted) return;
         resolve(this.grab(meta));
@@ -61,25 +78,40 @@ export class FrameSource {
 
   /** `count` consecutive frames as they come, each grabbed in its own frame callback so none
    * is skipped while an analysis runs; a frame the page still missed shows as a counter gap. */
-  record(count: number, signal: AbortSignal): Promise<GrabbedFrame[]> {
+  record(count: number, signal: AbortSignal, timeoutMs = 5000): Promise<GrabbedFrame[]> {
     return new Promise((resolve, reject) => {
       const frames: GrabbedFrame[] = [];
-      const onAbort = () => reject(signal.reason);
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      let done = false;
+      const finish = (err: unknown, value?: GrabbedFrame[]) => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        signal.removeEventListener('abort', onAbort);
+        if (value) resolve(value);
+        else reject(err);
+      };
+      const onAbort = () => finish(signal.reason);
+      const arm = () => {
+        clearTimeout(timer);
+        timer = setTimeout(() => finish(new CameraStalledError(timeoutMs)), timeoutMs);
+      };
       if (signal.aborted) {
         onAbort();
         return;
       }
       signal.addEventListener('abort', onAbort, { once: true });
       const step = (meta: FrameMeta) => {
-        if (signal.aborted) return;
+        if (done) return;
         frames.push(this.grab(meta));
         if (frames.length >= count) {
-          signal.removeEventListener('abort', onAbort);
-          resolve(frames);
+          finish(null, frames);
         } else {
+          arm();
           this.waitFrame(step);
         }
       };
+      arm();
       this.waitFrame(step);
     });
   }

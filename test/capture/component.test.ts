@@ -67,9 +67,11 @@ if (missing) {
 
   t.test('rgb_sequence: face-less frames in the middle travel as face_unavailable events, never renumbered', async (t) => {
     const before = await used();
-    // 5 frames a second, so that every frame is analysed while the component waits for a
-    // steady face; the clip loops: four frames with the face, one without
-    const { page, verifies, problems } = await open(face, 'FFFF.', 'rgb_sequence', '&autostart=1', 5);
+    // the clip loops at 5 frames a second: eight frames with the face, two without. Three
+    // steady frames in a row open the capture at the clip's third face frame or later, even
+    // when a busy host analyses only every third frame, so the eight frames from there
+    // always reach the face-less pair, and the capture goes on to a face after it
+    const { page, verifies, problems } = await open(face, 'FFFFFFFF..', 'rgb_sequence', '&autostart=1', 5);
     const { component, backend, outcome, camera } = await outcomeOf(page);
     t.match(component, /^(verdict|retry)$/, `a verdict from the service: ${JSON.stringify(outcome).slice(0, 300)}`);
     t.equal(verifies.length, 1, 'one verify call');
@@ -90,7 +92,6 @@ if (missing) {
     // at 5 frames a second the clip repeats every 200 ms: the times are the camera's, ~200 ms apart
     const steps = frames.slice(1).map((f, i) => (f.timestamp_us - frames[i]!.timestamp_us) / (f.source_index - frames[i]!.source_index));
     t.ok(steps.every((s) => s > 100_000 && s < 400_000), `about 200 ms a frame: ${steps.map((s) => Math.round(s / 1000)).join(', ')} ms`);
-    // the face-less frames sit where the clip puts them: one in five
     const ok = frames.filter((f) => f.status === 'ok');
     for (const f of ok) t.equal(f.image!.sha256, sha(parts.get(f.image!.part)!), `frame ${f.source_index}: the hash is the part's`);
     t.same(problems, []);

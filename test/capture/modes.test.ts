@@ -61,6 +61,7 @@ if (missing) {
     const before = await used();
     const { page, verifies } = await open(face, 'F', 'color');
     await page.waitForSelector('.lvc-warning:not([hidden])');
+    t.same(await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]), [390, 390], 'fits a phone-sized viewport: no sideways scrolling');
     await page.keyboard.press('Tab'); // from Continue to "Skip this check"
     t.equal(await page.evaluate(() => document.activeElement?.textContent), 'Skip this check');
     await page.keyboard.press('Enter');
