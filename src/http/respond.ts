@@ -2,6 +2,7 @@ import { ERRORS, errorBody, ServiceError, storeNotAnswering, ValidationFailure }
 import { StoreUnavailableError } from '../store/index.ts';
 import type { HttpContext } from './context.ts';
 import { statusLine } from './status.ts';
+import type { PacedUpload } from './upload-pace.ts';
 
 export interface Reply {
   status: number;
@@ -60,39 +61,44 @@ export function send(ctx: HttpContext, reply: Reply): void {
   answerBeforeBodyEnd(ctx, reply, payload, type);
 }
 
-// An answer decided before the request body has arrived (an early 4xx/5xx) is written once the
-// body has been drained (read and dropped), and the connection is then closed, the answer
-// saying `Connection: close`. Both halves are forced by uWebSockets.js:
+// An answer decided before the request body has arrived (an early 4xx/5xx) closes its
+// connection, saying `Connection: close`, and goes out either at once or once the body has
+// been drained (read and dropped). All of it is forced by uWebSockets.js:
+// - An answer that ends while the body is still arriving, on a connection left open, is the
+//   trap: when the body's last chunk then comes, uWS disarms the connection's idle timer (it
+//   expects the handler to answer and re-arm it) and, the answer being over, nobody re-arms
+//   it: the connection stays open for good, and its HttpResponse can no longer be touched,
+//   not even to close it (uWS 20.30 and 20.57 alike; docs/security.md). So an early answer
+//   always closes, and one that waits for the body ends after the last chunk.
 // - Closing a socket that still has unread data makes the kernel send a reset, which can
-//   discard the answer before the client reads it: so the body is drained first.
-// - An answer that ends while the body is still arriving is worse: when the body's last chunk
-//   then comes, uWS disarms the connection's idle timer (it expects the handler to answer and
-//   re-arm it) and, the answer being over, nobody re-arms it: the connection stays open for
-//   good, and its HttpResponse can no longer be touched, not even to close it (uWS 20.30 and
-//   20.57 alike; docs/security.md). Ending the answer after the last chunk re-arms the timer.
-// - Closing after the answer keeps a client that went on sending a refused body from holding
-//   a connection idle, and tells keep-alive clients not to reuse it.
-// Bounds: a declared rest above 64 MiB is answered and closed at once, reset or not; a declared
-// rest is drained at the upload pace (UPLOAD_MIN_BYTES_PER_SECOND over the window, within
-// UPLOAD_DEADLINE_SECONDS: src/http/upload-pace.ts), 5 s when no pacer is set; a chunked body
-// for at most 4 MiB or 5 s. A client that stalls or goes on past the bound gets the answer
-// with the close, then. While it drains the connection still counts against its client's
-// address (src/http/connections.ts).
+//   discard the answer before the client reads it. So a client that is sending its body
+//   (some of it has arrived) is drained first and answered when the body ends; a client that
+//   sends nothing after its head within QUIET_MS (one that waits for the answer before it
+//   sends, or sends no body at all) is answered at once: nothing is unread, the close is clean.
+// Bounds: a declared rest above 64 MiB is answered and closed at once, reset or not, and so is
+// a 408 (the client was already too slow for the upload pace); a declared rest is drained at the
+// upload pace (UPLOAD_MIN_BYTES_PER_SECOND over the window, within UPLOAD_DEADLINE_SECONDS:
+// src/http/upload-pace.ts), for 5 s when no pacer is set; a chunked body for at most 4 MiB or
+// 5 s. A client that stalls or goes on past the bound gets the answer with the close, then.
+// While it drains, the connection counts against its client's address (src/http/connections.ts).
 const DRAIN_MAX_BYTES = 64 * 1024 * 1024;
 const DRAIN_CHUNKED_MAX_BYTES = 4 * 1024 * 1024;
 const DRAIN_CHUNKED_MAX_MS = 5_000;
+const QUIET_MS = 50;
 
 function answerBeforeBodyEnd(ctx: HttpContext, reply: Reply, payload: string | Buffer | Uint8Array, type: string | undefined): void {
   const declared = ctx.headers['content-length'];
   const remaining = declared !== undefined && /^\d{1,16}$/.test(declared) ? Number(declared) - ctx.bodyReceived : undefined;
-  if (reply.closeNow || (remaining !== undefined && remaining > DRAIN_MAX_BYTES) || !ctx.readBody(() => {})) {
+  if (reply.closeNow || reply.status === 408 || (remaining !== undefined && remaining > DRAIN_MAX_BYTES) || !ctx.readBody(() => {})) {
     write(ctx, reply, payload, type, true);
     return;
   }
   const maxBytes = remaining === undefined ? DRAIN_CHUNKED_MAX_BYTES : DRAIN_MAX_BYTES;
   const startedAt = ctx.bodyReceived;
   let done = false;
+  let draining = false;
   let timer: NodeJS.Timeout | null = null;
+  let pace: PacedUpload | null = null;
   const finish = () => {
     if (done) return;
     done = true;
@@ -100,19 +106,45 @@ function answerBeforeBodyEnd(ctx: HttpContext, reply: Reply, payload: string | B
     pace?.done();
     write(ctx, reply, payload, type, true);
   };
-  // The pacer re-arms uWS's own idle timer while the drain keeps its pace, as for an upload.
-  const pace = remaining !== undefined && ctx.drainPacer ? ctx.drainPacer.track(ctx.res, finish) : null;
-  if (!pace) timer = setTimeout(finish, DRAIN_CHUNKED_MAX_MS);
+  const drain = () => {
+    if (draining || done) return;
+    draining = true;
+    if (timer) clearTimeout(timer);
+    // the pacer re-arms uWS's own idle timer while the drain keeps its pace, as for an upload
+    pace = remaining !== undefined && ctx.drainPacer ? ctx.drainPacer.track(ctx.res, finish) : null;
+    if (!pace) timer = setTimeout(finish, DRAIN_CHUNKED_MAX_MS);
+  };
+  // (chunks held while the handler worked are replayed here, synchronously)
   ctx.readBody((chunk, isLast) => {
-    pace?.received(chunk.byteLength);
-    if (isLast || ctx.bodyReceived - startedAt > maxBytes) finish();
+    if (done) return;
+    if (isLast || ctx.bodyReceived - startedAt > maxBytes) {
+      finish();
+      return;
+    }
+    if (chunk.byteLength > 0) {
+      drain();
+      pace?.received(chunk.byteLength);
+    }
   });
   ctx.onAbort(() => {
     done = true;
     if (timer) clearTimeout(timer);
     pace?.done();
   });
+  if (done || draining) return;
+  if (ctx.bodyReceived > 0) {
+    drain();
+    return;
+  }
+  // Nothing of the body yet. The answer waits QUIET_MS and then one more poll phase
+  // (setImmediate runs after it), so that a body already in the kernel's hands is seen even
+  // when this thread was too busy to read it in time.
+  timer = setTimeout(() => setImmediate(() => {
+    if (!draining) finish();
+  }), QUIET_MS);
 }
+
+const CLIENT_CLOSES = /(?:^|,)\s*close\s*(?:,|$)/i;
 
 function write(ctx: HttpContext, reply: Reply, payload: string | Buffer | Uint8Array, type: string | undefined, close: boolean): void {
   if (ctx.aborted) return;
@@ -121,6 +153,10 @@ function write(ctx: HttpContext, reply: Reply, payload: string | Buffer | Uint8A
     ctx.res.writeHeader('X-Request-ID', ctx.requestId);
     if (type && reply.status !== 204) ctx.res.writeHeader('Content-Type', type);
     ctx.res.writeHeader('Cache-Control', 'no-store');
+    // uWS closes after answering a request that said `Connection: close` and, the client having
+    // said it, does not echo it; RFC 9112 (9.6) asks the server to, so it is written here (uWS
+    // writes its own only when the client did not say close: never twice)
+    if (CLIENT_CLOSES.test(ctx.headers['connection'] ?? '')) ctx.res.writeHeader('Connection', 'close');
     if (ctx.responseHeaders) for (const [k, v] of Object.entries(ctx.responseHeaders)) ctx.res.writeHeader(k, v);
     if (reply.headers) for (const [k, v] of Object.entries(reply.headers)) ctx.res.writeHeader(k, v);
     if (reply.status === 204) ctx.res.endWithoutBody(0, close);

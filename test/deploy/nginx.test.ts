@@ -2,6 +2,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import https from 'node:https';
 import net from 'node:net';
+import tls from 'node:tls';
 import path from 'node:path';
 import t from 'tap';
 import { request, single } from '../helpers/captures.ts';
@@ -23,7 +24,8 @@ async function freePort(): Promise<number> {
 }
 
 t.test('nginx snippet: TLS at the proxy, client address through X-Forwarded-For', { skip: fs.existsSync(NGINX) ? false : 'nginx not installed' }, async (t) => {
-  const s = await startServer({ ready: true, env: { TRUSTED_PROXIES: '127.0.0.1' } });
+  // a long pace window: the stalled requests of the limit_conn check stay in progress until the test ends them
+  const s = await startServer({ ready: true, env: { TRUSTED_PROXIES: '127.0.0.1', UPLOAD_RATE_WINDOW_SECONDS: '300' } });
   t.teardown(() => s.stop());
   const dir = tempDir('lv-nginx-');
   const cert = path.join(dir, 'cert.pem');
@@ -78,4 +80,56 @@ t.test('nginx snippet: TLS at the proxy, client address through X-Forwarded-For'
   t.teardown(() => db.close());
   const row = await waitFor(() => [...db.audit.getRange({})].map((e) => e.value as any).find((a) => a.request_id === answer.rid), { timeoutMs: 10_000, what: 'the audit row of the call' });
   t.equal(row?.client_ip, '127.0.0.5', 'the audit names the real client, not nginx and not the spoofed header');
+
+  // Header names that uWebSockets.js answers with nothing (holding the connection 8-12 s) are
+  // dropped by nginx: the request is answered.
+  const odd = await new Promise<number>((resolve, reject) => {
+    const req = https.request(
+      { host: '127.0.0.1', port, method: 'GET', path: '/health/live', ca: fs.readFileSync(cert), localAddress: '127.0.0.5', agent: false,
+        headers: { 'x_under': '1', 'a.b': '1', 'a!b': '1', 'a#b': '1', 'a$b': '1', 'a%b': '1', 'a&b': '1', "a'b": '1', 'a*b': '1', 'a+b': '1', 'a^b': '1' } },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode!));
+      },
+    );
+    req.on('error', reject);
+    req.end();
+  });
+  t.equal(odd, 200, "a request with header names uWS cannot parse (`_ . ! # $ % & ' * + ^`) is answered through nginx");
+
+  // limit_conn: one address holding the shipped number of requests in progress (heads whose
+  // declared body never comes) gets nginx's 503 server_busy, in the service's format, for more;
+  // another address is still served.
+  const limit = Number(/limit_conn liveness_per_address (\d+);/.exec(site)?.[1]);
+  t.ok(limit > 0, `the shipped config caps connections per address (${limit})`);
+  const held: tls.TLSSocket[] = [];
+  t.teardown(() => held.forEach((c) => c.destroy()));
+  const refusals: string[] = [];
+  for (let i = 0; i < limit + 5; i++) {
+    const c = tls.connect({ host: '127.0.0.1', port, ca: fs.readFileSync(cert), localAddress: '127.0.0.6' });
+    held.push(c);
+    let buf = '';
+    c.on('data', (d) => {
+      buf += d.toString();
+      if (buf.includes('\r\n\r\n') && buf.includes('}')) refusals.push(buf);
+    });
+    c.on('error', () => {});
+    await new Promise((r) => c.once('secureConnect', r));
+    c.write(`POST /v1/modules/rgb_liveness/verify HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer lvk_nope\r\nContent-Type: multipart/form-data; boundary=x\r\nContent-Length: 1000\r\n\r\n`);
+  }
+  await waitFor(() => refusals.length >= 5, { timeoutMs: 30_000, what: 'nginx to refuse the requests past its limit' });
+  const first = refusals[0]!;
+  t.match(first, /^HTTP\/1\.1 503 /, 'refused 503');
+  t.match(first, /\r\nRetry-After: 1\r\n/i, 'with Retry-After');
+  t.match(first, /"code":"server_busy"/, 'in the service\'s error format');
+  t.match(first, /"request_id":"[0-9a-f]{32}"/, "nginx's own refusal (its request id), not the service's");
+  const other = await new Promise<number>((resolve, reject) => {
+    const req = https.request({ host: '127.0.0.1', port, method: 'GET', path: '/health/live', ca: fs.readFileSync(cert), localAddress: '127.0.0.5', agent: false }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode!));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+  t.equal(other, 200, 'another address is served meanwhile');
 });

@@ -9,9 +9,11 @@
 //   - 1,000 connections from one address that send a verify head with a bad token and then
 //     their declared body, and never close: every one gets its answer with `Connection: close`
 //     and is closed by the server; the server ends with no connection of theirs;
-//   - 1,000 connections from one address that send the head and stall: the server holds at most
-//     WORKERS x CONNECTIONS_PER_ADDRESS of them at any moment it is sampled (the rest are refused
-//     503 and closed at once), and closes the held ones after the drain's pace window;
+//   - 1,000 connections from one address that send the head and part of the body, then stall:
+//     the server holds at most WORKERS x CONNECTIONS_PER_ADDRESS of them (the rest are refused
+//     503 and closed at once), and answers and closes the held ones after the drain's pace window;
+//   - a client that sends its head and waits for the answer before sending its body gets it at
+//     once, with the close (nothing unread, so no reset);
 //   - meanwhile a client on another address is served 200 on every call;
 //   - behind a trusted proxy the cap counts the client named in X-Forwarded-For, not the proxy;
 //   - keep-alive clients in a burst past the host's slots: every answer after which the server
@@ -44,6 +46,32 @@ const server = await startServer({
 t.teardown(() => server.stop());
 const tok = await makeToken(server, ['rgb_liveness:100000:day']);
 const good = body([smallSingle()]);
+const uws: string = server.logLines().find((l) => l.msg === 'listening')?.uws ?? '';
+
+// Header names with `_ . ! # $ % & ' * + ^` (valid HTTP tokens): uWS 20.30's parser gives such a
+// request no answer and leaves the connection to its idle timer (about 12 s); 20.57 answers it
+// (docs/endpoints.md, "Known limitations of the HTTP parser"). Started here, checked below, so
+// the 12 s pass while the other tests run. What holds on either build: the connection is
+// answered or closed by the server, never held; nginx (deploy/) drops such names before they
+// reach the service (test/deploy/nginx.test.ts).
+const ODD_NAMES = ['a_b', 'a.b', 'a!b', 'a#b', 'a$b', 'a%b', 'a&b', "a'b", 'a*b', 'a+b', 'a^b'];
+const oddHeaders = Promise.all(ODD_NAMES.map((name) => new Promise<{ name: string; status: number; closed: boolean }>((resolve) => {
+  const c = net.connect(server.port, '127.0.0.1');
+  let buf = '';
+  const done = (closed: boolean) => {
+    clearTimeout(timer);
+    c.destroy();
+    resolve({ name, status: Number(/^HTTP\/1\.1 (\d{3})/.exec(buf)?.[1] ?? 0), closed });
+  };
+  const timer = setTimeout(() => done(false), 60_000);
+  c.on('connect', () => c.write(`GET /health/live HTTP/1.1\r\nHost: 127.0.0.1\r\n${name}: 1\r\n\r\n`));
+  c.on('data', (d) => {
+    buf += d.toString('latin1');
+    if (buf.includes('\r\n\r\n')) done(false);
+  });
+  c.on('error', () => {});
+  c.on('close', () => done(true));
+})));
 
 /** The server process's open TCP connections on the service port (listening sockets excluded):
  * socket inodes among its file descriptors, matched against the kernel's TCP tables. */
@@ -78,26 +106,32 @@ interface Outcome {
   closedByServer: boolean;
   /** ms from the answer to the server's close */
   closeAfterMs: number;
+  /** ms from sending the head to the answer */
+  answerAfterMs: number;
 }
 
 /** One hostile connection from `localAddress`: a verify head with a bad token declaring a
- * 1000-byte body, then (unless `stall`) the body; it reads the answer and never closes. Resolves
+ * 1000-byte body, then the body (`stall`: its first 100 bytes only; `wait`: nothing); it reads
+ * the answer and never closes. Resolves
  * when the server closes it, or after `boundMs` (then closedByServer is false). */
-function hostile(localAddress: string, opts: { stall: boolean; forwardedFor?: string; boundMs: number; onClose?: () => void }): Promise<Outcome> {
+function hostile(localAddress: string, opts: { stall?: boolean; wait?: boolean; forwardedFor?: string; boundMs: number; onClose?: () => void }): Promise<Outcome> {
   return new Promise((resolve) => {
     const socket = net.connect({ host: '127.0.0.1', port: server.port, localAddress });
     let buf = '';
     let answeredAt = 0;
-    let out: Outcome = { status: 0, connectionClose: false, closedByServer: false, closeAfterMs: -1 };
+    let out: Outcome = { status: 0, connectionClose: false, closedByServer: false, closeAfterMs: -1, answerAfterMs: -1 };
+    let sentAt = 0;
     const extra: Record<string, string> = opts.forwardedFor ? { 'X-Forwarded-For': opts.forwardedFor } : {};
     const timer = setTimeout(() => {
       socket.destroy();
       resolve(out);
     }, opts.boundMs);
     socket.on('connect', () => {
+      sentAt = Date.now();
       socket.write(verifyHead({ token: 'lvk_nope', contentType: 'multipart/form-data; boundary=x', contentLength: 1000, extra }));
-      // a separate write after the head: the body arrives after the handler has started
-      if (!opts.stall) setImmediate(() => socket.write(Buffer.alloc(1000, 0x61)));
+      // a separate write after the head: the body arrives after the handler has started; a
+      // staller sends a tenth of it and nothing more
+      if (!opts.wait) setImmediate(() => socket.write(Buffer.alloc(opts.stall ? 100 : 1000, 0x61)));
     });
     socket.on('data', (d) => {
       buf += d.toString('latin1');
@@ -105,7 +139,7 @@ function hostile(localAddress: string, opts: { stall: boolean; forwardedFor?: st
       if (answeredAt === 0 && head >= 0) {
         answeredAt = Date.now();
         const lines = buf.slice(0, head).split('\r\n');
-        out = { ...out, status: Number(lines[0]!.split(' ')[1]), connectionClose: lines.some((l) => /^connection:\s*close$/i.test(l)) };
+        out = { ...out, status: Number(lines[0]!.split(' ')[1]), connectionClose: lines.some((l) => /^connection:\s*close$/i.test(l)), answerAfterMs: answeredAt - sentAt };
       }
     });
     socket.on('error', () => {});
@@ -164,12 +198,44 @@ t.test(`${ATTACKERS} stalled connections from one address: the server holds at m
   t.ok(answered.length >= 1 && answered.length <= ATTACKERS, 'some were held and answered after the drain window');
   t.equal(refused.length + answered.length, ATTACKERS, 'every connection got an answer');
   t.ok(answered.length <= WORKERS * CAP * 4, `the held ones are few (${answered.length}), not ${ATTACKERS}`);
-  // + 2: the honest client's keep-alive connection
-  t.ok(held <= WORKERS * CAP + 2, `the server held at most ${WORKERS * CAP} (+ the honest client's): ${held}`);
+  // + 4: the honest client's keep-alive connections, and answered ones whose close is in flight
+  t.ok(held <= WORKERS * CAP + 4, `the server held at most ${WORKERS * CAP} (+ the honest client's): ${held}`);
   t.equal(outcomes.filter((o) => o.closedByServer && o.connectionClose).length, ATTACKERS, 'every one was closed by the server after an answer saying Connection: close');
   const statuses = await served;
   t.ok(statuses.every((s) => s === 200), `the client on another address was served 200 on all ${statuses.length} calls`, { statuses });
   await waitFor(() => serverConnections() <= baseline, { timeoutMs: 20_000, what: 'the server to hold no more connections than before' });
+});
+
+t.test('a client that waits for the answer before sending its body is answered at once, and the connection closed', async (t) => {
+  const outcomes = await Promise.all(Array.from({ length: 4 }, () => hostile('127.0.0.3', { wait: true, boundMs: 60_000 })));
+  t.same(outcomes.map((o) => [o.status, o.connectionClose, o.closedByServer]), Array(4).fill([401, true, true]), '401 with Connection: close, then closed by the server');
+  // not a speed check: an answer that waited for the body would come only when the drain's
+  // pace window (5 s here) ran out
+  t.ok(outcomes.every((o) => o.answerAfterMs >= 0 && o.answerAfterMs < 5000), `answered without waiting for the body (${outcomes.map((o) => o.answerAfterMs).join(', ')} ms)`);
+});
+
+t.test("header names with `_ . ! # $ % & ' * + ^`: answered (20.57) or closed by the server (20.30), never held", async (t) => {
+  const results = await oddHeaders;
+  t.comment(`served by ${uws}`);
+  for (const r of results) {
+    if (uws.includes('@20.30')) t.same([r.status, r.closed], [0, true], `${r.name}: no answer on 20.30, and the connection closed by uWS's idle timer`);
+    else t.equal(r.status, 200, `${r.name}: answered`);
+  }
+});
+
+t.test('a request that says Connection: close gets it back, and the close', async (t) => {
+  for (const [label, head] of [
+    ['GET', 'GET /health/live HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n'],
+    ['early 401 with its body', `${verifyHead({ token: 'lvk_nope', contentType: 'multipart/form-data; boundary=x', contentLength: 10, extra: { Connection: 'close' } })}0123456789`],
+  ] as const) {
+    const conn = new RawConn(server.port);
+    await conn.connected;
+    await conn.write(head);
+    const r = await conn.response({ expectClose: true });
+    t.equal(r.headers['connection'], 'close', `${label}: Connection: close in the answer (${r.status})`);
+    t.ok(r.closed, `${label}: and the connection closed`);
+    conn.close();
+  }
 });
 
 t.test('behind a trusted proxy the cap counts the forwarded client, not the proxy', async (t) => {
