@@ -118,6 +118,24 @@ t.test('a set that would leave a served module unready is refused', async (t) =>
   t.teardown(() => sw.close());
   await sw.start();
   const r = await sw.activate('bgr80_ensemble_v1');
-  t.match(r, { outcome: 'refused', reason: 'color_liveness would become unready: model set bgr80_ensemble_v1 does not describe color_liveness' });
+  // the remedy that works is named (issue 39: the one documented before changed nothing)
+  t.match(r, { outcome: 'refused', reason: /^model set bgr80_ensemble_v1 does not describe color_liveness, which is enabled and served by raw_v1: disable it first \(npm run cli -- module disable color_liveness/ });
   t.same(sw.readiness().map((m) => [m.module_id, m.ready, m.model_set]), [['rgb_liveness', true, 'raw_v1'], ['color_liveness', true, 'raw_v1']]);
+});
+
+t.test('a module the operator disabled does not hold an activation back', async (t) => {
+  const root = modelsRoot(t);
+  const enabled = new Set(['rgb_liveness', 'color_liveness']);
+  const sw = createModelSetSwitch({ modelsDir: root, modelSet: 'raw_v1', backend: 'wasm', threads: 1, warmupRuns: 1 }, { moduleEnabled: (id) => enabled.has(id) });
+  t.teardown(() => sw.close());
+  await sw.start();
+  enabled.delete('color_liveness');
+  const r = await sw.activate('bgr80_ensemble_v1');
+  t.match(r, { outcome: 'active', model_set: 'bgr80_ensemble_v1' }, 'raw_v1 serves color_liveness ready, but it is disabled');
+  t.same(sw.readiness().map((m) => [m.module_id, m.ready, m.model_set]), [['rgb_liveness', true, 'bgr80_ensemble_v1'], ['color_liveness', false, 'bgr80_ensemble_v1']]);
+  // a store that cannot answer counts the module as enabled: the careful side
+  const back = createModelSetSwitch({ modelsDir: root, modelSet: 'raw_v1', backend: 'wasm', threads: 1, warmupRuns: 1 }, { moduleEnabled: () => Promise.reject(new Error('store down')) });
+  t.teardown(() => back.close());
+  await back.start();
+  t.match(await back.activate('bgr80_ensemble_v1'), { outcome: 'refused', reason: /does not describe color_liveness/ });
 });

@@ -52,7 +52,7 @@ t.test('what the graph cannot tell is asked for by name; nothing is written mean
 t.test('an NHWC logits graph becomes a checked, trained model set that a server serves', async (t) => {
   const r = await runCli(dataDir, ['models', 'import', nhwc, ...FLAGS, '--live-index', '1', '--threshold', '0.6'], '', env);
   t.equal(r.code, 0, r.stderr);
-  t.match(r.json, { model_set: 'kiosk-net_v1', check: 'ok', next: [/models calibrate kiosk-net_v1/, /models activate kiosk-net_v1/] });
+  t.match(r.json, { model_set: 'kiosk-net_v1', check: 'ok', next: [/models calibrate kiosk-net_v1/, /module disable color_liveness/, /models activate kiosk-net_v1/] });
   const manifest = JSON.parse(readFileSync(join(modelsDir, 'kiosk-net_v1', 'manifest.json'), 'utf8'));
   t.match(manifest, {
     model_set: 'kiosk-net_v1',
