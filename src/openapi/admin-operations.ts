@@ -190,6 +190,8 @@ export const ADMIN_OPERATIONS: Operation[] = [
   {
     method: 'patch', path: '/admin/api/tokens/{id}', operationId: 'adminPatchToken', tag: 'admin', auth: 'session', csrf: true,
     summary: 'Change a token (a revoked token cannot be enabled: 409)',
+    description: 'Disabling the token, or setting an `expires_at` already past, ends its device sessions for good: enabling it '
+      + 'again (or moving `expires_at` on) brings none back; the backend mints new ones.',
     parameters: [tokenId],
     body: { schema: 'TokenPatch', example: { enabled: false } },
     success: { status: '200', description: 'The token', schema: 'Token', example: { ...ex.token, enabled: false } },

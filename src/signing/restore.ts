@@ -130,7 +130,8 @@ async function readLiveKeys(dir: string): Promise<{ revoked: KeyFile[]; current:
   let current: KeyFile | undefined;
   let names: string[];
   try {
-    if (!fs.lstatSync(dir).isDirectory()) return { revoked, current };
+    // followed if DATA_DIR/keys is a link the operator set up: its revocations must be kept
+    if (!fs.statSync(dir).isDirectory()) return { revoked, current };
     names = fs.readdirSync(dir);
   } catch {
     return { revoked, current };

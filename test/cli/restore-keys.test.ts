@@ -84,6 +84,18 @@ t.test('restored into a DATA_DIR with no keys, the backup\'s keys come back as t
   t.equal(r.json.keys.current, leaked, 'nothing in DATA_DIR said it was revoked (docs/operations.md: revoke it again)');
 });
 
+t.test('a DATA_DIR/keys that is a link the operator set up: its revocations are kept too', async (t) => {
+  const elsewhere = tempDir();
+  fs.cpSync(path.join(a.dataDir, 'keys'), path.join(elsewhere, 'keys'), { recursive: true });
+  const target = tempDir();
+  fs.symlinkSync(path.join(elsewhere, 'keys'), path.join(target, 'keys'));
+  const r = await runCli(target, ['restore', file]);
+  t.equal(r.code, 0, r.stderr);
+  t.same(r.json.keys.kept_revocations, [leaked]);
+  t.ok(fs.lstatSync(path.join(target, 'keys')).isDirectory(), 'the restored keys are a plain folder');
+  t.ok(fs.lstatSync(r.json.keys.previous_keys).isSymbolicLink(), 'the link is moved aside as it was, its folder untouched');
+});
+
 t.test('a symlink in the backup\'s keys folder: refused before anything moves', async (t) => {
   const before = snapshot(a.dataDir);
   const copy = copyOfBackup('symlinked');
