@@ -87,4 +87,21 @@ if (missing) {
     t.same(backend.request_ids, []);
     t.same(await used(), before, 'nothing charged');
   });
+
+  t.test('Cancel from the keyboard while guiding: the camera is released, nothing is sent', async (t) => {
+    const before = await used();
+    const { page, verifies } = await open(face, '.', 'rgb_single');
+    await page.waitForSelector('.lvc[data-guidance=no_face]');
+    t.equal(await page.evaluate(() => (window as unknown as { liveness: { capture: { cameraActive: boolean } } }).liveness.capture.cameraActive), true, 'the camera is on while guiding');
+    await page.focus('[data-action=cancel]');
+    await page.keyboard.press('Enter');
+    const { component, outcome, camera, guidance } = await outcomeOf(page);
+    t.equal(component, 'ended');
+    t.equal(outcome.reason, 'cancelled');
+    t.equal(guidance, 'Cancelled.');
+    t.equal(camera, false, 'the camera is released');
+    t.equal(await page.evaluate(() => (document.querySelector('.lvc video') as HTMLVideoElement).srcObject), null, 'the preview holds no stream');
+    t.equal(verifies.length, 0, 'no call');
+    t.same(await used(), before, 'nothing charged');
+  });
 }
