@@ -93,15 +93,16 @@ function toYuv420(rgb: Buffer, w: number, h: number): Buffer {
   return out;
 }
 
-/** Chromium with a fake camera that plays `clip` (or none). */
-export async function launchWithCamera(clip?: string): Promise<Browser> {
+/** Chromium with a fake camera that plays `clip` (or none); `deny`: the person refuses
+ * camera access (no fake permission prompt, so headless Chromium answers NotAllowedError). */
+export async function launchWithCamera(clip?: string, deny = false): Promise<Browser> {
   const { chromium } = await import('playwright-core');
   return chromium.launch({
     executablePath: CHROMIUM,
     args: [
       '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
       '--disable-background-networking', '--disable-component-update', '--disable-sync',
-      '--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream',
+      ...(deny ? [] : ['--use-fake-ui-for-media-stream']), '--use-fake-device-for-media-stream',
       ...(clip ? [`--use-file-for-fake-video-capture=${clip}`] : []),
     ],
   });
@@ -138,10 +139,10 @@ export async function startFleet(t: { teardown(fn: () => unknown): void }, work:
   };
   let clips = 0;
   /** A browser whose camera plays `pattern` of `face` at `fps`, on the example page in `mode`. */
-  const open = async (face: Face, pattern: string, mode: string, query = '&autostart=1', fps = 15) => {
+  const open = async (face: Face, pattern: string, mode: string, query = '&autostart=1', fps = 15, deny = false) => {
     const clip = path.join(work, `clip-${++clips}.y4m`);
     writeClip(clip, face, pattern, fps);
-    const browser = await launchWithCamera(clip);
+    const browser = await launchWithCamera(clip, deny);
     t.teardown(() => browser.close());
     const page = await browser.newPage({ viewport: { width: 390, height: 844 } }); // a phone-sized viewport
     page.setDefaultTimeout(240_000);

@@ -104,4 +104,16 @@ if (missing) {
     t.equal(verifies.length, 0, 'no call');
     t.same(await used(), before, 'nothing charged');
   });
+
+  t.test('camera access refused: the page says how to allow it, nothing is sent', async (t) => {
+    const before = await used();
+    const { page, verifies } = await open(face, 'F', 'rgb_single', '&autostart=1', 15, true);
+    const { component, outcome, camera, guidance } = await outcomeOf(page);
+    t.equal(component, 'ended');
+    t.equal(outcome.reason, 'camera_denied');
+    t.match(guidance, /camera is blocked/);
+    t.equal(camera, false);
+    t.equal(verifies.length, 0, 'no call');
+    t.same(await used(), before, 'nothing charged');
+  });
 }
