@@ -1,5 +1,5 @@
 // Landmark speed of the capture component (capture/) in headless Chromium, and its transfer size.
-//   node --import tsx bench/capture.mjs [--frames 60] [--backend auto|wasm|cpu] [--input-size 224]
+//   node --import tsx bench/capture.mjs [--frames 60] [--backend auto|wasm|cpu] [--input-size 160] [--landmarks full|tiny]
 // Loads capture.js from the fleet example's origin as a page would, then times the engine's
 // find() (face detector + 68 landmarks + eye centres) per 640x480 frame on the photographs the
 // capture tests use (test/capture/faces.json), after a warm-up; also the frame grab the
@@ -23,6 +23,7 @@ const arg = (name, def) => {
 const FRAMES = Number(arg('--frames', '60'));
 const BACKEND = arg('--backend', 'auto');
 const INPUT_SIZE = arg('--input-size', undefined);
+const LANDMARKS = arg('--landmarks', undefined);
 
 const faces = JSON.parse(fs.readFileSync(path.join(ROOT, 'test/capture/faces.json'), 'utf8')).faces;
 const pngs = faces.map((f) => {
@@ -65,10 +66,10 @@ try {
   await page.exposeFunction('cpuMark', () => {
     marks.push(browserCpuMs());
   });
-  const out = await page.evaluate(async ({ pngs, frames, backend, inputSize }) => {
+  const out = await page.evaluate(async ({ pngs, frames, backend, inputSize, landmarks }) => {
     const mod = await import('/capture/capture.js');
     const t0 = performance.now();
-    const engine = await mod.loadLandmarks({ backend, ...(inputSize ? { inputSize: Number(inputSize) } : {}) });
+    const engine = await mod.loadLandmarks({ backend, ...(inputSize ? { inputSize: Number(inputSize) } : {}), ...(landmarks ? { landmarks } : {}) });
     const loadMs = performance.now() - t0;
     const bitmaps = await Promise.all(pngs.map((b) => createImageBitmap(new Blob([Uint8Array.from(atob(b), (c) => c.charCodeAt(0))], { type: 'image/png' }))));
     const canvas = document.createElement('canvas');
@@ -93,7 +94,7 @@ try {
     }
     await window.cpuMark();
     return { backend: engine.backend, loadMs, find, grab };
-  }, { pngs, frames: FRAMES, backend: BACKEND, inputSize: INPUT_SIZE });
+  }, { pngs, frames: FRAMES, backend: BACKEND, inputSize: INPUT_SIZE, landmarks: LANDMARKS });
   const q = (v, p) => [...v].sort((a, b) => a - b)[Math.min(v.length - 1, Math.floor(p * v.length))];
   const median = q(out.find, 0.5);
   console.log(`landmarks (capture/ engine, ${out.backend} backend) on ${os.cpus().length} cores, load average ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}`);

@@ -16,7 +16,7 @@ const require = createRequire(import.meta.url);
 export function assetFiles() {
   const faceApi = path.dirname(require.resolve('@vladmandic/face-api/package.json'));
   const wasm = path.join(path.dirname(require.resolve('@tensorflow/tfjs-backend-wasm/package.json')), 'dist');
-  const models = ['tiny_face_detector_model', 'face_landmark_68_model'].flatMap((m) => [
+  const models = ['tiny_face_detector_model', 'face_landmark_68_model', 'face_landmark_68_tiny_model'].flatMap((m) => [
     [path.join(faceApi, 'model', `${m}-weights_manifest.json`), `models/${m}-weights_manifest.json`],
     [path.join(faceApi, 'model', `${m}.bin`), `models/${m}.bin`],
   ]);

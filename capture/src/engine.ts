@@ -43,6 +43,8 @@ export interface EngineOptions {
   inputSize?: number;
   /** detector score below which a box is not a face; default 0.5 */
   minScore?: number;
+  /** face-api's 68-point landmark net: 'full' (350 kB) or 'tiny' (80 kB); default 'full' */
+  landmarks?: 'full' | 'tiny';
 }
 
 let loading: Promise<Engine> | undefined;
@@ -81,16 +83,17 @@ async function load(o: EngineOptions): Promise<Engine> {
   }
   if (!chosen) throw new Error(`no TensorFlow.js backend could start (tried ${order.join(', ')})`);
   const models = new URL('models/', o.assetsUrl).href;
+  const tiny = o.landmarks === 'tiny';
   await Promise.all([
     faceapi.nets.tinyFaceDetector.loadFromUri(models),
-    faceapi.nets.faceLandmark68Net.loadFromUri(models),
+    tiny ? faceapi.nets.faceLandmark68TinyNet.loadFromUri(models) : faceapi.nets.faceLandmark68Net.loadFromUri(models),
   ]);
   const detectorOptions = new faceapi.TinyFaceDetectorOptions({ inputSize: o.inputSize ?? 160, scoreThreshold: o.minScore ?? 0.5 });
 
   return {
     backend: chosen,
     async find(frame) {
-      const found = await faceapi.detectAllFaces(frame, detectorOptions).withFaceLandmarks();
+      const found = await faceapi.detectAllFaces(frame, detectorOptions).withFaceLandmarks(tiny);
       if (found.length === 0) return null;
       // the person in front of the camera is the largest face; a face behind them is ignored
       const best = found.reduce((a, b) => (b.detection.box.area > a.detection.box.area ? b : a));
