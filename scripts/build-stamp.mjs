@@ -48,6 +48,8 @@ export const BUNDLES = [
   { entry: 'src/cli/main.ts', bundle: 'cli.bundle.mjs' },
   { entry: 'workers/inference.ts', bundle: 'inference.bundle.mjs' },
   { entry: 'workers/backend-probe.ts', bundle: 'backend-probe.bundle.mjs' },
+  // loaded by an API worker only when tracing is on (src/observability/tracing.ts)
+  { entry: 'src/observability/tracing-sdk.ts', bundle: 'tracing.bundle.mjs' },
 ];
 
 /** What the build writes that the service and the CLI start from: a build missing one of

@@ -46,7 +46,9 @@ await Promise.all(BUNDLES.map(({ entry, bundle }) => build({
   // CommonJS packages inside an ES module bundle still call require() for Node's built-ins
   banner: { js: "import { createRequire as __lvCreateRequire } from 'node:module'; const require = __lvCreateRequire(import.meta.url);" },
   legalComments: 'none',
-  plugins: [{
+  // The tracing SDK's own bundle (tracing.bundle.mjs) has the real API; every other bundle the
+  // stand-in, and imports that bundle by URL only when tracing is configured.
+  plugins: bundle === 'tracing.bundle.mjs' ? [] : [{
     name: 'otel-stub',
     setup(b) {
       b.onResolve({ filter: /^@opentelemetry\/api$/ }, () => ({ path: join(root, 'scripts/otel-stub.cjs') }));

@@ -109,6 +109,12 @@ export class WorkerMetrics {
     labelNames: ['call', 'status'] as const,
     registers: [this.registry],
   });
+  readonly traceSpansDropped = new client.Counter({
+    name: 'lv_trace_spans_dropped_total',
+    help: 'spans of verify-call traces lost (tracing on): queue_full (the bounded export queue was full), export_failed (the OTLP collector did not take them)',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
 
   /** `uploadSlotsTaken`: the thread's frame-slab slots on loan (src/images/frame-slab.ts),
    * read at each scrape */

@@ -7,6 +7,8 @@ export interface RequestFacts {
   token_id?: string | null;
   units?: number;
   outcome?: string;
+  /** the call's trace id when tracing is on (src/observability/tracing.ts) */
+  trace_id?: string;
 }
 
 // Kept beside the request rather than on it so that the HTTP context stays the router's; a
@@ -23,6 +25,8 @@ export interface VerifyFacts {
   /** the device session the call was made with, if any */
   session: { id: string } | null;
   moduleId: string | null;
+  /** the captures of the request, once validated */
+  captures?: number;
   charged: number;
   reserved: number;
   refunded: number;
@@ -39,7 +43,7 @@ function verdictOf(r: { status: string; alive: boolean | null }): string {
  * request log line. `outcome` is the verdict when every capture agrees, `mixed` otherwise,
  * `replayed` for an idempotent replay, `error` when the answer is an error.
  */
-export function recordVerify(ctx: object, metrics: WorkerMetrics, f: VerifyFacts, status: number, code: string | undefined, replayed: boolean): void {
+export function recordVerify(ctx: object, metrics: WorkerMetrics, f: VerifyFacts, status: number, code: string | undefined, replayed: boolean, traceId?: string): void {
   const module = f.moduleId ?? 'unknown';
   if (f.session) metrics.sessionCalls.inc({ call: 'verify', status: String(status) });
   let outcome: string;
@@ -59,5 +63,5 @@ export function recordVerify(ctx: object, metrics: WorkerMetrics, f: VerifyFacts
   if (f.refunded > 0) metrics.units.inc({ module, kind: 'refunded' }, f.refunded);
   if (code === 'quota_exceeded') metrics.quotaRejections.inc({ module });
   if (status >= 400 && code) metrics.verifyErrors.inc({ module, code });
-  facts.set(ctx, { module: f.moduleId, token_id: f.token?.id ?? null, units: f.charged, outcome });
+  facts.set(ctx, { module: f.moduleId, token_id: f.token?.id ?? null, units: f.charged, outcome, ...(traceId === undefined ? {} : { trace_id: traceId }) });
 }

@@ -1,7 +1,7 @@
 import type { SessionLookup } from '../auth/index.ts';
 import type { Config } from '../config/index.ts';
 import type { InferenceService } from '../inference/index.ts';
-import type { Logger, VerifyFacts } from '../observability/index.ts';
+import type { CallTrace, Logger, VerifyFacts } from '../observability/index.ts';
 import type { StoreBackend, TokenRecord } from '../store/index.ts';
 import type { Metering } from './metering.ts';
 
@@ -83,6 +83,8 @@ export interface VerifyDeps {
     stepSeconds(step: VerifyStep, seconds: number): void;
   };
   log: Logger;
+  /** the call's trace when tracing is on and the call sampled or not (one span per step) */
+  trace?: CallTrace | null;
 }
 
 /** The timed steps of a verify call: `receive` runs from the slot to the last body byte

@@ -65,7 +65,7 @@ export async function verify(req: VerifyRequest, deps: VerifyDeps): Promise<Veri
   let answer: VerifyAnswer;
   try {
     await timed(deps, 'accept', () => accept(call, deps));
-    admit(call, deps);
+    traced(deps, 'admit', () => admit(call, deps));
     // in the same tick as admit: no await between the slot and the body's reader
     const upload = receive(call);
     call.parts = await timed(deps, 'receive', () => upload);
@@ -280,6 +280,7 @@ function audit(call: VerifyCall, deps: VerifyDeps, status: number, errorCode: st
 
 // Each step's time goes to lv_verify_step_seconds, so an operator (and bench/side-by-side)
 // sees where a call's latency goes: the client's upload, the store's commits, the engine.
+// The same wrapper opens the step's span when the call is traced (src/observability/tracing.ts).
 // One wrapper for both kinds of step: a synchronous one (validate) is timed without an await,
 // an asynchronous one until its promise settles, either way whatever the outcome.
 function timed<T>(deps: VerifyDeps, step: VerifyStep, run: () => T): T {
@@ -287,7 +288,7 @@ function timed<T>(deps: VerifyDeps, step: VerifyStep, run: () => T): T {
   const record = () => deps.metrics.stepSeconds(step, (performance.now() - started) / 1000);
   let out: T;
   try {
-    out = run();
+    out = deps.trace ? deps.trace.step(step, run) : run();
   } catch (err) {
     record();
     throw err;
@@ -295,6 +296,11 @@ function timed<T>(deps: VerifyDeps, step: VerifyStep, run: () => T): T {
   if (out instanceof Promise) return out.finally(record) as T;
   record();
   return out;
+}
+
+/** A step in the call's trace only (no metric of its own): admission, which never waits. */
+function traced<T>(deps: VerifyDeps, step: string, run: () => T): T {
+  return deps.trace ? deps.trace.step(step, run) : run();
 }
 
 function retryAfter(deps: VerifyDeps): Record<string, string> {

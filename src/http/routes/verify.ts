@@ -1,7 +1,7 @@
 import { MAX_BODY_BYTES, MAX_HEADER_BYTES, MAX_PART_BYTES, MAX_PARTS } from '../../contract/index.ts';
 import { now } from '../../clock.ts';
 import { ServiceError } from '../../errors/index.ts';
-import { recordVerify } from '../../observability/index.ts';
+import { recordVerify, threadTracing, tracedMethods, type CallTrace, type Tracing } from '../../observability/index.ts';
 import { signBody, signerOf } from '../../signing/index.ts';
 import { storeMetering, verify, type VerifyDeps, type VerifyRequest } from '../../verify/index.ts';
 import { checkContentLength } from '../body.ts';
@@ -43,11 +43,19 @@ export function verifyRoutes(router: Router, s: Services): void {
     },
     log: s.log,
   };
-  router.add('POST', '/v1/modules/:module_id/verify', (ctx, params) => {
+  // OpenTelemetry traces when the OTEL_* variables ask for them (src/observability/tracing.ts)
+  const tracingOptions = { env: process.env, log: s.log, onDropped: (reason: string, spans: number) => s.metrics.traceSpansDropped.inc({ reason }, spans) };
+  const call = (ctx: HttpContext, moduleParam: string, tracing: Tracing | null): Promise<Reply> => {
     // the call's own slot: revocable while its body arrives (fair shares, src/http/capacity.ts)
     const slot = new CallSlot(ctx, s);
-    return verify(verifyRequest(ctx, params.module_id!, s, slot), { ...deps, admission: slot }).then(({ errorCode, ...reply }): Reply => {
+    const trace = tracing?.startCall('POST /v1/modules/{module_id}/verify', ctx.headers['traceparent'], ctx.headers['tracestate'], {
+      'http.request.method': 'POST', 'http.route': '/v1/modules/{module_id}/verify', 'lv.request_id': ctx.requestId,
+    }) ?? null;
+    return verify(verifyRequest(ctx, moduleParam, s, slot, trace), trace ? tracedDeps(deps, trace, slot) : { ...deps, admission: slot }).then(({ errorCode, ...answer }): Reply => {
       ctx.errorCode = errorCode;
+      trace?.end(answer.status, errorCode);
+      // the caller's backend follows the call by the server span's traceparent
+      const reply: Reply = trace ? { ...answer, headers: { ...answer.headers, ...trace.headers() } } : answer;
       // a worker with more than its share of the connections closes this one after the
       // answer, so the client's next connection is hashed afresh (src/http/balance.ts);
       // never while the body is still arriving, where a close would reset the upload
@@ -56,11 +64,35 @@ export function verifyRoutes(router: Router, s: Services): void {
         return { ...reply, close: true };
       }
       return reply;
+    }, (err: unknown) => {
+      trace?.end(500, 'internal_error');
+      throw err;
     });
+  };
+  router.add('POST', '/v1/modules/:module_id/verify', (ctx, params) => {
+    // the first call of a worker with tracing on waits for the SDK to load (the body is held)
+    const tracing = threadTracing(tracingOptions);
+    if (tracing instanceof Promise) return tracing.then((t) => call(ctx, params.module_id!, t));
+    return call(ctx, params.module_id!, tracing);
   });
 }
 
-function verifyRequest(ctx: HttpContext, moduleParam: string, s: Services, slot: CallSlot): VerifyRequest {
+/** A traced call's collaborators: what the steps ask of the store, the metering, the engine
+ * and the signer shows as child spans of the step (method names only, never arguments). */
+function tracedDeps(deps: VerifyDeps, trace: CallTrace, slot: CallSlot): VerifyDeps {
+  return {
+    ...deps,
+    admission: slot,
+    trace,
+    store: tracedMethods(deps.store, trace, 'store'),
+    tokens: (hash) => trace.child('store.getTokenByHash', {}, () => deps.tokens(hash)),
+    metering: tracedMethods(deps.metering, trace, 'metering', ['reserve', 'settle', 'refund', 'archiveDemoUpload']),
+    inference: tracedMethods(deps.inference, trace, 'inference', ['infer']),
+    sign: (body) => trace.child('sign', {}, () => deps.sign(body)),
+  };
+}
+
+function verifyRequest(ctx: HttpContext, moduleParam: string, s: Services, slot: CallSlot, trace: CallTrace | null): VerifyRequest {
   return {
     requestId: ctx.requestId,
     moduleParam,
@@ -69,7 +101,13 @@ function verifyRequest(ctx: HttpContext, moduleParam: string, s: Services, slot:
     clientAddress: clientAddress(s.config, ctx.peerAddress, ctx.headers['x-forwarded-for']),
     startedAt: ctx.startedAt,
     aborted: () => ctx.aborted,
-    record: (facts, status, errorCode, replayed) => recordVerify(ctx, s.metrics, facts, status, errorCode, replayed),
+    record: (facts, status, errorCode, replayed) => {
+      recordVerify(ctx, s.metrics, facts, status, errorCode, replayed, trace?.traceId);
+      trace?.describe({
+        'lv.module': facts.moduleId ?? 'unknown', 'lv.captures': facts.captures ?? 0, 'lv.replayed': replayed, 'lv.charged_units': facts.charged,
+        'lv.modes': [...new Set((facts.results ?? []).map((r) => r.mode))],
+      });
+    },
     openBody(onPartEnd) {
       checkContentLength(ctx, LIMITS.maxBodyBytes);
       const boundary = parseMultipartBoundary(ctx.headers['content-type']);

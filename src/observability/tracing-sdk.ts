@@ -1,0 +1,202 @@
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, defaultTextMapGetter, defaultTextMapSetter, trace, type Context, type MeterProvider, type Span } from '@opentelemetry/api';
+import { ExportResultCode, W3CTraceContextPropagator, getNumberFromEnv, getStringFromEnv } from '@opentelemetry/core';
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
+import { detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
+import {
+  AlwaysOffSampler, AlwaysOnSampler, BatchSpanProcessor, ParentBasedSampler, TraceIdRatioBasedSampler, TracerProvider,
+  type ReadableSpan, type Sampler, type SpanExporter,
+} from '@opentelemetry/sdk-trace';
+import { SERVICE_VERSION } from '../version.ts';
+import type { CallTrace, SpanAttributes, Tracing, TracingOptions } from './tracing.ts';
+
+// The OpenTelemetry SDK behind src/observability/tracing.ts, loaded only when tracing is on
+// (its own bundle in the compiled build, with the real @opentelemetry/api).
+//
+// The SDK's 3.x packages no longer read the OTEL_* variables themselves, except the OTLP
+// exporter (endpoint, headers, timeout, TLS files) and the resource's env detector
+// (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES): the sampler and the batch processor's
+// variables are read here, with the specification's names and defaults.
+
+const propagator = new W3CTraceContextPropagator();
+
+/** OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG as the specification defines them
+ * (default parentbased_always_on); an unknown name falls back to the default, logged. */
+export function samplerFromEnv(env: NodeJS.ProcessEnv, warn: (msg: string) => void): Sampler {
+  const name = (env.OTEL_TRACES_SAMPLER ?? 'parentbased_always_on').trim().toLowerCase();
+  const ratio = (): number => {
+    const arg = Number(env.OTEL_TRACES_SAMPLER_ARG ?? '1');
+    if (env.OTEL_TRACES_SAMPLER_ARG !== undefined && !(arg >= 0 && arg <= 1)) {
+      warn(`OTEL_TRACES_SAMPLER_ARG ${JSON.stringify(env.OTEL_TRACES_SAMPLER_ARG)} is not a ratio in [0, 1]; 1 is used`);
+      return 1;
+    }
+    return arg;
+  };
+  switch (name) {
+    case 'always_on': return new AlwaysOnSampler();
+    case 'always_off': return new AlwaysOffSampler();
+    case 'traceidratio': return new TraceIdRatioBasedSampler(ratio());
+    case 'parentbased_always_on': return new ParentBasedSampler({ root: new AlwaysOnSampler() });
+    case 'parentbased_always_off': return new ParentBasedSampler({ root: new AlwaysOffSampler() });
+    case 'parentbased_traceidratio': return new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(ratio()) });
+    default:
+      warn(`OTEL_TRACES_SAMPLER ${JSON.stringify(name)} is not a known sampler; parentbased_always_on is used`);
+      return new ParentBasedSampler({ root: new AlwaysOnSampler() });
+  }
+}
+
+/** The batch processor counts the spans it drops on a full queue through the meter it is
+ * given (otel.sdk.processor.span.processed with error.type queue_full): this meter passes
+ * that count on and ignores the rest, so no metrics SDK is loaded for it. */
+function dropCounter(onQueueFull: (spans: number) => void): MeterProvider {
+  const ignored = { add() {}, addCallback() {}, removeCallback() {} };
+  const meter = {
+    createCounter: () => ({
+      add(n: number, attributes?: Record<string, unknown>) {
+        if (attributes?.['error.type'] === 'queue_full') onQueueFull(n);
+      },
+    }),
+    createUpDownCounter: () => ignored,
+    createObservableUpDownCounter: () => ignored,
+  };
+  return { getMeter: () => meter } as unknown as MeterProvider;
+}
+
+/** The OTLP exporter, counting the spans of a failed export (a collector down or refusing) */
+function countingExporter(inner: SpanExporter, onFailed: (spans: number) => void): SpanExporter {
+  return {
+    export(spans: ReadableSpan[], done) {
+      inner.export(spans, (result) => {
+        if (result.code !== ExportResultCode.SUCCESS) onFailed(spans.length);
+        done(result);
+      });
+    },
+    shutdown: () => inner.shutdown(),
+    forceFlush: () => inner.forceFlush?.() ?? Promise.resolve(),
+  };
+}
+
+export function startSdk({ env, log, onDropped }: TracingOptions): Tracing {
+  const warn = (msg: string) => log.warn({}, msg);
+  const protocol = env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? env.OTEL_EXPORTER_OTLP_PROTOCOL;
+  if (protocol !== undefined && protocol.trim() !== 'http/protobuf') warn(`OTLP protocol ${JSON.stringify(protocol)} is not supported; traces are sent as http/protobuf`);
+  const resource = resourceFromAttributes({ 'service.name': 'liveness-service', 'service.version': SERVICE_VERSION })
+    .merge(detectResources({ detectors: [envDetector] }));
+  const processor = new BatchSpanProcessor({
+    exporter: countingExporter(new OTLPTraceExporter(), (n) => onDropped('export_failed', n)),
+    maxQueueSize: getNumberFromEnv('OTEL_BSP_MAX_QUEUE_SIZE') ?? 2048,
+    maxExportBatchSize: getNumberFromEnv('OTEL_BSP_MAX_EXPORT_BATCH_SIZE') ?? 512,
+    scheduledDelayMillis: getNumberFromEnv('OTEL_BSP_SCHEDULE_DELAY') ?? 5000,
+    exportTimeoutMillis: getNumberFromEnv('OTEL_BSP_EXPORT_TIMEOUT') ?? 30000,
+    selfObsMeterProvider: dropCounter((n) => onDropped('queue_full', n)),
+  });
+  const provider = new TracerProvider({ resource, sampler: samplerFromEnv(env, warn), spanProcessors: [processor] });
+  const tracer = provider.getTracer('liveness-service', SERVICE_VERSION);
+  log.info({
+    endpoint: getStringFromEnv('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT') ?? getStringFromEnv('OTEL_EXPORTER_OTLP_ENDPOINT') ?? 'http://localhost:4318',
+    sampler: env.OTEL_TRACES_SAMPLER ?? 'parentbased_always_on',
+    sampler_arg: env.OTEL_TRACES_SAMPLER_ARG,
+  }, 'tracing verify calls (OTLP http/protobuf)');
+
+  return {
+    startCall(name, traceparent, tracestate, attributes) {
+      const carrier: Record<string, string> = {};
+      if (traceparent !== undefined) carrier.traceparent = traceparent;
+      if (tracestate !== undefined) carrier.tracestate = tracestate;
+      // an invalid traceparent is ignored (a new trace), as the W3C recommendation says
+      const parent = traceparent === undefined ? ROOT_CONTEXT : propagator.extract(ROOT_CONTEXT, carrier, defaultTextMapGetter);
+      const server = tracer.startSpan(name, { kind: SpanKind.SERVER, attributes }, parent);
+      return new SdkCallTrace(tracer, server);
+    },
+    async shutdown() {
+      await provider.shutdown();
+    },
+  };
+}
+
+type SdkTracer = ReturnType<TracerProvider['getTracer']>;
+
+class SdkCallTrace implements CallTrace {
+  readonly traceId: string;
+  readonly recording: boolean;
+  private readonly context: Context;
+  /** the step running now: a call's steps run one after another */
+  private open: Context | null = null;
+
+  constructor(private readonly tracer: SdkTracer, private readonly server: Span) {
+    this.traceId = server.spanContext().traceId;
+    this.recording = server.isRecording();
+    this.context = trace.setSpan(ROOT_CONTEXT, server);
+  }
+
+  headers(): Record<string, string> {
+    const out: Record<string, string> = {};
+    propagator.inject(this.context, out, defaultTextMapSetter);
+    return out;
+  }
+
+  step<T>(name: string, run: () => T): T {
+    if (!this.recording) return run();
+    const span = this.tracer.startSpan(name, { kind: SpanKind.INTERNAL }, this.context);
+    const previous = this.open;
+    this.open = trace.setSpan(this.context, span);
+    return within(span, run, () => {
+      if (this.open !== null && trace.getSpan(this.open) === span) this.open = previous;
+    });
+  }
+
+  child<T>(name: string, attributes: SpanAttributes, run: () => T): T {
+    if (!this.recording) return run();
+    const span = this.tracer.startSpan(name, { kind: SpanKind.INTERNAL, attributes }, this.open ?? this.context);
+    return within(span, run, () => {});
+  }
+
+  describe(attributes: SpanAttributes): void {
+    if (this.recording) this.server.setAttributes(attributes);
+  }
+
+  end(status: number, errorCode: string | undefined): void {
+    if (!this.recording) return;
+    this.server.setAttribute('http.response.status_code', status);
+    if (errorCode !== undefined) this.server.setAttribute('error.type', errorCode);
+    // the semantic conventions' rule for a server span: a 5xx is its error, a 4xx the client's
+    if (status >= 500) this.server.setStatus({ code: SpanStatusCode.ERROR, message: errorCode });
+    this.server.end();
+  }
+}
+
+/** Runs `run` in `span`, ending it when run returns or its promise settles; a failure
+ * marks the span with the error's code (a ServiceError's), never its message. */
+function within<T>(span: Span, run: () => T, after: () => void): T {
+  const fail = (err: unknown) => {
+    const code = typeof (err as { code?: unknown })?.code === 'string' ? (err as { code: string }).code : (err as Error)?.constructor?.name ?? 'error';
+    span.setAttribute('error.type', code);
+    span.setStatus({ code: SpanStatusCode.ERROR, message: code });
+  };
+  let out: T;
+  try {
+    out = run();
+  } catch (err) {
+    fail(err);
+    span.end();
+    after();
+    throw err;
+  }
+  if (out instanceof Promise) {
+    return out.then(
+      (v: unknown) => {
+        span.end();
+        after();
+        return v;
+      },
+      (err: unknown) => {
+        fail(err);
+        span.end();
+        after();
+        throw err;
+      },
+    ) as T;
+  }
+  span.end();
+  after();
+  return out;
+}

@@ -1,0 +1,115 @@
+import { threadEntry } from '../source-ext.ts';
+import type { Logger } from './logger.ts';
+
+// OpenTelemetry traces of verify calls (docs/observability.md, "Traces").
+//
+// This module is what every API worker loads, and it holds no OpenTelemetry code: the SDK
+// (tracing-sdk.ts, its own bundle in the compiled build, scripts/bundle.mjs) is imported only
+// when the OTEL_* variables turn tracing on. With tracing off a worker keeps the memory the
+// stand-in for @opentelemetry/api saves (scripts/otel-stub.cjs), and a call costs one null
+// check per step.
+//
+// The spans are parented explicitly (a call's steps run one after another, so the call
+// knows its open step) rather than through an AsyncLocalStorage context manager, which
+// would tax every await of every request, traced or not.
+
+/** Values a span may carry: identifiers, names and counts only, never a token, an image
+ * hash or a client address. */
+export type SpanAttributes = Record<string, string | number | boolean | string[]>;
+
+/** One verify call's trace: its server span and the spans of its steps. */
+export interface CallTrace {
+  /** the trace's id (32 hex digits), for the request log line */
+  readonly traceId: string;
+  /** false when the sampler left the call out: no span is recorded, the ids still travel */
+  readonly recording: boolean;
+  /** the W3C `traceparent` (and `tracestate`, when the caller sent one) naming the server span */
+  headers(): Record<string, string>;
+  /** Runs one step of the call in a span of its own, child of the server span; whatever the
+   * step runs meanwhile through `child` nests under it. Sync or async alike. */
+  step<T>(name: string, run: () => T): T;
+  /** A span under the open step (a store call, the inference), or under the server span. */
+  child<T>(name: string, attributes: SpanAttributes, run: () => T): T;
+  /** adds attributes to the server span */
+  describe(attributes: SpanAttributes): void;
+  /** ends the server span with the answer's status and error code */
+  end(status: number, errorCode: string | undefined): void;
+}
+
+export interface Tracing {
+  /** A server span for one request, continuing the caller's `traceparent` when valid. */
+  startCall(name: string, traceparent: string | undefined, tracestate: string | undefined, attributes: SpanAttributes): CallTrace;
+  /** exports what is queued and stops (bounded by the exporter's timeout) */
+  shutdown(): Promise<void>;
+}
+
+/** Why spans were lost: the bounded queue was full, or their export failed (collector down). */
+export type DropReason = 'queue_full' | 'export_failed';
+
+export interface TracingOptions {
+  env: NodeJS.ProcessEnv;
+  log: Logger;
+  onDropped(reason: DropReason, spans: number): void;
+}
+
+/** Tracing is on when an OTLP endpoint or the otlp exporter is named, and the SDK is not
+ * disabled: the OpenTelemetry SDK's own variables, nothing of this service's. */
+export function tracingConfigured(env: NodeJS.ProcessEnv): boolean {
+  if ((env.OTEL_SDK_DISABLED ?? '').trim().toLowerCase() === 'true') return false;
+  const exporters = env.OTEL_TRACES_EXPORTER?.split(',').map((e) => e.trim().toLowerCase()).filter(Boolean);
+  if (exporters && exporters.length > 0) return exporters.includes('otlp');
+  return Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT);
+}
+
+// one tracer per thread, started once, whoever asks first
+let started: Promise<Tracing | null> | null = null;
+let ready: Tracing | null | undefined;
+
+/** This thread's tracing: null when off, a promise while the SDK loads (the first call of a
+ * worker waits for it, no call is left untraced), the tracer once loaded. A failure to load
+ * is logged and leaves tracing off; it never fails a request. */
+export function threadTracing(options: TracingOptions): Tracing | null | Promise<Tracing | null> {
+  if (ready !== undefined) return ready;
+  if (!tracingConfigured(options.env)) return (ready = null);
+  started ??= import(threadEntry('tracing.bundle.mjs', 'observability/tracing-sdk.ts').href)
+    .then((sdk: typeof import('./tracing-sdk.ts')) => sdk.startSdk(options))
+    .catch((err: unknown) => {
+      options.log.error({ err }, 'tracing could not start; verify calls are not traced');
+      return null;
+    })
+    .then((t) => (ready = t));
+  return started;
+}
+
+/** Ends this thread's tracing, exporting what is queued (a worker's stop). */
+export async function stopThreadTracing(): Promise<void> {
+  const t = ready ?? (started ? await started : null);
+  ready = undefined;
+  started = null;
+  await t?.shutdown();
+}
+
+/**
+ * `target` with its methods (all, or those named) run in child spans of the call's open step,
+ * named `${prefix}.${method}`, carrying the method's name and never its arguments: the
+ * statements a step sends the store, the inference it waits for. Only for a recorded call:
+ * an unsampled one uses the target itself.
+ */
+export function tracedMethods<T extends object>(target: T, trace: CallTrace, prefix: string, only?: readonly (keyof T & string)[]): T {
+  if (!trace.recording) return target;
+  const wrapped = new Map<PropertyKey, unknown>();
+  return new Proxy(target, {
+    get(obj, prop, receiver) {
+      const value: unknown = Reflect.get(obj, prop, receiver);
+      if (typeof value !== 'function' || typeof prop !== 'string' || (only && !(only as readonly string[]).includes(prop))) return value;
+      let fn = wrapped.get(prop);
+      if (fn === undefined) {
+        const method = value as (...args: unknown[]) => unknown;
+        const attributes = { 'code.function.name': prop };
+        fn = (...args: unknown[]) => trace.child(`${prefix}.${prop}`, attributes, () => method.apply(obj, args));
+        wrapped.set(prop, fn);
+      }
+      return fn;
+    },
+  });
+}

@@ -1,0 +1,184 @@
+import t from 'tap';
+import { createServer, type IncomingMessage } from 'node:http';
+import { randomBytes } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import protobuf from 'protobufjs';
+import { postVerify, request, single } from '../helpers/captures.ts';
+import { makeToken, startServer } from '../helpers/server.ts';
+import { waitFor } from '../helpers/wait.ts';
+
+// Traces of verify calls through the real server and a real OTLP/HTTP receiver: the
+// service's OTLP exporter posts protobuf ExportTraceServiceRequests to this process, which
+// decodes them with protobufjs and the OTLP trace messages (opentelemetry-proto's
+// collector/trace/v1, trace/v1, common/v1 and resource/v1, the fields read here, with their
+// field numbers as published).
+
+const OTLP_PROTO = `
+syntax = "proto3";
+package otlp;
+message AnyValue {
+  oneof value { string string_value = 1; bool bool_value = 2; int64 int_value = 3; double double_value = 4; ArrayValue array_value = 5; bytes bytes_value = 7; }
+}
+message ArrayValue { repeated AnyValue values = 1; }
+message KeyValue { string key = 1; AnyValue value = 2; }
+message InstrumentationScope { string name = 1; string version = 2; }
+message Resource { repeated KeyValue attributes = 1; }
+message Status { string message = 2; int32 code = 3; }
+message Span {
+  bytes trace_id = 1; bytes span_id = 2; string trace_state = 3; bytes parent_span_id = 4; string name = 5; int32 kind = 6;
+  fixed64 start_time_unix_nano = 7; fixed64 end_time_unix_nano = 8; repeated KeyValue attributes = 9; Status status = 15; fixed32 flags = 16;
+}
+message ScopeSpans { InstrumentationScope scope = 1; repeated Span spans = 2; }
+message ResourceSpans { Resource resource = 1; repeated ScopeSpans scope_spans = 2; }
+message ExportTraceServiceRequest { repeated ResourceSpans resource_spans = 1; }
+`;
+const ExportRequest = protobuf.parse(OTLP_PROTO, { keepCase: true }).root.lookupType('otlp.ExportTraceServiceRequest');
+
+interface Got {
+  service: string;
+  traceId: string;
+  spanId: string;
+  parent: string;
+  name: string;
+  kind: number;
+  start: bigint;
+  end: bigint;
+  attributes: Record<string, unknown>;
+  status: number;
+}
+
+const hex = (b: Uint8Array | undefined) => Buffer.from(b ?? []).toString('hex');
+function value(v: any): unknown {
+  if (!v) return undefined;
+  if (v.array_value) return (v.array_value.values ?? []).map(value);
+  if (v.int_value !== undefined && v.int_value !== null) return Number(v.int_value);
+  return v.string_value ?? v.bool_value ?? v.double_value;
+}
+const attrs = (kvs: any[] | undefined) => Object.fromEntries((kvs ?? []).map((kv) => [kv.key, value(kv.value)]));
+
+const spans: Got[] = [];
+const contentTypes = new Set<string>();
+const receiver = createServer((req: IncomingMessage, res) => {
+  const chunks: Buffer[] = [];
+  req.on('data', (c: Buffer) => chunks.push(c));
+  req.on('end', () => {
+    contentTypes.add(`${req.method} ${req.url} ${req.headers['content-type']}`);
+    const msg = ExportRequest.toObject(ExportRequest.decode(Buffer.concat(chunks)), { longs: String, bytes: Buffer }) as any;
+    for (const rs of msg.resource_spans ?? []) {
+      const service = String(attrs(rs.resource?.attributes)['service.name']);
+      for (const ss of rs.scope_spans ?? []) {
+        for (const s of ss.spans ?? []) {
+          spans.push({
+            service, traceId: hex(s.trace_id), spanId: hex(s.span_id), parent: hex(s.parent_span_id), name: s.name, kind: s.kind,
+            start: BigInt(s.start_time_unix_nano), end: BigInt(s.end_time_unix_nano), attributes: attrs(s.attributes), status: s.status?.code ?? 0,
+          });
+        }
+      }
+    }
+    // an empty ExportTraceServiceResponse: full success
+    res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end();
+  });
+});
+await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+t.teardown(() => receiver.close());
+const endpoint = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
+
+const STEPS = ['accept', 'admit', 'receive', 'validate', 'reserve', 'infer', 'settle', 'respond'];
+const VERIFY_ROUTE = '/v1/modules/:module_id/verify';
+
+const server = await startServer({
+  ready: true,
+  env: { OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_SERVICE_NAME: 'lv-traces-test', OTEL_BSP_SCHEDULE_DELAY: '50', TEST_INFERENCE_FAIL_PREFIX: 'fail-' },
+});
+t.teardown(() => server.stop());
+
+/** the spans of one trace once its server span and every step of `steps` have arrived */
+function traceOf(traceId: string, steps: string[]) {
+  const mine = spans.filter((s) => s.traceId === traceId);
+  const root = mine.find((s) => s.kind === 2);
+  if (!root || !steps.every((st) => mine.some((s) => s.name === st && s.parent === root.spanId))) return null;
+  return { root, mine };
+}
+
+t.test('a call with the caller\'s traceparent: one trace, every step in order under the server span, store calls under their step', async (t) => {
+  const { token } = await makeToken(server, ['rgb_liveness:10:day']);
+  const callerTrace = randomBytes(16).toString('hex');
+  const callerSpan = randomBytes(8).toString('hex');
+  const r = await postVerify(server.baseUrl, token, 'rgb_liveness', request([single({ id: 'tr-1' })]), {
+    traceparent: `00-${callerTrace}-${callerSpan}-01`, 'idempotency-key': 'trace-key-1',
+  });
+  t.equal(r.status, 200);
+  const back = r.headers.get('traceparent');
+  t.match(back, new RegExp(`^00-${callerTrace}-[0-9a-f]{16}-01$`), 'the answer names the server span, in the caller\'s trace');
+
+  // the audit write is not awaited by the answer: its span may come in a later export
+  const { root, mine } = await waitFor(() => {
+    const got = traceOf(callerTrace, STEPS);
+    return got && got.mine.some((s) => s.name === 'store.writeAudit') ? got : null;
+  }, { what: 'the call\'s spans at the receiver' });
+  t.equal(root.service, 'lv-traces-test', 'OTEL_SERVICE_NAME is the resource\'s service.name');
+  t.equal(root.parent, callerSpan, 'the server span continues the caller\'s span');
+  t.equal(back, `00-${callerTrace}-${root.spanId}-01`, 'the traceparent answered is the server span\'s');
+  t.equal(root.name, 'POST /v1/modules/{module_id}/verify');
+  t.match(root.attributes, {
+    'http.route': '/v1/modules/{module_id}/verify', 'http.response.status_code': 200, 'lv.module': 'rgb_liveness', 'lv.captures': 1,
+    'lv.modes': ['rgb_single'], 'lv.replayed': false, 'lv.charged_units': 1, 'lv.request_id': r.json.request_id,
+  });
+  const steps = mine.filter((s) => s.parent === root.spanId).sort((a, b) => (a.start < b.start ? -1 : a.start > b.start ? 1 : 0));
+  t.same(steps.map((s) => s.name).filter((n) => STEPS.includes(n)), STEPS, 'the steps in the order they ran');
+  for (const s of steps) t.ok(s.start >= root.start && s.end <= root.end, `${s.name} lies within the server span`);
+  const under = (step: string) => mine.filter((s) => s.parent === steps.find((x) => x.name === step)!.spanId).map((s) => s.name);
+  t.ok(under('accept').includes('store.getTokenByHash') && under('accept').includes('store.moduleEnabled'), `accept's store calls: ${under('accept')}`);
+  t.same(under('reserve'), ['metering.reserve']);
+  t.same(under('infer'), ['inference.infer']);
+  t.same(under('settle'), ['metering.settle']);
+  t.ok(under('respond').includes('sign') && under('respond').includes('store.writeAudit'), `respond: ${under('respond')}`);
+  t.equal(new Set(mine.map((s) => s.traceId)).size, 1);
+
+  // nothing that identifies the caller or the images
+  const everything = JSON.stringify(mine.map((s) => s.attributes));
+  t.notOk(everything.includes(token), 'no token in any span');
+  t.notOk(everything.includes('127.0.0.1'), 'no client address in any span');
+  t.notMatch(everything, /[0-9a-f]{64}/, 'no image hash in any span');
+
+  const line = await waitFor(() => server.logLines().find((l) => l.msg === 'request' && l.request_id === r.json.request_id));
+  t.equal(line.trace_id, callerTrace, 'the request log line carries the trace id');
+  t.ok([...contentTypes].every((c) => c === 'POST /v1/traces application/x-protobuf'), `OTLP/HTTP protobuf to /v1/traces (${[...contentTypes]})`);
+});
+
+t.test('a call without traceparent starts its own trace; a refused call ends at its step with its code', async (t) => {
+  const { token } = await makeToken(server, ['rgb_liveness:1:day']);
+  const ok = await postVerify(server.baseUrl, token, 'rgb_liveness', request([single({ id: 'tr-2' })]));
+  t.equal(ok.status, 200);
+  const okTrace = /^00-([0-9a-f]{32})-[0-9a-f]{16}-01$/.exec(ok.headers.get('traceparent') ?? '')?.[1];
+  t.ok(okTrace, 'a traceparent comes back');
+  const { root } = await waitFor(() => traceOf(okTrace!, STEPS));
+  t.equal(root.parent, '', 'a root span: no caller to continue');
+
+  const over = await postVerify(server.baseUrl, token, 'rgb_liveness', request([single({ id: 'tr-3' })]));
+  t.equal(over.status, 429);
+  const overTrace = /^00-([0-9a-f]{32})-/.exec(over.headers.get('traceparent') ?? '')?.[1];
+  const refused = await waitFor(() => traceOf(overTrace!, ['accept', 'admit', 'receive', 'validate', 'reserve', 'respond']));
+  t.match(refused.root.attributes, { 'http.response.status_code': 429, 'error.type': 'quota_exceeded' });
+  t.notOk(refused.mine.some((s) => s.name === 'infer' || s.name === 'settle'), 'no inference nor settlement for a refused call');
+  t.equal(refused.mine.find((s) => s.name === 'reserve')!.attributes['error.type'], 'quota_exceeded');
+  t.equal(refused.root.status, 0, 'a 4xx is the client\'s: the server span\'s status stays unset');
+
+  // an unsampled caller: the call is not recorded, its ids still travel
+  const callerTrace = randomBytes(16).toString('hex');
+  const quiet = await postVerify(server.baseUrl, token, 'rgb_liveness', request([single({ id: 'tr-4' })]), { traceparent: `00-${callerTrace}-${randomBytes(8).toString('hex')}-00` });
+  t.match(quiet.headers.get('traceparent'), new RegExp(`^00-${callerTrace}-[0-9a-f]{16}-00$`), 'not sampled, as the caller decided');
+});
+
+t.test('tracing off: nothing exported, no traceparent answered, no trace id logged', async (t) => {
+  // the receiver is named, but OTEL_TRACES_EXPORTER=none turns the exporter off
+  const off = await startServer({ ready: true, env: { OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_TRACES_EXPORTER: 'none', OTEL_SERVICE_NAME: 'lv-traces-off', OTEL_BSP_SCHEDULE_DELAY: '50' } });
+  const { token } = await makeToken(off, ['rgb_liveness:1:day']);
+  const r = await postVerify(off.baseUrl, token, 'rgb_liveness', request([single({ id: 'off-1' })]), { traceparent: `00-${randomBytes(16).toString('hex')}-${randomBytes(8).toString('hex')}-01` });
+  t.equal(r.status, 200);
+  t.equal(r.headers.get('traceparent'), null, 'no traceparent in the answer');
+  const line = await waitFor(() => off.logLines().find((l) => l.msg === 'request' && l.request_id === r.json.request_id));
+  t.notOk('trace_id' in line, 'no trace id in the log line');
+  t.equal(await off.stop(), 0);
+  t.equal(spans.filter((s) => s.service === 'lv-traces-off').length, 0, 'nothing reached the receiver from the server without tracing');
+});
