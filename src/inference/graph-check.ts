@@ -3,7 +3,10 @@
 // declared as softmax (clipped logits served as probabilities) pass as "ok"; both only show
 // when the graph runs. So every graph runs here on a few fixed inputs when it is loaded (in
 // each pool worker, and in `models check`): a failure keeps its module unready and the
-// message, naming the graph and the field, is what /health/ready and the check print.
+// message, naming the graph and the field, is what /health/ready and the check print. A
+// dynamic-batch graph must also score each crop alone as in a batch: `models check` alone
+// compared that before, so a set it failed could still serve (issue 40).
+// (graph-safety.ts has already looked at the file itself: no external data, no Loop.)
 import { CROP_SIZE } from '../contract/index.ts';
 import { MAX_BATCH, type GraphSpec, type ImageGraphSpec } from './manifest.ts';
 import type { Feed, Session } from './runtime.ts';

@@ -144,3 +144,32 @@ export function slowGraph(size: number, n: number, steps: number): Uint8Array {
   );
   return encode('slow', nodes, inits, size);
 }
+
+/** The brightness scorer minus its mean over the batch: alone every crop scores 0, in a batch
+ * each is scored against its neighbours. A dynamic-batch graph the service must not serve. */
+export function batchDependentGraph(size: number): Uint8Array {
+  const { nodes, inits } = brightness(size, { name: 'b', dims: [1], dataType: FLOAT, rawData: f32([-4]) });
+  nodes.push(
+    node('ReduceMean', ['pre'], ['batch_mean'], [{ name: 'axes', type: onnx.AttributeProto.AttributeType.INTS, ints: [0] }, { name: 'keepdims', type: onnx.AttributeProto.AttributeType.INT, i: 1 }]),
+    node('Sub', ['pre', 'batch_mean'], ['score']),
+  );
+  return encode('batch_dependent', nodes, inits, size);
+}
+
+/** An If whose branch holds a Loop: the scan must look inside subgraphs. */
+export function nestedLoopGraph(size: number): Uint8Array {
+  const bytes = endlessGraph(size);
+  const model = onnx.ModelProto.decode(bytes);
+  const g = model.graph!;
+  const loopNode = g.node!.find((n) => n.opType === 'Loop')!;
+  const branch = (name: string): onnxProto.onnx.IGraphProto => ({ name, node: [loopNode], output: [tensorInfo('v_end', FLOAT, [1])] });
+  const cond = { name: 'always', dims: [], dataType: BOOL, rawData: new Uint8Array([1]) };
+  g.initializer!.push(cond);
+  g.node = g.node!.map((n) => (n === loopNode
+    ? node('If', ['always'], ['v_end'], [
+      { name: 'then_branch', type: onnx.AttributeProto.AttributeType.GRAPH, g: branch('then') },
+      { name: 'else_branch', type: onnx.AttributeProto.AttributeType.GRAPH, g: branch('else') },
+    ])
+    : n));
+  return onnx.ModelProto.encode(model).finish();
+}
