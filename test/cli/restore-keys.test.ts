@@ -139,6 +139,14 @@ t.test('a folder, a stray file or a bad key in the backup\'s keys folder: refuse
       const key = JSON.parse(fs.readFileSync(path.join(dir, `${kid}.json`), 'utf8'));
       fs.writeFileSync(path.join(dir, `${kid}.json`), JSON.stringify({ ...key, jwk: { ...key.jwk, x: key.jwk.d } }));
     }, /its kid is not the thumbprint of its public key/],
+    ['other private part', (dir) => {
+      // the private half of another key under this one's kid: it would sign verdicts nobody can check
+      const kid = fs.readFileSync(path.join(dir, 'current'), 'utf8').trim();
+      const key = JSON.parse(fs.readFileSync(path.join(dir, `${kid}.json`), 'utf8'));
+      const d = Buffer.from(key.jwk.d, 'base64url');
+      d[0] = d[0]! ^ 1;
+      fs.writeFileSync(path.join(dir, `${kid}.json`), JSON.stringify({ ...key, jwk: { ...key.jwk, d: d.toString('base64url') } }));
+    }, /its private part does not match its public key/],
     ['no current', (dir) => fs.rmSync(path.join(dir, 'current')), /no `current` file/],
   ];
   for (const [name, tamper, message] of cases) {
