@@ -7,7 +7,7 @@ import { compileTrust, checkTls, createBalanceTable, createAdmissionTable, relea
 import type { ModuleReadiness } from './inference/index.ts';
 import { geoDatabase } from './metering/index.ts';
 import { createLogger, type Logger, aggregateMetrics, MainMetrics, RefundMetrics, type MetricsSnapshot } from './observability/index.ts';
-import { DRAIN_TIMEOUT_MS, markRunning, watchParent } from './lifecycle.ts';
+import { DRAIN_TIMEOUT_MS, markRunning, StartupWatchdog, watchParent } from './lifecycle.ts';
 import { startRetention } from './retention/index.ts';
 import { SOURCE_EXT, threadEntry } from './source-ext.ts';
 import { type StoreBackend, StoreError, openConfiguredStore, privateDataDir } from './store/index.ts';
@@ -187,6 +187,11 @@ class Cluster {
     }
   }
 
+  /** true once stop() has begun */
+  get stopping(): boolean {
+    return this.draining;
+  }
+
   /** Drain: each worker closes its listen socket, finishes in-flight calls, closes its app. */
   async stop(code: number): Promise<never> {
     if (this.draining) return new Promise(() => {});
@@ -220,6 +225,24 @@ function tuneGc(config: Config): void {
   setFlagsFromString('--expose-gc');
 }
 
+/** What a stop waits for at most, when it comes before the API workers exist: the inference
+ * engine's close (its threads must be out of the native runtime first, src/inference/pool.ts)
+ * and the store's. */
+const EARLY_STOP_WAIT_MS = 35_000;
+
+/** TEST_START_HOLD=<part of a step's name>[:block], testing only: start-up stops at that step
+ * for ever, waiting (the event loop runs) or, with `:block`, with the main thread blocked (as
+ * in issue 39's hang), so that tests can see the watchdog and its backstop fire. */
+const hold = process.env.TEST_START_HOLD ? { step: process.env.TEST_START_HOLD.replace(/:block$/, ''), block: process.env.TEST_START_HOLD.endsWith(':block') } : null;
+
+async function holdHere(log: Logger, step: string, block: boolean): Promise<void> {
+  log.warn({ TEST_START_HOLD: process.env.TEST_START_HOLD, step }, 'testing only: start-up holds here for ever (TEST_START_HOLD); never set this in production');
+  if (block) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
+  await new Promise(() => {});
+}
+
+const bounded = (p: Promise<unknown>, ms: number) => Promise.race([p.catch(() => {}), new Promise<void>((r) => setTimeout(r, ms).unref())]);
+
 async function main(): Promise<void> {
   let config: Config;
   try {
@@ -236,7 +259,64 @@ async function main(): Promise<void> {
   }
   tuneGc(config);
   const log = createLogger(config.LOG_LEVEL, { thread: 'main' });
+
+  // What is open so far, for a stop that comes before the cluster exists.
+  let store: StoreBackend | null = null;
+  let engine: EngineHost | null = null;
+  let stopRetention: (() => Promise<void>) | null = null;
+  let cluster: Cluster | null = null;
+  // Past START_TIMEOUT_SECONDS a start that has not listened logs what it waits for and exits
+  // 1; the engine is closed first, as on any exit (its threads may be in the native runtime).
+  const watchdog = new StartupWatchdog(log, config.START_TIMEOUT_SECONDS, () => {
+    void bounded(engine?.close() ?? Promise.resolve(), EARLY_STOP_WAIT_MS).finally(() => process.exit(1));
+  });
+  /** set by a stop asked for before the cluster existed: start-up ends at its next step */
+  let earlyStop: Promise<never> | null = null;
+  const closeEarly = (code: number, why: string): Promise<never> => {
+    earlyStop ??= (async () => {
+      watchdog.done();
+      log.info({ code, phase: watchdog.waitingFor }, why);
+      await bounded(engine?.close() ?? Promise.resolve(), EARLY_STOP_WAIT_MS);
+      await bounded(stopRetention?.() ?? Promise.resolve(), EARLY_STOP_WAIT_MS);
+      await bounded(store?.close() ?? Promise.resolve(), EARLY_STOP_WAIT_MS);
+      log.info({ code }, 'stopped');
+      process.exit(code);
+    })();
+    return earlyStop;
+  };
+  const stop = (code: number): void => {
+    if (cluster) void cluster.stop(code);
+    else void closeEarly(code, 'stopping during start-up');
+  };
+
+  // Signals are handled from the first moment, whatever start-up is doing: the first stops the
+  // service cleanly (exit 0) at any point of its start-up or service (issue 39: a stop during
+  // inference warm-up used to abort), the second is acknowledged (Ctrl-C under npm reaches node
+  // twice: npm forwards its own SIGINT to the process group, so a second signal must not cut
+  // the drain short), and a third stops without waiting for in-flight calls (exit 1), the
+  // inference threads still let out of the native runtime first.
+  let signals = 0;
+  for (const sig of ['SIGTERM', 'SIGINT'] as const) {
+    process.on(sig, () => {
+      signals++;
+      if (signals === 1) stop(0);
+      else if (signals === 2) log.warn({ signal: sig }, 'already stopping: in-flight calls finish first; a third signal stops at once');
+      else {
+        log.warn({ signal: sig }, 'third signal: stopping now, without waiting for in-flight calls (start-up recovery refunds their reservations)');
+        void bounded(engine?.close() ?? Promise.resolve(), EARLY_STOP_WAIT_MS).finally(() => process.exit(1));
+      }
+    });
+  }
+  watchParent(log, () => stop(0));
+  /** Between steps: a stop asked for meanwhile ends start-up here. */
+  const step = async (name: string): Promise<void> => {
+    if (earlyStop) await earlyStop;
+    watchdog.step(name);
+    if (hold && name.includes(hold.step)) await holdHere(log, name, hold.block);
+  };
+
   try {
+    await step('the HTTP module');
     const uws = loadUws();
     // before the store, the keys or the demo archive write anything (issue 29)
     for (const problem of privateDataDir(config.DATA_DIR)) log.warn(problem);
@@ -244,39 +324,36 @@ async function main(): Promise<void> {
     // never pass unnoticed: a production build reads them too (src/config/env.ts, issue 40)
     const testing = testingSettings();
     if (testing.length > 0) log.warn({ testing_settings: testing }, `TESTING ONLY settings are set (${testing.join(', ')}): they weaken or fake parts of the service; never set them in production (docs/configuration.md)`);
-    const store = await openConfiguredStore(config, (err) => log.warn({ err: { message: err.message } }, 'store connection error'), log);
+    await step(config.DATABASE_URL ? 'the PostgreSQL store to open' : 'the LMDB store to open');
+    store = await openConfiguredStore(config, (err) => log.warn({ err: { message: err.message } }, 'store connection error'), log);
+    const opened = store;
     // restore refuses a DATA_DIR with a running server; the mark goes with the process
     process.once('exit', markRunning(config.DATA_DIR));
-    await bootstrapAdmin(store, config, log);
+    await step('the administrator bootstrap');
+    await bootstrapAdmin(opened, config, log);
     const refunds = new RefundMetrics();
-    await startupHooks(store, config, log, (module, units) => refunds.refunded(module, units));
-    const stopRetention = startRetention(store, config, log);
+    await step('start-up recovery (signing key, pending reservations, idempotency pruning)');
+    await startupHooks(opened, config, log, (module, units) => refunds.refunded(module, units));
+    await step('the inference engine to start');
+    const retention = startRetention(opened, config, log);
+    stopRetention = retention;
     // the module switch: a model-set activation may leave only disabled modules unready
-    const engine = startEngine(config, log, (id) => store.moduleEnabled(id));
+    const host = startEngine(config, log, (id) => opened.moduleEnabled(id));
+    engine = host;
+    await step('the listen port');
     const port = await probePort(uws, config);
-    const cluster = new Cluster(config, log, engine, store, stopRetention, refunds);
-    // Ctrl-C under npm reaches node twice (npm forwards its own SIGINT to the process group):
-    // a second signal must not cut the drain short, so only a third stops at once.
-    let signals = 0;
-    for (const sig of ['SIGTERM', 'SIGINT'] as const) {
-      process.on(sig, () => {
-        signals++;
-        if (signals === 1) void cluster.stop(0);
-        else if (signals === 2) log.warn({ signal: sig }, 'already draining: in-flight calls finish first; a third signal stops at once');
-        else {
-          log.warn({ signal: sig }, 'third signal: stopping now, without waiting for in-flight calls (start-up recovery refunds their reservations)');
-          process.exit(1);
-        }
-      });
-    }
-    watchParent(log, () => void cluster.stop(0));
-    await cluster.start(port);
+    await step('the API workers to listen');
+    const started = new Cluster(config, log, host, opened, retention, refunds);
+    cluster = started;
+    await started.start(port);
+    if (started.stopping) return; // a stop came while the workers started: it exits
+    watchdog.done();
     // the one line an operator starting it by hand reads: where it serves, where the console
     // is, and how to get into it when nobody can yet
     const scheme = config.TLS_CERT_FILE ? 'https' : 'http';
-    const host = config.HOST === '0.0.0.0' || config.HOST === '::' ? 'localhost' : config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST;
-    const url = `${scheme}://${host}:${port}`;
-    const noAdmin = !(await store.listUsers().catch(() => [])).some((u) => u.role === 'admin' && u.enabled);
+    const shown = config.HOST === '0.0.0.0' || config.HOST === '::' ? 'localhost' : config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST;
+    const url = `${scheme}://${shown}:${port}`;
+    const noAdmin = !(await opened.listUsers().catch(() => [])).some((u) => u.role === 'admin' && u.enabled);
     log.info(
       {
         host: config.HOST, port, workers: config.WORKERS, tls: Boolean(config.TLS_CERT_FILE), url, console_url: `${url}/admin`,
@@ -291,6 +368,8 @@ async function main(): Promise<void> {
     if (e instanceof ConfigError || e instanceof NativeBindingError || e instanceof StoreError) {
       log.fatal(e.message);
       process.stderr.write(`${e.message}\n`);
+      // the engine may be warming up: its threads leave the native runtime first
+      await bounded(engine?.close() ?? Promise.resolve(), EARLY_STOP_WAIT_MS);
       process.exit(1);
     }
     throw e;

@@ -45,6 +45,9 @@ export interface ProbeOptions {
   warmupRuns?: number;
   rounds?: number;
   callsPerRound?: number;
+  /** aborted: no further task starts; the one running finishes (a thread inside the native
+   * runtime must not be terminated) and the threads end before the figures, partial, return */
+  signal?: AbortSignal;
 }
 
 /** CPU backends `auto` chooses among, native first: on a tie the native runtime wins, as it
@@ -74,6 +77,7 @@ export async function measureBackends(opts: ProbeOptions): Promise<BackendFigure
   const threads: { provider: ExecutionProvider; pool: Piscina; figure: BackendFigure }[] = [];
   try {
     for (const provider of candidates) {
+      if (opts.signal?.aborted) break;
       const pool = new Piscina({ filename: PROBE_WORKER_FILE, minThreads: 1, maxThreads: 1, idleTimeout: Number.MAX_SAFE_INTEGER, atomics: 'disabled' });
       // each candidate as its pool would serve: WebGPU on its one session thread
       const sessionThreads = provider === 'webgpu' ? WEBGPU_SESSION_THREADS : opts.threads;
@@ -89,8 +93,8 @@ export async function measureBackends(opts: ProbeOptions): Promise<BackendFigure
       }
     }
     const live = threads.filter((t) => !t.figure.error);
-    for (let round = 0; round < rounds; round++) {
-      for (let i = 0; i < live.length; i++) {
+    for (let round = 0; round < rounds && !opts.signal?.aborted; round++) {
+      for (let i = 0; i < live.length && !opts.signal?.aborted; i++) {
         const t = live[(i + round) % live.length]!;
         const r = (await t.pool.run({ op: 'measure', calls } satisfies ProbeTask)) as { ms: number };
         t.figure.rounds.push(r.ms / calls);

@@ -86,6 +86,8 @@ class Engine implements InferenceEngine {
   private started: Promise<void> | null = null;
   private settle: { resolve: () => void; reject: (e: Error) => void } | null = null;
   private closed = false;
+  /** ends `auto`'s start-up measurement early when the engine closes during it */
+  private readonly closing = new AbortController();
   /** shown in readiness: serving on a fallback WebGPU adapter, or on WASM where WebGPU was
    * wanted and no adapter was found */
   private adapterNote: string | null = null;
@@ -182,10 +184,13 @@ class Engine implements InferenceEngine {
     // As long as the pool's own warm-up at most: a test or a CLI that asks for a short warm-up
     // gets a short measurement (the backends differ by several times, not by percents).
     const warmup = this.opts.warmupRuns ?? 30;
+    this.log({ candidates }, 'inference: measuring the backends');
     const figures = await measureBackends({
       manifest: this.manifest, modules: this.loadable, threads: sessionThreads, candidates,
       warmupRuns: Math.min(20, Math.max(2, warmup)), rounds: 5, callsPerRound: Math.min(10, Math.max(2, Math.ceil(warmup / 3))),
+      signal: this.closing.signal,
     });
+    if (this.closed) return 'wasm'; // unused: boot() stops here
     this.choice = chooseBackend(figures);
     // the WebGPU candidate put this process's WebAssembly on its baseline tier (runtime.ts
     // keepWasmOnBaselineTier); a CPU backend that won serves with the optimising tier back
@@ -382,12 +387,16 @@ class Engine implements InferenceEngine {
 
   async close(): Promise<void> {
     this.closed = true;
+    this.closing.abort();
     for (const g of this.queue.splice(0)) for (const it of g.items) it.reject(new Error('inference engine closed'));
     this.settle?.reject(new Error('inference engine closed'));
     const pool = this.pool;
     this.pool = null;
     this.readinessEvents.check(); // nothing is ready on a closed engine
-    await pool?.close();
+    if (pool && !(await pool.close())) this.log({}, 'inference: a pool thread did not release its sessions in time; terminated anyway');
+    // `auto`'s measurement threads end before close() resolves: the process exits after it,
+    // and exiting terminates whatever thread is still inside the native runtime (an abort)
+    await this.started?.catch(() => {});
   }
 }
 

@@ -45,17 +45,20 @@ export interface PoolTimes {
 }
 
 /** How long close() waits for the workers to release their sessions and devices before it
- * terminates them anyway. */
-const RELEASE_WAIT_MS = 5_000;
+ * terminates them anyway. A worker answers once the runtime call it is in has returned (a
+ * session being created, a warm-up, a task: terminating it inside one aborts the process,
+ * workers/inference.ts), so this bounds one such call on a loaded host, not a normal close. */
+export const RELEASE_WAIT_MS = 30_000;
 
 export class InferencePool {
   private readonly piscina: Piscina;
   private readonly channel: BroadcastChannel;
+  private readonly stop = new SharedArrayBuffer(4);
   private readonly closed = new Set<number>();
   private onClosed: (() => void) | null = null;
 
   constructor(
-    config: Omit<WorkerConfig, 'channel'>,
+    config: Omit<WorkerConfig, 'channel' | 'stop'>,
     readonly workers: number,
     onReport: (r: WorkerReport) => void,
     onError: (e: Error) => void,
@@ -76,7 +79,7 @@ export class InferencePool {
       concurrentTasksPerWorker: 1,
       // ORT-web finishes async work between tasks; Atomics.wait would stall it.
       atomics: 'disabled',
-      workerData: { ...config, channel } satisfies WorkerConfig,
+      workerData: { ...config, channel, stop: this.stop } satisfies WorkerConfig,
     });
     this.piscina.on('error', onError);
   }
@@ -101,20 +104,27 @@ export class InferencePool {
   }
 
   /** Asks every worker to release its sessions and GPU device, waits for them (bounded),
-   * then terminates the threads. Terminating a WebGPU worker with its device alive left the
-   * teardown to native finalizers at thread exit. */
-  async close(): Promise<void> {
+   * then terminates the threads; false when a worker did not answer in time. Terminating a
+   * WebGPU worker with its device alive left the teardown to native finalizers at thread exit. */
+  async close(): Promise<boolean> {
     // the timer is ref'd: the report channel is not, and the answers must be waited for
     let timer: NodeJS.Timeout | undefined;
+    let timedOut = false;
     const released = new Promise<void>((resolve) => {
       this.onClosed = resolve;
       if (this.closed.size >= this.workers) resolve();
-      timer = setTimeout(resolve, RELEASE_WAIT_MS);
+      timer = setTimeout(() => {
+        timedOut = true;
+        resolve();
+      }, RELEASE_WAIT_MS);
     });
+    // the flag first: a worker still starting reads it before it loads anything
+    Atomics.store(new Int32Array(this.stop), 0, 1);
     this.channel.postMessage({ kind: 'close' } satisfies PoolClose);
     await released;
     clearTimeout(timer);
     this.channel.close();
     await this.piscina.destroy();
+    return !timedOut;
   }
 }

@@ -13,6 +13,9 @@ export interface WorkerConfig {
   warmupRuns: number;
   /** BroadcastChannel name on which workers report warm-up progress */
   channel: string;
+  /** one Int32: 1 once the pool closes (PoolClose as a flag, for a thread that opens the
+   * channel after the message went) */
+  stop: SharedArrayBuffer;
 }
 
 /** Whole captures of one module and mode; the worker answers one record per capture.

@@ -39,8 +39,14 @@ function writeAtomic(file: string, text: string): void {
 
 /** A fresh Ed25519 key, not yet stored anywhere. */
 export async function newKey(at: number): Promise<KeyFile> {
-  const { privateKey } = generateKeyPairSync('ed25519');
-  const jwk = privateKey.export({ format: 'jwk' }) as JWK;
+  // Encoded to JWK inside the key generation, never by exporting the KeyObject it returns:
+  // Node 20's export() holds the key's mutex while it allocates, and a garbage collection at
+  // that moment can finalize the finished generation job, whose destructor takes the same
+  // mutex; the thread then waits on itself for ever (seen in gdb: ExportJWKEdKey ->
+  // CollectGarbage -> ~KeyGenJob -> pthread_mutex_lock). At start-up that was a service that
+  // hung before its first log line, about one start in a few hundred (issue 39);
+  // `export` after generateKeyPairSync deadlocked within seconds in a loop, this never did.
+  const { privateKey: jwk } = generateKeyPairSync('ed25519', { privateKeyEncoding: { format: 'jwk' }, publicKeyEncoding: { format: 'jwk' } }) as unknown as { privateKey: JWK };
   // RFC 7638 thumbprint: a kid any party can recompute from the public key alone.
   const kid = await calculateJwkThumbprint({ kty: jwk.kty!, crv: jwk.crv!, x: jwk.x! });
   return { kid, created_at: new Date(at).toISOString(), retired_at: null, jwk: { ...jwk, kid, alg: 'EdDSA', use: 'sig' } };
