@@ -86,6 +86,9 @@ async function run(): Promise<void> {
     const bodies = new Map<string, ReturnType<typeof request>>();
     const unanswered = new Set<string>();
     const firstAfter: (number | null)[] = [null, null];
+    // 503 store_unavailable answers per node, and the slowest of them (a hang detector)
+    const unavailable = [0, 0];
+    let slowest503 = 0;
     let promotedAt = 0;
     let stop = false;
     let done = 0;
@@ -102,6 +105,7 @@ async function run(): Promise<void> {
         for (let attempt = 0; attempt < 120 && !final; attempt++) {
           const n = (lane + attempt) % 2; // alternate nodes, as a balancer would
           sent++;
+          const t0 = Date.now();
           const r = await postVerify(nodes[n]!.baseUrl, token, 'rgb_liveness', body, { 'idempotency-key': key }).catch((e: Error) => e);
           if (r instanceof Error) {
             count(`error ${r.message}`);
@@ -109,6 +113,10 @@ async function run(): Promise<void> {
           }
           const code = (r.json as { error?: { code?: string } } | undefined)?.error?.code;
           count(`${r.status}${code ? ` ${code}` : ''}`);
+          if (code === 'store_unavailable') {
+            unavailable[n]!++;
+            slowest503 = Math.max(slowest503, Date.now() - t0);
+          }
           if (r.status === 200 && promotedAt > 0 && firstAfter[n] === null) firstAfter[n] = Date.now() - promotedAt;
           if (r.status === 503 || r.status === 409 || code === 'inference_failed') {
             t.ok(r.status !== 503 || r.headers.get('retry-after') !== null, `${r.status} ${code} carries Retry-After`);
@@ -144,6 +152,8 @@ async function run(): Promise<void> {
     t.equal(ready.store, 'unavailable');
     t.match(ready.store_error, /no writable PostgreSQL host|does not accept writes|does not answer|postmaster|terminat|ECONNREFUSED/, `readiness names the reason: ${ready.store_error}`);
     t.notOk(ready.store_error!.includes('postgres@'), 'no credentials in the reason');
+    // no primary: each node answers verify calls 503 store_unavailable (awaited, not timed)
+    await waitFor(() => unavailable.every((u) => u > 0), { timeoutMs: 60_000, what: 'each node to answer 503 store_unavailable while no primary answers' });
     // the promotion, as an operator or Patroni would (pg_ctl waits until it is done); replay
     // was paused, so the settlements the standby received are applied now
     asPostgres('pg_ctl', ['-D', standbyData, '-w', 'promote']);
@@ -180,6 +190,7 @@ async function run(): Promise<void> {
     const recoveredLines = nodes.map((n) => n.logLines().filter((l) => l.msg === 'store recovered').map((l) => l.outage_s as number));
     const figures = {
       keys: done, calls_answered: [...statuses.values()].reduce((a, b) => a + b, 0), calls_sent: sent, statuses: Object.fromEntries(statuses),
+      slowest_503_ms: slowest503, store_unavailable_per_node: unavailable,
       served_503: [...statuses].filter(([s]) => s.startsWith('503')).reduce((a, [, n]) => a + n, 0),
       recovery_ms_after_promotion: { ready: recovery, first_200: firstAfter },
       outage_s_logged: recoveredLines, promotion_after_kill_ms: promotedAt - killedAt,
@@ -193,6 +204,8 @@ async function run(): Promise<void> {
     }
     console.log(`failover figures: ${JSON.stringify(figures)}`);
     t.equal(unanswered.size, 0, 'every key got an answer');
+    // a hang detector, not a speed check: connections are bounded by 5 s, statements by 10 s
+    t.ok(slowest503 < 15_000, `no 503 took longer than the documented bounds (slowest ${slowest503} ms)`);
     t.equal(units, first200.size, 'doubled 0: units used = keys answered 200 (each charged once)');
     t.equal(replayed, first200.size, 'lost 0: every 200 replays the same bytes');
     t.equal(ledger.json.ok, true, 'the ledger verifies');

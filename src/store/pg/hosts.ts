@@ -21,6 +21,9 @@ const PROBE_TIMEOUT_MS = 1_500;
 /** after a probe that found no writable host, calls fail at once for this long rather than
  * each probing the hosts again */
 const PROBE_BACKOFF_MS = 200;
+/** during an outage the hosts are probed this often even when no call asks, so the end of
+ * the outage is seen (and the lease renewed, the writes owed made) within this much of it */
+const HEAL_INTERVAL_MS = 500;
 
 export interface HostEvents {
   /** the first failure of an outage: no writable host, or the current one stopped answering */
@@ -34,8 +37,14 @@ export class HostSelector {
   private probing: Promise<DatabaseHost> | null = null;
   private refusedUntil = 0;
   private refusal: StoreUnavailableError | null = null;
-  /** since when (epoch ms) and why no writable host has answered; null while one does */
-  outage: { since: number; reason: string; previous: string | null } | null = null;
+  /** since when (epoch ms) and why no writable host has answered (`reason`: the first failure,
+   * `latest`: the last, e.g. what each host answered the last probe); null while one does */
+  outage: { since: number; reason: string; latest: string; previous: string | null } | null = null;
+  /** a statement failed at the connection level: an outage only if a connection then fails
+   * too (a single backend ended is a blip the pool absorbs), counted from here */
+  private suspect: { since: number; reason: string } | null = null;
+  private heal: NodeJS.Timeout | null = null;
+  private healing = false;
 
   constructor(readonly target: DatabaseTarget, private readonly events: HostEvents = {}) {
     // one host that is not checked is used as it is, exactly as before several hosts existed
@@ -65,27 +74,61 @@ export class HostSelector {
   /** a connection to `h` is up (and, where checked, writable) */
   connected(h: DatabaseHost): void {
     if (this.target.hosts.length > 1 || this.target.checkWritable) this.current = h;
+    this.suspect = null;
     const was = this.outage;
     if (!was) return;
     this.outage = null;
+    this.stopHealing();
     this.events.recovered?.({ seconds: (Date.now() - was.since) / 1000, host: hostName(h), previous: was.previous, reason: was.reason });
   }
 
   /** a statement succeeded: an outage that began with a statement failing on a connection
    * that was then replaced by one already pooled ends here, not only at a new connection */
   answered(): void {
+    this.suspect = null;
     if (this.outage && this.current) this.connected(this.current);
   }
 
   /** a statement failed at the connection level (the server went away mid-call) */
   lost(reason: string): void {
-    this.down(reason, this.current);
+    if (this.outage) this.outage.latest = reason;
+    else this.suspect ??= { since: Date.now(), reason };
   }
 
   private down(reason: string, h: DatabaseHost | null): void {
-    if (this.outage) return;
-    this.outage = { since: Date.now(), reason, previous: h ? hostName(h) : null };
+    if (this.outage) {
+      this.outage.latest = reason;
+      return;
+    }
+    const first = this.suspect ?? { since: Date.now(), reason };
+    this.suspect = null;
+    this.outage = { since: first.since, reason: first.reason, latest: reason, previous: h ? hostName(h) : null };
     this.events.down?.(reason);
+    this.heal = setInterval(() => void this.tryHeal(), HEAL_INTERVAL_MS);
+    this.heal.unref();
+  }
+
+  /** one probe of the host that would be used next (or of all, when none is known) */
+  private async tryHeal(): Promise<void> {
+    if (this.healing || !this.outage) return;
+    this.healing = true;
+    try {
+      const h = await this.pick().catch(() => null);
+      if (h && this.outage && (await probeHost(this.target, h)) === true) this.connected(h);
+    } finally {
+      this.healing = false;
+    }
+  }
+
+  private stopHealing(): void {
+    if (this.heal) clearInterval(this.heal);
+    this.heal = null;
+  }
+
+  /** the store is closing: no more probes */
+  close(): void {
+    this.stopHealing();
+    this.outage = null;
   }
 
   private async probe(): Promise<DatabaseHost> {

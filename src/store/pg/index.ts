@@ -107,13 +107,14 @@ export class PgBackend implements StoreBackend, FaultHooks {
   }
   unavailableReason(): string | null {
     const outage = this.db.hosts.outage;
-    if (outage) return `since ${new Date(outage.since).toISOString()}: ${outage.reason}`;
+    if (outage) return `since ${new Date(outage.since).toISOString()}: ${outage.latest}`;
     if (Date.now() >= this.db.leaseOkUntil) return `this node's lease was not renewed since ${new Date(this.db.leaseOkUntil - this.db.leaseMs).toISOString()}`;
     return null;
   }
 
   async close(): Promise<void> {
     clearInterval(this.renewTimer);
+    this.db.hosts.close();
     this.db.writes.close();
     // a node that leaves cleanly and holds nothing is forgotten at once
     await this.db.pool.query(`DELETE FROM nodes n WHERE n.id = $1 AND NOT EXISTS (SELECT 1 FROM reservations r WHERE r.node_id = n.id AND r.state = 'pending')`, [this.db.node]).catch(() => {});

@@ -119,7 +119,7 @@ export function openPool(target: DatabaseTarget, opts: PgOptions): Pg {
     async q(text, values = [], name) {
       try {
         const r = await db.pool.query(name === undefined ? { text, values } : { name, text, values });
-        if (db.hosts.outage) db.hosts.answered();
+        db.hosts.answered();
         return r;
       } catch (err) {
         // a full disk (53100) and the like: counted, new verify calls refused until a write works
