@@ -111,7 +111,7 @@ try {
     gz += z;
     console.log(`  ${name.padEnd(52)} ${String(bytes.length).padStart(9)} B raw ${String(z).padStart(9)} B gzip`);
   }
-  console.log(`  total a capture loads: ${(raw / 1e6).toFixed(2)} MB raw, ${(gz / 1e6).toFixed(2)} MB gzip (target <= 5 MB transferred)`);
+  console.log(`  all the component's files (a capture loads one of the two landmark models): ${(raw / 1e6).toFixed(2)} MB raw, ${(gz / 1e6).toFixed(2)} MB gzip (target <= 5 MB transferred)`);
 } finally {
   await browser.close();
   await server.close();
