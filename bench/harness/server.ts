@@ -247,6 +247,9 @@ export async function startServer(opts: StartOptions = {}): Promise<ServerHandle
     // test/inference/backend-choice.test.ts, and tests of another backend say so
     INFERENCE_BACKEND: 'native',
     LOG_LEVEL: 'info',
+    // the service's own start-up watchdog fires before this harness gives up on it, so a start
+    // that does not finish ends with the step it waits for in its log (issue 39)
+    START_TIMEOUT_SECONDS: String(Math.max(10, Math.floor((opts.timeoutMs ?? 180_000) / 1000) - 20)),
     ...opts.env,
   };
   const proc = spawnChild(process.execPath, [...SERVICE_ARGS], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });

@@ -6,7 +6,7 @@ import { type PreparedCapture } from '../packets/index.ts';
 import { MODULE_IDS, type Mode, type ModuleId } from '../contract/index.ts';
 import { loadManifest, MAX_BATCH, type Manifest } from './manifest.ts';
 import { modePolicies, policyFor } from './modes/index.ts';
-import { InferencePool, poolShape, transferable, type PoolTimes } from './pool.ts';
+import { InferencePool, poolShape, RELEASE_WAIT_MS, transferable, type PoolTimes } from './pool.ts';
 import type { WorkerReport } from './protocol.ts';
 import { allowWasmTierUp, webGpuAdapter, type WebGpuAdapter } from './runtime.ts';
 import { chooseBackend, CPU_CANDIDATES, measureBackends, type BackendChoice } from './backend-probe.ts';
@@ -395,8 +395,12 @@ class Engine implements InferenceEngine {
     this.readinessEvents.check(); // nothing is ready on a closed engine
     if (pool && !(await pool.close())) this.log({}, 'inference: a pool thread did not release its sessions in time; terminated anyway');
     // `auto`'s measurement threads end before close() resolves: the process exits after it,
-    // and exiting terminates whatever thread is still inside the native runtime (an abort)
-    await this.started?.catch(() => {});
+    // and exiting terminates whatever thread is still inside the native runtime (an abort).
+    // Bounded like the pool's release: a measurement stuck in a graph that never returns
+    // (what MODEL_LOAD_TIMEOUT_SECONDS ends) must not hold the close for ever.
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.started?.catch(() => {}), new Promise<void>((r) => (timer = setTimeout(r, RELEASE_WAIT_MS)))]);
+    clearTimeout(timer);
   }
 }
 

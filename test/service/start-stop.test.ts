@@ -21,17 +21,19 @@ interface Started {
   env: NodeJS.ProcessEnv;
 }
 
-async function npmStart(extra: Record<string, string> = {}): Promise<Started> {
+/** `npm start` (or another npm script), resolved once the service printed the line `until`
+ * (default: the one that says it listens). */
+async function npmStart(extra: Record<string, string> = {}, { script = 'start', until = 'listening' } = {}): Promise<Started> {
   const env = { ...process.env, HOST: '127.0.0.1', PORT: '0', DATA_DIR: tempDir(), WORKERS: '1', INFERENCE_THREADS: '1', WARMUP_RUNS: '0', LOG_LEVEL: 'info', ...extra };
   // detached: npm leads its own process group, so nothing here signals node by accident
-  const npm = spawnChild('npm', ['start', '--silent'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  const npm = spawnChild('npm', script === 'start' ? ['start', '--silent'] : ['run', script, '--silent'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   const parsed: any[] = [];
   let err = '';
   let buf = '';
   npm.stderr!.on('data', (d: Buffer) => (err += d.toString()));
   const npmExit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => npm.on('exit', (code, signal) => r({ code, signal })));
   const listening = new Promise<any>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`npm start did not listen:\n${err}`)), 180_000);
+    const timer = setTimeout(() => reject(new Error(`npm ${script} did not print "${until}":\n${err}`)), 180_000);
     npm.stdout!.on('data', (d: Buffer) => {
       buf += d.toString();
       let i: number;
@@ -41,7 +43,7 @@ async function npmStart(extra: Record<string, string> = {}): Promise<Started> {
         try {
           const j = JSON.parse(line);
           parsed.push(j);
-          if (j.msg === 'listening') {
+          if (j.msg === until) {
             clearTimeout(timer);
             resolve(j);
           }
@@ -50,7 +52,7 @@ async function npmStart(extra: Record<string, string> = {}): Promise<Started> {
         }
       }
     });
-    void npmExit.then(() => reject(new Error(`npm exited before listening:\n${err}`)));
+    void npmExit.then(() => reject(new Error(`npm exited before "${until}":\n${err}`)));
   });
   const l = await listening;
   return { npm, nodePid: l.pid, port: l.port, lines: () => parsed, stderr: () => err, npmExit, env };
@@ -176,4 +178,39 @@ t.test('a service whose npm parent is killed outright drains instead of staying 
   t.ok(await gone(s.nodePid), 'the orphaned service ended by itself');
   t.equal(await connects(s.port), false);
   t.ok(s.lines().some((l) => l.msg === 'parent process is gone; draining'));
+});
+
+// Issue 39: a stop while the inference pool creates and warms its sessions aborted the process
+// (onnxruntime-node inside a call in a thread being terminated: exit 134). Both ways npm passes
+// a stop on: its own SIGTERM forwarded, and npm killed outright (the service, orphaned, drains).
+// The default backend (auto), and warm-up long enough that the stop lands inside it.
+for (const how of ['SIGTERM to npm', 'npm killed'] as const) {
+  t.test(`${how} while the pool warms up: the service stops cleanly, no abort`, async (t) => {
+    const s = await npmStart({ WARMUP_RUNS: '30' }, { until: 'inference: starting pool' });
+    t.teardown(() => {
+      if (alive(s.nodePid)) process.kill(s.nodePid, 'SIGKILL');
+    });
+    process.kill(s.npm.pid!, how === 'npm killed' ? 'SIGKILL' : 'SIGTERM');
+    const npm = await s.npmExit;
+    t.ok(await gone(s.nodePid), 'the service process ended');
+    await waitFor(() => s.lines().some((l) => l.msg === 'stopped'), { what: 'the stopped line', timeoutMs: 60_000 }).catch(() => undefined);
+    t.ok(s.lines().some((l) => l.msg === 'stopped' && l.code === 0), `it stopped cleanly: ${JSON.stringify(s.lines().slice(-3))}`);
+    t.notMatch(s.stderr(), /terminate called|Napi::Error|Aborted/, 'no abort');
+    if (how === 'SIGTERM to npm') t.equal(npm.code, 0, 'npm exits 0 with the service');
+  });
+}
+
+// `npm run dev` runs the sources through tsx; its script execs node as `npm start` does, so the
+// SIGTERM npm forwards reaches the service (not a shell that dies of it: npm exited 143).
+t.test('npm run dev stopped by SIGTERM drains and exits 0', async (t) => {
+  const s = await npmStart({ INFERENCE_BACKEND: 'native' }, { script: 'dev' });
+  t.teardown(() => {
+    if (alive(s.nodePid)) process.kill(s.nodePid, 'SIGKILL');
+  });
+  process.kill(s.npm.pid!, 'SIGTERM');
+  const npm = await s.npmExit;
+  t.equal(npm.code, 0, `npm run dev exits 0 (got ${npm.code} ${npm.signal})`);
+  t.ok(await gone(s.nodePid), 'the service process ended');
+  t.ok(s.lines().some((l) => l.msg === 'stopped' && l.code === 0), 'and stopped cleanly');
+  t.notOk(s.lines().some((l) => l.msg === 'parent process is gone; draining'), 'through the signal, not as an orphan');
 });

@@ -134,3 +134,33 @@ t.test('admin bootstrap creates the admin once and never overwrites it', async (
   t.equal(roots2[0]!.password_hash, hash1, 'password unchanged');
   t.ok(s2.logLines().some((l) => /user exists/.test(l.msg)));
 });
+
+// Issue 39: a start that never finished printed nothing, for ever. The start-up watchdog names
+// the step it is waiting for and exits 1 (the main thread still runs), and its backstop thread
+// does the same and kills the process when the main thread itself is stuck (as in that hang:
+// a thread waiting on a mutex it held). TEST_START_HOLD holds start-up at the named step.
+t.test('a start that does not finish is ended by the watchdog, with the step it waits for', async (t) => {
+  const [waiting, blocked] = await Promise.all([
+    runServiceToExit({ START_TIMEOUT_SECONDS: '10', TEST_START_HOLD: 'administrator bootstrap' }),
+    runServiceToExit({ START_TIMEOUT_SECONDS: '10', TEST_START_HOLD: 'administrator bootstrap:block' }),
+  ]);
+  const fatal = (out: string) => out.split('\n').flatMap((l) => {
+    try {
+      return [JSON.parse(l)];
+    } catch {
+      return [];
+    }
+  }).find((l) => l.level === 60);
+  t.equal(waiting.code, 1, `exit 1 when the main thread waits:\n${waiting.out}`);
+  t.match(fatal(waiting.out), { thread: 'main', waiting_for: 'the administrator bootstrap', START_TIMEOUT_SECONDS: 10 }, 'the fatal line names the step');
+  t.match(waiting.out, /start-up did not finish within 10 s: still waiting for the administrator bootstrap/, 'and so does stderr');
+  t.equal(blocked.signal, 'SIGKILL', `killed by the backstop when the main thread is blocked:\n${blocked.out}`);
+  t.match(fatal(blocked.out), { thread: 'start-watchdog', waiting_for: 'the administrator bootstrap', START_TIMEOUT_SECONDS: 10 }, 'the backstop names the step');
+  t.match(blocked.out, /the main thread does not answer: still waiting for the administrator bootstrap/);
+});
+
+t.test('START_TIMEOUT_SECONDS is checked like every other variable', async (t) => {
+  t.throws(() => loadConfig({ WORKERS: '1', START_TIMEOUT_SECONDS: 'soon' }, ROOT, 2), /START_TIMEOUT_SECONDS/);
+  t.equal(loadConfig({ WORKERS: '1' }, ROOT, 2).START_TIMEOUT_SECONDS, 300, 'five minutes by default');
+  t.equal(loadConfig({ WORKERS: '1', START_TIMEOUT_SECONDS: '0' }, ROOT, 2).START_TIMEOUT_SECONDS, 0, '0 turns it off');
+});
