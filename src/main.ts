@@ -12,6 +12,7 @@ import { startRetention } from './retention/index.ts';
 import { SOURCE_EXT, threadEntry } from './source-ext.ts';
 import { type StoreBackend, StoreError, openConfiguredStore, privateDataDir } from './store/index.ts';
 import { startupHooks } from './startup.ts';
+import { now } from './clock.ts';
 
 // The main thread owns what is one per process (the inference pool, start-up recovery,
 // signals) and relays between API workers; it serves no HTTP itself.
@@ -99,20 +100,23 @@ class Cluster {
     });
     worker.on('message', (m: FromWorker) => this.onMessage(worker, m));
     worker.on('error', (err) => this.log.error({ err, worker: index }, 'API worker crashed'));
+    // threadId reads -1 once the thread has exited: kept here for the recovery of what it held
+    const thread = worker.threadId;
     worker.on('exit', (code) => {
-      if (!this.draining) this.replace(index, worker, code, listening);
+      if (!this.draining) this.replace(index, worker, code, listening, thread);
     });
     return started;
   }
 
   /** An API worker ended while the process serves: free what it held in the shared tables and
-   * start another in its place; the other workers serve on meanwhile. Reservations its calls
-   * left pending stay pending: records name the process (or node), not the thread, so they
-   * cannot be told from the live workers' ones here; start-up recovery refunds them on the
-   * next start (and the operator sees them until then). */
-  private replace(index: number, dead: Worker, code: number, listened: boolean): void {
+   * start another in its place; the other workers serve on meanwhile. The reservations its
+   * calls left pending are refunded and their keys released now, as start-up recovery would
+   * for a dead process: records name the thread (LMDB) or the thread's node (PostgreSQL), so
+   * the live workers' ones are not touched (recoverThread). */
+  private replace(index: number, dead: Worker, code: number, listened: boolean, thread: number): void {
     if (this.workers[index] !== dead) return;
     const freed = releaseWorkerSlots(this.admission, index);
+    this.recoverWorker(index, thread);
     this.forgetInCollections(dead);
     const now = Date.now();
     this.losses = [...this.losses.filter((t) => now - t < REPLACEMENT_WINDOW_MS), now];
@@ -133,6 +137,25 @@ class Cluster {
         // its own exit handler has already decided (shutdown when it never listened)
         this.log.error({ worker: index, err: { message: err.message } }, 'replacement API worker failed to start');
       },
+    );
+  }
+
+  /** Refunds what dead API worker `thread` held; a failure leaves them to start-up recovery
+   * (PostgreSQL: to the lease sweep), logged. */
+  private recoverWorker(index: number, thread: number): void {
+    const at = now();
+    this.store.recoverThread(thread, at).then(
+      (recovered) => {
+        for (const r of recovered) {
+          this.refunds.refunded(r.module_id, r.units);
+          this.log.warn(
+            { reservation: r.id, request_id: r.request_id, token_id: r.token_id, module_id: r.module_id, units: r.units, ...(r.node ? { holder_node: r.node } : { holder_pid: r.pid, holder_thread: r.thread ?? null }) },
+            'worker recovery: pending reservation refunded, idempotency key released',
+          );
+        }
+        this.log.warn({ worker: index, thread, recovered: recovered.length }, 'worker recovery finished');
+      },
+      (err: Error) => this.log.error({ worker: index, thread, err: { message: err.message } }, 'worker recovery failed; start-up recovery refunds what it held'),
     );
   }
 

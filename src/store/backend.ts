@@ -210,6 +210,9 @@ export interface StoreBackend {
   /** refunds pending reservations whose holder is gone (LMDB: its process; PostgreSQL: its
    * node's lease expired) and releases their keys; returns what it refunded */
   recoverPending(at: number): Promise<Reservation[]>;
+  /** refunds the pending reservations of API worker `thread` of this process, which has exited
+   * (main.ts replaces it), and releases their keys; other threads' and processes' stay */
+  recoverThread(thread: number, at: number): Promise<Reservation[]>;
 
   // administrator sessions, keyed by the SHA-256 of the cookie value
   putSession(key: string, session: SessionRecord): Promise<void>;

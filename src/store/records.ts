@@ -105,6 +105,9 @@ export interface Reservation {
   pid_start?: string | null;
   /** PostgreSQL store: the node (one process start) that holds it, swept once its lease expires */
   node?: string;
+  /** LMDB store: the API worker thread (worker_threads threadId) that holds it, so the reservations of
+   * a worker that dies are recovered when it is replaced, not at the next start; absent on older records */
+  thread?: number;
   idempotency_key: string | null;
   /** for settlement_failed: the answer that could not be saved, so "charge" can complete it */
   unsaved_body: string | null;

@@ -3,7 +3,7 @@ import type { AttemptSuccess } from '../throttle-rules.ts';
 import { listAudit, writeAudit } from './audit.ts';
 import { ledgerCounterDeltas, listLedger, verifyLedger } from './ledger.ts';
 import { pruneIdempotency } from './idempotency.ts';
-import { recoverPending } from './recovery.ts';
+import { recoverPending, recoverThread } from './recovery.ts';
 import { reserve } from './reserve.ts';
 import { getReservation, listSettlementFailed, refund, resolveReservation, settle } from './settle.ts';
 import { getResults } from './results.ts';
@@ -156,6 +156,9 @@ export class LmdbBackend implements StoreBackend, FaultHooks {
   }
   recoverPending(at: number) {
     return recoverPending(this.store, at);
+  }
+  recoverThread(thread: number, at: number) {
+    return recoverThread(this.store, thread, at);
   }
 
   putSession(key: string, session: SessionRecord) {

@@ -1,4 +1,4 @@
-import { holderAlive } from '../owner.ts';
+import { currentProcess, holderAlive } from '../owner.ts';
 import { readLatest, type Store } from './open.ts';
 import type { Reservation } from '../records.ts';
 import { refund } from './settle.ts';
@@ -15,6 +15,25 @@ export async function recoverPending(store: Store, at: number): Promise<Reservat
     if (r.state !== 'pending' || holderAlive(r)) continue;
     const after = await refund(store, r.id, at);
     // refund is idempotent: only what this call gave back is reported
+    if (after?.state === 'refunded' && after.settled_at === new Date(at).toISOString()) done.push(r);
+  }
+  return done;
+}
+
+/** Refunds the pending reservations of API worker `thread` of this process, which has exited
+ * (main.ts replaces it without a restart), and releases their keys. Only that thread's are
+ * touched: the live workers' reservations name the same process but another thread, and
+ * recoverPending cannot tell them apart (holderAlive says the process runs). The dead thread
+ * runs no more JavaScript, so none of these can be settled meanwhile; a settlement it had
+ * already committed left the reservation settled, and refund() skips it. */
+export async function recoverThread(store: Store, thread: number, at: number): Promise<Reservation[]> {
+  readLatest(store);
+  const self = currentProcess();
+  const done: Reservation[] = [];
+  for (const { value } of store.db.reservations.getRange({})) {
+    const r = value as Reservation;
+    if (r.state !== 'pending' || r.thread !== thread || r.pid !== self.pid || (r.pid_start ?? null) !== self.pid_start) continue;
+    const after = await refund(store, r.id, at);
     if (after?.state === 'refunded' && after.settled_at === new Date(at).toISOString()) done.push(r);
   }
   return done;

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { threadId } from 'node:worker_threads';
 import type { ModuleId } from '../../contract/index.ts';
 import { atomically } from './atomic.ts';
 import type { Store } from './open.ts';
@@ -59,6 +60,8 @@ export async function reserve(store: Store, input: ReserveInput): Promise<Reserv
       created_at: new Date(at).toISOString(),
       settled_at: null,
       ...currentProcess(),
+      // the API worker, so that its replacement's recovery finds what it left (recovery.ts)
+      thread: threadId,
       idempotency_key: key,
       unsaved_body: null,
     };

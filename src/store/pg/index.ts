@@ -22,7 +22,7 @@ import { getResults } from './results.ts';
 import { searchTokens, searchUsers } from './search.ts';
 import { dailyTotals } from './daily-totals.ts';
 import { pruneAuditBefore, pruneLedgerBefore, pruneResultsBefore } from './retention.ts';
-import { recoverPending } from './recovery.ts';
+import { recoverPending, recoverThread } from './recovery.ts';
 import { deleteSession, deleteUserSessions, getSession, putSession, sweepSessions } from './sessions.ts';
 import { readThrottle, recordLoginFailure, recordLoginSuccess, releaseLoginAttempt, reserveLoginAttempt, sweepLoginThrottle } from './login-throttle.ts';
 import { createFirstSigningKey, listSigningKeys, revokeSigningKey, rotateSigningKey } from './keys.ts';
@@ -236,6 +236,9 @@ export class PgBackend implements StoreBackend, FaultHooks {
   }
   recoverPending(at: number) {
     return recoverPending(this.db, at);
+  }
+  recoverThread(thread: number, at: number) {
+    return recoverThread(this.db, thread, at);
   }
 
   putSession(key: string, session: SessionRecord) {

@@ -1,8 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
+import { threadId } from 'node:worker_threads';
 import { localNow, setClockOffset } from '../../clock.ts';
 import { DB_MS, isoOf, type Pg } from './open.ts';
 import { resolveSettlement } from './settle.ts';
+import { currentProcess } from '../owner.ts';
 
 // This process as a node of the shared store. Its reservations name the node, and a node
 // whose lease lapsed has them refunded by another (recovery.ts): the PostgreSQL counterpart
@@ -11,7 +13,9 @@ import { resolveSettlement } from './settle.ts';
 /** Registers this process as a new node with a fresh lease. */
 export async function register(db: Pg): Promise<void> {
   const id = `node_${randomBytes(9).toString('base64url')}`;
-  const info = { pid: process.pid, host: os.hostname() };
+  // pid, its start time and the thread name this node's holder, so that the process can end the
+  // lease of an API worker that died (recovery.ts recoverThread) without waiting for it to lapse
+  const info = { ...currentProcess(), thread: threadId, host: os.hostname() };
   const started = Date.now();
   const local = localNow();
   const r = await db.pool.query(`INSERT INTO nodes (id, info, lease_until) VALUES ($1, $2, now() + $3 * interval '1 millisecond') RETURNING ${DB_MS} AS db_ms`, [id, info, db.leaseMs]);

@@ -1,3 +1,5 @@
+import os from 'node:os';
+import { currentProcess } from '../owner.ts';
 import type { Reservation } from '../records.ts';
 import { isoOf, type Pg } from './open.ts';
 import { reservationOf } from './settle.ts';
@@ -10,4 +12,20 @@ export async function recoverPending(db: Pg, at: number): Promise<Reservation[]>
   // nodes long dead that hold nothing any more (CLI runs, crashed processes) are forgotten
   await db.q(`DELETE FROM nodes n WHERE n.lease_until < now() - interval '1 hour' AND NOT EXISTS (SELECT 1 FROM reservations r WHERE r.node_id = n.id AND r.state = 'pending')`);
   return swept;
+}
+
+/** Ends the lease of the node that API worker `thread` of this process registered (lease.ts
+ * names pid, its start time, thread and host in the node's info) and sweeps it at once, so a
+ * replaced worker's reservations are refunded now rather than when its lease lapses. The
+ * worker has exited, so the node cannot renew; other workers are other nodes and keep theirs.
+ * The sweep is lv_sweep_expired's, under its row locks, so it also takes any other node whose
+ * lease lapsed (the periodic sweep would). */
+export async function recoverThread(db: Pg, thread: number, at: number): Promise<Reservation[]> {
+  const self = currentProcess();
+  await db.q(
+    `UPDATE nodes SET lease_until = now() - interval '1 millisecond'
+      WHERE info->>'host' = $1 AND (info->>'pid')::int = $2 AND info->>'pid_start' IS NOT DISTINCT FROM $3 AND (info->>'thread')::int = $4 AND lease_until > now()`,
+    [os.hostname(), self.pid, self.pid_start, thread],
+  );
+  return (await db.q('SELECT * FROM lv_sweep_expired($1, $2)', [at, isoOf(at)])).rows.map(reservationOf);
 }
