@@ -52,6 +52,14 @@ const oi = process.argv.indexOf('--out');
 const OUT = oi > 0 ? process.argv[oi + 1] : SET === 'tiny128' ? 'side-by-side' : `service-${SET}`;
 const bi = process.argv.indexOf('--baseline');
 const BASELINE = bi > 0 ? process.argv[bi + 1] : null;
+// --traces: this build three times, tracing off, on at 10 % and at 100 %
+// (parentbased_traceidratio), exporting to an OTLP/HTTP sink in a child process that takes
+// every export with a 200 (docs/observability.md, Traces)
+const TRACES = process.argv.includes('--traces');
+const SINK_PORT = 18299;
+const traceEnv = (ratio) => ({
+  OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${SINK_PORT}`, OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: ratio,
+});
 const KINDS = (process.env.KINDS ?? 'single-png single-rgb8 sequence20 batch32').split(/\s+/).filter(Boolean);
 const TOKEN = 'bench-side-by-side-token';
 
@@ -119,7 +127,7 @@ function knowsResizeField(from) {
 
 /** The service on tiny128, deployed the way peers/README.md says. `from`: another build of
  * the service (--baseline DIR, e.g. an older commit's `npm run build`) to compare with. */
-async function startService(port, from = root, name = 'service') {
+async function startService(port, from = root, name = 'service', extraEnv = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'side-by-side-'));
   let modelsDir = join(from, 'models');
   if (SET === 'tiny128') {
@@ -148,7 +156,7 @@ async function startService(port, from = root, name = 'service') {
   const traceFile = FLUSHES ? join(dir, 'syncs.txt') : null;
   const [cmd, args] = traceFile ? ['strace', ['-f', '-qq', '--seccomp-bpf', '-e', 'trace=fdatasync,fsync', '-o', traceFile, process.execPath, ...main]] : [process.execPath, main];
   const { proc, log } = start(name, cmd, args, {
-    cwd: from, env: { ...env, HOST: '127.0.0.1', PORT: String(port), WORKERS: String(WORKERS) },
+    cwd: from, env: { ...env, ...extraEnv, HOST: '127.0.0.1', PORT: String(port), WORKERS: String(WORKERS) },
   });
   proc.traced = traceFile !== null;
   const base = `http://127.0.0.1:${port}`;
@@ -255,6 +263,11 @@ try {
   // --service-only: no peers (a --flushes run compares the service's builds with each other)
   const boots = SET === 'tiny128' && !process.argv.includes('--service-only') ? [startService, startFastify, startFastapi] : [startService];
   if (BASELINE) boots.splice(1, 0, (port) => startService(port, BASELINE, 'service-before'));
+  if (TRACES) {
+    const sink = spawn(process.execPath, ['-e', `require('node:http').createServer((q, r) => { q.resume(); q.on('end', () => r.writeHead(200, { 'content-type': 'application/x-protobuf' }).end()); }).listen(${SINK_PORT}, '127.0.0.1')`], { stdio: 'ignore' });
+    children.add(sink);
+    boots.push((port) => startService(port, root, 'service-traces-10', traceEnv('0.1')), (port) => startService(port, root, 'service-traces-100', traceEnv('1')));
+  }
   for (const [i, boot] of boots.entries()) {
     const s = await boot(18290 + i);
     if (!s.skipped) {

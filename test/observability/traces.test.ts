@@ -182,3 +182,41 @@ t.test('tracing off: nothing exported, no traceparent answered, no trace id logg
   t.equal(await off.stop(), 0);
   t.equal(spans.filter((s) => s.service === 'lv-traces-off').length, 0, 'nothing reached the receiver from the server without tracing');
 });
+
+t.test('a collector that never answers costs dropped spans, counted, and no call waits for it', async (t) => {
+  // holds every export open without an answer (a hung collector)
+  const held: IncomingMessage[] = [];
+  const hung = createServer((req) => {
+    held.push(req);
+    req.resume();
+  });
+  await new Promise<void>((resolve) => hung.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => {
+    hung.closeAllConnections();
+    hung.close();
+  });
+  const dead = await startServer({
+    ready: true,
+    env: {
+      OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${(hung.address() as AddressInfo).port}`, OTEL_SERVICE_NAME: 'lv-traces-hung',
+      OTEL_BSP_MAX_QUEUE_SIZE: '8', OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '8', OTEL_BSP_SCHEDULE_DELAY: '50', OTEL_EXPORTER_OTLP_TIMEOUT: '500',
+    },
+  });
+  t.teardown(() => dead.stop());
+  const { token } = await makeToken(dead, ['rgb_liveness:10:day']);
+  for (let i = 0; i < 3; i++) {
+    const r = await postVerify(dead.baseUrl, token, 'rgb_liveness', request([single({ id: `hung-${i}` })]));
+    t.equal(r.status, 200, `call ${i} answered while the collector hangs`);
+    t.match(r.headers.get('traceparent'), /^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
+  }
+  const dropped = (text: string, reason: string) => [...text.matchAll(new RegExp(`^lv_trace_spans_dropped_total\\{[^}]*reason="${reason}"[^}]*\\} (\\S+)$`, 'gm'))].reduce((a, m) => a + Number(m[1]), 0);
+  const metrics = await waitFor(async () => {
+    const text = await (await fetch(`${dead.baseUrl}/metrics`)).text();
+    // thrown while not there yet: waitFor's failure then names the counts it last saw
+    if (!(dropped(text, 'queue_full') > 0 && dropped(text, 'export_failed') > 0)) throw new Error(`queue_full ${dropped(text, 'queue_full')}, export_failed ${dropped(text, 'export_failed')}`);
+    return text;
+  }, { what: 'queue_full and export_failed drops counted', timeoutMs: 60_000 });
+  t.ok(dropped(metrics, 'queue_full') > 0, `spans past the queue of 8 dropped: ${dropped(metrics, 'queue_full')}`);
+  t.ok(dropped(metrics, 'export_failed') > 0, `spans of timed-out exports counted: ${dropped(metrics, 'export_failed')}`);
+  t.ok(held.length > 0, 'the exports did reach the hung collector');
+});
