@@ -164,7 +164,7 @@ t.test('a second SIGINT during a drain is not a kill: the call in flight is answ
   t.equal(r.status, 200, 'the call in flight was answered');
   t.notOk('first_admin' in s.lines().find((l) => l.msg === 'listening'), 'an administrator exists: no hint');
   await s.npmExit;
-  t.ok(s.lines().some((l) => /already draining/.test(l.msg ?? '')), 'the second signal is acknowledged');
+  t.ok(s.lines().some((l) => /already stopping/.test(l.msg ?? '')), 'the second signal is acknowledged');
   t.ok(s.lines().some((l) => l.msg === 'stopped' && l.code === 0), 'and the drain ended cleanly');
 });
 
