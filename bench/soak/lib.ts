@@ -33,6 +33,8 @@ export interface ScenarioResult {
   figures: Record<string, number | string | boolean | null>;
   /** every broken guarantee, in words; empty when the scenario passed */
   failures: string[];
+  /** time series kept in the JSON report only (memory samples every 10 s) */
+  series?: Record<string, unknown[]>;
 }
 
 /** A failure list capped in size, so a systematic fault does not flood the report. */
@@ -64,6 +66,49 @@ export function rssOf(pid: number): number | null {
   } catch {
     return null;
   }
+}
+
+export interface MemorySample {
+  /** ms since the scenario started */
+  at: number;
+  /** bytes: resident in all, then split as /proc reports it */
+  rss: number;
+  /** anonymous pages: the JavaScript heaps, native allocations, buffers. This is what a leak grows */
+  anon: number;
+  /** file-backed pages resident: the code, and LMDB's memory-mapped data.mdb. The kernel drops
+   * them under pressure, and they grow with the store, not with a leak */
+  file: number;
+  shmem: number;
+  /** open file descriptors (sockets included) */
+  fds: number;
+}
+
+/** RSS and its parts (VmRSS, RssAnon, RssFile, RssShmem of /proc/<pid>/status) and the open fd
+ * count of a process, null when it is gone. Threads share them, so for the service this is the
+ * whole process: main thread, API workers and inference pool. */
+export function memoryOf(pid: number, at = 0): MemorySample | null {
+  try {
+    const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+    const kb = (name: string) => Number(new RegExp(`${name}:\\s+(\\d+) kB`).exec(status)?.[1] ?? 0) * 1024;
+    return { at, rss: kb('VmRSS'), anon: kb('RssAnon'), file: kb('RssFile'), shmem: kb('RssShmem'), fds: fs.readdirSync(`/proc/${pid}/fd`).length };
+  } catch {
+    return null;
+  }
+}
+
+/** Bytes a directory's files take on disk (allocated blocks, so a sparse or pre-grown file
+ * counts what it holds, not its length): the LMDB store's DATA_DIR. */
+export function diskBytes(dir: string): number {
+  let total = 0;
+  for (const e of fs.readdirSync(dir, { withFileTypes: true, recursive: true })) {
+    if (!e.isFile()) continue;
+    try {
+      total += fs.statSync(`${e.parentPath}/${e.name}`).blocks * 512;
+    } catch {
+      // a file removed meanwhile (a temporary one) takes nothing
+    }
+  }
+  return total;
 }
 
 /** `npm run cli -- ledger verify`: true when every counter equals charges minus refunds. */

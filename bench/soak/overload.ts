@@ -5,10 +5,13 @@
 // - units used (CLI) equal the 200s, the ledger verifies;
 // - flat memory: the service's RSS (all its threads) in the last third of the run is not
 //   above the middle third by more than `rssGrowthLimit` (the first third is warm-up).
+// Reported besides: every 10 s a line with RSS split into RssAnon (heap and native memory: what
+// a leak grows) and RssFile (mapped files: LMDB's data.mdb grows it with the store), and the open
+// fd count; at the end the store's growth on disk per call answered (200s and 503s together).
 
 import { buildCapture, buildVerifyBody } from '../../src/client/index.ts';
 import { smallSingle } from '../harness/wire.ts';
-import { Failures, fmtBytes, ledgerOk, makeToken, rssOf, startServer, unitsUsed, type ScenarioResult } from './lib.ts';
+import { diskBytes, Failures, fmtBytes, ledgerOk, makeToken, memoryOf, rssOf, startServer, unitsUsed, type MemorySample, type ScenarioResult } from './lib.ts';
 
 export interface OverloadOptions {
   seconds: number;
@@ -19,7 +22,11 @@ export interface OverloadOptions {
   /** allowed RSS growth from the middle third to the last third of the run (bytes) */
   rssGrowthLimit?: number;
   log?: (line: string) => void;
+  /** how often the memory line is logged and kept in the report (default 10 s) */
+  memoryEveryMs?: number;
 }
+
+const memoryLine = (m: MemorySample) => `t=${(m.at / 1000).toFixed(0)} s rss=${fmtBytes(m.rss)} anon=${fmtBytes(m.anon)} file=${fmtBytes(m.file)} shmem=${fmtBytes(m.shmem)} fds=${m.fds}`;
 
 const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -46,6 +53,16 @@ export async function runOverload(opts: OverloadOptions): Promise<ScenarioResult
       const rss = rssOf(pid);
       if (rss !== null) samples.push({ at: Date.now() - started, rss });
     }, 250);
+    const storeBefore = diskBytes(server.dataDir);
+    const memory: MemorySample[] = [];
+    const sampleMemory = () => {
+      const m = memoryOf(pid, Date.now() - started);
+      if (m === null) return;
+      memory.push(m);
+      log(memoryLine(m));
+    };
+    sampleMemory();
+    const memorySampler = setInterval(sampleMemory, opts.memoryEveryMs ?? 10_000);
     let n = 0;
     const client = async (c: number) => {
       while (Date.now() < end) {
@@ -72,6 +89,11 @@ export async function runOverload(opts: OverloadOptions): Promise<ScenarioResult
     };
     await Promise.all(Array.from({ length: clients }, (_, c) => client(c)));
     clearInterval(sampler);
+    clearInterval(memorySampler);
+    sampleMemory();
+    const storeGrowth = diskBytes(server.dataDir) - storeBefore;
+    const answered = Object.values(statuses).reduce((a, b) => a + b, 0);
+    log(`store: +${fmtBytes(storeGrowth)} on disk for ${answered} calls answered (${oks} x 200): ${answered ? Math.round(storeGrowth / answered) : 'n/a'} bytes a call`);
     const seconds = (Date.now() - started) / 1000;
     log(`${clients} clients for ${seconds.toFixed(1)} s: ${JSON.stringify(statuses)}`);
     // two read-only CLI runs, started together
@@ -102,7 +124,20 @@ export async function runOverload(opts: OverloadOptions): Promise<ScenarioResult
         rss_median_middle_third: fmtBytes(mid),
         rss_median_last_third: fmtBytes(last),
         rss_max: fmtBytes(Math.max(...samples.map((s) => s.rss))),
+        // RssAnon is the figure to watch for a leak; RssFile follows data.mdb (docs/capacity.md)
+        rss_anon_first: fmtBytes(memory[0]?.anon ?? null),
+        rss_anon_last: fmtBytes(memory.at(-1)?.anon ?? null),
+        rss_anon_max: fmtBytes(memory.length ? Math.max(...memory.map((m) => m.anon)) : null),
+        rss_file_first: fmtBytes(memory[0]?.file ?? null),
+        rss_file_last: fmtBytes(memory.at(-1)?.file ?? null),
+        fds_first: memory[0]?.fds ?? null,
+        fds_last: memory.at(-1)?.fds ?? null,
+        fds_max: memory.length ? Math.max(...memory.map((m) => m.fds)) : null,
+        store_growth_bytes: storeGrowth,
+        store_bytes_per_call: answered ? Math.round(storeGrowth / answered) : null,
+        store_bytes_per_200: oks ? Math.round(storeGrowth / oks) : null,
       },
+      series: { memory },
       failures: failures.done(),
     };
   } finally {

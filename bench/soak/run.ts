@@ -1,4 +1,4 @@
-// npm run soak [-- --quick] [-- --only=kill-loop,fuzz,overload,slow-client]
+// npm run soak [-- --quick] [-- --only=kill-loop,fuzz,overload,slow-client] [-- --minutes N]
 //              [-- --slow-profile=target|uws_builtin]
 // The reliability suite: each scenario starts its own server on loopback (PORT=0, temporary
 // DATA_DIR), runs a bounded count of calls for a bounded time, stops by itself and prints its
@@ -24,6 +24,15 @@ if (!SLOW_CLIENT_PROFILES[slowProfile]) {
   process.exit(2);
 }
 const log = (line: string) => process.stderr.write(`  ${line}\n`);
+// --minutes N: the overload scenario runs N minutes (a long soak: the memory line every 10 s
+// shows whether RssAnon reaches a plateau); its bound follows
+const minutesArg = process.argv.find((a) => a.startsWith('--minutes'));
+const minutes = minutesArg === undefined ? null : Number(minutesArg.includes('=') ? minutesArg.slice(10) : process.argv[process.argv.indexOf(minutesArg) + 1]);
+if (minutes !== null && !(minutes > 0)) {
+  process.stderr.write('--minutes takes a positive number\n');
+  process.exit(2);
+}
+const overloadSeconds = minutes !== null ? Math.round(minutes * 60) : quick ? 15 : 60;
 
 const scenarios: { name: string; boundMs: number; run: () => Promise<ScenarioResult> }[] = [
   {
@@ -40,8 +49,8 @@ const scenarios: { name: string; boundMs: number; run: () => Promise<ScenarioRes
   },
   {
     name: 'overload',
-    boundMs: quick ? 3 * 60_000 : 6 * 60_000,
-    run: () => runOverload(quick ? { seconds: 15, multiplier: 4, rssGrowthLimit: 96 * 1024 * 1024, log } : { seconds: 60, multiplier: 4, rssGrowthLimit: 64 * 1024 * 1024, log }),
+    boundMs: overloadSeconds * 1000 + (quick ? 3 * 60_000 : 5 * 60_000),
+    run: () => runOverload({ seconds: overloadSeconds, multiplier: 4, rssGrowthLimit: (quick ? 96 : 64) * 1024 * 1024, log }),
   },
   {
     name: 'slow-client',
@@ -85,7 +94,8 @@ for (const s of scenarios) {
 
 const dir = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'results');
 fs.mkdirSync(dir, { recursive: true });
-const file = path.join(dir, quick ? 'soak-quick.json' : 'soak.json');
+// a timed run has its own file, so a short one does not replace the report of the default sizes
+const file = path.join(dir, minutes !== null ? `soak-${minutes}min${quick ? '-quick' : ''}.json` : quick ? 'soak-quick.json' : 'soak.json');
 fs.writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
 process.stdout.write(`\nreport: ${path.relative(process.cwd(), file)}\n`);
 // the scenarios' keep-alive sockets and timers must not keep the runner alive
