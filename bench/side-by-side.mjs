@@ -5,7 +5,7 @@
 // the shared machine's load hits all systems alike; the report gives medians and ratios.
 //
 //   npm run build && node bench/side-by-side.mjs [--rounds 3] [--seconds 10] [--warmup 2] [--quick]
-//     [--concurrency 4] [--workers 2] [--baseline DIR] [--flushes] [--service-only] [--out NAME]
+//     [--concurrency 4] [--workers 2] [--baseline DIR] [--flushes] [--service-only] [--traces] [--out NAME]
 //
 // --flushes runs each service build under `strace -f --seccomp-bpf -e trace=fdatasync,fsync`
 // (stopped only at those calls) and prints the disk syncs per charged call: the syncs of a
