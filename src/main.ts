@@ -116,7 +116,6 @@ class Cluster {
   private replace(index: number, dead: Worker, code: number, listened: boolean, thread: number): void {
     if (this.workers[index] !== dead) return;
     const freed = releaseWorkerSlots(this.admission, index);
-    this.recoverWorker(index, thread);
     this.forgetInCollections(dead);
     const now = Date.now();
     this.losses = [...this.losses.filter((t) => now - t < REPLACEMENT_WINDOW_MS), now];
@@ -128,6 +127,8 @@ class Cluster {
       return;
     }
     this.log.error({ worker: index, code, freed_slots: freed }, 'API worker exited unexpectedly; starting a replacement');
+    // (a process that stops instead leaves them to start-up recovery, with its store closing)
+    this.recoverWorker(index, thread);
     this.spawn(index).then(
       () => {
         this.workers[index]!.postMessage({ type: 'readiness', modules: this.engine.readiness() } satisfies ToWorker);

@@ -30,7 +30,11 @@ export async function recoverThread(store: Store, thread: number, at: number): P
   readLatest(store);
   const self = currentProcess();
   const done: Reservation[] = [];
+  let seen = 0;
   for (const { value } of store.db.reservations.getRange({})) {
+    // this runs on the main thread while it serves (it relays inference): a day's reservations
+    // are scanned a slice at a time, not in one block of its event loop
+    if (++seen % 10_000 === 0) await new Promise((resolve) => setImmediate(resolve));
     const r = value as Reservation;
     if (r.state !== 'pending' || r.thread !== thread || r.pid !== self.pid || (r.pid_start ?? null) !== self.pid_start) continue;
     const after = await refund(store, r.id, at);
