@@ -65,7 +65,7 @@ const handle = createApp(appModule(uws, config), router, log, metrics, {
   cors: createCors(config.CORS_ORIGINS),
   headers: servesTls(config) ? { 'Strict-Transport-Security': HSTS } : null,
   fault: testFaultHook(),
-  connections: new ConnectionCap(config, uploadPacer),
+  connections: new ConnectionCap(config),
 });
 let listenSocket: us_listen_socket | null = null;
 let appClosed = false;

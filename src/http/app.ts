@@ -28,7 +28,7 @@ export interface AppOptions {
   /** headers on every answer the dispatcher gives (HSTS under TLS) */
   headers?: Record<string, string> | null;
   fault?: FaultHook | undefined;
-  /** per-address cap on the connections held for a request, and the drain pacer */
+  /** per-address cap on the connections held for a request (src/http/connections.ts) */
   connections?: ConnectionCap | null;
 }
 
@@ -68,21 +68,14 @@ export function createApp(uws: UwsModule, router: Router, log: Logger, metrics: 
     inFlight++;
     let result: Reply | Promise<Reply>;
     try {
-      if (connections) {
-        ctx.drainPacer = connections.drainPacer;
-        if (!connections.admit(ctx)) {
-          // Past its cap the address gets no drain either: draining is what it would hold.
-          ctx.route = 'connection-cap';
-          finish(ctx, { ...failed(ctx, new ServiceError('server_busy', 'Too many connections with a request in progress from this address; retry after the indicated delay', retryAfter(connections.retryAfterSeconds))), closeNow: true });
-          ctx.inHandlerTick = false;
-          done();
-          return;
-        }
-      }
       const corsHeaders = cors?.headersFor(ctx) ?? null;
       ctx.responseHeaders = headers && corsHeaders ? { ...headers, ...corsHeaders } : (headers ?? corsHeaders);
       const preflight = cors?.preflight(ctx);
-      if (preflight) {
+      if (connections && !connections.admit(ctx)) {
+        // Past its cap the address gets no drain either: draining is what it would hold.
+        ctx.route = 'connection-cap';
+        result = { ...failed(ctx, new ServiceError('server_busy', 'Too many connections with a request in progress from this address; retry after the indicated delay', retryAfter(connections.retryAfterSeconds))), closeNow: true };
+      } else if (preflight) {
         ctx.route = 'cors-preflight';
         result = preflight;
       } else {

@@ -2,7 +2,6 @@ import type { Config } from '../config/index.ts';
 import { addressKey } from './capacity.ts';
 import { clientAddress } from './client-address.ts';
 import type { HttpContext } from './context.ts';
-import type { UploadPacer } from './upload-pace.ts';
 
 /** Per client address, the connections this API worker is holding for a request: from the
  * moment its head arrives until its answer has been written (or the client left). That
@@ -31,11 +30,7 @@ export class ConnectionCap {
   private readonly held = new Map<string, number>();
   private total = 0;
 
-  constructor(
-    private readonly config: Pick<Config, 'TRUSTED_PROXIES' | 'CONNECTIONS_PER_ADDRESS' | 'RETRY_AFTER_SECONDS'>,
-    /** paces the drain of a body whose answer was decided early, like an upload */
-    readonly drainPacer: UploadPacer | null = null,
-  ) {}
+  constructor(private readonly config: Pick<Config, 'TRUSTED_PROXIES' | 'CONNECTIONS_PER_ADDRESS' | 'RETRY_AFTER_SECONDS'>) {}
 
   /** Counts the request's connection against its client's address until the request settles
    * (answered or gone). False when the address already holds its cap on this worker: the

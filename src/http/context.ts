@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import type { UploadPacer } from './upload-pace.ts';
 import type { HttpRequest, HttpResponse } from './uws.ts';
 
 /** Everything a handler may read about a request. uWS invalidates `req` when the handler
@@ -41,8 +40,6 @@ export class HttpContext {
   /** called once when the request is over for this connection: its answer written, or the
    * client gone (src/http/connections.ts counts held connections by it) */
   private settleHandlers: (() => void)[] | null = [];
-  /** paces the drain of a body whose answer was decided before it arrived (set by the app) */
-  drainPacer: UploadPacer | null = null;
 
   constructor(readonly res: HttpResponse, req: HttpRequest) {
     this.method = req.getCaseSensitiveMethod ? req.getCaseSensitiveMethod() : req.getMethod().toUpperCase();

@@ -2,7 +2,6 @@ import { ERRORS, errorBody, ServiceError, storeNotAnswering, ValidationFailure }
 import { StoreUnavailableError } from '../store/index.ts';
 import type { HttpContext } from './context.ts';
 import { statusLine } from './status.ts';
-import type { PacedUpload } from './upload-pace.ts';
 
 export interface Reply {
   status: number;
@@ -55,7 +54,7 @@ export function send(ctx: HttpContext, reply: Reply): void {
     }
   }
   if (!ctx.bodyUnread()) {
-    write(ctx, reply, payload, type, (reply.close ?? false) || ctx.bodyAbandoned);
+    write(ctx, reply, payload, type, (reply.close ?? false) || (reply.closeNow ?? false) || ctx.bodyAbandoned);
     return;
   }
   answerBeforeBodyEnd(ctx, reply, payload, type);
@@ -71,20 +70,22 @@ export function send(ctx: HttpContext, reply: Reply): void {
 //   not even to close it (uWS 20.30 and 20.57 alike; docs/security.md). So an early answer
 //   always closes, and one that waits for the body ends after the last chunk.
 // - Closing a socket that still has unread data makes the kernel send a reset, which can
-//   discard the answer before the client reads it. So a client that is sending its body
-//   (some of it has arrived) is drained first and answered when the body ends; a client that
-//   sends nothing after its head within QUIET_MS (one that waits for the answer before it
-//   sends, or sends no body at all) is answered at once: nothing is unread, the close is clean.
+//   discard the answer before the client reads it. So while the body keeps arriving fast (at
+//   least DRAIN_MIN_BYTES in every TICK_MS) it is drained (read and dropped) and the answer goes
+//   out when it ends: nothing unread, no reset. A client that sends nothing after its head (it
+//   waits for the answer, or has no body to send), stalls or trickles is answered at the first
+//   tick: nothing or little is in flight, and draining a trickle would keep it waiting for an
+//   answer already decided.
 // Bounds: a declared rest above 64 MiB is answered and closed at once, reset or not, and so is
-// a 408 (the client was already too slow for the upload pace); a declared rest is drained at the
-// upload pace (UPLOAD_MIN_BYTES_PER_SECOND over the window, within UPLOAD_DEADLINE_SECONDS:
-// src/http/upload-pace.ts), for 5 s when no pacer is set; a chunked body for at most 4 MiB or
-// 5 s. A client that stalls or goes on past the bound gets the answer with the close, then.
-// While it drains, the connection counts against its client's address (src/http/connections.ts).
+// a 408 (the client was already too slow); otherwise the drain lasts at most DRAIN_MAX_MS (and
+// 4 MiB for a chunked body): a client still sending then gets the answer with the close. So
+// every client refused early learns it within about 5 s whatever its link. While it drains, the
+// connection counts against its client's address (src/http/connections.ts).
 const DRAIN_MAX_BYTES = 64 * 1024 * 1024;
 const DRAIN_CHUNKED_MAX_BYTES = 4 * 1024 * 1024;
-const DRAIN_CHUNKED_MAX_MS = 5_000;
-const QUIET_MS = 50;
+const DRAIN_MAX_MS = 5_000;
+const TICK_MS = 200;
+const DRAIN_MIN_BYTES = 16 * 1024;
 
 function answerBeforeBodyEnd(ctx: HttpContext, reply: Reply, payload: string | Buffer | Uint8Array, type: string | undefined): void {
   const declared = ctx.headers['content-length'];
@@ -96,52 +97,38 @@ function answerBeforeBodyEnd(ctx: HttpContext, reply: Reply, payload: string | B
   const maxBytes = remaining === undefined ? DRAIN_CHUNKED_MAX_BYTES : DRAIN_MAX_BYTES;
   const startedAt = ctx.bodyReceived;
   let done = false;
-  let draining = false;
-  let timer: NodeJS.Timeout | null = null;
-  let pace: PacedUpload | null = null;
+  let tick: NodeJS.Timeout | null = null;
   const finish = () => {
     if (done) return;
     done = true;
-    if (timer) clearTimeout(timer);
-    pace?.done();
+    clearTimeout(bound);
+    if (tick) clearTimeout(tick);
     write(ctx, reply, payload, type, true);
   };
-  const drain = () => {
-    if (draining || done) return;
-    draining = true;
-    if (timer) clearTimeout(timer);
-    // the pacer re-arms uWS's own idle timer while the drain keeps its pace, as for an upload
-    pace = remaining !== undefined && ctx.drainPacer ? ctx.drainPacer.track(ctx.res, finish) : null;
-    if (!pace) timer = setTimeout(finish, DRAIN_CHUNKED_MAX_MS);
+  // Each tick ends with one more poll phase (setImmediate runs after it), so that bytes already
+  // in the kernel's hands are counted even when this thread was too busy to read them in time.
+  let counted = ctx.bodyReceived;
+  const next = () => {
+    tick = setTimeout(() => setImmediate(() => {
+      if (done) return;
+      const got = ctx.bodyReceived - counted;
+      counted = ctx.bodyReceived;
+      if (got < DRAIN_MIN_BYTES) finish();
+      else next();
+    }), TICK_MS);
   };
+  const bound = setTimeout(finish, DRAIN_MAX_MS);
   // (chunks held while the handler worked are replayed here, synchronously)
-  ctx.readBody((chunk, isLast) => {
+  ctx.readBody((_chunk, isLast) => {
     if (done) return;
-    if (isLast || ctx.bodyReceived - startedAt > maxBytes) {
-      finish();
-      return;
-    }
-    if (chunk.byteLength > 0) {
-      drain();
-      pace?.received(chunk.byteLength);
-    }
+    if (isLast || ctx.bodyReceived - startedAt > maxBytes) finish();
   });
   ctx.onAbort(() => {
     done = true;
-    if (timer) clearTimeout(timer);
-    pace?.done();
+    clearTimeout(bound);
+    if (tick) clearTimeout(tick);
   });
-  if (done || draining) return;
-  if (ctx.bodyReceived > 0) {
-    drain();
-    return;
-  }
-  // Nothing of the body yet. The answer waits QUIET_MS and then one more poll phase
-  // (setImmediate runs after it), so that a body already in the kernel's hands is seen even
-  // when this thread was too busy to read it in time.
-  timer = setTimeout(() => setImmediate(() => {
-    if (!draining) finish();
-  }), QUIET_MS);
+  if (!done) next();
 }
 
 const CLIENT_CLOSES = /(?:^|,)\s*close\s*(?:,|$)/i;

@@ -9,9 +9,9 @@
 //   - 1,000 connections from one address that send a verify head with a bad token and then
 //     their declared body, and never close: every one gets its answer with `Connection: close`
 //     and is closed by the server; the server ends with no connection of theirs;
-//   - 1,000 connections from one address that send the head and part of the body, then stall:
-//     the server holds at most WORKERS x CONNECTIONS_PER_ADDRESS of them (the rest are refused
-//     503 and closed at once), and answers and closes the held ones after the drain's pace window;
+//   - 1,000 connections from one address that each trickle a body the service waits for (a
+//     login): the server holds at most WORKERS x CONNECTIONS_PER_ADDRESS of them (the rest are
+//     refused 503 and closed at once) until uWS's timer closes them;
 //   - a client that sends its head and waits for the answer before sending its body gets it at
 //     once, with the close (nothing unread, so no reset);
 //   - meanwhile a client on another address is served 200 on every call;
@@ -38,9 +38,6 @@ const server = await startServer({
     WORKERS: String(WORKERS),
     CONNECTIONS_PER_ADDRESS: String(CAP),
     TRUSTED_PROXIES: '127.0.0.1',
-    // a stalled drain is answered after one pace window: shorter than the default 10 s
-    UPLOAD_RATE_WINDOW_SECONDS: '5',
-    UPLOAD_MIN_BYTES_PER_SECOND: '1000',
   },
 });
 t.teardown(() => server.stop());
@@ -111,27 +108,39 @@ interface Outcome {
 }
 
 /** One hostile connection from `localAddress`: a verify head with a bad token declaring a
- * 1000-byte body, then the body (`stall`: its first 100 bytes only; `wait`: nothing); it reads
- * the answer and never closes. Resolves
- * when the server closes it, or after `boundMs` (then closedByServer is false). */
-function hostile(localAddress: string, opts: { stall?: boolean; wait?: boolean; forwardedFor?: string; boundMs: number; onClose?: () => void }): Promise<Outcome> {
+ * 1000-byte body, then the body (`wait`: nothing). `trickle`: a login instead, whose declared
+ * 1000-byte JSON body comes 10 bytes every 50 ms and never ends (the service waits for it:
+ * a request in progress, until uWS's timer closes it). It reads the answer and never closes.
+ * Resolves when the server closes it, or after `boundMs` (then closedByServer is false). */
+function hostile(localAddress: string, opts: { trickle?: boolean; wait?: boolean; forwardedFor?: string; boundMs: number; onClose?: () => void }): Promise<Outcome> {
   return new Promise((resolve) => {
     const socket = net.connect({ host: '127.0.0.1', port: server.port, localAddress });
     let buf = '';
     let answeredAt = 0;
     let out: Outcome = { status: 0, connectionClose: false, closedByServer: false, closeAfterMs: -1, answerAfterMs: -1 };
     let sentAt = 0;
+    let trickle: NodeJS.Timeout | null = null;
     const extra: Record<string, string> = opts.forwardedFor ? { 'X-Forwarded-For': opts.forwardedFor } : {};
     const timer = setTimeout(() => {
+      if (trickle) clearInterval(trickle);
       socket.destroy();
       resolve(out);
     }, opts.boundMs);
     socket.on('connect', () => {
       sentAt = Date.now();
+      if (opts.trickle) {
+        const xff = opts.forwardedFor ? `X-Forwarded-For: ${opts.forwardedFor}\r\n` : '';
+        socket.write(`POST /auth/login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n${xff}\r\n`);
+        let sent = 0;
+        trickle = setInterval(() => {
+          if (buf === '' && !socket.destroyed && sent < 990) socket.write(Buffer.alloc(10, 0x20));
+          sent += 10;
+        }, 50);
+        return;
+      }
       socket.write(verifyHead({ token: 'lvk_nope', contentType: 'multipart/form-data; boundary=x', contentLength: 1000, extra }));
-      // a separate write after the head: the body arrives after the handler has started; a
-      // staller sends a tenth of it and nothing more
-      if (!opts.wait) setImmediate(() => socket.write(Buffer.alloc(opts.stall ? 100 : 1000, 0x61)));
+      // a separate write after the head: the body arrives after the handler has started
+      if (!opts.wait) setImmediate(() => socket.write(Buffer.alloc(1000, 0x61)));
     });
     socket.on('data', (d) => {
       buf += d.toString('latin1');
@@ -145,6 +154,7 @@ function hostile(localAddress: string, opts: { stall?: boolean; wait?: boolean; 
     socket.on('error', () => {});
     socket.on('close', () => {
       clearTimeout(timer);
+      if (trickle) clearInterval(trickle);
       opts.onClose?.();
       resolve({ ...out, closedByServer: true, closeAfterMs: answeredAt ? Date.now() - answeredAt : -1 });
     });
@@ -165,7 +175,7 @@ async function honest(until: Promise<unknown>): Promise<number[]> {
 
 t.test(`${ATTACKERS} connections from one address, each answered early and then sending its body, are all closed`, async (t) => {
   const baseline = serverConnections();
-  const attack = Promise.all(Array.from({ length: ATTACKERS }, () => hostile('127.0.0.2', { stall: false, boundMs: 120_000 })));
+  const attack = Promise.all(Array.from({ length: ATTACKERS }, () => hostile('127.0.0.2', { boundMs: 120_000 })));
   const served = honest(attack);
   const outcomes = await attack;
   const byStatus = new Map<number, number>();
@@ -180,27 +190,27 @@ t.test(`${ATTACKERS} connections from one address, each answered early and then 
   t.equal(left, 'drained', 'the server holds no more connections than before the attack');
 });
 
-t.test(`${ATTACKERS} stalled connections from one address: the server holds at most WORKERS x CONNECTIONS_PER_ADDRESS`, async (t) => {
+t.test(`${ATTACKERS} trickling connections from one address: the server holds at most WORKERS x CONNECTIONS_PER_ADDRESS`, async (t) => {
   const baseline = serverConnections();
   let closed = 0;
-  const attack = Promise.all(Array.from({ length: ATTACKERS }, () => hostile('127.0.0.2', { stall: true, boundMs: 120_000, onClose: () => closed++ })));
+  const attack = Promise.all(Array.from({ length: ATTACKERS }, () => hostile('127.0.0.2', { trickle: true, boundMs: 120_000, onClose: () => closed++ })));
   const served = honest(attack);
   // Once all but WORKERS x CAP of them have been closed, the server must hold no more than
-  // those: the others were refused and closed as they came, not held. (The held ones are
-  // answered only after the 5 s pace window, so they are still held here, unless the host
-  // was so slow that the window passed: the bound holds either way.)
+  // those: the others were refused and closed as they came, not held. (The held ones last
+  // until uWS's timer, about 12 s on 20.30 and 32 s on 20.57, so they are still held here
+  // unless the host was very slow: the bound holds either way.)
   await waitFor(() => closed >= ATTACKERS - WORKERS * CAP, { timeoutMs: 100_000, what: 'the refused connections to be closed' });
   const held = serverConnections() - baseline;
   const outcomes = await attack;
   const refused = outcomes.filter((o) => o.status === 503);
-  const answered = outcomes.filter((o) => o.status === 401);
-  t.comment(`${refused.length} refused at once, ${answered.length} held and answered 401; connections the server held once the refused were closed: ${held}`);
-  t.ok(answered.length >= 1 && answered.length <= ATTACKERS, 'some were held and answered after the drain window');
-  t.equal(refused.length + answered.length, ATTACKERS, 'every connection got an answer');
-  t.ok(answered.length <= WORKERS * CAP * 4, `the held ones are few (${answered.length}), not ${ATTACKERS}`);
+  const heldOnes = outcomes.filter((o) => o.status !== 503);
+  t.comment(`${refused.length} refused at once, ${heldOnes.length} held until uWS closed them; connections the server held once the refused were closed: ${held}`);
+  t.ok(heldOnes.length >= 1, 'some were held');
+  t.ok(heldOnes.length <= WORKERS * CAP * 2, `the held ones are few (${heldOnes.length}), not ${ATTACKERS}`);
   // + 4: the honest client's keep-alive connections, and answered ones whose close is in flight
   t.ok(held <= WORKERS * CAP + 4, `the server held at most ${WORKERS * CAP} (+ the honest client's): ${held}`);
-  t.equal(outcomes.filter((o) => o.closedByServer && o.connectionClose).length, ATTACKERS, 'every one was closed by the server after an answer saying Connection: close');
+  t.equal(outcomes.filter((o) => o.closedByServer).length, ATTACKERS, 'every one was closed by the server');
+  t.ok(refused.every((o) => o.connectionClose), 'every refusal said Connection: close');
   const statuses = await served;
   t.ok(statuses.every((s) => s === 200), `the client on another address was served 200 on all ${statuses.length} calls`, { statuses });
   await waitFor(() => serverConnections() <= baseline, { timeoutMs: 20_000, what: 'the server to hold no more connections than before' });
@@ -210,7 +220,7 @@ t.test('a client that waits for the answer before sending its body is answered a
   const outcomes = await Promise.all(Array.from({ length: 4 }, () => hostile('127.0.0.3', { wait: true, boundMs: 60_000 })));
   t.same(outcomes.map((o) => [o.status, o.connectionClose, o.closedByServer]), Array(4).fill([401, true, true]), '401 with Connection: close, then closed by the server');
   // not a speed check: an answer that waited for the body would come only when the drain's
-  // pace window (5 s here) ran out
+  // 5 s bound ran out
   t.ok(outcomes.every((o) => o.answerAfterMs >= 0 && o.answerAfterMs < 5000), `answered without waiting for the body (${outcomes.map((o) => o.answerAfterMs).join(', ')} ms)`);
 });
 
@@ -239,14 +249,14 @@ t.test('a request that says Connection: close gets it back, and the close', asyn
 });
 
 t.test('behind a trusted proxy the cap counts the forwarded client, not the proxy', async (t) => {
-  // 3 x CAP stalled requests through the proxy (127.0.0.1, trusted) for one client: past
+  // 3 x WORKERS x CAP trickling logins through the proxy (127.0.0.1, trusted) for one client: past
   // WORKERS x CAP some are refused; another client through the same proxy is served
-  const stalled = Promise.all(Array.from({ length: 3 * WORKERS * CAP }, () => hostile('127.0.0.1', { stall: true, forwardedFor: '203.0.113.7', boundMs: 60_000 })));
+  const stalled = Promise.all(Array.from({ length: 3 * WORKERS * CAP }, () => hostile('127.0.0.1', { trickle: true, forwardedFor: '203.0.113.7', boundMs: 60_000 })));
   const other = await post(server.baseUrl, tok.token, good, { headers: { 'x-forwarded-for': '203.0.113.8' } });
   t.equal(other.status, 200, 'another client through the same proxy is served');
   const outcomes = await stalled;
   t.ok(outcomes.filter((o) => o.status === 503).length >= CAP, 'the forwarded client past its cap is refused 503');
-  t.ok(outcomes.filter((o) => o.status === 401).length <= WORKERS * CAP, 'at most WORKERS x CAP of its requests were held');
+  t.ok(outcomes.filter((o) => o.status !== 503).length <= WORKERS * CAP, 'at most WORKERS x CAP of its requests were held');
 });
 
 t.test('a keep-alive burst past the slots: every closing answer says Connection: close, every other keeps serving', async (t) => {
