@@ -83,6 +83,10 @@ export const OPERATIONS: Operation[] = [
       headers: {
         'Idempotency-Replayed': { schema: { type: 'string', enum: ['true'] }, description: 'the saved answer of an earlier call with this key' },
         'X-Verdict-Signature': { schema: { type: 'string' }, description: 'detached JWS (EdDSA) over the exact body bytes; keys at /.well-known/jwks.json' },
+        traceparent: {
+          schema: { type: 'string', pattern: '^00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]$' },
+          description: 'only when the service traces verify calls (OTEL_* variables): the W3C trace context of the call\'s server span, which continues a traceparent sent with the request (every verify answer carries it, errors included)',
+        },
       },
     },
     errors: [
