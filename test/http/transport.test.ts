@@ -211,7 +211,7 @@ t.test('an endless chunked body is cut at 32 MiB: refused mid-stream, long befor
     t.equal(answer.json?.error?.code, 'payload_too_large');
   }
   // the answer can leave before its audit line is committed: awaited, bounded
-  const lines = await waitFor(async () => { const l = await newAuditLines(seen); return l.length > 0 && l; }, { timeoutMs: 20_000, what: 'the audit line of the 413' }).catch(() => []);
+  const lines: any[] = await waitFor(async () => { const l = await newAuditLines(seen); return l.length > 0 ? l : null; }, { timeoutMs: 20_000, what: 'the audit line of the 413' }).catch(() => []);
   t.same(lines.map((x) => [x.status, x.error_code, x.charged_units]), [[413, 'payload_too_large', 0]], 'one audit line: 413, nothing charged');
   const after = await snapshot(server, tok.token);
   t.same(after, before, 'nothing charged or stored');
