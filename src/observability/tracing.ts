@@ -81,12 +81,22 @@ export function threadTracing(options: TracingOptions): Tracing | null | Promise
   return started;
 }
 
-/** Ends this thread's tracing, exporting what is queued (a worker's stop). */
-export async function stopThreadTracing(): Promise<void> {
+/** Ends this thread's tracing, exporting what is queued (a worker's stop), waiting at most
+ * `boundMs` for the collector: a dead one must not hold up a stop. Never rejects. */
+export async function stopThreadTracing(boundMs = 2000): Promise<void> {
   const t = ready ?? (started ? await started : null);
   ready = undefined;
   started = null;
-  await t?.shutdown();
+  if (!t) return;
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    t.shutdown().catch(() => {}),
+    new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, boundMs);
+      timer.unref();
+    }),
+  ]);
+  clearTimeout(timer);
 }
 
 /**
