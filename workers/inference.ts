@@ -74,7 +74,9 @@ let runtime: Runtime | null = null;
 let released: Promise<void> | null = null;
 function release(): Promise<void> {
   released ??= (async () => {
-    await allQuiet();
+    // only onnxruntime-node must be left first: a WASM or WebGPU thread ends safely inside a
+    // run (a graph that takes minutes, MODEL_LOAD_TIMEOUT_SECONDS, need not be waited for)
+    if (config.provider === 'native') await allQuiet();
     runners.clear();
     for (const r of loaded.splice(0)) await r.release().catch(() => {});
     await runtime?.close?.().catch(() => {});

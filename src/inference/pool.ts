@@ -45,9 +45,10 @@ export interface PoolTimes {
 }
 
 /** How long close() waits for the workers to release their sessions and devices before it
- * terminates them anyway. A worker answers once the runtime call it is in has returned (a
- * session being created, a warm-up, a task: terminating it inside one aborts the process,
- * workers/inference.ts), so this bounds one such call on a loaded host, not a normal close. */
+ * terminates them anyway. A native (onnxruntime-node) worker answers once the runtime call it
+ * is in has returned (a session being created, a warm-up, a task: terminating it inside one
+ * aborts the process, workers/inference.ts), so this bounds one such call on a loaded host,
+ * not a normal close. */
 export const RELEASE_WAIT_MS = 30_000;
 
 export class InferencePool {
