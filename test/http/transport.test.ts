@@ -12,6 +12,12 @@ import {
   requestOfSize, smallPng, smallSingle, snapshot, verifyHead, writeBody, writeChunked, type Answer, type RawResponse,
 } from '../helpers/ingest.ts';
 
+// 32 captures whose images are padded so that the whole body is exactly 32 MiB. Built before the
+// server starts: building it blocks this thread for seconds, and a keep-alive connection of
+// fetch's pool left idle across that block can be closed by the server's idle timer while the
+// client cannot see it, so the next fetch on it fails ("other side closed").
+const exact = requestOfSize(BODY_LIMIT, 32, (i) => (i === 0 ? crop(1) : crop(2)));
+
 const server = await startServer({ ready: true });
 t.teardown(() => server.stop());
 const tok = await makeToken(server, ['rgb_liveness:10000:day', 'color_liveness:10000:day']);
@@ -72,8 +78,6 @@ async function raw(head: string, write?: Buffer | ((c: RawConn) => Promise<void>
 
 // --- 32 MiB body ------------------------------------------------------------------------------
 
-// 32 captures whose images are padded so that the whole body is exactly 32 MiB.
-const exact = requestOfSize(BODY_LIMIT, 32, (i) => (i === 0 ? crop(1) : crop(2)));
 
 t.test('a body of exactly 32 MiB with Content-Length is accepted (200, 32 units)', async (t) => {
   t.equal(exact.body.length, BODY_LIMIT);
