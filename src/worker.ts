@@ -5,7 +5,7 @@ import { ReadCache, sessionReader, type SessionWithParent } from './auth/index.t
 import { createApp, createCors, ConnectionBalance, ConnectionCap, HostAdmission, UploadPacer, buildRouter, closeApp, listen, loadUws, LISTEN_SHARED, type us_listen_socket, appModule, HSTS, servesTls, testFaultHook } from './http/index.ts';
 import { useGeoDatabase } from './metering/index.ts';
 import { frameSlab } from './images/index.ts';
-import { createLogger, WorkerMetrics } from './observability/index.ts';
+import { createLogger, stopThreadTracing, WorkerMetrics } from './observability/index.ts';
 import { DRAIN_TIMEOUT_MS } from './lifecycle.ts';
 import { isLmdbCommitRejection, openConfiguredStore } from './store/index.ts';
 
@@ -130,8 +130,9 @@ function retire(end: () => void): void {
     ended = true;
     clearTimeout(timer);
     closeAppOnce();
-    // a store that fails to close is the next start's concern; the thread ends either way
-    void store.close().catch(() => {}).finally(end);
+    // a store that fails to close is the next start's concern; the thread ends either way.
+    // Spans still queued are exported first (bounded, never rejects): a stop loses none of them.
+    void stopThreadTracing().catch(() => {}).then(() => store.close()).catch(() => {}).finally(end);
   };
   const timer = setTimeout(finish, DRAIN_TIMEOUT_MS);
   handle.onIdle(finish);

@@ -109,7 +109,7 @@ import { buildCapture, createVerifyClient, eyeCrop320, type VerifyOutcome } from
 
 export async function check(baseUrl: string, token: string): Promise<string> {
   const crop: Uint8Array = eyeCrop320({ data: new Uint8Array(12), width: 2, height: 2 }, [[0, 0], [1, 0]]);
-  const built = await buildCapture({ mode: 'rgb_single', frames: [{ timestamp_us: 0, image: { bytes: crop } }] });
+  const built = await buildCapture({ mode: 'rgb_single', frames: [{ timestamp_us: 0, source_size: [2, 2], eyes_xy: [[0, 0], [1, 0]], image: { bytes: crop } }] });
   const outcome: VerifyOutcome = await createVerifyClient({ baseUrl, token }).verify('rgb_liveness', built.metadata, built.files);
   // @ts-expect-error the module ids are a closed set
   createVerifyClient({ baseUrl, token }).verify('no_such_module', built.metadata, built.files);

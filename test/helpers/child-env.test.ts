@@ -53,7 +53,9 @@ t.test('runChild: a program that exits without reading its input is a result, no
   // 4 MiB is more than a pipe holds, so the write is still under way when the program exits
   const r = await runChild(process.execPath, ['-e', 'process.stderr.write("bye"); process.exit(3)'], { stdin: 'x'.repeat(4 << 20) });
   t.same({ code: r.code, stderr: r.stderr, timedOut: r.timedOut }, { code: 3, stderr: 'bye', timedOut: false });
-  const slow = await runChild(process.execPath, ['-e', 'setTimeout(() => {}, 60_000)'], { limitMs: 200 });
+  // the limit leaves a loaded host time to start node and reach its event loop (at 200 ms a
+  // busy suite once caught the child still loading, one thread running, and no sleep to see)
+  const slow = await runChild(process.execPath, ['-e', 'setTimeout(() => {}, 60_000)'], { limitMs: 4_000 });
   t.same({ code: slow.code, signal: slow.signal, timedOut: slow.timedOut }, { code: null, signal: 'SIGKILL', timedOut: true }, 'killed past its limit, and says so');
   // and where it was: one line per thread, the main thread (named after the program) asleep
   const lines = (slow.threads ?? '').split('\n');
