@@ -7,7 +7,7 @@ import {
   type ReadableSpan, type Sampler, type SpanExporter,
 } from '@opentelemetry/sdk-trace';
 import { SERVICE_VERSION } from '../version.ts';
-import type { CallTrace, SpanAttributes, Tracing, TracingOptions } from './tracing.ts';
+import type { CallTrace, SpanAttributes, Tracing, TracingOptions } from './tracing-types.ts';
 
 // The OpenTelemetry SDK behind src/observability/tracing.ts, loaded only when tracing is on
 // (its own bundle in the compiled build, with the real @opentelemetry/api).

@@ -181,6 +181,8 @@ const TEST_FOLDERS_BEYOND_SRC = new Set([
   'deploy',
   // the OCI image test, run by `npm run image:test` (.ci/run), not by `npm test`
   'container',
+  // capture/ is a top-level package of the repository (the browser capture component)
+  'capture',
 ]);
 
 t.test('test/ mirrors src/: every folder under test/ is a folder of src/ or a named exception', async (t) => {

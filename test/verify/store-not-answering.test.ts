@@ -1,12 +1,13 @@
 // A store that does not answer (PostgreSQL refused or reset the connection) throws the store's
 // own StoreUnavailableError, never an HTTP error (src/store/errors.ts). The use case renders it
-// as the spec's "wait and retry": 503 server_busy with Retry-After, at every step that reaches
-// the store, with the database's message kept for the log and out of the answer.
+// as the spec's "wait and retry": 503 store_unavailable with Retry-After (issue 44: a client and
+// an operator can tell a database away from a full service), at every step that reaches the
+// store, with the database's message kept for the log and out of the answer.
 
 import t from 'tap';
 import { StoreUnavailableError } from '../../src/store/index.ts';
 import { request, single } from '../helpers/captures.ts';
-import { addToken, bodyCode, call, codeOf, world } from './fakes.ts';
+import { addToken, bodyCode, call, codeOf, RETRY_AFTER_SECONDS, world } from './fakes.ts';
 
 const down = () => new StoreUnavailableError('store unavailable: connect ECONNREFUSED 10.0.0.5:5432', Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }));
 const body = () => request([single({ id: 'down-1' })]);
@@ -19,16 +20,16 @@ const steps = [
 ] as const;
 
 for (const s of steps) {
-  t.test(`the store not answering at ${s.step}: 503 server_busy with Retry-After, the cause logged, not shown`, async (t) => {
+  t.test(`the store not answering at ${s.step}: 503 store_unavailable with Retry-After, the cause logged, not shown`, async (t) => {
     const w = world();
     const { plaintext } = addToken(w);
     s.break(w);
     const answer = await call(w, plaintext, body(), { idempotencyKey: 'k-down', requestId: `req-${s.step}` });
     t.equal(answer.status, 503);
-    t.equal(codeOf(answer, s.step), 'server_busy');
-    t.equal(bodyCode(answer), 'server_busy');
-    t.equal(answer.headers?.['Retry-After'], '1', 'retry after a second');
+    t.equal(codeOf(answer, s.step), 'store_unavailable');
+    t.equal(bodyCode(answer), 'store_unavailable');
+    t.equal(answer.headers?.['Retry-After'], String(RETRY_AFTER_SECONDS), 'retry after the configured delay');
     t.notMatch(answer.body as string, /ECONNREFUSED|10\.0\.0\.5/, 'the database\'s address stays in the log');
-    t.match(w.logs, [{ obj: { request_id: `req-${s.step}`, err: { message: /ECONNREFUSED/ } } }], 'the operator hears of it');
+    t.match(w.logs, [{ obj: { request_id: `req-${s.step}`, err: { cause: { message: /ECONNREFUSED/ } } } }], 'the operator hears of it: the database\'s message is the cause of the error logged');
   });
 }

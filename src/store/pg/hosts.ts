@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { hostName, hostUrl, type DatabaseHost, type DatabaseTarget } from '../../config/database-url.ts';
+import { hostName, hostUrl, type DatabaseHost, type DatabaseTarget } from '../../config/index.ts';
 import { StoreUnavailableError } from '../errors.ts';
 
 // Which host of DATABASE_URL this thread's pool connects to. `pg` 8 has no multi-host

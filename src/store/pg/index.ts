@@ -7,7 +7,7 @@ import type { AttemptSuccess } from '../throttle-rules.ts';
 import type { AuditRecord, KeyFile, Reservation, SessionRecord, TokenRecord, UsageRecord, UserRecord } from '../records.ts';
 import { openPool, type Pg, type PgOptions } from './open.ts';
 import { RecentSettlements, restoreLostCommits, type LostCommit } from './lost-commits.ts';
-import { DatabaseUrlError, hostName, parseDatabaseUrl, type DatabaseTarget } from '../../config/database-url.ts';
+import { DatabaseUrlError, hostName, parseDatabaseUrl, type DatabaseTarget } from '../../config/index.ts';
 import { healthy, register, renew } from './lease.ts';
 import { createUser, getUser, getUserByName, listUsers, updateUser } from './users.ts';
 import { getToken, getTokenByHash, insertToken, listTokens, updateToken } from './tokens.ts';

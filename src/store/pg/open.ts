@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { hostName, hostUrl, type DatabaseTarget } from '../../config/database-url.ts';
+import { hostName, hostUrl, type DatabaseTarget } from '../../config/index.ts';
 import { StoreUnavailableError } from '../errors.ts';
 import { noteStoreDown, noteStoreRecovered } from '../outages.ts';
 import { WriteHealth } from '../write-health.ts';
