@@ -1,5 +1,6 @@
 // One place that knows how to get an ONNX Runtime for a backend. Workers, the model
 // check and the benchmark all create sessions through this.
+import { existsSync, readdirSync } from 'node:fs';
 import { setFlagsFromString } from 'node:v8';
 import type { InferenceSession, Tensor } from 'onnxruntime-web';
 import type { ExecutionProvider } from './types.ts';
@@ -90,6 +91,25 @@ function vulkanLoaderPresent(): boolean {
   }
 }
 
+/**
+ * A GPU is reached through a device node: /dev/dri/renderD* (Mesa's AMD and Intel drivers),
+ * /dev/nvidiactl (NVIDIA's), /dev/dxg (WSL). Without one, the Vulkan drivers a desktop
+ * package pulls in (Mesa's, with lavapipe: Debian's chromium and ffmpeg bring them) can offer
+ * only a CPU adapter, which `auto` never serves on, and they print "XDG_RUNTIME_DIR is invalid"
+ * and Dawn's adapter warnings to fd 2 on every start. So the probe is skipped there, unless the
+ * operator names a driver (VK_ICD_FILENAMES / VK_DRIVER_FILES: SwiftShader in the tests).
+ */
+function gpuDeviceOrNamedDriver(): boolean {
+  if (process.platform !== 'linux') return true;
+  if (process.env.VK_ICD_FILENAMES || process.env.VK_DRIVER_FILES) return true;
+  if (existsSync('/dev/nvidiactl') || existsSync('/dev/dxg')) return true;
+  try {
+    return readdirSync('/dev/dri').some((n) => n.startsWith('renderD'));
+  } catch {
+    return false;
+  }
+}
+
 export interface WebGpuAdapter {
   /** the adapter's description, e.g. "SwiftShader driver 5.0.0" */
   name: string;
@@ -133,7 +153,7 @@ export function copySharedUploads(globals: Record<string, unknown>): void {
 /** Asks Dawn (the `webgpu` package) for an adapter; null when none exists. With
  * `install`, also exposes it as navigator.gpu, which onnxruntime-web/webgpu expects. */
 export async function webGpuAdapter(install = false): Promise<WebGpuAdapter | null> {
-  if (!vulkanLoaderPresent()) return null;
+  if (!vulkanLoaderPresent() || !gpuDeviceOrNamedDriver()) return null;
   try {
     const mod = (await import('webgpu')) as unknown as DawnModule;
     const gpu = mod.create([]);
