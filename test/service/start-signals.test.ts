@@ -64,6 +64,7 @@ t.jobs = 2;
 for (const backend of ['native', 'wasm', 'auto']) {
   t.test(`${backend}: a signal after any line of the start, warm-up included, ends the service cleanly`, async (t) => {
     const seen = new Set<string>();
+    let afterListening = false;
     for (let k = 0; k < 40; k++) {
       // both signals the service takes, in turn
       const sig: NodeJS.Signals = k % 2 === 0 ? 'SIGTERM' : 'SIGINT';
@@ -83,6 +84,9 @@ for (const backend of ['native', 'wasm', 'auto']) {
         t.notOk(r.lines.some((l) => l.level >= 50), `${what}: no error logged: ${JSON.stringify(r.lines.filter((l) => l.level >= 50))}`);
       }
       seen.add(after);
+      // the lines after 'listening' (warm-up, API worker) come in a different order from one
+      // start to the next, so 'listening' is not always the last line before some signal
+      afterListening ||= r.before.some((l) => l.msg === 'listening');
       // the last start was signalled once it listened and every module was warm (in either
       // order): every moment is covered
       if (warmAll(r.before) && r.before.some((l) => l.msg === 'listening')) break;
@@ -91,7 +95,7 @@ for (const backend of ['native', 'wasm', 'auto']) {
       if (!(r.lines.length > k || k === 0)) break;
     }
     t.ok(seen.has('inference: starting pool'), 'a stop while the pool created its sessions was tried');
-    t.ok(seen.has('listening'), 'a stop right after the start listened was tried');
+    t.ok(afterListening, 'a stop after the start listened was tried');
     if (backend === 'auto') t.ok(seen.has('inference: measuring the backends'), 'a stop during the backend measurement was tried');
   });
 }
