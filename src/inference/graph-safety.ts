@@ -16,49 +16,10 @@
 //   no use for it. Other operators are bounded by their tensors' sizes; the time bound on
 //   load and warm-up (model-sets.ts) covers a graph that is merely slow.
 //
-// The scan walks the protobuf wire format itself (the same reader as webgpu-layout.ts), so the
+// The scan walks the protobuf wire format itself (protobuf-fields.ts, shared with webgpu-layout.ts), so the
 // service needs no ONNX library at run time; a file it cannot walk is refused too.
 
-interface Field {
-  no: number;
-  varint?: number;
-  bytes?: Uint8Array;
-}
-
-function varintAt(buf: Uint8Array, at: number): [value: number, next: number] {
-  let v = 0;
-  let mul = 1;
-  for (let i = at; i < buf.length && i < at + 10; i++) {
-    const b = buf[i]!;
-    v += (b & 0x7f) * mul;
-    if (b < 0x80) return [v, i + 1];
-    mul *= 128;
-  }
-  throw new Error('truncated varint');
-}
-
-function* fields(buf: Uint8Array): Generator<Field> {
-  let i = 0;
-  while (i < buf.length) {
-    const [key, afterKey] = varintAt(buf, i);
-    i = afterKey;
-    const no = Math.floor(key / 8);
-    const wire = key % 8;
-    if (wire === 0) {
-      const [v, next] = varintAt(buf, i);
-      i = next;
-      yield { no, varint: v };
-    } else if (wire === 1) i += 8;
-    else if (wire === 5) i += 4;
-    else if (wire === 2) {
-      const [n, start] = varintAt(buf, i);
-      if (start + n > buf.length) throw new Error('truncated field');
-      i = start + n;
-      yield { no, bytes: buf.subarray(start, i) };
-    } else throw new Error(`unsupported wire type ${wire}`);
-    if (i > buf.length) throw new Error('truncated field');
-  }
-}
+import { fields, type Field } from './protobuf-fields.ts';
 
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
 const show = (s: string) => JSON.stringify(s.length > 80 ? `${s.slice(0, 80)}...` : s);

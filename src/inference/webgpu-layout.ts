@@ -14,47 +14,7 @@
 // NHWC, the provider's faster default. The model is read here rather than trusted to a name
 // or a role, so a trained graph with the same first layer is caught too.
 
-/** A protobuf field as the scanner sees it: varints as numbers, the rest as bytes. */
-interface Field {
-  no: number;
-  varint?: number;
-  bytes?: Uint8Array;
-}
-
-/** Reads one base-128 varint at `at`; exact up to 2^53, which any dimension is. */
-function varintAt(buf: Uint8Array, at: number): [value: number, next: number] {
-  let v = 0;
-  let mul = 1;
-  for (let i = at; i < buf.length; i++) {
-    const b = buf[i];
-    v += (b & 0x7f) * mul;
-    if (b < 0x80) return [v, i + 1];
-    mul *= 128;
-  }
-  throw new Error('truncated varint');
-}
-
-function* fields(buf: Uint8Array): Generator<Field> {
-  let i = 0;
-  while (i < buf.length) {
-    const [key, afterKey] = varintAt(buf, i);
-    i = afterKey;
-    const no = Math.floor(key / 8);
-    const wire = key % 8;
-    if (wire === 0) {
-      const [v, next] = varintAt(buf, i);
-      i = next;
-      yield { no, varint: v };
-    } else if (wire === 1) i += 8;
-    else if (wire === 5) i += 4;
-    else if (wire === 2) {
-      const [n, start] = varintAt(buf, i);
-      if (start + n > buf.length) throw new Error('truncated field');
-      i = start + n;
-      yield { no, bytes: buf.subarray(start, i) };
-    } else throw new Error(`unsupported wire type ${wire}`);
-  }
-}
+import { fields, varintAt, type Field } from './protobuf-fields.ts';
 
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
 
