@@ -35,7 +35,14 @@ const isActiveAdmin = (u: UserRecord) => u.role === 'admin' && u.enabled;
 
 /** Refuses (LastAdminError) a change that would leave no enabled admin: nobody could log in
  * to undo it. Checked inside the write, so two concurrent demotions cannot both pass. */
-export async function patchUser(store: StoreBackend, id: string, patch: { enabled?: boolean; password?: string; role?: Role }): Promise<UserView | undefined> {
+/** `guard`: checked in the store's transaction against the record as it is there (not as a
+ * caller read it before a slow step); it throws to refuse the change. */
+export async function patchUser(
+  store: StoreBackend,
+  id: string,
+  patch: { enabled?: boolean; password?: string; role?: Role },
+  guard?: (before: UserRecord, after: UserRecord) => void,
+): Promise<UserView | undefined> {
   const u = await store.updateUser(
     id,
     {
@@ -44,6 +51,7 @@ export async function patchUser(store: StoreBackend, id: string, patch: { enable
       ...(patch.password !== undefined ? { password_hash: await hashPassword(patch.password) } : {}),
     },
     (before, after, others) => {
+      guard?.(before, after);
       if (isActiveAdmin(before) && !isActiveAdmin(after) && !others.some(isActiveAdmin)) {
         throw new LastAdminError('At least one enabled admin must remain');
       }

@@ -162,10 +162,17 @@ export function adminRoutes(router: Router, s: Services): void {
     // proves who they are with their own password, under the login throttle so it cannot be
     // guessed here.
     const access = adminAccessChanges(before, body);
-    if (body.password !== undefined || access.length > 0) await requireCurrentPassword(ctx, s, who, body.current_password);
+    const proved = body.password !== undefined || access.length > 0;
+    if (proved) await requireCurrentPassword(ctx, s, who, body.current_password);
+    // `before` was read before the slow password check: a patch let through without one is
+    // checked again on the record it changes, so a concurrent promotion cannot turn an
+    // "enable this user" into an admin enabled without the password
+    const unchanged = proved ? undefined : (b: UserRecord, a: UserRecord) => {
+      if (adminAccessChanges(b, { role: a.role, enabled: a.enabled }).length > 0) throw new ServiceError('conflict', 'The user changed meanwhile; this change now needs current_password');
+    };
     let user;
     try {
-      user = found(await patchUser(store, before.id, { enabled: body.enabled, password: body.password, role: body.role }), 'user');
+      user = found(await patchUser(store, before.id, { enabled: body.enabled, password: body.password, role: body.role }, unchanged), 'user');
     } catch (e) {
       if (e instanceof LastAdminError) throw new ServiceError('conflict', e.message);
       throw e;
