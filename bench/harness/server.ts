@@ -198,6 +198,20 @@ export async function runCli(dataDir: string, args: string[], stdin = '', env: R
   return { code: r.code ?? -1, stdout: r.stdout, stderr: r.stderr, json };
 }
 
+/** Calls `onLine` with each whole line `stream` writes (a child's JSON log), without its newline. */
+export function onLines(stream: NodeJS.ReadableStream, onLine: (line: string) => void): void {
+  let buf = '';
+  stream.on('data', (d: Buffer | string) => {
+    buf += d.toString();
+    let i: number;
+    while ((i = buf.indexOf('\n')) >= 0) {
+      const line = buf.slice(0, i);
+      buf = buf.slice(i + 1);
+      onLine(line);
+    }
+  });
+}
+
 export interface ServerHandle {
   baseUrl: string;
   port: number;
@@ -267,7 +281,6 @@ export async function startServer(opts: StartOptions = {}): Promise<ServerHandle
     resolve(code);
   }));
   const port = await new Promise<number>((resolve, reject) => {
-    let buf = '';
     // a hang detector, not a speed check: on a loaded shared 2-core machine a start (tsx
     // compile, WASM warm-up) has been seen to take over a minute
     // past it, the error carries the server's threads and where each waits (threadStates):
@@ -280,14 +293,7 @@ export async function startServer(opts: StartOptions = {}): Promise<ServerHandle
         resolve(JSON.parse(line).port);
       }
     };
-    proc.stdout!.on('data', (d: Buffer) => {
-      buf += d.toString();
-      let i: number;
-      while ((i = buf.indexOf('\n')) >= 0) {
-        onLine(buf.slice(0, i));
-        buf = buf.slice(i + 1);
-      }
-    });
+    onLines(proc.stdout!, onLine);
     proc.stderr!.on('data', (d: Buffer) => logs.push(d.toString()));
     void exited.then((code) => {
       clearTimeout(timer);

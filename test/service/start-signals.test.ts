@@ -1,5 +1,5 @@
 import t from 'tap';
-import { ROOT, SERVICE_ARGS, spawnChild, tempDir } from '../helpers/server.ts';
+import { onLines, ROOT, SERVICE_ARGS, spawnChild, tempDir } from '../helpers/server.ts';
 
 // A stop may come at any moment of a start (a deploy restarting a service that is still warming
 // up, a supervisor's timeout): whatever the moment and the inference backend, the service must
@@ -32,26 +32,19 @@ function startAndSignal(backend: string, atLine: number, sig: NodeJS.Signals): P
   const lines: any[] = [];
   let before: any[] | null = null;
   let stderr = '';
-  let buf = '';
   const send = () => {
     before = [...lines];
     p.kill(sig);
   };
   if (atLine === 0) send();
   p.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-  p.stdout!.on('data', (d: Buffer) => {
-    buf += d.toString();
-    let i: number;
-    while ((i = buf.indexOf('\n')) >= 0) {
-      const line = buf.slice(0, i);
-      buf = buf.slice(i + 1);
-      try {
-        lines.push(JSON.parse(line));
-      } catch {
-        continue;
-      }
-      if (before === null && lines.length === atLine) send();
+  onLines(p.stdout!, (line) => {
+    try {
+      lines.push(JSON.parse(line));
+    } catch {
+      return;
     }
+    if (before === null && lines.length === atLine) send();
   });
   return new Promise((resolve) => p.on('close', (code, signal) => resolve({ code, signal, before: before ?? [...lines], lines, stderr })));
 }

@@ -5,7 +5,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { postVerify, request, single } from '../helpers/captures.ts';
 import { BUNDLES } from '../../scripts/build-stamp.mjs';
-import { ROOT, spawnChild, tempDir } from '../helpers/server.ts';
+import { onLines, ROOT, spawnChild, tempDir } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 // Drives `npm start` exactly as an operator or a supervisor does, and signals the pid it
@@ -29,27 +29,20 @@ async function npmStart(extra: Record<string, string> = {}, { script = 'start', 
   const npm = spawnChild('npm', script === 'start' ? ['start', '--silent'] : ['run', script, '--silent'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   const parsed: any[] = [];
   let err = '';
-  let buf = '';
   npm.stderr!.on('data', (d: Buffer) => (err += d.toString()));
   const npmExit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => npm.on('exit', (code, signal) => r({ code, signal })));
   const listening = new Promise<any>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`npm ${script} did not print "${until}":\n${err}`)), 180_000);
-    npm.stdout!.on('data', (d: Buffer) => {
-      buf += d.toString();
-      let i: number;
-      while ((i = buf.indexOf('\n')) >= 0) {
-        const line = buf.slice(0, i);
-        buf = buf.slice(i + 1);
-        try {
-          const j = JSON.parse(line);
-          parsed.push(j);
-          if (j.msg === until) {
-            clearTimeout(timer);
-            resolve(j);
-          }
-        } catch {
-          /* build output */
+    onLines(npm.stdout!, (line) => {
+      try {
+        const j = JSON.parse(line);
+        parsed.push(j);
+        if (j.msg === until) {
+          clearTimeout(timer);
+          resolve(j);
         }
+      } catch {
+        /* build output */
       }
     });
     void npmExit.then(() => reject(new Error(`npm exited before "${until}":\n${err}`)));
