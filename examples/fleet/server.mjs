@@ -15,6 +15,7 @@ import { createSession, getSession } from '../../client/src/index.ts';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const MODULE_OF = { rgb_single: 'rgb_liveness', rgb_sequence: 'rgb_liveness', color: 'color_liveness' };
+const SESSION_TTL_S = 600;
 const TYPES = { '.js': 'text/javascript; charset=utf-8', '.json': 'application/json', '.bin': 'application/octet-stream', '.wasm': 'application/wasm', '.txt': 'text/plain' };
 
 export async function startFleetExample({ serviceUrl, businessToken, port = 0, host = '127.0.0.1' }) {
@@ -33,10 +34,12 @@ export async function startFleetExample({ serviceUrl, businessToken, port = 0, h
     if (req.method === 'GET' && url.pathname === '/') {
       const mode = MODULE_OF[url.searchParams.get('mode')] ? url.searchParams.get('mode') : 'rgb_single';
       // one session per visit: short-lived, one module, a few captures
-      const minted = await createSession(service, { module_id: MODULE_OF[mode], ttl_seconds: 600, max_captures: 3 });
+      const minted = await createSession(service, { module_id: MODULE_OF[mode], ttl_seconds: SESSION_TTL_S, max_captures: 3 });
       if (minted.kind !== 'ok') return send(res, 502, 'text/plain', `could not mint a session: ${minted.code} ${minted.message}`);
       const visit = randomUUID();
       visits.set(visit, minted.value.session_id);
+      // a visit lives as long as its session: the map does not grow with every page load
+      setTimeout(() => visits.delete(visit), SESSION_TTL_S * 1000).unref();
       const config = { visit, mode, serviceUrl, sessionToken: minted.value.session_token, autostart: url.searchParams.get('autostart') === '1' };
       // JSON in a script element: '<' escaped so no value can close the element
       return send(res, 200, 'text/html; charset=utf-8', page.replace('{{CONFIG}}', JSON.stringify(config).replace(/</g, '\\u003c')));
