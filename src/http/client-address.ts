@@ -63,5 +63,7 @@ export function allowListAddress(config: Pick<Config, 'TRUSTED_PROXIES'>, peer: 
 }
 
 function normalise(a: string): string {
-  return a.startsWith('::ffff:') && a.includes('.') ? a.slice(7) : a.toLowerCase();
+  // lower case first: a forwarded `::FFFF:1.2.3.4` is the IPv4 client too, not a /64 of its own
+  const lower = a.toLowerCase();
+  return lower.startsWith('::ffff:') && lower.includes('.') ? lower.slice(7) : lower;
 }

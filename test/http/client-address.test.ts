@@ -9,6 +9,7 @@ t.test('X-Forwarded-For counts only behind a trusted proxy', async (t) => {
   t.equal(clientAddress(proxied, '10.0.0.1', '198.51.100.1, 10.0.0.2'), '198.51.100.1', 'nearest untrusted hop');
   t.equal(clientAddress(proxied, '10.0.0.1', 'spoofed, 198.51.100.7'), '198.51.100.7', 'hops left of the first untrusted one are ignored');
   t.equal(clientAddress(proxied, '::ffff:10.0.0.1', undefined), '10.0.0.1');
+  t.equal(clientAddress(proxied, '10.0.0.1', '::FFFF:198.51.100.9'), '198.51.100.9', 'an IPv4-mapped forwarded address in upper case is the IPv4 client');
 });
 
 t.test('TRUSTED_PROXIES takes CIDR ranges, IPv4 and IPv6', async (t) => {
