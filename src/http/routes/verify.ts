@@ -51,7 +51,8 @@ export function verifyRoutes(router: Router, s: Services): void {
     const trace = tracing?.startCall('POST /v1/modules/{module_id}/verify', ctx.headers['traceparent'], ctx.headers['tracestate'], {
       'http.request.method': 'POST', 'http.route': '/v1/modules/{module_id}/verify', 'lv.request_id': ctx.requestId,
     }) ?? null;
-    return verify(verifyRequest(ctx, moduleParam, s, slot, trace), trace ? tracedDeps(deps, trace, slot) : { ...deps, admission: slot }).then(({ errorCode, ...answer }): Reply => {
+    // an unsampled call (the sampler's no) records nothing: its steps run on the plain deps
+    return verify(verifyRequest(ctx, moduleParam, s, slot, trace), trace?.recording ? tracedDeps(deps, trace, slot) : { ...deps, admission: slot }).then(({ errorCode, ...answer }): Reply => {
       ctx.errorCode = errorCode;
       trace?.end(answer.status, errorCode);
       // the caller's backend follows the call by the server span's traceparent
