@@ -21,7 +21,8 @@
 
 import { fields, type Field } from './protobuf-fields.ts';
 
-const text = (b: Uint8Array) => new TextDecoder().decode(b);
+const decoder = new TextDecoder();
+const text = (b: Uint8Array) => decoder.decode(b);
 const show = (s: string) => JSON.stringify(s.length > 80 ? `${s.slice(0, 80)}...` : s);
 
 class Refused extends Error {}
