@@ -38,8 +38,19 @@ const READ_ONLY_ATTRS = new Set(['read-only', 'standby', 'prefer-standby']);
 const HANDLED = new Set(['host', 'hostaddr', 'port', 'dbname', 'user', 'password', 'target_session_attrs']);
 
 export function parseDatabaseUrl(text: string): DatabaseTarget {
-  const raw = /^postgres(ql)?:\/\//i.test(text) ? fromUrl(text) : fromKeywords(text);
-  return build(raw);
+  const url = /^postgres(ql)?:\/\//i.test(text);
+  try {
+    return build(url ? fromUrl(text) : fromKeywords(text));
+  } catch (err) {
+    // an unencoded ? in the password ends the authority early (`lv:pa?ss@db`): the user
+    // information is then read as a host and port, and a reason quoting them would print the
+    // password, so with an @ after the ? the reason is not given
+    const q = text.indexOf('?');
+    if (err instanceof DatabaseUrlError && url && q !== -1 && text.includes('@', q)) {
+      throw new DatabaseUrlError('cannot be read: a ? in the user name or password must be written %3F (the reason is not shown: it could quote the password)');
+    }
+    throw err;
+  }
 }
 
 interface RawTarget {

@@ -16,6 +16,8 @@ const BAD = [
   [`postgres://lv:${SECRET}@a:5432,b:5432/lv?target_session_attrs=standby`, /target_session_attrs=standby cannot serve/],
   [`postgres://lv:${SECRET}@a,b,c/lv?port=1,2`, /names 3 hosts but 2 ports/],
   [`host=a,b port=5432 dbname=lv user=lv password='${SECRET}' port=0`, /port "0" is not a port number/],
+  // an unencoded ? in the password: the part before it would read as a port and be quoted
+  [`postgres://lv:${SECRET}?x@db.example/lv`, /a \? in the user name or password must be written %3F/],
 ] as const;
 
 t.test('the server refuses each malformed URL with its reason, the password redacted, exit 2 (a configuration error)', async (t) => {
