@@ -89,7 +89,7 @@ const SETTLE_SQL = 'SELECT lv_settle($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) AS
 async function settleUnknown(db: Pg, reservation: Reservation, job: Extract<Repair, { kind: 'settle' }>, render: (usage: UsageRecord[]) => string, cause: StoreUnavailableError): Promise<SettleOutcome> {
   try {
     const r = await resolveSettlement(db, reservation.id, job);
-    if (!r.charged) return { kind: 'refused', cause: new Error(`settlement of ${reservation.id} could not be confirmed and its node lease lapsed meanwhile: refunded`, { cause }) };
+    if (!r.charged) return { kind: 'refused', cause: new Error(`settlement of ${reservation.id} was cut off before it committed (or its node lease lapsed meanwhile): refunded`, { cause }) };
     if (r.body !== null) return { kind: 'settled', body: r.body };
     // charged, without a key to hold the answer: this call's answer with the usage as of now
     const w = windowsOf(job.at);
@@ -120,11 +120,15 @@ export async function resolveSettlement(db: Pg, id: string, job: Extract<Repair,
       db.onSettlementResolved?.({ reservation: id, outcome: 'charged', already: true });
       return { charged: true, body: (saved?.body as string | undefined) ?? null };
     }
-  } else if ((await db.q('SELECT state FROM reservations WHERE id = $1', [id])).rows[0]?.state === 'charged') {
+  }
+  // lv_refund changes only a pending reservation, under its row lock: a settlement that was
+  // still committing when the connection broke is waited for, and the row it returns says
+  // whether the call ended charged (a state read first could be stale by the refund)
+  const row = (await db.q('SELECT * FROM lv_refund($1, $2, $3, $4)', [id, job.at, isoOf(job.at), `led_${randomBytes(9).toString('base64url')}`])).rows[0];
+  if (row?.state === 'charged') {
     db.onSettlementResolved?.({ reservation: id, outcome: 'charged', already: true });
     return { charged: true, body: null };
   }
-  await db.q('SELECT * FROM lv_refund($1, $2, $3, $4)', [id, job.at, isoOf(job.at), `led_${randomBytes(9).toString('base64url')}`]);
   db.onSettlementResolved?.({ reservation: id, outcome: 'refunded', already: false });
   return { charged: false };
 }
