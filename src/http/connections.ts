@@ -28,7 +28,6 @@ import type { HttpContext } from './context.ts';
  * by a hash of their ports), so the host holds at most WORKERS x cap per address. */
 export class ConnectionCap {
   private readonly held = new Map<string, number>();
-  private total = 0;
 
   constructor(private readonly config: Pick<Config, 'TRUSTED_PROXIES' | 'CONNECTIONS_PER_ADDRESS' | 'RETRY_AFTER_SECONDS'>) {}
 
@@ -40,9 +39,7 @@ export class ConnectionCap {
     const n = this.held.get(key) ?? 0;
     if (n >= this.config.CONNECTIONS_PER_ADDRESS) return false;
     this.held.set(key, n + 1);
-    this.total++;
     ctx.onSettled(() => {
-      this.total--;
       const left = (this.held.get(key) ?? 1) - 1;
       if (left === 0) this.held.delete(key);
       else this.held.set(key, left);
@@ -53,15 +50,5 @@ export class ConnectionCap {
   /** The refusal's Retry-After: the refused client retries once one of its requests is over. */
   get retryAfterSeconds(): number {
     return this.config.RETRY_AFTER_SECONDS;
-  }
-
-  /** Connections held for a request on this worker, all addresses together. */
-  size(): number {
-    return this.total;
-  }
-
-  /** Connections held for a request on this worker by one address (its network). */
-  heldBy(address: string): number {
-    return this.held.get(addressKey(address)) ?? 0;
   }
 }
