@@ -118,7 +118,7 @@ function answerBeforeBodyEnd(ctx: HttpContext, reply: Reply, payload: string | B
     }), TICK_MS);
   };
   const bound = setTimeout(finish, DRAIN_MAX_MS);
-  // (chunks held while the handler worked are replayed here, synchronously)
+  // (a body held while the handler worked was replayed, into nothing, by the readBody above)
   ctx.readBody((_chunk, isLast) => {
     if (done) return;
     if (isLast || ctx.bodyReceived - startedAt > maxBytes) finish();
