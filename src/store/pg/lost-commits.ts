@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { now } from '../../clock.ts';
 import { isoOf, type Pg } from './open.ts';
-import { windowsOf } from './usage.ts';
+import { SETTLE_SQL, settleArgs } from './settle.ts';
 import type { Reservation } from '../records.ts';
 
 // Settlements answered 200 whose commit the database no longer has: with asynchronous
@@ -29,9 +29,8 @@ export class RecentSettlements {
   readonly held = new Set<string>();
 
   remember(r: Reservation, at: number, body: string, results: unknown): void {
-    const w = windowsOf(at);
     // the answer as given: its marker is absent, so lv_settle saves these exact bytes
-    const args = [r.id, at, isoOf(at), body, `"__none_${randomBytes(12).toString('hex')}__"`, { at: isoOf(at), token_id: r.token_id, module_id: r.module_id, results }, w.day, w.month, w.resetDay, w.resetMonth];
+    const args = settleArgs(r, at, body, `"__none_${randomBytes(12).toString('hex')}__"`, results);
     this.items.set(r.id, { at: Date.now(), args });
     const old = Date.now() - RECENT_MS;
     for (const [id, item] of this.items) {
@@ -68,7 +67,7 @@ export async function restoreLostCommits(db: Pg, recent: RecentSettlements, rech
   for (const id of await orphans(first)) {
     const args = recent.get(id);
     if (args) {
-      const r = (await db.q('SELECT lv_settle($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) AS r', args, 'lv_settle')).rows[0]!.r as { ok: boolean };
+      const r = (await db.q(SETTLE_SQL, args, 'lv_settle')).rows[0]!.r as { ok: boolean };
       if (r.ok) {
         out.push({ reservation: id, outcome: 'restored' });
         continue;

@@ -34,15 +34,12 @@ export async function settle(db: Pg, reservation: Reservation, at: number, rende
   const marker = `"__usage_${randomBytes(12).toString('hex')}__"`;
   const template = render(JSON.parse(marker) as unknown as UsageRecord[]);
   let cause: unknown;
-  const args = [
-    reservation.id, at, isoOf(at), template, marker, { at: isoOf(at), token_id: reservation.token_id, module_id: reservation.module_id, results }, w.day, w.month, w.resetDay, w.resetMonth,
-  ];
+  const args = settleArgs(reservation, at, template, marker, results);
   if (fault !== 'fail') {
     try {
-      const sql = SETTLE_SQL;
       // the test fault: the same function inside an explicit transaction, stopped before COMMIT
-      if (fault === 'hold') await db.tx(async (c) => holdForever(`postgres settlement transaction (lv_settle ${(await c.query(sql, args)).rowCount} row)`));
-      const out = (await db.q(sql, args, 'lv_settle')).rows[0]!.r as { ok: boolean; body?: string; state?: string };
+      if (fault === 'hold') await db.tx(async (c) => holdForever(`postgres settlement transaction (lv_settle ${(await c.query(SETTLE_SQL, args)).rowCount} row)`));
+      const out = (await db.q(SETTLE_SQL, args, 'lv_settle')).rows[0]!.r as { ok: boolean; body?: string; state?: string };
       if (out.ok) return { kind: 'settled', body: out.body! };
       // Refused: this node's lease lapsed (another node may be refunding it) or the
       // reservation is no longer pending. Never charged, and its units are back (refund is
@@ -78,7 +75,15 @@ export async function settle(db: Pg, reservation: Reservation, at: number, rende
   return { kind: 'settlement_failed', cause: marked === null ? cause : new AggregateError([cause, marked], 'settlement failed, and marking it settlement_failed failed too') };
 }
 
-const SETTLE_SQL = 'SELECT lv_settle($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) AS r';
+/** prepared as 'lv_settle': every caller must send this very text under that name */
+export const SETTLE_SQL = 'SELECT lv_settle($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) AS r';
+
+/** lv_settle's arguments: `body` with `marker` where the usage goes (a marker absent from the
+ * body saves it as it is) */
+export function settleArgs(r: Pick<Reservation, 'id' | 'token_id' | 'module_id'>, at: number, body: string, marker: string, results: unknown): unknown[] {
+  const w = windowsOf(at);
+  return [r.id, at, isoOf(at), body, marker, { at: isoOf(at), token_id: r.token_id, module_id: r.module_id, results }, w.day, w.month, w.resetDay, w.resetMonth];
+}
 
 /** The connection broke during the settlement (the primary died, a failover): the commit may
  * have happened (even reached the standby now promoted) with its acknowledgement lost, so the
