@@ -45,6 +45,7 @@ export class HostSelector {
   private suspect: { since: number; reason: string } | null = null;
   private heal: NodeJS.Timeout | null = null;
   private healing = false;
+  private closed = false;
 
   constructor(readonly target: DatabaseTarget, private readonly events: HostEvents = {}) {
     // one host that is not checked is used as it is, exactly as before several hosts existed
@@ -96,6 +97,9 @@ export class HostSelector {
   }
 
   private down(reason: string, h: DatabaseHost | null): void {
+    // a failure met while the store closes (its last DELETE) starts no outage, nor probes that
+    // would outlive the store
+    if (this.closed) return;
     if (this.outage) {
       this.outage.latest = reason;
       return;
@@ -127,6 +131,7 @@ export class HostSelector {
 
   /** the store is closing: no more probes */
   close(): void {
+    this.closed = true;
     this.stopHealing();
     this.outage = null;
   }
