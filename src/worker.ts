@@ -1,7 +1,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { RemoteInference, type FromWorker, type ToWorker, type WorkerData } from './cluster/index.ts';
 import { SLOTS_PER_WORKER } from './config/index.ts';
-import { ReadCache, sessionReader, type SessionWithParent } from './auth/index.ts';
+import { configurePasswordChecks, ReadCache, sessionReader, type SessionWithParent } from './auth/index.ts';
 import { createApp, createCors, ConnectionBalance, ConnectionCap, HostAdmission, UploadPacer, buildRouter, closeApp, listen, loadUws, LISTEN_SHARED, type us_listen_socket, appModule, HSTS, servesTls, testFaultHook } from './http/index.ts';
 import { useGeoDatabase } from './metering/index.ts';
 import { frameSlab } from './images/index.ts';
@@ -18,6 +18,7 @@ const main = parentPort!;
 const post = (m: FromWorker) => main.postMessage(m);
 
 const uws = loadUws();
+configurePasswordChecks(config);
 const log = createLogger(config.LOG_LEVEL, { worker: index });
 const store = await openConfiguredStore(config, (err) => log.warn({ err: { message: err.message } }, 'store connection error'), log);
 const metrics = new WorkerMetrics(`api-${index}`, () => frameSlab().taken, config.WORKERS * SLOTS_PER_WORKER);
@@ -66,6 +67,7 @@ const handle = createApp(appModule(uws, config), router, log, metrics, {
   headers: servesTls(config) ? { 'Strict-Transport-Security': HSTS } : null,
   fault: testFaultHook(),
   connections: new ConnectionCap(config),
+  retryAfterSeconds: config.RETRY_AFTER_SECONDS,
 });
 let listenSocket: us_listen_socket | null = null;
 let appClosed = false;
@@ -160,7 +162,7 @@ main.on('message', (msg: ToWorker) => {
       inference.setReadiness(msg.modules);
       break;
     case 'infer-done':
-      inference.settle(msg.id, msg.results, msg.error);
+      inference.settle(msg.id, msg.results, msg.error, msg.timing);
       break;
     case 'metrics-snapshot':
       void metrics.snapshot().then((snapshot) => post({ type: 'metrics-snapshot', id: msg.id, snapshot }));

@@ -1,5 +1,5 @@
 import { ConfigError, type Config } from '../config/index.ts';
-import { availableModelSets, createModelSetSwitch, ManifestError, serveActivationRequests, startupModelSet, type ActivationRequest, type EngineOptions, type ModelSetSwitch, type PoolTimes, type InferenceJob, type InferenceService, type ReadinessListener, type ResultRecord } from '../inference/index.ts';
+import { availableModelSets, createModelSetSwitch, ManifestError, serveActivationRequests, startupModelSet, type ActivationRequest, type EngineOptions, type ModelSetSwitch, type PoolTimes, type InferenceJob, type InferenceService, type InferenceTiming, type ReadinessListener, type ResultRecord } from '../inference/index.ts';
 import type { ModuleId } from '../contract/index.ts';
 import type { Logger } from '../observability/index.ts';
 
@@ -79,13 +79,13 @@ export function startEngine(config: Config, log: Logger, moduleEnabled?: (id: Mo
     poolTimes: () => engine.poolTimes(),
     poolMetrics: () => engine.poolMetrics(),
     ping: () => engine.ping(),
-    async infer(job: InferenceJob): Promise<ResultRecord[]> {
+    async infer(job: InferenceJob, timing?: InferenceTiming): Promise<ResultRecord[]> {
       const delayPrefix = config.TEST_INFERENCE_DELAY_PREFIX;
       if (delay > 0 && (!delayPrefix || job.captures.some((c) => c.packet.capture_id.startsWith(delayPrefix)))) await new Promise((r) => setTimeout(r, delay));
       if (failPrefix && job.captures.some((c) => c.packet.capture_id.startsWith(failPrefix))) {
         throw new Error('injected inference failure (TEST_INFERENCE_FAIL_PREFIX)');
       }
-      return engine.infer(job);
+      return engine.infer(job, timing);
     },
     close: () => {
       closing = true;

@@ -1,5 +1,5 @@
 import type { Config } from '../config/index.ts';
-import type { ActivationRequest, InferenceJob, ModuleReadiness, ResultRecord } from '../inference/index.ts';
+import type { ActivationRequest, InferenceJob, InferenceTiming, ModuleReadiness, ResultRecord } from '../inference/index.ts';
 import type { MetricsSnapshot } from '../observability/index.ts';
 
 export interface WorkerData {
@@ -22,7 +22,8 @@ export type ToWorker =
   | { type: 'readiness'; modules: ModuleReadiness[] }
   | { type: 'metrics-snapshot'; id: number }
   | { type: 'metrics-text'; id: number; text: string; contentType: string }
-  | { type: 'infer-done'; id: number; results?: ResultRecord[]; error?: string };
+  /** `timing`: the engine's stages of a job asked with `timed` (a traced call) */
+  | { type: 'infer-done'; id: number; results?: ResultRecord[]; error?: string; timing?: InferenceTiming };
 
 /** API worker -> main */
 export type FromWorker =
@@ -31,7 +32,7 @@ export type FromWorker =
   | { type: 'drained' }
   | { type: 'metrics-snapshot'; id: number; snapshot: MetricsSnapshot }
   | { type: 'metrics-request'; id: number }
-  | { type: 'infer'; id: number; job: InferenceJob }
+  | { type: 'infer'; id: number; job: InferenceJob; timed?: true }
   /** the admin API asks for another model set; the answer is in state.json (model-set-requests.ts) */
   | { type: 'activate-model-set'; request: ActivationRequest }
   /** an empty task to an inference thread and back, answered with infer-done and no results

@@ -1,7 +1,7 @@
 // The main thread's half of the API worker -> inference thread path: a call posted by an API
 // worker goes to the engine (and its pool), and the answer goes back to that worker. One
 // function, so that bench/relay.mjs measures the path the service runs.
-import type { InferenceService } from '../inference/index.ts';
+import type { InferenceService, InferenceTiming } from '../inference/index.ts';
 import type { FromWorker, ToWorker } from './messages.ts';
 
 export interface RelayEngine extends InferenceService {
@@ -15,11 +15,12 @@ interface Port {
 /** Handles `m` when it is an inference request (infer, ping); false for any other message. */
 export function relayInference(engine: RelayEngine, worker: Port, m: FromWorker, onError: (err: Error) => void): boolean {
   if (m.type === 'infer') {
-    engine.infer(m.job).then(
-      (results) => worker.postMessage({ type: 'infer-done', id: m.id, results }),
+    const timing: InferenceTiming | undefined = m.timed ? {} : undefined;
+    engine.infer(m.job, timing).then(
+      (results) => worker.postMessage({ type: 'infer-done', id: m.id, results, ...(timing && { timing }) }),
       (err: Error) => {
         onError(err);
-        worker.postMessage({ type: 'infer-done', id: m.id, error: err.message });
+        worker.postMessage({ type: 'infer-done', id: m.id, error: err.message, ...(timing && { timing }) });
       },
     );
     return true;

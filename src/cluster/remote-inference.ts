@@ -1,6 +1,6 @@
 import type { MessagePort } from 'node:worker_threads';
 import { isSharedPixels } from '../images/index.ts';
-import { InferenceFailedError, type InferenceJob, type InferenceService, type ModuleReadiness, type ResultRecord } from '../inference/index.ts';
+import { InferenceFailedError, type InferenceJob, type InferenceService, type InferenceTiming, type ModuleReadiness, type ResultRecord } from '../inference/index.ts';
 
 export { InferenceFailedError };
 import type { FromWorker } from './messages.ts';
@@ -11,7 +11,7 @@ import type { FromWorker } from './messages.ts';
  * views of shared memory, which the engine reads in place until the job is answered. */
 export class RemoteInference implements InferenceService {
   private modules: ModuleReadiness[] = [];
-  private pending = new Map<number, { resolve: (r: ResultRecord[]) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }>();
+  private pending = new Map<number, { resolve: (r: ResultRecord[]) => void; reject: (e: Error) => void; timer: NodeJS.Timeout; timing?: InferenceTiming }>();
   private nextId = 1;
 
   /** `timeoutMs`: a job with no answer by then fails as inference_failed, so a hung engine
@@ -32,10 +32,10 @@ export class RemoteInference implements InferenceService {
     this.modules = modules;
   }
 
-  infer(job: InferenceJob): Promise<ResultRecord[]> {
+  infer(job: InferenceJob, timing?: InferenceTiming): Promise<ResultRecord[]> {
     const transfer: ArrayBuffer[] = [];
     for (const c of job.captures) for (const p of c.pixels) if (p && !isSharedPixels(p)) transfer.push(p.buffer as ArrayBuffer);
-    return this.request((id) => ({ type: 'infer', id, job }), transfer);
+    return this.request((id) => (timing ? { type: 'infer', id, job, timed: true } : { type: 'infer', id, job }), transfer, timing);
   }
 
   /** An empty task to an inference thread and back, on the path infer() takes. */
@@ -43,7 +43,7 @@ export class RemoteInference implements InferenceService {
     await this.request((id) => ({ type: 'ping', id }), []);
   }
 
-  private request(message: (id: number) => FromWorker, transfer: ArrayBuffer[]): Promise<ResultRecord[]> {
+  private request(message: (id: number) => FromWorker, transfer: ArrayBuffer[], timing?: InferenceTiming): Promise<ResultRecord[]> {
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       // posted first: a job that cannot be sent (e.g. a buffer that cannot be transferred)
@@ -53,11 +53,11 @@ export class RemoteInference implements InferenceService {
         if (this.pending.delete(id)) reject(new InferenceFailedError(`no inference result within ${this.timeoutMs / 1000} s`));
       }, this.timeoutMs);
       timer.unref();
-      this.pending.set(id, { resolve, reject, timer });
+      this.pending.set(id, { resolve, reject, timer, timing });
     });
   }
 
-  settle(id: number, results: ResultRecord[] | undefined, error: string | undefined): void {
+  settle(id: number, results: ResultRecord[] | undefined, error: string | undefined, timing?: InferenceTiming): void {
     const p = this.pending.get(id);
     if (!p) {
       // ids are never reused, so an unknown id is a job whose timeout already failed the call
@@ -66,6 +66,7 @@ export class RemoteInference implements InferenceService {
     }
     this.pending.delete(id);
     clearTimeout(p.timer);
+    if (p.timing && timing) Object.assign(p.timing, timing);
     if (results) p.resolve(results);
     else p.reject(new InferenceFailedError(error ?? 'inference failed'));
   }

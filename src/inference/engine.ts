@@ -13,7 +13,7 @@ import { chooseBackend, CPU_CANDIDATES, measureBackends, type BackendChoice } fr
 import { noAdapterNote } from './gpu-host.ts';
 import { isSharedPixels } from '../images/index.ts';
 import { ReadinessEvents, type ReadinessListener } from './readiness-events.ts';
-import type { ExecutionProvider, InferenceJob, InferenceService, ModuleReadiness, ResultRecord } from './types.ts';
+import type { ExecutionProvider, InferenceJob, InferenceService, InferenceTiming, ModuleReadiness, ResultRecord } from './types.ts';
 
 export type Backend = 'auto' | 'wasm' | 'webgpu' | 'native';
 
@@ -67,7 +67,12 @@ interface Waiting {
   capture: PreparedCapture;
   resolve: (r: ResultRecord) => void;
   reject: (e: Error) => void;
+  /** its job's stages, when the caller traces it */
+  timing: InferenceTiming | undefined;
 }
+
+/** epoch ms on the clock every thread shares (InferenceTiming) */
+const epochNow = () => performance.timeOrigin + performance.now();
 
 /** One pool task in the making: captures of one module and mode. */
 interface Group {
@@ -308,19 +313,20 @@ class Engine implements InferenceEngine {
     await this.pool.run({ op: 'ping' });
   }
 
-  async infer(job: InferenceJob): Promise<ResultRecord[]> {
+  async infer(job: InferenceJob, timing?: InferenceTiming): Promise<ResultRecord[]> {
     if (!this.pool) throw new Error('inference engine is not started');
     if (!this.loadable.includes(job.module_id)) {
       throw new Error(`${job.module_id} is not available: ${this.errors.get(job.module_id) ?? 'not enabled'}`);
     }
     for (const c of job.captures) policyFor(this.manifest, job.module_id, c.packet.mode);
-    return Promise.all(job.captures.map((c) => this.enqueue(job.module_id, c)));
+    if (timing) timing.queued = epochNow();
+    return Promise.all(job.captures.map((c) => this.enqueue(job.module_id, c, timing)));
   }
 
-  private enqueue(module: ModuleId, capture: PreparedCapture): Promise<ResultRecord> {
+  private enqueue(module: ModuleId, capture: PreparedCapture, timing: InferenceTiming | undefined): Promise<ResultRecord> {
     return new Promise((resolve, reject) => {
       const mode = capture.packet.mode;
-      const item = { capture, resolve, reject };
+      const item = { capture, resolve, reject, timing };
       const open = mode === 'rgb_single'
         ? this.queue.find((g) => g.mode === mode && g.module === module && g.items.length < this.packSize)
         : undefined;
@@ -367,8 +373,21 @@ class Engine implements InferenceEngine {
     this.inFlight++;
     this.counts.tasks++;
     this.counts.captures += captures.length;
+    const timings = new Set<InferenceTiming>();
+    for (const it of group.items) if (it.timing) timings.add(it.timing);
+    if (timings.size > 0) {
+      const now = epochNow();
+      for (const t of timings) {
+        t.started ??= now;
+        t.tasks = (t.tasks ?? 0) + 1;
+      }
+    }
     pool.run({ op: 'captures', module: group.module, mode: group.mode, captures }, transfer).then(
       (records) => {
+        if (timings.size > 0) {
+          const now = epochNow();
+          for (const t of timings) t.ended = now;
+        }
         group.items.forEach((it, i) => {
           const r = records[i];
           if (!r) it.reject(new Error(`inference worker returned no record for capture ${it.capture.packet.capture_id}`));

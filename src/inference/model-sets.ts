@@ -22,7 +22,7 @@ import { loadManifest } from './manifest.ts';
 import { createInferenceEngine, type EngineCounters, type EngineOptions, type InferenceEngine } from './engine.ts';
 import type { PoolTimes } from './pool.ts';
 import { ReadinessEvents, type ReadinessListener } from './readiness-events.ts';
-import type { ExecutionProvider, InferenceJob, ModuleReadiness, ResultRecord } from './types.ts';
+import type { ExecutionProvider, InferenceJob, InferenceTiming, ModuleReadiness, ResultRecord } from './types.ts';
 
 /** Default bound on load, checks and warm-up (MODEL_LOAD_TIMEOUT_SECONDS). */
 export const DEFAULT_LOAD_TIMEOUT_MS = 600_000;
@@ -199,12 +199,12 @@ class Switch implements ModelSetSwitch {
     return { active: this.current.modelSet, activating: this.activating?.modelSet ?? null, last: this.last };
   }
 
-  async infer(job: InferenceJob): Promise<ResultRecord[]> {
+  async infer(job: InferenceJob, timing?: InferenceTiming): Promise<ResultRecord[]> {
     // read once: the whole call runs on the engine current at its start
     const slot = this.current;
     slot.inflight++;
     try {
-      return await slot.engine.infer(job);
+      return await slot.engine.infer(job, timing);
     } finally {
       slot.inflight--;
       if (slot.retired && slot.inflight === 0) this.retire(slot);

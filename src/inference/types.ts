@@ -75,7 +75,23 @@ export interface ModuleReadiness {
  * and by the cross-thread bridge used by API workers. */
 export interface InferenceService {
   readiness(): ModuleReadiness[];
-  infer(job: InferenceJob): Promise<ResultRecord[]>;
+  /** `timing`, when given, is filled with the engine's stages of this job (a traced call) */
+  infer(job: InferenceJob, timing?: InferenceTiming): Promise<ResultRecord[]>;
+}
+
+/** Where one job's time went inside the engine, for its trace: the wait for a pool thread and
+ * the model's run, which the API worker cannot see from its side of the thread hop. Times are
+ * epoch milliseconds (performance.timeOrigin + performance.now(), comparable across threads);
+ * a time left out is a stage the job never reached. */
+export interface InferenceTiming {
+  /** the engine took the job */
+  queued?: number;
+  /** the first of its pool tasks left for a pool thread */
+  started?: number;
+  /** the last of its pool tasks came back */
+  ended?: number;
+  /** pool tasks its captures went out in (single frames of several calls may share one) */
+  tasks?: number;
 }
 
 /** One mode's decision settings as the loaded manifest gives them. */

@@ -7,4 +7,4 @@ export type { MetricsSnapshot } from './metrics.ts';
 export { recordVerify, requestFacts } from './request-facts.ts';
 export type { VerifyFacts } from './request-facts.ts';
 export { stopThreadTracing, threadTracing, tracedMethods, tracingConfigured } from './tracing.ts';
-export type { CallTrace, DropReason, SpanAttributes, Tracing } from './tracing.ts';
+export type { CallTrace, DropReason, SpanAttributes, Stages, Tracing } from './tracing.ts';

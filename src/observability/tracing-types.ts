@@ -18,12 +18,21 @@ export interface CallTrace {
   /** Runs one step of the call in a span of its own, child of the server span; whatever the
    * step runs meanwhile through `child` nests under it. Sync or async alike. */
   step<T>(name: string, run: () => T): T;
-  /** A span under the open step (a store call, the inference), or under the server span. */
-  child<T>(name: string, attributes: SpanAttributes, run: () => T): T;
+  /** A span under the open step (a store call, the inference), or under the server span.
+   * `run` may record, under this span, stages that another thread timed (`Stages`). */
+  child<T>(name: string, attributes: SpanAttributes, run: (stages: Stages) => T): T;
   /** adds attributes to the server span */
   describe(attributes: SpanAttributes): void;
   /** ends the server span with the answer's status and error code */
   end(status: number, errorCode: string | undefined): void;
+}
+
+/** Spans of stages timed elsewhere (the engine's wait for a pool thread, the model's run), as
+ * children of the span that `child` opened. */
+export interface Stages {
+  /** `start` and `end` in epoch ms (performance.timeOrigin + performance.now()); clamped into
+   * the parent span, whose clock they were not read on */
+  record(name: string, attributes: SpanAttributes, start: number, end: number): void;
 }
 
 export interface Tracing {

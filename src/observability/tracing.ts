@@ -13,7 +13,7 @@ import type { Logger } from './logger.ts';
 // knows its open step) rather than through an AsyncLocalStorage context manager, which
 // would tax every await of every request, traced or not.
 
-export type { CallTrace, DropReason, SpanAttributes, Tracing, TracingOptions } from './tracing-types.ts';
+export type { CallTrace, DropReason, SpanAttributes, Stages, Tracing, TracingOptions } from './tracing-types.ts';
 import type { TracingOptions, Tracing, CallTrace, DropReason, SpanAttributes } from './tracing-types.ts';
 
 /** Tracing is on when an OTLP endpoint or the otlp exporter is named, and the SDK is not

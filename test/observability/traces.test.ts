@@ -131,6 +131,13 @@ t.test('a call with the caller\'s traceparent: one trace, every step in order un
   t.ok(under('accept').includes('store.getTokenByHash') && under('accept').includes('store.moduleEnabled'), `accept's store calls: ${under('accept')}`);
   t.same(under('reserve'), ['metering.reserve']);
   t.same(under('infer'), ['inference.infer']);
+  // the engine's own stages, timed in the main thread, under the API worker's inference span
+  const inferSpan = mine.find((s) => s.name === 'inference.infer')!;
+  const stages = mine.filter((s) => s.parent === inferSpan.spanId).sort((a, b) => (a.start < b.start ? -1 : a.start > b.start ? 1 : 0));
+  t.same(stages.map((s) => s.name), ['inference.pool_wait', 'inference.model_run'], 'the wait for a pool thread, then the model\'s run');
+  for (const s of stages) t.ok(s.start >= inferSpan.start && s.end <= inferSpan.end && s.start <= s.end, `${s.name} lies within inference.infer`);
+  t.ok(stages[0].end <= stages[1].start, 'the run starts when the wait ends');
+  t.equal(stages[1].attributes['lv.pool_tasks'], 1, 'one capture, one pool task');
   t.same(under('settle'), ['metering.settle']);
   t.ok(under('respond').includes('sign') && under('respond').includes('store.writeAudit'), `respond: ${under('respond')}`);
   t.equal(new Set(mine.map((s) => s.traceId)).size, 1);

@@ -4,6 +4,7 @@ import { ServiceError } from '../../errors/index.ts';
 import { recordVerify, threadTracing, tracedMethods, type CallTrace, type Tracing } from '../../observability/index.ts';
 import { signBody, signerOf } from '../../signing/index.ts';
 import { storeMetering, verify, type VerifyDeps, type VerifyRequest } from '../../verify/index.ts';
+import type { InferenceTiming } from '../../inference/index.ts';
 import { checkContentLength } from '../body.ts';
 import { clientAddress } from '../client-address.ts';
 import type { HttpContext } from '../context.ts';
@@ -88,8 +89,30 @@ function tracedDeps(deps: VerifyDeps, trace: CallTrace, slot: CallSlot): VerifyD
     store: tracedMethods(deps.store, trace, 'store'),
     tokens: (hash) => trace.child('store.getTokenByHash', {}, () => deps.tokens(hash)),
     metering: tracedMethods(deps.metering, trace, 'metering', ['reserve', 'settle', 'refund', 'archiveDemoUpload']),
-    inference: tracedMethods(deps.inference, trace, 'inference', ['infer']),
+    inference: tracedInference(deps.inference, trace),
     sign: (body) => trace.child('sign', {}, () => deps.sign(body)),
+  };
+}
+
+/** The engine's call as a child span of the infer step, and under it the two stages the engine
+ * timed on its side of the thread hop: the wait for a free pool thread, and the model's run
+ * (the pool tasks of the call's captures, first out to last back). What is left of the span
+ * around them is the hop itself. */
+function tracedInference(inference: VerifyDeps['inference'], trace: CallTrace): VerifyDeps['inference'] {
+  if (!trace.recording) return inference;
+  return {
+    readiness: () => inference.readiness(),
+    infer: (job) => trace.child('inference.infer', { 'code.function.name': 'infer' }, async (stages) => {
+      const timing: InferenceTiming = {};
+      try {
+        return await inference.infer(job, timing);
+      } finally {
+        const { queued, started, ended, tasks } = timing;
+        // a job that failed before a pool thread took it waited until it failed
+        if (queued !== undefined) stages.record('inference.pool_wait', {}, queued, started ?? performance.timeOrigin + performance.now());
+        if (started !== undefined && ended !== undefined) stages.record('inference.model_run', { 'lv.pool_tasks': tasks ?? 1 }, started, ended);
+      }
+    }),
   };
 }
 
