@@ -14,12 +14,15 @@
 // O_DSYNC descriptor (not counted). The tracer slows every sync a little: compare captures/s
 // of such a run among the traced builds only.
 //
+// Every system's CPU per capture (user + system time of its processes in each measured window,
+// over the captures answered 200) is printed beside its captures/s.
+//
 // Writes bench/results/side-by-side.{json,md,svg} (--out NAME: NAME.{json,md,svg}). Plain JavaScript on purpose: the
 // service is measured as it runs in production, and the driver adds no loader.
 // A peer whose dependencies are not installed (peers/fastify: `npm ci`; FastAPI:
 // peers/fastapi/install.sh) is reported as not run, with the reason; nothing is assumed.
 import { spawn, spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -188,13 +191,64 @@ async function startFastapi(port) {
   return { name: 'fastapi', base, token: TOKEN, proc };
 }
 
-function runLoad(sys, kind) {
-  const r = spawnSync(process.execPath, [join(peers, 'load.mjs'), '--base', sys.base, '--token', sys.token, '--module', 'rgb_liveness',
-    '--kind', kind, '--concurrency', String(CONCURRENCY), '--seconds', String(SECONDS), '--warmup', String(WARMUP)], { encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`load.mjs against ${sys.name}: ${r.stderr}`);
-  const line = JSON.parse(r.stdout.trim().split('\n').pop());
+/** CPU seconds (user + system) used so far by `pid` and every process below it: the
+ * service is one process (its threads included), a peer may run several (uvicorn's workers).
+ * Read from /proc; null where there is none. */
+function treeCpuSeconds(pid) {
+  if (!existsSync('/proc/self/stat')) return null;
+  const children = new Map();
+  const cpu = new Map();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let stat;
+    try {
+      stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+    } catch {
+      continue; // gone meanwhile
+    }
+    // the fields after the command name, which may itself hold spaces and parentheses
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ppid = Number(f[1]);
+    cpu.set(Number(entry), (Number(f[11]) + Number(f[12])) / CLK_TCK);
+    if (!children.has(ppid)) children.set(ppid, []);
+    children.get(ppid).push(Number(entry));
+  }
+  let total = 0;
+  const stack = [pid];
+  while (stack.length) {
+    const p = stack.pop();
+    total += cpu.get(p) ?? 0;
+    stack.push(...(children.get(p) ?? []));
+  }
+  return total;
+}
+const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
+
+/** One load run against `sys`, with the CPU the system spent in its measured window: read when
+ * load.mjs starts its warm-up (its first stderr line) plus the warm-up, and again when it
+ * exits. CPU per capture is that over the captures answered 200 in the window; the few calls
+ * still in flight at the window's end add a little to it. */
+async function runLoad(sys, kind) {
+  const child = spawn(process.execPath, [join(peers, 'load.mjs'), '--base', sys.base, '--token', sys.token, '--module', 'rgb_liveness',
+    '--kind', kind, '--concurrency', String(CONCURRENCY), '--seconds', String(SECONDS), '--warmup', String(WARMUP)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  let cpuStart = null;
+  let timer;
+  child.stdout.on('data', (c) => (stdout += c));
+  child.stderr.on('data', (c) => {
+    if (stderr === '') timer = setTimeout(() => (cpuStart = treeCpuSeconds(sys.proc.pid)), WARMUP * 1000);
+    stderr += c;
+  });
+  const code = await new Promise((resolve) => child.on('close', resolve));
+  clearTimeout(timer);
+  const cpuEnd = treeCpuSeconds(sys.proc.pid);
+  if (code !== 0) throw new Error(`load.mjs against ${sys.name}: ${stderr}`);
+  const line = JSON.parse(stdout.trim().split('\n').pop());
   const busy = line.non200_by_status['503'] ?? 0;
-  return { ...line, share_503: line.requests ? busy / line.requests : 0 };
+  const captures = line.captures_per_s * SECONDS;
+  const cpu_ms_per_capture = cpuStart !== null && cpuEnd !== null && captures > 0 ? ((cpuEnd - cpuStart) * 1000) / captures : null;
+  return { ...line, share_503: line.requests ? busy / line.requests : 0, cpu_ms_per_capture };
 }
 
 const STEPS = ['accept', 'receive', 'validate', 'reserve', 'infer', 'settle', 'respond'];
@@ -296,7 +350,7 @@ try {
       for (const sys of order) {
         const before = sys.name.startsWith('service') ? await stepTotals(sys) : null;
         const syncsBefore = syncsSoFar(sys);
-        const r = runLoad(sys, kind);
+        const r = await runLoad(sys, kind);
         // warm-up calls are in these means too: the same kind, the same server
         if (before) {
           const after = await stepTotals(sys);
@@ -306,7 +360,7 @@ try {
         }
         runs.push({ round, system: sys.name, load1: loadavg()[0], ...r });
         const syncs = r.syncs_per_charged_call !== undefined ? `, ${r.syncs_per_charged_call?.toFixed(2)} syncs a charged call` : '';
-        console.error(`round ${round + 1}/${ROUNDS} ${kind} ${sys.name}: ${r.captures_per_s} captures/s, ${(r.share_503 * 100).toFixed(0)} % 503, p50 ${r.p50_ms} ms${syncs}`);
+        console.error(`round ${round + 1}/${ROUNDS} ${kind} ${sys.name}: ${r.captures_per_s} captures/s, ${(r.share_503 * 100).toFixed(0)} % 503, p50 ${r.p50_ms} ms, ${r.cpu_ms_per_capture?.toFixed(2) ?? '–'} ms CPU a capture${syncs}`);
       }
     }
   }
@@ -318,6 +372,7 @@ try {
       row[name] = mine.length
         ? {
           captures_per_s: median(mine.map((r) => r.captures_per_s)), share_503: median(mine.map((r) => r.share_503)), p50_ms: median(mine.map((r) => r.p50_ms)), p99_ms: median(mine.map((r) => r.p99_ms)), runs: mine.map((r) => r.captures_per_s),
+          cpu_ms_per_capture: median(mine.map((r) => r.cpu_ms_per_capture).filter((v) => typeof v === 'number')),
           ...(FLUSHES && name.startsWith('service') ? { syncs_per_charged_call: median(mine.map((r) => r.syncs_per_charged_call).filter((v) => typeof v === 'number')) } : {}),
         }
         : null;
@@ -352,6 +407,7 @@ try {
     ...(BASELINE ? [`- service-before: the same service built from ${BASELINE} (the code before this change), run in the same interleaved rounds.`] : []),
     '',
     ...latencyTable(table, names),
+    ...cpuTable(table, names),
     ...syncTable(table, names),
     `Host: ${availableParallelism()} cores; 1-min load average during the rounds: median ${f(median(runs.map((r) => r.load1)))}, ` +
       `max ${f(Math.max(...runs.map((r) => r.load1)))} (above the core count, other work shared the machine: compare within this run only).`,
@@ -381,6 +437,21 @@ function syncTable(table, names) {
     `| kind | ${traced.join(' | ')} |`,
     `|---|${traced.map(() => '---|').join('')}`,
     ...table.map((r) => `| ${r.kind} | ${traced.map((n) => f(r[n]?.syncs_per_charged_call)).join(' | ')} |`),
+    '',
+  ];
+}
+
+/** CPU per capture of every system (user + system time of its processes and threads in the
+ * measured window, over the captures answered 200): what each capture costs the host, which a
+ * busy shared machine disturbs less than captures/s. */
+function cpuTable(table, names) {
+  const f = (v) => (typeof v === 'number' && !Number.isNaN(v) ? v.toFixed(2) : '–');
+  return [
+    `CPU per capture, ms (user + system of each system's processes, medians over rounds):`,
+    '',
+    `| kind | ${names.join(' | ')} |`,
+    `|---|${names.map(() => '---|').join('')}`,
+    ...table.map((r) => `| ${r.kind} | ${names.map((n) => f(r[n]?.cpu_ms_per_capture)).join(' | ')} |`),
     '',
   ];
 }
