@@ -2,8 +2,99 @@ import type { ReserveOutcome } from '../backend.ts';
 import type { Pg } from './open.ts';
 import { ACTIVE_SESSIONS_LISTED, mintRefusal, type DeviceSession, type DeviceSessionCall, type MintLimit, type MintOutcome } from '../device-sessions.ts';
 
-// Device sessions on PostgreSQL: tables, lv_mint_session and lv_reserve_session are in
-// migrations.ts (V_DEVICE_SESSIONS). Each operation is one statement.
+// Device sessions on PostgreSQL: the tables are migration 5 (migrations.ts); the rules are the
+// stored functions and the trigger below, written here beside their jobs as
+// lmdb/device-sessions.ts holds LMDB's, and installed with CREATE OR REPLACE at every start
+// (rules.ts, under the migration lock). Each operation is one statement.
+//
+// lv_reserve itself (reserve.ts) knows nothing of sessions: a call made with a session goes
+// through lv_reserve_session, which locks the session's row (so its calls queue and cannot pass
+// max_captures together), runs lv_reserve, and when that admits the call checks the session in
+// the same transaction; a refusal raises, which rolls back lv_reserve's writes, so nothing is
+// charged. Idempotent replays come from lv_reserve before any admission, so a device retrying
+// with its key replays even when the session is used up. A reservation that becomes refunded,
+// whoever refunds it (lv_refund, the lease sweep), gives its captures back to the session
+// through the trigger.
+
+// The rate check and the insert under a per-token transaction lock, so concurrent mints on
+// any node queue instead of both taking the last place; answers the window's creation times
+// when refused (the caller works out Retry-After from them).
+const LV_MINT_SESSION = `CREATE OR REPLACE FUNCTION lv_mint_session(
+  p_id text, p_hash text, p_token text, p_module text, p_created text, p_created_ms bigint,
+  p_expires text, p_expires_ms bigint, p_max integer, p_limit integer, p_window_ms bigint
+) RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+  recent bigint[];
+BEGIN
+  PERFORM pg_advisory_xact_lock(hashtext('lv_mint_session:' || p_token));
+  SELECT coalesce(array_agg(created_ms ORDER BY created_ms), '{}') INTO recent
+    FROM device_sessions WHERE token_id = p_token AND created_ms > p_created_ms - p_window_ms;
+  IF cardinality(recent) >= p_limit THEN
+    RETURN jsonb_build_object('created', false, 'recent', to_jsonb(recent));
+  END IF;
+  INSERT INTO device_sessions (id, hash, token_id, module_id, created_at, created_ms, expires_at, expires_ms, max_captures)
+    VALUES (p_id, p_hash, p_token, p_module, p_created, p_created_ms, p_expires, p_expires_ms, p_max);
+  RETURN jsonb_build_object('created', true);
+END $$`;
+
+const LV_RESERVE_SESSION = `CREATE OR REPLACE FUNCTION lv_reserve_session(
+  p_session text,
+  p_token text, p_module text, p_units integer, p_request text, p_key text, p_fp text,
+  p_at_ms bigint, p_created text, p_day text, p_month text,
+  p_rsv text, p_led text, p_node text
+) RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+  s device_sessions%ROWTYPE;
+  r jsonb;
+BEGIN
+  SELECT * INTO s FROM device_sessions WHERE id = p_session FOR UPDATE;
+  BEGIN
+    r := lv_reserve(p_token, p_module, p_units, p_request, p_key, p_fp, p_at_ms, p_created, p_day, p_month, p_rsv, p_led, p_node);
+    IF r->>'kind' = 'reserved' THEN
+      IF s.id IS NULL OR s.token_id <> p_token OR s.revoked_at IS NOT NULL OR s.expires_ms <= p_at_ms THEN
+        RAISE EXCEPTION 'session unusable' USING ERRCODE = 'LV001';
+      END IF;
+      IF s.captures_used + p_units > s.max_captures THEN
+        RAISE EXCEPTION 'session captures exceeded' USING ERRCODE = 'LV002';
+      END IF;
+      UPDATE device_sessions SET captures_used = captures_used + p_units WHERE id = p_session;
+      INSERT INTO device_session_calls (reservation_id, session_id, request_id, units, at, at_ms)
+        VALUES (p_rsv, p_session, p_request, p_units, p_created, p_at_ms);
+    END IF;
+    RETURN r;
+  EXCEPTION
+    WHEN SQLSTATE 'LV001' THEN
+      RETURN jsonb_build_object('kind', 'error', 'code', 'invalid_session_token');
+    WHEN SQLSTATE 'LV002' THEN
+      RETURN jsonb_build_object('kind', 'error', 'code', 'session_captures_exceeded', 'used', s.captures_used, 'max', s.max_captures);
+  END;
+END $$`;
+
+// A refunded reservation's captures go back to its session, once (the call's refunded flag).
+const LV_SESSION_REFUND = `CREATE OR REPLACE FUNCTION lv_session_refund() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  c device_session_calls%ROWTYPE;
+BEGIN
+  UPDATE device_session_calls SET refunded = true WHERE reservation_id = NEW.id AND NOT refunded RETURNING * INTO c;
+  IF FOUND THEN
+    UPDATE device_sessions SET captures_used = greatest(0, captures_used - c.units) WHERE id = c.session_id;
+  END IF;
+  RETURN NULL;
+END $$`;
+
+/** installed by rules.ts, in this order, before the trigger */
+export const SESSION_RULES: readonly string[] = [LV_MINT_SESSION, LV_RESERVE_SESSION, LV_SESSION_REFUND];
+
+/** A trigger is DDL on its table: rules.ts replaces it (CREATE OR REPLACE TRIGGER, PostgreSQL
+ * 14 and later) only when its text differs from the one installed, so a start never waits for
+ * the transactions writing reservations at that moment. */
+export const SESSION_REFUND_TRIGGER = {
+  name: 'reservations_session_refund',
+  table: 'reservations',
+  sql: `CREATE OR REPLACE TRIGGER reservations_session_refund AFTER UPDATE OF state ON reservations
+  FOR EACH ROW WHEN (NEW.state = 'refunded' AND OLD.state IS DISTINCT FROM 'refunded')
+  EXECUTE FUNCTION lv_session_refund()`,
+} as const;
 
 type Row = Record<string, any>;
 

@@ -5,8 +5,8 @@ import { isoOf, type Pg, type Row } from './open.ts';
 // (pending) with the reservation that admits its first call, completed with the exact answer
 // when that call settles, released when its units go back, and pruned once completed and
 // older than the retention. The hot path's key writes run inside the stored functions, in
-// the same statement as the reservation they belong to (pg/migrations.ts: lv_reserve looks
-// the key up and binds it, lv_settle completes it, lv_refund releases it); what runs from
+// the same statement as the reservation they belong to (lv_reserve in reserve.ts looks
+// the key up and binds it, lv_settle in settle.ts completes it, lv_refund releases it); what runs from
 // here is the operator's resolution and the pruning.
 
 /** An operator charged the settlement_failed reservation `r` (its row locked by the caller's

@@ -1,12 +1,14 @@
 import type pg from 'pg';
 import { MIGRATIONS } from './migrations.ts';
+import { installedRulesVersion, installRules, RULES_TABLE, RULES_VERSION } from './rules.ts';
 
 // Any fixed 64-bit number names the lock; this one is "lvstore" in ASCII.
 const MIGRATION_LOCK = 0x6c7673746f7265;
 
-/** Applies the migrations this database lacks, each in its own transaction, under a
+/** Applies the migrations this database lacks, each in its own transaction, then installs this
+ * build's rules (rules.ts: the stored functions and triggers, replaced at every start), under a
  * session-level advisory lock: nodes starting together wait for the first to finish and
- * then find nothing left to do. Returns the versions applied by this call. */
+ * then find no migration left to do. Returns the versions applied by this call. */
 export async function migrate(pool: pg.Pool): Promise<number[]> {
   const client = await pool.connect();
   let broken: Error | undefined;
@@ -18,6 +20,9 @@ export async function migrate(pool: pg.Pool): Promise<number[]> {
       const newest = Math.max(0, ...done);
       const known = MIGRATIONS[MIGRATIONS.length - 1]!.version;
       if (newest > known) throw new Error(`database schema version ${newest} is newer than this build's ${known}`);
+      await client.query(RULES_TABLE);
+      const rules = await installedRulesVersion(client);
+      if (rules > RULES_VERSION) throw new Error(`database rules version ${rules} is newer than this build's ${RULES_VERSION}`);
       const applied: number[] = [];
       for (const m of MIGRATIONS) {
         if (done.has(m.version)) continue;
@@ -32,6 +37,7 @@ export async function migrate(pool: pg.Pool): Promise<number[]> {
         }
         applied.push(m.version);
       }
+      await installRules(client);
       return applied;
     } finally {
       await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch((e: Error) => (broken = e));

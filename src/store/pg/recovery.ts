@@ -4,6 +4,33 @@ import type { Reservation } from '../records.ts';
 import { isoOf, type Pg } from './open.ts';
 import { reservationOf } from './settle.ts';
 
+// PostgreSQL's recovery rule: a stored function, written here beside its jobs as
+// lmdb/recovery.ts holds LMDB's, installed with CREATE OR REPLACE at every start (rules.ts, under
+// the migration lock). Each reservation it takes is refunded by lv_refund_held (settle.ts).
+
+// Crash recovery without pids: pending reservations of nodes whose lease expired (database
+// clock) are refunded by whichever node sweeps first; SKIP LOCKED lets sweepers and
+// late settlements pass each other instead of queueing.
+const LV_SWEEP_EXPIRED = `CREATE OR REPLACE FUNCTION lv_sweep_expired(p_at_ms bigint, p_iso text) RETURNS SETOF reservations LANGUAGE plpgsql AS $$
+DECLARE
+  r reservations%ROWTYPE;
+BEGIN
+  FOR r IN
+    UPDATE reservations SET state = 'refunded', settled_at = p_iso, settled_ms = p_at_ms
+      WHERE id IN (
+        SELECT x.id FROM reservations x JOIN nodes n ON n.id = x.node_id
+          WHERE x.state = 'pending' AND n.lease_until <= now()
+          FOR UPDATE OF x SKIP LOCKED)
+      RETURNING *
+  LOOP
+    PERFORM lv_refund_held(r, p_at_ms, p_iso, 'led_' || md5(r.id || ':refund'));
+    RETURN NEXT r;
+  END LOOP;
+END $$`;
+
+/** installed by rules.ts */
+export const RECOVERY_RULES: readonly string[] = [LV_SWEEP_EXPIRED];
+
 /** Refunds the pending reservations of nodes whose lease expired (lv_sweep_expired, under
  * row locks, so nodes sweeping at once refund each one once) and releases their keys. A node
  * still renewing its lease is in flight and keeps its reservations. */

@@ -8,6 +8,95 @@ import { isoOf, type Pg, type Repair, type Row } from './open.ts';
 import { windowsOf } from './usage.ts';
 import { holdForever } from '../faults.ts';
 
+// PostgreSQL's settlement and refund rules: stored functions (each one round trip under the
+// reservation's row lock), written here beside the jobs that call them as lmdb/settle.ts holds
+// LMDB's, and installed with CREATE OR REPLACE at every start (rules.ts, under the migration
+// lock). A change of a rule is an edit of its text here (and RULES_VERSION in rules.ts).
+
+// The usage array of a token as JSON text, byte for byte what JSON.stringify makes of the
+// service's usage records (the body is replayed byte for byte, so its form is fixed).
+const LV_USAGE_JSON = `CREATE OR REPLACE FUNCTION lv_usage_json(p_token text, p_day text, p_month text, p_reset_day text, p_reset_month text)
+RETURNS text LANGUAGE sql STABLE AS $$
+  SELECT '[' || coalesce(string_agg(
+    '{"module_id":' || to_json(g->>'module_id')::text
+    || ',"limit":' || CASE WHEN g->'limit' = 'null'::jsonb THEN 'null' ELSE (g->>'limit') END
+    || ',"period":' || to_json(g->>'period')::text
+    || ',"used":' || u.used::text
+    || ',"remaining":' || CASE WHEN g->'limit' = 'null'::jsonb THEN 'null' ELSE greatest(0, (g->>'limit')::bigint - u.used)::text END
+    || ',"reset_at":' || CASE g->>'period' WHEN 'day' THEN to_json(p_reset_day)::text WHEN 'month' THEN to_json(p_reset_month)::text ELSE 'null' END
+    || '}', ',' ORDER BY n), '') || ']'
+  FROM tokens t,
+       jsonb_array_elements(t.record->'grants') WITH ORDINALITY AS e(g, n),
+       LATERAL (SELECT coalesce((SELECT c.used FROM counters c
+                  WHERE c.token_id = t.id AND c.module_id = g->>'module_id' AND c.period = g->>'period'
+                    AND c.win = CASE g->>'period' WHEN 'day' THEN p_day WHEN 'month' THEN p_month ELSE 'all' END), 0) AS used) u
+  WHERE t.id = p_token
+$$`;
+
+// The settlement in one call: pending -> charged (refused when the holder's lease lapsed:
+// another node may already be refunding it), the key completed with the body whose usage
+// placeholder is replaced by the usage as of this moment, and the result stored.
+const LV_SETTLE = `CREATE OR REPLACE FUNCTION lv_settle(
+  p_rsv text, p_at_ms bigint, p_iso text, p_body text, p_marker text, p_result jsonb,
+  p_day text, p_month text, p_reset_day text, p_reset_month text
+) RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+  r reservations%ROWTYPE;
+  text_body text;
+BEGIN
+  UPDATE reservations SET state = 'charged', settled_at = p_iso, settled_ms = p_at_ms
+    WHERE id = p_rsv AND state = 'pending'
+      AND EXISTS (SELECT 1 FROM nodes n WHERE n.id = reservations.node_id AND n.lease_until > now())
+    RETURNING * INTO r;
+  IF NOT FOUND THEN
+    RETURN jsonb_build_object('ok', false, 'state', (SELECT state FROM reservations WHERE id = p_rsv));
+  END IF;
+  text_body := replace(p_body, p_marker, lv_usage_json(r.token_id, p_day, p_month, p_reset_day, p_reset_month));
+  IF r.idempotency_key IS NOT NULL THEN
+    UPDATE idempotency SET state = 'completed', completed_at = p_iso, completed_ms = p_at_ms, status = 200, body = text_body
+      WHERE token_id = r.token_id AND key = r.idempotency_key;
+  END IF;
+  INSERT INTO results (request_id, record) VALUES (r.request_id, p_result) ON CONFLICT (request_id) DO NOTHING;
+  RETURN jsonb_build_object('ok', true, 'body', text_body);
+END $$`;
+
+// Gives held units back: the ledger's UNIQUE (reservation, kind) makes a second refund of
+// the same reservation impossible, whoever tries it.
+const LV_REFUND_HELD = `CREATE OR REPLACE FUNCTION lv_refund_held(r reservations, p_at_ms bigint, p_iso text, p_led text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO ledger (id, at_ms, request_id, token_id, module_id, units, kind, day, month, reservation_id)
+    VALUES (p_led, p_at_ms, r.request_id, r.token_id, r.module_id, r.units, 'refund', r.day, r.month, r.id);
+  UPDATE counters SET used = used - r.units
+    WHERE token_id = r.token_id AND module_id = r.module_id
+      AND (period, win) IN (('day', r.day), ('month', r.month), ('never', 'all'));
+  IF r.idempotency_key IS NOT NULL THEN
+    DELETE FROM idempotency WHERE token_id = r.token_id AND key = r.idempotency_key AND reservation_id = r.id AND state = 'pending';
+  END IF;
+END $$`;
+
+// The refund of one reservation (inference failure, a settlement refused or not written, an
+// unknown settlement that did not commit, an operator's "refund", a write owed after an outage,
+// a lost commit nobody remembers): a pending or settlement_failed reservation becomes refunded
+// under its row lock, once; any other state is answered as it is, so the caller sees whether
+// the call ended charged.
+const LV_REFUND = `CREATE OR REPLACE FUNCTION lv_refund(p_rsv text, p_at_ms bigint, p_iso text, p_led text) RETURNS SETOF reservations LANGUAGE plpgsql AS $$
+DECLARE
+  r reservations%ROWTYPE;
+BEGIN
+  UPDATE reservations SET state = 'refunded', settled_at = p_iso, settled_ms = p_at_ms, unsaved_body = NULL
+    WHERE id = p_rsv AND state IN ('pending', 'settlement_failed')
+    RETURNING * INTO r;
+  IF FOUND THEN
+    PERFORM lv_refund_held(r, p_at_ms, p_iso, p_led);
+    RETURN NEXT r;
+  ELSE
+    RETURN QUERY SELECT * FROM reservations WHERE id = p_rsv;
+  END IF;
+END $$`;
+
+/** installed by rules.ts, in this order */
+export const SETTLE_RULES: readonly string[] = [LV_USAGE_JSON, LV_SETTLE, LV_REFUND_HELD, LV_REFUND];
+
 export function reservationOf(r: Row): Reservation {
   return {
     id: r.id,
