@@ -1,4 +1,5 @@
-import { retryAfter, ServiceError } from '../errors/index.ts';
+import { DEFAULT_RETRY_AFTER_SECONDS } from '../config/index.ts';
+import { messageOf, retryAfter, ServiceError } from '../errors/index.ts';
 
 // A password hash (scrypt, N=2^17) holds 128 MiB and a libuv pool thread for its whole run,
 // and libuv's pool (4 threads by default) is shared with file I/O by every worker of the
@@ -39,6 +40,9 @@ export class HashGate {
   private readonly waitingFirst: (() => void)[] = [];
   /** ordinary-lane places held, by client network */
   private readonly waitingBy = new Map<string, number>();
+  /** the Retry-After of a refusal: RETRY_AFTER_SECONDS once the API worker has configured its
+   * gate (password.ts, configurePasswordChecks) */
+  retryAfterSeconds = DEFAULT_RETRY_AFTER_SECONDS;
 
   constructor(
     private readonly running = HASHES_AT_ONCE,
@@ -56,7 +60,7 @@ export class HashGate {
       const counted = first ? undefined : network;
       const held = counted === undefined ? 0 : (this.waitingBy.get(counted) ?? 0);
       if (lane.length >= this.queued || (counted !== undefined && held >= this.perNetwork && lane.length >= this.shared)) {
-        throw new ServiceError('server_busy', 'Too many password checks in progress; retry after the indicated delay', retryAfter(1));
+        throw new ServiceError('server_busy', messageOf('server_busy', 'password_checks'), retryAfter(this.retryAfterSeconds));
       }
       if (counted !== undefined) this.waitingBy.set(counted, held + 1);
       // the place is handed over by release(), so `active` never drops between the two

@@ -4,7 +4,7 @@ export { generateToken, hashToken } from './business-token.ts';
 export { csrfMatches } from './csrf.ts';
 export { authenticateCaller, generateSessionToken, newSessionId, requireBusinessToken, sessionReader, type SessionLookup, type SessionWithParent } from './device-session.ts';
 export { checkPasswordThrottled, login, parseLogin, sessionBody } from './login.ts';
-export { hashPassword } from './password.ts';
+export { configurePasswordChecks, hashPassword } from './password.ts';
 export { LoginSchema, SessionSchema } from './schemas.ts';
 export { clearedCookie, readSessionCookie, sessionCookie } from './session-cookie.ts';
 export { destroySession, destroyUserSessions, findSession, sessionKey } from './session.ts';

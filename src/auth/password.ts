@@ -1,4 +1,5 @@
 import { randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:crypto';
+import type { Config } from '../config/index.ts';
 import { HashGate } from './hash-gate.ts';
 
 // scrypt N=2^17, r=8, p=1: OWASP's recommended minimum for scrypt (~4x the cost of the
@@ -15,6 +16,12 @@ type Params = typeof PARAMS;
 
 // One gate per API worker thread (module state): see hash-gate.ts.
 const gate = new HashGate();
+
+/** This thread's password checks answer a full queue with the configured Retry-After (called
+ * once by the API worker as it starts). */
+export function configurePasswordChecks(config: Pick<Config, 'RETRY_AFTER_SECONDS'>): void {
+  gate.retryAfterSeconds = config.RETRY_AFTER_SECONDS;
+}
 
 function derive(password: string, salt: Buffer, p: Params, first = false, network?: string): Promise<Buffer> {
   // scrypt needs 128 * N * r bytes (128 MiB at N=2^17, above Node's 32 MiB default maxmem);

@@ -9,6 +9,9 @@ import { DatabaseUrlError, parseDatabaseUrl } from './database-url.ts';
 const MAX_WORKERS = 64;
 // The spec's capacity: 2 concurrent verify calls per API worker, pooled host-wide.
 export const SLOTS_PER_WORKER = 2;
+/** RETRY_AFTER_SECONDS when unset; also what a component not configured yet (a CLI's password
+ * hash gate) tells a client to wait. */
+export const DEFAULT_RETRY_AFTER_SECONDS = 1;
 // An API worker mostly waits on uploads (a slot covers the whole upload), so the default is
 // sized for slow links rather than for cores: 8 per core, at least 8 (16 slots), at most 64.
 const WORKERS_PER_CORE = 8;
@@ -191,7 +194,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     RETENTION_ARCHIVE_DAYS: int('RETENTION_ARCHIVE_DAYS', env.RETENTION_ARCHIVE_DAYS, 30),
     SESSION_IDLE_MINUTES: int('SESSION_IDLE_MINUTES', env.SESSION_IDLE_MINUTES, 30),
     SESSION_ABSOLUTE_HOURS: int('SESSION_ABSOLUTE_HOURS', env.SESSION_ABSOLUTE_HOURS, 12),
-    RETRY_AFTER_SECONDS: int('RETRY_AFTER_SECONDS', env.RETRY_AFTER_SECONDS, 1),
+    RETRY_AFTER_SECONDS: int('RETRY_AFTER_SECONDS', env.RETRY_AFTER_SECONDS, DEFAULT_RETRY_AFTER_SECONDS),
     SESSION_MAX_TTL_SECONDS: int('SESSION_MAX_TTL_SECONDS', env.SESSION_MAX_TTL_SECONDS, 3600),
     SESSION_MAX_CAPTURES: int('SESSION_MAX_CAPTURES', env.SESSION_MAX_CAPTURES, 100),
     SESSION_MINT_LIMIT: int('SESSION_MINT_LIMIT', env.SESSION_MINT_LIMIT, 120),

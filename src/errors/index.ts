@@ -1,4 +1,4 @@
-export { ERRORS, errorBody, ServiceError, ValidationFailure, type ErrorCode } from './codes.ts';
+export { ERRORS, errorBody, messageOf, ServiceError, ValidationFailure, type CodeWithVariants, type ErrorCode, type VariantOf } from './codes.ts';
 export { retryAfter } from './retry-after.ts';
 export { storeNotAnswering } from './store-not-answering.ts';
 

@@ -1,4 +1,4 @@
-import { retryAfter, ServiceError, ValidationFailure } from '../errors/index.ts';
+import { messageOf, retryAfter, ServiceError, ValidationFailure } from '../errors/index.ts';
 import { type Logger, type WorkerMetrics, requestFacts } from '../observability/index.ts';
 import { StoreUnavailableError } from '../store/index.ts';
 import { HttpContext } from './context.ts';
@@ -30,9 +30,11 @@ export interface AppOptions {
   fault?: FaultHook | undefined;
   /** per-address cap on the connections held for a request (src/http/connections.ts) */
   connections?: ConnectionCap | null;
+  /** RETRY_AFTER_SECONDS: the Retry-After of a 503 the dispatcher answers (a store that does not answer) */
+  retryAfterSeconds: number;
 }
 
-export function createApp(uws: UwsModule, router: Router, log: Logger, metrics: WorkerMetrics, { cors = null, headers = null, fault, connections = null }: AppOptions = {}): AppHandle {
+export function createApp(uws: UwsModule, router: Router, log: Logger, metrics: WorkerMetrics, { cors = null, headers = null, fault, connections = null, retryAfterSeconds }: AppOptions): AppHandle {
   const app = uws.App();
   let inFlight = 0;
   let draining = false;
@@ -44,7 +46,7 @@ export function createApp(uws: UwsModule, router: Router, log: Logger, metrics: 
   const failed = (ctx: HttpContext, err: unknown): Reply => {
     if (err instanceof StoreUnavailableError) log.warn({ request_id: ctx.requestId, err }, 'store not answering');
     else if (!(err instanceof ServiceError || err instanceof ValidationFailure)) log.error({ request_id: ctx.requestId, err }, 'handler failed');
-    return errorReply(ctx, err);
+    return errorReply(ctx, err, retryAfterSeconds);
   };
 
   const finish = (ctx: HttpContext, reply: Reply) => {
@@ -74,7 +76,7 @@ export function createApp(uws: UwsModule, router: Router, log: Logger, metrics: 
       if (connections && !connections.admit(ctx)) {
         // Past its cap the address gets no drain either: draining is what it would hold.
         ctx.route = 'connection-cap';
-        result = { ...failed(ctx, new ServiceError('server_busy', 'Too many connections with a request in progress from this address; retry after the indicated delay', retryAfter(connections.retryAfterSeconds))), closeNow: true };
+        result = { ...failed(ctx, new ServiceError('server_busy', messageOf('server_busy', 'connections'), retryAfter(connections.retryAfterSeconds))), closeNow: true };
       } else if (preflight) {
         ctx.route = 'cors-preflight';
         result = preflight;

@@ -21,10 +21,11 @@ export function json(status: number, body: unknown, headers?: Record<string, str
 }
 
 /** Maps any thrown value to a reply: declared errors keep their code, 422s carry `detail`,
- * a store that does not answer is server_busy (storeNotAnswering), anything else is
- * internal_error without leaking its message. */
-export function errorReply(ctx: HttpContext, err: unknown): Reply {
-  if (err instanceof StoreUnavailableError) err = storeNotAnswering(err);
+ * a store that does not answer is server_busy (storeNotAnswering, told to retry after
+ * `retryAfterSeconds`: RETRY_AFTER_SECONDS), anything else is internal_error without leaking
+ * its message. */
+export function errorReply(ctx: HttpContext, err: unknown, retryAfterSeconds: number): Reply {
+  if (err instanceof StoreUnavailableError) err = storeNotAnswering(err, retryAfterSeconds);
   if (err instanceof ValidationFailure) {
     ctx.errorCode = 'invalid_input';
     return { status: 422, body: { detail: err.detail } };

@@ -1,12 +1,9 @@
-import { retryAfter, ServiceError } from '../errors/index.ts';
+import { messageOf, retryAfter, ServiceError } from '../errors/index.ts';
 import type { Admission, AdmissionRefusal } from '../verify/index.ts';
 import type { ReceivedPart } from './multipart/index.ts';
 import type { AdmissionSlot } from './capacity.ts';
 import type { HttpContext } from './context.ts';
 import type { Services } from './services.ts';
-
-const REVOKED =
-  'The verify slot went to a caller that held fewer: this token or client address holds more than its share of the host; retry after the indicated delay';
 
 /** The verify slot of one call, as the use case's admission port: the slot may be revoked
  * while the body is still arriving, in favour of a caller below its fair share
@@ -48,6 +45,6 @@ export class CallSlot implements Admission {
       this.refused = true;
       this.s.metrics.busyRejections.inc();
     }
-    return new ServiceError('server_busy', REVOKED, retryAfter(this.s.config.RETRY_AFTER_SECONDS));
+    return new ServiceError('server_busy', messageOf('server_busy', 'revoked'), retryAfter(this.s.config.RETRY_AFTER_SECONDS));
   }
 }

@@ -44,11 +44,11 @@ export function replayed(status: number, body: string): VerifyAnswer {
 /** A step's failure as its answer. A write the store could not make is retried like a busy
  * server: its Retry-After is set on the error itself, so the log line shows what the client got. */
 export function refusal(err: unknown, requestId: string, retryAfterSeconds: number): VerifyAnswer {
-  if (err instanceof StoreUnavailableError) err = storeNotAnswering(err);
+  if (err instanceof StoreUnavailableError) err = storeNotAnswering(err, retryAfterSeconds);
   if (err instanceof ClientGoneError) return { status: 499, errorCode: 'client_disconnected' };
   if (err instanceof ValidationFailure) return { status: 422, body: { detail: err.detail }, errorCode: 'invalid_input' };
   if (err instanceof ServiceError) {
-    if (err instanceof UnrecordedCallError) err.headers['Retry-After'] ??= retryAfter(retryAfterSeconds)['Retry-After']!;
+    if (err instanceof UnrecordedCallError) err.headers['Retry-After'] ??= retryAfter(retryAfterSeconds)['Retry-After'];
     return { status: err.status, body: errorBody(err.code, err.message, requestId), headers: err.headers, errorCode: err.code };
   }
   return { status: 500, body: errorBody('internal_error', ERRORS.internal_error.message, requestId), errorCode: 'internal_error' };
