@@ -1,6 +1,6 @@
 export { prepareRequest, metadataText, type PreparedRequest } from './prepare.ts';
 export { earlyMetadata } from './early-metadata.ts';
-export { verify, type VerifyCall } from './verify.ts';
+export { verify } from './verify.ts';
 export { ANSWERS } from './outcomes.ts';
 export { storeMetering, type Metering } from './metering.ts';
 export { ClientGoneError } from './ports.ts';

@@ -1,5 +1,5 @@
 import { authenticateCaller } from '../auth/index.ts';
-import { retryAfter as retryAfterHeader, ServiceError } from '../errors/index.ts';
+import { messageOf, retryAfter as retryAfterHeader, ServiceError } from '../errors/index.ts';
 import { InferenceFailedError, type ResultRecord } from '../inference/index.ts';
 import { countryOf, outcomeOfBody, outcomeOfResults, requestFingerprint } from '../metering/index.ts';
 import { type ParsedMetadata } from '../packets/index.ts';
@@ -8,7 +8,7 @@ import { StoreUnavailableError, type AuditOutcome, type Reservation, type TokenR
 import { UnrecordedCallError } from './store-outcomes.ts';
 import { earlyMetadata } from './early-metadata.ts';
 import { refusal, replayed, verdict, worthLogging } from './outcomes.ts';
-import type { AdmissionRefusal, ReceivedPart, VerifyAnswer, VerifyDeps, VerifyRequest, VerifyStep } from './ports.ts';
+import type { ReceivedPart, VerifyAnswer, VerifyDeps, VerifyRequest, VerifyStep } from './ports.ts';
 import { prepareRequest, type PreparedRequest } from './prepare.ts';
 
 // POST /v1/modules/{module_id}/verify as the contract orders it:
@@ -23,94 +23,117 @@ import { prepareRequest, type PreparedRequest } from './prepare.ts';
 //            503 store_unavailable when the store could not write it: units given back)
 //   respond  audit line and detached signature on every answer, errors included
 // Every answer a call can get is listed in outcomes.ts.
+// Each step takes what the earlier steps returned and returns what it learnt; the audit line,
+// the metrics and the request log line are built from those values (factsOf), as far as the
+// call got.
 // accept awaits the store (token, module enabled: PostgreSQL answers asynchronously); meanwhile
 // the transport holds the body, its socket paused (HttpContext.holdUnclaimedBody), so no body
 // byte is read before the capacity slot is taken.
 
-/** One verify call: what its steps have learnt so far and what it holds until it is over.
- * The audit line, the metrics and the request log line read it as far as the call got. */
-export interface VerifyCall {
-  readonly req: VerifyRequest;
+/** accept: who is calling, and the module the call names (null: not a module). */
+interface Identity {
   /** the business token charged: the caller's, or the parent of the caller's device session */
-  token: TokenRecord | null;
+  token: TokenRecord;
   /** the device session the call was made with, if any */
   session: DeviceSession | null;
   moduleId: ModuleId | null;
-  /** the capacity slot, given back when the call is over */
-  releaseSlot: (() => void) | null;
-  /** the body's parts once all arrived, given back when the call is over */
-  parts: ReceivedPart[];
-  /** the metadata as parsed the moment its part ended, if it did */
-  early: () => ParsedMetadata | undefined;
-  prepared: PreparedRequest | null;
-  /** the call's time: its quota window, its records and the demo archive's name */
+}
+
+/** accept's answer: a caller allowed to verify with a module that is ready. */
+interface Caller extends Identity {
+  moduleId: ModuleId;
+}
+
+/** receive: the body's parts once all arrived, and the metadata as parsed the moment its part
+ * ended, if it did. */
+interface Upload {
+  parts: Promise<ReceivedPart[]>;
+  early(): ParsedMetadata | undefined;
+}
+
+/** reserve: the units held for the call (`at`: the call's time, its quota window, its records
+ * and the demo archive's name), or the answer its Idempotency-Key already has. */
+type Booking = Reserved | { kind: 'replay'; answer: VerifyAnswer; outcome: AuditOutcome };
+interface Reserved {
+  kind: 'reserved';
+  reservation: Reservation;
   at: number;
-  reservation: Reservation | null;
-  captures: number;
-  /** units held by the reservation, for the metrics and the request log line */
-  reserved: number;
-  charged: number;
-  refunded: number;
-  results: ResultRecord[] | null;
-  /** set once the call has an answer with results (a first answer or a replay) */
-  outcome: AuditOutcome | null;
-  replayed: boolean;
+}
+
+/** infer: the module's results. */
+interface Inferred {
+  results: ResultRecord[];
+  outcome: AuditOutcome;
+}
+
+/** What the call learnt, step by step, as far as it got: each step's value as the use case
+ * received it, and what a step told before it refused (accept: the caller it identified;
+ * infer and settle: the units given back). Only `verify` below writes it. */
+interface Learnt {
+  identity?: Identity;
+  /** the capacity slot's release */
+  slot?: () => void;
+  /** the body's parts once all arrived */
+  parts?: ReceivedPart[];
+  prepared?: PreparedRequest;
+  booking?: Booking;
+  inferred?: Inferred;
+  /** the reservation's units are back: a failed inference, or a settlement the store could not record */
+  refunded?: true;
+  /** the reservation's units are charged */
+  settled?: true;
 }
 
 /** Runs the call to its signed answer, whatever the outcome (every answer is in
  * outcomes.ts); the slot and the parts are given back before the answer is audited and
  * signed. Rejects only if the audit hand-off itself throws. */
 export async function verify(req: VerifyRequest, deps: VerifyDeps): Promise<VerifyAnswer> {
-  const call = openCall(req);
+  const learnt: Learnt = {};
+  const refunded = () => (learnt.refunded = true);
   let answer: VerifyAnswer;
   try {
-    await timed(deps, 'accept', () => accept(call, deps));
-    traced(deps, 'admit', () => admit(call, deps));
+    const caller = await timed(deps, 'accept', () => accept(req, deps, (identity) => (learnt.identity = identity)));
+    learnt.slot = traced(deps, 'admit', () => admit(req, caller, deps));
     // in the same tick as admit: no await between the slot and the body's reader
-    const upload = receive(call);
-    call.parts = await timed(deps, 'receive', () => upload);
-    timed(deps, 'validate', () => validate(call));
-    const replay = await timed(deps, 'reserve', () => reserve(call, deps));
-    if (replay) {
-      answer = replay;
+    const upload = receive(req, caller);
+    const parts = (learnt.parts = await timed(deps, 'receive', () => upload.parts));
+    const prepared = (learnt.prepared = timed(deps, 'validate', () => validate(caller, parts, upload.early())));
+    const booking = (learnt.booking = await timed(deps, 'reserve', () => reserve(req, caller, prepared, deps)));
+    if (booking.kind === 'replay') {
+      answer = booking.answer;
     } else {
-      await timed(deps, 'infer', () => infer(call, deps));
-      answer = await timed(deps, 'settle', () => settle(call, deps));
+      const inferred = (learnt.inferred = await timed(deps, 'infer', () => infer(req, caller, prepared, booking, deps, refunded)));
+      answer = await timed(deps, 'settle', () => settle(req, caller, booking, inferred, deps, refunded));
+      learnt.settled = true;
     }
   } catch (err) {
-    answer = refused(call, deps, err);
+    answer = refused(req, deps, err);
   } finally {
-    release(call);
+    release(learnt);
   }
-  return respond(call, deps, answer);
-}
-
-function openCall(req: VerifyRequest): VerifyCall {
-  return {
-    req, token: null, session: null, moduleId: null, releaseSlot: null, parts: [], early: () => undefined, prepared: null, at: 0, reservation: null,
-    captures: 0, reserved: 0, charged: 0, refunded: 0, results: null, outcome: null, replayed: false,
-  };
+  return respond(req, deps, factsOf(learnt), answer);
 }
 
 // ---------------------------------------------------------------------------------------------
 // The steps
 
-async function accept(call: VerifyCall, deps: VerifyDeps): Promise<void> {
-  ({ token: call.token, session: call.session } = await authenticate(call.req, deps));
-  if (!(MODULE_IDS as readonly string[]).includes(call.req.moduleParam)) {
-    throw new ServiceError('module_not_found', `Unknown module ${JSON.stringify(call.req.moduleParam.slice(0, 64))}`);
-  }
-  const moduleId = call.req.moduleParam as ModuleId;
-  call.moduleId = moduleId;
-  if (call.session && call.session.module_id !== moduleId) throw new ServiceError('session_not_allowed', `This session verifies with ${call.session.module_id} only`);
-  if (!call.token.grants.some((g) => g.module_id === moduleId)) throw new ServiceError('module_forbidden');
+/** Who is calling and whether it may verify with the module now. `identified` is told the
+ * caller as soon as its credential resolves: a refusal after that is audited under it. */
+async function accept(req: VerifyRequest, deps: VerifyDeps, identified: (identity: Identity) => void): Promise<Caller> {
+  const { token, session } = await authenticate(req, deps);
+  const moduleId = (MODULE_IDS as readonly string[]).includes(req.moduleParam) ? (req.moduleParam as ModuleId) : null;
+  identified({ token, session, moduleId });
+  if (moduleId === null) throw new ServiceError('module_not_found', messageOf('module_not_found', 'named', req.moduleParam));
+  if (session && session.module_id !== moduleId) throw new ServiceError('session_not_allowed', messageOf('session_not_allowed', 'other_module', session.module_id));
+  if (!token.grants.some((g) => g.module_id === moduleId)) throw new ServiceError('module_forbidden');
   if (!(await deps.store.moduleEnabled(moduleId))) throw new ServiceError('module_disabled');
   if (!deps.inference.readiness().find((m) => m.module_id === moduleId)?.ready) {
-    throw new ServiceError('module_unavailable', 'The module\'s models are not loaded yet', retryAfter(deps));
+    throw new ServiceError('module_unavailable', messageOf('module_unavailable', 'models_loading'), retryAfter(deps));
   }
   // the call could be neither reserved nor settled: refused before its upload, charging
   // nothing (the store's probe lifts this once writes work again)
   if (deps.metering.writesFailing?.()) throw new ServiceError('store_unavailable', undefined, retryAfter(deps));
+  return { token, session, moduleId };
 }
 
 /** Who is calling: the live business token the request's credential resolves to, itself or
@@ -119,130 +142,141 @@ function authenticate(req: VerifyRequest, deps: VerifyDeps): Promise<{ token: To
   return authenticateCaller(deps.store, req.authorization, deps.now(), deps.tokens, deps.sessions);
 }
 
-const BUSY_MESSAGES: Record<AdmissionRefusal, string> = {
-  host: 'No capacity slot available; retry after the indicated delay',
-  address: 'Too many concurrent verify calls from this client address; retry after the indicated delay',
-  token: 'Too many concurrent verify calls with this token; retry after the indicated delay',
-};
-
-function admit(call: VerifyCall, deps: VerifyDeps): void {
-  const release = deps.admission.tryAcquire(call.req.clientAddress, call.token!.id);
+/** The call's capacity slot, as the release that gives it back. */
+function admit(req: VerifyRequest, caller: Caller, deps: VerifyDeps): () => void {
+  const release = deps.admission.tryAcquire(req.clientAddress, caller.token.id);
   if (typeof release === 'string') {
     deps.metrics.busy();
-    throw new ServiceError('server_busy', BUSY_MESSAGES[release], retryAfter(deps));
+    throw new ServiceError('server_busy', messageOf('server_busy', release), retryAfter(deps));
   }
-  call.releaseSlot = release;
+  return release;
 }
 
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,200}$/;
 
-function receive(call: VerifyCall): Promise<ReceivedPart[]> {
-  const { req } = call;
+function receive(req: VerifyRequest, caller: Caller): Upload {
   if (req.idempotencyKey !== undefined && !IDEMPOTENCY_KEY.test(req.idempotencyKey)) throw new ServiceError('invalid_idempotency_key');
-  const metadata = earlyMetadata(call.moduleId!);
-  call.early = metadata.parsed;
-  return req.openBody(metadata.onPartEnd);
+  const metadata = earlyMetadata(caller.moduleId);
+  return { parts: req.openBody(metadata.onPartEnd), early: metadata.parsed };
 }
 
 // From validation on, the call needs the parts' names and hashes (fingerprint) and the
 // decoded pixels, not the body: validation gives the storage back as it goes, rather than
 // after inference, so calls queued for the engine do not hold their uploads too. A demo
 // call keeps the bytes for its archive.
-function validate(call: VerifyCall): void {
-  const prepared = prepareRequest(call.moduleId!, call.parts, call.early(), !call.token!.demo);
-  call.prepared = prepared;
-  call.captures = prepared.captures.length;
+function validate(caller: Caller, parts: ReceivedPart[], early: ParsedMetadata | undefined): PreparedRequest {
+  return prepareRequest(caller.moduleId, parts, early, !caller.token.demo);
 }
 
 /** Idempotency and quota in one store transaction: a reservation, or the key's stored answer. */
-async function reserve(call: VerifyCall, deps: VerifyDeps): Promise<VerifyAnswer | null> {
-  const { req } = call;
-  const moduleId = call.moduleId!;
-  const prepared = call.prepared!;
-  call.at = deps.now();
+async function reserve(req: VerifyRequest, caller: Caller, prepared: PreparedRequest, deps: VerifyDeps): Promise<Booking> {
+  const at = deps.now();
   const key = req.idempotencyKey ?? null;
   // parseMetadata returns the parsed objects themselves, so the metadata is not parsed again
   const { batch, captures } = prepared.parsed;
-  const fingerprint = key === null ? null : requestFingerprint(moduleId, batch ? { captures } : captures[0], prepared.files);
+  const fingerprint = key === null ? null : requestFingerprint(caller.moduleId, batch ? { captures } : captures[0], prepared.files);
   const booked = await deps.metering.reserve({
-    token: call.token!, moduleId, units: prepared.captures.length, requestId: req.requestId, idempotencyKey: key, fingerprint, at: call.at, retryAfterSeconds: deps.config.RETRY_AFTER_SECONDS, sessionId: call.session?.id ?? null,
+    token: caller.token, moduleId: caller.moduleId, units: prepared.captures.length, requestId: req.requestId, idempotencyKey: key, fingerprint, at, retryAfterSeconds: deps.config.RETRY_AFTER_SECONDS, sessionId: caller.session?.id ?? null,
   });
-  if (booked.kind === 'replay') {
-    call.replayed = true;
-    call.outcome = outcomeOfBody(booked.status, booked.body);
-    return replayed(booked.status, booked.body);
-  }
-  call.reservation = booked.reservation;
-  call.reserved = booked.reservation.units;
-  return null;
+  if (booked.kind === 'replay') return { kind: 'replay', outcome: outcomeOfBody(booked.status, booked.body), answer: replayed(booked.status, booked.body) };
+  return { kind: 'reserved', reservation: booked.reservation, at };
 }
 
 /** The module's networks; any failure refunds the reservation before it is answered. */
-async function infer(call: VerifyCall, deps: VerifyDeps): Promise<void> {
-  const reservation = call.reservation!;
-  const prepared = call.prepared!;
+async function infer(req: VerifyRequest, caller: Caller, prepared: PreparedRequest, booking: Reserved, deps: VerifyDeps, refunded: () => void): Promise<Inferred> {
   try {
-    if (call.token!.demo) await deps.metering.archiveDemoUpload(deps.config.DATA_DIR, call.at, call.req.requestId, prepared.metadataText, prepared.files);
+    if (caller.token.demo) await deps.metering.archiveDemoUpload(deps.config.DATA_DIR, booking.at, req.requestId, prepared.metadataText, prepared.files);
     const started = performance.now();
-    const results = await deps.inference.infer({ module_id: call.moduleId!, captures: prepared.captures });
-    deps.metrics.inferenceSeconds(call.moduleId!, (performance.now() - started) / 1000);
-    call.results = results;
-    call.outcome = outcomeOfResults(results);
+    const results = await deps.inference.infer({ module_id: caller.moduleId, captures: prepared.captures });
+    deps.metrics.inferenceSeconds(caller.moduleId, (performance.now() - started) / 1000);
+    return { results, outcome: outcomeOfResults(results) };
   } catch (err) {
-    await deps.metering.refund(reservation.id, deps.now());
-    call.refunded = reservation.units;
+    await deps.metering.refund(booking.reservation.id, deps.now());
+    refunded();
     if (err instanceof InferenceFailedError) throw new ServiceError('inference_failed');
     throw err;
   }
 }
 
 /** The charge, the answer saved on the key and the results, in one store write. */
-async function settle(call: VerifyCall, deps: VerifyDeps): Promise<VerifyAnswer> {
-  const reservation = call.reservation!;
-  const { req, moduleId, results } = call;
+async function settle(req: VerifyRequest, caller: Caller, { reservation }: Reserved, { results }: Inferred, deps: VerifyDeps, refunded: () => void): Promise<VerifyAnswer> {
   const body = await deps.metering.settle(
     reservation,
     deps.now(),
-    (usage) => JSON.stringify({ request_id: req.requestId, module_id: moduleId, charged_units: reservation.units, results, usage }),
+    (usage) => JSON.stringify({ request_id: req.requestId, module_id: caller.moduleId, charged_units: reservation.units, results, usage }),
     results,
   ).catch((err: unknown) => {
-    if (err instanceof UnrecordedCallError && err.outcome === 'refunded') call.refunded = reservation.units;
+    if (err instanceof UnrecordedCallError && err.outcome === 'refunded') refunded();
     throw err;
   });
-  call.charged = reservation.units;
   return verdict(body);
 }
 
 /** A step's failure as the call's answer; the operator hears of what the client did not cause. */
-function refused(call: VerifyCall, deps: VerifyDeps, err: unknown): VerifyAnswer {
+function refused(req: VerifyRequest, deps: VerifyDeps, err: unknown): VerifyAnswer {
   // a verify call meets the database away (restarting, failing over): what it held is given
   // back by the node, and the client is told to retry the same key (503 with Retry-After)
   if (err instanceof StoreUnavailableError) err = new UnrecordedCallError('not_answering', err);
-  const answer = refusal(err, call.req.requestId, deps.config.RETRY_AFTER_SECONDS);
+  const answer = refusal(err, req.requestId, deps.config.RETRY_AFTER_SECONDS);
   if (worthLogging(err)) {
     const cause = (err as Error).cause;
-    deps.log.error({ err, cause: cause instanceof Error ? cause.message : cause, request_id: call.req.requestId }, 'verify failed');
+    deps.log.error({ err, cause: cause instanceof Error ? cause.message : cause, request_id: req.requestId }, 'verify failed');
   }
   return answer;
 }
 
 // Every outcome gives the storage and the slot back (both releases are idempotent), before
 // the answer is audited and signed, so a client's next call finds its slot free.
-function release(call: VerifyCall): void {
-  for (const part of call.parts) part.release?.();
-  call.releaseSlot?.();
+function release({ parts, slot }: Learnt): void {
+  for (const part of parts ?? []) part.release?.();
+  slot?.();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The answer's facts
+
+/** What the audit line, the metrics and the request log line say of the call. */
+interface CallFacts {
+  token: TokenRecord | null;
+  session: DeviceSession | null;
+  moduleId: ModuleId | null;
+  captures: number;
+  /** units held by the reservation, for the metrics and the request log line */
+  reserved: number;
+  charged: number;
+  refunded: number;
+  results: ResultRecord[] | null;
+  /** the call's answer had results (a first answer or a replay) */
+  outcome: AuditOutcome | null;
+  replayed: boolean;
+}
+
+function factsOf({ identity, prepared, booking, inferred, refunded, settled }: Learnt): CallFacts {
+  const units = booking?.kind === 'reserved' ? booking.reservation.units : 0;
+  return {
+    token: identity?.token ?? null,
+    session: identity?.session ?? null,
+    moduleId: identity?.moduleId ?? null,
+    captures: prepared?.captures.length ?? 0,
+    reserved: units,
+    charged: settled ? units : 0,
+    refunded: refunded ? units : 0,
+    results: inferred?.results ?? null,
+    outcome: booking?.kind === 'replay' ? booking.outcome : (inferred?.outcome ?? null),
+    replayed: booking?.kind === 'replay',
+  };
 }
 
 /** Every answer, errors included, is audited and carries a detached JWS over its exact body
  * bytes, so a backend can tell whether a device forwarded the service's verdict unchanged.
  * The metrics and the request log line describe the answer as decided, before signing. */
-function respond(call: VerifyCall, deps: VerifyDeps, answer: VerifyAnswer): Promise<VerifyAnswer> {
-  call.req.record(call, answer.status, answer.errorCode, call.replayed);
-  return timed(deps, 'respond', () => auditAndSign(call, deps, answer));
+function respond(req: VerifyRequest, deps: VerifyDeps, facts: CallFacts, answer: VerifyAnswer): Promise<VerifyAnswer> {
+  req.record(facts, answer.status, answer.errorCode, facts.replayed);
+  return timed(deps, 'respond', () => auditAndSign(req, deps, facts, answer));
 }
 
-async function auditAndSign(call: VerifyCall, deps: VerifyDeps, answer: VerifyAnswer): Promise<VerifyAnswer> {
-  audit(call, deps, answer.status, answer.errorCode ?? null);
+async function auditAndSign(req: VerifyRequest, deps: VerifyDeps, facts: CallFacts, answer: VerifyAnswer): Promise<VerifyAnswer> {
+  audit(req, deps, facts, answer.status, answer.errorCode ?? null);
   // a client that went away gets nothing, so there is nothing to sign
   if (answer.body === undefined) return answer;
   const body = typeof answer.body === 'string' ? answer.body : JSON.stringify(answer.body);
@@ -255,23 +289,22 @@ async function auditAndSign(call: VerifyCall, deps: VerifyDeps, answer: VerifyAn
   }
 }
 
-function audit(call: VerifyCall, deps: VerifyDeps, status: number, errorCode: string | null): void {
-  const { req } = call;
+function audit(req: VerifyRequest, deps: VerifyDeps, facts: CallFacts, status: number, errorCode: string | null): void {
   const record = {
     request_id: req.requestId,
     at: new Date(deps.now()).toISOString(),
-    token_id: call.token?.id ?? null,
-    module_id: call.moduleId,
+    token_id: facts.token?.id ?? null,
+    module_id: facts.moduleId,
     client_ip: req.clientAddress,
     country: countryOf(req.clientAddress),
     status: req.aborted() ? 499 : status,
     error_code: errorCode,
-    captures: call.captures,
-    charged_units: call.charged,
+    captures: facts.captures,
+    charged_units: facts.charged,
     latency_ms: Math.round((performance.now() - req.startedAt) * 10) / 10,
-    outcome: status === 200 && !req.aborted() && call.outcome ? call.outcome : 'error',
-    replayed: call.replayed,
-    ...(call.session ? { session_id: call.session.id } : {}),
+    outcome: status === 200 && !req.aborted() && facts.outcome ? facts.outcome : 'error',
+    replayed: facts.replayed,
+    ...(facts.session ? { session_id: facts.session.id } : {}),
   } satisfies Parameters<VerifyDeps['store']['writeAudit']>[0];
   // not awaited: off the answer's path. A line the store could not write (a full disk) goes
   // to the log whole, so it is not lost; the store counts the failure (write-health.ts).
