@@ -3,20 +3,10 @@
 // ends takes its WASM heap with it, so a backend that loses leaves nothing behind but the
 // native library's mapping. The thread keeps its sessions between tasks, so the caller can
 // interleave short measurements of every candidate.
-import type { ModuleId } from '../src/contract/index.ts';
-import type { Manifest } from '../src/inference/manifest.ts';
 import { ModuleRunner } from '../src/inference/runner.ts';
+import type { ProbeReply, ProbeTask } from '../src/inference/protocol.ts';
 import { createRuntime, type Runtime } from '../src/inference/runtime.ts';
 import { seededCrop } from '../src/inference/seeded-crop.ts';
-import type { ExecutionProvider } from '../src/inference/types.ts';
-
-export type ProbeTask =
-  | { op: 'load'; provider: ExecutionProvider; threads: number; manifest: Manifest; modules: ModuleId[]; warmupRuns: number }
-  | { op: 'measure'; calls: number }
-  | { op: 'release' };
-
-/** load: which modules loaded; measure: wall ms for `calls` calls */
-export type ProbeReply = { loaded: ModuleId[]; errors: Record<string, string> } | { ms: number } | null;
 
 let runners: ModuleRunner[] = [];
 let runtime: Runtime | null = null;

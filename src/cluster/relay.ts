@@ -2,7 +2,7 @@
 // worker goes to the engine (and its pool), and the answer goes back to that worker. One
 // function, so that bench/relay.mjs measures the path the service runs.
 import type { InferenceService, InferenceTiming } from '../inference/index.ts';
-import type { FromWorker, ToWorker } from './messages.ts';
+import type { FromWorker, ToWorker } from './protocol.ts';
 
 export interface RelayEngine extends InferenceService {
   ping(): Promise<void>;

@@ -3,7 +3,7 @@ import { isSharedPixels } from '../images/index.ts';
 import { InferenceFailedError, type InferenceJob, type InferenceService, type InferenceTiming, type ModuleReadiness, type ResultRecord } from '../inference/index.ts';
 
 export { InferenceFailedError };
-import type { FromWorker } from './messages.ts';
+import type { FromWorker } from './protocol.ts';
 
 
 /** The API worker's view of the one inference engine that lives in the main thread. Pixel

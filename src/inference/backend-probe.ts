@@ -13,7 +13,7 @@ import { threadEntry } from '../source-ext.ts';
 import type { Manifest } from './manifest.ts';
 import type { ExecutionProvider } from './types.ts';
 import { WEBGPU_SESSION_THREADS } from './runtime.ts';
-import type { ProbeReply, ProbeTask } from '../../workers/backend-probe.ts';
+import type { ProbeReply, ProbeTask } from './protocol.ts';
 
 export const PROBE_WORKER_FILE = fileURLToPath(threadEntry('backend-probe.bundle.mjs', '../workers/backend-probe.ts'));
 

@@ -1,5 +1,8 @@
-// What the main thread and the pool workers say to each other. Everything here is
-// structured-clone friendly; pixel buffers travel in transfer lists.
+// What the main thread and the inference threads (workers/) say to each other: the one
+// protocol of that boundary, in src/ so that nothing here imports a thread's entry (the
+// threads import this). The pool's threads (workers/inference.ts) first, then auto's
+// start-up probe (workers/backend-probe.ts). Everything here is structured-clone friendly;
+// pixel buffers travel in transfer lists.
 import type { PreparedCapture } from '../packets/index.ts';
 import type { Mode, ModuleId } from '../contract/index.ts';
 import type { Manifest } from './manifest.ts';
@@ -58,3 +61,13 @@ export interface WorkerClosed {
 export interface PoolClose {
   kind: 'close';
 }
+
+/** A task to one thread of `auto`'s start-up measurement (src/inference/backend-probe.ts): load
+ * one candidate backend and warm it, time `calls` calls, then release it. */
+export type ProbeTask =
+  | { op: 'load'; provider: ExecutionProvider; threads: number; manifest: Manifest; modules: ModuleId[]; warmupRuns: number }
+  | { op: 'measure'; calls: number }
+  | { op: 'release' };
+
+/** load: which modules loaded; measure: wall ms for `calls` calls */
+export type ProbeReply = { loaded: ModuleId[]; errors: Record<string, string> } | { ms: number } | null;

@@ -125,6 +125,31 @@ t.test('a folder of src/ is entered only through its index.ts', async (t) => {
   t.ok(crossings > 100, `the scanner saw the cross-folder imports (${crossings})`);
 });
 
+// workers/ holds the entries of the threads src/ starts (the inference pool's, auto's probe):
+// they import from src/, never the other way (issue 43). What the two sides say to each other
+// is declared in src/ (src/inference/protocol.ts), so a type a thread answers with is not
+// imported back up from its entry; src/ names an entry only as a file to start (threadEntry).
+const WORKERS = path.join(ROOT, 'workers');
+const intoWorkers = (file: string, spec: string): boolean => path.resolve(path.dirname(file), spec).startsWith(WORKERS + path.sep);
+
+t.test('nothing in src/ imports from workers/ (workers/ import from src/)', async (t) => {
+  // every kind of module src/ holds, the thread entry's .mjs included
+  const all = (dir: string): string[] => fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const p = path.join(dir, e.name);
+    return e.isDirectory() ? all(p) : /\.(ts|mts|mjs|js|cjs)$/.test(e.name) && !e.name.endsWith('.d.ts') ? [p] : [];
+  });
+  const past: string[] = [];
+  for (const file of all(SRC)) {
+    for (const spec of specifiers(fs.readFileSync(file, 'utf8'))) if (intoWorkers(file, spec)) past.push(`${path.relative(ROOT, file)} imports ${spec}`);
+  }
+  t.same(past, [], 'no file of src/ imports a module of workers/');
+  // not vacuous: the scanner sees the workers' imports of src/, and would see one the other way
+  const up = sourceFiles(WORKERS).flatMap((file) => specifiers(fs.readFileSync(file, 'utf8')).filter((s) => path.resolve(path.dirname(file), s).startsWith(SRC + path.sep)));
+  t.ok(up.length > 5, `the scanner sees workers/ importing src/ (${up.length} imports)`);
+  const planted = path.join(SRC, 'inference', 'backend-probe.ts');
+  t.same(specifiers("import type { ProbeTask } from '../../workers/backend-probe.ts';\n").filter((s) => intoWorkers(planted, s)), ['../../workers/backend-probe.ts'], 'a type-only import of workers/ from src/ is caught');
+});
+
 // Inside a folder, files depend on each other one way too: a cycle (even a type-only one, like
 // the CLI's commands importing a type from the entry that imports them) means two files are one.
 t.test('the files inside each folder of src/ import each other without cycles', async (t) => {

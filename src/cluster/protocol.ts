@@ -1,3 +1,6 @@
+// What the main thread and the API workers (src/worker.ts) say to each other: the one
+// protocol of that boundary. The main thread starts each API worker with WorkerData, and they
+// exchange ToWorker and FromWorker messages; everything here is structured-clone friendly.
 import type { Config } from '../config/index.ts';
 import type { ActivationRequest, InferenceJob, InferenceTiming, ModuleReadiness, ResultRecord } from '../inference/index.ts';
 import type { MetricsSnapshot } from '../observability/index.ts';

@@ -1,0 +1,221 @@
+// The API worker threads of this process, seen from the main thread: it starts WORKERS of them
+// on the probed port, replaces one that dies (and refunds what it held), relays their
+// inference calls to the engine and their metrics requests to every thread, pushes readiness
+// to them, and drains them on a stop. It serves no HTTP itself.
+import { Worker } from 'node:worker_threads';
+import { now } from '../clock.ts';
+import { ConfigError, SLOTS_PER_WORKER, type Config } from '../config/index.ts';
+import { createAdmissionTable, createBalanceTable, describeUwsBuild, releaseWorkerSlots } from '../http/index.ts';
+import type { ModuleReadiness } from '../inference/index.ts';
+import { DRAIN_TIMEOUT_MS } from '../lifecycle.ts';
+import { geoDatabase } from '../metering/index.ts';
+import { aggregateMetrics, MainMetrics, type Logger, type MetricsSnapshot, type RefundMetrics } from '../observability/index.ts';
+import { SOURCE_DIR, SOURCE_EXT, threadEntry } from '../source-ext.ts';
+import type { StoreBackend } from '../store/index.ts';
+import type { EngineHost } from './engine-host.ts';
+import type { FromWorker, ToWorker, WorkerData } from './protocol.ts';
+import { relayInference } from './relay.ts';
+
+/** More worker losses than this within REPLACEMENT_WINDOW_MS is a crash loop, not a bad
+ * request: the process then stops (exit 1) and leaves it to the supervisor. */
+const MAX_REPLACEMENTS = 5;
+const REPLACEMENT_WINDOW_MS = 60_000;
+
+export class Cluster {
+  private workers: Worker[] = [];
+  private draining = false;
+  private port = 0;
+  /** when recent workers were lost, for the crash-loop bound */
+  private losses: number[] = [];
+  private collections = new Map<number, { want: Set<Worker>; got: Map<Worker, MetricsSnapshot>; reply: (text: string, type: string) => void }>();
+  private nextCollection = 1;
+  private readonly metrics: MainMetrics;
+  // one verify slot table for the host, so that admission does not depend on which worker the
+  // kernel handed a connection to
+  private admission: SharedArrayBuffer;
+  // verify calls answered per worker, so a worker the kernel gave too many connections sheds some
+  private balance: SharedArrayBuffer;
+  // the country database, read once for every API worker (src/metering/geo.ts)
+  private geo: SharedArrayBuffer | null;
+
+  constructor(private config: Config, private log: Logger, private engine: EngineHost, private store: StoreBackend, private stopRetention: () => Promise<void>, private refunds: RefundMetrics) {
+    this.metrics = new MainMetrics(engine, describeUwsBuild());
+    this.admission = createAdmissionTable(config.WORKERS * SLOTS_PER_WORKER);
+    this.balance = createBalanceTable(config.WORKERS);
+    this.geo = geoDatabase();
+  }
+
+  async start(port: number): Promise<void> {
+    this.port = port;
+    const started: Promise<void>[] = [];
+    for (let index = 0; index < this.config.WORKERS; index++) started.push(this.spawn(index));
+    // readiness is pushed as it changes (warm-up, a failed module, a fallback, a switch)
+    this.engine.onReadinessChange((modules) => this.broadcastReadiness(modules));
+    this.broadcastReadiness(this.engine.readiness());
+    await Promise.all(started);
+  }
+
+  /** Starts API worker `index`; resolves once it listens. */
+  private spawn(index: number): Promise<void> {
+    const port = this.port;
+    // Compiled, the API worker runs as one bundled module (scripts/bundle.mjs: about 12 MB
+    // less heap per worker than ~150 separate modules).
+    const entry = threadEntry('worker.bundle.mjs', 'worker.ts');
+    const data: WorkerData = { config: this.config, port, index, admission: this.admission, balance: this.balance, geo: this.geo, entry: entry.href };
+    // Compiled JavaScript starts the thread directly; under tsx the thread must register the
+    // loader first (src/thread-entry.mjs, found from src/ as the entries are).
+    // An API worker's allocations are small and short-lived (body bytes live outside the JS
+    // heap), so a 2 MB young generation costs little GC time (single-png and rgb8 load at
+    // c=4 did not move beside 4 MB) and saves committed heap per worker (about 7 MiB against
+    // V8's default, 2 MiB against 4 MB), which counts when WORKERS is sized for slow uploads.
+    const worker = new Worker(SOURCE_EXT === '.js' ? entry : new URL('thread-entry.mjs', SOURCE_DIR), {
+      workerData: data,
+      resourceLimits: { maxYoungGenerationSizeMb: 2 },
+    });
+    this.workers[index] = worker;
+    let listening = false;
+    const started = new Promise<void>((resolve, reject) => {
+      const onMsg = (m: FromWorker) => {
+        if (m.type === 'listening') {
+          listening = true;
+          resolve();
+        }
+        if (m.type === 'listen-failed') reject(new ConfigError(`API worker ${index} could not listen on ${this.config.HOST}:${port}`));
+      };
+      worker.on('message', onMsg);
+      // an exit before listening is handled by replace() (it stops the process)
+      worker.once('error', reject);
+    });
+    worker.on('message', (m: FromWorker) => this.onMessage(worker, m));
+    worker.on('error', (err) => this.log.error({ err, worker: index }, 'API worker crashed'));
+    // threadId reads -1 once the thread has exited: kept here for the recovery of what it held
+    const thread = worker.threadId;
+    worker.on('exit', (code) => {
+      if (!this.draining) this.replace(index, worker, code, listening, thread);
+    });
+    return started;
+  }
+
+  /** An API worker ended while the process serves: free what it held in the shared tables and
+   * start another in its place; the other workers serve on meanwhile. The reservations its
+   * calls left pending are refunded and their keys released now, as start-up recovery would
+   * for a dead process: records name the thread (LMDB) or the thread's node (PostgreSQL), so
+   * the live workers' ones are not touched (recoverThread). */
+  private replace(index: number, dead: Worker, code: number, listened: boolean, thread: number): void {
+    if (this.workers[index] !== dead) return;
+    const freed = releaseWorkerSlots(this.admission, index);
+    this.forgetInCollections(dead);
+    const now = Date.now();
+    this.losses = [...this.losses.filter((t) => now - t < REPLACEMENT_WINDOW_MS), now];
+    if (!listened || this.losses.length > MAX_REPLACEMENTS) {
+      // a worker that cannot even start, or one dying over and over, would only loop here
+      const why = listened ? `${this.losses.length} API workers lost within ${REPLACEMENT_WINDOW_MS / 1000} s` : 'it never started listening';
+      this.log.fatal({ worker: index, code, freed_slots: freed }, `API worker exited (${why}); shutting down`);
+      void this.stop(1);
+      return;
+    }
+    this.log.error({ worker: index, code, freed_slots: freed }, 'API worker exited unexpectedly; starting a replacement');
+    // (a process that stops instead leaves them to start-up recovery, with its store closing)
+    this.recoverWorker(index, thread);
+    this.spawn(index).then(
+      () => {
+        this.workers[index]!.postMessage({ type: 'readiness', modules: this.engine.readiness() } satisfies ToWorker);
+        this.log.info({ worker: index }, 'API worker replaced');
+      },
+      (err: Error) => {
+        // its own exit handler has already decided (shutdown when it never listened)
+        this.log.error({ worker: index, err: { message: err.message } }, 'replacement API worker failed to start');
+      },
+    );
+  }
+
+  /** Refunds what dead API worker `thread` held; a failure leaves them to start-up recovery
+   * (PostgreSQL: to the lease sweep), logged. */
+  private recoverWorker(index: number, thread: number): void {
+    const at = now();
+    this.store.recoverThread(thread, at).then(
+      (recovered) => {
+        for (const r of recovered) {
+          this.refunds.refunded(r.module_id, r.units);
+          this.log.warn(
+            { reservation: r.id, request_id: r.request_id, token_id: r.token_id, module_id: r.module_id, units: r.units, ...(r.node ? { holder_node: r.node } : { holder_pid: r.pid, holder_thread: r.thread ?? null }) },
+            'worker recovery: pending reservation refunded, idempotency key released',
+          );
+        }
+        this.log.warn({ worker: index, thread, recovered: recovered.length }, 'worker recovery finished');
+      },
+      (err: Error) => this.log.error({ worker: index, thread, err: { message: err.message } }, 'worker recovery failed; start-up recovery refunds what it held'),
+    );
+  }
+
+  /** A metrics collection waiting on a worker that is gone completes without it. */
+  private forgetInCollections(dead: Worker): void {
+    for (const [id, c] of this.collections) {
+      if (!c.want.delete(dead)) continue;
+      c.got.delete(dead);
+      this.completeCollection(id);
+    }
+  }
+
+  private completeCollection(id: number): void {
+    const c = this.collections.get(id);
+    if (!c || c.got.size < c.want.size) return;
+    this.collections.delete(id);
+    void Promise.all([this.metrics.snapshot(), this.refunds.snapshot()])
+      .then((own) => aggregateMetrics([...own, ...c.got.values(), ...(this.engine.poolMetrics() as MetricsSnapshot[])]))
+      .then(({ text, contentType }) => c.reply(text, contentType))
+      .catch((err: unknown) => this.log.error({ err }, 'metrics aggregation failed'));
+  }
+
+  private broadcastReadiness(modules: ModuleReadiness[]): void {
+    for (const w of this.workers) w.postMessage({ type: 'readiness', modules } satisfies ToWorker);
+  }
+
+  private onMessage(worker: Worker, m: FromWorker): void {
+    if (relayInference(this.engine, worker, m, (err) => this.log.error({ err: { message: err.message } }, 'inference failed'))) return;
+    switch (m.type) {
+      case 'metrics-request': {
+        const id = this.nextCollection++;
+        this.collections.set(id, {
+          want: new Set(this.workers),
+          got: new Map(),
+          reply: (text, contentType) => worker.postMessage({ type: 'metrics-text', id: m.id, text, contentType } satisfies ToWorker),
+        });
+        for (const w of this.workers) w.postMessage({ type: 'metrics-snapshot', id } satisfies ToWorker);
+        break;
+      }
+      case 'activate-model-set':
+        this.engine.requestActivation(m.request);
+        break;
+      case 'metrics-snapshot': {
+        const c = this.collections.get(m.id);
+        if (!c || !c.want.has(worker)) break;
+        c.got.set(worker, m.snapshot);
+        this.completeCollection(m.id);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+
+  /** true once stop() has begun */
+  get stopping(): boolean {
+    return this.draining;
+  }
+
+  /** Drain: each worker closes its listen socket, finishes in-flight calls, closes its app. */
+  async stop(code: number): Promise<never> {
+    if (this.draining) return new Promise(() => {});
+    this.draining = true;
+    this.log.info({ workers: this.workers.length }, 'draining');
+    const exits = this.workers.map((w) => new Promise<void>((r) => { w.once('exit', () => r()); }));
+    for (const w of this.workers) w.postMessage({ type: 'drain' } satisfies ToWorker);
+    const timeout = new Promise<void>((r) => setTimeout(r, DRAIN_TIMEOUT_MS).unref());
+    await Promise.race([Promise.all([...exits, this.stopRetention()]), timeout]);
+    await this.engine.close().catch(() => {});
+    await this.store.close().catch(() => {});
+    this.log.info({ code }, 'stopped');
+    process.exit(code);
+  }
+}
