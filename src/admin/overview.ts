@@ -66,10 +66,12 @@ function buckets(end: number, size: number, count: number): CallBucket[] {
 }
 
 function count(b: CallBucket, a: AuditRecord): void {
-  b.calls++;
-  if (a.status < 400) b.ok++;
-  else if (a.status < 500) b.client_error++;
-  else b.server_error++;
+  // a row counting refused calls (store/refusal-tally.ts) stands for `calls` of them
+  const n = a.calls ?? 1;
+  b.calls += n;
+  if (a.status < 400) b.ok += n;
+  else if (a.status < 500) b.client_error += n;
+  else b.server_error += n;
   if (a.replayed) return;
   const o = auditOutcome(a);
   if (o === 'live' || o === 'non_live' || o === 'retry' || o === 'mixed') b[o]++;

@@ -155,6 +155,8 @@ export const AuditRecord = Type.Object({
   })),
   replayed: Nullable(Type.Boolean({ description: 'an idempotent replay (saved answer, nothing charged); null on records from before it was kept' })),
   session_id: Type.Optional(Type.String({ description: 'the device session the call was made with; absent for a business token' })),
+  calls: Type.Optional(Type.Integer({ minimum: 1, description: 'present on a row that counts calls refused before a capacity slot (401, 403, 404, 503 server_busy, module_unavailable, store_unavailable, 499 before the slot): the number of such calls in one UTC minute on one API worker with the same token, session, module, client address (\'*\' past 1000 addresses a minute), status and error code. request_id, at, country are the first call\'s, latency_ms the longest. Absent on a call\'s own row' })),
+  last_at: Type.Optional(DateTime),
 });
 export const Jwks = Type.Object({
   keys: Type.Array(Type.Object({ kty: Type.String(), crv: Type.String(), x: Type.String(), kid: Type.String(), alg: Type.String(), use: Type.String() }, { additionalProperties: true })),

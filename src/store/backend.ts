@@ -3,6 +3,7 @@ import type { AuditRecord, DailyTotal, KeyFile, KeyRevocation, LedgerEntry, Rese
 import type { AttemptSuccess, AttemptReservation, ThrottleView } from './throttle-rules.ts';
 import type { QuotaExceeded } from './quota.ts';
 import type { WriteHealth } from './write-health.ts';
+import type { RowLost } from './refusal-tally.ts';
 import type { DeviceSession, DeviceSessionCall, MintLimit, MintOutcome } from './device-sessions.ts';
 
 // One store, two implementations: LMDB embedded in DATA_DIR (the default, one host) and
@@ -184,7 +185,10 @@ export interface StoreBackend {
   usageSnapshot(token: TokenRecord, at: number): Promise<UsageRecord[]>;
   listLedger(q: PageQuery): Promise<Page<Omit<LedgerEntry, 'windows'>>>;
   verifyLedger(): Promise<LedgerCheck>;
-  writeAudit(record: AuditRecord): Promise<void>;
+  /** the call's own row; with `counted` (a call refused before it held a capacity slot) the
+   * call is counted in its minute's row instead (refusal-tally.ts), resolved at once, and a
+   * row the store could not write goes to `counted` */
+  writeAudit(record: AuditRecord, counted?: RowLost): Promise<void>;
   /** `where` narrows the page (status/outcome filters); pages are filled up to the limit */
   listAudit(q: PageQuery, where?: (r: AuditRecord) => boolean): Promise<Page<AuditRecord>>;
   /** the result records a charged verify call answered, kept RETENTION_RESULTS_DAYS */

@@ -7,6 +7,7 @@ export * from './errors.ts';
 export * from './token-rules.ts';
 export { quotaRefusal, type QuotaExceeded } from './quota.ts';
 export { newId } from './ids.ts';
+export { RefusalTally, REFUSAL_TALLY_BUCKET_MS, REFUSAL_TALLY_MAX_KEYS, MANY_CLIENTS, type RowLost } from './refusal-tally.ts';
 // The LMDB store's operations, for tests, benchmarks and the CLI that work on one LMDB store
 // directly; everything else goes through StoreBackend.
 export { openStore, storeHealthy, SCHEMA_VERSION, type Store } from './lmdb/open.ts';

@@ -148,6 +148,13 @@ export interface AuditRecord {
   replayed?: boolean;
   /** the device session the call was made with (issue 26); absent for a business token */
   session_id?: string;
+  /** a row counting refused calls (src/store/refusal-tally.ts): the calls refused before a
+   * capacity slot in one minute with the same token, session, module, client address, status
+   * and code; the other fields are the first call's, latency_ms the longest. Absent on a
+   * call's own row (one call) */
+  calls?: number;
+  /** the last counted call's time; absent on a call's own row */
+  last_at?: string;
 }
 
 /** An administrator session, kept server-side (auth/session.ts). */

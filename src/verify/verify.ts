@@ -4,7 +4,7 @@ import { InferenceFailedError, type ResultRecord } from '../inference/index.ts';
 import { countryOf, outcomeOfBody, outcomeOfResults, requestFingerprint } from '../metering/index.ts';
 import { type ParsedMetadata } from '../packets/index.ts';
 import { MODULE_IDS, type ModuleId } from '../contract/index.ts';
-import { StoreUnavailableError, type AuditOutcome, type Reservation, type TokenRecord, type DeviceSession } from '../store/index.ts';
+import { StoreUnavailableError, type AuditOutcome, type AuditRecord, type Reservation, type TokenRecord, type DeviceSession } from '../store/index.ts';
 import { UnrecordedCallError } from './store-outcomes.ts';
 import { earlyMetadata } from './early-metadata.ts';
 import { refusal, replayed, verdict, worthLogging } from './outcomes.ts';
@@ -240,6 +240,8 @@ interface CallFacts {
   token: TokenRecord | null;
   session: DeviceSession | null;
   moduleId: ModuleId | null;
+  /** the call got a capacity slot */
+  admitted: boolean;
   captures: number;
   /** units held by the reservation, for the metrics and the request log line */
   reserved: number;
@@ -251,12 +253,13 @@ interface CallFacts {
   replayed: boolean;
 }
 
-function factsOf({ identity, prepared, booking, inferred, refunded, settled }: Learnt): CallFacts {
+function factsOf({ identity, slot, prepared, booking, inferred, refunded, settled }: Learnt): CallFacts {
   const units = booking?.kind === 'reserved' ? booking.reservation.units : 0;
   return {
     token: identity?.token ?? null,
     session: identity?.session ?? null,
     moduleId: identity?.moduleId ?? null,
+    admitted: slot !== undefined,
     captures: prepared?.captures.length ?? 0,
     reserved: units,
     charged: settled ? units : 0,
@@ -308,7 +311,13 @@ function audit(req: VerifyRequest, deps: VerifyDeps, facts: CallFacts, status: n
   } satisfies Parameters<VerifyDeps['store']['writeAudit']>[0];
   // not awaited: off the answer's path. A line the store could not write (a full disk) goes
   // to the log whole, so it is not lost; the store counts the failure (write-health.ts).
-  void deps.store.writeAudit(record).catch((err) => deps.log.error({ err, audit: record }, 'audit write failed; the audit line is in this log entry'));
+  const lost = (err: unknown, line: AuditRecord) => deps.log.error({ err, audit: line }, 'audit write failed; the audit line is in this log entry');
+  // A call refused before it held a capacity slot (token, module, grant, readiness, a full
+  // host) costs the host next to nothing, so nothing bounds how many come: it is counted in a
+  // row per minute (store/refusal-tally.ts) rather than a row of its own, so a flood of them
+  // cannot grow the store without bound. A call that got a slot keeps its own row.
+  const counted = !facts.admitted && status !== 200;
+  void deps.store.writeAudit(record, counted ? lost : undefined).catch((err: unknown) => lost(err, record));
 }
 
 // Each step's time goes to lv_verify_step_seconds, so an operator (and bench/side-by-side)

@@ -96,7 +96,7 @@ if (missing) {
     // the CSV: session_id after the token, empty for the business token's call
     const [csvDownload] = await Promise.all([page.waitForEvent('download'), page.click('[data-testid=audit-csv]')]);
     const csv = fs.readFileSync((await csvDownload.path())!, 'utf8').trim().split('\r\n').map((l) => l.split(','));
-    t.same(csv[0], ['at', 'request_id', 'token_id', 'token_name', 'session_id', 'module_id', 'status', 'error_code', 'outcome', 'replayed', 'captures', 'charged_units', 'client_ip', 'country', 'latency_ms']);
+    t.same(csv[0], ['at', 'request_id', 'token_id', 'token_name', 'session_id', 'module_id', 'status', 'error_code', 'outcome', 'replayed', 'captures', 'charged_units', 'client_ip', 'country', 'latency_ms', 'calls', 'last_at']);
     const csvRow = (id: string) => csv.find((l) => l[1] === id)!;
     t.equal(csvRow(sessionRequest)[4], one.session_id, 'the session in the CSV');
     t.equal(csvRow(tokenRequest)[4], '', 'none for the business token');

@@ -127,7 +127,7 @@ if (missing) {
     // the filtered log as CSV
     const [csvDownload] = await Promise.all([page.waitForEvent('download'), page.click('[data-testid=audit-csv]')]);
     const csv = fs.readFileSync((await csvDownload.path())!, 'utf8').trim().split('\r\n');
-    t.equal(csv[0], 'at,request_id,token_id,token_name,session_id,module_id,status,error_code,outcome,replayed,captures,charged_units,client_ip,country,latency_ms');
+    t.equal(csv[0], 'at,request_id,token_id,token_name,session_id,module_id,status,error_code,outcome,replayed,captures,charged_units,client_ip,country,latency_ms,calls,last_at');
     t.equal(csv.length, 3, 'a header and the two calls');
     t.match(csv[2], `,${v.json.request_id},`);
     t.match(await page.textContent('[data-testid=csv-status]'), '2 rows exported.');

@@ -6,7 +6,8 @@ import { filterForm, filterQuery, outcomeText } from './filters.js';
 // detail, comes second so it is never the one cut off; the error code shares the status cell
 // and the country the client's; long values are clipped, in full in their title and the detail.
 const HEADERS = ['time (UTC)', 'request', 'token', 'session', 'module', 'status', 'outcome', 'replay', 'captures', 'units', 'client', 'ms'];
-const CSV_COLUMNS = ['at', 'request_id', 'token_id', 'token_name', 'session_id', 'module_id', 'status', 'error_code', 'outcome', 'replayed', 'captures', 'charged_units', 'client_ip', 'country', 'latency_ms'];
+// calls: empty on a call's own row, the count on a row of refusals counted per minute
+const CSV_COLUMNS = ['at', 'request_id', 'token_id', 'token_name', 'session_id', 'module_id', 'status', 'error_code', 'outcome', 'replayed', 'captures', 'charged_units', 'client_ip', 'country', 'latency_ms', 'calls', 'last_at'];
 /** Rows one export reads at most (50 pages): a wider range is exported in parts. */
 const CSV_MAX_ROWS = 50_000;
 
@@ -53,7 +54,7 @@ async function detail(a, tr) {
   const cell = h('td', { colspan: HEADERS.length });
   tr.after(h('tr', { class: 'detail', 'data-detail-for': a.request_id }, cell));
   const fields = h('div', {}, h('p', {},
-    `request ${a.request_id}; ${a.captures} capture(s), ${a.charged_units} unit(s) charged; status ${a.status}${a.error_code ? ` ${a.error_code}` : ''}; `,
+    a.calls ? `${a.calls} calls refused before a capacity slot from ${a.at} to ${a.last_at}, counted in one row; the first was request ${a.request_id}; status ${a.status}${a.error_code ? ` ${a.error_code}` : ''}; ` : `request ${a.request_id}; ${a.captures} capture(s), ${a.charged_units} unit(s) charged; status ${a.status}${a.error_code ? ` ${a.error_code}` : ''}; `,
     `client ${a.client_ip}${a.country ? ` (${a.country})` : ''}; ${a.latency_ms} ms`),
   a.session_id ? sessionLine(a) : h('p', { 'data-testid': 'detail-session' }, `Made with the business token ${a.token_name ?? a.token_id ?? ''} itself, not a device session.`));
   cell.replaceChildren(fields, h('p', { class: 'muted' }, 'Loading results...'));
@@ -101,7 +102,8 @@ function row(a, onToken) {
     // a device session's call is charged to its business token: the session says which device
     h('td', { class: 'clip', title: a.session_id ?? 'the business token itself', 'data-testid': 'audit-session' }, a.session_id ?? '—'),
     h('td', {}, a.module_id ?? ''),
-    h('td', { class: 'clip', title: a.error_code ?? '' }, String(a.status), a.error_code ? ` ${a.error_code}` : ''),
+    // a row counting refused calls (one minute, one caller) says how many it stands for
+    h('td', { class: 'clip', title: a.calls ? `${a.calls} calls refused before a capacity slot, ${a.at} to ${a.last_at}` : a.error_code ?? '', 'data-testid': 'audit-status' }, String(a.status), a.error_code ? ` ${a.error_code}` : '', a.calls ? ` ×${a.calls}` : ''),
     h('td', { 'data-testid': 'outcome', title: a.outcome ?? '' }, outcomeText(a.outcome)),
     h('td', { 'data-testid': 'replayed' }, a.replayed === null ? 'unknown' : a.replayed ? 'replay' : 'no'),
     h('td', { class: 'num' }, String(a.captures)),
@@ -127,7 +129,7 @@ export async function renderAudit(panel, filters = {}) {
   const status = h('span', { class: 'muted', 'data-testid': 'csv-status' });
   panel.replaceChildren(
     h('h2', {}, 'Audit log'),
-    h('p', { class: 'muted' }, 'Every verify call, newest first. Times are UTC. Outcome: live, not live, retry, mixed (a batch with several) or error; a replay is an answer repeated for a reused Idempotency-Key (nothing charged). Session: the device session a call was made with (— for the business token itself). A request id opens the call\'s detail and its scores; a session\'s call can end its session there. The CSV has the API\'s values (outcome non_live).'),
+    h('p', { class: 'muted' }, 'Every verify call, newest first. Times are UTC. Outcome: live, not live, retry, mixed (a batch with several) or error; a replay is an answer repeated for a reused Idempotency-Key (nothing charged). Session: the device session a call was made with (— for the business token itself). Calls refused before a capacity slot (401, 403, 404, 503) are counted per minute and caller in one row (×N in the status). A request id opens the call\'s detail and its scores; a session\'s call can end its session there. The CSV has the API\'s values (outcome non_live).'),
     filterForm(filters, (f) => guarded(() => renderAudit(panel, f)), { audit: true }),
     h('div', { class: 'row-actions' }, h('button', { type: 'button', 'data-testid': 'audit-csv', onclick: () => guarded(() => exportCsv(query, status)) }, 'Export CSV (these filters)'), status),
     h('div', { class: 'audit-wrap' }, list.el),

@@ -11,6 +11,7 @@ import { usageSnapshot } from './usage.ts';
 import type { ModuleId } from '../../contract/index.ts';
 import type { SearchQuery, StoreBackend, UserPatch } from '../backend.ts';
 import type { FaultHooks, SettlementFault } from '../faults.ts';
+import { RefusalTally, type RowLost } from '../refusal-tally.ts';
 import { moduleEnabled, setModuleEnabled } from './modules.ts';
 import { openStore, readLatest, storeHealthy, type LmdbCommits, type Store } from './open.ts';
 import { pruneAuditBefore, pruneLedgerBefore, pruneResultsBefore } from './retention.ts';
@@ -45,7 +46,9 @@ export class LmdbBackend implements StoreBackend, FaultHooks {
   get writes() {
     return this.store.writes;
   }
-  close() {
+  async close() {
+    // the counted refusals first: their rows go through the audit queue the store's close writes
+    await this.refusals.close();
     return this.store.close();
   }
 
@@ -115,7 +118,14 @@ export class LmdbBackend implements StoreBackend, FaultHooks {
   async verifyLedger() {
     return verifyLedger(this.store);
   }
-  async writeAudit(record: Parameters<StoreBackend['writeAudit']>[0]) {
+  /** refused calls counted per minute (refusal-tally.ts), written through the audit queue (a
+   * row written again is a put on the same key: it replaces the first, in queue order) */
+  private readonly refusals = new RefusalTally((row) => writeAudit(this.store, row));
+  async writeAudit(record: Parameters<StoreBackend['writeAudit']>[0], counted?: RowLost) {
+    if (counted) {
+      this.refusals.add(record, counted);
+      return;
+    }
     await writeAudit(this.store, record);
   }
   async listAudit(q: Parameters<StoreBackend['listAudit']>[0], where?: Parameters<StoreBackend['listAudit']>[1]) {

@@ -16,6 +16,18 @@ export async function writeAudit(db: Pg, record: AuditRecord) {
   await db.q(AUDIT_INSERT, [Date.parse(record.at), record.request_id, record]);
 }
 
+/** A row of counted refusals written again at the end of its minute (store/refusal-tally.ts):
+ * it replaces the first call's row in place (same at and request id), unsynced likewise; if
+ * it overtakes that first INSERT on another pooled connection, the first INSERT then finds it
+ * and does nothing. */
+export const AUDIT_REWRITE = `INSERT INTO audit (at_ms, request_id, record)
+  SELECT $1::bigint, $2::text, $3::jsonb FROM (SELECT set_config('synchronous_commit', 'off', true)) AS unsynced
+  ON CONFLICT (at_ms, request_id) DO UPDATE SET record = EXCLUDED.record`;
+
+export async function writeAuditCount(db: Pg, record: AuditRecord, again: boolean) {
+  await db.q(again ? AUDIT_REWRITE : AUDIT_INSERT, [Date.parse(record.at), record.request_id, record]);
+}
+
 export async function listAudit(db: Pg, q: PageQuery, where?: (r: AuditRecord) => boolean): Promise<Page<AuditRecord>> {
   if (!where) return pageByTime(db, 'audit', q, (r) => r.record as AuditRecord, 'request_id');
   // filters are predicates shared with LMDB: scan pages until this one is full, bounded

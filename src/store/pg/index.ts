@@ -1,6 +1,7 @@
 import { migrate } from './migrate.ts';
 import { StoreError } from '../errors.ts';
 import type { FaultHooks, SettlementFault } from '../faults.ts';
+import { RefusalTally, type RowLost } from '../refusal-tally.ts';
 import type { ModuleId } from '../../contract/index.ts';
 import type { PageQuery, ReserveInput, ResolveAction, SearchQuery, StoreBackend, UserPatch } from '../backend.ts';
 import type { AttemptSuccess } from '../throttle-rules.ts';
@@ -17,7 +18,7 @@ import { getReservation, listSettlementFailed, refund, resolveReservation, settl
 import { pruneIdempotency } from './idempotency.ts';
 import { usageSnapshot } from './usage.ts';
 import { listLedger, verifyLedger } from './ledger.ts';
-import { listAudit, writeAudit } from './audit.ts';
+import { listAudit, writeAudit, writeAuditCount } from './audit.ts';
 import { getResults } from './results.ts';
 import { searchTokens, searchUsers } from './search.ts';
 import { dailyTotals } from './daily-totals.ts';
@@ -113,6 +114,8 @@ export class PgBackend implements StoreBackend, FaultHooks {
   }
 
   async close(): Promise<void> {
+    // the counted refusals first, while the pool still answers
+    await this.refusals.close().catch(() => {});
     clearInterval(this.renewTimer);
     this.db.hosts.close();
     this.db.writes.close();
@@ -201,7 +204,13 @@ export class PgBackend implements StoreBackend, FaultHooks {
   verifyLedger() {
     return verifyLedger(this.db);
   }
-  writeAudit(record: AuditRecord) {
+  /** refused calls counted per minute (refusal-tally.ts), each row one unsynced INSERT */
+  private readonly refusals = new RefusalTally((row, again) => writeAuditCount(this.db, row, again));
+  async writeAudit(record: AuditRecord, counted?: RowLost) {
+    if (counted) {
+      this.refusals.add(record, counted);
+      return;
+    }
     return writeAudit(this.db, record);
   }
   listAudit(q: PageQuery, where?: (r: AuditRecord) => boolean) {
