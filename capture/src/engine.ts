@@ -11,6 +11,7 @@
 // are over 10 MB.
 
 import * as faceapi from '@vladmandic/face-api';
+import { yawOf } from './guidance.ts';
 
 export type Point = [number, number];
 
@@ -21,8 +22,10 @@ export interface FaceFinding {
   box: { x: number; y: number; width: number; height: number };
   /** detector score in [0, 1] */
   score: number;
-  /** nose tip (landmark 30), for the head-turn guidance */
-  nose: Point;
+  /** the 68 landmarks (iBUG 300-W order: jaw 0-16, nose 27-35, eyes 36-47...), source pixels */
+  landmarks: Point[];
+  /** how far the head is turned aside (yawOf): 0 frontal, towards +-1 in profile */
+  yaw: number;
 }
 
 export interface Engine {
@@ -104,9 +107,9 @@ async function load(o: EngineOptions): Promise<Engine> {
       const a = mean(best.landmarks.getLeftEye());
       const b = mean(best.landmarks.getRightEye());
       const eyes: [Point, Point] = a[0] <= b[0] ? [a, b] : [b, a];
-      const nose = best.landmarks.positions[30]!;
+      const landmarks = best.landmarks.positions.map((p): Point => [p.x, p.y]);
       const { x, y, width, height } = best.detection.box;
-      return { eyes, box: { x, y, width, height }, score: best.detection.score, nose: [nose.x, nose.y] };
+      return { eyes, box: { x, y, width, height }, score: best.detection.score, landmarks, yaw: yawOf(landmarks) };
     },
   };
 }

@@ -1,12 +1,13 @@
 import t from 'tap';
-import { DEFAULT_LIMITS, TEXTS, advise, boxLuma } from '../../capture/src/guidance.ts';
-import type { FaceFinding } from '../../capture/src/engine.ts';
+import { DEFAULT_LIMITS, MAX_TURN, TEXTS, advise, boxLuma, yawOf } from '../../capture/src/guidance.ts';
+import type { FaceFinding, Point } from '../../capture/src/engine.ts';
 
 // The capture component's guidance rules, without a camera: what the person is told for each
 // kind of frame, in the order the rules apply.
-const face = (eyes: [[number, number], [number, number]], nose?: [number, number]): FaceFinding => ({
+const face = (eyes: [[number, number], [number, number]], yaw = 0): FaceFinding => ({
   eyes,
-  nose: nose ?? [(eyes[0][0] + eyes[1][0]) / 2, (eyes[0][1] + eyes[1][1]) / 2 + 40],
+  landmarks: [],
+  yaw,
   box: { x: eyes[0][0] - 40, y: eyes[0][1] - 40, width: eyes[1][0] - eyes[0][0] + 80, height: 160 },
   score: 0.9,
 });
@@ -15,7 +16,10 @@ const good = face([[280, 200], [360, 200]]);
 t.equal(advise(null, 640, 120, null), 'no_face');
 t.equal(advise(face([[300, 200], [330, 200]]), 640, 120, null), 'move_closer', 'eyes 30 px apart: too far for a sharp crop');
 t.equal(advise(face([[200, 200], [420, 200]]), 640, 120, null), 'move_back', 'eyes 220 px apart in a 640 px frame');
-t.equal(advise(face([[280, 200], [360, 200]], [345, 240]), 640, 120, null), 'turn_to_camera', 'the nose 25 px (0.31 eye distances) aside');
+t.equal(advise(face([[280, 200], [360, 200]], MAX_TURN + 0.01), 640, 120, null), 'turn_to_camera', 'turned aside, to the right');
+t.equal(advise(face([[280, 200], [360, 200]], -MAX_TURN - 0.01), 640, 120, null), 'turn_to_camera', 'turned aside, to the left');
+t.equal(advise(face([[280, 200], [360, 200]], MAX_TURN - 0.01), 640, 120, null), null, 'a slight turn is fine');
+t.equal(advise(face([[310, 200], [335, 200]], MAX_TURN + 0.1), 640, 120, null), 'turn_to_camera', 'turned and eyes close together: turn first, not move closer');
 t.equal(advise(good, 640, 30, null), 'too_dark');
 t.equal(advise(good, 640, 120, face([[260, 200], [340, 200]])), 'hold_still', 'moved 20 px (a quarter of the eye distance) since the last frame');
 t.equal(advise(good, 640, 120, face([[285, 200], [355, 200]])), 'hold_still', 'the eye distance grew by 14 %');
@@ -24,6 +28,33 @@ t.equal(advise(good, 640, 120, null), null, 'a first good frame');
 t.equal(advise(face([[280, 200], [360, 260]]), 640, 120, null), null, 'a tilted head is fine: the crop turns with the eyes');
 t.same(Object.keys(DEFAULT_LIMITS).sort(), ['maxEyeFraction', 'maxMove', 'maxTurn', 'minEyeDistance', 'minLuma']);
 for (const g of ['no_face', 'move_closer', 'move_back', 'hold_still', 'turn_to_camera', 'too_dark'] as const) t.ok(TEXTS[g].length > 5, `${g}: ${TEXTS[g]}`);
+
+t.test('yawOf: the nose line between the outer eye corners, along the eye line', async (t) => {
+  // a schematic 68-point face: eyes 36-41 and 42-47 (outer corners 36 and 45), nose 27-30
+  const points = (noseX: number, tilt = 0): Point[] => {
+    const p: Point[] = Array.from({ length: 68 }, (): Point => [0, 0]);
+    const put = (i: number, x: number, y: number) => {
+      // rotated by `tilt` radians about (320, 240): a tilted head
+      const c = Math.cos(tilt);
+      const s = Math.sin(tilt);
+      p[i] = [320 + (x - 320) * c - (y - 240) * s, 240 + (x - 320) * s + (y - 240) * c];
+    };
+    const eye: [number, number][] = [[-20, 0], [-10, -5], [10, -5], [20, 0], [10, 5], [-10, 5]];
+    eye.forEach(([dx, dy], k) => {
+      put(36 + k, 280 + dx, 200 + dy);
+      put(42 + k, 360 + dx, 200 + dy);
+    });
+    for (let i = 27; i <= 30; i++) put(i, noseX, 200 + (i - 27) * 15);
+    return p;
+  };
+  t.equal(yawOf(points(320)), 0, 'nose half-way between the outer eye corners: frontal');
+  t.equal(yawOf(points(350)), 0.5, 'nose three quarters of the way to the right corner');
+  t.equal(yawOf(points(290)), -0.5, 'to the left corner: the same, negative');
+  t.ok(Math.abs(yawOf(points(350, 0.4)) - 0.5) < 1e-9, 'a tilted head reads the same');
+  t.equal(yawOf(points(390)), 1, 'nose beyond the eye corner: profile');
+  t.equal(yawOf(points(250)), -1);
+  t.equal(yawOf([]), 0, 'no landmarks: no estimate');
+});
 
 t.test('boxLuma: the mean luma of the box, clipped to the image', async (t) => {
   const w = 64;

@@ -36,10 +36,24 @@ export function faceRgb(face: Face): Buffer {
   return r.stdout;
 }
 
-/** The face's 640x480 frame as a PNG file (lossless), for pages that decode it themselves. */
-export function facePng(face: Face): Buffer {
+/** The face's 640x480 frame as RGBA image data, as a canvas gives it. */
+export function faceRgba(face: Face): { data: Uint8ClampedArray; width: number; height: number } {
+  const rgb = faceRgb(face);
+  const data = new Uint8ClampedArray((rgb.length / 3) * 4);
+  for (let i = 0, o = 0; i < rgb.length; i += 3, o += 4) {
+    data[o] = rgb[i]!;
+    data[o + 1] = rgb[i + 1]!;
+    data[o + 2] = rgb[i + 2]!;
+    data[o + 3] = 255;
+  }
+  return { data, width: face.crop[2], height: face.crop[3] };
+}
+
+/** The face's 640x480 frame as a PNG file (lossless), for pages that decode it themselves;
+ * `filter`: more ffmpeg filters after the cut (',hflip' mirrors it). */
+export function facePng(face: Face, filter = ''): Buffer {
   const [x, y, w, h] = face.crop;
-  const r = spawnSync('ffmpeg', ['-v', 'error', '-i', path.join(PHOTOS, face.photo), '-vf', `crop=${w}:${h}:${x}:${y}`, '-f', 'image2pipe', '-vcodec', 'png', '-pix_fmt', 'rgb24', '-'], { maxBuffer: 64 << 20 });
+  const r = spawnSync('ffmpeg', ['-v', 'error', '-i', path.join(PHOTOS, face.photo), '-vf', `crop=${w}:${h}:${x}:${y}${filter}`, '-f', 'image2pipe', '-vcodec', 'png', '-pix_fmt', 'rgb24', '-'], { maxBuffer: 64 << 20 });
   if (r.status !== 0) throw new Error(`ffmpeg: ${r.stderr.toString()}`);
   return r.stdout;
 }
@@ -138,8 +152,9 @@ export async function startFleet(t: { teardown(fn: () => unknown): void }, work:
     return Object.fromEntries(me.usage.map((u) => [u.module_id, u.used])) as Record<string, number>;
   };
   let clips = 0;
-  /** A browser whose camera plays `pattern` of `face` at `fps`, on the example page in `mode`. */
-  const open = async (face: Face, pattern: string, mode: string, query = '&autostart=1', fps = 15, deny = false) => {
+  /** A browser whose camera plays `pattern` of `face` at `fps`, on the example page in `mode`;
+   * `prepare` runs on the page before it loads (routes, init scripts). */
+  const open = async (face: Face, pattern: string, mode: string, query = '&autostart=1', fps = 15, deny = false, prepare?: (page: Page) => Promise<void>) => {
     const clip = path.join(work, `clip-${++clips}.y4m`);
     writeClip(clip, face, pattern, fps);
     const browser = await launchWithCamera(clip, deny);
@@ -152,6 +167,7 @@ export async function startFleet(t: { teardown(fn: () => unknown): void }, work:
       if (r.url().includes('/verify')) verifies.push(r);
     });
     page.on('pageerror', (e) => problems.push(e.message));
+    await prepare?.(page);
     await page.goto(`${example.url}/?mode=${mode}${query}`);
     return { browser, page, verifies, problems };
   };

@@ -2,15 +2,18 @@ import t from 'tap';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { ROOT } from '../helpers/server.ts';
-import { FACES, captureToolsMissing, dist, facePng, launchWithCamera } from './helpers.ts';
+import { MAX_TURN, advise, boxLuma } from '../../capture/src/guidance.ts';
+import type { FaceFinding } from '../../capture/src/engine.ts';
+import { FACES, captureToolsMissing, dist, facePng, faceRgba, launchWithCamera } from './helpers.ts';
 
 // The capture component's landmark engine in headless Chromium, loaded as an integrator's page
 // loads it (capture.js from the fleet example's origin, the engine chunk, models and WASM files
 // fetched lazily from there), on every hand-marked photograph of test/capture/faces.json. The
 // eye centres it finds are compared with the hand-marked ones: mean error <= 5 % and worst
-// <= 10 % of the eye distance (issue 41); the worst bound holds for the frontal faces, the
-// only ones the component captures (a turned head is asked to turn to the camera). Also: nothing is fetched before a capture starts,
-// nothing from another origin, and the component plus its models stay under 5 MB.
+// <= 10 % of the eye distance (issue 41) over every face the component accepts for a capture;
+// a head turned aside is not accepted (asked to turn to the camera). Also: nothing is fetched
+// before a capture starts, nothing from another origin, and the component plus its models
+// stay under 5 MB.
 const missing = captureToolsMissing();
 if (missing) {
   t.plan(0, missing);
@@ -52,43 +55,80 @@ if (missing) {
     t.ok(total <= 5 * 1024 * 1024, `capture.js, its engine chunk, models and WASM: ${(total / 1e6).toFixed(2)} MB`);
   });
 
-  t.test('eye centres against the hand-marked points', async (t) => {
-    // the engine finds the centre of each eye opening (the mean of its six 68-point landmarks),
-    // which is what the crop should follow: it stays put when the person looks aside. Against
-    // the iris centres the errors are printed too: they differ where the person looks away.
-    const frontal: number[] = [];
+  /** The engine's finding on a PNG frame, in the page. */
+  const find = (png: Buffer) => page.evaluate(async (png) => {
+    const bytes = Uint8Array.from(atob(png), (c) => c.charCodeAt(0));
+    const bitmap = await createImageBitmap(new Blob([bytes], { type: 'image/png' }));
+    const canvas = document.createElement('canvas');
+    canvas.width = bitmap.width;
+    canvas.height = bitmap.height;
+    canvas.getContext('2d', { willReadFrequently: true })!.drawImage(bitmap, 0, 0);
+    const engine = (window as unknown as { engine: { find(c: HTMLCanvasElement): Promise<FaceFinding | null> } }).engine;
+    return engine.find(canvas);
+  }, png.toString('base64'));
+
+  t.test('eye centres against the hand-marked points, on every face the component accepts', async (t) => {
+    // eyes_xy is the centre of each eye opening (the midpoint of its corners, README), which
+    // the crop follows and which stays put when the person looks aside; the marks are that
+    // point. A face is judged as the component judges a frame (advise: the guidance rules,
+    // the head-turn gate among them): the accuracy target holds over the faces it accepts;
+    // every face marked frontal must be accepted, the three-quarter one asked to turn. The
+    // errors from the iris centres are printed too: they differ where the person looks away.
+    const accepted: number[] = [];
     const all: number[] = [];
     const iris: number[] = [];
     for (const face of FACES) {
-      const found = await page.evaluate(async (png) => {
-        const bytes = Uint8Array.from(atob(png), (c) => c.charCodeAt(0));
-        const bitmap = await createImageBitmap(new Blob([bytes], { type: 'image/png' }));
-        const canvas = document.createElement('canvas');
-        canvas.width = bitmap.width;
-        canvas.height = bitmap.height;
-        canvas.getContext('2d', { willReadFrequently: true })!.drawImage(bitmap, 0, 0);
-        const engine = (window as unknown as { engine: { find(c: HTMLCanvasElement): Promise<{ eyes: [number, number][] } | null> } }).engine;
-        return (await engine.find(canvas))?.eyes ?? null;
-      }, facePng(face).toString('base64'));
+      const found = await find(facePng(face));
       if (!found) {
         t.fail(`${face.name}: no face found`);
         continue;
       }
+      const advice = advise(found, 640, boxLuma(faceRgba(face), found.box), null);
       const d = dist(face.eyes[0], face.eyes[1]);
-      const e = [dist(found[0]!, face.eyes[0]) / d, dist(found[1]!, face.eyes[1]) / d];
-      const ei = [dist(found[0]!, face.irises[0]) / d, dist(found[1]!, face.irises[1]) / d];
+      const e = [dist(found.eyes[0], face.eyes[0]) / d, dist(found.eyes[1], face.eyes[1]) / d];
+      const ei = [dist(found.eyes[0], face.irises[0]) / d, dist(found.eyes[1], face.irises[1]) / d];
       all.push(...e);
       iris.push(...ei);
-      if (face.pose === 'frontal') frontal.push(...e);
+      if (advice === null) accepted.push(...e);
       const pct = (v: number[]) => v.map((x) => (x * 100).toFixed(1)).join(' %, ');
-      t.comment(`${face.name} (${face.pose}): found ${JSON.stringify(found.map((p) => p.map((v) => +v.toFixed(1))))}, marked ${JSON.stringify(face.eyes)}: ${pct(e)} % of ${d.toFixed(1)} px (from the irises: ${pct(ei)} %)`);
+      t.comment(`${face.name} (${face.pose}): yaw ${found.yaw.toFixed(3)}, ${advice === null ? 'accepted' : `refused: ${advice}`}; found ${JSON.stringify(found.eyes.map((p) => p.map((v) => +v.toFixed(1))))}, marked ${JSON.stringify(face.eyes)}: ${pct(e)} % of ${d.toFixed(1)} px (from the irises: ${pct(ei)} %)`);
+      if (face.pose === 'frontal') t.equal(advice, null, `${face.name}: a frontal face is accepted (yaw ${found.yaw.toFixed(3)}, limit ${MAX_TURN})`);
+      else t.equal(advice, 'turn_to_camera', `${face.name}: a face turned aside is asked to turn to the camera (yaw ${found.yaw.toFixed(3)}, limit ${MAX_TURN})`);
     }
     const mean = (v: number[]) => v.reduce((s, x) => s + x, 0) / v.length;
     t.equal(all.length, FACES.length * 2, 'every face found');
+    t.equal(accepted.length, FACES.filter((f) => f.pose === 'frontal').length * 2, 'the frontal faces, and only they, accepted');
+    t.ok(mean(accepted) <= 0.05, `mean error over the accepted faces: ${(mean(accepted) * 100).toFixed(2)} % of the eye distance (<= 5 %)`);
+    t.ok(Math.max(...accepted) <= 0.1, `worst error over the accepted faces: ${(Math.max(...accepted) * 100).toFixed(2)} % (<= 10 %)`);
+    t.comment(`every face, the refused ones too: mean ${(mean(all) * 100).toFixed(2)} %, worst ${(Math.max(...all) * 100).toFixed(2)} %`);
     t.comment(`from the iris centres: mean ${(mean(iris) * 100).toFixed(2)} %, worst ${(Math.max(...iris) * 100).toFixed(2)} %`);
-    t.ok(mean(all) <= 0.05, `mean error, all faces: ${(mean(all) * 100).toFixed(2)} % of the eye distance (<= 5 %)`);
-    t.ok(mean(frontal) <= 0.05, `mean error, frontal faces: ${(mean(frontal) * 100).toFixed(2)} % (<= 5 %)`);
-    t.ok(Math.max(...frontal) <= 0.1, `worst error, frontal faces: ${(Math.max(...frontal) * 100).toFixed(2)} % (<= 10 %)`);
-    t.comment(`worst error, all faces (a three-quarter face's far eye included): ${(Math.max(...all) * 100).toFixed(2)} %`);
+  });
+
+  t.test('the head-turn gate decides the same on each face mirrored, rescaled, shifted, brightened and through 4:2:0', async (t) => {
+    // MAX_TURN sits between the frontal faces' largest |yaw| and the three-quarter face's
+    // smallest over these variants (a camera delivers a face at any place and size)
+    const variants: [string, string][] = [
+      ['mirrored', ',hflip'], ['yuv420', ',format=yuv420p,format=rgb24'], ['scaled 0.8', ',scale=512:384,pad=640:480:64:48'],
+      ['zoomed 1.2', ',scale=768:576,crop=640:480:64:48'], ['shifted', ',crop=600:440:20:20,pad=640:480:0:0'], ['brighter', ',eq=brightness=0.08'],
+    ];
+    let frontalMax = 0;
+    let turnedMin = Infinity;
+    for (const face of FACES) {
+      const yaws: string[] = [];
+      for (const [name, filter] of variants) {
+        const found = await find(facePng(face, filter));
+        if (!found) {
+          t.fail(`${face.name} ${name}: no face found`);
+          continue;
+        }
+        const refused = Math.abs(found.yaw) > MAX_TURN;
+        yaws.push(`${name} ${found.yaw.toFixed(3)}`);
+        if (face.pose === 'frontal') frontalMax = Math.max(frontalMax, Math.abs(found.yaw));
+        else turnedMin = Math.min(turnedMin, Math.abs(found.yaw));
+        if (refused !== (face.pose !== 'frontal')) t.fail(`${face.name} ${name}: yaw ${found.yaw.toFixed(3)} ${refused ? 'refused' : 'accepted'}`);
+      }
+      t.comment(`${face.name} (${face.pose}): ${yaws.join(', ')}`);
+    }
+    t.ok(frontalMax < MAX_TURN && turnedMin > MAX_TURN, `frontal faces at most ${frontalMax.toFixed(3)}, the three-quarter face at least ${turnedMin.toFixed(3)}, limit ${MAX_TURN}`);
   });
 }
