@@ -2,8 +2,8 @@ import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import { threadId } from 'node:worker_threads';
 import { localNow, setClockOffset } from '../../clock.ts';
-import { DB_MS, isoOf, type Pg } from './open.ts';
-import { resolveSettlement } from './settle.ts';
+import { DB_MS, type Pg } from './open.ts';
+import { REFUND_SQL, refundArgs, resolveSettlement } from './settle.ts';
 import { currentProcess } from '../owner.ts';
 
 // This process as a node of the shared store. Its reservations name the node, and a node
@@ -53,7 +53,7 @@ export async function renew(db: Pg): Promise<boolean> {
 /** Makes the writes owed to the database (Pg.repairs), oldest first. */
 export async function repair(db: Pg): Promise<void> {
   for (const [id, job] of [...db.repairs]) {
-    if (job.kind === 'refund') await db.pool.query('SELECT * FROM lv_refund($1, $2, $3, $4)', [id, job.at, isoOf(job.at), `led_${randomBytes(9).toString('base64url')}`]);
+    if (job.kind === 'refund') await db.pool.query(REFUND_SQL, refundArgs(id, job.at));
     else if (job.kind === 'settle') await resolveSettlement(db, id, job);
     else await db.pool.query(`UPDATE reservations SET state = 'settlement_failed', unsaved_body = $2 WHERE id = $1 AND state = 'pending'`, [id, job.body]);
     db.repairs.delete(id);

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { now } from '../../clock.ts';
-import { isoOf, type Pg } from './open.ts';
-import { SETTLE_SQL, settleArgs } from './settle.ts';
+import type { Pg } from './open.ts';
+import { REFUND_SQL, refundArgs, SETTLE_SQL, settleArgs } from './settle.ts';
 import type { Reservation } from '../records.ts';
 
 // Settlements answered 200 whose commit the database no longer has: with asynchronous
@@ -74,7 +74,7 @@ export async function restoreLostCommits(db: Pg, recent: RecentSettlements, rech
       }
     }
     const at = now();
-    await db.q('SELECT * FROM lv_refund($1, $2, $3, $4)', [id, at, isoOf(at), `led_${randomBytes(9).toString('base64url')}`]);
+    await db.q(REFUND_SQL, refundArgs(id, at));
     out.push({ reservation: id, outcome: 'refunded' });
   }
   return out;

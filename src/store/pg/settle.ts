@@ -218,7 +218,7 @@ export async function resolveSettlement(db: Pg, id: string, job: Extract<Repair,
   // lv_refund changes only a pending reservation, under its row lock: a settlement that was
   // still committing when the connection broke is waited for, and the row it returns says
   // whether the call ended charged (a state read first could be stale by the refund)
-  const row = (await db.q('SELECT * FROM lv_refund($1, $2, $3, $4)', [id, job.at, isoOf(job.at), `led_${randomBytes(9).toString('base64url')}`])).rows[0];
+  const row = (await db.q(REFUND_SQL, refundArgs(id, job.at))).rows[0];
   if (row?.state === 'charged') {
     db.onSettlementResolved?.({ reservation: id, outcome: 'charged', already: true });
     return { charged: true, body: null };
@@ -227,10 +227,19 @@ export async function resolveSettlement(db: Pg, id: string, job: Extract<Repair,
   return { charged: false };
 }
 
+/** lv_refund's statement: every refund of one reservation, on whichever path, sends it with
+ * refundArgs; it answers the reservation's row after the call (refunded now, or as it was) */
+export const REFUND_SQL = 'SELECT * FROM lv_refund($1, $2, $3, $4)';
+
+/** lv_refund's arguments: a fresh ledger id for the refund entry it may write */
+export function refundArgs(id: string, at: number): unknown[] {
+  return [id, at, isoOf(at), `led_${randomBytes(9).toString('base64url')}`];
+}
+
 export async function refund(db: Pg, reservationId: string, at: number) {
   let rows: Row[];
   try {
-    rows = (await db.q('SELECT * FROM lv_refund($1, $2, $3, $4)', [reservationId, at, isoOf(at), `led_${randomBytes(9).toString('base64url')}`])).rows;
+    rows = (await db.q(REFUND_SQL, refundArgs(reservationId, at))).rows;
   } catch (err) {
     // the units are owed back: refunded once the database answers again
     if (err instanceof StoreUnavailableError) db.repairs.set(reservationId, { kind: 'refund', at });
@@ -245,7 +254,7 @@ export async function resolveReservation(db: Pg, id: string, action: ResolveActi
     if (!r) return undefined;
     if (r.state !== 'settlement_failed') return 'not_pending' as const;
     if (action === 'refund') {
-      return reservationOf((await c.query('SELECT * FROM lv_refund($1, $2, $3, $4)', [id, at, isoOf(at), `led_${randomBytes(9).toString('base64url')}`])).rows[0]!);
+      return reservationOf((await c.query(REFUND_SQL, refundArgs(id, at))).rows[0]!);
     }
     const next = (await c.query(`UPDATE reservations SET state = 'charged', settled_at = $2, settled_ms = $3, unsaved_body = NULL WHERE id = $1 RETURNING *`, [id, isoOf(at), at])).rows[0]!;
     await resolveKey(c, r, at);
