@@ -1,38 +1,29 @@
-// The inference engine: one per process, in the main thread. It owns the pool and
-// turns prepared captures into result records; API workers reach it over MessagePorts.
+// The inference engine: one per model set, in the main thread. It owns the pool (its start,
+// its threads' reports, readiness, its close) and turns prepared captures into result records;
+// API workers reach it over MessagePorts. Which backend the pool serves on is decided by
+// backend-selection.ts, and how captures become pool tasks by scheduler.ts.
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
-import { type PreparedCapture } from '../packets/index.ts';
-import { MODULE_IDS, type Mode, type ModuleId } from '../contract/index.ts';
-import { loadManifest, MAX_BATCH, type Manifest } from './manifest.ts';
+import { MODULE_IDS, type ModuleId } from '../contract/index.ts';
+import { BackendSelection, type BackendOptions } from './backend-selection.ts';
+import { loadManifest, type Manifest } from './manifest.ts';
 import { modePolicies, policyFor } from './modes/index.ts';
-import { InferencePool, poolShape, RELEASE_WAIT_MS, transferable, type PoolTimes } from './pool.ts';
+import { InferencePool, poolShape, RELEASE_WAIT_MS, type PoolTimes } from './pool.ts';
 import type { WorkerReport } from './protocol.ts';
-import { allowWasmTierUp, webGpuAdapter, type WebGpuAdapter } from './runtime.ts';
-import { chooseBackend, CPU_CANDIDATES, measureBackends, type BackendChoice } from './backend-probe.ts';
-import { noAdapterNote } from './gpu-host.ts';
-import { isSharedPixels } from '../images/index.ts';
 import { ReadinessEvents, type ReadinessListener } from './readiness-events.ts';
+import { packSizeFor, TaskScheduler, type EngineCounters } from './scheduler.ts';
 import type { ExecutionProvider, InferenceJob, InferenceService, InferenceTiming, ModuleReadiness, ResultRecord } from './types.ts';
 
-export type Backend = 'auto' | 'wasm' | 'webgpu' | 'native';
+export type { Backend } from './backend-selection.ts';
+export type { EngineCounters } from './scheduler.ts';
 
-export interface EngineOptions {
+export interface EngineOptions extends BackendOptions {
   modelsDir: string;
   modelSet: string;
-  backend: Backend;
-  /** total inference threads (INFERENCE_THREADS); default the CPU cores */
-  threads: number;
-  /** runs per graph and worker before a module reports ready (default 30) */
-  warmupRuns?: number;
   /** default: both modules */
   enabledModules?: ModuleId[];
   /** REQUIRE_TRAINED_MODELS: a set whose manifest says `trained: false` never reports ready */
   requireTrained?: boolean;
-  log?: (obj: object, msg: string) => void;
-  /** how the engine looks for a WebGPU adapter (default: Dawn's); a test can present an
-   * emulated adapter as hardware, to drive `auto`'s GPU measurement where no GPU exists */
-  findAdapter?: () => Promise<WebGpuAdapter | null>;
 }
 
 export interface InferenceEngine extends InferenceService {
@@ -55,35 +46,8 @@ export interface InferenceEngine extends InferenceService {
   onReadinessChange(listener: ReadinessListener): () => void;
 }
 
-
-/** What crossed between the main thread and the pool since start: one task message out
- * and one reply back per task. */
-export interface EngineCounters {
-  tasks: number;
-  captures: number;
-}
-
-interface Waiting {
-  capture: PreparedCapture;
-  resolve: (r: ResultRecord) => void;
-  reject: (e: Error) => void;
-  /** its job's stages, when the caller traces it */
-  timing: InferenceTiming | undefined;
-}
-
-/** epoch ms on the clock every thread shares (InferenceTiming) */
-const epochNow = () => performance.timeOrigin + performance.now();
-
-/** One pool task in the making: captures of one module and mode. */
-interface Group {
-  module: ModuleId;
-  mode: Mode;
-  items: Waiting[];
-}
-
 class Engine implements InferenceEngine {
   private pool: InferencePool | null = null;
-  private provider: ExecutionProvider | null = null;
   private readonly warm = new Map<ModuleId, Set<number>>();
   private readonly threadMetrics = new Map<number, unknown[]>();
   private readonly errors = new Map<ModuleId, string>();
@@ -93,27 +57,8 @@ class Engine implements InferenceEngine {
   private closed = false;
   /** ends `auto`'s start-up measurement early when the engine closes during it */
   private readonly closing = new AbortController();
-  /** shown in readiness: serving on a fallback WebGPU adapter, or on WASM where WebGPU was
-   * wanted and no adapter was found */
-  private adapterNote: string | null = null;
-  /** `auto` on a CPU host: what the start-up measurement found */
-  private choice: BackendChoice | null = null;
-  // Tasks not yet given to the pool. At most one task per pool worker is in flight, so
-  // while all are busy single-frame captures, of one request or of several, gather here
-  // into groups of up to MAX_BATCH. Bounded by admission: only admitted verify calls
-  // reach the engine, each with at most 32 captures.
-  private readonly queue: Group[] = [];
-  private inFlight = 0;
-  private pumpScheduled = false;
-  private readonly counts: EngineCounters = { tasks: 0, captures: 0 };
-  /**
-   * Single-frame captures per task. Packing pays when the frame graphs take a dynamic
-   * batch (4 frames in one model run). With fixed-batch graphs it saves only messages, and
-   * coarser tasks balanced worse over the pool: on tiny128 batch32, packed tasks ran at
-   * 0.43-0.97x the previous (unpacked) engine in 6 of 6 interleaved rounds of
-   * bench/engine.mjs, unpacked ones at a median 1.22x, so such captures go one by one.
-   */
-  private readonly packSize: number;
+  private readonly backend: BackendSelection;
+  private readonly scheduler: TaskScheduler;
   private readonly readinessEvents = new ReadinessEvents(() => this.readiness());
 
   constructor(
@@ -122,8 +67,9 @@ class Engine implements InferenceEngine {
     private readonly enabled: ModuleId[],
   ) {
     this.loadable = enabled.filter((id) => manifest.modules[id] !== undefined);
-    const frameGraphs = (manifest.modules.rgb_liveness?.graphs ?? []).filter((g) => g.role === 'frame');
-    this.packSize = frameGraphs.length > 0 && frameGraphs.every((g) => g.role === 'frame' && g.batch === 'dynamic') ? MAX_BATCH : 1;
+    this.backend = new BackendSelection(opts, manifest, this.loadable, this.closing.signal);
+    // the pool as it is when a task leaves: none before start and after close (tasks wait)
+    this.scheduler = new TaskScheduler(packSizeFor(manifest), () => this.pool);
     for (const id of enabled) {
       if (!manifest.modules[id]) this.errors.set(id, `model set ${manifest.model_set} does not describe ${id}`);
       // Random weights answer live and not live by chance: a production host sets
@@ -135,7 +81,7 @@ class Engine implements InferenceEngine {
   }
 
   get executionProvider(): ExecutionProvider {
-    return this.provider ?? (this.opts.backend === 'native' ? 'native' : this.opts.backend === 'webgpu' ? 'webgpu' : 'wasm');
+    return this.backend.executionProvider;
   }
 
   private log(obj: object, msg: string): void {
@@ -151,66 +97,13 @@ class Engine implements InferenceEngine {
     return this.readinessEvents.listen(listener);
   }
 
-  private async resolveProvider(): Promise<ExecutionProvider> {
-    const backend = this.opts.backend;
-    if (backend === 'native') return 'native';
-    if (backend === 'wasm') return 'wasm';
-    const adapter = await (this.opts.findAdapter ?? webGpuAdapter)();
-    if (backend === 'webgpu') {
-      // an explicit `webgpu` serves on any adapter, a fallback one (SwiftShader) included,
-      // and readiness says so
-      if (adapter) {
-        this.log({ adapter: adapter.name, fallback: adapter.fallback }, 'inference: WebGPU adapter found');
-        if (adapter.fallback) this.adapterNote = `WebGPU on a fallback adapter (${adapter.name}): a CPU emulation, far slower than WASM`;
-        return 'webgpu';
-      }
-      this.log({ requested: backend }, 'inference: no WebGPU adapter, falling back to WASM');
-      this.adapterNote = noAdapterNote('webgpu');
-      return 'wasm';
-    }
-    // `auto`: a GPU serves only where it measured faster than the CPU backends on these graphs
-    // (on an H100 WebGPU lost to the CPU on most kinds: docs/gpu.md), so a hardware adapter
-    // makes it one more candidate, never the answer by its presence. A fallback adapter is a CPU
-    // emulation and is not measured.
-    if (adapter && !adapter.fallback) {
-      this.log({ adapter: adapter.name }, 'inference: WebGPU adapter found, measuring it against the CPU backends');
-      return this.measureBackends([...CPU_CANDIDATES, 'webgpu']);
-    }
-    if (adapter) this.log({ adapter: adapter.name }, 'inference: only a fallback WebGPU adapter (CPU emulation), measuring the CPU backends');
-    // a GPU device node without an adapter: the host lacks what Dawn needs (docs/gpu.md)
-    else this.adapterNote = noAdapterNote('auto');
-    return this.measureBackends(CPU_CANDIDATES);
-  }
-
-  /** `auto`: the fastest of `candidates` that loads these graphs here. */
-  private async measureBackends(candidates: ExecutionProvider[]): Promise<ExecutionProvider> {
-    if (this.loadable.length === 0) return 'wasm';
-    const { sessionThreads } = poolShape(this.opts.threads || availableParallelism(), 'wasm');
-    // As long as the pool's own warm-up at most: a test or a CLI that asks for a short warm-up
-    // gets a short measurement (the backends differ by several times, not by percents).
-    const warmup = this.opts.warmupRuns ?? 30;
-    this.log({ candidates }, 'inference: measuring the backends');
-    const figures = await measureBackends({
-      manifest: this.manifest, modules: this.loadable, threads: sessionThreads, candidates,
-      warmupRuns: Math.min(20, Math.max(2, warmup)), rounds: 5, callsPerRound: Math.min(10, Math.max(2, Math.ceil(warmup / 3))),
-      signal: this.closing.signal,
-    });
-    if (this.closed) return 'wasm'; // unused: boot() stops here
-    this.choice = chooseBackend(figures);
-    // the WebGPU candidate put this process's WebAssembly on its baseline tier (runtime.ts
-    // keepWasmOnBaselineTier); a CPU backend that won serves with the optimising tier back
-    if (candidates.includes('webgpu') && this.choice.provider !== 'webgpu') allowWasmTierUp();
-    this.log({ provider: this.choice.provider, figures: figures.map(({ provider, threads, ms_per_call, error }) => ({ provider, threads, ms_per_call, ...(error ? { error } : {}) })) }, `inference: ${this.choice.summary}`);
-    return this.choice.provider;
-  }
-
   private async boot(): Promise<void> {
-    this.provider = await this.resolveProvider();
+    const provider = await this.backend.resolve();
     if (this.closed) return;
     this.readinessEvents.check(); // the provider (and any note on it) is known
     const cores = availableParallelism();
-    const { workers, sessionThreads } = poolShape(this.opts.threads || cores, this.provider);
-    this.log({ provider: this.provider, workers, sessionThreads, modules: this.loadable }, 'inference: starting pool');
+    const { workers, sessionThreads } = poolShape(this.opts.threads || cores, provider);
+    this.log({ provider, workers, sessionThreads, modules: this.loadable }, 'inference: starting pool');
     if (this.loadable.length === 0) return;
     const done = new Promise<void>((resolve, reject) => {
       this.settle = { resolve, reject };
@@ -219,7 +112,7 @@ class Engine implements InferenceEngine {
       {
         manifest: this.manifest,
         modules: this.loadable,
-        provider: this.provider,
+        provider,
         sessionThreads,
         warmupRuns: this.opts.warmupRuns ?? 30,
       },
@@ -242,10 +135,8 @@ class Engine implements InferenceEngine {
       return;
     }
     if (r.kind === 'provider') {
-      if (r.provider !== this.provider) {
+      if (this.backend.fellBack(r.provider, r.note)) {
         this.log({ note: r.note }, 'inference: worker fell back');
-        this.provider = r.provider;
-        this.adapterNote = r.note;
         this.readinessEvents.check();
       }
       return;
@@ -280,20 +171,12 @@ class Engine implements InferenceEngine {
         trained: this.manifest.trained,
         decision_policy: modes[0]?.decision_policy ?? '',
         threshold: modes[0]?.threshold ?? 0,
-        execution_provider: this.provider,
-        ...(this.executionNote() ? { execution_note: this.executionNote()! } : {}),
+        execution_provider: this.backend.provider,
+        ...(this.backend.note() ? { execution_note: this.backend.note()! } : {}),
         error: this.errors.get(module_id) ?? null,
         modes,
       };
     });
-  }
-
-  /** Only the unusual is noted: a software GPU, WebGPU wanted (or a GPU present) but no
-   * adapter, a pool thread's own WebGPU failure, or `auto` that could not use a CPU backend. */
-  private executionNote(): string | null {
-    const notes = [this.adapterNote];
-    if (this.provider !== 'webgpu' && this.choice && this.choice.figures.some((f) => f.ms_per_call === null)) notes.push(this.choice.summary);
-    return notes.filter((n) => n !== null).join('; ') || null;
   }
 
   poolTimes(): PoolTimes | null {
@@ -305,7 +188,7 @@ class Engine implements InferenceEngine {
   }
 
   counters(): EngineCounters {
-    return { ...this.counts };
+    return this.scheduler.counters();
   }
 
   async ping(): Promise<void> {
@@ -319,95 +202,13 @@ class Engine implements InferenceEngine {
       throw new Error(`${job.module_id} is not available: ${this.errors.get(job.module_id) ?? 'not enabled'}`);
     }
     for (const c of job.captures) policyFor(this.manifest, job.module_id, c.packet.mode);
-    if (timing) timing.queued = epochNow();
-    return Promise.all(job.captures.map((c) => this.enqueue(job.module_id, c, timing)));
-  }
-
-  private enqueue(module: ModuleId, capture: PreparedCapture, timing: InferenceTiming | undefined): Promise<ResultRecord> {
-    return new Promise((resolve, reject) => {
-      const mode = capture.packet.mode;
-      const item = { capture, resolve, reject, timing };
-      const open = mode === 'rgb_single'
-        ? this.queue.find((g) => g.mode === mode && g.module === module && g.items.length < this.packSize)
-        : undefined;
-      if (open) open.items.push(item);
-      else this.queue.push({ module, mode, items: [item] });
-      this.schedulePump();
-    });
-  }
-
-  // Deferred to the end of the current turn, so the captures of one call are all queued
-  // (and packed) before the first task leaves.
-  private schedulePump(): void {
-    if (this.pumpScheduled) return;
-    this.pumpScheduled = true;
-    queueMicrotask(() => {
-      this.pumpScheduled = false;
-      this.pump();
-    });
-  }
-
-  private pump(): void {
-    const pool = this.pool;
-    while (pool && this.inFlight < pool.workers && this.queue.length > 0) this.dispatch(pool, this.queue.shift()!);
-  }
-
-  private dispatch(pool: InferencePool, group: Group): void {
-    const transfer: ArrayBuffer[] = [];
-    let captures: PreparedCapture[];
-    try {
-      captures = group.items.map(({ capture }) => {
-        const pixels = capture.pixels.map((px) => {
-          if (!px) return null;
-          if (isSharedPixels(px)) return px; // a frame-slab slot: read in place, never transferred
-          const own = transferable(px);
-          transfer.push(own.buffer as ArrayBuffer);
-          return own;
-        });
-        return { packet: capture.packet, pixels };
-      });
-    } catch (e) {
-      for (const it of group.items) it.reject(e as Error);
-      return;
-    }
-    this.inFlight++;
-    this.counts.tasks++;
-    this.counts.captures += captures.length;
-    const timings = new Set<InferenceTiming>();
-    for (const it of group.items) if (it.timing) timings.add(it.timing);
-    if (timings.size > 0) {
-      const now = epochNow();
-      for (const t of timings) {
-        t.started ??= now;
-        t.tasks = (t.tasks ?? 0) + 1;
-      }
-    }
-    pool.run({ op: 'captures', module: group.module, mode: group.mode, captures }, transfer).then(
-      (records) => {
-        if (timings.size > 0) {
-          const now = epochNow();
-          for (const t of timings) t.ended = now;
-        }
-        group.items.forEach((it, i) => {
-          const r = records[i];
-          if (!r) it.reject(new Error(`inference worker returned no record for capture ${it.capture.packet.capture_id}`));
-          else if ('error' in r) it.reject(new Error(r.error));
-          else it.resolve(r);
-        });
-      },
-      (err: Error) => {
-        for (const it of group.items) it.reject(err);
-      },
-    ).finally(() => {
-      this.inFlight--;
-      this.pump();
-    });
+    return this.scheduler.schedule(job.module_id, job.captures, timing);
   }
 
   async close(): Promise<void> {
     this.closed = true;
     this.closing.abort();
-    for (const g of this.queue.splice(0)) for (const it of g.items) it.reject(new Error('inference engine closed'));
+    this.scheduler.rejectWaiting(new Error('inference engine closed'));
     this.settle?.reject(new Error('inference engine closed'));
     const pool = this.pool;
     this.pool = null;
