@@ -86,11 +86,23 @@ function exactNodeOptions(command: string, args: readonly string[], env: NodeJS.
   return ['/usr/bin/env', [...set, command, ...args]];
 }
 
+// LV_COUNT_PROCESSES=<file>: one line per service or CLI process started through the two
+// spawns below ("server|cli <test file>"), which scripts/count-test-processes.mjs --run sums
+// (issue 43 counts them: each costs a start-up). Unset, nothing is written.
+function countProcess(command: string, args: readonly string[]): void {
+  const log = process.env.LV_COUNT_PROCESSES;
+  if (!log) return;
+  const line = [command, ...args].join(' ');
+  const kind = /cli\/main\.(js|ts)\b|\brun cli\b/.test(line) ? 'cli' : /(^|[\s/])src\/main\.(js|ts)\b|^npm (start|run)\b/.test(line) ? 'server' : null;
+  if (kind) fs.appendFileSync(log, `${kind} ${path.relative(ROOT, process.argv[1] ?? '?')}\n`);
+}
+
 /** spawn() with tap's instrumentation kept out of the child: `options.env` (default
  * process.env) is filtered with childEnv() and its NODE_OPTIONS reaches the child as it is. */
 export function spawnChild(command: string, args: readonly string[], options?: SpawnOptionsWithoutStdio): ChildProcessWithoutNullStreams;
 export function spawnChild(command: string, args: readonly string[], options: SpawnOptions): ChildProcess;
 export function spawnChild(command: string, args: readonly string[], options: SpawnOptions = {}): ChildProcess {
+  countProcess(command, args);
   const env = childEnv(options.env ?? process.env);
   const [file, argv] = exactNodeOptions(command, args, env);
   return spawn(file, argv, { ...options, env });
@@ -98,6 +110,7 @@ export function spawnChild(command: string, args: readonly string[], options: Sp
 
 /** spawnSync() with tap's instrumentation kept out of the child, as spawnChild(). */
 export function spawnChildSync(command: string, args: readonly string[], options: SpawnSyncOptionsWithStringEncoding): SpawnSyncReturns<string> {
+  countProcess(command, args);
   const env = childEnv(options.env ?? process.env);
   const [file, argv] = exactNodeOptions(command, args, env);
   return spawnSync(file, argv, { ...options, env });

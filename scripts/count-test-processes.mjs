@@ -1,0 +1,387 @@
+// How many full-server starts and operator-CLI processes the test suite contains (issue 43:
+// target at most 35 server starts and 40 CLI processes). Each one costs a TypeScript or
+// bundle start-up (about 1 to 4.5 s of CPU), which is what makes the suite long on a 2-core host.
+//
+//   node scripts/count-test-processes.mjs            static count from test/ sources, per file
+//   node scripts/count-test-processes.mjs --json     the same as JSON
+//   node scripts/count-test-processes.mjs --run test/a.test.ts [...]
+//        runs those files with tap and counts the processes they really started: the harness
+//        (bench/harness/server.ts spawnChild) appends one line per service or CLI process to
+//        the file named by LV_COUNT_PROCESSES
+//
+// The static count reads call sites, not executions: a site inside a loop (for, while, .map,
+// Array.from, forEach) counts once here and runs once per iteration, and a start in a helper
+// counts at each call of the helper (startNodes(t, 3, ...) counts 3). It is a floor, then,
+// not the figure a run gives; --run gives that one for the files it is handed.
+//
+// What counts:
+//   server starts   startServer(), startNodes(t, n) (n servers), and spawns of the service
+//                   itself (SERVICE_ARGS, `npm start` / `npm run <script>`)
+//   service exits   runServiceToExit(): the service started with a configuration it must
+//                   refuse, which exits during start-up (counted apart: no listening server)
+//   CLI processes   runCli(), <server>.cli(), spawns of the CLI (CLI_ARGS, cli/main.js|ts), and
+//                   the `npm run cli` lines of a README block a test runs through sh
+// In-process stand-ins (makeToken/createTokenIn, ledgerVerify, withServerStore) start nothing.
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const rel = (f) => path.relative(ROOT, f);
+
+function* walk(dir) {
+  for (const e of fs.readdirSync(dir, { withFileTypes: true }).sort((a, b) => a.name.localeCompare(b.name))) {
+    const p = path.join(dir, e.name);
+    if (e.isDirectory()) {
+      if (e.name !== 'node_modules') yield* walk(p);
+    } else if (/\.(ts|mts|mjs|js)$/.test(e.name)) yield p;
+  }
+}
+
+/** Two views of a source, of its length, position for position: `code` with comments and the
+ * bodies of regular-expression literals blanked (strings kept: they name what is spawned), and
+ * `mask`, which blanks string contents too (template expressions kept), for bracket matching. */
+function lex(src) {
+  const code = src.split('');
+  const mask = src.split('');
+  const blank = (arr, from, to) => {
+    for (let k = from; k < to; k++) if (arr[k] !== '\n') arr[k] = ' ';
+  };
+  let i = 0;
+  let lastSignificant = '';
+  const regexCanStart = () => lastSignificant === '' || /[(,=:[!&|?{};+\-*%<>~^]$/.test(lastSignificant) || /\b(return|typeof|case|of|in|void|await|yield)$/.test(lastSignificant);
+  /** a string or template starting at i; returns the index past it */
+  const str = (q, from) => {
+    let j = from + 1;
+    while (j < src.length && src[j] !== q) {
+      if (src[j] === '\\') j += 2;
+      else if (q === '`' && src[j] === '$' && src[j + 1] === '{') {
+        blank(mask, from + 1, j);
+        const end = codeUntil(j + 2, '}');
+        from = end - 1;
+        j = end;
+      } else j++;
+    }
+    blank(mask, from + 1, j);
+    return j + 1;
+  };
+  /** lexes code from `from` until an unmatched `close` (or the end); returns the index past it */
+  function codeUntil(from, close) {
+    let depth = 0;
+    i = from;
+    while (i < src.length) {
+      const c = src[i];
+      const n = src[i + 1];
+      if (c === '/' && n === '/') {
+        const e = src.indexOf('\n', i);
+        const end = e < 0 ? src.length : e;
+        blank(code, i, end);
+        blank(mask, i, end);
+        i = end;
+      } else if (c === '/' && n === '*') {
+        const e = src.indexOf('*/', i + 2);
+        const end = e < 0 ? src.length : e + 2;
+        blank(code, i, end);
+        blank(mask, i, end);
+        i = end;
+      } else if (c === "'" || c === '"' || c === '`') {
+        i = str(c, i);
+        lastSignificant = 'x';
+      } else if (c === '/' && regexCanStart()) {
+        let j = i + 1;
+        let inClass = false;
+        while (j < src.length && src[j] !== '\n' && (inClass || src[j] !== '/')) {
+          if (src[j] === '\\') j++;
+          else if (src[j] === '[') inClass = true;
+          else if (src[j] === ']') inClass = false;
+          j++;
+        }
+        blank(code, i + 1, j);
+        blank(mask, i + 1, j);
+        i = j + 1;
+        lastSignificant = 'x';
+      } else {
+        if (c === '{' || c === '(' || c === '[') depth++;
+        else if (c === '}' || c === ')' || c === ']') {
+          if (depth === 0 && c === close) return i + 1;
+          depth--;
+        }
+        if (!/\s/.test(c)) lastSignificant = /[\w$]/.test(c) ? src.slice(Math.max(0, i - 9), i + 1) : c;
+        i++;
+      }
+    }
+    return src.length;
+  }
+  codeUntil(0, null);
+  return { code: code.join(''), mask: mask.join('') };
+}
+
+/** Index just past the bracket closing the one opened at `open`, in a `mask` (lex()). */
+function closeOf(mask, open) {
+  const pairs = { '(': ')', '[': ']', '{': '}' };
+  const stack = [pairs[mask[open]]];
+  for (let i = open + 1; i < mask.length; i++) {
+    const c = mask[i];
+    if (pairs[c]) stack.push(pairs[c]);
+    else if (c === stack[stack.length - 1]) {
+      stack.pop();
+      if (stack.length === 0) return i + 1;
+    }
+  }
+  return mask.length;
+}
+
+const lineOf = (text, at) => text.slice(0, at).split('\n').length;
+
+/** Spans of loop bodies: for/while statements, and the arguments of Array.from, .map, .flatMap, .forEach. */
+function loopSpans(mask) {
+  const spans = [];
+  for (const m of mask.matchAll(/\b(for|while)\s*\(/g)) {
+    const headEnd = closeOf(mask, m.index + m[0].length - 1);
+    let k = headEnd;
+    while (/\s/.test(mask[k] ?? '')) k++;
+    const end = mask[k] === '{' ? closeOf(mask, k) : mask.indexOf(';', k) + 1 || mask.length;
+    spans.push([m.index, end]);
+  }
+  for (const m of mask.matchAll(/(\bArray\.from|\.map|\.flatMap|\.forEach)\s*\(/g)) spans.push([m.index, closeOf(mask, m.index + m[0].length - 1)]);
+  return spans;
+}
+
+function paramNames(params) {
+  const names = [];
+  let depth = 0;
+  let cur = '';
+  for (let i = 0; i < params.length; i++) {
+    const c = params[i];
+    if ('([{<'.includes(c)) depth++;
+    else if (')]}'.includes(c) || (c === '>' && params[i - 1] !== '=')) depth--;
+    if (c === ',' && depth === 0) {
+      names.push(cur);
+      cur = '';
+    } else cur += c;
+  }
+  if (cur.trim()) names.push(cur);
+  return names.map((p) => /^\s*([A-Za-z_$][\w$]*)/.exec(p)?.[1] ?? null);
+}
+
+/** Bodies of named functions: `function f(`, `const f = (...) =>`, `const f = async function (`. */
+function functionBodies(mask) {
+  const out = [];
+  const heads = [
+    ...[...mask.matchAll(/\bfunction\s*\*?\s*([A-Za-z_$][\w$]*)\s*\(/g)].map((m) => ({ name: m[1], paren: m.index + m[0].length - 1, at: m.index, decl: true })),
+    ...[...mask.matchAll(/\b(?:const|let)\s+([A-Za-z_$][\w$]*)\s*=\s*(async\s*)?(function\s*)?\(/g)].map((m) => ({ name: m[1], paren: m.index + m[0].length - 1, at: m.index, decl: Boolean(m[3]) })),
+  ];
+  for (const h of heads) {
+    const paramsEnd = closeOf(mask, h.paren);
+    const params = mask.slice(h.paren + 1, paramsEnd - 1);
+    // past an optional return type (`: Promise<{ a: b }>`), to the body: `{` or `=>`
+    let k = paramsEnd;
+    const skipSpace = () => {
+      while (/\s/.test(mask[k] ?? '')) k++;
+    };
+    skipSpace();
+    if (mask[k] === ':') {
+      k++;
+      skipSpace();
+      let depth = 0;
+      let started = false;
+      for (; k < mask.length; k++) {
+        const c = mask[k];
+        if (depth === 0 && started && (c === '{' || (c === '=' && mask[k + 1] === '>'))) break;
+        if ('<([{'.includes(c)) depth++;
+        else if ((c === '>' && mask[k - 1] !== '=') || ')]}'.includes(c)) depth--;
+        if (depth < 0) break;
+        started = true;
+      }
+    }
+    skipSpace();
+    if (mask[k] === '=' && mask[k + 1] === '>') {
+      k += 2;
+      skipSpace();
+      // a block body, or an expression up to the end of its statement
+      const end = mask[k] === '{' || mask[k] === '(' ? closeOf(mask, k) : mask.indexOf(';', k) + 1 || mask.length;
+      out.push({ name: h.name, start: h.at, bodyStart: k, end, params: paramNames(params) });
+    } else if (mask[k] === '{' && h.decl) {
+      out.push({ name: h.name, start: h.at, bodyStart: k, end: closeOf(mask, k), params: paramNames(params) });
+    }
+  }
+  return out;
+}
+
+/** The arguments (their source text) of the call whose `(` is at `paren`. */
+function callArgs(S, paren) {
+  const end = closeOf(S.mask, paren);
+  const args = [];
+  let depth = 0;
+  let from = paren + 1;
+  for (let i = paren + 1; i < end - 1; i++) {
+    const c = S.mask[i];
+    if ('([{'.includes(c)) depth++;
+    else if (')]}'.includes(c)) depth--;
+    else if (c === ',' && depth === 0) {
+      args.push(S.code.slice(from, i).trim());
+      from = i + 1;
+    }
+  }
+  const last = S.code.slice(from, end - 1).trim();
+  if (last) args.push(last);
+  return { args, text: S.code.slice(paren + 1, end - 1).trim() };
+}
+
+const README_BLOCK_CLI = (() => {
+  const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+  const from = readme.indexOf('## First steps');
+  if (from < 0) return 0;
+  const section = readme.slice(from, readme.indexOf('\n## ', from + 5));
+  const block = /```sh\n([\s\S]*?)```/.exec(section)?.[1] ?? '';
+  return (block.match(/npm run cli/g) ?? []).length;
+})();
+
+const PRIMITIVES = { startServer: 'server', runServiceToExit: 'exit', runCli: 'cli' };
+const isDefinition = (mask, at) => /\bfunction\s*\*?\s*$/.test(mask.slice(Math.max(0, at - 20), at));
+
+/** The process sites written directly in a source (helpers not resolved): [{kind, at, n, why}]. */
+function primitiveSites(S, file) {
+  // the harness's own definitions and internal calls are what the others call
+  if (rel(file) === 'bench/harness/server.ts') return [];
+  const sites = [];
+  for (const m of S.mask.matchAll(/(?<![\w$.])(startServer|runServiceToExit|runCli)\s*\(/g)) {
+    if (!isDefinition(S.mask, m.index)) sites.push({ kind: PRIMITIVES[m[1]], at: m.index, n: 1, why: `${m[1]}()` });
+  }
+  for (const m of S.mask.matchAll(/\.cli\s*\(/g)) sites.push({ kind: 'cli', at: m.index, n: 1, why: '<server>.cli()' });
+  for (const m of S.mask.matchAll(/(?<![\w$.])(spawnChild|spawnChildSync|spawn|spawnSync|runChild|execFile|execFileSync|fork)\s*\(/g)) {
+    if (isDefinition(S.mask, m.index)) continue;
+    const { text } = callArgs(S, m.index + m[0].length - 1);
+    if (/CLI_ARGS|cli\/main\.(js|ts)|^'npm',[^]*'run',\s*'cli'/.test(text)) sites.push({ kind: 'cli', at: m.index, n: 1, why: `${m[1]}(the CLI)` });
+    else if (/SERVICE_ARGS|(^|[^/\w])src\/main\.(js|ts)|^'npm',[^]*\['(start|run)'/.test(text)) sites.push({ kind: 'server', at: m.index, n: 1, why: `${m[1]}(the service)` });
+    else if (/^'sh'/.test(text) && /replaceAll\('npm run cli/.test(S.code)) {
+      sites.push({ kind: 'cli', at: m.index, n: README_BLOCK_CLI, why: `sh running the README's First steps (${README_BLOCK_CLI} x npm run cli)` });
+    }
+  }
+  return sites;
+}
+
+/** Functions whose bodies start processes: a call of one counts what its body starts. */
+function helpersOf(S, file) {
+  const sites = primitiveSites(S, file);
+  const loops = loopSpans(S.mask);
+  const helpers = new Map();
+  for (const fn of functionBodies(S.mask)) {
+    const inner = sites.filter((s) => s.at >= fn.bodyStart && s.at < fn.end).map((s) => ({ ...s, loop: loops.some(([a, b]) => s.at > a && s.at < b && a >= fn.bodyStart) }));
+    if (inner.length === 0) continue;
+    // `Array.from({ length: count }, () => startServer(...))` with `count` a parameter: the
+    // call's argument says how many
+    const lengthParam = /Array\.from\(\{\s*length:\s*([A-Za-z_$][\w$]*)\s*\}/.exec(S.mask.slice(fn.bodyStart, fn.end))?.[1];
+    const multiplierArg = lengthParam ? fn.params.indexOf(lengthParam) : -1;
+    for (const s of inner) if (multiplierArg >= 0 && s.loop) s.loop = false; // counted by the multiplier
+    helpers.set(fn.name, { file, span: [fn.start, fn.end], sites: inner, multiplierArg });
+  }
+  return helpers;
+}
+
+function analyse() {
+  const files = [...walk(path.join(ROOT, 'test')), ...walk(path.join(ROOT, 'bench'))].filter((f) => !rel(f).startsWith('bench/results/') && !rel(f).startsWith('bench/experiments/'));
+  const sources = new Map(files.map((f) => [f, lex(fs.readFileSync(f, 'utf8'))]));
+  const isTest = (f) => /^test\/.*\.test\.ts$/.test(rel(f));
+  // helpers of other modules: test/ modules that are not test files, and bench/ (harness, soak)
+  const global = new Map();
+  for (const [f, S] of sources) {
+    if (isTest(f)) continue;
+    for (const [name, h] of helpersOf(S, f)) if (!global.has(name)) global.set(name, h);
+  }
+  const perFile = [];
+  for (const [f, S] of sources) {
+    if (!isTest(f)) continue;
+    const local = helpersOf(S, f);
+    const loops = loopSpans(S.mask);
+    const inLoop = (at) => loops.some(([a, b]) => at > a && at < b);
+    const insideLocal = (at, except) => [...local.values()].some((h) => h !== except && at >= h.span[0] && at < h.span[1]);
+    const counted = [];
+    // direct sites, except inside a local helper (those count at the helper's calls)
+    for (const s of primitiveSites(S, f)) if (!insideLocal(s.at)) counted.push({ ...s, line: lineOf(S.mask, s.at), loop: inLoop(s.at) });
+    // a helper of another module counts where the file imports it by name
+    const imported = new Set([...S.mask.matchAll(/import\s*(?:type\s*)?\{([^}]*)\}\s*from|const\s*\{([^}]*)\}\s*=\s*await\s+import\s*\(/g)]
+      .flatMap((m) => (m[1] ?? m[2]).split(',').map((x) => x.trim().split(/\s+as\s+/).pop())));
+    const helpers = new Map([...[...global].filter(([n]) => imported.has(n)), ...local]);
+    for (const [name, h] of helpers) {
+      if (name in PRIMITIVES) continue;
+      for (const m of S.mask.matchAll(new RegExp(`(?<![\\w$.])${name.replace(/\$/g, '\\$')}\\s*\\(`, 'g'))) {
+        if (isDefinition(S.mask, m.index)) continue;
+        const own = local.get(name);
+        if (own && m.index >= own.span[0] && m.index < own.span[1]) continue; // its own body (recursion)
+        if (insideLocal(m.index, own)) continue; // counted through the local helper it sits in
+        const { args } = callArgs(S, m.index + m[0].length - 1);
+        const mult = h.multiplierArg >= 0 ? Number(args[h.multiplierArg]) : 1;
+        for (const s of h.sites) {
+          const unknown = !Number.isFinite(mult);
+          counted.push({
+            kind: s.kind,
+            n: s.n * (unknown ? 1 : mult),
+            why: `${name}() -> ${s.why}${h.multiplierArg >= 0 ? ` x ${args[h.multiplierArg]}` : ''}`,
+            line: lineOf(S.mask, m.index),
+            loop: inLoop(m.index) || s.loop || unknown,
+          });
+        }
+      }
+    }
+    const sum = (kind) => counted.filter((s) => s.kind === kind).reduce((a, s) => a + s.n, 0);
+    if (counted.length > 0) {
+      perFile.push({ file: rel(f), servers: sum('server'), exits: sum('exit'), cli: sum('cli'), loopSites: counted.filter((s) => s.loop).length, sites: counted.sort((a, b) => a.line - b.line) });
+    }
+  }
+  perFile.sort((a, b) => a.file.localeCompare(b.file));
+  const total = (k) => perFile.reduce((a, f) => a + f[k], 0);
+  return {
+    testFiles: [...sources.keys()].filter(isTest).length,
+    files: perFile,
+    totals: {
+      servers: total('servers'),
+      serverFiles: perFile.filter((f) => f.servers > 0).length,
+      exits: total('exits'),
+      cli: total('cli'),
+      cliFiles: perFile.filter((f) => f.cli > 0).length,
+      loopSites: total('loopSites'),
+    },
+  };
+}
+
+function printStatic(r) {
+  const w = Math.max(...r.files.map((f) => f.file.length), 4);
+  console.log(`${'file'.padEnd(w)}  servers  exits  cli  sites-in-loops`);
+  for (const f of r.files) {
+    console.log(`${f.file.padEnd(w)}  ${String(f.servers).padStart(7)}  ${String(f.exits).padStart(5)}  ${String(f.cli).padStart(3)}  ${f.loopSites ? String(f.loopSites).padStart(14) : ''}`);
+  }
+  const t = r.totals;
+  console.log('');
+  console.log(`test files: ${r.testFiles}, of which ${r.files.length} start a service or CLI process`);
+  console.log(`full-server starts: ${t.servers} (in ${t.serverFiles} files)`);
+  console.log(`service starts refused during start-up (runServiceToExit): ${t.exits}`);
+  console.log(`CLI processes: ${t.cli} (in ${t.cliFiles} files)`);
+  console.log(`note: counted by call site; ${t.loopSites} site(s) sit in a loop (for/while/map/Array.from, or a helper's loop) and start once per iteration, so a run starts more. --run <files> counts a run; --json lists every site.`);
+}
+
+function runCount(files) {
+  const log = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'lv-count-')), 'processes.log');
+  fs.writeFileSync(log, '');
+  const r = spawnSync('npx', ['tap', ...files], { cwd: ROOT, stdio: 'inherit', env: { ...process.env, LV_COUNT_PROCESSES: log } });
+  const by = new Map();
+  for (const line of fs.readFileSync(log, 'utf8').split('\n').filter(Boolean)) {
+    const [kind, file] = line.split(' ');
+    const e = by.get(file) ?? { server: 0, cli: 0 };
+    e[kind] += 1;
+    by.set(file, e);
+  }
+  console.log('\nprocesses the harness started during the run (LV_COUNT_PROCESSES, bench/harness/server.ts):');
+  for (const [file, e] of [...by].sort()) console.log(`  ${file}: ${e.server} service, ${e.cli} CLI`);
+  const sum = (k) => [...by.values()].reduce((a, e) => a + e[k], 0);
+  console.log(`total: ${sum('server')} service processes (starts and refused starts), ${sum('cli')} CLI processes; tap exited ${r.status}`);
+  console.log('(a CLI a test runs through sh, as test/cli/first-steps.test.ts does, goes around the harness and is not in this figure)');
+  process.exitCode = r.status ?? 1;
+}
+
+const argv = process.argv.slice(2);
+if (argv[0] === '--run') runCount(argv.slice(1));
+else if (argv[0] === '--json') console.log(JSON.stringify(analyse(), null, 2));
+else printStatic(analyse());
