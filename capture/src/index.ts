@@ -12,9 +12,9 @@ import {
 } from '../../client/src/index.ts';
 import type { Engine, EngineOptions, FaceFinding, Point } from './engine.ts';
 import { FrameSource, painted, type GrabbedFrame } from './frames.ts';
-import { DEFAULT_LIMITS, TEXTS, advise, boxLuma, type Guidance, type GuidanceLimits } from './guidance.ts';
+import { DEFAULT_LIMITS, MAX_TURN, TEXTS, advise, boxLuma, yawOf, type Guidance, type GuidanceLimits } from './guidance.ts';
 
-export { TEXTS, DEFAULT_LIMITS, advise, type Guidance, type GuidanceLimits };
+export { TEXTS, DEFAULT_LIMITS, MAX_TURN, advise, yawOf, type Guidance, type GuidanceLimits };
 export type { FaceFinding, Point, Engine };
 
 export interface CaptureOptions {
@@ -53,7 +53,10 @@ export type CaptureOutcome =
   | { kind: 'retry'; reason: string; captureId: string; requestId: string; response: VerifyResponse }
   /** the service refused the call (never a verdict): the error code and whether a later retry may work */
   | { kind: 'refused'; code: string; httpStatus: number; message: string; retryable: boolean; requestId: string | null }
-  /** no call was made */
+  /** no verdict: no call was made, or (cancelled) the person cancelled while it was under way,
+   * so whether it reached the service is unknown here and the backend's reading of the session
+   * is what counts; `no_face`: no face fit for a capture within faceTimeoutMs, `message` is
+   * the last guidance shown (no face, turn to the camera...) */
   | { kind: 'ended'; reason: 'no_face' | 'cancelled' | 'flash_opt_out' | 'camera_denied' | 'camera_unavailable' | 'engine_failed'; message: string };
 
 export interface CaptureHandle {
@@ -99,7 +102,11 @@ function scriptBase(): string {
   return new URL('./', import.meta.url).href;
 }
 
+/** numbers the warning's element ids, so two components on one page do not share them */
+let mounted = 0;
+
 export function mountCapture(container: HTMLElement, options: CaptureOptions): CaptureHandle {
+  const id = `lvc-${++mounted}`;
   const texts = { ...TEXTS, ...options.texts };
   const limits = { ...DEFAULT_LIMITS, ...options.limits };
   const doc = container.ownerDocument;
@@ -115,8 +122,8 @@ export function mountCapture(container: HTMLElement, options: CaptureOptions): C
   root.innerHTML = `
     <div class="lvc-stage"><video muted playsinline aria-hidden="true"></video></div>
     <p class="lvc-guidance" role="status" aria-live="polite" data-testid="guidance"></p>
-    <div class="lvc-warning" role="alertdialog" aria-modal="false" aria-labelledby="lvc-warning-text" hidden>
-      <p id="lvc-warning-text"></p>
+    <div class="lvc-warning" role="alertdialog" aria-modal="false" aria-labelledby="${id}-warning" hidden>
+      <p id="${id}-warning" class="lvc-warning-text"></p>
       <div class="lvc-actions"><button type="button" data-action="flash-continue">Continue</button>
       <button type="button" data-action="flash-skip">Skip this check</button></div>
     </div>
@@ -129,7 +136,7 @@ export function mountCapture(container: HTMLElement, options: CaptureOptions): C
   const warning = root.querySelector<HTMLElement>('.lvc-warning')!;
   const startBtn = root.querySelector<HTMLButtonElement>('[data-action=start]')!;
   const cancelBtn = root.querySelector<HTMLButtonElement>('[data-action=cancel]')!;
-  root.querySelector('#lvc-warning-text')!.textContent = texts.flash_warning;
+  root.querySelector('.lvc-warning-text')!.textContent = texts.flash_warning;
 
   let running: Promise<CaptureOutcome> | null = null;
   let abort: AbortController | null = null;
@@ -139,7 +146,9 @@ export function mountCapture(container: HTMLElement, options: CaptureOptions): C
   const say = (g: Guidance) => {
     if (g === shown) return;
     shown = g;
-    guidanceEl.textContent = texts[g];
+    // the flash warning is shown once, in its box: an alertdialog named by the text that takes
+    // the focus, so a screen reader reads it there; the status line stays empty meanwhile
+    guidanceEl.textContent = g === 'flash_warning' ? '' : texts[g];
     root.dataset.guidance = g;
     options.onGuidance?.(g, texts[g]);
   };
@@ -279,6 +288,9 @@ export function mountCapture(container: HTMLElement, options: CaptureOptions): C
     const client = createVerifyClient({ ...options.verify, baseUrl: options.baseUrl, token: options.sessionToken });
     const outcome = await client.verify(MODULE_OF[options.mode], built.metadata, built.files, { signal });
     built.files.clear();
+    // a cancel during the call is the person's doing, never the service's refusal: an error
+    // met once the signal fired (a network error, a body cut short) is reported as cancelled
+    if (outcome.kind === 'error' && signal.aborted) return ended('cancelled', 'cancelled');
     if (outcome.kind === 'error') {
       say('failed');
       return { kind: 'refused', code: outcome.code, httpStatus: outcome.httpStatus, message: outcome.message, retryable: outcome.retryable, requestId: outcome.requestId };

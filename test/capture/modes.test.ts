@@ -1,10 +1,12 @@
 import t from 'tap';
 import fs from 'node:fs';
+import type { Page, Route } from 'playwright-core';
+import { TEXTS } from '../../capture/src/guidance.ts';
 import { tempDir } from '../helpers/server.ts';
 import { FACES, captureToolsMissing, outcomeOf, partsOf, startFleet } from './helpers.ts';
 
-// The capture component's colour mode, its photosensitivity opt-out and a camera that never
-// shows a face, through the fleet example, a fake camera and the real service (see
+// The capture component's colour mode, its photosensitivity opt-out, a camera that never
+// shows a face, a face turned aside, and cancelling, through the fleet example, a fake camera and the real service (see
 // component.test.ts for the set-up). The service's own 422 rules judge the colour capture's
 // phases and display times: a 200 means they held.
 const missing = captureToolsMissing();
@@ -16,13 +18,35 @@ if (missing) {
   t.teardown(() => fs.rmSync(work, { recursive: true, force: true }));
   const { used, open } = await startFleet(t, work);
   const face = FACES.find((f) => f.name === 'f2')!;
+  /** Records every guidance the component shows (its root's data-guidance), from page load.
+   * Several changes in one task come as one batch: each record's old value is the one before
+   * it, the element's value now the last. (A string: tsx would wrap a function's inner
+   * functions in a helper the page does not have.) */
+  const recordGuidance = async (page: Page): Promise<void> => {
+    await page.addInitScript(`{
+      const seen = [];
+      window.guidanceSeen = seen;
+      const add = (g) => { if (g && seen.at(-1) !== g) seen.push(g); };
+      new MutationObserver((records) => {
+        for (const r of records) add(r.oldValue);
+        add(records.at(-1)?.target.dataset.guidance);
+      }).observe(document, { subtree: true, attributes: true, attributeOldValue: true, attributeFilter: ['data-guidance'] });
+    }`);
+  };
+  const guidanceSeen = (page: Page) => page.evaluate(() => (window as unknown as { guidanceSeen: string[] }).guidanceSeen);
 
   t.test('color: a warning first, then white, red, green, blue, each timed before its frame; a 200', async (t) => {
     const before = await used();
     const { page, verifies, problems } = await open(face, 'F', 'color');
     // the warning comes before anything flashes and before the camera opens, with the focus on it
     await page.waitForSelector('.lvc-warning:not([hidden])');
-    t.match(await page.textContent('[data-testid=guidance]'), /flash white, red, green and blue/);
+    // the warning is on screen once (its box, not also the status line), and a screen reader
+    // finds it as the name of the alert dialog that holds the focus
+    const shownText = await page.evaluate(() => document.body.innerText);
+    t.equal(shownText.split(/\s+/).join(' ').split('flash white, red, green and blue').length - 1, 1, 'the warning text is shown once');
+    t.equal(await page.textContent('[data-testid=guidance]'), '', 'the status line does not repeat it');
+    t.equal(await page.getByRole('alertdialog', { name: TEXTS.flash_warning }).count(), 1, 'the alert dialog is named by the warning');
+    t.equal(await page.evaluate(() => document.activeElement?.closest('[role=alertdialog]') !== null), true, 'the focus is inside the dialog');
     t.equal(await page.evaluate(() => document.activeElement?.textContent), 'Continue', 'the keyboard focus is on Continue');
     t.equal(await page.evaluate(() => (window as unknown as { liveness: { capture: { cameraActive: boolean } } }).liveness.capture.cameraActive), false, 'no camera yet');
     await page.evaluate(() => {
@@ -62,6 +86,8 @@ if (missing) {
     const { page, verifies } = await open(face, 'F', 'color');
     await page.waitForSelector('.lvc-warning:not([hidden])');
     t.same(await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]), [390, 390], 'fits a phone-sized viewport: no sideways scrolling');
+    t.equal(await page.isVisible('[data-testid=outcome]'), false, 'no result box before a capture has ended');
+    t.equal(await page.getByRole('heading', { name: 'Result from the backend' }).isVisible(), false, 'nor its heading');
     await page.keyboard.press('Tab'); // from Continue to "Skip this check"
     t.equal(await page.evaluate(() => document.activeElement?.textContent), 'Skip this check');
     await page.keyboard.press('Enter');
@@ -69,6 +95,7 @@ if (missing) {
     t.equal(component, 'ended');
     t.equal(outcome.reason, 'flash_opt_out');
     t.equal(camera, false);
+    t.equal(await page.getByRole('heading', { name: 'Result from the backend' }).isVisible(), true, 'the result box shows once there is a reading');
     t.equal(verifies.length, 0, 'no call');
     t.same(backend.request_ids, [], 'the backend reads no verification');
     t.same(await used(), before, 'nothing charged');
@@ -115,5 +142,50 @@ if (missing) {
     t.equal(camera, false);
     t.equal(verifies.length, 0, 'no call');
     t.same(await used(), before, 'nothing charged');
+  });
+
+  t.test('a face turned three-quarters aside: asked to turn to the camera, never captured, nothing sent', async (t) => {
+    const before = await used();
+    const turned = FACES.find((f) => f.pose === 'three_quarter')!;
+    const { page, verifies, problems } = await open(turned, 'F', 'rgb_single', '&autostart=1', 15, false, recordGuidance);
+    const { component, backend, outcome, camera, guidance } = await outcomeOf(page);
+    const seen = await guidanceSeen(page);
+    t.comment(`guidance shown: ${seen.join(' > ')}`);
+    t.equal(component, 'ended');
+    t.equal(outcome.reason, 'no_face', 'no face fit for a capture within the time allowed');
+    t.equal(guidance, TEXTS.turn_to_camera, 'the last guidance asks to turn to the camera');
+    t.ok(seen.includes('turn_to_camera'), 'the turn guidance was shown');
+    t.same(seen.filter((g) => !['loading', 'starting_camera', 'no_face', 'turn_to_camera'].includes(g)), [],
+      'no other guidance: the turned face was never a good frame (no hold still, no capturing)');
+    t.equal(camera, false, 'the camera is released');
+    t.equal(verifies.length, 0, 'no call');
+    t.same(backend.request_ids, []);
+    t.same(await used(), before, 'nothing charged');
+    t.same(problems, []);
+  });
+
+  t.test('Cancel during the upload: ended with cancelled, not a refusal', async (t) => {
+    const before = await used();
+    // the verify call is held in the browser (it never reaches the service) until the
+    // person has cancelled; the preflight goes through
+    let held!: (r: Route) => void;
+    const heldRoute = new Promise<Route>((resolve) => (held = resolve));
+    const { page, problems } = await open(face, 'F', 'rgb_single', '&autostart=1', 15, false, async (page) => {
+      await page.route('**/verify', (route) => (route.request().method() === 'POST' ? held(route) : route.continue()));
+      await recordGuidance(page);
+    });
+    const route = await heldRoute;
+    t.teardown(() => route.abort().catch(() => undefined));
+    t.equal(await page.getAttribute('.lvc', 'data-guidance'), 'checking', 'the call is under way');
+    await page.focus('[data-action=cancel]');
+    await page.keyboard.press('Enter');
+    const { component, outcome, camera, guidance } = await outcomeOf(page);
+    t.equal(component, 'ended', `the component's outcome: ${JSON.stringify(outcome).slice(0, 300)}`);
+    t.equal(outcome.reason, 'cancelled');
+    t.equal(guidance, TEXTS.cancelled);
+    t.notOk((await guidanceSeen(page)).includes('failed'), 'never shown as a failure');
+    t.equal(camera, false, 'the camera is released');
+    t.same(await used(), before, 'nothing charged: the call never reached the service');
+    t.same(problems, []);
   });
 }
