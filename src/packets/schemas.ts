@@ -55,7 +55,7 @@ export const FrameSchema = Type.Object(
     eyes_xy: Type.Optional(
       Type.Tuple([PointSchema, PointSchema], {
         description:
-          'Required when status is ok, else forbidden: [[x0, y0], [x1, y1]] in source-image coordinates (not crop coordinates), each point within [0, width] x [0, height], sorted by x with x1 - x0 >= 2.',
+          'Required when status is ok, else forbidden: [[x0, y0], [x1, y1]] in source-image coordinates (not crop coordinates), each point within [0, width] x [0, height], sorted by x with x1 - x0 >= 2. Each point is the centre of an eye opening (the midpoint of its two corners), not of the iris, so it does not move with the gaze (what the capture component in capture/ sends).',
       }),
     ),
     image: Type.Optional(ImageDescriptorSchema),
