@@ -141,7 +141,15 @@ export interface UserPatch {
   password_hash?: string;
 }
 
-export interface StoreBackend {
+// The store's roles: each caller asks only for the ones it uses (a use case, a route's
+// helper, a CLI command), so a test gives it a small object of those methods and no cast, and
+// a reader sees from a signature what a piece of code can change. They are cut by who calls
+// what, not by table: CallerReads is what identifying a caller reads, MeteringStore what a verify
+// call writes. StoreBackend, all of them with close(), is for the code that composes a process
+// (the server, its API workers, the CLI) and for the two implementations.
+
+/** What the store is and whether it answers: readiness, the write probe, the backend's kind. */
+export interface StoreStatus {
   readonly kind: 'lmdb' | 'postgres';
   /** a cheap round trip that proves the store answers (readiness) */
   healthy(): Promise<boolean>;
@@ -150,10 +158,20 @@ export interface StoreBackend {
   unavailableReason?(): string | null;
   /** whether writes are failing (a full disk), the repairs owed, the probe (write-health.ts) */
   readonly writes: WriteHealth;
-  close(): Promise<void>;
+}
 
-  // users and tokens: read-modify-write happens inside the store, so concurrent operators on
-  // any worker or node never lose each other's changes
+/** Identifying a caller: its business token by hash, a device session and its parent token. */
+export interface CallerReads {
+  getToken(id: string): Promise<TokenRecord | undefined>;
+  getTokenByHash(hash: string): Promise<TokenRecord | undefined>;
+  getDeviceSessionByHash(hash: string): Promise<DeviceSession | undefined>;
+}
+
+// users and tokens: read-modify-write happens inside the store, so concurrent operators on
+// any worker or node never lose each other's changes
+
+/** The operators' accounts (console users). */
+export interface UserAccounts {
   getUser(id: string): Promise<UserRecord | undefined>;
   getUserByName(username: string): Promise<UserRecord | undefined>;
   listUsers(): Promise<UserRecord[]>;
@@ -162,15 +180,27 @@ export interface StoreBackend {
   /** `check` sees the user before and after and every other user, all as the write commits
    * against them; a throw from it aborts the change */
   updateUser(id: string, patch: UserPatch, check?: (before: UserRecord, after: UserRecord, others: UserRecord[]) => void): Promise<UserRecord | undefined>;
-  getToken(id: string): Promise<TokenRecord | undefined>;
-  getTokenByHash(hash: string): Promise<TokenRecord | undefined>;
+  /** users in username order, `q` matching the username or the id */
+  searchUsers(q: SearchQuery): Promise<SearchPage<UserRecord>>;
+}
+
+/** Business tokens as the operator manages them (reading one by id is CallerReads'). */
+export interface TokenAdmin {
   listTokens(): Promise<TokenRecord[]>;
   insertToken(token: TokenRecord): Promise<void>;
   updateToken(id: string, change: (t: TokenRecord) => TokenRecord): Promise<TokenRecord | undefined>;
+  /** tokens in name order (case ignored) then id, `q` matching name, prefix or id */
+  searchTokens(q: SearchQuery): Promise<SearchPage<TokenRecord>>;
+}
+
+/** Which modules are switched on. */
+export interface ModuleSwitches {
   moduleEnabled(id: ModuleId): Promise<boolean>;
   setModuleEnabled(id: ModuleId, enabled: boolean): Promise<void>;
+}
 
-  // metering: each of reserve, settle, refund and resolve is one atomic operation
+/** A verify call's charge: each of reserve, settle and refund is one atomic operation. */
+export interface MeteringStore {
   /** idempotency lookup, token re-check, quota check and reservation, in one transaction */
   reserve(input: ReserveInput): Promise<ReserveOutcome>;
   /** charged + key completed with the body `render` builds from the usage as of settlement
@@ -178,47 +208,68 @@ export interface StoreBackend {
   settle(reservation: Reservation, at: number, render: (usage: UsageRecord[]) => string, results: unknown): Promise<SettleOutcome>;
   /** gives held units back and releases the key; idempotent */
   refund(reservationId: string, at: number): Promise<Reservation | undefined>;
+}
+
+/** Reservations an operator inspects and resolves. */
+export interface Settlements {
   /** operator decision on a settlement_failed reservation; 'not_pending' when it is not one */
   resolveReservation(id: string, action: ResolveAction, at: number): Promise<Reservation | undefined | 'not_pending'>;
   getReservation(id: string): Promise<Reservation | undefined>;
   listSettlementFailed(): Promise<Reservation[]>;
+}
+
+/** What was charged and answered, read back: usage, the ledger, daily totals, stored results. */
+export interface UsageReads {
   usageSnapshot(token: TokenRecord, at: number): Promise<UsageRecord[]>;
   listLedger(q: PageQuery): Promise<Page<Omit<LedgerEntry, 'windows'>>>;
   verifyLedger(): Promise<LedgerCheck>;
+  /** units per UTC day in [fromDay, toDay], every day listed */
+  dailyTotals(q: { fromDay: string; toDay: string; token_id?: string; module_id?: string }): Promise<DailyTotal[]>;
+  /** the result records a charged verify call answered, kept RETENTION_RESULTS_DAYS */
+  getResults(requestId: string): Promise<StoredResults | undefined>;
+  /** builds the console's derived indexes (issue 14) of a store written before they existed */
+  ensureConsoleIndexes(): Promise<void>;
+}
+
+/** The audit line every verify call leaves. */
+export interface AuditWrites {
   /** the call's own row; with `counted` (a call refused before it held a capacity slot) the
    * call is counted in its minute's row instead (refusal-tally.ts), resolved at once, and a
    * row the store could not write goes to `counted` */
   writeAudit(record: AuditRecord, counted?: RowLost): Promise<void>;
+}
+
+/** The audit, read by the console and the CLI. */
+export interface AuditReads {
   /** `where` narrows the page (status/outcome filters); pages are filled up to the limit */
   listAudit(q: PageQuery, where?: (r: AuditRecord) => boolean): Promise<Page<AuditRecord>>;
-  /** the result records a charged verify call answered, kept RETENTION_RESULTS_DAYS */
-  getResults(requestId: string): Promise<StoredResults | undefined>;
+}
 
-  // console at scale (issue 14)
-  /** tokens in name order (case ignored) then id, `q` matching name, prefix or id */
-  searchTokens(q: SearchQuery): Promise<SearchPage<TokenRecord>>;
-  /** users in username order, `q` matching the username or the id */
-  searchUsers(q: SearchQuery): Promise<SearchPage<UserRecord>>;
-  /** units per UTC day in [fromDay, toDay], every day listed */
-  dailyTotals(q: { fromDay: string; toDay: string; token_id?: string; module_id?: string }): Promise<DailyTotal[]>;
-  /** builds the console's derived indexes of a store written before they existed */
-  ensureConsoleIndexes(): Promise<void>;
+/** Retention (docs/operations.md "Retention"): records older than `cutoff` (epoch ms) removed in
+ * bounded batches, safe when several nodes prune at once; each returns how many went. */
+export interface Retention {
   /** completed keys older than the retention, with their settled reservations */
   pruneIdempotency(at: number, retentionHours: number): Promise<number>;
-  /** retention (docs/operations.md "Retention"): records older than `cutoff` (epoch ms) removed in bounded
-   * batches, safe when several nodes prune at once; each returns how many went. Pruned ledger
-   * entries leave their units in per-counter totals, so verifyLedger() still holds. */
   pruneAuditBefore(cutoff: number): Promise<number>;
   pruneResultsBefore(cutoff: number): Promise<number>;
+  /** pruned ledger entries leave their units in per-counter totals, so verifyLedger() still holds */
   pruneLedgerBefore(cutoff: number): Promise<number>;
+  /** sessions that expired before `cutoff`, with their calls */
+  pruneDeviceSessionsBefore(cutoff: number): Promise<number>;
+}
+
+/** Refunds of reservations whose holder is gone. */
+export interface Recovery {
   /** refunds pending reservations whose holder is gone (LMDB: its process; PostgreSQL: its
    * node's lease expired) and releases their keys; returns what it refunded */
   recoverPending(at: number): Promise<Reservation[]>;
   /** refunds the pending reservations of API worker `thread` of this process, which has exited
    * (main.ts replaces it), and releases their keys; other threads' and processes' stay */
   recoverThread(thread: number, at: number): Promise<Reservation[]>;
+}
 
-  // administrator sessions, keyed by the SHA-256 of the cookie value
+/** Administrator sessions, keyed by the SHA-256 of the cookie value. */
+export interface AdminSessions {
   putSession(key: string, session: SessionRecord): Promise<void>;
   getSession(key: string): Promise<SessionRecord | undefined>;
   deleteSession(key: string): Promise<void>;
@@ -226,8 +277,10 @@ export interface StoreBackend {
   deleteUserSessions(userId: string, keep?: string): Promise<number>;
   /** drops sessions for which `alive` is false */
   sweepSessions(alive: (s: SessionRecord) => boolean): Promise<void>;
+}
 
-  // login throttle (rules in throttle-rules.ts)
+/** The login throttle (rules in throttle-rules.ts). */
+export interface LoginThrottle {
   readThrottle(address: string, username: string, at: number): Promise<ThrottleView>;
   /** One transaction: `wait`, the seconds to wait when the throttle refuses this attempt
    * (nothing written), else 0 and the attempt is counted as a failure before its password is
@@ -241,9 +294,11 @@ export interface StoreBackend {
   recordLoginFailure(address: string, username: string, at: number): Promise<void>;
   recordLoginSuccess(address: string, username: string, at: number, success?: AttemptSuccess): Promise<void>;
   sweepLoginThrottle(at: number): Promise<void>;
+}
 
-  // verdict-signing keys, shared by every node (PostgreSQL only: LMDB keeps them in
-  // DATA_DIR/keys files, signing/keys.ts, and its adapter throws)
+/** Verdict-signing keys, shared by every node (PostgreSQL only: LMDB keeps them in
+ * DATA_DIR/keys files, signing/keys.ts, and its adapter throws). */
+export interface SigningKeys {
   /** every stored key, oldest first; the current one has retired_at null */
   listSigningKeys(): Promise<KeyFile[]>;
   /** stores `candidate` as current unless a current key exists (decided atomically, so
@@ -256,19 +311,25 @@ export interface StoreBackend {
    * kept as the record of who and when); when it was current, `next` becomes current in the
    * same transaction. null when no such key exists. */
   revokeSigningKey(kid: string, next: KeyFile, at: number, by: string): Promise<KeyRevocation | null>;
+}
 
-  // device sessions (issue 26; rules in device-sessions.ts)
+/** Device sessions (issue 26; rules in device-sessions.ts); reading one by hash is CallerReads'. */
+export interface DeviceSessions {
   /** stores `session` unless its parent minted `limit.limit` sessions within the window
    * (decided atomically, so concurrent mints on any worker or node cannot pass it together) */
   createDeviceSession(session: DeviceSession, limit: MintLimit, at: number): Promise<MintOutcome>;
   getDeviceSession(id: string): Promise<DeviceSession | undefined>;
-  getDeviceSessionByHash(hash: string): Promise<DeviceSession | undefined>;
   /** revoked at `at` unless already revoked; undefined when no such session */
   revokeDeviceSession(id: string, at: number): Promise<DeviceSession | undefined>;
   /** the verify calls made with the session, in the order they were reserved */
   listDeviceSessionCalls(id: string): Promise<DeviceSessionCall[]>;
   /** the token's sessions still usable at `at` (not revoked, not expired), newest first */
   listActiveDeviceSessions(tokenId: string, at: number): Promise<DeviceSession[]>;
-  /** retention: sessions that expired before `cutoff`, with their calls, in bounded batches */
-  pruneDeviceSessionsBefore(cutoff: number): Promise<number>;
+}
+
+/** The whole store: every role, and its close. Only the code that composes a process holds it. */
+export interface StoreBackend
+  extends StoreStatus, CallerReads, UserAccounts, TokenAdmin, ModuleSwitches, MeteringStore, Settlements, UsageReads,
+    AuditWrites, AuditReads, Retention, Recovery, AdminSessions, LoginThrottle, SigningKeys, DeviceSessions {
+  close(): Promise<void>;
 }
