@@ -1,9 +1,10 @@
 import t from 'tap';
 import fs from 'node:fs';
+import path from 'node:path';
 import type { Page, Route } from 'playwright-core';
 import { TEXTS } from '../../capture/src/guidance.ts';
 import { tempDir } from '../helpers/server.ts';
-import { FACES, captureToolsMissing, outcomeOf, partsOf, startFleet } from './helpers.ts';
+import { FACES, captureToolsMissing, launchWithCamera, outcomeOf, partsOf, startFleet, writeClip } from './helpers.ts';
 
 // The capture component's colour mode, its photosensitivity opt-out, a camera that never
 // shows a face, a face turned aside, and cancelling, through the fleet example, a fake camera and the real service (see
@@ -16,7 +17,7 @@ if (missing) {
   t.setTimeout(600_000);
   const work = tempDir('lv-capture-modes-');
   t.teardown(() => fs.rmSync(work, { recursive: true, force: true }));
-  const { used, open } = await startFleet(t, work);
+  const { used, open, example } = await startFleet(t, work);
   const face = FACES.find((f) => f.name === 'f2')!;
   /** Records every guidance the component shows (its root's data-guidance), from page load.
    * Several changes in one task come as one batch: each record's old value is the one before
@@ -187,5 +188,37 @@ if (missing) {
     t.equal(camera, false, 'the camera is released');
     t.same(await used(), before, 'nothing charged: the call never reached the service');
     t.same(problems, []);
+  });
+
+  t.test('an error answer that arrives after Cancel is reported as cancelled, not as a refusal', async (t) => {
+    // a verify fetch (the integrator's, through options.verify) that lets the call finish
+    // after the person cancelled, with a 503 and no attempt left: the person's cancel wins
+    const clip = path.join(work, 'cancel-answer.y4m');
+    writeClip(clip, face, 'F');
+    const browser = await launchWithCamera(clip);
+    t.teardown(() => browser.close());
+    const page = await browser.newPage();
+    page.setDefaultTimeout(240_000);
+    await page.goto(`${example.url}/capture/`); // the example's origin, where capture.js is served
+    // a string, not a function: tsx would wrap the inner functions in a helper the page lacks
+    const outcome = await page.evaluate(`(async () => {
+      const mod = await import('/capture/capture.js');
+      let calls = 0;
+      const capture = mod.mountCapture(document.body, {
+        baseUrl: 'http://127.0.0.1:9', sessionToken: 'lvs_unused', mode: 'rgb_single',
+        verify: {
+          maxAttempts: 1,
+          fetch: async () => {
+            calls++;
+            capture.cancel();
+            return new Response(JSON.stringify({ error: { code: 'server_busy', message: 'busy' } }), { status: 503, headers: { 'content-type': 'application/json' } });
+          },
+        },
+      });
+      return { outcome: await capture.start(), calls, guidance: document.querySelector('[data-testid=guidance]').textContent };
+    })()`) as { outcome: { kind: string; reason?: string }; calls: number; guidance: string };
+    t.equal(outcome.calls, 1, 'the call was made');
+    t.same(outcome.outcome, { kind: 'ended', reason: 'cancelled', message: TEXTS.cancelled });
+    t.equal(outcome.guidance, TEXTS.cancelled);
   });
 }
