@@ -1,6 +1,5 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { RemoteInference, type FromWorker, type ToWorker, type WorkerData } from './cluster/index.ts';
-import { SLOTS_PER_WORKER } from './config/index.ts';
 import { configurePasswordChecks, ReadCache, sessionReader, type SessionWithParent } from './auth/index.ts';
 import { createApp, createCors, ConnectionBalance, ConnectionCap, HostAdmission, UploadPacer, buildRouter, closeApp, listen, loadUws, LISTEN_SHARED, type us_listen_socket, appModule, HSTS, servesTls, testFaultHook } from './http/index.ts';
 import { useGeoDatabase } from './metering/index.ts';
@@ -21,12 +20,12 @@ const uws = loadUws();
 configurePasswordChecks(config);
 const log = createLogger(config.LOG_LEVEL, { worker: index });
 const store = await openConfiguredStore(config, (err) => log.warn({ err: { message: err.message } }, 'store connection error'), log);
-const metrics = new WorkerMetrics(`api-${index}`, () => frameSlab().taken, config.WORKERS * SLOTS_PER_WORKER);
+const metrics = new WorkerMetrics(`api-${index}`, () => frameSlab().taken, config.VERIFY_SLOTS);
 const inference = new RemoteInference(main, config.INFERENCE_TIMEOUT_SECONDS * 1000, () => metrics.lateInferenceResults.inc());
 const admission = new HostAdmission(
   admissionTable,
   index,
-  { slots: config.WORKERS * SLOTS_PER_WORKER, perAddress: config.UPLOADS_PER_ADDRESS, perToken: config.UPLOADS_PER_TOKEN },
+  { slots: config.VERIFY_SLOTS, perAddress: config.UPLOADS_PER_ADDRESS, perToken: config.UPLOADS_PER_TOKEN },
   (n) => metrics.slotsInUse.set(n),
 );
 const uploadPacer = new UploadPacer({

@@ -12,7 +12,7 @@ export async function announceListening(log: Logger, config: Config, port: numbe
   const noAdmin = !(await store.listUsers().catch(() => [])).some((u) => u.role === 'admin' && u.enabled);
   log.info(
     {
-      host: config.HOST, port, workers: config.WORKERS, tls: Boolean(config.TLS_CERT_FILE), url, console_url: `${url}/admin`,
+      host: config.HOST, port, workers: config.WORKERS, verify_slots: config.VERIFY_SLOTS, tls: Boolean(config.TLS_CERT_FILE), url, console_url: `${url}/admin`,
       // which HTTP build serves, and why a newer one did not (docs/platforms.md)
       node: process.version, uws: describeUwsBuild(),
       ...(uwsBuild()?.skipped.length ? { uws_skipped: uwsBuild()!.skipped } : {}),

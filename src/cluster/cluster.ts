@@ -4,7 +4,7 @@
 // to them, and drains them on a stop. It serves no HTTP itself.
 import { Worker } from 'node:worker_threads';
 import { now } from '../clock.ts';
-import { ConfigError, SLOTS_PER_WORKER, type Config } from '../config/index.ts';
+import { ConfigError, type Config } from '../config/index.ts';
 import { createAdmissionTable, createBalanceTable, describeUwsBuild, releaseWorkerSlots } from '../http/index.ts';
 import type { ModuleReadiness } from '../inference/index.ts';
 import { DRAIN_TIMEOUT_MS } from '../lifecycle.ts';
@@ -40,7 +40,7 @@ export class Cluster {
 
   constructor(private config: Config, private log: Logger, private engine: EngineHost, private store: StoreBackend, private stopRetention: () => Promise<void>, private refunds: RefundMetrics) {
     this.metrics = new MainMetrics(engine, describeUwsBuild());
-    this.admission = createAdmissionTable(config.WORKERS * SLOTS_PER_WORKER);
+    this.admission = createAdmissionTable(config.VERIFY_SLOTS);
     this.balance = createBalanceTable(config.WORKERS);
     this.geo = geoDatabase();
   }

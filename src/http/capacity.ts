@@ -1,7 +1,8 @@
 import { isIPv6 } from 'node:net';
 
 /** Verify capacity of the whole host: the spec's "2 concurrent calls per API worker" pooled
- * into 2 x WORKERS slots that every API worker draws from, so that no call is refused while
+ * into VERIFY_SLOTS slots (2 x WORKERS when only WORKERS is set) that every API worker draws
+ * from, so that no call is refused while
  * any slot of the host is free (the kernel's SO_REUSEPORT hash spreads connections unevenly).
  * A slot is taken before the body is read and held through upload, preparation and
  * inference; when none is free the call is refused at once (503), never queued.

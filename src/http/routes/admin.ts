@@ -1,5 +1,4 @@
 import { isModuleId, moduleView, moduleViews, overview, auditOutcome, MAX_ID_CHARS, parseAuditQuery, parseDailyQuery, parseListQuery, parsePageQuery, GrantBodySchema, ModulePatchSchema, SettlementResolveSchema, TokenCreateSchema, TokenPatchSchema, UserCreateSchema, UserPatchSchema, createToken, DuplicateTokenNameError, duplicateGrantIndex, listTokenViews, patchToken, removeGrant, revokeToken, RevokedTokenError, searchTokenViews, setGrant, tokenDetail, withTokenNames, addUser, LastAdminError, listUserViews, patchUser, searchUserViews } from '../../admin/index.ts';
-import { SLOTS_PER_WORKER } from '../../config/index.ts';
 import { bodyParser } from '../../packets/index.ts';
 import { destroyUserSessions, checkPasswordThrottled } from '../../auth/index.ts';
 import { addressKey } from '../capacity.ts';
@@ -110,7 +109,7 @@ export function adminRoutes(router: Router, s: Services): void {
   // the console's first page: calls and outcomes over the last hour and day, capacity, models,
   // settlements waiting, tokens nearing their limits
   admin('GET', '/admin/api/overview', async () => {
-    const slots = { total: s.config.WORKERS * SLOTS_PER_WORKER, in_use: s.admission.inUse() };
+    const slots = { total: s.config.VERIFY_SLOTS, in_use: s.admission.inUse() };
     return json(200, await overview(store, s.inference, s.config.MODEL_SET, slots, now()));
   });
 

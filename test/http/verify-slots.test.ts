@@ -1,0 +1,76 @@
+// VERIFY_SLOTS (issue 42, item 4): the host's verify slots sized apart from its API workers
+// (docs/capacity.md, "Sizing API workers"). Through the real server: one API worker holds more
+// than the spec's 2 slots when VERIFY_SLOTS says so, with the same admission rules; and the
+// defaults are one worker per core (at least 2) holding 16 slots per core (at least 16).
+//
+// Slots are held by uploads that have sent half their body (the rate window is set long, so
+// they stay until the test sends the rest): no timing decides who holds what.
+
+import os from 'node:os';
+import t from 'tap';
+import { metric, slotsUntil } from '../helpers/metrics.ts';
+import { makeToken, startServer, type ServerHandle } from '../helpers/server.ts';
+import { waitFor } from '../helpers/wait.ts';
+import { RawConn, body, expectRejected, rawAnswer, smallSingle, verifyHead, writeBody, type Answer } from '../helpers/ingest.ts';
+
+async function holdSlot(server: ServerHandle, token: string, address: string): Promise<{ conn: RawConn; rest: Buffer }> {
+  const b = body([smallSingle()]);
+  const half = Math.floor(b.body.length / 2);
+  const conn = new RawConn(server.port);
+  await conn.connected;
+  await conn.write(verifyHead({ token, contentType: b.contentType, contentLength: b.body.length, extra: { 'X-Forwarded-For': address } }));
+  await conn.write(b.body.subarray(0, half));
+  return { conn, rest: b.body.subarray(half) };
+}
+
+async function headOnly(server: ServerHandle, token: string, address: string): Promise<Answer> {
+  const b = body([smallSingle()]);
+  const conn = new RawConn(server.port);
+  await conn.connected;
+  await conn.write(verifyHead({ token, contentType: b.contentType, contentLength: b.body.length, extra: { 'X-Forwarded-For': address } }));
+  const r = await conn.response();
+  conn.close();
+  return rawAnswer(r);
+}
+
+async function listening(server: ServerHandle): Promise<{ workers: number; verify_slots: number }> {
+  return waitFor(() => server.logLines().find((l) => l.msg === 'listening'), { timeoutMs: 10_000, what: 'the listening line' });
+}
+
+t.test('WORKERS=1 with VERIFY_SLOTS=3: one API worker admits three calls, the fourth caller is refused as the host is full', async (t) => {
+  const server = await startServer({ ready: true, env: { WORKERS: '1', VERIFY_SLOTS: '3', TRUSTED_PROXIES: '127.0.0.1', UPLOAD_RATE_WINDOW_SECONDS: '300' } });
+  t.teardown(() => server.stop());
+  const line = await listening(server);
+  t.same([line.workers, line.verify_slots], [1, 3], 'the start line names both numbers');
+  t.equal(await metric(server.baseUrl, 'lv_verify_slots'), 3, 'lv_verify_slots reports VERIFY_SLOTS');
+  const tokens: Awaited<ReturnType<typeof makeToken>>[] = [];
+  for (let i = 0; i < 4; i++) tokens.push(await makeToken(server, ['rgb_liveness:10000:day']));
+  // three callers of load 1 each: a fourth, of load 0, finds no holder above its load + 1
+  const held = [];
+  for (let i = 0; i < 3; i++) held.push(await holdSlot(server, tokens[i]!.token, `198.51.100.${i + 1}`));
+  await slotsUntil(server.baseUrl, 3, 'three uploads in flight on the one worker');
+  t.notOk(held.some((h) => h.conn.hasAnswer), 'all three admitted (none answered early)');
+  const fourth = await expectRejected(t, server, tokens[3]!, () => headOnly(server, tokens[3]!.token, '198.51.100.4'), { status: 503, code: 'server_busy' });
+  t.match(fourth.json?.error?.message, /No capacity slot/, 'refused for the host being full, not for a cap');
+  const statuses = await Promise.all(held.map(async (h) => {
+    await writeBody(h.conn, h.rest);
+    const r = await h.conn.response();
+    h.conn.close();
+    return r.status;
+  }));
+  t.same(statuses, [200, 200, 200], 'the three admitted calls complete');
+  await slotsUntil(server.baseUrl, 0, 'every slot back');
+});
+
+t.test('the defaults: one API worker per core (at least 2) holding 16 slots per core (at least 16, at most 128)', async (t) => {
+  // WORKERS '' is unset (the harness otherwise sets it)
+  const server = await startServer({ ready: true, env: { WORKERS: '' } });
+  t.teardown(() => server.stop());
+  const cores = os.availableParallelism();
+  const want = { workers: Math.min(Math.max(2, cores), 64), slots: Math.min(Math.max(16, 16 * cores), 128) };
+  const line = await listening(server);
+  t.same([line.workers, line.verify_slots], [want.workers, want.slots], `${cores} cores: ${want.workers} API workers, ${want.slots} slots`);
+  t.equal(await metric(server.baseUrl, 'lv_verify_slots'), want.slots);
+  const caps = await metric(server.baseUrl, 'lv_verify_slots_in_use');
+  t.equal(caps, 0, 'nothing held at rest');
+});
