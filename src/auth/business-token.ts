@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { ServiceError } from '../errors/index.ts';
-import { type StoreBackend, type TokenRecord, isTokenLive } from '../store/index.ts';
+import { type CallerReads, type TokenRecord, isTokenLive } from '../store/index.ts';
 
 // lvk_ + base64url of 32 random bytes: 256 bits, 47 characters, recognisable in logs and
 // secret scanners. Only the SHA-256 is stored; a slow hash buys nothing at this entropy.
@@ -23,7 +23,7 @@ export function isTokenShaped(value: string): boolean {
  * lookup is by hash, so its timing does not depend on how much of a guess matched.
  * `lookup`: the verify path may read through a short cache (token-cache.ts). */
 export async function authenticateBearer(
-  store: StoreBackend,
+  store: Pick<CallerReads, 'getTokenByHash'>,
   authorization: string | undefined,
   at: number,
   lookup: (hash: string) => Promise<TokenRecord | undefined> = (hash) => store.getTokenByHash(hash),

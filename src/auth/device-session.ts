@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { ServiceError } from '../errors/index.ts';
-import { type StoreBackend, deviceSessionUsable, type DeviceSession, type TokenRecord, isTokenLive } from '../store/index.ts';
+import { type CallerReads, deviceSessionUsable, type DeviceSession, type TokenRecord, isTokenLive } from '../store/index.ts';
 import { authenticateBearer, hashToken } from './business-token.ts';
 
 // lvs_ + base64url of 32 random bytes, like a business token (lvk_) but told apart by its
@@ -49,7 +49,7 @@ export interface SessionWithParent {
 export type SessionLookup = (hash: string) => Promise<SessionWithParent | undefined>;
 
 /** The store's session read and parent-token read, uncached. */
-export function sessionReader(store: StoreBackend): SessionLookup {
+export function sessionReader(store: CallerReads): SessionLookup {
   return async (hash) => {
     const session = await store.getDeviceSessionByHash(hash);
     return session ? { session, token: await store.getToken(session.token_id) } : undefined;
@@ -58,7 +58,7 @@ export function sessionReader(store: StoreBackend): SessionLookup {
 
 /** For the calls a session may make (verify, GET /v1/me): either kind of bearer token. */
 export async function authenticateCaller(
-  store: StoreBackend,
+  store: CallerReads,
   authorization: string | undefined,
   at: number,
   lookup?: (hash: string) => Promise<TokenRecord | undefined>,
@@ -72,7 +72,7 @@ export async function authenticateCaller(
 
 /** For every other /v1 call: a business token, exactly as before sessions existed; a live
  * session token is refused 403 (it is a credential, just not for this), a dead one 401. */
-export async function requireBusinessToken(store: StoreBackend, authorization: string | undefined, at: number): Promise<TokenRecord> {
+export async function requireBusinessToken(store: CallerReads, authorization: string | undefined, at: number): Promise<TokenRecord> {
   const bearer = bearerOf(authorization);
   if (bearer !== null && SESSION_TOKEN_RE.test(bearer)) {
     await authenticateSession(sessionReader(store), bearer, at);

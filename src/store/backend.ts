@@ -193,9 +193,13 @@ export interface TokenAdmin {
   searchTokens(q: SearchQuery): Promise<SearchPage<TokenRecord>>;
 }
 
-/** Which modules are switched on. */
-export interface ModuleSwitches {
+/** Whether a module is switched on (every caller of a module asks). */
+export interface ModuleReads {
   moduleEnabled(id: ModuleId): Promise<boolean>;
+}
+
+/** Switching a module on or off (the operator). */
+export interface ModuleSwitches {
   setModuleEnabled(id: ModuleId, enabled: boolean): Promise<void>;
 }
 
@@ -329,7 +333,7 @@ export interface DeviceSessions {
 
 /** The whole store: every role, and its close. Only the code that composes a process holds it. */
 export interface StoreBackend
-  extends StoreStatus, CallerReads, UserAccounts, TokenAdmin, ModuleSwitches, MeteringStore, Settlements, UsageReads,
+  extends StoreStatus, CallerReads, UserAccounts, TokenAdmin, ModuleReads, ModuleSwitches, MeteringStore, Settlements, UsageReads,
     AuditWrites, AuditReads, Retention, Recovery, AdminSessions, LoginThrottle, SigningKeys, DeviceSessions {
   close(): Promise<void>;
 }

@@ -1,5 +1,5 @@
 import { archiveDemoUpload } from '../metering/index.ts';
-import { type ReserveInput, type StoreBackend, type Reservation, type UsageRecord, isStorageFailure } from '../store/index.ts';
+import { type ReserveInput, type MeteringStore, type StoreStatus, type Reservation, type UsageRecord, isStorageFailure } from '../store/index.ts';
 import { admittedOrThrow, settledOrThrow, UnrecordedCallError, type Admitted } from './store-outcomes.ts';
 
 /** The verify call's only way into metering: every reserve, settle and refund of a verify
@@ -19,7 +19,7 @@ export interface Metering {
   archiveDemoUpload(dataDir: string, at: number, requestId: string, metadataText: string, files: { name: string; bytes: Uint8Array }[]): Promise<unknown>;
 }
 
-export function storeMetering(store: StoreBackend): Metering {
+export function storeMetering(store: MeteringStore & Pick<StoreStatus, 'writes'>): Metering {
   return {
     writesFailing: () => {
       store.writes.watchSpace();

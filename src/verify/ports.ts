@@ -2,7 +2,7 @@ import type { SessionLookup } from '../auth/index.ts';
 import type { Config } from '../config/index.ts';
 import type { InferenceService } from '../inference/index.ts';
 import type { CallTrace, Logger, VerifyFacts } from '../observability/index.ts';
-import type { StoreBackend, TokenRecord } from '../store/index.ts';
+import type { AuditWrites, CallerReads, ModuleReads, TokenRecord } from '../store/index.ts';
 import type { Metering } from './metering.ts';
 
 /** One multipart part as the transport received it, hashed as its bytes arrived. */
@@ -61,8 +61,9 @@ export interface Admission {
 
 export interface VerifyDeps {
   config: Pick<Config, 'DATA_DIR' | 'RETRY_AFTER_SECONDS'>;
-  /** token, module and audit records */
-  store: StoreBackend;
+  /** the caller's token or device session (when `tokens` or `sessions` do not answer), whether
+   * the module is on, the audit line */
+  store: CallerReads & ModuleReads & AuditWrites;
   /** token reads for accept, read through a short cache or not as the composition root chose
    * for its store (the reservation re-checks the token either way) */
   tokens: (hash: string) => Promise<TokenRecord | undefined>;

@@ -194,7 +194,11 @@ export function world(): World {
     store: {
       moduleEnabled: async (m: string) => (seen('moduleEnabled'), !store.disabledModules.has(m)),
       writeAudit: async (r: AuditRecord) => void (seen('audit'), store.audits.push(r)),
-    } as unknown as VerifyDeps['store'],
+      // the token is read through `tokens` below, and these tests make no device session
+      getToken: async (id: string) => store.tokens.get(id),
+      getTokenByHash: async (hash: string) => [...store.tokens.values()].find((t) => t.hash === hash),
+      getDeviceSessionByHash: async () => undefined,
+    },
     tokens: async (hash) => (seen('token'), [...store.tokens.values()].find((t) => t.hash === hash)),
     now: () => w.clock.at,
     sign: async () => (seen('sign'), 'header..signature'),

@@ -39,7 +39,13 @@ function call(received: ReceivedPart[]): VerifyRequest {
 function deps(seen: { bytesAtInference: number[] }, fail = false): VerifyDeps {
   return {
     config: { DATA_DIR: '/nonexistent', RETRY_AFTER_SECONDS: 1 },
-    store: { moduleEnabled: async () => true, writeAudit: async () => {} } as unknown as VerifyDeps['store'],
+    store: {
+      moduleEnabled: async () => true,
+      writeAudit: async () => {},
+      getToken: async () => undefined,
+      getTokenByHash: async (hash) => (hash === token.hash ? token : undefined),
+      getDeviceSessionByHash: async () => undefined,
+    },
     tokens: async (hash) => (hash === token.hash ? token : undefined),
     now: () => Date.now(),
     sign: async () => 'signature',
