@@ -133,6 +133,7 @@ export function storeContract(t: Test, store: StoreBackend): void {
     t.equal(body, render(input.requestId)(JSON.parse(body).usage), 'the exact bytes JSON.stringify makes');
     const replay = await store.reserve(reserveInput(tok, { idempotencyKey: 'k-1', fingerprint: 'fp-1' }));
     t.same(replay, { kind: 'replay', status: 200, body });
+    t.same((await store.usageSnapshot(tok, T0 + 1000)).map((u) => u.used), [1, 0], 'a replay charges nothing: one unit for the key, however often it is asked');
     t.equal((await store.getReservation(r.id))!.state, 'charged');
     t.not((await store.settle(r, T0 + 2000, render(input.requestId), [])).kind, 'settled', 'a charged reservation is not settled twice');
     t.equal((await store.getReservation(r.id))!.state, 'charged');
