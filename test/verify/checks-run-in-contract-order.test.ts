@@ -2,11 +2,17 @@
 // ready, store writing, then the slot, the key's shape, the body, the packet rules, quota and
 // the reservation, inference, settlement. A call that fails one check never reaches the next:
 // each case below breaks every later check too, and must still get the earlier answer.
+// On a real LMDB store (test/verify/world.ts): the quota, the module switch and the failing
+// writes are the store's own.
 
 import t from 'tap';
 import { generateToken } from '../../src/auth/business-token.ts';
+import { setGrant } from '../../src/admin/tokens.ts';
+import type { VerifyAnswer } from '../../src/verify/index.ts';
 import { request, single } from '../helpers/captures.ts';
-import { addToken, call, codeOf, world } from './fakes.ts';
+import { addToken, audits, call, codeOf, ledger, lmdbStore, world, writesFailing } from './world.ts';
+
+const { store } = lmdbStore(t);
 
 const valid = () => request([single({ id: 'order-1' })]);
 
@@ -19,8 +25,8 @@ function brokenImage() {
 }
 
 t.test('an answered call goes through the ports in the contract order, and gives its slot back before it is audited', async (t) => {
-  const w = world();
-  const { plaintext } = addToken(w);
+  const w = world(store);
+  const { plaintext } = await addToken(w);
   const answer = await call(w, plaintext, valid());
   t.equal(answer.status, 200);
   t.equal(codeOf(answer, 'settle'), 'verdict');
@@ -29,47 +35,48 @@ t.test('an answered call goes through the ports in the contract order, and gives
 });
 
 t.test('each check answers before any later one runs', async (t) => {
-  const w = world();
-  const { token, plaintext } = addToken(w, [{ module_id: 'rgb_liveness', limit: 1 }]);
-  // every check after the one under test is broken too
-  w.store.used.set(`${token.id}/rgb_liveness`, 1);
-  w.store.disabledModules.add('rgb_liveness');
-  w.store.writesFailing = true;
+  const w = world(store);
+  const { token, plaintext } = await addToken(w, [{ module_id: 'rgb_liveness', limit: 1 }]);
+  // every check after the one under test is broken too: the quota used up by a call...
+  t.equal((await call(w, plaintext, valid())).status, 200);
+  await store.setModuleEnabled('rgb_liveness', false);
+  t.teardown(() => store.setModuleEnabled('rgb_liveness', true));
+  const failing = writesFailing(store);
   w.inference.ready = false;
   w.inference.fault = 'inference_failed';
-  const cases: { what: string; fix?: () => void; send: () => Promise<import('../../src/verify/index.ts').VerifyAnswer>; status: number; code: string; step: Parameters<typeof codeOf>[1]; reached: string[] }[] = [
+  const cases: { what: string; fix?: () => unknown; send: () => Promise<VerifyAnswer>; status: number; code: string; step: Parameters<typeof codeOf>[1]; reached: string[] }[] = [
     { what: 'an unknown token', send: () => call(w, generateToken(), brokenImage(), { module: 'face_liveness', idempotencyKey: 'has space' }), status: 401, code: 'invalid_token', step: 'accept', reached: ['token'] },
     { what: 'an unknown module', send: () => call(w, plaintext, brokenImage(), { module: 'face_liveness', idempotencyKey: 'has space' }), status: 404, code: 'module_not_found', step: 'accept', reached: ['token'] },
     { what: 'a module not granted', send: () => call(w, plaintext, brokenImage(), { module: 'color_liveness', idempotencyKey: 'has space' }), status: 403, code: 'module_forbidden', step: 'accept', reached: ['token'] },
     { what: 'a disabled module', send: () => call(w, plaintext, brokenImage(), { idempotencyKey: 'has space' }), status: 403, code: 'module_disabled', step: 'accept', reached: ['token', 'moduleEnabled'] },
-    { what: 'models not loaded', fix: () => w.store.disabledModules.clear(), send: () => call(w, plaintext, brokenImage(), { idempotencyKey: 'has space' }), status: 503, code: 'module_unavailable', step: 'accept', reached: ['token', 'moduleEnabled', 'readiness'] },
+    { what: 'models not loaded', fix: () => store.setModuleEnabled('rgb_liveness', true), send: () => call(w, plaintext, brokenImage(), { idempotencyKey: 'has space' }), status: 503, code: 'module_unavailable', step: 'accept', reached: ['token', 'moduleEnabled', 'readiness'] },
     { what: 'a store failing writes', fix: () => (w.inference.ready = true), send: () => call(w, plaintext, brokenImage(), { idempotencyKey: 'has space' }), status: 503, code: 'store_unavailable', step: 'accept', reached: ['token', 'moduleEnabled', 'readiness', 'writesFailing'] },
-    { what: 'a malformed Idempotency-Key', fix: () => (w.store.writesFailing = false), send: () => call(w, plaintext, brokenImage(), { idempotencyKey: 'has space' }), status: 400, code: 'invalid_idempotency_key', step: 'receive', reached: ['token', 'moduleEnabled', 'readiness', 'writesFailing', 'slot', 'slot released'] },
+    { what: 'a malformed Idempotency-Key', fix: () => failing.free(), send: () => call(w, plaintext, brokenImage(), { idempotencyKey: 'has space' }), status: 400, code: 'invalid_idempotency_key', step: 'receive', reached: ['token', 'moduleEnabled', 'readiness', 'writesFailing', 'slot', 'slot released'] },
     { what: 'a packet breaking the rules', send: () => call(w, plaintext, brokenImage(), { idempotencyKey: 'k-1' }), status: 422, code: 'invalid_input', step: 'validate', reached: ['token', 'moduleEnabled', 'readiness', 'writesFailing', 'slot', 'body', 'slot released'] },
     { what: 'a quota used up', send: () => call(w, plaintext, valid(), { idempotencyKey: 'k-1' }), status: 429, code: 'quota_exceeded', step: 'reserve', reached: ['token', 'moduleEnabled', 'readiness', 'writesFailing', 'slot', 'body', 'reserve', 'slot released'] },
-    { what: 'inference failing', fix: () => w.store.used.clear(), send: () => call(w, plaintext, valid(), { idempotencyKey: 'k-1' }), status: 500, code: 'inference_failed', step: 'infer', reached: ['token', 'moduleEnabled', 'readiness', 'writesFailing', 'slot', 'body', 'reserve', 'infer', 'refund', 'slot released'] },
+    { what: 'inference failing', fix: () => setGrant(store, token.id, { module_id: 'rgb_liveness', limit: 3, period: 'day' }), send: () => call(w, plaintext, valid(), { idempotencyKey: 'k-1' }), status: 500, code: 'inference_failed', step: 'infer', reached: ['token', 'moduleEnabled', 'readiness', 'writesFailing', 'slot', 'body', 'reserve', 'infer', 'refund', 'slot released'] },
     { what: 'nothing wrong', send: () => call(w, plaintext, valid(), { idempotencyKey: 'k-1' }), status: 200, code: 'verdict', step: 'settle', reached: ['token', 'moduleEnabled', 'readiness', 'writesFailing', 'slot', 'body', 'reserve', 'infer', 'settle', 'slot released'] },
   ];
   for (const c of cases) {
-    c.fix?.();
+    await c.fix?.();
     w.calls.length = 0;
     const answer = await c.send();
     t.equal(answer.status, c.status, c.what);
     t.equal(codeOf(answer, c.step), c.code, `${c.what}: ${c.code}, an answer of ${c.step}`);
     t.same(w.calls, [...c.reached, 'audit', 'sign'], `${c.what}: no later check ran`);
   }
-  t.equal(w.store.charges(), 2, 'only the inference failure and the answered call were charged');
-  t.same(w.store.ledger.map((e) => e.kind), ['charge', 'refund', 'charge'], 'the failed inference was refunded');
+  t.same((await ledger(w, token)).map((e) => e.kind), ['charge', 'charge', 'refund', 'charge'], 'besides the call that used the quota up, only the inference failure and the answered call were charged, and the failed inference was refunded');
 });
 
 t.test('every refusal is audited with the code the client got, and signed', async (t) => {
-  const w = world();
-  const { token, plaintext } = addToken(w);
-  w.store.disabledModules.add('rgb_liveness');
+  const w = world(store);
+  const { token, plaintext } = await addToken(w);
+  await store.setModuleEnabled('rgb_liveness', false);
+  t.teardown(() => store.setModuleEnabled('rgb_liveness', true));
   const answer = await call(w, plaintext, valid(), { requestId: 'req-disabled' });
   t.equal(answer.status, 403);
   t.equal(JSON.parse(answer.body as string).error.code, 'module_disabled');
   t.ok(answer.headers?.['X-Verdict-Signature'], 'the refusal is signed');
-  t.match(w.store.audits, [{ request_id: 'req-disabled', token_id: token.id, module_id: 'rgb_liveness', status: 403, error_code: 'module_disabled', charged_units: 0, outcome: 'error', at: new Date(w.clock.at).toISOString() }]);
+  t.match(await audits(w, token, 1), [{ request_id: 'req-disabled', token_id: token.id, module_id: 'rgb_liveness', status: 403, error_code: 'module_disabled', charged_units: 0, outcome: 'error', at: new Date(w.clock.at).toISOString() }]);
   t.match(w.facts, [{ status: 403, errorCode: 'module_disabled', replayed: false, reserved: 0 }]);
 });

@@ -6,7 +6,7 @@
 import t from 'tap';
 import { buildCapture, buildVerifyBody } from '../../src/client/index.ts';
 import { request, single } from '../helpers/captures.ts';
-import { addToken, bodyCode, call, codeOf, RETRY_AFTER_SECONDS, world } from './fakes.ts';
+import { addToken, audits, bodyCode, bothStores, call, charges, codeOf, ledger, RETRY_AFTER_SECONDS, usedBy, world } from './world.ts';
 
 /** The same logical packet serialised with another key order and whitespace. */
 function reordered(built: ReturnType<typeof buildCapture>) {
@@ -15,113 +15,119 @@ function reordered(built: ReturnType<typeof buildCapture>) {
   return buildVerifyBody(text, built.files);
 }
 
-t.test('a completed key replays its first answer byte for byte, charging nothing more', async (t) => {
-  const w = world();
-  const { token, plaintext } = addToken(w);
-  const built = buildCapture(single({ id: 'replay-1' }));
-  const first = await call(w, plaintext, buildVerifyBody(built.metadata, built.files), { idempotencyKey: 'k-replay' });
-  t.equal(first.status, 200);
-  t.equal(first.headers?.['Idempotency-Replayed'], undefined);
-  const again = await call(w, plaintext, reordered(built), { idempotencyKey: 'k-replay' });
-  t.equal(codeOf(again, 'reserve'), 'replayed', 'the same packet serialised otherwise is the same request');
-  t.equal(again.status, 200);
-  t.equal(again.body, first.body, 'byte for byte');
-  t.equal(w.inference.calls, 1, 'no second inference');
-  t.equal(w.store.charges(), 1, 'charged once');
-  t.equal(w.store.usedBy(token), 1);
-  t.match(w.store.audits[1], { replayed: true, outcome: 'live', charged_units: 0 }, 'the replay is audited as one, with the first call\'s outcome');
-  t.match(w.facts[1], { replayed: true, reserved: 0 });
-});
+const stores = await bothStores(t);
 
-t.test('a pending key: the same body hears request_in_progress, another body idempotency_conflict; neither charges', async (t) => {
-  const w = world();
-  const { token, plaintext } = addToken(w);
-  const body = request([single({ id: 'pending-1' })]);
-  const held = w.inference.holdNext();
-  const first = call(w, plaintext, body, { idempotencyKey: 'k-pending' });
-  await held.reached;
+for (const s of stores) {
+  t.test(`on ${s.kind}`, async (t) => {
+    t.test('a completed key replays its first answer byte for byte, charging nothing more', async (t) => {
+      const w = world(s.store);
+      const { token, plaintext } = await addToken(w);
+      const built = buildCapture(single({ id: 'replay-1' }));
+      const first = await call(w, plaintext, buildVerifyBody(built.metadata, built.files), { idempotencyKey: 'k-replay' });
+      t.equal(first.status, 200);
+      t.equal(first.headers?.['Idempotency-Replayed'], undefined);
+      const again = await call(w, plaintext, reordered(built), { idempotencyKey: 'k-replay' });
+      t.equal(codeOf(again, 'reserve'), 'replayed', 'the same packet serialised otherwise is the same request');
+      t.equal(again.status, 200);
+      t.equal(again.body, first.body, 'byte for byte');
+      t.equal(w.inference.calls, 1, 'no second inference');
+      t.equal(await charges(w, token), 1, 'charged once');
+      t.equal(await usedBy(w, token), 1);
+      t.match((await audits(w, token, 2))[1], { replayed: true, outcome: 'live', charged_units: 0 }, 'the replay is audited as one, with the first call\'s outcome');
+      t.match(w.facts[1], { replayed: true, reserved: 0 });
+    });
 
-  const same = await call(w, plaintext, body, { idempotencyKey: 'k-pending' });
-  t.equal(same.status, 409);
-  t.equal(codeOf(same, 'reserve'), 'request_in_progress');
-  t.equal(same.headers?.['Retry-After'], String(RETRY_AFTER_SECONDS), 'told when to poll again');
+    t.test('a pending key: the same body hears request_in_progress, another body idempotency_conflict; neither charges', async (t) => {
+      const w = world(s.store);
+      const { token, plaintext } = await addToken(w);
+      const body = request([single({ id: 'pending-1' })]);
+      const held = w.inference.holdNext();
+      const first = call(w, plaintext, body, { idempotencyKey: 'k-pending' });
+      await held.reached;
 
-  const other = await call(w, plaintext, request([single({ id: 'pending-1', seed: 99 })]), { idempotencyKey: 'k-pending' });
-  t.equal(other.status, 409);
-  t.equal(codeOf(other, 'reserve'), 'idempotency_conflict', 'another body on a pending key is a conflict, not a wait');
-  t.equal(w.store.charges(), 1, 'only the first call holds units');
+      const same = await call(w, plaintext, body, { idempotencyKey: 'k-pending' });
+      t.equal(same.status, 409);
+      t.equal(codeOf(same, 'reserve'), 'request_in_progress');
+      t.equal(same.headers?.['Retry-After'], String(RETRY_AFTER_SECONDS), 'told when to poll again');
 
-  held.open();
-  t.equal((await first).status, 200);
-  t.equal(codeOf(await call(w, plaintext, body, { idempotencyKey: 'k-pending' }), 'reserve'), 'replayed', 'once done, the same body replays');
-  t.equal(w.store.usedBy(token), 1);
-  t.equal(w.inference.calls, 1);
-});
+      const other = await call(w, plaintext, request([single({ id: 'pending-1', seed: 99 })]), { idempotencyKey: 'k-pending' });
+      t.equal(other.status, 409);
+      t.equal(codeOf(other, 'reserve'), 'idempotency_conflict', 'another body on a pending key is a conflict, not a wait');
+      t.equal(await charges(w, token), 1, 'only the first call holds units');
 
-t.test('a completed key used with another body is a conflict, and the first answer still replays', async (t) => {
-  const w = world();
-  const { token, plaintext } = addToken(w);
-  const body = request([single({ id: 'done-1' })]);
-  t.equal((await call(w, plaintext, body, { idempotencyKey: 'k-done' })).status, 200);
-  for (const [what, other] of [['other pixels', request([single({ id: 'done-1', seed: 99 })])], ['another capture id', request([single({ id: 'done-2' })])]] as const) {
-    const answer = await call(w, plaintext, other, { idempotencyKey: 'k-done' });
-    t.equal(answer.status, 409, what);
-    t.equal(codeOf(answer, 'reserve'), 'idempotency_conflict', what);
-    t.equal(bodyCode(answer), 'idempotency_conflict');
-  }
-  t.equal(w.store.charges(), 1, 'the conflicts charged nothing');
-  t.equal(w.store.usedBy(token), 1);
-  t.equal(codeOf(await call(w, plaintext, body, { idempotencyKey: 'k-done' }), 'reserve'), 'replayed');
-});
+      held.open();
+      t.equal((await first).status, 200);
+      t.equal(codeOf(await call(w, plaintext, body, { idempotencyKey: 'k-pending' }), 'reserve'), 'replayed', 'once done, the same body replays');
+      t.equal(await usedBy(w, token), 1);
+      t.equal(w.inference.calls, 1);
+    });
 
-t.test('a refund frees the key: the rerun is a fresh call, charged again', async (t) => {
-  const w = world();
-  const { token, plaintext } = addToken(w);
-  const body = request([single({ id: 'refund-1' })]);
-  w.inference.fault = 'inference_failed';
-  const failed = await call(w, plaintext, body, { idempotencyKey: 'k-refund' });
-  t.equal(failed.status, 500);
-  t.equal(codeOf(failed, 'infer'), 'inference_failed');
-  t.equal(w.store.usedBy(token), 0, 'the units came back');
+    t.test('a completed key used with another body is a conflict, and the first answer still replays', async (t) => {
+      const w = world(s.store);
+      const { token, plaintext } = await addToken(w);
+      const body = request([single({ id: 'done-1' })]);
+      t.equal((await call(w, plaintext, body, { idempotencyKey: 'k-done' })).status, 200);
+      for (const [what, other] of [['other pixels', request([single({ id: 'done-1', seed: 99 })])], ['another capture id', request([single({ id: 'done-2' })])]] as const) {
+        const answer = await call(w, plaintext, other, { idempotencyKey: 'k-done' });
+        t.equal(answer.status, 409, what);
+        t.equal(codeOf(answer, 'reserve'), 'idempotency_conflict', what);
+        t.equal(bodyCode(answer), 'idempotency_conflict');
+      }
+      t.equal(await charges(w, token), 1, 'the conflicts charged nothing');
+      t.equal(await usedBy(w, token), 1);
+      t.equal(codeOf(await call(w, plaintext, body, { idempotencyKey: 'k-done' }), 'reserve'), 'replayed');
+    });
 
-  const rerun = await call(w, plaintext, body, { idempotencyKey: 'k-refund' });
-  t.equal(rerun.status, 200);
-  t.equal(codeOf(rerun, 'settle'), 'verdict', 'a fresh answer, not a replay of the failure');
-  t.equal(rerun.headers?.['Idempotency-Replayed'], undefined);
-  t.equal(w.inference.calls, 2, 'inference ran again');
-  t.same(w.store.ledger.map((e) => e.kind), ['charge', 'refund', 'charge'], 'the rerun was charged: a second charge after the refund');
-  t.equal(w.store.usedBy(token), 1);
-  t.match(w.facts, [{ reserved: 1, refunded: 1, charged: 0 }, { reserved: 1, refunded: 0, charged: 1 }]);
-});
+    t.test('a refund frees the key: the rerun is a fresh call, charged again', async (t) => {
+      const w = world(s.store);
+      const { token, plaintext } = await addToken(w);
+      const body = request([single({ id: 'refund-1' })]);
+      w.inference.fault = 'inference_failed';
+      const failed = await call(w, plaintext, body, { idempotencyKey: 'k-refund' });
+      t.equal(failed.status, 500);
+      t.equal(codeOf(failed, 'infer'), 'inference_failed');
+      t.equal(await usedBy(w, token), 0, 'the units came back');
 
-t.test('a 422 binds no key: an image-level one (after the upload) as well as a metadata-level one (as it arrives)', async (t) => {
-  const w = world();
-  const { token, plaintext } = addToken(w);
+      const rerun = await call(w, plaintext, body, { idempotencyKey: 'k-refund' });
+      t.equal(rerun.status, 200);
+      t.equal(codeOf(rerun, 'settle'), 'verdict', 'a fresh answer, not a replay of the failure');
+      t.equal(rerun.headers?.['Idempotency-Replayed'], undefined);
+      t.equal(w.inference.calls, 2, 'inference ran again');
+      t.same((await ledger(w, token)).map((e) => e.kind), ['charge', 'refund', 'charge'], 'the rerun was charged: a second charge after the refund');
+      t.equal(await usedBy(w, token), 1);
+      t.match(w.facts, [{ reserved: 1, refunded: 1, charged: 0 }, { reserved: 1, refunded: 0, charged: 1 }]);
+    });
 
-  const image = request([single({ id: 'bad-image' })]);
-  const imagePart = [...image.files.keys()][0]!;
-  const corrupt = new Map(image.files);
-  const bytes = Uint8Array.from(corrupt.get(imagePart)!);
-  bytes[bytes.length - 20]! ^= 0xff;
-  corrupt.set(imagePart, bytes);
-  const badImage = await call(w, plaintext, buildVerifyBody(image.metadata as never, corrupt), { idempotencyKey: 'k-image' });
-  t.equal(badImage.status, 422);
-  t.equal(codeOf(badImage, 'validate'), 'invalid_input');
-  t.match((badImage.body as string), imagePart, 'refused for the image part');
-  t.ok(w.calls.includes('body'), 'the whole body was received before the image was refused');
+    t.test('a 422 binds no key: an image-level one (after the upload) as well as a metadata-level one (as it arrives)', async (t) => {
+      const w = world(s.store);
+      const { token, plaintext } = await addToken(w);
 
-  const badMetadata = await call(w, plaintext, buildVerifyBody('{"protocol_version": 1, "mode": "single"', image.files), { idempotencyKey: 'k-metadata' });
-  t.equal(badMetadata.status, 422);
-  t.equal(codeOf(badMetadata, 'receive'), 'invalid_input');
-  t.match(JSON.parse(badMetadata.body as string).detail, [{ loc: ['body', 'metadata'] }], 'refused for the metadata');
+      const image = request([single({ id: 'bad-image' })]);
+      const imagePart = [...image.files.keys()][0]!;
+      const corrupt = new Map(image.files);
+      const bytes = Uint8Array.from(corrupt.get(imagePart)!);
+      bytes[bytes.length - 20]! ^= 0xff;
+      corrupt.set(imagePart, bytes);
+      const badImage = await call(w, plaintext, buildVerifyBody(image.metadata as never, corrupt), { idempotencyKey: 'k-image' });
+      t.equal(badImage.status, 422);
+      t.equal(codeOf(badImage, 'validate'), 'invalid_input');
+      t.match((badImage.body as string), imagePart, 'refused for the image part');
+      t.ok(w.calls.includes('body'), 'the whole body was received before the image was refused');
 
-  t.equal(w.calls.filter((c) => c === 'reserve').length, 0, 'neither reached the reservation');
-  // a different, valid body on either key is a first call: the key was never bound
-  for (const key of ['k-image', 'k-metadata']) {
-    const answer = await call(w, plaintext, request([single({ id: `fresh-${key}` })]), { idempotencyKey: key });
-    t.equal(answer.status, 200, `${key} is free`);
-    t.equal(codeOf(answer, 'settle'), 'verdict');
-  }
-  t.equal(w.store.charges(), 2);
-  t.equal(w.store.usedBy(token), 2);
-});
+      const badMetadata = await call(w, plaintext, buildVerifyBody('{"protocol_version": 1, "mode": "single"', image.files), { idempotencyKey: 'k-metadata' });
+      t.equal(badMetadata.status, 422);
+      t.equal(codeOf(badMetadata, 'receive'), 'invalid_input');
+      t.match(JSON.parse(badMetadata.body as string).detail, [{ loc: ['body', 'metadata'] }], 'refused for the metadata');
+
+      t.equal(w.calls.filter((c) => c === 'reserve').length, 0, 'neither reached the reservation');
+      // a different, valid body on either key is a first call: the key was never bound
+      for (const key of ['k-image', 'k-metadata']) {
+        const answer = await call(w, plaintext, request([single({ id: `fresh-${key}` })]), { idempotencyKey: key });
+        t.equal(answer.status, 200, `${key} is free`);
+        t.equal(codeOf(answer, 'settle'), 'verdict');
+      }
+      t.equal(await charges(w, token), 2);
+      t.equal(await usedBy(w, token), 2);
+    });
+  });
+}
