@@ -2,11 +2,14 @@ import { now } from './clock.ts';
 import type { Config } from './config/index.ts';
 import type { Logger } from './observability/index.ts';
 import { keySourceFor } from './signing/index.ts';
-import type { StoreBackend } from './store/index.ts';
+import type { Recovery, Retention, SigningKeys, StoreStatus } from './store/index.ts';
+
+/** What the start-up hooks use of the store. */
+type StartupStore = Pick<StoreStatus, 'kind'> & SigningKeys & Pick<Recovery, 'recoverPending'> & Pick<Retention, 'pruneIdempotency'>;
 
 /** Refunds what dead holders left pending, logging each (the holder as holder_pid or
  * holder_node: pino's own `pid` names the process that logs the line). */
-async function recover(store: StoreBackend, log: Logger, onRefund: (module: string, units: number) => void): Promise<number> {
+async function recover(store: Pick<Recovery, 'recoverPending'>, log: Logger, onRefund: (module: string, units: number) => void): Promise<number> {
   const recovered = await store.recoverPending(now());
   for (const r of recovered) {
     onRefund(r.module_id, r.units);
@@ -23,7 +26,7 @@ async function recover(store: StoreBackend, log: Logger, onRefund: (module: stri
  * what a crashed predecessor left pending, prune expired idempotency records, and keep
  * pruning hourly. With the shared PostgreSQL store every node also sweeps, every half
  * lease, the reservations of nodes whose lease expired (SKIP LOCKED: sweepers never queue). */
-export async function startupHooks(store: StoreBackend, config: Config, log: Logger, onRefund: (module: string, units: number) => void = () => {}): Promise<void> {
+export async function startupHooks(store: StartupStore, config: Config, log: Logger, onRefund: (module: string, units: number) => void = () => {}): Promise<void> {
   await keySourceFor(store, config.DATA_DIR).current(now());
   const recovered = await recover(store, log, onRefund);
   if (recovered > 0) log.warn({ recovered }, 'crash recovery finished');

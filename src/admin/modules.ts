@@ -1,6 +1,6 @@
 import type { InferenceService } from '../inference/index.ts';
 import { MODULE_IDS, type Mode, type ModuleId } from '../contract/index.ts';
-import type { StoreBackend } from '../store/index.ts';
+import type { ModuleReads } from '../store/index.ts';
 
 // interface-spec.md, module table.
 const MODES: Record<ModuleId, Mode[]> = {
@@ -30,7 +30,7 @@ export function isModuleId(v: string): v is ModuleId {
 
 /** The operator switch from the store, readiness and model identity from the engine (an
  * engine still loading reports ready false). */
-export async function moduleView(store: StoreBackend, inference: InferenceService, id: ModuleId, fallbackModelSet: string): Promise<ModuleView> {
+export async function moduleView(store: ModuleReads, inference: InferenceService, id: ModuleId, fallbackModelSet: string): Promise<ModuleView> {
   const r = inference.readiness().find((m) => m.module_id === id);
   // A set without this module (an imported rgb_liveness graph) still reports it, not ready:
   // its trained flag is the set's, and 0 its missing threshold. Shown as such, an operator
@@ -50,6 +50,6 @@ export async function moduleView(store: StoreBackend, inference: InferenceServic
   };
 }
 
-export function moduleViews(store: StoreBackend, inference: InferenceService, fallbackModelSet: string): Promise<ModuleView[]> {
+export function moduleViews(store: ModuleReads, inference: InferenceService, fallbackModelSet: string): Promise<ModuleView[]> {
   return Promise.all(MODULE_IDS.map((id) => moduleView(store, inference, id, fallbackModelSet)));
 }

@@ -3,7 +3,7 @@
 // readiness): nothing new is counted on the verify path.
 import type { InferenceService } from '../inference/index.ts';
 import { listPendingSettlements } from '../metering/index.ts';
-import type { StoreBackend, AuditRecord } from '../store/index.ts';
+import type { AuditReads, AuditRecord, ModuleReads, Settlements, TokenAdmin, UsageReads } from '../store/index.ts';
 import { moduleViews, type ModuleView } from './modules.ts';
 import { auditOutcome } from './page-query.ts';
 
@@ -78,7 +78,7 @@ function count(b: CallBucket, a: AuditRecord): void {
 }
 
 export async function overview(
-  store: StoreBackend,
+  store: AuditReads & Pick<TokenAdmin, 'listTokens'> & Pick<UsageReads, 'usageSnapshot'> & ModuleReads & Settlements,
   inference: InferenceService,
   fallbackModelSet: string,
   slots: { total: number; in_use: number },

@@ -1,6 +1,6 @@
 import { generateToken, hashToken } from '../auth/index.ts';
 import { isoNow, now } from '../clock.ts';
-import { type UsageRecord, newId, type StoreBackend, type Grant, type TokenRecord, withGrant, withoutGrant } from '../store/index.ts';
+import { type UsageRecord, newId, type CallerReads, type DeviceSessions, type TokenAdmin, type UsageReads, type Grant, type TokenRecord, withGrant, withoutGrant } from '../store/index.ts';
 import type { ModuleId } from '../contract/index.ts';
 import { encodeCursor, type ListQuery } from './page-query.ts';
 
@@ -28,7 +28,7 @@ export function duplicateGrantIndex(grants: readonly Grant[]): number {
 }
 
 export async function createToken(
-  store: StoreBackend,
+  store: TokenAdmin,
   input: { name: string; expires_at?: string | null; demo?: boolean; grants: Grant[] },
 ): Promise<{ token: TokenView; plaintext: string }> {
   const plaintext = generateToken();
@@ -49,12 +49,12 @@ export async function createToken(
   return { token: tokenView(record), plaintext };
 }
 
-export async function listTokenViews(store: StoreBackend): Promise<TokenView[]> {
+export async function listTokenViews(store: TokenAdmin): Promise<TokenView[]> {
   return (await store.listTokens()).map(tokenView);
 }
 
 /** A page of tokens in name order (case ignored), `q` matching name, prefix or id. */
-export async function searchTokenViews(store: StoreBackend, q: ListQuery): Promise<{ tokens: (TokenView & { usage: UsageRecord[] })[]; next_cursor: string | null }> {
+export async function searchTokenViews(store: TokenAdmin & Pick<UsageReads, 'usageSnapshot'>, q: ListQuery): Promise<{ tokens: (TokenView & { usage: UsageRecord[] })[]; next_cursor: string | null }> {
   const page = await store.searchTokens(q);
   // usage against limit in the list: one snapshot per token of the page (at most MAX_PAGE)
   const at = now();
@@ -65,7 +65,7 @@ export async function searchTokenViews(store: StoreBackend, q: ListQuery): Promi
 
 /** Adds each row's token name (null when the row has no token or the token is gone), so
  * operators read names, not ids. One read per distinct token of the page. */
-export async function withTokenNames<T extends { token_id: string | null }>(store: StoreBackend, items: readonly T[]): Promise<(T & { token_name: string | null })[]> {
+export async function withTokenNames<T extends { token_id: string | null }>(store: Pick<CallerReads, 'getToken'>, items: readonly T[]): Promise<(T & { token_name: string | null })[]> {
   const names = new Map<string, string | null>();
   for (const { token_id: id } of items) {
     if (id !== null && !names.has(id)) names.set(id, (await store.getToken(id))?.name ?? null);
@@ -73,7 +73,7 @@ export async function withTokenNames<T extends { token_id: string | null }>(stor
   return items.map((item) => ({ ...item, token_name: item.token_id === null ? null : names.get(item.token_id)! }));
 }
 
-export async function tokenDetail(store: StoreBackend, id: string): Promise<(TokenView & { usage: UsageRecord[] }) | undefined> {
+export async function tokenDetail(store: Pick<CallerReads, 'getToken'> & Pick<UsageReads, 'usageSnapshot'>, id: string): Promise<(TokenView & { usage: UsageRecord[] }) | undefined> {
   const t = await store.getToken(id);
   return t && { ...tokenView(t), usage: await store.usageSnapshot(t, now()) };
 }
@@ -87,7 +87,7 @@ const deadAt = (t: TokenRecord, at: number) => !t.enabled || (t.expires_at !== n
 
 /** Revokes the token's active device sessions minted at or before `at` (all of them but one a
  * concurrent mint made after the change): a page of the newest at a time until none is left. */
-async function endDeviceSessions(store: StoreBackend, tokenId: string, at: number): Promise<number> {
+async function endDeviceSessions(store: DeviceSessions, tokenId: string, at: number): Promise<number> {
   let ended = 0;
   for (;;) {
     const page = (await store.listActiveDeviceSessions(tokenId, at)).filter((s) => Date.parse(s.created_at) <= at);
@@ -98,7 +98,7 @@ async function endDeviceSessions(store: StoreBackend, tokenId: string, at: numbe
 }
 
 export async function patchToken(
-  store: StoreBackend,
+  store: TokenAdmin & DeviceSessions,
   id: string,
   patch: { name?: string; enabled?: boolean; expires_at?: string | null; demo?: boolean },
 ): Promise<TokenView | undefined> {
@@ -125,7 +125,7 @@ export async function patchToken(
 }
 
 /** Revocation is final: the token is disabled with it, and patchToken refuses to enable it. */
-export async function revokeToken(store: StoreBackend, id: string): Promise<TokenView | undefined> {
+export async function revokeToken(store: TokenAdmin & DeviceSessions, id: string): Promise<TokenView | undefined> {
   const at = now();
   const t = await store.updateToken(id, (t) => ({ ...t, revoked: true, enabled: false }));
   // dead for good with their token already; revoked too, so they read as they are
@@ -135,12 +135,12 @@ export async function revokeToken(store: StoreBackend, id: string): Promise<Toke
 
 /** Usage counters are keyed by token, module and window, not by grant, so changing or
  * removing and re-adding a grant keeps the period's usage (spec rule 3). */
-export async function setGrant(store: StoreBackend, id: string, grant: Grant): Promise<Grant | undefined> {
+export async function setGrant(store: TokenAdmin, id: string, grant: Grant): Promise<Grant | undefined> {
   const t = await store.updateToken(id, (t) => withGrant(t, grant));
   return t && t.grants.find((g) => g.module_id === grant.module_id);
 }
 
-export async function removeGrant(store: StoreBackend, id: string, moduleId: ModuleId): Promise<boolean | undefined> {
+export async function removeGrant(store: TokenAdmin, id: string, moduleId: ModuleId): Promise<boolean | undefined> {
   let had = false;
   const t = await store.updateToken(id, (t) => {
     had = t.grants.some((g) => g.module_id === moduleId);

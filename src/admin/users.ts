@@ -1,6 +1,6 @@
 import { hashPassword } from '../auth/index.ts';
 import { isoNow } from '../clock.ts';
-import { type StoreBackend, newId, type Role, type UserRecord, DuplicateUserError } from '../store/index.ts';
+import { type UserAccounts, newId, type Role, type UserRecord, DuplicateUserError } from '../store/index.ts';
 import { encodeCursor, type ListQuery } from './page-query.ts';
 
 export type UserView = Omit<UserRecord, 'password_hash'>;
@@ -12,18 +12,18 @@ export function userView(u: UserRecord): UserView {
 
 /** Creates a user unless the name is taken (DuplicateUserError; checked atomically with
  * the insert by the store). */
-export async function addUser(store: StoreBackend, input: { username: string; password: string; role: Role }): Promise<UserView> {
+export async function addUser(store: UserAccounts, input: { username: string; password: string; role: Role }): Promise<UserView> {
   const user: UserRecord = { id: newId('usr'), username: input.username, role: input.role, enabled: true, password_hash: await hashPassword(input.password), created_at: isoNow() };
   if (!(await store.createUser(user))) throw new DuplicateUserError(`user ${user.username} exists`);
   return userView(user);
 }
 
-export async function listUserViews(store: StoreBackend): Promise<UserView[]> {
+export async function listUserViews(store: UserAccounts): Promise<UserView[]> {
   return (await store.listUsers()).map(userView);
 }
 
 /** A page of users in username order, `q` matching the username or the id. */
-export async function searchUserViews(store: StoreBackend, q: ListQuery): Promise<{ users: UserView[]; next_cursor: string | null }> {
+export async function searchUserViews(store: UserAccounts, q: ListQuery): Promise<{ users: UserView[]; next_cursor: string | null }> {
   const page = await store.searchUsers(q);
   return { users: page.items.map(userView), next_cursor: page.next && encodeCursor(page.next) };
 }
@@ -38,7 +38,7 @@ const isActiveAdmin = (u: UserRecord) => u.role === 'admin' && u.enabled;
 /** `guard`: checked in the store's transaction against the record as it is there (not as a
  * caller read it before a slow step); it throws to refuse the change. */
 export async function patchUser(
-  store: StoreBackend,
+  store: UserAccounts,
   id: string,
   patch: { enabled?: boolean; password?: string; role?: Role },
   guard?: (before: UserRecord, after: UserRecord) => void,

@@ -1,7 +1,7 @@
 import type { Config } from '../config/index.ts';
 import { bodyParser } from '../packets/index.ts';
 import { retryAfter, ServiceError } from '../errors/index.ts';
-import type { StoreBackend, UserRecord } from '../store/index.ts';
+import type { AdminSessions, LoginThrottle, UserAccounts, UserRecord } from '../store/index.ts';
 import { hashPassword, needsRehash, verifyPassword } from './password.ts';
 import { LoginSchema } from './schemas.ts';
 import { createSession, sweepSessions, type SessionRecord } from './session.ts';
@@ -32,7 +32,7 @@ export const parseLogin = bodyParser(LoginSchema);
  *    the reservation stays as the failure; never checked (503 from the hash gate, a store
  *    failure): the reservation is given back.
  * Returns the user for a right password of an enabled account, else undefined. */
-export async function checkPasswordThrottled(store: StoreBackend, username: string, password: string, address: string, at: number): Promise<UserRecord | undefined> {
+export async function checkPasswordThrottled(store: LoginThrottle & Pick<UserAccounts, 'getUserByName'>, username: string, password: string, address: string, at: number): Promise<UserRecord | undefined> {
   const { wait, known } = await store.reserveLoginAttempt(address, username, at);
   if (wait > 0) throw new ServiceError('too_many_attempts', undefined, retryAfter(wait));
   let user: UserRecord | undefined;
@@ -60,7 +60,7 @@ class HashChanged extends Error {}
 /** A hash stored with older parameters is rewritten with the current ones now that the
  * password is known, unless the password was changed meanwhile (that newer hash stays). A
  * failure here must not fail the login: the old hash still verifies, the next login retries. */
-async function rehashIfOld(store: StoreBackend, user: UserRecord, password: string): Promise<void> {
+async function rehashIfOld(store: Pick<UserAccounts, 'updateUser'>, user: UserRecord, password: string): Promise<void> {
   if (!needsRehash(user.password_hash)) return;
   try {
     const password_hash = await hashPassword(password);
@@ -74,7 +74,7 @@ async function rehashIfOld(store: StoreBackend, user: UserRecord, password: stri
 
 /** contract.md "Authentication and sessions". The throttle and the password check are
  * checkPasswordThrottled's; the role is revealed only to someone who knows the password. */
-export async function login(store: StoreBackend, config: Config, input: { username: string; password: string }, address: string, at: number): Promise<{ id: string; session: SessionRecord }> {
+export async function login(store: LoginThrottle & Pick<UserAccounts, 'getUserByName' | 'updateUser'> & AdminSessions, config: Config, input: { username: string; password: string }, address: string, at: number): Promise<{ id: string; session: SessionRecord }> {
   const user = await checkPasswordThrottled(store, input.username, input.password, address, at);
   if (!user) throw new ServiceError('invalid_credentials');
   await rehashIfOld(store, user, input.password);

@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Config } from '../config/index.ts';
-import type { StoreBackend, Role, SessionRecord } from '../store/index.ts';
+import type { AdminSessions, Role, SessionRecord } from '../store/index.ts';
 import { newCsrfToken } from './csrf.ts';
 
 export type { SessionRecord };
@@ -23,7 +23,7 @@ export function sessionAlive(config: Config, s: SessionRecord, at: number): bool
 }
 
 /** A new session with a fresh 256-bit id (a new id at every login: no fixation). */
-export async function createSession(store: StoreBackend, config: Config, user: { id: string; username: string; role: Role }, at: number): Promise<{ id: string; session: SessionRecord }> {
+export async function createSession(store: AdminSessions, config: Config, user: { id: string; username: string; role: Role }, at: number): Promise<{ id: string; session: SessionRecord }> {
   const id = randomBytes(32).toString('base64url');
   const session: SessionRecord = {
     user_id: user.id,
@@ -39,7 +39,7 @@ export async function createSession(store: StoreBackend, config: Config, user: {
 }
 
 /** The live session behind a cookie value, its idle clock moved on; dead ones are deleted. */
-export async function findSession(store: StoreBackend, config: Config, id: string | undefined, at: number): Promise<{ key: string; session: SessionRecord } | undefined> {
+export async function findSession(store: AdminSessions, config: Config, id: string | undefined, at: number): Promise<{ key: string; session: SessionRecord } | undefined> {
   if (id === undefined || id.length > 128) return undefined;
   const key = sessionKey(id);
   const session = await store.getSession(key);
@@ -58,16 +58,16 @@ export async function findSession(store: StoreBackend, config: Config, id: strin
   return { key, session };
 }
 
-export async function destroySession(store: StoreBackend, key: string): Promise<void> {
+export async function destroySession(store: AdminSessions, key: string): Promise<void> {
   await store.deleteSession(key);
 }
 
 /** Ends a user's sessions (password changed, account disabled or demoted), except `keep`. */
-export function destroyUserSessions(store: StoreBackend, userId: string, keep?: string): Promise<number> {
+export function destroyUserSessions(store: AdminSessions, userId: string, keep?: string): Promise<number> {
   return store.deleteUserSessions(userId, keep);
 }
 
 /** Drops dead sessions; run at login, where a scan of the (few) admin sessions is cheap. */
-export function sweepSessions(store: StoreBackend, config: Config, at: number): Promise<void> {
+export function sweepSessions(store: AdminSessions, config: Config, at: number): Promise<void> {
   return store.sweepSessions((s) => sessionAlive(config, s, at));
 }

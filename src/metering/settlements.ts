@@ -1,5 +1,5 @@
 import { now } from '../clock.ts';
-import type { StoreBackend, Reservation } from '../store/index.ts';
+import type { Reservation, Settlements } from '../store/index.ts';
 
 export interface SettlementView {
   id: string;
@@ -28,11 +28,11 @@ function view(r: Reservation): SettlementView {
 }
 
 /** Reservations whose settlement could not be written: they need an operator. */
-export async function listPendingSettlements(store: StoreBackend): Promise<SettlementView[]> {
+export async function listPendingSettlements(store: Settlements): Promise<SettlementView[]> {
   return (await store.listSettlementFailed()).map(view);
 }
 
-export async function resolveSettlement(store: StoreBackend, id: string, action: 'charge' | 'refund'): Promise<SettlementView | undefined | 'not_pending'> {
+export async function resolveSettlement(store: Settlements, id: string, action: 'charge' | 'refund'): Promise<SettlementView | undefined | 'not_pending'> {
   const r = await store.resolveReservation(id, action, now());
   return r === undefined || r === 'not_pending' ? r : view(r);
 }

@@ -1,7 +1,7 @@
 import { now } from '../clock.ts';
 import type { Config } from '../config/index.ts';
 import type { Logger } from '../observability/index.ts';
-import type { StoreBackend } from '../store/index.ts';
+import type { Retention } from '../store/index.ts';
 import { pruneArchiveBefore } from './archive.ts';
 
 const DAY_MS = 86_400_000;
@@ -21,7 +21,7 @@ export interface PruneReport {
 }
 
 /** One pass over every kind with its own period; the same in the service and the CLI. */
-export async function pruneOnce(backend: StoreBackend, config: RetentionConfig, at = now()): Promise<PruneReport> {
+export async function pruneOnce(backend: Retention, config: RetentionConfig, at = now()): Promise<PruneReport> {
   const cutoff = (days: number) => at - days * DAY_MS;
   const run = async (days: number, fn: (cutoff: number) => Promise<number>) => (days > 0 ? fn(cutoff(days)) : null);
   return {
@@ -37,7 +37,7 @@ export async function pruneOnce(backend: StoreBackend, config: RetentionConfig, 
 
 /** The service's pruner: once at start, then hourly, in the main thread only (one pass per
  * process, never one per API worker). Failures are logged and retried at the next tick. */
-export function startRetention(store: StoreBackend, config: RetentionConfig, log: Logger, everyMs = 3600_000): () => Promise<void> {
+export function startRetention(store: Retention, config: RetentionConfig, log: Logger, everyMs = 3600_000): () => Promise<void> {
   let running: Promise<void> | null = null;
   let stopped = false;
   const tick = () => {

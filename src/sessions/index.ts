@@ -2,7 +2,7 @@ import type { Static } from '@sinclair/typebox';
 import { generateSessionToken, newSessionId, hashToken } from '../auth/index.ts';
 import type { Config } from '../config/index.ts';
 import { retryAfter, ServiceError } from '../errors/index.ts';
-import { type StoreBackend, deviceSessionState, type DeviceSession, type DeviceSessionState, type TokenRecord } from '../store/index.ts';
+import { type DeviceSessions, type ModuleReads, type UsageReads, deviceSessionState, type DeviceSession, type DeviceSessionState, type TokenRecord } from '../store/index.ts';
 import { DEFAULT_MAX_CAPTURES, DEFAULT_TTL_SECONDS, type SessionCreateSchema } from './schemas.ts';
 
 // Device sessions (issue 26) as the /v1/sessions routes and GET /v1/me use them. The store
@@ -20,7 +20,7 @@ export interface SessionVerification {
 export type SessionLimits = Pick<Config, 'SESSION_MAX_TTL_SECONDS' | 'SESSION_MAX_CAPTURES' | 'SESSION_MINT_LIMIT' | 'SESSION_MINT_WINDOW_SECONDS'>;
 
 /** Mints a session of `token` for one of its granted, enabled modules. */
-export async function mintSession(store: StoreBackend, limits: SessionLimits, token: TokenRecord, input: Static<typeof SessionCreateSchema>, at: number) {
+export async function mintSession(store: ModuleReads & DeviceSessions, limits: SessionLimits, token: TokenRecord, input: Static<typeof SessionCreateSchema>, at: number) {
   if (!token.grants.some((g) => g.module_id === input.module_id)) throw new ServiceError('module_forbidden');
   if (!(await store.moduleEnabled(input.module_id))) throw new ServiceError('module_disabled');
   const ttlMs = Math.min(input.ttl_seconds ?? DEFAULT_TTL_SECONDS, limits.SESSION_MAX_TTL_SECONDS) * 1000;
@@ -49,7 +49,7 @@ const SESSION_ID = /^ses_[A-Za-z0-9_-]{12}$/;
 
 /** The session `id` of `token`; another token's, or none, is 404 alike (an id says nothing of
  * whether it exists elsewhere). */
-export async function ownSession(store: StoreBackend, token: TokenRecord, id: string): Promise<DeviceSession> {
+export async function ownSession(store: DeviceSessions, token: TokenRecord, id: string): Promise<DeviceSession> {
   // the shape first: an id that could never be minted (a NUL, megabytes) never reaches the store
   const s = SESSION_ID.test(id) ? await store.getDeviceSession(id) : undefined;
   if (!s || s.token_id !== token.id) throw new ServiceError('session_not_found');
@@ -57,7 +57,7 @@ export async function ownSession(store: StoreBackend, token: TokenRecord, id: st
 }
 
 /** What a backend reads to decide, server to server: the state and every call's results. */
-export async function sessionStatus(store: StoreBackend, s: DeviceSession, at: number) {
+export async function sessionStatus(store: DeviceSessions & Pick<UsageReads, 'getResults' | 'getReservation'>, s: DeviceSession, at: number) {
   const results: SessionVerification[] = [];
   for (const call of await store.listDeviceSessionCalls(s.id)) {
     if (call.refunded) {
@@ -97,14 +97,14 @@ export function sessionMe(s: DeviceSession, at: number): SessionMe {
 
 /** An operator's revocation of one session (console, admin API, CLI), whichever token minted
  * it: undefined when no session has that id. Revoking twice keeps the first time. */
-export async function revokeSessionById(store: StoreBackend, id: string, at: number) {
+export async function revokeSessionById(store: DeviceSessions, id: string, at: number) {
   if (!SESSION_ID.test(id) || !(await store.getDeviceSession(id))) return undefined;
   const s = await store.revokeDeviceSession(id, at);
   return s && { session_id: s.id, token_id: s.token_id, module_id: s.module_id, state: deviceSessionState(s, at), revoked_at: s.revoked_at, max_captures: s.max_captures, captures_used: s.captures_used };
 }
 
 /** The console's list of a token's active sessions. */
-export async function activeSessions(store: StoreBackend, tokenId: string, at: number) {
+export async function activeSessions(store: DeviceSessions, tokenId: string, at: number) {
   return (await store.listActiveDeviceSessions(tokenId, at)).map((s) => ({
     session_id: s.id, module_id: s.module_id, state: deviceSessionState(s, at), created_at: s.created_at, expires_at: s.expires_at,
     max_captures: s.max_captures, captures_used: s.captures_used,

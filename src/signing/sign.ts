@@ -1,6 +1,6 @@
 import { createPrivateKey, sign as edSign, type KeyObject } from 'node:crypto';
 import { now } from '../clock.ts';
-import type { StoreBackend } from '../store/index.ts';
+import type { SigningKeys, StoreStatus } from '../store/index.ts';
 import { ensureSigningKey, readCurrentKid, readKey } from './keys.ts';
 import { SHARED_KEY_CACHE_MS, storeKeys, type KeySource } from './source.ts';
 
@@ -125,10 +125,10 @@ export class SharedSigner {
   }
 }
 
-const sharedSigners = new WeakMap<StoreBackend, SharedSigner>();
+const sharedSigners = new WeakMap<SigningKeys, SharedSigner>();
 
 /** The signer of this process: DATA_DIR's key files with LMDB, the database with PostgreSQL. */
-export function signerOf(store: StoreBackend, dataDir: string): VerdictSigner | SharedSigner {
+export function signerOf(store: Pick<StoreStatus, 'kind'> & SigningKeys, dataDir: string): VerdictSigner | SharedSigner {
   if (store.kind !== 'postgres') return signerFor(dataDir);
   let s = sharedSigners.get(store);
   if (!s) {

@@ -1,4 +1,4 @@
-import type { StoreBackend } from '../store/index.ts';
+import type { SigningKeys, StoreStatus } from '../store/index.ts';
 import { ensureSigningKey, KID_PATTERN, listKeys, newKey, RETIRED_DELETE_MS, revokeSigningKey, rotateSigningKey, UnknownSigningKeyError, type KeyFile, type KeyRevocation } from './keys.ts';
 
 /** Where a node's verdict-signing keys live: DATA_DIR/keys files with the embedded store (one
@@ -26,7 +26,7 @@ export function fileKeys(dataDir: string): KeySource {
   };
 }
 
-export function storeKeys(store: StoreBackend): KeySource {
+export function storeKeys(store: SigningKeys): KeySource {
   return {
     async current(at) {
       const found = (await store.listSigningKeys()).find((k) => k.retired_at === null);
@@ -48,6 +48,6 @@ export function storeKeys(store: StoreBackend): KeySource {
   };
 }
 
-export function keySourceFor(store: StoreBackend, dataDir: string): KeySource {
+export function keySourceFor(store: Pick<StoreStatus, 'kind'> & SigningKeys, dataDir: string): KeySource {
   return store.kind === 'postgres' ? storeKeys(store) : fileKeys(dataDir);
 }

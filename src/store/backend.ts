@@ -214,16 +214,17 @@ export interface MeteringStore {
   refund(reservationId: string, at: number): Promise<Reservation | undefined>;
 }
 
-/** Reservations an operator inspects and resolves. */
+/** Settlements that failed, as an operator lists and resolves them. */
 export interface Settlements {
   /** operator decision on a settlement_failed reservation; 'not_pending' when it is not one */
   resolveReservation(id: string, action: ResolveAction, at: number): Promise<Reservation | undefined | 'not_pending'>;
-  getReservation(id: string): Promise<Reservation | undefined>;
   listSettlementFailed(): Promise<Reservation[]>;
 }
 
-/** What was charged and answered, read back: usage, the ledger, daily totals, stored results. */
+/** What was charged and answered, read back: a reservation, usage, the ledger, daily totals,
+ * stored results. */
 export interface UsageReads {
+  getReservation(id: string): Promise<Reservation | undefined>;
   usageSnapshot(token: TokenRecord, at: number): Promise<UsageRecord[]>;
   listLedger(q: PageQuery): Promise<Page<Omit<LedgerEntry, 'windows'>>>;
   verifyLedger(): Promise<LedgerCheck>;
