@@ -12,11 +12,6 @@ import type { EngineHost } from './engine-host.ts';
  * and the store's. */
 const EARLY_STOP_WAIT_MS = 35_000;
 
-/** TEST_START_HOLD=<part of a step's name>[:block], testing only: start-up stops at that step
- * for ever, waiting (the event loop runs) or, with `:block`, with the main thread blocked (as
- * in issue 39's hang), so that tests can see the watchdog and its backstop fire. */
-const hold = process.env.TEST_START_HOLD ? { step: process.env.TEST_START_HOLD.replace(/:block$/, ''), block: process.env.TEST_START_HOLD.endsWith(':block') } : null;
-
 async function holdHere(log: Logger, step: string, block: boolean): Promise<void> {
   log.warn({ TEST_START_HOLD: process.env.TEST_START_HOLD, step }, 'testing only: start-up holds here for ever (TEST_START_HOLD); never set this in production');
   if (block) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
@@ -41,6 +36,11 @@ export class ProcessControl {
   /** set by a stop asked for before the cluster existed: start-up ends at its next step */
   private earlyStop: Promise<never> | null = null;
   private signals = 0;
+  /** TEST_START_HOLD=<part of a step's name>[:block], testing only: start-up stops at that step
+   * for ever, waiting (the event loop runs) or, with `:block`, with the main thread blocked (as
+   * in issue 39's hang), so that tests can see the watchdog and its backstop fire. Read here,
+   * not at module load: an API worker's bundle, which shares src/cluster/, reads nothing of it. */
+  private readonly hold = process.env.TEST_START_HOLD ? { step: process.env.TEST_START_HOLD.replace(/:block$/, ''), block: process.env.TEST_START_HOLD.endsWith(':block') } : null;
 
   constructor(private readonly log: Logger, startTimeoutSeconds: number) {
     // Past START_TIMEOUT_SECONDS a start that has not listened logs what it waits for and exits
@@ -70,7 +70,7 @@ export class ProcessControl {
   async step(name: string): Promise<void> {
     if (this.earlyStop) await this.earlyStop;
     this.watchdog.step(name);
-    if (hold && name.includes(hold.step)) await holdHere(this.log, name, hold.block);
+    if (this.hold && name.includes(this.hold.step)) await holdHere(this.log, name, this.hold.block);
   }
 
   /** Start-up is over: the API workers listen. */
