@@ -4,12 +4,19 @@
 // each case below breaks every later check too, and must still get the earlier answer.
 // On a real LMDB store (test/verify/world.ts): the quota, the module switch and the failing
 // writes are the store's own.
+// Replaces the spawned test/verify/check-order.test.ts (one server, two CLI runs): its order
+// (token, module, grant, enabled, then the Idempotency-Key's shape) is the case list below,
+// the module switched off as `module disable` does (store.setModuleEnabled; the CLI command
+// has its own tests), and its last cases are the test at the end: a token granted colour only,
+// RGB and colour in one request, and a call without an Authorization header (a session
+// cookie is no business token: GET /v1/me authenticates with the same authenticateCaller, from
+// the Authorization header alone).
 
 import t from 'tap';
 import { generateToken } from '../../src/auth/business-token.ts';
 import { setGrant } from '../../src/admin/tokens.ts';
 import type { VerifyAnswer } from '../../src/verify/index.ts';
-import { request, single } from '../helpers/captures.ts';
+import { color, request, single } from '../helpers/captures.ts';
 import { addToken, audits, call, codeOf, ledger, lmdbStore, world, writesFailing } from './world.ts';
 
 const { store } = lmdbStore(t);
@@ -79,4 +86,19 @@ t.test('every refusal is audited with the code the client got, and signed', asyn
   t.ok(answer.headers?.['X-Verdict-Signature'], 'the refusal is signed');
   t.match(await audits(w, token, 1), [{ request_id: 'req-disabled', token_id: token.id, module_id: 'rgb_liveness', status: 403, error_code: 'module_disabled', charged_units: 0, outcome: 'error', at: new Date(w.clock.at).toISOString() }]);
   t.match(w.facts, [{ status: 403, errorCode: 'module_disabled', replayed: false, reserved: 0 }]);
+});
+
+t.test('a token granted colour only is refused RGB; RGB and colour never share a request; no Authorization header is no token', async (t) => {
+  const w = world(store);
+  const { plaintext: colorOnly } = await addToken(w, [{ module_id: 'color_liveness', limit: 5 }]);
+  const forbidden = await call(w, colorOnly, valid());
+  t.equal(forbidden.status, 403);
+  t.equal(codeOf(forbidden, 'accept'), 'module_forbidden');
+  const mixed = await call(w, colorOnly, request([color(), single()]), { module: 'color_liveness' });
+  t.equal(mixed.status, 422, 'RGB and colour never share a request');
+  t.equal(codeOf(mixed, 'validate'), 'invalid_input');
+  const anonymous = await call(w, colorOnly, valid(), { authorization: undefined });
+  t.equal(anonymous.status, 401);
+  t.equal(codeOf(anonymous, 'accept'), 'invalid_token');
+  t.equal(w.inference.calls, 0);
 });

@@ -288,7 +288,8 @@ export function writesFailing(store: StoreBackend): { free(): Promise<void> } {
 
 export interface CallOptions {
   module?: string;
-  authorization?: string;
+  /** the Authorization header (present but undefined: none) */
+  authorization?: string | undefined;
   idempotencyKey?: string;
   /** the upload waits here, its parts not yet delivered, until the test opens it */
   upload?: Gate & { wait(): Promise<void> };
@@ -310,7 +311,7 @@ export function call(w: World, plaintext: string, body: { body: Uint8Array; cont
   // one millisecond apart: the store orders its records by time
   w.clock.at += 1;
   const req: VerifyRequest = {
-    requestId: o.requestId ?? `req-${process.pid}-${++requests}`, moduleParam: o.module ?? 'rgb_liveness', authorization: o.authorization ?? `Bearer ${plaintext}`,
+    requestId: o.requestId ?? `req-${process.pid}-${++requests}`, moduleParam: o.module ?? 'rgb_liveness', authorization: 'authorization' in o ? o.authorization : `Bearer ${plaintext}`,
     idempotencyKey: o.idempotencyKey, clientAddress: '192.0.2.1', startedAt: performance.now(), aborted: () => false,
     record: (f, status, errorCode, replayed) => w.facts.push({ status, errorCode, replayed, reserved: f.reserved, charged: f.charged, refunded: f.refunded }),
     openBody: async (onPartEnd) => {
