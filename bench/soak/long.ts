@@ -42,6 +42,8 @@ export interface LongSoakOptions {
   /** the window judged for the plateau, at the end of the run */
   plateauMinutes?: number;
   memoryEveryMs?: number;
+  /** more environment for the server (e.g. GC_INITIAL_OLD_SPACE_MB=0 to compare) */
+  env?: Record<string, string>;
   log?: (line: string) => void;
 }
 
@@ -128,7 +130,7 @@ export async function runLongSoak(opts: LongSoakOptions): Promise<ScenarioResult
   const rand = prng(opts.seed ?? 44);
   let postgres: TestPostgres | null = null;
   // as `npm start` runs the service (package.json; docs/capacity.md "Memory")
-  const env: Record<string, string> = { WORKERS: String(workers), MALLOC_MMAP_THRESHOLD_: process.env.MALLOC_MMAP_THRESHOLD_ ?? '32768' };
+  const env: Record<string, string> = { WORKERS: String(workers), MALLOC_MMAP_THRESHOLD_: process.env.MALLOC_MMAP_THRESHOLD_ ?? '32768', ...opts.env };
   if (opts.store === 'postgres') {
     postgres = await startPostgres();
     env.DATABASE_URL = await postgres.database('soak');
@@ -152,11 +154,24 @@ export async function runLongSoak(opts: LongSoakOptions): Promise<ScenarioResult
     const started = Date.now();
     const end = started + opts.minutes * 60_000;
     const memory: MemorySample[] = [];
+    // the V8 heaps (all threads) from /metrics beside RssAnon: a heap that only fills with
+    // garbage until its first major GC and a heap that keeps what it allocates look alike in RSS
+    const heaps: { at: number; used: number; total: number; external: number }[] = [];
+    const sampleHeaps = async (at: number) => {
+      try {
+        const text = await (await fetch(`${server.baseUrl}/metrics`, { signal: AbortSignal.timeout(5_000) })).text();
+        const sum = (name: string) => text.split('\n').filter((l) => l.startsWith(`${name}{`)).reduce((n, l) => n + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
+        heaps.push({ at, used: sum('nodejs_heap_size_used_bytes'), total: sum('nodejs_heap_size_total_bytes'), external: sum('nodejs_external_memory_bytes') });
+      } catch {
+        // a busy host answering late: that sample is skipped
+      }
+    };
     const sampleMemory = () => {
       const m = memoryOf(pid, Date.now() - started);
       if (m === null) return;
       memory.push(m);
-      log(`t=${(m.at / 1000).toFixed(0)} s rss=${fmtBytes(m.rss)} anon=${fmtBytes(m.anon)} file=${fmtBytes(m.file)} fds=${m.fds} 200s=${counts.ok} 503s=${counts.busy} dropped=${counts.dropped}`);
+      void sampleHeaps(m.at);
+      log(`t=${(m.at / 1000).toFixed(0)} s rss=${fmtBytes(m.rss)} anon=${fmtBytes(m.anon)} file=${fmtBytes(m.file)} fds=${m.fds} heap_used=${fmtBytes(heaps.at(-1)?.used ?? null)} 200s=${counts.ok} 503s=${counts.busy} dropped=${counts.dropped}`);
     };
     const counts = { ok: 0, busy: 0, busyWithoutRetryAfter: 0, dropped: 0, slow: 0, unexpected: 0, clientErrors: 0, charged: 0, single: 0, sequence: 0, batch: 0 };
     const statuses: Record<string, number> = {};
@@ -332,6 +347,10 @@ export async function runLongSoak(opts: LongSoakOptions): Promise<ScenarioResult
         plateau_rss_max_deviation_pct: Number((rss.maxDeviation * 100).toFixed(2)),
         plateau_rss_slope_mib_per_hour: Number((rss.slopePerHour / 1048576).toFixed(2)),
         plateau_file_slope_mib_per_hour: Number((file.slopePerHour / 1048576).toFixed(2)),
+        v8_heap_used_first: fmtBytes(heaps[0]?.used ?? null),
+        v8_heap_used_last: fmtBytes(heaps.at(-1)?.used ?? null),
+        v8_heap_total_last: fmtBytes(heaps.at(-1)?.total ?? null),
+        server_env: JSON.stringify(opts.env ?? {}),
         fds_first: memory[0]?.fds ?? null,
         fds_median_window_before: fdsBefore,
         fds_median_last_window: fdsLast,
@@ -341,7 +360,7 @@ export async function runLongSoak(opts: LongSoakOptions): Promise<ScenarioResult
         store_bytes_per_call_answered: answered ? Math.round(storeGrowth / answered) : null,
         ...audit,
       },
-      series: { memory },
+      series: { memory, heaps },
       failures: failures.done(),
     };
   } finally {
@@ -415,7 +434,7 @@ async function auditFigures(dataDir: string, env: Record<string, string>): Promi
 }
 
 /** The memory series as a small SVG: RSS, RssAnon and RssFile (MiB) over minutes. */
-export function memorySvg(memory: MemorySample[], title: string): string {
+export function memorySvg(memory: MemorySample[], title: string, heaps: { at: number; used: number }[] = []): string {
   const W = 720;
   const H = 320;
   const left = 56;
@@ -443,12 +462,13 @@ ${xTicks.map((t) => `<text x="${x(t)}" y="${H - bottom + 16}" text-anchor="middl
 ${line((m) => m.rss, '#333', 'RSS', 0)}
 ${line((m) => m.anon, '#c0392b', 'RssAnon', 1)}
 ${line((m) => m.file, '#2471a3', 'RssFile', 2)}
+${heaps.length ? `<polyline fill="none" stroke="#1e8449" stroke-width="1" stroke-dasharray="4 2" points="${heaps.map((h) => `${x(h.at / 60_000).toFixed(1)},${y(mib(h.used)).toFixed(1)}`).join(' ')}"/><text x="${W - right + 8}" y="${top + 14 + 3 * 18}" fill="#1e8449">V8 heaps used</text>` : ''}
 </svg>
 `;
 }
 
 /** Writes the report's series as an SVG next to it. */
-export function writeMemorySvg(file: string, memory: MemorySample[], title: string): void {
+export function writeMemorySvg(file: string, memory: MemorySample[], title: string, heaps: { at: number; used: number }[] = []): void {
   fs.mkdirSync(path.dirname(file), { recursive: true });
-  fs.writeFileSync(file, memorySvg(memory, title));
+  fs.writeFileSync(file, memorySvg(memory, title, heaps));
 }

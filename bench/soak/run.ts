@@ -4,7 +4,8 @@
 //              traffic at twice the slots for N minutes, the RssAnon plateau judged on the last
 //              10), its report in bench/results/soak-<N>min-<store>.json with an RSS plot
 //              (.svg) beside it. `--only=overload --minutes N` runs the overload scenario N
-//              minutes instead, as before.
+//              minutes instead, as before. `--server-env=K=V,...` adds to the long soak's server
+//              environment and `--tag=T` names its report soak-<N>min-<store>-<T>.json.
 // The reliability suite: each scenario starts its own server on loopback (PORT=0, temporary
 // DATA_DIR), runs a bounded count of calls for a bounded time, stops by itself and prints its
 // figures; a JSON report goes to bench/results/soak.json (soak-quick.json with --quick).
@@ -44,6 +45,9 @@ if (store !== 'lmdb' && store !== 'postgres') {
   process.stderr.write('--store takes lmdb or postgres\n');
   process.exit(2);
 }
+// --server-env=K=V,K=V: more environment for the long soak's server (a comparison run)
+const serverEnv = Object.fromEntries((process.argv.find((a) => a.startsWith('--server-env='))?.slice(13).split(',') ?? []).filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
+const tag = process.argv.find((a) => a.startsWith('--tag='))?.slice(6);
 // --minutes alone: the long soak only
 const selected = only ?? (minutes !== null ? ['long'] : ['kill-loop', 'fuzz', 'overload', 'slow-client']);
 
@@ -69,7 +73,7 @@ const scenarios: { name: string; boundMs: number; run: () => Promise<ScenarioRes
     name: 'long',
     // the run, the server's start and the checks at the end (PostgreSQL's start included)
     boundMs: (minutes ?? 1) * 60_000 + 10 * 60_000,
-    run: () => runLongSoak({ minutes: minutes ?? 1, store, log }),
+    run: () => runLongSoak({ minutes: minutes ?? 1, store, log, env: serverEnv }),
   },
   {
     name: 'slow-client',
@@ -116,12 +120,13 @@ const dir = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'resul
 fs.mkdirSync(dir, { recursive: true });
 // a timed run has its own file, so a short one does not replace the report of the default sizes
 const longRun = selected.includes('long');
-const file = path.join(dir, longRun ? `soak-${minutes}min-${store}.json` : minutes !== null ? `soak-${minutes}min${quick ? '-quick' : ''}.json` : quick ? 'soak-quick.json' : 'soak.json');
+const file = path.join(dir, longRun ? `soak-${minutes}min-${store}${tag ? `-${tag}` : ''}.json` : minutes !== null ? `soak-${minutes}min${quick ? '-quick' : ''}.json` : quick ? 'soak-quick.json' : 'soak.json');
 fs.writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
-const longReport = report.long as { series?: { memory?: MemorySample[] } } | undefined;
+const longReport = report.long as { series?: { memory?: MemorySample[]; heaps?: { at: number; used: number }[] } } | undefined;
 if (longRun && longReport?.series?.memory?.length) {
   const svg = file.replace(/\.json$/, '.svg');
-  writeMemorySvg(svg, longReport.series.memory, `${minutes}-minute soak on ${store === 'lmdb' ? 'LMDB' : 'PostgreSQL'}: RSS, RssAnon, RssFile (MiB)`);
+  const extra = Object.keys(serverEnv).length ? ` (${Object.entries(serverEnv).map(([k, v]) => `${k}=${v}`).join(' ')})` : '';
+  writeMemorySvg(svg, longReport.series.memory, `${minutes}-minute soak on ${store === 'lmdb' ? 'LMDB' : 'PostgreSQL'}${extra}: RSS, RssAnon, RssFile (MiB)`, longReport.series.heaps);
   process.stdout.write(`plot: ${path.relative(process.cwd(), svg)}\n`);
 }
 process.stdout.write(`\nreport: ${path.relative(process.cwd(), file)}\n`);
