@@ -12,18 +12,15 @@ export const SLOTS_PER_WORKER = 2;
 /** RETRY_AFTER_SECONDS when unset; also what a component not configured yet (a CLI's password
  * hash gate) tells a client to wait. */
 export const DEFAULT_RETRY_AFTER_SECONDS = 1;
-// Slots and API workers are sized apart by default (docs/capacity.md, "Sizing API workers"):
-// a slot covers the whole upload, so the host's slots are sized for slow links, 16 per core,
-// at least 16, at most 128 (what 8 API workers a core gave before); an uploading call costs an
-// API worker no CPU, so the workers are sized for the cores: one per core, at least 2 (one
-// serves while the other is replaced). 16 API workers on 2 cores cost 8.0 ms of CPU per
-// single-rgb8 capture at concurrency 32 against 4.9 ms for 2 workers holding the same 32 slots
-// (per-isolate JIT warm-up, event loops that wake for one event each, more thread switches:
-// bench/results/cpu-per-capture.md). WORKERS set alone keeps the spec's 2 slots per worker.
+// An API worker mostly waits on uploads (a slot covers the whole upload), and the spec admits 2
+// concurrent verify calls per API worker, so the default is sized for slow links rather than
+// for cores: 8 per core, at least 8 (16 slots), at most 64. VERIFY_SLOTS, which only an
+// operator sets, sizes the slots apart from the workers, outside the spec's 2 per worker: 16
+// API workers on 2 cores cost 8.0 ms of CPU per single-rgb8 capture at concurrency 32 against
+// 4.9 ms for 2 workers holding the same 32 slots (bench/results/cpu-per-capture.md).
+const WORKERS_PER_CORE = 8;
+const MIN_DEFAULT_WORKERS = 8;
 const MAX_SLOTS = 2 * MAX_WORKERS;
-const DEFAULT_SLOTS_PER_CORE = 16;
-const MIN_DEFAULT_SLOTS = 16;
-const MIN_DEFAULT_WORKERS = 2;
 const MAX_INFERENCE_THREADS = 256;
 const Int = (min: number, max: number, description: string) => Type.Integer({ minimum: min, maximum: max, description });
 
@@ -39,7 +36,7 @@ export const ConfigSchema = Type.Object({
   NODE_LEASE_SECONDS: Int(2, 600, 'PostgreSQL store: a node that has not renewed its lease for this long is presumed dead and its pending reservations are refunded'),
   TOKEN_CACHE_SECONDS: Int(0, 300, 'PostgreSQL store: a verify call may start from a token read this long ago (the reservation re-reads it); 0 reads it every call'),
   WORKERS: Int(1, MAX_WORKERS, 'API worker threads'),
-  VERIFY_SLOTS: Int(1, MAX_SLOTS, 'verify calls the host admits at once, pooled over its API workers (a slot covers the whole upload); default: 2 x WORKERS when WORKERS is set, else 16 per core (at least 16, at most 128)'),
+  VERIFY_SLOTS: Int(1, MAX_SLOTS, 'verify calls the host admits at once, pooled over its API workers (a slot covers the whole upload); default 2 x WORKERS, the spec\'s 2 per API worker; set, it departs from that figure (docs/capacity.md)'),
   UPLOAD_MIN_BYTES_PER_SECOND: Int(1, 1 << 30, 'an upload slower than this, averaged over UPLOAD_RATE_WINDOW_SECONDS, is answered 408'),
   UPLOAD_RATE_WINDOW_SECONDS: Int(2, 3600, 'the window over which the upload rate is averaged; also the longest stall allowed'),
   UPLOAD_DEADLINE_SECONDS: Int(1, 24 * 3600, 'an upload not finished by then is answered 408'),
@@ -164,7 +161,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     NODE_LEASE_SECONDS: int('NODE_LEASE_SECONDS', env.NODE_LEASE_SECONDS, 15),
     TOKEN_CACHE_SECONDS: int('TOKEN_CACHE_SECONDS', env.TOKEN_CACHE_SECONDS, 5),
     // the default stays inside the accepted range, so a large host starts
-    WORKERS: int('WORKERS', env.WORKERS, Math.min(Math.max(MIN_DEFAULT_WORKERS, cores), MAX_WORKERS)),
+    WORKERS: int('WORKERS', env.WORKERS, Math.min(Math.max(MIN_DEFAULT_WORKERS, cores * WORKERS_PER_CORE), MAX_WORKERS)),
     VERIFY_SLOTS: 0,
     UPLOAD_MIN_BYTES_PER_SECOND: int('UPLOAD_MIN_BYTES_PER_SECOND', env.UPLOAD_MIN_BYTES_PER_SECOND, 8000),
     UPLOAD_RATE_WINDOW_SECONDS: int('UPLOAD_RATE_WINDOW_SECONDS', env.UPLOAD_RATE_WINDOW_SECONDS, 10),
@@ -221,11 +218,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
   // contended host the fair shares of src/http/capacity.ts give a caller holding none a slot
   // of the caller holding the most, so a fixed cap would only idle slots that a lone tenant
   // could use. An operator may still set one.
-  // WORKERS set alone keeps its documented meaning, 2 slots per API worker (the spec's
-  // figure); only the unset default is sized for uploads apart from the workers.
-  const slotsByDefault = opt(env.WORKERS) === undefined
-    ? Math.min(Math.max(MIN_DEFAULT_SLOTS, cores * DEFAULT_SLOTS_PER_CORE), MAX_SLOTS)
-    : Number.isInteger(raw.WORKERS) ? Math.min(raw.WORKERS * SLOTS_PER_WORKER, MAX_SLOTS) : 2;
+  // unset, the spec's 2 slots per API worker
+  const slotsByDefault = Number.isInteger(raw.WORKERS) ? Math.min(raw.WORKERS * SLOTS_PER_WORKER, MAX_SLOTS) : 2;
   raw.VERIFY_SLOTS = int('VERIFY_SLOTS', env.VERIFY_SLOTS, slotsByDefault);
   const slots = Number.isInteger(raw.VERIFY_SLOTS) ? raw.VERIFY_SLOTS : 2;
   raw.UPLOADS_PER_ADDRESS = int('UPLOADS_PER_ADDRESS', env.UPLOADS_PER_ADDRESS, slots);

@@ -34,8 +34,8 @@ names) without an answer. A listed method that a path does not serve is 405 \`me
 **Order of checks on verify**: token (401), module exists (404), grant (403 module_forbidden), enabled
 (403 module_disabled), capacity slot (503 server_busy, before the body is read), headers and content type
 (400, 413, 415), body and inputs (408 request_timeout for an upload below the minimum rate or past its
-deadline, 413, 422), idempotency (409), quota (429), inference (200, 500). Capacity is VERIFY_SLOTS slots
-(2 x WORKERS when only WORKERS is set) shared by the whole host, with caps per client address and per token (also 503 server_busy). A verify answer
+deadline, 413, 422), idempotency (409), quota (429), inference (200, 500). Capacity is 2 x WORKERS slots
+(VERIFY_SLOTS when an operator sets it) shared by the whole host, with caps per client address and per token (also 503 server_busy). A verify answer
 may come with \`Connection: close\` when its API worker holds more than its share of the host's connections; the
 answer is complete, and the client's next request opens a new connection.
 

@@ -46,7 +46,7 @@ export const OPERATIONS: Operation[] = [
       + 'Retry server_busy, module_unavailable, store_unavailable, request_in_progress, request_timeout and inference_failed with the same Idempotency-Key and the same bytes. '
       + 'store_unavailable (503): the store cannot write (a full disk); the message says what was recorded, and nothing is charged. '
       + 'An upload below UPLOAD_MIN_BYTES_PER_SECOND over UPLOAD_RATE_WINDOW_SECONDS, or still running after UPLOAD_DEADLINE_SECONDS, is answered 408 request_timeout '
-      + '(nothing charged, the key not bound). Capacity is VERIFY_SLOTS slots (2 x WORKERS when only WORKERS is set) shared by the whole host, with caps per client address and per token (503 server_busy). '
+      + '(nothing charged, the key not bound). Capacity is 2 x WORKERS slots (VERIFY_SLOTS when an operator sets it) shared by the whole host, with caps per client address and per token (503 server_busy). '
       + 'With a session token: only the session\'s module (else 403 session_not_allowed); the business token\'s quota is charged, and a call that would pass the '
       + 'session\'s max_captures is refused whole (429 session_captures_exceeded, nothing charged).',
     parameters: [

@@ -3,24 +3,21 @@ import { loadConfig, type Config } from '../../src/config/index.ts';
 
 const pick = (c: Config) => [c.WORKERS, c.VERIFY_SLOTS, c.UPLOADS_PER_ADDRESS];
 
-t.test('by default the slots are sized for uploads (16 per core, at least 16) and WORKERS for the cores (at least 2); INFERENCE_THREADS follows the cores', async (t) => {
+t.test('WORKERS is sized for uploads (8 per core, at least 8) with the spec\'s 2 slots each; INFERENCE_THREADS follows the cores', async (t) => {
   const c = loadConfig({}, '/srv', 6);
-  t.equal(c.WORKERS, 6, 'one API worker per core');
-  t.equal(c.VERIFY_SLOTS, 96, 'the slots of 8 API workers a core, as before');
+  t.equal(c.WORKERS, 48);
+  t.equal(c.VERIFY_SLOTS, 96, '2 slots per API worker');
   t.same([c.UPLOADS_PER_ADDRESS, c.UPLOADS_PER_TOKEN], [96, 96], 'the caps default to every slot');
   t.equal(c.INFERENCE_THREADS, 6);
-  const two = loadConfig({}, '/srv', 2);
-  t.same([two.WORKERS, two.VERIFY_SLOTS], [2, 32], 'a 2-core host: 2 API workers holding 32 slots');
-  const one = loadConfig({}, '/srv', 1);
-  t.same([one.WORKERS, one.VERIFY_SLOTS], [2, 16], 'a 1-core host: still 2 API workers (one serves while the other is replaced) and 16 slots');
+  t.same(pick(loadConfig({}, '/srv', 1)), [8, 16, 16], 'a small host still gets 8 API workers (16 slots)');
 });
 
-t.test('WORKERS set alone keeps 2 slots per API worker; VERIFY_SLOTS sets the slots whatever WORKERS is', async (t) => {
+t.test('WORKERS set alone keeps 2 slots per API worker; VERIFY_SLOTS, set, sizes the slots apart from WORKERS', async (t) => {
   t.same(pick(loadConfig({ WORKERS: '16' }, '/srv', 2)), [16, 32, 32]);
-  t.same(pick(loadConfig({ WORKERS: '3' }, '/srv', 8)), [3, 6, 6], 'not the cores\' upload-sized default');
-  t.same(pick(loadConfig({ VERIFY_SLOTS: '40' }, '/srv', 2)), [2, 40, 40], 'slots alone: the workers stay at their default');
-  t.same(pick(loadConfig({ WORKERS: '4', VERIFY_SLOTS: '5' }, '/srv', 2)), [4, 5, 5], 'both set: both as given (the slots are pooled)');
-  t.same(pick(loadConfig({ WORKERS: '', VERIFY_SLOTS: '' }, '/srv', 2)), [2, 32, 32], 'empty means unset');
+  t.same(pick(loadConfig({ WORKERS: '3' }, '/srv', 8)), [3, 6, 6]);
+  t.same(pick(loadConfig({ VERIFY_SLOTS: '40' }, '/srv', 2)), [16, 40, 40], 'slots alone: the workers stay at their default');
+  t.same(pick(loadConfig({ WORKERS: '2', VERIFY_SLOTS: '32' }, '/srv', 2)), [2, 32, 32], 'the slots of the default on 2 API workers (bench/results/cpu-per-capture.md)');
+  t.same(pick(loadConfig({ WORKERS: '', VERIFY_SLOTS: '' }, '/srv', 2)), [16, 32, 32], 'empty means unset');
   t.throws(() => loadConfig({ VERIFY_SLOTS: '0' }, '/srv', 2), /VERIFY_SLOTS/);
   t.throws(() => loadConfig({ VERIFY_SLOTS: '129' }, '/srv', 2), /VERIFY_SLOTS/, 'at most 128, the caps\' range');
   t.throws(() => loadConfig({ VERIFY_SLOTS: 'many' }, '/srv', 2), /VERIFY_SLOTS/);
@@ -29,7 +26,7 @@ t.test('WORKERS set alone keeps 2 slots per API worker; VERIFY_SLOTS sets the sl
 t.test('a host with more cores than the accepted range still starts on the defaults', async (t) => {
   const c = loadConfig({}, '/srv', 300);
   t.equal(c.WORKERS, 64, 'WORKERS stops at its maximum');
-  t.equal(c.VERIFY_SLOTS, 128, 'VERIFY_SLOTS stops at its maximum');
+  t.equal(c.VERIFY_SLOTS, 128, '2 per API worker');
   t.equal(c.INFERENCE_THREADS, 256, 'INFERENCE_THREADS stops at its maximum');
   t.throws(() => loadConfig({ WORKERS: '65' }, '/srv', 300), /WORKERS/, 'an explicit value past the range is still refused');
 });

@@ -1,12 +1,12 @@
-// VERIFY_SLOTS (issue 42, item 4): the host's verify slots sized apart from its API workers
-// (docs/capacity.md, "Sizing API workers"). Through the real server: one API worker holds more
-// than the spec's 2 slots when VERIFY_SLOTS says so, with the same admission rules; and the
-// defaults are one worker per core (at least 2) holding 16 slots per core (at least 16).
+// VERIFY_SLOTS (issue 42, item 4): an operator's setting that sizes the host's verify slots
+// apart from its API workers (docs/capacity.md, "Sizing API workers"). Through the real
+// server: one API worker holds more than the spec's 2 slots when VERIFY_SLOTS says so, with the
+// same admission rules. The defaults (2 slots per API worker) are held in-process by
+// test/config/config-defaults.test.ts.
 //
 // Slots are held by uploads that have sent half their body (the rate window is set long, so
 // they stay until the test sends the rest): no timing decides who holds what.
 
-import os from 'node:os';
 import t from 'tap';
 import { metric, slotsUntil } from '../helpers/metrics.ts';
 import { makeToken, startServer, type ServerHandle } from '../helpers/server.ts';
@@ -60,17 +60,4 @@ t.test('WORKERS=1 with VERIFY_SLOTS=3: one API worker admits three calls, the fo
   }));
   t.same(statuses, [200, 200, 200], 'the three admitted calls complete');
   await slotsUntil(server.baseUrl, 0, 'every slot back');
-});
-
-t.test('the defaults: one API worker per core (at least 2) holding 16 slots per core (at least 16, at most 128)', async (t) => {
-  // WORKERS '' is unset (the harness otherwise sets it)
-  const server = await startServer({ ready: true, env: { WORKERS: '' } });
-  t.teardown(() => server.stop());
-  const cores = os.availableParallelism();
-  const want = { workers: Math.min(Math.max(2, cores), 64), slots: Math.min(Math.max(16, 16 * cores), 128) };
-  const line = await listening(server);
-  t.same([line.workers, line.verify_slots], [want.workers, want.slots], `${cores} cores: ${want.workers} API workers, ${want.slots} slots`);
-  t.equal(await metric(server.baseUrl, 'lv_verify_slots'), want.slots);
-  const caps = await metric(server.baseUrl, 'lv_verify_slots_in_use');
-  t.equal(caps, 0, 'nothing held at rest');
 });
