@@ -2,11 +2,24 @@
 // refusals on a pending or completed key used with another body, and a key freed by a refund
 // (a fresh run, charged again). Only a reservation binds a key: a 422, whether of the metadata
 // (refused as it arrives) or of an image (refused once the upload is complete), binds nothing.
+// A settlement that failed holds its key until the operator resolves it (the CLI's
+// `settlements` commands, run in process). On a real LMDB store and a real PostgreSQL
+// (test/verify/world.ts).
+// Replaces the spawned test/metering/idempotency.test.ts (one server, seven CLI runs): each of
+// its assertions is here, on both stores, with these differences of means: the slow or failing
+// call is held or failed by the fake engine instead of TEST_INFERENCE_* prefixes, the
+// settlement fails by the store's own fault hook (TEST_SETTLEMENT_FAIL_PREFIX's), the CLI's
+// commands run in process (their exit codes by exitCodeOf), and the replay's own request id is
+// read from its audit line (the transport sends that id as X-Request-ID on every answer:
+// test/http/http-basics.test.ts). A 429 leaving the key free is in
+// quota-refusal-charges-nothing.test.ts.
 
 import t from 'tap';
 import { buildCapture, buildVerifyBody } from '../../src/client/index.ts';
+import { EXIT, exitCodeOf } from '../../src/cli/errors.ts';
+import { meteringCommands } from '../../src/cli/metering.ts';
 import { request, single } from '../helpers/captures.ts';
-import { addToken, audits, bodyCode, bothStores, call, charges, codeOf, ledger, RETRY_AFTER_SECONDS, usedBy, world } from './world.ts';
+import { addToken, audits, bodyCode, bothStores, call, charges, codeOf, failNextSettlement, ledger, RETRY_AFTER_SECONDS, usedBy, world } from './world.ts';
 
 /** The same logical packet serialised with another key order and whitespace. */
 function reordered(built: ReturnType<typeof buildCapture>) {
@@ -33,7 +46,10 @@ for (const s of stores) {
       t.equal(w.inference.calls, 1, 'no second inference');
       t.equal(await charges(w, token), 1, 'charged once');
       t.equal(await usedBy(w, token), 1);
-      t.match((await audits(w, token, 2))[1], { replayed: true, outcome: 'live', charged_units: 0 }, 'the replay is audited as one, with the first call\'s outcome');
+      const lines = await audits(w, token, 2);
+      t.match(lines[1], { replayed: true, outcome: 'live', charged_units: 0 }, 'the replay is audited as one, with the first call\'s outcome');
+      t.equal(JSON.parse(again.body as string).request_id, lines[0]!.request_id, 'the replayed body keeps the first call\'s request id');
+      t.not(lines[1]!.request_id, lines[0]!.request_id, 'the replay is a request of its own (the transport sends its id as X-Request-ID)');
       t.match(w.facts[1], { replayed: true, reserved: 0 });
     });
 
@@ -53,11 +69,15 @@ for (const s of stores) {
       const other = await call(w, plaintext, request([single({ id: 'pending-1', seed: 99 })]), { idempotencyKey: 'k-pending' });
       t.equal(other.status, 409);
       t.equal(codeOf(other, 'reserve'), 'idempotency_conflict', 'another body on a pending key is a conflict, not a wait');
+      t.equal(other.headers?.['Retry-After'], undefined, 'no invitation to retry the conflicting body');
       t.equal(await charges(w, token), 1, 'only the first call holds units');
 
       held.open();
-      t.equal((await first).status, 200);
-      t.equal(codeOf(await call(w, plaintext, body, { idempotencyKey: 'k-pending' }), 'reserve'), 'replayed', 'once done, the same body replays');
+      const done = await first;
+      t.equal(done.status, 200);
+      const third = await call(w, plaintext, body, { idempotencyKey: 'k-pending' });
+      t.equal(codeOf(third, 'reserve'), 'replayed', 'once done, the same body replays');
+      t.equal(third.body, done.body);
       t.equal(await usedBy(w, token), 1);
       t.equal(w.inference.calls, 1);
     });
@@ -93,7 +113,7 @@ for (const s of stores) {
       t.equal(codeOf(rerun, 'settle'), 'verdict', 'a fresh answer, not a replay of the failure');
       t.equal(rerun.headers?.['Idempotency-Replayed'], undefined);
       t.equal(w.inference.calls, 2, 'inference ran again');
-      t.same((await ledger(w, token)).map((e) => e.kind), ['charge', 'refund', 'charge'], 'the rerun was charged: a second charge after the refund');
+      t.same(await ledger(w, token), [{ kind: 'charge', units: 1 }, { kind: 'refund', units: 1 }, { kind: 'charge', units: 1 }], 'the ledger shows the hold, its refund, and the rerun charged: a second charge after the refund');
       t.equal(await usedBy(w, token), 1);
       t.match(w.facts, [{ reserved: 1, refunded: 1, charged: 0 }, { reserved: 1, refunded: 0, charged: 1 }]);
     });
@@ -128,6 +148,59 @@ for (const s of stores) {
       }
       t.equal(await charges(w, token), 2);
       t.equal(await usedBy(w, token), 2);
+    });
+
+    t.test('keys are per token: the same key and body with another token is a call of its own', async (t) => {
+      const w = world(s.store);
+      const a = await addToken(w);
+      const b = await addToken(w);
+      const body = request([single({ id: 'shared' })]);
+      t.equal((await call(w, a.plaintext, body, { idempotencyKey: 'shared-key' })).status, 200);
+      const other = await call(w, b.plaintext, body, { idempotencyKey: 'shared-key' });
+      t.equal(codeOf(other, 'settle'), 'verdict', 'not a replay');
+      t.equal(await usedBy(w, b.token), 1);
+    });
+
+    t.test('a settlement that failed: the key stays held (settlement_failed, no Retry-After); the operator charges it and the answer replays, or refunds it and the key is free', async (t) => {
+      const w = world(s.store);
+      const { token, plaintext } = await addToken(w);
+      const body = request([single({ id: 'settle-1' })]);
+      failNextSettlement(s.store);
+      t.equal(codeOf(await call(w, plaintext, body, { idempotencyKey: 'k-settle' }), 'settle'), 'settlement_failed');
+      const again = await call(w, plaintext, body, { idempotencyKey: 'k-settle' });
+      t.equal(again.status, 500, 'the key stays held');
+      t.equal(codeOf(again, 'reserve'), 'settlement_failed');
+      t.equal(again.headers?.['Retry-After'], undefined, 'no invitation to poll');
+      t.equal(await usedBy(w, token), 1, 'the retry charged nothing more');
+      // the operator's CLI commands, run on this store
+      const cli = (line: string, args: string[] = []) => meteringCommands[line]!.run(s.store, args);
+      const list = (await cli('settlements list')) as { settlements: { id: string; token_id: string }[] };
+      const mine = list.settlements.find((x) => x.token_id === token.id);
+      t.match(mine, { state: 'settlement_failed', units: 1, idempotency_key: 'k-settle', has_saved_answer: true }, 'listed for the operator, its answer kept');
+      t.match(await cli('settlements resolve', [mine!.id, 'charge']), { state: 'charged' });
+      const replay = await call(w, plaintext, body, { idempotencyKey: 'k-settle' });
+      t.equal(replay.status, 200);
+      t.equal(codeOf(replay, 'reserve'), 'replayed');
+      t.equal(JSON.parse(replay.body as string).results[0].capture_id, 'settle-1');
+      t.equal(await usedBy(w, token), 1);
+      const twice = await cli('settlements resolve', [mine!.id, 'refund']).then(() => null, (err: unknown) => err);
+      t.equal(exitCodeOf(twice), EXIT.conflict, 'a resolved settlement cannot be resolved again (exit 4, conflict)');
+
+      const body2 = request([single({ id: 'settle-2' })]);
+      failNextSettlement(s.store);
+      t.equal(codeOf(await call(w, plaintext, body2, { idempotencyKey: 'k-settle-2' }), 'settle'), 'settlement_failed');
+      const held = ((await cli('settlements list')) as { settlements: { id: string; idempotency_key: string }[] }).settlements.find((x) => x.idempotency_key === 'k-settle-2')!;
+      t.match(await cli('settlements resolve', [held.id, 'refund']), { state: 'refunded' });
+      t.equal(await usedBy(w, token), 1, 'the refund gave its unit back');
+      // a fresh run of the key: its settlement fails too, so it is told apart from a held key by
+      // its new reservation
+      failNextSettlement(s.store);
+      t.equal(codeOf(await call(w, plaintext, body2, { idempotencyKey: 'k-settle-2' }), 'settle'), 'settlement_failed', 'the key was released: the retry ran again');
+      t.equal(await usedBy(w, token), 2, 'and holds a unit of its own');
+      const open = ((await cli('settlements list')) as { settlements: { id: string; token_id: string }[] }).settlements.filter((x) => x.token_id === token.id);
+      t.equal(open.length, 1, 'one open settlement for the token: the retry\'s');
+      t.not(open[0]!.id, held.id, 'a new reservation, not the refunded one');
+      t.match(await cli('ledger verify'), { ok: true, mismatches: [] }, 'the ledger agrees with the counters');
     });
   });
 }

@@ -99,7 +99,8 @@ export class FakeInference {
   ready = true;
   calls = 0;
 
-  async infer(captures: number): Promise<ResultRecord[]> {
+  /** one result per capture, named by the capture's id */
+  async infer(captureIds: string[]): Promise<ResultRecord[]> {
     this.calls++;
     const hold = this.hold;
     this.hold = null;
@@ -108,7 +109,7 @@ export class FakeInference {
     this.fault = null;
     if (fault === 'inference_failed') throw new InferenceFailedError('the engine failed');
     if (fault === 'crash') throw new Error('engine thread gone');
-    return Array.from({ length: captures }, (_, i) => ({ capture_id: `c${i}`, mode: 'single', status: 'ok', alive: true, score: 0.97 }) as unknown as ResultRecord);
+    return captureIds.map((id) => ({ capture_id: id, mode: 'single', status: 'ok', alive: true, score: 0.97 }) as unknown as ResultRecord);
   }
 
   /** holds the next inference until the returned gate is opened */
@@ -181,7 +182,7 @@ export function world(store: StoreBackend): World {
     },
     inference: {
       readiness: () => (seen('readiness'), [{ module_id: 'rgb_liveness', ready: w.inference.ready }, { module_id: 'color_liveness', ready: w.inference.ready }]) as never,
-      infer: (job) => (seen('infer'), w.inference.infer(job.captures.length)),
+      infer: (job) => (seen('infer'), w.inference.infer(job.captures.map((c) => c.packet.capture_id))),
     },
     metrics: { busy: () => {}, inferenceSeconds: () => {}, stepSeconds: () => {} },
     log: {
