@@ -151,7 +151,7 @@ void listen(handle.app, config.HOST, port, LISTEN_SHARED).then((socket) => {
   }
   listenSocket = socket;
   post({ type: 'listening', port });
-  // the start-up garbage goes now, not at a major GC that may be far off (src/main.ts tuneGc)
+  // the start-up garbage goes now, not at a major GC that may be far off (src/cluster/tune-gc.ts)
   (globalThis as { gc?: () => void }).gc?.();
 });
 

@@ -13,7 +13,7 @@ export const LARGE_TASK_BYTES = 8 * 1024 * 1024;
 
 /** Schedules a garbage collection when `task` carried at least LARGE_TASK_BYTES of pixels;
  * true when it did. `gc` is the thread's global gc(), which exists where the main thread
- * started the pool with --expose-gc (src/main.ts); a pool started otherwise (tests, the CLI)
+ * started the pool with --expose-gc (src/cluster/tune-gc.ts); a pool started otherwise (tests, the CLI)
  * skips this. */
 export function collectAfterLargeTask(
   task: CapturesTask,

@@ -269,7 +269,7 @@ export interface Recovery {
    * node's lease expired) and releases their keys; returns what it refunded */
   recoverPending(at: number): Promise<Reservation[]>;
   /** refunds the pending reservations of API worker `thread` of this process, which has exited
-   * (main.ts replaces it), and releases their keys; other threads' and processes' stay */
+   * (src/cluster/cluster.ts replaces it), and releases their keys; other threads' and processes' stay */
   recoverThread(thread: number, at: number): Promise<Reservation[]>;
 }
 

@@ -21,7 +21,7 @@ export async function recoverPending(store: Store, at: number): Promise<Reservat
 }
 
 /** Refunds the pending reservations of API worker `thread` of this process, which has exited
- * (main.ts replaces it without a restart), and releases their keys. Only that thread's are
+ * (src/cluster/cluster.ts replaces it without a restart), and releases their keys. Only that thread's are
  * touched: the live workers' reservations name the same process but another thread, and
  * recoverPending cannot tell them apart (holderAlive says the process runs). The dead thread
  * runs no more JavaScript, so none of these can be settled meanwhile; a settlement it had
