@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { createToken } from '../src/admin/tokens.ts';
-import { reserve, settle } from '../src/store/index.ts';
+import { reserve, settle } from '../src/store/lmdb/index.ts';
 import { LmdbBackend } from '../src/store/lmdb/index.ts';
 import { openStore } from '../src/store/lmdb/open.ts';
 

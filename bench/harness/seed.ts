@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { appendLedger, windowKey, type AuditOutcome, type AuditRecord } from '../../src/store/index.ts';
+import { windowKey, type AuditOutcome, type AuditRecord } from '../../src/store/index.ts';
+import { appendLedger } from '../../src/store/lmdb/index.ts';
 import type { Store } from '../../src/store/lmdb/open.ts';
 import type { TokenRecord, UserRecord } from '../../src/store/records.ts';
 import { buildTokenNameIndex, indexTokenName } from '../../src/store/lmdb/token-names.ts';

@@ -25,7 +25,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
 import { buildBatch, buildCapture, buildVerifyBody } from '../../src/client/index.ts';
-import { openStore } from '../../src/store/index.ts';
+import { openStore } from '../../src/store/lmdb/index.ts';
 import { startPostgres, type TestPostgres } from '../harness/postgres.ts';
 import { withServerStore } from '../harness/store.ts';
 import { RawConn, smallSequence, smallSingle, verifyHead } from '../harness/wire.ts';

@@ -1,4 +1,5 @@
-import { SCHEMA_VERSION, type PgBackend, MIGRATIONS } from '../store/index.ts';
+import { SCHEMA_VERSION } from '../store/lmdb/index.ts';
+import type { PgBackend } from '../store/pg/index.ts';
 import type { Command } from './command.ts';
 
 export const dbCommands: Record<string, Command> = {
@@ -8,6 +9,8 @@ export const dbCommands: Record<string, Command> = {
     // PostgreSQL, checked against this build's layout for LMDB) before running this.
     async run(store) {
       if (store.kind === 'lmdb') return { store: 'lmdb', schema_version: SCHEMA_VERSION, applied: [] };
+      // loaded here, not at the top: an LMDB CLI does not carry the pg client (the store is open, so it is loaded already)
+      const { MIGRATIONS } = await import('../store/pg/index.ts');
       return { store: 'postgres', schema_version: MIGRATIONS[MIGRATIONS.length - 1]!.version, applied: (store as PgBackend).applied };
     },
   },

@@ -5,7 +5,7 @@ import { isoNow, now } from '../clock.ts';
 import { ConfigError, loadConfig } from '../config/index.ts';
 import { MODULE_IDS, type ModuleId } from '../contract/index.ts';
 import { activeSessions, revokeSessionById } from '../sessions/index.ts';
-import { type StoreBackend, openConfiguredStore, privateUmask, type Grant, type Period, DuplicateUserError } from '../store/index.ts';
+import { type CallerReads, type StoreBackend, type TokenAdmin, openConfiguredStore, privateUmask, type Grant, type Period, DuplicateUserError } from '../store/index.ts';
 import { extraCommands } from './extra.ts';
 import { ConflictError, EXIT, exitCodeOf, NotFoundError, UsageError } from './errors.ts';
 import { TextOutput, type Command } from './command.ts';
@@ -52,7 +52,7 @@ function need<T>(value: T | undefined, what: string): T {
 }
 
 /** A token by id or by name (names are unique, case ignored), as an operator knows it. */
-async function tokenId(store: StoreBackend, ref: string | undefined): Promise<string> {
+async function tokenId(store: Pick<CallerReads, 'getToken'> & Pick<TokenAdmin, 'listTokens'>, ref: string | undefined): Promise<string> {
   if (!ref) throw new UsageError('a token id or name is required');
   if (await store.getToken(ref)) return ref;
   const all = await store.listTokens();

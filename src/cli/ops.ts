@@ -4,7 +4,7 @@ import { runningServer } from '../lifecycle.ts';
 import fs from 'node:fs';
 import { now } from '../clock.ts';
 import { KeyFolderError, keysDir, keysForRestore } from '../signing/index.ts';
-import { BackupError, backupStore, keysBesideBackup, restoreStore, openStore, type PreparedKeys } from '../store/index.ts';
+import { BackupError, backupStore, keysBesideBackup, restoreStore, openStore, type PreparedKeys } from '../store/lmdb/index.ts';
 import { ConflictError, UsageError } from './errors.ts';
 import type { Command } from './command.ts';
 

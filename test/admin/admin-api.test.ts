@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
-import { reserve } from '../../src/store/index.ts';
+import { reserve } from '../../src/store/lmdb/index.ts';
 import { openStore } from '../../src/store/lmdb/open.ts';
 import { getToken } from '../../src/store/lmdb/tokens.ts';
 import { bearer, startServer, tempDir } from '../helpers/server.ts';
@@ -403,7 +403,7 @@ t.test('model sets and stored results for the console', async (t) => {
   // a settled reservation's results (written by settle, as a verify call does)
   const tok = await makeApiToken([['rgb_liveness', 5, 'never']]);
   const rsv = await charge(tok.id, 'rgb_liveness', 1);
-  const { settle } = await import('../../src/store/index.ts');
+  const { settle } = await import('../../src/store/lmdb/index.ts');
   await settle(store, rsv, AT, () => '{}', [{ capture_id: 'c-1', mode: 'rgb_single', status: 'ok', alive: true, score: 0.9 }]);
   const r = await admin('GET', `/admin/api/results/${rsv.request_id}`);
   t.equal(r.status, 200);

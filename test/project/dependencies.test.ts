@@ -112,6 +112,15 @@ const fileEdges: [string, string][] = files.flatMap((file) =>
 
 // A folder's index.ts is its surface (issue 27): what another folder may use is what the index
 // exports, so a file can move or split inside its folder without touching its users.
+// The store's two implementations each have a surface of their own (issue 43): the tools that
+// work on one store's own files, and only they, import it; everything else asks store/index.ts
+// for the roles it uses.
+const NESTED_SURFACES = new Map<string, string[]>([
+  // the CLI's backup and restore (a copy of LMDB's files) and `db migrate`'s schema version
+  ['store/lmdb/index.ts', ['cli']],
+  // `db migrate`'s answer on PostgreSQL: the migrations this build knows and the ones it applied
+  ['store/pg/index.ts', ['cli']],
+]);
 t.test('a folder of src/ is entered only through its index.ts', async (t) => {
   let crossings = 0;
   const past: string[] = [];
@@ -119,7 +128,10 @@ t.test('a folder of src/ is entered only through its index.ts', async (t) => {
     const target = path.relative(SRC, to).split(path.sep);
     if (target[0] === '..' || target.length === 1 || target[0] === unitOf(from)) continue;
     crossings++;
-    if (!(target.length === 2 && target[1] === 'index.ts')) past.push(`${path.relative(ROOT, from)} imports ${path.relative(ROOT, to)}`);
+    const surface = target.join('/');
+    if (target.length === 2 && target[1] === 'index.ts') continue;
+    if (NESTED_SURFACES.get(surface)?.includes(unitOf(from)!)) continue;
+    past.push(`${path.relative(ROOT, from)} imports ${path.relative(ROOT, to)}`);
   }
   t.same(past, [], 'no import goes past a folder\'s index.ts');
   t.ok(crossings > 100, `the scanner saw the cross-folder imports (${crossings})`);

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { StoreBackend } from '../backend.ts';
-import { embeddedStore } from './index.ts';
+import { embeddedStore } from './backend.ts';
 
 /** Not an HTTP error: backup and restore are operator commands; the CLI prints it and exits. */
 export class BackupError extends Error {}

@@ -32,6 +32,8 @@ import type { DeviceSession, MintLimit } from '../device-sessions.ts';
 
 export { StoreUnavailableError } from '../errors.ts';
 export { type PgOptions } from './open.ts';
+// for `db migrate`'s answer (src/cli/db.ts): the schema version this build migrates to
+export { MIGRATIONS } from './migrations.ts';
 
 /** The shared store for several nodes: every operation is one statement, one stored
  * function call, or (operator paths only) one short transaction. Each job is written in its
