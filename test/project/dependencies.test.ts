@@ -232,3 +232,47 @@ t.test('test/ mirrors src/: every folder under test/ is a folder of src/ or a na
   const gone = [...TEST_FOLDERS_BEYOND_SRC].filter((d) => !testFolders.includes(d));
   t.same(gone, [], 'every named exception still exists (the list does not go stale)');
 });
+
+// The store's boundary is typed (issue 43): its interface is cut into roles (src/store/backend.ts),
+// each caller asks for the ones it uses, so a test hands it a small object of those methods and
+// needs no cast; StoreBackend, all of the roles, is held only where a process is composed.
+const STORE = path.join(SRC, 'store');
+const codeOf = (file: string): string => fs.readFileSync(file, 'utf8').replace(/\/\*[\s\S]*?\*\//g, '').replace(/(^|[^:'"`])\/\/.*$/gm, '$1');
+const backendText = codeOf(path.join(STORE, 'backend.ts'));
+const ROLES = backendText.match(/interface StoreBackend\s+extends([^{]*)\{/)?.[1]!.split(',').map((r) => r.trim()) ?? [];
+/** a cast to the store's type or one of its roles, or to the store a port asks for */
+const STORE_CAST = new RegExp(`\\bas\\s+(?:unknown\\s+as\\s+|any\\b)(?:\\s*(?:StoreBackend|${ROLES.join('|')})\\b|\\s*\\w+\\['store'\\])|\\bas\\s+(?:StoreBackend|${ROLES.join('|')})\\b`);
+const ANY = /(?::\s*any\b|\bas\s+any\b|<any\b|\bany\[\]|,\s*any>)/;
+/** Where the whole store is held: the API worker's services (worker.ts composes them; the
+ * routes hand each use case its roles), the CLI's entry and its commands' type, the main
+ * thread's cluster, its stop and the listening line. */
+const COMPOSERS = ['src/http/services.ts', 'src/cli/command.ts', 'src/cli/main.ts', 'src/cluster/cluster.ts', 'src/cluster/process-control.ts', 'src/cluster/announce.ts'];
+const THIS_FILE = path.join(ROOT, 'test', 'project', 'dependencies.test.ts');
+
+t.test('no any at the store\'s boundary, no cast to a store role', async (t) => {
+  t.ok(ROLES.length >= 10 && ROLES.includes('MeteringStore'), `StoreBackend is the roles' intersection (${ROLES.length} roles)`);
+  // the surface: the interface, the records and rules store/index.ts re-exports whole
+  const surface = [...codeOf(path.join(STORE, 'index.ts')).matchAll(/export \* from '\.\/([\w-]+\.ts)'/g)].map((m) => path.join(STORE, m[1]!));
+  t.ok(surface.some((f) => f.endsWith('backend.ts')) && surface.some((f) => f.endsWith('records.ts')), 'the scan sees backend.ts and records.ts');
+  for (const file of surface) t.notOk(ANY.test(codeOf(file)), `${path.relative(ROOT, file)} declares no any`);
+  const casts: string[] = [];
+  for (const dir of [SRC, path.join(ROOT, 'test'), path.join(ROOT, 'bench')]) {
+    for (const file of sourceFiles(dir)) {
+      // the implementations and their hooks (faults.ts); the composers, which hold the whole
+      // store by design (the CLI hands a command its store, absent for a noStore command); this file
+      if (file.startsWith(STORE + path.sep) || COMPOSERS.includes(path.relative(ROOT, file)) || file === THIS_FILE) continue;
+      codeOf(file).split('\n').forEach((line, i) => STORE_CAST.test(line) && casts.push(`${path.relative(ROOT, file)}:${i + 1}: ${line.trim()}`));
+    }
+  }
+  t.same(casts, [], 'nothing outside src/store casts to the store or a role of it');
+  // not vacuous: the casts the fakes used to need are caught
+  t.ok(STORE_CAST.test("store: { moduleEnabled } as unknown as VerifyDeps['store'],"), 'a cast to a port\'s store is caught');
+  t.ok(STORE_CAST.test('const s = fake as unknown as StoreBackend;') && STORE_CAST.test('f(x as CallerReads)'), 'a cast to StoreBackend or a role is caught');
+  t.ok(ANY.test('getToken(id: string): Promise<any>;') && ANY.test('  listAudit(q: any): void;'), 'an any in a signature is caught');
+});
+
+t.test('StoreBackend, the whole store, is held only where a process is composed', async (t) => {
+  const holders = files.filter((f) => !f.startsWith(STORE + path.sep) && /\bStoreBackend\b/.test(codeOf(f))).map((f) => path.relative(ROOT, f));
+  t.same(holders.filter((f) => !COMPOSERS.includes(f)), [], 'no use case asks for the whole store');
+  t.ok(holders.includes('src/cli/main.ts'), `the scan sees the composers (${holders.length})`);
+});
