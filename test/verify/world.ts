@@ -98,6 +98,8 @@ export class FakeInference {
   hold: ReturnType<typeof gate> | null = null;
   ready = true;
   calls = 0;
+  /** the next call's results are retries (the engine's answer to an incomplete capture) */
+  retryNext = false;
 
   /** one result per capture, named by the capture's id */
   async infer(captureIds: string[]): Promise<ResultRecord[]> {
@@ -109,7 +111,11 @@ export class FakeInference {
     this.fault = null;
     if (fault === 'inference_failed') throw new InferenceFailedError('the engine failed');
     if (fault === 'crash') throw new Error('engine thread gone');
-    return captureIds.map((id) => ({ capture_id: id, mode: 'single', status: 'ok', alive: true, score: 0.97 }) as unknown as ResultRecord);
+    const retry = this.retryNext;
+    this.retryNext = false;
+    return captureIds.map((id) => (retry
+      ? { capture_id: id, mode: 'single', status: 'retry', reason: 'incomplete_capture', alive: null, score: null }
+      : { capture_id: id, mode: 'single', status: 'ok', alive: true, score: 0.97 }) as unknown as ResultRecord);
   }
 
   /** holds the next inference until the returned gate is opened */
