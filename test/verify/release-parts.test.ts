@@ -3,21 +3,22 @@
 // outcome, and only once nothing needs the bytes any more.
 
 import t from 'tap';
-import { generateToken, hashToken } from '../../src/auth/business-token.ts';
+import { createToken } from '../../src/admin/tokens.ts';
 import { MultipartParser, parseMultipartBoundary } from '../../src/http/multipart/index.ts';
 import type { ResultRecord } from '../../src/inference/types.ts';
-import type { TokenRecord } from '../../src/store/records.ts';
 import { verify, type VerifyDeps, type VerifyRequest } from '../../src/verify/index.ts';
 import type { ReceivedPart } from '../../src/verify/ports.ts';
 import { prepareRequest } from '../../src/verify/prepare.ts';
 import { frameSlab, type SlabSlot } from '../../src/images/index.ts';
 import { request, sequence, single } from '../helpers/captures.ts';
+import { addToken, lmdbStore, world } from './world.ts';
 
-const plaintext = generateToken();
-const token: TokenRecord = {
-  id: 'tok-1', name: 't', token_prefix: plaintext.slice(0, 8), hash: hashToken(plaintext), enabled: true, expires_at: null,
-  demo: false, revoked: false, created_at: new Date().toISOString(), grants: [{ module_id: 'rgb_liveness', limit: null, period: 'never' }],
-};
+// on a real LMDB store, its metering the service's own (test/verify/world.ts); the engine is
+// each test's, to look at the pixels it is handed
+const { store } = lmdbStore(t);
+const w = world(store);
+const { plaintext } = await addToken(w, [{ module_id: 'rgb_liveness', limit: null, period: 'never' }]);
+const demo = await createToken(store, { name: 'demo', demo: true, grants: [{ module_id: 'rgb_liveness', limit: null, period: 'never' }] });
 
 function parts(body: Uint8Array, contentType: string): ReceivedPart[] {
   const p = new MultipartParser(parseMultipartBoundary(contentType)!, { maxPartBytes: 1 << 20, maxParts: 257, maxHeaderBytes: 8192 });
@@ -25,9 +26,11 @@ function parts(body: Uint8Array, contentType: string): ReceivedPart[] {
   return p.end();
 }
 
-function call(received: ReceivedPart[]): VerifyRequest {
+let calls = 0;
+
+function call(received: ReceivedPart[], token = plaintext): VerifyRequest {
   return {
-    requestId: 'req-1', moduleParam: 'rgb_liveness', authorization: `Bearer ${plaintext}`, idempotencyKey: undefined,
+    requestId: `req-release-${++calls}`, moduleParam: 'rgb_liveness', authorization: `Bearer ${token}`, idempotencyKey: undefined,
     clientAddress: '127.0.0.1', startedAt: performance.now(), aborted: () => false, record: () => {},
     openBody: (onPartEnd) => {
       for (const p of received) onPartEnd(p);
@@ -38,24 +41,8 @@ function call(received: ReceivedPart[]): VerifyRequest {
 
 function deps(seen: { bytesAtInference: number[] }, fail = false): VerifyDeps {
   return {
-    config: { DATA_DIR: '/nonexistent', RETRY_AFTER_SECONDS: 1 },
-    store: {
-      moduleEnabled: async () => true,
-      writeAudit: async () => {},
-      getToken: async () => undefined,
-      getTokenByHash: async (hash) => (hash === token.hash ? token : undefined),
-      getDeviceSessionByHash: async () => undefined,
-    },
-    tokens: async (hash) => (hash === token.hash ? token : undefined),
-    now: () => Date.now(),
-    sign: async () => 'signature',
-    admission: { tryAcquire: () => () => {} },
-    metering: {
-      reserve: async () => ({ kind: 'reserved', reservation: { id: 'r-1', units: 1 } }) as never,
-      settle: async (_r, _at, render) => render([]),
-      refund: async () => undefined,
-      archiveDemoUpload: async () => undefined,
-    },
+    ...w.deps,
+    metering: { ...w.deps.metering },
     inference: {
       readiness: () => [{ module_id: 'rgb_liveness', ready: true }] as never,
       infer: async (job) => {
@@ -64,8 +51,6 @@ function deps(seen: { bytesAtInference: number[] }, fail = false): VerifyDeps {
         return job.captures.map(() => ({ status: 'ok' }) as unknown as ResultRecord);
       },
     },
-    metrics: { busy: () => {}, inferenceSeconds: () => {}, stepSeconds: () => {} },
-    log: { error: () => {}, warn: () => {}, info: () => {} } as unknown as VerifyDeps['log'],
   };
 }
 
@@ -95,14 +80,13 @@ t.test('a call whose inference fails, and one refused as invalid, release their 
 });
 
 t.test('a call gives its body back before inference (queued calls hold pixels, not uploads); a demo call only after its archive', async (t) => {
-  for (const demo of [false, true]) {
+  for (const isDemo of [false, true]) {
     const b = request([single({ encoding: 'png' })]);
     const received = parts(b.body, b.contentType);
     const sizes = received.map((p) => p.data().length);
     let heldAtInference: number[] = [];
     let archived: number[] = [];
     const d = deps({ bytesAtInference: [] });
-    d.tokens = async (hash) => (hash === token.hash ? { ...token, demo } : undefined);
     d.metering.archiveDemoUpload = async (_dir, _at, _id, _meta, files) => {
       archived = files.map((f) => f.bytes.length);
     };
@@ -111,9 +95,9 @@ t.test('a call gives its body back before inference (queued calls hold pixels, n
       heldAtInference = received.map((p) => p.data().length);
       return infer(job);
     };
-    const answer = await verify(call(received), d);
+    const answer = await verify(call(received, isDemo ? demo.plaintext : plaintext), d);
     t.equal(answer.status, 200);
-    if (demo) {
+    if (isDemo) {
       t.same(heldAtInference, sizes, 'demo: the parts are whole while the call runs');
       t.same(archived, sizes.filter((_, i) => received[i]!.name !== 'metadata'), 'demo: the archive got every file part whole');
     } else {
