@@ -16,7 +16,7 @@ export async function benchMetering(opts: { quick: boolean }) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lv-bench-metering-'));
   const store = openStore(dir);
   const { token: view } = await createToken(new LmdbBackend(store), { name: 'bench', grants: [{ module_id: 'rgb_liveness', limit: null, period: 'never' }] });
-  const token = store.db.tokens.get(view.id);
+  const token = store.db.tokens.get(view.id)!;
   const body = JSON.stringify({ results: [{ capture_id: 'x', status: 'ok', score: 0.5 }], pad: 'x'.repeat(900) });
   let n = 0;
   const one = async () => {

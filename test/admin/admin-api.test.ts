@@ -91,7 +91,7 @@ t.test('a session whose account lost the admin role: 403 forbidden', async (t) =
   const ops = client(base, await login(base, 'ops', 'ops password'));
   t.equal((await ops('GET', '/admin/api/tokens')).status, 200);
   // demoted behind the API's back: the role is read on every call
-  const user = store.db.users.get(made.json.id);
+  const user = store.db.users.get(made.json.id)!;
   await store.db.users.put(made.json.id, { ...user, role: 'user' });
   const r = await ops('GET', '/admin/api/tokens');
   t.equal(r.status, 403);

@@ -3,6 +3,12 @@ import { atomically, syncCommitFlags } from '../../src/store/lmdb/atomic.ts';
 import { openStore, type LmdbCommits } from '../../src/store/lmdb/open.ts';
 import { updateUser } from '../../src/store/lmdb/users.ts';
 import { tempDir } from '../helpers/server.ts';
+import type { LedgerEntry } from '../../src/store/index.ts';
+
+/** A ledger entry of `units` (the databases are typed by their records). */
+const ledgerEntry = (units: number): LedgerEntry => ({
+  id: `e-${units}`, request_id: `r-${units}`, token_id: 't', module_id: 'rgb_liveness', units, kind: 'charge', at: '2026-01-01T00:00:00.000Z', windows: { day: '2026-01-01', month: '2026-01' },
+});
 
 // Both ways of committing (LMDB_COMMITS) keep the same guarantee.
 for (const commits of ['sync', 'batched'] as LmdbCommits[]) {
@@ -14,7 +20,7 @@ for (const commits of ['sync', 'batched'] as LmdbCommits[]) {
     t.test('a throw part-way leaves none of the transaction behind, across databases', async (t) => {
       await t.rejects(
         atomically(store, () => {
-          store.db.ledger.put('entry', { units: 1 });
+          store.db.ledger.put('entry', ledgerEntry(1));
           store.db.counters.put('counter', 1);
           throw new Error('fails after two writes');
         }),
@@ -26,19 +32,19 @@ for (const commits of ['sync', 'batched'] as LmdbCommits[]) {
 
     t.test('a transaction that returns commits every write and gives back its value', async (t) => {
       const out = await atomically(store, () => {
-        store.db.ledger.put('entry', { units: 2 });
+        store.db.ledger.put('entry', ledgerEntry(2));
         store.db.counters.put('counter', 2);
         return 'done';
       });
       t.equal(out, 'done');
-      t.same(store.db.ledger.get('entry'), { units: 2 });
+      t.same(store.db.ledger.get('entry'), ledgerEntry(2));
       t.equal(store.db.counters.get('counter'), 2);
     });
 
     t.test('concurrent transactions all commit, each whole', async (t) => {
       const n = 20;
       const results = await Promise.allSettled(Array.from({ length: n }, (_, i) => atomically(store, () => {
-        store.db.ledger.put(`c-${i}`, { units: i });
+        store.db.ledger.put(`c-${i}`, ledgerEntry(i));
         if (i % 5 === 0) throw new Error(`refused ${i}`);
         store.db.counters.put(`c-${i}`, i);
         return i;
@@ -46,7 +52,7 @@ for (const commits of ['sync', 'batched'] as LmdbCommits[]) {
       t.equal(results.filter((r) => r.status === 'fulfilled').length, n - 4);
       for (let i = 0; i < n; i++) {
         const refused = i % 5 === 0;
-        t.same(store.db.ledger.get(`c-${i}`), refused ? undefined : { units: i }, `ledger ${i}`);
+        t.same(store.db.ledger.get(`c-${i}`), refused ? undefined : ledgerEntry(i), `ledger ${i}`);
         t.equal(store.db.counters.get(`c-${i}`), refused ? undefined : i, `counter ${i}`);
       }
     });
@@ -54,7 +60,7 @@ for (const commits of ['sync', 'batched'] as LmdbCommits[]) {
     t.test('a rule that refuses after the read keeps the record unchanged', async (t) => {
       await store.db.users.put('usr_1', { id: 'usr_1', username: 'a', role: 'admin', enabled: true, password_hash: 'x', created_at: '2026-01-01T00:00:00.000Z' });
       await t.rejects(updateUser(store, 'usr_1', { role: 'user' }, () => { throw new Error('last admin'); }), /last admin/);
-      t.equal(store.db.users.get('usr_1').role, 'admin');
+      t.equal(store.db.users.get('usr_1')?.role, 'admin');
     });
   });
 }

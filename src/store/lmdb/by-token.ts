@@ -1,6 +1,6 @@
 import { atomically } from './atomic.ts';
 import { BY_TOKEN_FLAG, type Store } from './open.ts';
-import type { AuditRecord, LedgerEntry } from '../records.ts';
+import type { LedgerEntry } from '../records.ts';
 
 // Per-token index of the audit log and the ledger, so "this token's calls, newest first" is a
 // range read of that token's rows, not a scan of every row (50,000 audit rows took about a
@@ -27,11 +27,11 @@ export async function ensureByTokenIndex(store: Store): Promise<void> {
   await atomically(store, () => {
     if (byTokenReady(store)) return;
     for (const { key, value } of store.db.audit.getRange({})) {
-      const r = value as AuditRecord;
+      const r = value;
       if (r.token_id !== null) void store.db.byToken.put(['audit', r.token_id, ...(key as [number, string])], 1);
     }
     for (const { key, value } of store.db.ledger.getRange({})) {
-      void store.db.byToken.put(['ledger', (value as LedgerEntry).token_id, ...(key as [number, string])], 1);
+      void store.db.byToken.put(['ledger', value.token_id, ...(key as [number, string])], 1);
     }
     void store.db.meta.put(BY_TOKEN_FLAG, true);
   });

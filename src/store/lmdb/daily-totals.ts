@@ -1,3 +1,4 @@
+import type { Key } from 'lmdb';
 import { atomically } from './atomic.ts';
 import { DAILY_TOTALS_FLAG as BUILT, type Store } from './open.ts';
 import { dayTotals } from '../periods.ts';
@@ -18,8 +19,8 @@ import type { DailyTotal, LedgerEntry } from '../records.ts';
 
 type Totals = [charged: number, refunded: number];
 
-function bump(store: Store, key: unknown[], kind: LedgerEntry['kind'], units: number): void {
-  const [c, r] = (store.db.dailyTotals.get(key) as Totals | undefined) ?? [0, 0];
+function bump(store: Store, key: Key[], kind: LedgerEntry['kind'], units: number): void {
+  const [c, r] = store.db.dailyTotals.get(key) ?? [0, 0];
   void store.db.dailyTotals.put(key, kind === 'charge' ? [c + units, r] : [c, r + units]);
 }
 
@@ -37,7 +38,7 @@ export async function ensureDailyTotals(store: Store): Promise<void> {
   await atomically(store, () => {
     if (store.db.meta.get(BUILT) === true) return;
     for (const key of [...store.db.dailyTotals.getKeys({})]) void store.db.dailyTotals.remove(key);
-    for (const { value } of store.db.ledger.getRange({})) addToDailyTotals(store, value as LedgerEntry);
+    for (const { value } of store.db.ledger.getRange({})) addToDailyTotals(store, value);
     void store.db.meta.put(BUILT, true);
   });
 }
@@ -53,7 +54,7 @@ export async function dailyTotals(store: Store, q: { fromDay: string; toDay: str
     const k = key as string[];
     const day = k[prefix.length]!;
     if (q.module_id !== undefined && k[prefix.length + 1] !== q.module_id) continue;
-    const [c, r] = value as Totals;
+    const [c, r] = value;
     const s = sums.get(day) ?? [0, 0];
     sums.set(day, [s[0] + c, s[1] + r]);
   }

@@ -1,3 +1,4 @@
+import type { Key } from 'lmdb';
 import { atomically } from './atomic.ts';
 import type { ReserveInput, ReserveOutcome } from '../backend.ts';
 import {
@@ -135,7 +136,7 @@ export function bookSessionCall(store: Store, input: ReserveInput, reservation: 
 
 /** A refunded reservation's captures go back to its session, so the device may retry. */
 export function releaseSessionCall(store: Store, reservationId: string): void {
-  const key = store.db.deviceSessionCalls.get(['r', reservationId]) as unknown[] | undefined;
+  const key = store.db.deviceSessionCalls.get(['r', reservationId]) as Key[] | undefined;
   if (!key) return;
   const call = store.db.deviceSessionCalls.get(key) as DeviceSessionCall | undefined;
   if (!call || call.refunded) return;

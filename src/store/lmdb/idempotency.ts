@@ -15,7 +15,7 @@ type KeyOf = [tokenId: string, key: string];
 
 /** The record of `key`, read inside the caller's write transaction. */
 export function findKey(store: Store, tokenId: string, key: string): IdempotencyRecord | undefined {
-  return store.db.idempotency.get([tokenId, key] satisfies KeyOf) as IdempotencyRecord | undefined;
+  return store.db.idempotency.get([tokenId, key] satisfies KeyOf);
 }
 
 /** Binds the reservation's key (pending) for requests with the same `fingerprint`. */
@@ -39,7 +39,7 @@ export function bindKey(store: Store, r: Reservation, fingerprint: string): void
 export function completeKey(store: Store, r: Reservation, iso: string, body: string): void {
   if (r.idempotency_key === null) return;
   const k: KeyOf = [r.token_id, r.idempotency_key];
-  const rec = store.db.idempotency.get(k) as IdempotencyRecord;
+  const rec = store.db.idempotency.get(k)!;
   void store.db.idempotency.put(k, { ...rec, state: 'completed', completed_at: iso, status: 200, body });
 }
 
@@ -48,7 +48,7 @@ export function completeKey(store: Store, r: Reservation, iso: string, body: str
 export function releaseKey(store: Store, r: Reservation): void {
   if (r.idempotency_key === null) return;
   const k: KeyOf = [r.token_id, r.idempotency_key];
-  const rec = store.db.idempotency.get(k) as IdempotencyRecord | undefined;
+  const rec = store.db.idempotency.get(k);
   if (rec && rec.reservation_id === r.id && rec.state === 'pending') void store.db.idempotency.remove(k);
 }
 
@@ -57,7 +57,7 @@ export function releaseKey(store: Store, r: Reservation): void {
 export function resolveKey(store: Store, r: Reservation, iso: string): void {
   if (r.idempotency_key === null) return;
   const k: KeyOf = [r.token_id, r.idempotency_key];
-  const rec = store.db.idempotency.get(k) as IdempotencyRecord | undefined;
+  const rec = store.db.idempotency.get(k);
   if (!rec || rec.reservation_id !== r.id) return;
   if (r.unsaved_body !== null) void store.db.idempotency.put(k, { ...rec, state: 'completed', completed_at: iso, status: 200, body: r.unsaved_body });
   else void store.db.idempotency.remove(k);
@@ -70,7 +70,7 @@ export async function pruneIdempotency(store: Store, at: number, retentionHours:
   let pruned = 0;
   await lmdbWrite(store, 'retention', store.db.idempotency.transaction(() => {
     for (const { key, value } of store.db.idempotency.getRange({})) {
-      const rec = value as IdempotencyRecord;
+      const rec = value;
       if (rec.state === 'completed' && rec.completed_at !== null && Date.parse(rec.completed_at) < cutoff) {
         // `void`: part of the transaction, whose commit lmdbWrite reports
         void store.db.idempotency.remove(key);
@@ -78,7 +78,7 @@ export async function pruneIdempotency(store: Store, at: number, retentionHours:
       }
     }
     for (const { key, value } of store.db.reservations.getRange({})) {
-      const r = value as Reservation;
+      const r = value;
       if ((r.state === 'charged' || r.state === 'refunded') && r.settled_at !== null && Date.parse(r.settled_at) < cutoff) void store.db.reservations.remove(key);
     }
   }));

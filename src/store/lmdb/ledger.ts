@@ -30,7 +30,7 @@ export function appendLedger(
   const delta = e.kind === 'charge' ? e.units : -e.units;
   for (const period of PERIODS) {
     const key = [e.token_id, e.module_id, period, windowOf(period, e.windows)];
-    void store.db.counters.put(key, ((store.db.counters.get(key) as number | undefined) ?? 0) + delta);
+    void store.db.counters.put(key, (store.db.counters.get(key) ?? 0) + delta);
   }
   addToDailyTotals(store, entry);
   return entry;
@@ -115,7 +115,7 @@ export function verifyLedger(store: Store): LedgerCheck {
     for (const { key, units } of ledgerPrunedTotals(store)) expected.set(JSON.stringify(key), units);
     let entries = 0;
     for (const { value } of store.db.ledger.getRange({})) {
-      const e = value as LedgerEntry;
+      const e = value;
       entries++;
       const delta = e.kind === 'charge' ? e.units : -e.units;
       for (const period of PERIODS) {
@@ -131,7 +131,7 @@ export function verifyLedger(store: Store): LedgerCheck {
       const k = JSON.stringify(key);
       seen.add(k);
       const want = expected.get(k) ?? 0;
-      if (want !== value) mismatches.push({ key: key as unknown[], counter: value as number, ledger: want });
+      if (want !== value) mismatches.push({ key: key as unknown[], counter: value, ledger: want });
     }
     for (const [k, v] of expected) if (!seen.has(k) && v !== 0) mismatches.push({ key: JSON.parse(k), counter: 0, ledger: v });
     return { ok: mismatches.length === 0, entries, counters, mismatches };

@@ -7,7 +7,7 @@ import type { ModuleState } from '../records.ts';
 // LmdbBackend.moduleEnabled reads it at the latest commit (readLatest), so a switch made
 // through another API worker holds for the next call.
 export function moduleEnabled(store: Store, id: ModuleId): boolean {
-  const state = store.db.modules.get(id) as ModuleState | undefined;
+  const state = store.db.modules.get(id);
   return state ? state.enabled : true;
 }
 

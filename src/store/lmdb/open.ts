@@ -1,6 +1,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { open, type Database, type RootDatabase } from 'lmdb';
+import { open, type Database, type Key, type RootDatabase } from 'lmdb';
+import type { StoredResults } from '../backend.ts';
+import type { DeviceSession, DeviceSessionCall } from '../device-sessions.ts';
+import type { AuditRecord, IdempotencyRecord, LedgerEntry, ModuleState, Reservation, SessionRecord, TokenRecord, UserRecord } from '../records.ts';
+import type { FailureCount } from '../throttle-rules.ts';
 import { StoreError } from '../errors.ts';
 import { narrowToPrivate, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '../private-data.ts';
 import { guardCommit, guardLmdbCommitRejections, WriteHealth } from '../write-health.ts';
@@ -23,6 +27,45 @@ const NAMES = [
 ] as const;
 export type DbName = (typeof NAMES)[number];
 
+/** Each database with the record it holds and its key, so a read is typed by its database (no
+ * `get(...) as X`). Three hold two kinds of entry, told apart by their key's first part. */
+export interface Databases {
+  /** schema_version and write_probe (numbers), the derived indexes' flags (true) */
+  meta: Database<number | boolean, string>;
+  users: Database<UserRecord, string>;
+  /** username -> user id */
+  usersByName: Database<string, string>;
+  tokens: Database<TokenRecord, string>;
+  /** token hash -> token id */
+  tokenHashes: Database<string, string>;
+  modules: Database<ModuleState, string>;
+  /** units per counter key (usage.ts counterKey) */
+  counters: Database<number, Key>;
+  /** [epoch ms, entry id] */
+  ledger: Database<LedgerEntry, Key>;
+  /** [token id, Idempotency-Key] */
+  idempotency: Database<IdempotencyRecord, Key>;
+  reservations: Database<Reservation, string>;
+  sessions: Database<SessionRecord, string>;
+  /** a failure count per address, pair or name; `{ at }` for a known address (login-throttle.ts) */
+  loginFailures: Database<FailureCount | { at: number }, string>;
+  /** [epoch ms, request id] */
+  audit: Database<AuditRecord, Key>;
+  /** request id -> the results it answered */
+  results: Database<StoredResults, string>;
+  ledgerPruned: Database<number, Key>;
+  /** [name key, token id] -> token prefix */
+  tokensByName: Database<string, Key>;
+  /** [charged, refunded] per day (and token, module) */
+  dailyTotals: Database<[charged: number, refunded: number], Key>;
+  /** presence only (1) */
+  byToken: Database<1, Key>;
+  /** ['id', id] -> the session; ['hash', hash] and the token's index -> its id */
+  deviceSessions: Database<DeviceSession | string, Key>;
+  /** the call by its key; ['r', reservation id] -> the call's key */
+  deviceSessionCalls: Database<DeviceSessionCall | Key, Key>;
+}
+
 /** Meta flags of the derived indexes: set when an index is complete (token-names.ts,
  * daily-totals.ts). */
 export const TOKEN_NAME_INDEX_FLAG = 'token_name_index_v1';
@@ -39,7 +82,7 @@ export interface Store {
   readonly root: RootDatabase;
   readonly commits: LmdbCommits;
   readonly dir: string;
-  readonly db: Record<DbName, Database<any, any>>;
+  readonly db: Databases;
   /** failed writes, refusal of new calls while they fail, the probe that sees them work again */
   readonly writes: WriteHealth;
   /** this thread's audit lines waiting for its next write transaction (audit-queue.ts) */
@@ -57,8 +100,8 @@ export function openStore(dataDir: string, opts: { commits?: LmdbCommits; auditD
   const options = { path: dir, maxDbs: 32, mapSize: 2 * 1024 ** 3, compression: false, permissionsMode: PRIVATE_FILE_MODE };
   const root = open(options);
   narrowToPrivate([path.join(dir, 'data.mdb'), path.join(dir, 'lock.mdb')]);
-  const db = {} as Record<DbName, Database<any, any>>;
-  for (const name of NAMES) db[name] = root.openDB({ name });
+  // each opened with the record type Databases names for it (lmdb-js does not check values)
+  const db = Object.fromEntries(NAMES.map((name) => [name, root.openDB({ name })])) as unknown as Databases;
   const found = db.meta.get('schema_version');
   if (found === undefined) {
     // ifNoExists keeps two processes racing to create the store from both writing it.
@@ -120,7 +163,7 @@ async function freeBytes(dir: string): Promise<number> {
 
 /** Whether writes work: room on the file system and a small commit that succeeds. Not through
  * atomically(): a probe that fails is the expected answer, not one more failure to count. */
-async function probeWrites(meta: Database<any, any>, dir: string): Promise<boolean> {
+async function probeWrites(meta: Databases['meta'], dir: string): Promise<boolean> {
   if ((await freeBytes(dir)) < WRITE_PROBE_FREE_BYTES) return false;
   // asynchronous, like the audit's writes: after a failed asynchronous commit lmdb-js awaits a
   // flush that only a later asynchronous commit completes (root.close() waits for it)

@@ -11,7 +11,7 @@ export async function recoverPending(store: Store, at: number): Promise<Reservat
   readLatest(store);
   const done: Reservation[] = [];
   for (const { value } of store.db.reservations.getRange({})) {
-    const r = value as Reservation;
+    const r = value;
     if (r.state !== 'pending' || holderAlive(r)) continue;
     const after = await refund(store, r.id, at);
     // refund is idempotent: only what this call gave back is reported
@@ -35,7 +35,7 @@ export async function recoverThread(store: Store, thread: number, at: number): P
     // this runs on the main thread while it serves (it relays inference): a day's reservations
     // are scanned a slice at a time, not in one block of its event loop
     if (++seen % 10_000 === 0) await new Promise((resolve) => setImmediate(resolve));
-    const r = value as Reservation;
+    const r = value;
     if (r.state !== 'pending' || r.thread !== thread || r.pid !== self.pid || (r.pid_start ?? null) !== self.pid_start) continue;
     const after = await refund(store, r.id, at);
     if (after?.state === 'refunded' && after.settled_at === new Date(at).toISOString()) done.push(r);

@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
 import { threadId } from 'node:worker_threads';
-import type { ModuleId } from '../../contract/index.ts';
 import { atomically } from './atomic.ts';
 import type { Store } from './open.ts';
 import { isTokenLive } from '../token-rules.ts';
@@ -9,7 +8,7 @@ import { currentProcess } from '../owner.ts';
 import { windowKey } from '../periods.ts';
 import { quotaRefusal } from '../quota.ts';
 import type { ReserveInput, ReserveOutcome } from '../backend.ts';
-import type { Reservation, TokenRecord } from '../records.ts';
+import type { Reservation } from '../records.ts';
 import { bindKey, findKey } from './idempotency.ts';
 import { counterKey } from './usage.ts';
 import { bookSessionCall, sessionRefusal } from './device-sessions.ts';
@@ -29,7 +28,7 @@ export async function reserve(store: Store, input: ReserveInput): Promise<Reserv
         if (rec.state === 'pending') {
           // A failed settlement is not in progress: polling would never end, so the retry
           // hears what the first call heard (keep the key, contact the operator).
-          const held = store.db.reservations.get(rec.reservation_id) as Reservation | undefined;
+          const held = store.db.reservations.get(rec.reservation_id);
           if (held?.state === 'settlement_failed') return { kind: 'settlement_failed' };
           return { kind: 'request_in_progress' };
         }
@@ -38,11 +37,11 @@ export async function reserve(store: Store, input: ReserveInput): Promise<Reserv
     }
     // The token and its grant are read again inside the transaction: an upload can take a
     // while, and an operator may have revoked, disabled or re-granted the token meanwhile.
-    const fresh = store.db.tokens.get(token.id) as TokenRecord | undefined;
+    const fresh = store.db.tokens.get(token.id);
     if (!fresh || !isTokenLive(fresh, at)) return { kind: 'invalid_token' };
     const grant = fresh.grants.find((g) => g.module_id === moduleId);
     if (!grant) return { kind: 'module_forbidden' };
-    const used = (store.db.counters.get(counterKey(token.id, moduleId, grant.period, at)) as number | undefined) ?? 0;
+    const used = store.db.counters.get(counterKey(token.id, moduleId, grant.period, at)) ?? 0;
     const refusal = quotaRefusal(moduleId, grant, used, units, at);
     if (refusal) return refusal;
     const sessionRefused = sessionRefusal(store, input);

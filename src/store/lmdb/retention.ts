@@ -52,7 +52,7 @@ type CounterKey = [token_id: string, module_id: string, period: string, window: 
 
 /** Folds a removed ledger entry's units into the per-window totals of pruned entries. */
 function addPruned(store: Store, key: CounterKey, delta: number): void {
-  void store.db.ledgerPruned.put(key, ((store.db.ledgerPruned.get(key) as number | undefined) ?? 0) + delta);
+  void store.db.ledgerPruned.put(key, (store.db.ledgerPruned.get(key) ?? 0) + delta);
 }
 
 /**
@@ -84,5 +84,5 @@ export async function pruneLedgerBefore(
 
 /** The pruned entries' totals per counter key, for `ledger verify`. */
 export function ledgerPrunedTotals(store: Store): Iterable<{ key: CounterKey; units: number }> {
-  return store.db.ledgerPruned.getRange({}).map(({ key, value }) => ({ key: key as CounterKey, units: value as number }));
+  return store.db.ledgerPruned.getRange({}).map(({ key, value }) => ({ key: key as CounterKey, units: value }));
 }

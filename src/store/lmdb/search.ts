@@ -20,9 +20,9 @@ export async function searchTokens(store: Store, query: SearchQuery): Promise<Se
   for (const { key, value } of range) {
     const [name, id] = key as [string, string];
     if (query.after && name === query.after[0] && id === query.after[1]) continue;
-    if (query.q !== undefined && !(name.includes(needle!) || (value as string).startsWith(query.q) || id.startsWith(query.q))) continue;
+    if (query.q !== undefined && !(name.includes(needle!) || value.startsWith(query.q) || id.startsWith(query.q))) continue;
     if (items.length === query.limit) return { items, next: lastKey(items) };
-    const t = store.db.tokens.get(id) as TokenRecord | undefined;
+    const t = store.db.tokens.get(id);
     if (t) items.push(t);
   }
   return { items, next: null };
@@ -41,14 +41,14 @@ export function searchUsers(store: Store, query: SearchQuery): SearchPage<UserRe
   const range = store.db.usersByName.getRange(query.after ? { start: query.after[0] } : {});
   for (const { key, value } of range) {
     const username = key as string;
-    const id = value as string;
+    const id = value;
     if (query.after && username === query.after[0]) continue;
     if (needle !== undefined && !(username.toLowerCase().includes(needle) || id.startsWith(query.q!))) continue;
     if (items.length === query.limit) {
       const last = items[items.length - 1]!;
       return { items, next: [last.username, last.id] };
     }
-    const u = store.db.users.get(id) as UserRecord | undefined;
+    const u = store.db.users.get(id);
     if (u) items.push(u);
   }
   return { items, next: null };

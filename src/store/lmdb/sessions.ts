@@ -11,7 +11,7 @@ export async function putSession(store: Store, key: string, session: SessionReco
 
 export function getSession(store: Store, key: string): SessionRecord | undefined {
   readLatest(store);
-  return store.db.sessions.get(key) as SessionRecord | undefined;
+  return store.db.sessions.get(key);
 }
 
 export async function deleteSession(store: Store, key: string): Promise<void> {
@@ -23,7 +23,7 @@ export async function deleteUserSessions(store: Store, userId: string, keep?: st
   let n = 0;
   await lmdbWrite(store, 'session', db.transaction(() => {
     for (const { key, value } of db.getRange({})) {
-      if ((value as SessionRecord).user_id === userId && key !== keep) {
+      if (value.user_id === userId && key !== keep) {
         void db.remove(key);
         n++;
       }
@@ -35,6 +35,6 @@ export async function deleteUserSessions(store: Store, userId: string, keep?: st
 export async function sweepSessions(store: Store, alive: (s: SessionRecord) => boolean): Promise<void> {
   const db = store.db.sessions;
   await lmdbWrite(store, 'session', db.transaction(() => {
-    for (const { key, value } of db.getRange({})) if (!alive(value as SessionRecord)) void db.remove(key);
+    for (const { key, value } of db.getRange({})) if (!alive(value)) void db.remove(key);
   }));
 }

@@ -1,7 +1,7 @@
 import { atomically } from './atomic.ts';
 import { readLatest, type Store } from './open.ts';
 import { appendLedger } from './ledger.ts';
-import type { Reservation, TokenRecord, UsageRecord } from '../records.ts';
+import type { Reservation, UsageRecord } from '../records.ts';
 import { completeKey, releaseKey, resolveKey } from './idempotency.ts';
 import { usageSnapshot } from './usage.ts';
 import { isStorageFailure } from '../write-health.ts';
@@ -31,9 +31,9 @@ export async function settle(
   let body: string | undefined;
   try {
     body = await atomically(store, () => {
-      const current = store.db.reservations.get(reservation.id) as Reservation | undefined;
+      const current = store.db.reservations.get(reservation.id);
       if (!current || current.state !== 'pending') throw new SettlementError(`reservation ${reservation.id} is ${current?.state ?? 'missing'}`);
-      const token = store.db.tokens.get(reservation.token_id) as TokenRecord;
+      const token = store.db.tokens.get(reservation.token_id)!;
       const text = render(usageSnapshot(store, token, at));
       if (fault === 'fail') throw new SettlementError('injected settlement failure (TEST_SETTLEMENT_FAIL_PREFIX)');
       const iso = new Date(at).toISOString();
@@ -52,7 +52,7 @@ export async function settle(
     // saved is kept on the reservation so a "charge" resolution can complete the key.
     const text = safeRender(store, reservation, at, render);
     const marked = await atomically(store, () => {
-      const current = store.db.reservations.get(reservation.id) as Reservation | undefined;
+      const current = store.db.reservations.get(reservation.id);
       if (current && current.state === 'pending') void store.db.reservations.put(reservation.id, { ...current, state: 'settlement_failed', unsaved_body: text });
     }, 'settle').then(
       () => null,
@@ -83,7 +83,7 @@ async function giveBack(store: Store, reservation: Reservation, at: number, caus
 
 function safeRender(store: Store, r: Reservation, at: number, render: (u: UsageRecord[]) => string): string | null {
   try {
-    const token = store.db.tokens.get(r.token_id) as TokenRecord;
+    const token = store.db.tokens.get(r.token_id)!;
     return render(usageSnapshot(store, token, at));
   } catch {
     return null;
@@ -94,7 +94,7 @@ function safeRender(store: Store, r: Reservation, at: number, render: (u: UsageR
  * releases the idempotency key so the same key may be retried. Idempotent. */
 export async function refund(store: Store, reservationId: string, at: number): Promise<Reservation | undefined> {
   return atomically(store, () => {
-    const r = store.db.reservations.get(reservationId) as Reservation | undefined;
+    const r = store.db.reservations.get(reservationId);
     if (!r || (r.state !== 'pending' && r.state !== 'settlement_failed')) return r;
     return refundHeld(store, r, at);
   }, 'refund');
@@ -119,7 +119,7 @@ export async function resolveReservation(store: Store, id: string, action: 'char
   // pending reservation may still be in flight, and start-up recovery settles those whose
   // process is gone.
   return atomically(store, () => {
-    const r = store.db.reservations.get(id) as Reservation | undefined;
+    const r = store.db.reservations.get(id);
     if (!r) return undefined;
     if (r.state !== 'settlement_failed') return 'not_pending' as const;
     if (action === 'refund') return refundHeld(store, r, at);
@@ -133,13 +133,13 @@ export async function resolveReservation(store: Store, id: string, action: 'char
 
 export function getReservation(store: Store, id: string): Reservation | undefined {
   readLatest(store);
-  return store.db.reservations.get(id) as Reservation | undefined;
+  return store.db.reservations.get(id);
 }
 
 /** What the operator's settlements list shows: the reservations waiting for a decision. */
 export function listSettlementFailed(store: Store): Reservation[] {
   readLatest(store);
   const out: Reservation[] = [];
-  for (const { value } of store.db.reservations.getRange({})) if ((value as Reservation).state === 'settlement_failed') out.push(value as Reservation);
+  for (const { value } of store.db.reservations.getRange({})) if (value.state === 'settlement_failed') out.push(value);
   return out.sort((a, b) => a.created_at.localeCompare(b.created_at));
 }

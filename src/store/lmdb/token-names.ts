@@ -45,7 +45,7 @@ export function checkNewTokenName(store: Store, before: TokenRecord | undefined,
 export function buildTokenNameIndex(store: Store): void {
   if (store.db.meta.get(BUILT) === true) return;
   for (const { value } of store.db.tokens.getRange({})) {
-    const t = value as TokenRecord;
+    const t = value;
     void store.db.tokensByName.put([nameKey(t.name), t.id], t.token_prefix);
   }
   void store.db.meta.put(BUILT, true);

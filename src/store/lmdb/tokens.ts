@@ -20,7 +20,7 @@ export function getTokenByHash(store: Store, hash: string): TokenRecord | undefi
 
 export function listTokens(store: Store): TokenRecord[] {
   readLatest(store);
-  return [...store.db.tokens.getRange({})].map((e) => e.value as TokenRecord).sort((a, b) => a.created_at.localeCompare(b.created_at));
+  return [...store.db.tokens.getRange({})].map((e) => e.value).sort((a, b) => a.created_at.localeCompare(b.created_at));
 }
 
 /** Throws DuplicateTokenNameError (nothing written) when another token has the name. */
@@ -39,7 +39,7 @@ export async function insertToken(store: Store, token: TokenRecord): Promise<voi
  * token has throws DuplicateTokenNameError and changes nothing. */
 export async function updateToken(store: Store, id: string, change: (t: TokenRecord) => TokenRecord): Promise<TokenRecord | undefined> {
   return atomically(store, () => {
-    const token = store.db.tokens.get(id) as TokenRecord | undefined;
+    const token = store.db.tokens.get(id);
     if (!token) return undefined;
     const next = change(token);
     if (next.name !== token.name) {

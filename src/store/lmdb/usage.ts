@@ -8,7 +8,7 @@ export function counterKey(tokenId: string, moduleId: ModuleId, period: Period, 
 }
 
 export function usedUnits(store: Store, tokenId: string, moduleId: ModuleId, period: Period, at: number): number {
-  return (store.db.counters.get(counterKey(tokenId, moduleId, period, at)) as number | undefined) ?? 0;
+  return store.db.counters.get(counterKey(tokenId, moduleId, period, at)) ?? 0;
 }
 
 export function usageRecord(store: Store, tokenId: string, grant: Grant, at: number): UsageRecord {

@@ -15,7 +15,7 @@ export function getUserByName(store: Store, username: string): UserRecord | unde
 
 export function listUsers(store: Store): UserRecord[] {
   readLatest(store);
-  return [...store.db.users.getRange({})].map((e) => e.value as UserRecord).sort((a, b) => a.created_at.localeCompare(b.created_at));
+  return [...store.db.users.getRange({})].map((e) => e.value).sort((a, b) => a.created_at.localeCompare(b.created_at));
 }
 
 /** Inserts a user unless the name is taken (checked inside the write transaction). */
@@ -38,10 +38,10 @@ export async function updateUser(
   check?: (before: UserRecord, after: UserRecord, others: UserRecord[]) => void,
 ): Promise<UserRecord | undefined> {
   return atomically(store, () => {
-    const user = store.db.users.get(id) as UserRecord | undefined;
+    const user = store.db.users.get(id);
     if (!user) return undefined;
     const next = { ...user, ...patch };
-    if (check) check(user, next, [...store.db.users.getRange({})].map((e) => e.value as UserRecord).filter((u) => u.id !== id));
+    if (check) check(user, next, [...store.db.users.getRange({})].map((e) => e.value).filter((u) => u.id !== id));
     void store.db.users.put(id, next);
     return next;
   });
