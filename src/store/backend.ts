@@ -16,10 +16,11 @@ import type { DeviceSession, DeviceSessionCall, MintLimit, MintOutcome } from '.
 // what a caller hears.
 //
 // Each implementation is a folder with the same file per job (lmdb/reserve.ts and
-// pg/reserve.ts, lmdb/idempotency.ts and pg/idempotency.ts ...), its index.ts a class that
-// only delegates; the rules and records both share live here beside this interface, which
-// imports neither implementation. Adding an operation: declare it here, implement it in the
-// job's file of lmdb/ and of pg/, delegate from both index.ts (a schema change is a new
+// pg/reserve.ts, lmdb/idempotency.ts and pg/idempotency.ts ...) and a class that only
+// delegates (lmdb/backend.ts, pg/index.ts); the rules and records both share live here beside
+// this interface, which imports neither implementation. Adding an operation: declare it here
+// in the role of the callers that need it (below), implement it in the job's file of lmdb/
+// and of pg/, delegate from both classes (a schema change is a new
 // entry at the end of pg/migrations.ts, never an edit of an applied one), and add a case to
 // test/store/contract.ts, which runs against both.
 
