@@ -105,7 +105,61 @@ export function spawnChild(command: string, args: readonly string[], options: Sp
   countProcess(command, args);
   const env = childEnv(options.env ?? process.env);
   const [file, argv] = exactNodeOptions(command, args, env);
-  return spawn(file, argv, { ...options, env });
+  const child = spawn(file, argv, { ...options, env });
+  liveChildren.add(child);
+  child.once('exit', () => liveChildren.delete(child));
+  return child;
+}
+
+// Children still running when the test process exits (a test file cut off by tap's timeout,
+// an uncaught error) are killed with it, and so is every process under them: otherwise each
+// lingers as an orphan, holding memory and CPU, and slows every later test on a shared
+// machine (seen: 18 orphan servers after timeouts; then `npm start`'s node, which outlived its
+// npm killed alone, with its temporary store, for an hour).
+const liveChildren = new Set<ChildProcess>();
+process.once('exit', () => {
+  const roots = [...liveChildren].map((c) => c.pid).filter((pid): pid is number => pid !== undefined);
+  for (const pid of withDescendants(roots)) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // gone already
+    }
+  }
+});
+
+/** `roots` and every process below them, read from /proc at once (an exit handler cannot
+ * wait); elsewhere only the roots. */
+function withDescendants(roots: number[]): number[] {
+  const children = new Map<number, number[]>();
+  let entries: string[] = [];
+  try {
+    entries = fs.readdirSync('/proc');
+  } catch {
+    return roots;
+  }
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry)) continue;
+    let stat: string;
+    try {
+      stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
+    } catch {
+      continue;
+    }
+    // the fields after the command name, which may hold spaces and parentheses itself
+    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    const list = children.get(ppid) ?? [];
+    list.push(Number(entry));
+    children.set(ppid, list);
+  }
+  const all: number[] = [];
+  const stack = [...roots];
+  while (stack.length > 0) {
+    const pid = stack.pop()!;
+    all.push(pid);
+    stack.push(...(children.get(pid) ?? []));
+  }
+  return all;
 }
 
 /** spawnSync() with tap's instrumentation kept out of the child, as spawnChild(). */
@@ -249,14 +303,6 @@ export interface StartOptions {
   timeoutMs?: number;
 }
 
-// Servers still running when the test process exits (a test file cut off by tap's timeout,
-// an uncaught error) are killed with it: otherwise each lingers as an orphan, holding memory
-// and CPU, and slows every later test on a shared machine (seen: 18 orphans after timeouts).
-const liveServers = new Set<ChildProcess>();
-process.once('exit', () => {
-  for (const p of liveServers) p.kill('SIGKILL');
-});
-
 /** Starts the real service (SERVICE_ARGS: the build `npm start` runs, or its sources) on an
  * ephemeral port with a temporary DATA_DIR. */
 export async function startServer(opts: StartOptions = {}): Promise<ServerHandle> {
@@ -280,8 +326,6 @@ export async function startServer(opts: StartOptions = {}): Promise<ServerHandle
     ...opts.env,
   };
   const proc = spawnChild(process.execPath, [...SERVICE_ARGS], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  liveServers.add(proc);
-  proc.once('exit', () => liveServers.delete(proc));
   const logs: string[] = [];
   // LV_SERVER_LOG=<file>: keep every server's output for post-mortems of a failed run
   const logFile = process.env.LV_SERVER_LOG;
