@@ -134,12 +134,15 @@ export class TaskScheduler {
         t.tasks = (t.tasks ?? 0) + 1;
       }
     }
+    // set before the items settle: the relay posts a job's timing as its promise settles
+    const ended = () => {
+      if (timings.size === 0) return;
+      const now = epochNow();
+      for (const t of timings) t.ended = now;
+    };
     pool.run({ op: 'captures', module: group.module, mode: group.mode, captures }, transfer).then(
       (records) => {
-        if (timings.size > 0) {
-          const now = epochNow();
-          for (const t of timings) t.ended = now;
-        }
+        ended();
         group.items.forEach((it, i) => {
           const r = records[i];
           if (!r) it.reject(new Error(`inference worker returned no record for capture ${it.capture.packet.capture_id}`));
@@ -148,6 +151,8 @@ export class TaskScheduler {
         });
       },
       (err: Error) => {
+        // a failed task came back too: its run is part of the trace
+        ended();
         for (const it of group.items) it.reject(err);
       },
     ).finally(() => {
