@@ -131,6 +131,8 @@ process.once('exit', () => {
 /** `roots` and every process below them, read from /proc at once (an exit handler cannot
  * wait); elsewhere only the roots. */
 function withDescendants(roots: number[]): number[] {
+  // nothing left running (the usual exit): no scan of every process on the host
+  if (roots.length === 0) return roots;
   const children = new Map<number, number[]>();
   let entries: string[] = [];
   try {
