@@ -9,7 +9,8 @@ import type { ServerHandle } from './server.ts';
 import { lmdbOpen } from './lmdb.ts';
 import { postVerify } from './captures.ts';
 import { waitFor, WaitTimeout } from './wait.ts';
-import { RawConn, pngOfSize, writeBody, type RawResponse } from '../../bench/harness/wire.ts';
+import { RawConn, pngOfSize, smallSingle, verifyHead, writeBody, type RawResponse } from '../../bench/harness/wire.ts';
+import { request as captureBody } from './captures.ts';
 
 export * from '../../bench/harness/wire.ts';
 
@@ -190,3 +191,40 @@ export function requestOfSize(total: number, n: number, pixels: (i: number) => U
 
 /** metadata + files -> a verify body (one packet, or an envelope with `batch`). */
 export { request as body } from './captures.ts';
+
+/** A verify call holding a capacity slot: its head and half of a valid body sent, the rest kept. */
+export interface HeldSlot {
+  conn: RawConn;
+  rest: Buffer;
+}
+
+/** Sends a verify head and half of a valid body on `conn`, from `address` (X-Forwarded-For,
+ * believed from a loopback proxy), then stops: the call holds a slot until `finishHeld`. No
+ * timing decides who holds what. */
+export async function holdSlot(conn: RawConn, token: string, address: string): Promise<HeldSlot> {
+  const b = captureBody([smallSingle()]);
+  const half = Math.floor(b.body.length / 2);
+  await conn.write(verifyHead({ token, contentType: b.contentType, contentLength: b.body.length, extra: { 'X-Forwarded-For': address } }));
+  await conn.write(b.body.subarray(0, half));
+  return { conn, rest: b.body.subarray(half) };
+}
+
+/** Sends the rest of a held call's body; its answer's status. */
+export async function finishHeld(h: HeldSlot): Promise<number> {
+  await writeBody(h.conn, h.rest);
+  const r = await h.conn.response();
+  h.conn.close();
+  return r.status;
+}
+
+/** A verify head alone from `address` on a new connection, and the answer it gets before any
+ * body (an admission refusal). */
+export async function headOnly(port: number, token: string, address: string): Promise<Answer> {
+  const b = captureBody([smallSingle()]);
+  const conn = new RawConn(port);
+  await conn.connected;
+  await conn.write(verifyHead({ token, contentType: b.contentType, contentLength: b.body.length, extra: { 'X-Forwarded-For': address } }));
+  const r = await conn.response();
+  conn.close();
+  return rawAnswer(r);
+}

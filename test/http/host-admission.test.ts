@@ -11,7 +11,7 @@ import t from 'tap';
 import { slotsUntil as slotsUntilOf } from '../helpers/metrics.ts';
 import { makeToken, startServer } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
-import { RawConn, auditOf, body, expectRejected, post, rawAnswer, smallSingle, snapshot, verifyHead, writeBody, type Answer } from '../helpers/ingest.ts';
+import { RawConn, auditOf, body, expectRejected, finishHeld, headOnly, holdSlot, post, rawAnswer, smallSingle, snapshot, verifyHead, type Answer } from '../helpers/ingest.ts';
 
 const server = await startServer({
   ready: true,
@@ -57,38 +57,6 @@ async function connectionsOnOneWorker(n: number): Promise<{ worker: number; conn
   throw new Error('unreachable: pigeonhole');
 }
 
-interface Held {
-  conn: RawConn;
-  rest: Buffer;
-}
-
-/** Sends a verify head and half of a valid body on `conn`, from `address` (X-Forwarded-For,
- * believed from the loopback proxy), then stops: the call holds a slot until `finish`. */
-async function holdSlot(conn: RawConn, token: string, address: string): Promise<Held> {
-  const b = body([smallSingle()]);
-  const half = Math.floor(b.body.length / 2);
-  await conn.write(verifyHead({ token, contentType: b.contentType, contentLength: b.body.length, extra: { 'X-Forwarded-For': address } }));
-  await conn.write(b.body.subarray(0, half));
-  return { conn, rest: b.body.subarray(half) };
-}
-
-async function finish(h: Held): Promise<number> {
-  await writeBody(h.conn, h.rest);
-  const r = await h.conn.response();
-  h.conn.close();
-  return r.status;
-}
-
-async function headOnly(token: string, address: string): Promise<Answer> {
-  const b = body([smallSingle()]);
-  const conn = new RawConn(server.port);
-  await conn.connected;
-  await conn.write(verifyHead({ token, contentType: b.contentType, contentLength: b.body.length, extra: { 'X-Forwarded-For': address } }));
-  const r = await conn.response();
-  conn.close();
-  return rawAnswer(r);
-}
-
 t.test('2 x WORKERS calls in flight on connections of ONE worker: none gets 503, the next one does', async (t) => {
   const { worker, conns } = await connectionsOnOneWorker(4);
   // caps are 2 per address and 3 per token here, so four callers split over addresses and tokens
@@ -103,10 +71,10 @@ t.test('2 x WORKERS calls in flight on connections of ONE worker: none gets 503,
 
   // a caller already at its share (token A holds 2 of the 4): a new token would be served by
   // taking an upload's slot (fair shares: test/http/fair-capacity.test.ts)
-  const fifth = await expectRejected(t, server, tokA, () => headOnly(tokA.token, '198.51.100.5'), { status: 503, code: 'server_busy' });
+  const fifth = await expectRejected(t, server, tokA, () => headOnly(server.port, tokA.token, '198.51.100.5'), { status: 503, code: 'server_busy' });
   t.match(fifth.json?.error?.message, /No capacity slot/, 'refused for the host being full, not for a cap');
 
-  const statuses = await Promise.all(held.map(finish));
+  const statuses = await Promise.all(held.map(finishHeld));
   t.same(statuses, [200, 200, 200, 200], 'the four admitted calls complete');
   await slotsUntil(0, 'every slot back');
   t.equal((await post(server.baseUrl, tokC.token, body([smallSingle()]))).status, 200, 'a free host admits again');
@@ -144,7 +112,7 @@ t.test('50 trickling connections from one address hold only its cap; honest clie
   // is allowed (cap 3), the next is refused for the token, another token still gets in
   const third = await holdSlot(await connected(), tokA.token, '198.51.100.30');
   await slotsUntil(3, 'token A holding three slots');
-  const overToken = await expectRejected(t, server, tokA, () => headOnly(tokA.token, '198.51.100.31'), { status: 503, code: 'server_busy' });
+  const overToken = await expectRejected(t, server, tokA, () => headOnly(server.port, tokA.token, '198.51.100.31'), { status: 503, code: 'server_busy' });
   t.match(overToken.json?.error?.message, /token/, 'the message names the token cap');
   t.equal((await post(server.baseUrl, tokC.token, body([smallSingle()]), { headers: { 'x-forwarded-for': '198.51.100.32' } })).status, 200, 'another token is served');
 

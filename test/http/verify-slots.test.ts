@@ -11,26 +11,12 @@ import t from 'tap';
 import { metric, slotsUntil } from '../helpers/metrics.ts';
 import { makeToken, startServer, type ServerHandle } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
-import { RawConn, body, expectRejected, rawAnswer, smallSingle, verifyHead, writeBody, type Answer } from '../helpers/ingest.ts';
+import { RawConn, expectRejected, finishHeld, headOnly, holdSlot } from '../helpers/ingest.ts';
 
-async function holdSlot(server: ServerHandle, token: string, address: string): Promise<{ conn: RawConn; rest: Buffer }> {
-  const b = body([smallSingle()]);
-  const half = Math.floor(b.body.length / 2);
-  const conn = new RawConn(server.port);
+async function connectedTo(port: number): Promise<RawConn> {
+  const conn = new RawConn(port);
   await conn.connected;
-  await conn.write(verifyHead({ token, contentType: b.contentType, contentLength: b.body.length, extra: { 'X-Forwarded-For': address } }));
-  await conn.write(b.body.subarray(0, half));
-  return { conn, rest: b.body.subarray(half) };
-}
-
-async function headOnly(server: ServerHandle, token: string, address: string): Promise<Answer> {
-  const b = body([smallSingle()]);
-  const conn = new RawConn(server.port);
-  await conn.connected;
-  await conn.write(verifyHead({ token, contentType: b.contentType, contentLength: b.body.length, extra: { 'X-Forwarded-For': address } }));
-  const r = await conn.response();
-  conn.close();
-  return rawAnswer(r);
+  return conn;
 }
 
 async function listening(server: ServerHandle): Promise<{ workers: number; verify_slots: number }> {
@@ -47,17 +33,12 @@ t.test('WORKERS=1 with VERIFY_SLOTS=3: one API worker admits three calls, the fo
   for (let i = 0; i < 4; i++) tokens.push(await makeToken(server, ['rgb_liveness:10000:day']));
   // three callers of load 1 each: a fourth, of load 0, finds no holder above its load + 1
   const held = [];
-  for (let i = 0; i < 3; i++) held.push(await holdSlot(server, tokens[i]!.token, `198.51.100.${i + 1}`));
+  for (let i = 0; i < 3; i++) held.push(await holdSlot(await connectedTo(server.port), tokens[i]!.token, `198.51.100.${i + 1}`));
   await slotsUntil(server.baseUrl, 3, 'three uploads in flight on the one worker');
   t.notOk(held.some((h) => h.conn.hasAnswer), 'all three admitted (none answered early)');
-  const fourth = await expectRejected(t, server, tokens[3]!, () => headOnly(server, tokens[3]!.token, '198.51.100.4'), { status: 503, code: 'server_busy' });
+  const fourth = await expectRejected(t, server, tokens[3]!, () => headOnly(server.port, tokens[3]!.token, '198.51.100.4'), { status: 503, code: 'server_busy' });
   t.match(fourth.json?.error?.message, /No capacity slot/, 'refused for the host being full, not for a cap');
-  const statuses = await Promise.all(held.map(async (h) => {
-    await writeBody(h.conn, h.rest);
-    const r = await h.conn.response();
-    h.conn.close();
-    return r.status;
-  }));
+  const statuses = await Promise.all(held.map(finishHeld));
   t.same(statuses, [200, 200, 200], 'the three admitted calls complete');
   await slotsUntil(server.baseUrl, 0, 'every slot back');
 });
