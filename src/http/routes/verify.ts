@@ -79,8 +79,9 @@ export function verifyRoutes(router: Router, s: Services): void {
   });
 }
 
-/** A traced call's collaborators: what the steps ask of the store, the metering, the engine
- * and the signer shows as child spans of the step (method names only, never arguments). */
+/** A recorded call's collaborators (the route gives them only to a call the sampler took):
+ * what the steps ask of the store, the metering, the engine and the signer shows as child
+ * spans of the step (method names only, never arguments). */
 function tracedDeps(deps: VerifyDeps, trace: CallTrace, slot: CallSlot): VerifyDeps {
   return {
     ...deps,
@@ -99,7 +100,6 @@ function tracedDeps(deps: VerifyDeps, trace: CallTrace, slot: CallSlot): VerifyD
  * (the pool tasks of the call's captures, first out to last back). What is left of the span
  * around them is the hop itself. */
 function tracedInference(inference: VerifyDeps['inference'], trace: CallTrace): VerifyDeps['inference'] {
-  if (!trace.recording) return inference;
   return {
     readiness: () => inference.readiness(),
     infer: (job) => trace.child('inference.infer', { 'code.function.name': 'infer' }, async (stages) => {
