@@ -117,7 +117,7 @@ export function spawnChild(command: string, args: readonly string[], options: Sp
 // machine (seen: 18 orphan servers after timeouts; then `npm start`'s node, which outlived its
 // npm killed alone, with its temporary store, for an hour).
 const liveChildren = new Set<ChildProcess>();
-process.once('exit', () => {
+function killLiveChildren(): void {
   const roots = [...liveChildren].map((c) => c.pid).filter((pid): pid is number => pid !== undefined);
   for (const pid of withDescendants(roots)) {
     try {
@@ -126,7 +126,17 @@ process.once('exit', () => {
       // gone already
     }
   }
-});
+}
+process.once('exit', killLiveChildren);
+// tap ends a timed-out file with SIGALRM, a death without an 'exit' event (the case above that
+// left npm start's node running): the tree goes first, then the signal is raised again for
+// tap's own handler and the default action
+const onAlarm = (): void => {
+  killLiveChildren();
+  process.removeListener('SIGALRM', onAlarm);
+  process.kill(process.pid, 'SIGALRM');
+};
+process.on('SIGALRM', onAlarm);
 
 /** `roots` and every process below them, read from /proc at once (an exit handler cannot
  * wait); elsewhere only the roots. */
