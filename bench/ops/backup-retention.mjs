@@ -25,9 +25,9 @@ for (let i = 0; i < n; i += 1000) {
       const at = t0 + j * 1000;
       const rid = `req-${j}`;
       const token = `tok_${j % 50}`;
-      store.db.audit.put([at, rid], { request_id: rid, at: new Date(at).toISOString(), token_id: token, module_id: 'rgb_liveness', client_ip: '203.0.113.9', country: null, status: 200, error_code: null, captures: 1, charged_units: 1, latency_ms: 12.3 });
+      void store.db.audit.put([at, rid], { request_id: rid, at: new Date(at).toISOString(), token_id: token, module_id: 'rgb_liveness', client_ip: '203.0.113.9', country: null, status: 200, error_code: null, captures: 1, charged_units: 1, latency_ms: 12.3 });
       appendLedger(store, { request_id: rid, token_id: token, module_id: 'rgb_liveness', units: 1, kind: 'charge', at, windows: { day: day(at), month: day(at).slice(0, 7) } });
-      store.db.results.put(rid, { at: new Date(at).toISOString(), token_id: token, module_id: 'rgb_liveness', results: [{ capture_id: `c-${j}`, mode: 'rgb_single', status: 'ok', alive: true, score: 0.93 }] });
+      void store.db.results.put(rid, { at: new Date(at).toISOString(), token_id: token, module_id: 'rgb_liveness', results: [{ capture_id: `c-${j}`, mode: 'rgb_single', status: 'ok', alive: true, score: 0.93 }] });
     }
   });
 }
