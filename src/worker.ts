@@ -1,58 +1,39 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { RemoteInference, type FromWorker, type ToWorker, type WorkerData } from './cluster/index.ts';
-import { configurePasswordChecks, ReadCache, sessionReader, type SessionWithParent } from './auth/index.ts';
-import { createApp, createCors, ConnectionBalance, ConnectionCap, HostAdmission, UploadPacer, buildRouter, closeApp, listen, loadUws, LISTEN_SHARED, type us_listen_socket, appModule, HSTS, servesTls, testFaultHook } from './http/index.ts';
-import { useGeoDatabase } from './metering/index.ts';
-import { frameSlab } from './images/index.ts';
-import { createLogger, stopThreadTracing, WorkerMetrics } from './observability/index.ts';
+import { closeApp, composeApiWorker, listen, loadUws, LISTEN_SHARED, type us_listen_socket } from './http/index.ts';
+import { createLogger, stopThreadTracing } from './observability/index.ts';
 import { DRAIN_TIMEOUT_MS } from './lifecycle.ts';
 import { isLmdbCommitRejection, openConfiguredStore } from './store/index.ts';
 
 // One API worker thread: its own uWS app on the shared port (SO_REUSEPORT lets the kernel
 // spread connections), its own handle on the store (LMDB, or a PostgreSQL pool and node
-// lease), inference through the main thread.
+// lease), inference through the main thread. The app itself is composed by
+// src/http/compose.ts (the in-process test harness serves with the same function); this file
+// adds what only a thread has: the messages to and from the main thread, listening on the
+// shared port, and the thread's ends (drain, retire).
 const { config, port, index, admission: admissionTable, balance: balanceTable, geo } = workerData as WorkerData;
-useGeoDatabase(geo);
 const main = parentPort!;
 const post = (m: FromWorker) => main.postMessage(m);
 
 const uws = loadUws();
-configurePasswordChecks(config);
 const log = createLogger(config.LOG_LEVEL, { worker: index });
 const store = await openConfiguredStore(config, (err) => log.warn({ err: { message: err.message } }, 'store connection error'), log);
-const metrics = new WorkerMetrics(`api-${index}`, () => frameSlab().taken, config.VERIFY_SLOTS);
+// a late result is counted by the worker's metrics, which the composition makes
 const inference = new RemoteInference(main, config.INFERENCE_TIMEOUT_SECONDS * 1000, () => metrics.lateInferenceResults.inc());
-const admission = new HostAdmission(
-  admissionTable,
-  index,
-  { slots: config.VERIFY_SLOTS, perAddress: config.UPLOADS_PER_ADDRESS, perToken: config.UPLOADS_PER_TOKEN },
-  (n) => metrics.slotsInUse.set(n),
-);
-const uploadPacer = new UploadPacer({
-  minBytesPerSecond: config.UPLOAD_MIN_BYTES_PER_SECOND,
-  windowSeconds: config.UPLOAD_RATE_WINDOW_SECONDS,
-  deadlineSeconds: config.UPLOAD_DEADLINE_SECONDS,
-});
-
-// PostgreSQL: a token or session read is a round trip; LMDB reads are local and need no cache.
-const cached = store.kind === 'postgres' && config.TOKEN_CACHE_SECONDS > 0;
-const tokenCache = cached ? new ReadCache((hash) => store.getTokenByHash(hash), config.TOKEN_CACHE_SECONDS * 1000) : null;
-const sessionCache = cached ? new ReadCache<SessionWithParent>(sessionReader(store), config.TOKEN_CACHE_SECONDS * 1000) : null;
 
 let nextMetricsId = 1;
 const metricsWaiters = new Map<number, (r: { text: string; contentType: string }) => void>();
 
-const router = buildRouter({
+const { handle, metrics } = composeApiWorker({
   config,
+  uws,
   store,
-  tokens: tokenCache ? (hash) => tokenCache.get(hash) : (hash) => store.getTokenByHash(hash),
-  sessions: sessionCache ? (hash) => sessionCache.get(hash) : undefined,
   log,
-  metrics,
+  index,
+  admissionTable,
+  balanceTable,
+  geo,
   inference,
-  admission,
-  balance: new ConnectionBalance(balanceTable, index),
-  uploadPacer,
   collectMetrics: () =>
     new Promise((resolve) => {
       const id = nextMetricsId++;
@@ -60,13 +41,6 @@ const router = buildRouter({
       post({ type: 'metrics-request', id });
     }),
   requestModelSet: (request) => post({ type: 'activate-model-set', request }),
-});
-const handle = createApp(appModule(uws, config), router, log, metrics, {
-  cors: createCors(config.CORS_ORIGINS),
-  headers: servesTls(config) ? { 'Strict-Transport-Security': HSTS } : null,
-  fault: testFaultHook(),
-  connections: new ConnectionCap(config),
-  retryAfterSeconds: config.RETRY_AFTER_SECONDS,
 });
 let listenSocket: us_listen_socket | null = null;
 let appClosed = false;

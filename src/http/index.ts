@@ -4,6 +4,8 @@ export { createApp } from './app.ts';
 export { ConnectionBalance, createBalanceTable } from './balance.ts';
 export { HostAdmission, createAdmissionTable, releaseWorkerSlots } from './capacity.ts';
 export { compileTrust } from './client-address.ts';
+export { composeApiWorker } from './compose.ts';
+export type { ApiWorker, ApiWorkerParts } from './compose.ts';
 export { ConnectionCap } from './connections.ts';
 export { createCors } from './cors.ts';
 export { buildRouter } from './routes/index.ts';

@@ -6,6 +6,9 @@
 import type { Test } from 'tap';
 import { buildBatch, buildVerifyBody } from '../../src/client/index.ts';
 import type { ServerHandle } from './server.ts';
+
+/** What these helpers use of a server: a started one (startServer) or the app in process (startApi). */
+type Served = Pick<ServerHandle, 'dataDir' | 'baseUrl'>;
 import { lmdbOpen } from './lmdb.ts';
 import { postVerify } from './captures.ts';
 import { waitFor, WaitTimeout } from './wait.ts';
@@ -61,7 +64,7 @@ export async function usageOf(baseUrl: string, token: string): Promise<unknown> 
   return (await r.json()).usage;
 }
 
-export async function snapshot(server: ServerHandle, token: string): Promise<StoreSnapshot> {
+export async function snapshot(server: Served, token: string): Promise<StoreSnapshot> {
   const store = lmdbOpen(server.dataDir);
   try {
     const dbs = {} as StoreSnapshot['dbs'];
@@ -75,7 +78,7 @@ export async function snapshot(server: ServerHandle, token: string): Promise<Sto
 /** The audit record of a request, polled: the server writes it without awaiting. The bound is a
  * hang detector (5 s was missed on a host at load 40: fair-capacity failed), and no caller
  * expects a record to be absent, so a longer bound costs nothing when all is well. */
-export async function auditOf(server: ServerHandle, requestId: string, waitMs = 20_000): Promise<any | undefined> {
+export async function auditOf(server: Served, requestId: string, waitMs = 20_000): Promise<any | undefined> {
   const find = async () => {
     const store = lmdbOpen(server.dataDir);
     try {
@@ -96,7 +99,7 @@ export async function auditOf(server: ServerHandle, requestId: string, waitMs = 
 }
 
 /** Count of audit records (to find those of requests whose answer carried no request id). */
-export async function auditRecords(server: ServerHandle): Promise<any[]> {
+export async function auditRecords(server: Served): Promise<any[]> {
   const store = lmdbOpen(server.dataDir);
   try {
     store.audit.resetReadTxn?.();
@@ -118,7 +121,7 @@ export interface Answer {
  * and that its audit line records the status and error code. */
 export async function expectRejected(
   t: Test,
-  server: ServerHandle,
+  server: Served,
   token: { id: string; token: string },
   send: () => Promise<Answer>,
   want: { status: number; code: string },

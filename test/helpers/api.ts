@@ -1,0 +1,195 @@
+// The service's HTTP API in process: the real app of an API worker, composed by the very
+// function src/worker.ts serves with (src/http/compose.ts composeApiWorker: buildRouter over
+// the real Services, createApp with CORS, the connection cap, HSTS and the fault hook), over
+// the real store opened as the service opens it (openConfiguredStore: LMDB in a temporary
+// DATA_DIR, or PostgreSQL at a DATABASE_URL the test gives), after the real start-up steps
+// (bootstrapAdmin, startupHooks: signing key, recovery, idempotency pruning), listening with
+// uWebSockets.js on a loopback port INSIDE the test process. A test talks to it over real HTTP
+// exactly as to a started server, without the ~1-4.5 s of CPU a child process costs (a
+// TypeScript or bundle start, two API worker threads, the inference pool).
+//
+// What differs from `npm start`, and why it does not matter to the rules tested here:
+// - one API worker, and no main thread relaying: inference goes straight to the engine, the
+//   model-set hand-off straight to its request queue, and /metrics aggregates this worker with
+//   the process-wide registries the way src/cluster/cluster.ts does. Tests whose subject is
+//   the process or the transport across workers (TLS, several workers balancing, connection
+//   caps across workers, slow clients, start-up, signals, worker death) stay server tests.
+// - the engine: `engine: 'real'` starts the service's own (src/cluster/engine-host.ts
+//   startEngine, the pool included); the default, 'none', serves no model at all (every module
+//   not ready, so a verify call answers module_unavailable): for files whose subject is not
+//   inference. There is no fake engine with results of its own here.
+// - settings the service reads from its process environment at module load
+//   (TEST_PASSWORD_SCRYPT_N, TEST_CLOCK_SKEW_MS) or at composition (TEST_WORKER_FAULTS, tracing)
+//   are put into this process's environment before the service's modules load, and restored
+//   at stop(); CLOCK_FILE goes to the clock (setClockFile). Several harnesses may run at once
+//   in one file (each with its own configuration, read from the process's starting environment
+//   and its own settings), but those process-wide settings are shared: startApi() refuses a
+//   scrypt N it cannot apply.
+// - logs are kept in `logs` (the test process's stdout is its TAP stream).
+import { Writable } from 'node:stream';
+import path from 'node:path';
+import { runCli, tempDir, waitReady, type CliResult } from './server.ts';
+
+export interface ApiOptions {
+  dataDir?: string;
+  /** the service's environment, as startServer's `env` */
+  env?: Record<string, string>;
+  /** 'real': the service's inference engine (startEngine); 'none' (default): no models */
+  engine?: 'real' | 'none';
+  /** wait until /health/ready answers 200 (engine: real, its warm-up done) */
+  ready?: boolean;
+}
+
+export interface ApiHandle {
+  baseUrl: string;
+  port: number;
+  dataDir: string;
+  /** the environment overrides it was started with (the CLI and in-process store use them) */
+  env: Record<string, string>;
+  config: import('../../src/config/index.ts').Config;
+  /** the store the app serves from (the one handle; tests may read and write through it) */
+  store: import('../../src/store/index.ts').StoreBackend;
+  /** LMDB: the raw store (its databases, for the store's own functions); null on PostgreSQL */
+  lmdb: import('../../src/store/lmdb/index.ts').LmdbBackend['store'] | null;
+  /** the router as registered (tests of the route table) */
+  router: import('../../src/http/router.ts').Router;
+  logs: string[];
+  /** parsed JSON log lines */
+  logLines(): any[];
+  cli(args: string[], stdin?: string): Promise<CliResult>;
+  /** closes the app (its connections dropped), the engine and the store */
+  stop(): Promise<void>;
+}
+
+// The environment this process started with: each harness's configuration is read from it and
+// its own settings, never from another harness's settings applied below.
+const STARTING_ENV = { ...process.env };
+
+/** Module-level readers of the environment (see the header): set before the service loads. */
+function applyEnv(env: Record<string, string>): () => void {
+  const saved = new Map(Object.keys(env).map((k) => [k, process.env[k]]));
+  Object.assign(process.env, env);
+  return () => {
+    for (const [k, v] of saved) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+  };
+}
+
+/** Starts the API in this process on an ephemeral loopback port with a temporary DATA_DIR
+ * (the same defaults as startServer, one API worker). */
+export async function startApi(opts: ApiOptions = {}): Promise<ApiHandle> {
+  const dataDir = opts.dataDir ?? path.join(tempDir(), 'data');
+  const env: Record<string, string> = {
+    HOST: '127.0.0.1',
+    PORT: '0',
+    DATA_DIR: dataDir,
+    WORKERS: '1',
+    INFERENCE_THREADS: '1',
+    WARMUP_RUNS: '2',
+    INFERENCE_BACKEND: 'native',
+    LOG_LEVEL: 'info',
+    ...opts.env,
+  };
+  const restoreEnv = applyEnv(env);
+  // loaded now, after the environment: see the header
+  const { setClockFile } = await import('../../src/clock.ts');
+  const { loadConfig } = await import('../../src/config/index.ts');
+  const { PARAMS } = await import('../../src/auth/password.ts');
+  const { bootstrapAdmin } = await import('../../src/admin/index.ts');
+  const { startupHooks } = await import('../../src/startup.ts');
+  const { closeApp, composeApiWorker, createAdmissionTable, createBalanceTable, describeUwsBuild, listen, loadUws, LISTEN_EXCLUSIVE } = await import('../../src/http/index.ts');
+  const { aggregateMetrics, createLogger, MainMetrics, RefundMetrics } = await import('../../src/observability/index.ts');
+  const { geoDatabase } = await import('../../src/metering/index.ts');
+  const { openConfiguredStore } = await import('../../src/store/index.ts');
+  const { startEngine } = await import('../../src/cluster/engine-host.ts');
+
+  const wantN = Number(env.TEST_PASSWORD_SCRYPT_N ?? NaN);
+  if (Number.isInteger(wantN) && PARAMS.N !== wantN) {
+    restoreEnv();
+    throw new Error(`startApi: TEST_PASSWORD_SCRYPT_N=${wantN} asked, but the password module was loaded earlier in this process with N=${PARAMS.N}`);
+  }
+  setClockFile(env.CLOCK_FILE || undefined);
+
+  const config = loadConfig({ ...STARTING_ENV, ...env });
+  const logs: string[] = [];
+  let partial = '';
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      partial += chunk.toString();
+      let i: number;
+      while ((i = partial.indexOf('\n')) >= 0) {
+        logs.push(partial.slice(0, i));
+        partial = partial.slice(i + 1);
+      }
+      done();
+    },
+  });
+  const log = createLogger(config.LOG_LEVEL, { worker: 0 }, sink);
+  const uws = loadUws();
+  const store = await openConfiguredStore(config, (err) => log.warn({ err: { message: err.message } }, 'store connection error'), log);
+  const refunds = new RefundMetrics();
+  await bootstrapAdmin(store, config, log);
+  await startupHooks(store, config, log, (module, units) => refunds.refunded(module, units));
+
+  const none = { readiness: () => [], infer: () => Promise.reject(new Error('startApi: no engine (engine: none)')), poolTimes: () => null, poolMetrics: () => [] as unknown[][] };
+  const engine = opts.engine === 'real' ? startEngine(config, log, (id) => store.moduleEnabled(id)) : null;
+  const inference = engine ?? none;
+  const main = new MainMetrics(inference, describeUwsBuild());
+
+  const api = composeApiWorker({
+    config,
+    uws,
+    store,
+    log,
+    index: 0,
+    admissionTable: createAdmissionTable(config.VERIFY_SLOTS),
+    balanceTable: createBalanceTable(1),
+    geo: geoDatabase(),
+    inference,
+    // what src/cluster/cluster.ts gathers: the main thread's registries, each worker's, the pool's
+    collectMetrics: async () => aggregateMetrics([await main.snapshot(), await refunds.snapshot(), await api.metrics.snapshot(), ...(inference.poolMetrics() as Awaited<ReturnType<typeof main.snapshot>>[])]),
+    requestModelSet: (request) => {
+      if (!engine) throw new Error('startApi: a model-set activation needs engine: real');
+      engine.requestActivation(request);
+    },
+  });
+  const socket = await listen(api.handle.app, config.HOST, 0, LISTEN_EXCLUSIVE);
+  if (!socket) throw new Error(`startApi: could not listen on ${config.HOST}`);
+  const port = uws.us_socket_local_port(socket as never);
+
+  let stopped = false;
+  const handle: ApiHandle = {
+    baseUrl: `http://127.0.0.1:${port}`,
+    port,
+    dataDir,
+    env: opts.env ?? {},
+    config,
+    store,
+    lmdb: store.kind === 'lmdb' ? (store as unknown as import('../../src/store/lmdb/index.ts').LmdbBackend).store : null,
+    router: api.router,
+    logs,
+    logLines: () => logs.flatMap((l) => {
+      try {
+        return [JSON.parse(l)];
+      } catch {
+        return [];
+      }
+    }),
+    cli: (args, stdin) => runCli(dataDir, args, stdin, opts.env),
+    stop: async () => {
+      if (stopped) return;
+      stopped = true;
+      api.handle.startDrain();
+      uws.us_listen_socket_close(socket);
+      closeApp(api.handle.app);
+      await engine?.close().catch(() => {});
+      await store.close();
+      restoreEnv();
+      setClockFile(process.env.CLOCK_FILE || undefined);
+    },
+  };
+  if (opts.ready) await waitReady(handle.baseUrl);
+  return handle;
+}
