@@ -1,36 +1,62 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
-import { postVerify, request, single } from '../helpers/captures.ts';
-import { makeToken, startServer, tempDir } from '../helpers/server.ts';
+import { setClockFile } from '../../src/clock.ts';
+import { loadConfig } from '../../src/config/index.ts';
+import type { Logger } from '../../src/observability/index.ts';
+import { startupHooks } from '../../src/startup.ts';
+import { request, single } from '../helpers/captures.ts';
+import { tempDir } from '../helpers/server.ts';
+import { addToken, call, lmdbStore, world } from '../verify/world.ts';
+
+// Completed idempotency records are kept IDEMPOTENCY_RETENTION_HOURS (24), then pruned by the
+// start-up hooks every process runs before serving (src/startup.ts), in process: the verify
+// use case on a real LMDB store in a temporary folder (test/verify/world.ts), the hooks run as
+// src/main.ts runs them at each start, the service's clock (src/clock.ts, CLOCK_FILE's) moved
+// between them.
+// Replaces the spawned test/metering/idempotency-pruning.test.ts (three server starts on one
+// DATA_DIR; issue 43): each of its checks is here. That a start runs these hooks is shown
+// through real servers by the crash-recovery tests (test/metering/race-and-crash.test.ts,
+// test/metering/crash-points.test.ts: the same hooks' recovery at start); the prune rule on
+// PostgreSQL is test/store/contract.ts's.
+
+const dir = tempDir();
+const clockFile = path.join(dir, 'clock');
+setClockFile(clockFile);
+t.teardown(() => setClockFile(process.env.CLOCK_FILE || undefined));
+const config = loadConfig({ DATA_DIR: dir });
+
+/** one start of a process at `iso`: its start-up hooks, and the info lines they logged */
+async function start(store: Parameters<typeof startupHooks>[0], iso: string) {
+  fs.writeFileSync(clockFile, iso);
+  const lines: { msg: string; obj: Record<string, unknown> }[] = [];
+  const log = { info: (obj: Record<string, unknown>, msg: string) => void lines.push({ msg, obj }), warn: () => {}, error: () => {} } as unknown as Logger;
+  await startupHooks(store, config, log);
+  return lines;
+}
 
 t.test('completed idempotency records are kept 24 hours, then pruned', async (t) => {
-  const dir = tempDir();
-  const dataDir = path.join(dir, 'data');
-  const clock = path.join(dir, 'clock');
-  fs.writeFileSync(clock, '2026-05-10T08:00:00.000Z');
-  const env = { CLOCK_FILE: clock };
-  let server = await startServer({ dataDir, env, ready: true });
-  const { token } = await makeToken(server, ['rgb_liveness:unlimited:never']);
+  const s = lmdbStore(t);
+  const w = world(s.store);
+  w.clock.at = Date.parse('2026-05-10T08:00:00.000Z');
+  await start(s.store, '2026-05-10T08:00:00.000Z');
+  const { plaintext } = await addToken(w, [{ module_id: 'rgb_liveness', limit: null, period: 'never' }]);
   const body = request([single({ id: 'kept' })]);
-  const first = await postVerify(server.baseUrl, token, 'rgb_liveness', body, { 'idempotency-key': 'k-retained' });
+  const first = await call(w, plaintext, body, { idempotencyKey: 'k-retained' });
   t.equal(first.status, 200);
-  await server.stop();
 
   // 23 h 59 min later (pruning runs at every start): still replayed
-  fs.writeFileSync(clock, '2026-05-11T07:59:00.000Z');
-  server = await startServer({ dataDir, env, ready: true });
-  const replay = await postVerify(server.baseUrl, token, 'rgb_liveness', body, { 'idempotency-key': 'k-retained' });
-  t.equal(replay.headers.get('idempotency-replayed'), 'true', 'kept for at least 24 h');
-  t.equal(replay.text, first.text);
-  await server.stop();
+  w.clock.at = Date.parse('2026-05-11T07:59:00.000Z');
+  t.same((await start(s.store, '2026-05-11T07:59:00.000Z')).filter((l) => l.msg === 'pruned completed idempotency records'), [], 'nothing pruned yet');
+  const replay = await call(w, plaintext, body, { idempotencyKey: 'k-retained' });
+  t.equal(replay.headers?.['Idempotency-Replayed'], 'true', 'kept for at least 24 h');
+  t.equal(replay.body, first.body);
 
-  fs.writeFileSync(clock, '2026-05-11T08:00:01.000Z');
-  server = await startServer({ dataDir, env, ready: true });
-  t.teardown(() => server.stop());
-  t.ok(server.logLines().some((l) => l.msg === 'pruned completed idempotency records' && l.pruned === 1));
-  const fresh = await postVerify(server.baseUrl, token, 'rgb_liveness', body, { 'idempotency-key': 'k-retained' });
+  w.clock.at = Date.parse('2026-05-11T08:00:01.000Z');
+  const lines = await start(s.store, '2026-05-11T08:00:01.000Z');
+  t.ok(lines.some((l) => l.msg === 'pruned completed idempotency records' && l.obj.pruned === 1), 'the start past 24 h pruned the one record, and logged it');
+  const fresh = await call(w, plaintext, body, { idempotencyKey: 'k-retained' });
   t.equal(fresh.status, 200);
-  t.equal(fresh.headers.get('idempotency-replayed'), null, 'pruned after 24 h: the key runs as new');
-  t.not(fresh.json.request_id, first.json.request_id);
+  t.equal(fresh.headers?.['Idempotency-Replayed'], undefined, 'pruned after 24 h: the key runs as new');
+  t.not(JSON.parse(fresh.body as string).request_id, JSON.parse(first.body as string).request_id);
 });
