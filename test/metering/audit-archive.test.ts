@@ -1,9 +1,10 @@
 import fs from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
 import t from 'tap';
 import { postVerify, request, single } from '../helpers/captures.ts';
 import { lmdbOpen } from '../helpers/lmdb.ts';
-import { makeToken, startServer } from '../helpers/server.ts';
+import { bearer, makeToken, startServer } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 const server = await startServer({ ready: true, env: { TRUSTED_PROXIES: '127.0.0.1' } });
@@ -37,17 +38,32 @@ t.test('every verify call leaves an audit line; results are stored; no token, no
   await db.close();
 });
 
+// From a peer outside TRUSTED_PROXIES (127.0.0.2 on the loopback: the one server trusts only
+// 127.0.0.1) the X-Forwarded-For header is not believed. This ran on a second server without
+// TRUSTED_PROXIES before (issue 43: one start fewer); the rule is the same, the peer untrusted.
 t.test('untrusted peers cannot choose their audit address', async (t) => {
-  const other = await startServer({ ready: true });
-  t.teardown(() => other.stop());
-  const { token } = await makeToken(other, ['rgb_liveness:5:day']);
-  const r = await postVerify(other.baseUrl, token, 'rgb_liveness', request([single()]), { 'x-forwarded-for': '81.2.69.160' });
-  const db = lmdbOpen(other.dataDir);
+  const { token } = await makeToken(server, ['rgb_liveness:5:day']);
+  const b = request([single()]);
+  const r = await new Promise<{ status: number; json: any }>((resolve, reject) => {
+    const req = http.request({
+      host: '127.0.0.1', port: server.port, localAddress: '127.0.0.2', method: 'POST', path: '/v1/modules/rgb_liveness/verify',
+      headers: { ...bearer(token), 'content-type': b.contentType, 'content-length': b.body.length, 'x-forwarded-for': '81.2.69.160' },
+    }, (res) => {
+      let text = '';
+      res.on('data', (d: Buffer) => (text += d.toString()));
+      res.on('end', () => resolve({ status: res.statusCode!, json: JSON.parse(text) }));
+    });
+    req.on('error', reject);
+    req.end(Buffer.from(b.body));
+  });
+  t.equal(r.status, 200);
+  const db = lmdbOpen(server.dataDir);
   const line = await waitFor(() => {
     (db.audit as any).resetReadTxn?.();
     return [...db.audit.getRange({})].map((e) => e.value as any).find((a) => a.request_id === r.json.request_id);
   }, { what: 'the audit line' });
-  t.equal(line.client_ip, '127.0.0.1');
+  t.equal(line.client_ip, '127.0.0.2', 'the peer itself, not the address it forwarded');
+  t.equal(line.country, null);
   await db.close();
 });
 
