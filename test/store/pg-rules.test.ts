@@ -153,6 +153,39 @@ t.test('the rules are installed at every start: a function or trigger changed in
   t.same(await catalog(url), FRESH, 'a trigger dropped is created again');
 });
 
+/** each rule's catalog row version (xmin) and its comment's, and the schema_rules row's: a
+ * start that writes a rule or its mark changes one of them */
+async function ruleRows(url: string) {
+  return withClient(url, async (c) => {
+    const rows = async (sql: string) => (await c.query(sql)).rows.map((r: Record<string, unknown>) => Object.values(r).join(' | '));
+    return {
+      functions: await rows(`SELECT p.proname, p.oid, p.xmin, d.xmin AS comment_xmin FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace LEFT JOIN pg_description d ON d.objoid = p.oid AND d.classoid = 'pg_proc'::regclass WHERE n.nspname = current_schema() ORDER BY p.proname`),
+      triggers: await rows(`SELECT t.tgname, t.oid, t.xmin, d.xmin AS comment_xmin FROM pg_trigger t LEFT JOIN pg_description d ON d.objoid = t.oid AND d.classoid = 'pg_trigger'::regclass WHERE NOT t.tgisinternal ORDER BY t.tgname`),
+      recorded: await rows('SELECT xmin, version, digest, installed_at FROM schema_rules'),
+    };
+  });
+}
+
+t.test('an ordinary start writes no rule: each function, trigger and the recorded version is left as the first start wrote it', async (t) => {
+  const url = await server.database('quiet');
+  await openAndClose(url);
+  const first = await ruleRows(url);
+  t.equal(first.functions.length, NAMES.length);
+  t.ok(first.functions.every((f) => !f.endsWith(' | ')), 'every function carries its mark');
+  await openAndClose(url);
+  await openAndClose(url);
+  t.same(await ruleRows(url), first, 'two more starts: not one rule, mark or version row written again');
+  t.same(await catalog(url), FRESH);
+  // one function changed by hand (ALTER keeps its text and comment): only it is put back
+  await withClient(url, (c) => c.query('ALTER FUNCTION lv_usage_json(text, text, text, text, text) VOLATILE'));
+  await openAndClose(url);
+  const after = await ruleRows(url);
+  t.same(await catalog(url), FRESH, 'the altered function put back');
+  const changed = after.functions.filter((f, i) => f !== first.functions[i]).map((f) => f.split(' | ')[0]);
+  t.same(changed, ['lv_usage_json'], 'and nothing else written');
+  t.same([after.triggers, after.recorded], [first.triggers, first.recorded]);
+});
+
 t.test('a start does not wait for the calls writing reservations: an installed trigger is left as it is', async (t) => {
   const url = await server.database('busy');
   await openAndClose(url);

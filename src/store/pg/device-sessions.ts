@@ -4,8 +4,8 @@ import { ACTIVE_SESSIONS_LISTED, mintRefusal, type DeviceSession, type DeviceSes
 
 // Device sessions on PostgreSQL: the tables are migration 5 (migrations.ts); the rules are the
 // stored functions and the trigger below, written here beside their jobs as
-// lmdb/device-sessions.ts holds LMDB's, and installed with CREATE OR REPLACE at every start
-// (rules.ts, under the migration lock). Each operation is one statement.
+// lmdb/device-sessions.ts holds LMDB's, and installed where the database's differ (rules.ts:
+// checked at every start, under the migration lock). Each operation is one statement.
 //
 // lv_reserve itself (reserve.ts) knows nothing of sessions: a call made with a session goes
 // through lv_reserve_session, which locks the session's row (so its calls queue and cannot pass

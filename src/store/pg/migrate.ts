@@ -6,7 +6,8 @@ import { installedRulesVersion, installRules, RULES_TABLE, RULES_VERSION } from 
 const MIGRATION_LOCK = 0x6c7673746f7265;
 
 /** Applies the migrations this database lacks, each in its own transaction, then installs this
- * build's rules (rules.ts: the stored functions and triggers, replaced at every start), under a
+ * build's rules (rules.ts: the stored functions and triggers, each replaced only where the
+ * database's differs from this build's), under a
  * session-level advisory lock: nodes starting together wait for the first to finish and
  * then find no migration left to do. Returns the versions applied by this call. */
 export async function migrate(pool: pg.Pool): Promise<number[]> {

@@ -3,7 +3,7 @@
 // indexes only: a change of these is a new entry appended here, never an edit of an applied
 // one. The rules (stored functions and triggers) are no migration: each is written in the file
 // of the job that calls it (reserve.ts, settle.ts, recovery.ts, device-sessions.ts) and
-// installed with CREATE OR REPLACE at every start, under the same lock (rules.ts).
+// installed where the database's differ, checked at every start under the same lock (rules.ts).
 //
 // Entries 1 and 5 created those functions (and the trigger) too, until rules version 1: the
 // only edit of applied entries ever made, which took out their text and nothing else. A

@@ -5,8 +5,8 @@ import { isoOf, type Pg } from './open.ts';
 import { reservationOf } from './settle.ts';
 
 // PostgreSQL's recovery rule: a stored function, written here beside its jobs as
-// lmdb/recovery.ts holds LMDB's, installed with CREATE OR REPLACE at every start (rules.ts, under
-// the migration lock). Each reservation it takes is refunded by lv_refund_held (settle.ts).
+// lmdb/recovery.ts holds LMDB's, installed where the database's differs (rules.ts: checked at
+// every start, under the migration lock). Each reservation it takes is refunded by lv_refund_held (settle.ts).
 
 // Crash recovery without pids: pending reservations of nodes whose lease expired (database
 // clock) are refunded by whichever node sweeps first; SKIP LOCKED lets sweepers and

@@ -8,8 +8,8 @@ import { windowsOf } from './usage.ts';
 import { reserveStatement, sessionRefusal } from './device-sessions.ts';
 
 // PostgreSQL's reservation rule: a stored function, written here beside its job as
-// lmdb/reserve.ts holds LMDB's, installed with CREATE OR REPLACE at every start (rules.ts, under
-// the migration lock). A call made with a device session goes through lv_reserve_session
+// lmdb/reserve.ts holds LMDB's, installed where the database's differs (rules.ts: checked at
+// every start, under the migration lock). A call made with a device session goes through lv_reserve_session
 // (device-sessions.ts), which runs this one.
 
 // The reservation: idempotency lookup, token re-check, quota check and the charge in one

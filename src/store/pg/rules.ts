@@ -7,10 +7,11 @@ import { SESSION_REFUND_TRIGGER, SESSION_RULES } from './device-sessions.ts';
 
 // PostgreSQL's metering rules run as stored functions, so each is one round trip under its row
 // locks. Each is written in the file of the job that calls it (settle.ts holds lv_settle and
-// lv_refund as lmdb/settle.ts holds LMDB's settlement and refund) and installed here, at every
-// start, under the migration lock (migrate.ts), after the migrations (which create tables only):
-// changing a rule is an edit of its text in its job's file, and the next node to start
-// installs it. The role of DATABASE_URL must own the functions (it already creates the tables).
+// lv_refund as lmdb/settle.ts holds LMDB's settlement and refund) and installed here: every
+// start checks them under the migration lock (migrate.ts), after the migrations (which create
+// tables only), and installs each one the database lacks or holds otherwise than this build
+// wrote it: changing a rule is an edit of its text in its job's file, and the next node to
+// start installs it. The role of DATABASE_URL must own the functions (it already creates the tables).
 
 /** Raise with every change of a rule's text (test/store/pg-rules.test.ts pins the text's digest
  * for each version, and fails until both are raised): a node of an older build refuses to start
@@ -52,34 +53,62 @@ export async function installedRulesVersion(c: pg.PoolClient): Promise<number> {
   return ((await c.query('SELECT version FROM schema_rules')).rows[0]?.version as number | undefined) ?? 0;
 }
 
-/** Installs this build's rules in one transaction, so a node sees all of them or none. The
- * caller holds the migration lock and has checked that the database's rules are not newer. */
+/** An installed rule's comment: the text that installed it and what PostgreSQL made of it
+ * (pg_get_functiondef, pg_get_triggerdef), so one changed since (even by CREATE OR REPLACE,
+ * which keeps the comment, or ALTER) no longer matches its mark. */
+const markOf = (text: string, def: string) => `liveness-service rule: text sha256 ${sha256(text)}, definition sha256 ${sha256(def)}`;
+
+/** the name a function's text creates */
+export function functionName(sql: string): string {
+  return /^CREATE OR REPLACE FUNCTION (\w+)\(/.exec(sql)![1]!;
+}
+
+/** the functions of these names in the current schema, with their comment and definition */
+const INSTALLED_FUNCTIONS = `SELECT p.proname AS name, p.oid::regprocedure::text AS signature, obj_description(p.oid, 'pg_proc') AS mark, pg_get_functiondef(p.oid) AS def
+  FROM pg_proc p WHERE p.pronamespace = current_schema()::regnamespace AND p.proname = ANY($1)`;
+
+/** Installs what differs of this build's rules, in one transaction, so a node sees all of them
+ * or none. The caller holds the migration lock and has checked that the database's rules are
+ * not newer. A rule whose mark matches is left as it is: every API worker of every node and
+ * every CLI command opens the store, and replacing the functions at each start made each of
+ * those a catalog write under the lock, and made every pooled connection of every node compile
+ * them again at its next call. So an ordinary start only reads. */
 export async function installRules(c: pg.PoolClient): Promise<void> {
   await c.query('BEGIN');
   try {
-    // CREATE OR REPLACE FUNCTION locks no table, and calls running meanwhile finish with the
-    // text they started with
-    for (const sql of FUNCTIONS) await c.query(sql);
+    const installed = (await c.query(INSTALLED_FUNCTIONS, [FUNCTIONS.map(functionName)])).rows as { name: string; signature: string; mark: string | null; def: string }[];
+    for (const sql of FUNCTIONS) {
+      const name = functionName(sql);
+      if (installed.some((f) => f.name === name && f.mark === markOf(sql, f.def))) continue;
+      // CREATE OR REPLACE FUNCTION locks no table, and calls running meanwhile finish with the
+      // text they started with
+      await c.query(sql);
+      // the function just written is the one whose row this transaction wrote (another of the
+      // same name, of other arguments, is not this build's)
+      const mine = (await c.query(`${INSTALLED_FUNCTIONS} AND p.xmin = pg_current_xact_id()::xid`, [[name]])).rows[0] as { signature: string; def: string };
+      // a signature as PostgreSQL prints it (lowercase names and types), hexadecimal digits and
+      // plain words: nothing to quote
+      await c.query(`COMMENT ON FUNCTION ${mine.signature} IS '${markOf(sql, mine.def)}'`);
+    }
     for (const t of TRIGGERS) {
       // A trigger is replaced under a lock that waits for every transaction writing its table,
-      // and every write waits behind it: so only when it is not the one this text installed.
-      // Its comment says which text installed it and what PostgreSQL made of it, so a trigger
-      // changed since (even by CREATE OR REPLACE, which keeps the comment) is replaced too, and
-      // an ordinary start never waits on a call in flight.
+      // and every write waits behind it: so only when it is not the one this text installed,
+      // and an ordinary start never waits on a call in flight.
       const installed = `SELECT obj_description(oid, 'pg_trigger') AS mark, pg_get_triggerdef(oid) AS def FROM pg_trigger WHERE tgname = $1 AND tgrelid = $2::regclass`;
-      const markOf = (def: string) => `liveness-service rule: text sha256 ${sha256(t.sql)}, definition sha256 ${sha256(def)}`;
       const have = (await c.query(installed, [t.name, t.table])).rows[0];
-      if (have && have.mark === markOf(have.def as string)) continue;
+      if (have && have.mark === markOf(t.sql, have.def as string)) continue;
       await c.query(t.sql);
       const def = (await c.query(installed, [t.name, t.table])).rows[0]!.def as string;
-      // hexadecimal digits and plain words: nothing to quote
-      await c.query(`COMMENT ON TRIGGER ${t.name} ON ${t.table} IS '${markOf(def)}'`);
+      await c.query(`COMMENT ON TRIGGER ${t.name} ON ${t.table} IS '${markOf(t.sql, def)}'`);
     }
-    await c.query(
-      `INSERT INTO schema_rules (version, digest) VALUES ($1, $2)
-        ON CONFLICT (one) DO UPDATE SET version = EXCLUDED.version, digest = EXCLUDED.digest, installed_at = now()`,
-      [RULES_VERSION, rulesDigest()],
-    );
+    const recorded = (await c.query('SELECT version, digest FROM schema_rules')).rows[0];
+    if (recorded?.version !== RULES_VERSION || recorded?.digest !== rulesDigest()) {
+      await c.query(
+        `INSERT INTO schema_rules (version, digest) VALUES ($1, $2)
+          ON CONFLICT (one) DO UPDATE SET version = EXCLUDED.version, digest = EXCLUDED.digest, installed_at = now()`,
+        [RULES_VERSION, rulesDigest()],
+      );
+    }
     await c.query('COMMIT');
   } catch (err) {
     await c.query('ROLLBACK').catch(() => {});

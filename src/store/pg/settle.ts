@@ -10,8 +10,8 @@ import { holdForever } from '../faults.ts';
 
 // PostgreSQL's settlement and refund rules: stored functions (each one round trip under the
 // reservation's row lock), written here beside the jobs that call them as lmdb/settle.ts holds
-// LMDB's, and installed with CREATE OR REPLACE at every start (rules.ts, under the migration
-// lock). A change of a rule is an edit of its text here (and RULES_VERSION in rules.ts).
+// LMDB's, and installed where the database's differ (rules.ts: checked at every start, under
+// the migration lock). A change of a rule is an edit of its text here (and RULES_VERSION in rules.ts).
 
 // The usage array of a token as JSON text, byte for byte what JSON.stringify makes of the
 // service's usage records (the body is replayed byte for byte, so its form is fixed).
