@@ -3,11 +3,19 @@ import path from 'node:path';
 import t from 'tap';
 import { postVerify, request, single } from '../helpers/captures.ts';
 import { lmdbOpen } from '../helpers/lmdb.ts';
-import { bearer, makeToken, startServer, tempDir } from '../helpers/server.ts';
+import { makeToken, startServer, tempDir } from '../helpers/server.ts';
 import { settledState, waitFor } from '../helpers/wait.ts';
+import { hashToken } from '../../src/auth/index.ts';
+import { loadConfig } from '../../src/config/index.ts';
+import type { Logger } from '../../src/observability/index.ts';
+import { startupHooks } from '../../src/startup.ts';
+import { openConfiguredStore } from '../../src/store/index.ts';
+import { call, usedBy, world } from '../verify/world.ts';
 
 // Backup taken from a running service with a verify call in flight, restored by the
-// documented procedure (docs/operations.md "Backup and restore") into a fresh DATA_DIR, served again.
+// documented procedure (docs/operations.md "Backup and restore") into a fresh DATA_DIR, served again
+// (in process on the restored store: what the backup must carry is the store's content; the
+// transport is the same as for any store).
 
 t.test('a backup of the live store, restored, serves the same tokens, usage and replays', async (t) => {
   const env = { TEST_INFERENCE_DELAY_MS: '10000', TEST_INFERENCE_DELAY_PREFIX: 'slow-' };
@@ -50,24 +58,29 @@ t.test('a backup of the live store, restored, serves the same tokens, usage and 
   fs.copyFileSync(file, path.join(restored, 'store', 'data.mdb'));
   fs.cpSync(path.join(a.dataDir, 'keys'), path.join(restored, 'keys'), { recursive: true });
 
-  const b = await startServer({ dataDir: restored, env, ready: true });
-  t.teardown(() => b.stop());
-  t.ok(b.logLines().some((l) => /crash recovery/.test(l.msg ?? '')), 'the call pending in the copy was recovered (refunded) at start');
+  // The restored DATA_DIR served again, in process (issue 43: this was a second server start):
+  // the store opened as the service opens it, the start-up hooks every start runs first
+  // (src/startup.ts: the signing key, crash recovery), then the verify use case on that store
+  // (test/verify/world.ts) answering the same tokens, usage and replays.
+  const config = loadConfig({ DATA_DIR: restored, ...env });
+  const store = await openConfiguredStore(config);
+  t.teardown(() => store.close());
+  const logged: string[] = [];
+  const log = { info: () => {}, warn: (_: unknown, msg: string) => void logged.push(msg), error: () => {} } as unknown as Logger;
+  await startupHooks(store, config, log);
+  t.ok(logged.some((msg) => /crash recovery/.test(msg)), 'the call pending in the copy was recovered (refunded) at start');
+  const w = world(store);
+  w.clock.at = Date.now();
 
-  const me = await fetch(`${b.baseUrl}/v1/me`, { headers: bearer(token) });
-  t.equal(me.status, 200, 'the same token authenticates');
-  const usage = (await me.json()).usage.find((u: any) => u.module_id === 'rgb_liveness');
-  t.equal(usage.used, 2, 'usage as of the backup: two charged, the in-flight one refunded by recovery');
-  // two read-only CLI runs, started together; the ledger is judged after the replays below
-  // (which charge nothing)
-  const [list, verify] = await Promise.all([b.cli(['token', 'show', id]), b.cli(['ledger', 'verify'])]);
-  t.equal(list.json.id, id);
+  const tokenRecord = await store.getTokenByHash(hashToken(token));
+  t.equal(tokenRecord?.id, id, 'the same token authenticates');
+  t.equal(await usedBy(w, tokenRecord!), 2, 'usage as of the backup: two charged, the in-flight one refunded by recovery');
+  t.equal((await store.getToken(id))?.id, id, 'token show finds it');
 
   for (const [i, key] of ['key-1', 'key-2'].entries()) {
-    const replay = await postVerify(b.baseUrl, token, 'rgb_liveness', bodies[i]!, { 'idempotency-key': key });
-    t.equal(replay.headers.get('idempotency-replayed'), 'true', `${key} replays`);
-    t.equal(replay.text, [first, second][i]!.text, `${key}: the same bytes`);
+    const replay = await call(w, token, bodies[i]!, { idempotencyKey: key });
+    t.equal(replay.headers?.['Idempotency-Replayed'], 'true', `${key} replays`);
+    t.equal(replay.body, [first, second][i]!.text, `${key}: the same bytes`);
   }
-  t.equal(verify.code, 0);
-  t.equal(verify.json.ok, true, 'the restored ledger verifies');
+  t.equal((await store.verifyLedger()).ok, true, 'the restored ledger verifies');
 });
