@@ -2,7 +2,10 @@ import net from 'node:net';
 import t from 'tap';
 import { lmdbOpen } from '../helpers/lmdb.ts';
 import { postVerify, request, single } from '../helpers/captures.ts';
+import { bootstrapAdmin } from '../../src/admin/index.ts';
 import { loadConfig } from '../../src/config/index.ts';
+import type { Logger } from '../../src/observability/index.ts';
+import { LmdbBackend } from '../../src/store/lmdb/index.ts';
 import { makeToken, ROOT, runServiceToExit, startServer, tempDir } from '../helpers/server.ts';
 import { settledState, waitFor } from '../helpers/wait.ts';
 
@@ -112,27 +115,36 @@ t.test('SIGTERM drains: in-flight calls finish, new connections are refused, exi
   t.ok(s.logLines().some((l) => l.msg === 'stopped'));
 });
 
-// The server above was started on its DATA_DIR with ADMIN_USERNAME=root (it is stopped now); a
-// start with another ADMIN_PASSWORD finds the name taken and changes nothing.
+// The server above was started on its DATA_DIR with ADMIN_USERNAME=root (it is stopped now): it
+// created that admin at its start. A later start with another ADMIN_PASSWORD finds the name
+// taken and changes nothing: that start's bootstrap (src/admin/bootstrap.ts, what src/main.ts
+// runs before any API worker starts) is run here in process on the same store, as a second
+// server start ran it before (issue 43: a start fewer).
 t.test('admin bootstrap creates the admin once and never overwrites it', async (t) => {
   const s1 = await starting;
   await s1.stop();
   const dataDir = s1.dataDir;
+  t.ok(s1.logLines().some((l) => l.msg === 'admin bootstrap: admin user created'), 'the first start created it');
   const db = lmdbOpen(dataDir);
   const roots1 = [...db.users.getRange({})].map((e) => e.value).filter((u) => u.username === 'root');
   await db.close();
   t.equal(roots1.length, 1, 'created once');
   t.match(roots1[0], { username: 'root', role: 'admin', enabled: true });
   const hash1 = roots1[0]!.password_hash;
-  // one API worker: the bootstrap runs in the main thread before any worker starts
-  const s2 = await startServer({ dataDir, env: { ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'second-password', WORKERS: '1' } });
-  await s2.stop();
+  const config = loadConfig({ DATA_DIR: dataDir, ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'second-password', WORKERS: '1' }, ROOT, 2);
+  const store = LmdbBackend.open(dataDir);
+  const logged: string[] = [];
+  try {
+    await bootstrapAdmin(store, config, { info: (_: unknown, msg: string) => void logged.push(msg) } as unknown as Logger);
+  } finally {
+    await store.close();
+  }
   const db2 = lmdbOpen(dataDir);
   const roots2 = [...db2.users.getRange({})].map((e) => e.value).filter((u) => u.username === 'root');
   await db2.close();
   t.equal(roots2.length, 1, 'not created again');
   t.equal(roots2[0]!.password_hash, hash1, 'password unchanged');
-  t.ok(s2.logLines().some((l) => /user exists/.test(l.msg)));
+  t.ok(logged.some((msg) => /user exists/.test(msg)));
 });
 
 // Issue 39: a start that never finished printed nothing, for ever. The start-up watchdog names
