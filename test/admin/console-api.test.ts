@@ -11,7 +11,8 @@ import { LmdbBackend } from '../../src/store/lmdb/index.ts';
 import { openStore } from '../../src/store/lmdb/open.ts';
 import type { TokenRecord } from '../../src/store/records.ts';
 import { getToken } from '../../src/store/lmdb/tokens.ts';
-import { startServer, tempDir } from '../helpers/server.ts';
+import { startApi } from '../helpers/api.ts';
+import { tempDir } from '../helpers/server.ts';
 import { client, login } from '../auth/session-client.ts';
 
 // issue 14 (console at scale), admin API half, over real HTTP against the real store: unique
@@ -48,13 +49,10 @@ const legacy = (id: string, name: string): TokenRecord => ({
   await old.close();
 }
 
-const server = await startServer({ dataDir, env: { CLOCK_FILE: clock, ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'correct horse battery' } });
-const store = openStore(server.dataDir);
+const server = await startApi({ dataDir, env: { CLOCK_FILE: clock, ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'correct horse battery' } });
+const store = server.lmdb!;
 const backend = new LmdbBackend(store);
-t.teardown(async () => {
-  await store.close();
-  await server.stop();
-});
+t.teardown(() => server.stop());
 const base = server.baseUrl;
 const admin = client(base, await login(base, 'root', 'correct horse battery'));
 

@@ -3,7 +3,8 @@ import t from 'tap';
 import { LmdbBackend } from '../../src/store/lmdb/index.ts';
 import { PAIR_LIMIT } from '../../src/store/throttle-rules.ts';
 import { fileClock } from '../helpers/clock.ts';
-import { startServer, tempDir } from '../helpers/server.ts';
+import { startApi } from '../helpers/api.ts';
+import { tempDir } from '../helpers/server.ts';
 import { client, login, loginRequest } from '../auth/session-client.ts';
 
 // Security issue 29, item 2: PATCH /admin/api/users/:id sets a password only with the acting
@@ -15,7 +16,7 @@ const setClock = clock.set;
 const ROOT_PASSWORD = 'correct horse battery';
 // scrypt at the test-only N=2^10: these tests count password checks, not hash cost (N=2^17
 // is tested in test/auth/login-concurrency.test.ts)
-const server = await startServer({ dataDir: path.join(dir, 'data'), env: { CLOCK_FILE: clock.file, ADMIN_USERNAME: 'root', ADMIN_PASSWORD: ROOT_PASSWORD, TEST_PASSWORD_SCRYPT_N: '1024' } });
+const server = await startApi({ dataDir: path.join(dir, 'data'), env: { CLOCK_FILE: clock.file, ADMIN_USERNAME: 'root', ADMIN_PASSWORD: ROOT_PASSWORD, TEST_PASSWORD_SCRYPT_N: '1024' } });
 t.teardown(() => server.stop());
 const base = server.baseUrl;
 const nextWindow = () => setClock(clock.now() + 16 * 60_000);

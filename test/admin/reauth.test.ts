@@ -1,14 +1,15 @@
 import t from 'tap';
-import { startServer } from '../helpers/server.ts';
+import { startApi } from '../helpers/api.ts';
 import { client, login, loginRequest } from '../auth/session-client.ts';
 
 // Security issue 40, finding 3: with a stolen console session (cookie and CSRF token) an
 // attacker made an admin of their own and disabled the other admin. Giving or taking admin
 // access now needs the acting operator's current password (current_password, as a password
-// change already did): over real HTTP against the real server and store.
+// change already did): over real HTTP against the service's app and real store, in process
+// (test/helpers/api.ts; was one server start).
 const ROOT_PASSWORD = 'correct horse battery';
 // scrypt at the test-only N=2^10: this test counts refusals, not hash cost
-const server = await startServer({ env: { ADMIN_USERNAME: 'root', ADMIN_PASSWORD: ROOT_PASSWORD, TEST_PASSWORD_SCRYPT_N: '1024' } });
+const server = await startApi({ env: { ADMIN_USERNAME: 'root', ADMIN_PASSWORD: ROOT_PASSWORD, TEST_PASSWORD_SCRYPT_N: '1024' } });
 t.teardown(() => server.stop());
 const base = server.baseUrl;
 const root = client(base, await login(base, 'root', ROOT_PASSWORD));

@@ -3,12 +3,13 @@ import path from 'node:path';
 import t from 'tap';
 import { patchToken, revokeToken } from '../../src/admin/tokens.ts';
 import { withServerStore } from '../../bench/harness/store.ts';
-import { bearer, makeToken, startServer, tempDir } from '../helpers/server.ts';
+import { startApi } from '../helpers/api.ts';
+import { bearer, makeToken, tempDir } from '../helpers/server.ts';
 
 const dir = tempDir();
 const clock = path.join(dir, 'clock');
 fs.writeFileSync(clock, '2026-03-31T23:59:58.000Z');
-const server = await startServer({ dataDir: path.join(dir, 'data'), env: { CLOCK_FILE: clock } });
+const server = await startApi({ dataDir: path.join(dir, 'data'), env: { CLOCK_FILE: clock } });
 t.teardown(() => server.stop());
 
 // State a test only needs in place (not the CLI command that makes it, which has tests of its

@@ -3,10 +3,12 @@ import t from 'tap';
 import { fileClock } from '../helpers/clock.ts';
 import { LmdbBackend } from '../../src/store/lmdb/index.ts';
 import { lmdbOpen } from '../helpers/lmdb.ts';
-import { bearer, startServer, tempDir } from '../helpers/server.ts';
+import { startApi } from '../helpers/api.ts';
+import { bearer, tempDir } from '../helpers/server.ts';
 import { client, login, loginRequest } from './session-client.ts';
 
-// contract.md "Authentication and sessions", over real HTTP against the real server.
+// contract.md "Authentication and sessions", over real HTTP against the service's app on the
+// real store, in process (test/helpers/api.ts; was one server start).
 const dir = tempDir();
 const clock = fileClock(dir, '2026-05-04T10:00:00.000Z');
 const setClock = clock.set;
@@ -15,7 +17,7 @@ const ADMIN = { username: 'root', password: 'correct horse battery' };
 // tests count logins, not hash cost, and the timing test below still needs a hash that takes
 // far longer than an answer without one. N=2^17 itself, the rehash and the hash gate are
 // tested in login-concurrency.test.ts.
-const server = await startServer({
+const server = await startApi({
   dataDir: path.join(dir, 'data'),
   env: { CLOCK_FILE: clock.file, ADMIN_USERNAME: ADMIN.username, ADMIN_PASSWORD: ADMIN.password, SESSION_IDLE_MINUTES: '30', SESSION_ABSOLUTE_HOURS: '2', TEST_PASSWORD_SCRYPT_N: String(2 ** 14) },
 });
