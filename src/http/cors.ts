@@ -7,11 +7,14 @@
 import type { HttpContext } from './context.ts';
 import type { Reply } from './respond.ts';
 
-/** What a capture client sends beyond the CORS-safelisted headers. */
-const ALLOW_HEADERS = 'Authorization, Idempotency-Key, Content-Type';
+/** What a capture client sends beyond the CORS-safelisted headers; a browser app that traces
+ * its calls sends the W3C trace context (traceparent, tracestate), which a verify call
+ * continues (docs/observability.md). */
+const ALLOW_HEADERS = 'Authorization, Idempotency-Key, Content-Type, traceparent, tracestate';
 /** What a capture client must read: the request id for support, the replay flag, the wait
- * before a retry and the verdict signature. */
-const EXPOSE_HEADERS = 'X-Request-ID, Idempotency-Replayed, Retry-After, X-Verdict-Signature';
+ * before a retry, the verdict signature, and the trace context of the server span (a verify
+ * answer carries it while the service traces) that a browser app files its own spans under. */
+const EXPOSE_HEADERS = 'X-Request-ID, Idempotency-Replayed, Retry-After, X-Verdict-Signature, traceparent, tracestate';
 const ALLOW_METHODS = 'GET, POST';
 const MAX_AGE_SECONDS = '600';
 

@@ -48,7 +48,7 @@ results with GET /v1/sessions/{session_id}. Revoking, disabling or expiring the 
 **Signed verdicts**: when present, the \`X-Verdict-Signature\` header is a detached JWS (EdDSA) over the exact
 response body; keys are published at \`/.well-known/jwks.json\`.
 
-**CORS**: with \`CORS_ORIGINS\` set, the listed origins may call \`/v1\` from a browser (preflight answered; \`X-Request-ID\`,\n\`Idempotency-Replayed\`, \`Retry-After\` and \`X-Verdict-Signature\` exposed). \`/admin\` and \`/auth\` never answer cross-origin.\n\n**Metrics**: \`/metrics\` answers loopback clients (judged by the client address, X-Forwarded-For included when\nthe peer is a trusted proxy), and others only with \`Authorization: Bearer <METRICS_TOKEN>\`.`;
+**CORS**: with \`CORS_ORIGINS\` set, the listed origins may call \`/v1\` from a browser (preflight answered, \`traceparent\` and \`tracestate\` allowed\nbesides \`Authorization\`, \`Idempotency-Key\` and \`Content-Type\`; \`X-Request-ID\`, \`Idempotency-Replayed\`, \`Retry-After\`,\n\`X-Verdict-Signature\`, \`traceparent\` and \`tracestate\` exposed). \`/admin\` and \`/auth\` never answer cross-origin.\n\n**Metrics**: \`/metrics\` answers loopback clients (judged by the client address, X-Forwarded-For included when\nthe peer is a trusted proxy), and others only with \`Authorization: Bearer <METRICS_TOKEN>\`.`;
 
 
 const TAGS = [

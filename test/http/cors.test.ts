@@ -1,5 +1,7 @@
 import t from 'tap';
 import http from 'node:http';
+import { randomBytes } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
 import { loadConfig } from '../../src/config/index.ts';
 import { postVerify, request, single } from '../helpers/captures.ts';
 import { bearer, makeToken, startServer } from '../helpers/server.ts';
@@ -21,8 +23,20 @@ function raw(baseUrl: string, method: string, path: string, headers: Record<stri
 }
 
 const preflight = (origin: string, method = 'POST') => ({
-  origin, 'access-control-request-method': method, 'access-control-request-headers': 'authorization,idempotency-key,content-type',
+  origin, 'access-control-request-method': method, 'access-control-request-headers': 'authorization,idempotency-key,content-type,traceparent,tracestate',
 });
+const list = (header: string | undefined) => (header ?? '').split(/,\s*/).map((h) => h.toLowerCase()).sort();
+
+// The service traces verify calls when OTEL_EXPORTER_OTLP_ENDPOINT names a receiver: this one
+// takes the exports and answers them as a collector would (an empty success), so the verify
+// answers carry the server span's traceparent.
+const receiver = http.createServer((req, res) => {
+  req.resume();
+  req.on('end', () => res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end());
+});
+await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+t.teardown(() => receiver.close());
+const OTLP = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
 
 t.test('CORS_ORIGINS must be exact origins', async (t) => {
   t.same(loadConfig({}).CORS_ORIGINS, [], 'empty by default');
@@ -46,7 +60,7 @@ t.test('without CORS_ORIGINS nothing changes', async (t) => {
 });
 
 t.test('with CORS_ORIGINS', async (t) => {
-  const server = await startServer({ ready: true, env: { CORS_ORIGINS: `https://other.example,${ORIGIN}` } });
+  const server = await startServer({ ready: true, env: { CORS_ORIGINS: `https://other.example,${ORIGIN}`, OTEL_EXPORTER_OTLP_ENDPOINT: OTLP } });
   t.teardown(() => server.stop());
   const { token } = await makeToken(server, ['rgb_liveness:10:day']);
 
@@ -56,7 +70,7 @@ t.test('with CORS_ORIGINS', async (t) => {
       t.equal(r.status, 204, path);
       t.equal(r.headers['access-control-allow-origin'], ORIGIN);
       t.match(r.headers['access-control-allow-methods'], method);
-      t.same(r.headers['access-control-allow-headers']!.split(/,\s*/).map((h) => h.toLowerCase()).sort(), ['authorization', 'content-type', 'idempotency-key']);
+      t.same(list(r.headers['access-control-allow-headers']), ['authorization', 'content-type', 'idempotency-key', 'traceparent', 'tracestate'], 'a browser may send the W3C trace context');
       t.equal(r.headers['access-control-allow-credentials'], undefined, 'no cookies across origins');
       t.match(r.headers.vary, /Origin/);
       t.ok(r.headers['x-request-id']);
@@ -84,8 +98,7 @@ t.test('with CORS_ORIGINS', async (t) => {
     const denied = await raw(server.baseUrl, 'GET', '/v1/me', { origin: ORIGIN });
     t.equal(denied.status, 401);
     t.equal(denied.headers['access-control-allow-origin'], ORIGIN, 'a browser can read the error');
-    const exposed = denied.headers['access-control-expose-headers']!.split(/,\s*/).map((h) => h.toLowerCase()).sort();
-    t.same(exposed, ['idempotency-replayed', 'retry-after', 'x-request-id', 'x-verdict-signature']);
+    t.same(list(denied.headers['access-control-expose-headers']), ['idempotency-replayed', 'retry-after', 'traceparent', 'tracestate', 'x-request-id', 'x-verdict-signature']);
 
     const v = await postVerify(server.baseUrl, token, 'rgb_liveness', request([single({ id: 'cors-1' })]), { origin: ORIGIN, 'idempotency-key': 'cors-key-1' });
     t.equal(v.status, 200, v.text);
@@ -95,5 +108,22 @@ t.test('with CORS_ORIGINS', async (t) => {
     t.equal(replay.headers.get('access-control-allow-origin'), ORIGIN, 'a replay carries CORS headers too');
     const plain = await fetch(`${server.baseUrl}/v1/me`, { headers: bearer(token) });
     t.equal(plain.headers.get('access-control-allow-origin'), null, 'no Origin, no CORS headers');
+  });
+
+  t.test('a traced browser call: its traceparent continued, the server span\'s readable cross-origin', async (t) => {
+    const trace = randomBytes(16).toString('hex');
+    const sent = { traceparent: `00-${trace}-${randomBytes(8).toString('hex')}-01`, tracestate: 'vendor=browser' };
+    // what a browser asks before a verify call carrying the trace context
+    const pre = await raw(server.baseUrl, 'OPTIONS', '/v1/modules/rgb_liveness/verify', preflight(ORIGIN));
+    t.equal(pre.status, 204);
+    t.ok(['traceparent', 'tracestate'].every((h) => list(pre.headers['access-control-allow-headers']).includes(h)), 'the preflight allows both headers');
+    const v = await postVerify(server.baseUrl, token, 'rgb_liveness', request([single({ id: 'cors-traced' })]), { origin: ORIGIN, ...sent });
+    t.equal(v.status, 200, v.text);
+    t.equal(v.headers.get('access-control-allow-origin'), ORIGIN);
+    const answered = v.headers.get('traceparent');
+    t.match(answered, new RegExp(`^00-${trace}-[0-9a-f]{16}-01$`), 'the answer names the server span, in the caller\'s trace');
+    t.equal(v.headers.get('tracestate'), sent.tracestate, 'and the caller\'s tracestate');
+    const exposed = list(v.headers.get('access-control-expose-headers') ?? undefined);
+    t.ok(exposed.includes('traceparent') && exposed.includes('tracestate'), 'both exposed to the page');
   });
 });
