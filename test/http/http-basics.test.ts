@@ -1,9 +1,13 @@
 import t from 'tap';
 import { Validator } from '@seriousme/openapi-schema-validator';
-import { startServer } from '../helpers/server.ts';
+import { startApi } from '../helpers/api.ts';
 import { waitFor } from '../helpers/wait.ts';
 
-const server = await startServer();
+// The dispatcher's rules (request ids, the error body, 404/405, the OpenAPI document, /metrics,
+// the request log) over real HTTP against the service's app in process (test/helpers/api.ts;
+// was one server start). /metrics gathered across several API workers and the pool is
+// test/observability/metrics-logs.test.ts's, on a started server.
+const server = await startApi();
 t.teardown(() => server.stop());
 
 t.test('health/live answers live with a request id', async (t) => {
@@ -61,14 +65,14 @@ t.test('openapi.json is a valid OpenAPI 3.1.0 document describing every endpoint
   t.match(doc.info.description, /loc/);
 });
 
-t.test('metrics from loopback aggregate all API workers', async (t) => {
+t.test('metrics from loopback count the requests', async (t) => {
   for (let i = 0; i < 6; i++) await fetch(`${server.baseUrl}/health/live`, { headers: { connection: 'close' } });
   const r = await fetch(`${server.baseUrl}/metrics`);
   t.equal(r.status, 200);
   const text = await r.text();
   const m = /lv_http_requests_total\{route="\/health\/live",method="GET",status="200"\} (\d+)/.exec(text);
   t.ok(m, 'request counter present');
-  t.ok(Number(m![1]) >= 6, 'counts requests from every worker');
+  t.ok(Number(m![1]) >= 6, 'counts the requests');
   t.match(text, /lv_http_request_duration_seconds_bucket/);
 });
 

@@ -1,16 +1,17 @@
 import t from 'tap';
 import { request, single } from '../helpers/captures.ts';
 import { startPostgres } from '../helpers/postgres.ts';
-import { startServer } from '../helpers/server.ts';
+import { startApi } from '../helpers/api.ts';
 import { client, login, loginRequest } from '../auth/session-client.ts';
 
 // Values the property test sends that only the PostgreSQL store could not take (issue 29):
 // PostgreSQL text holds no U+0000 and its timestamps stop at year 294276, so a NUL in an id,
 // a filter or a cursor, or a cursor time of 1e300, was a query error: a 500. Each must be a
 // clear 4xx with the process still up, on the store that failed. (The LMDB store is the
-// property test's default: test/openapi/property.test.ts.)
+// property test's default: test/openapi/property.test.ts.) The service's app in process on
+// the PostgreSQL store (test/helpers/api.ts; was one server start).
 const pg = await startPostgres();
-const server = await startServer({ env: { ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'correct horse battery', DATABASE_URL: pg.url } });
+const server = await startApi({ engine: 'real', ready: true, env: { ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'correct horse battery', DATABASE_URL: pg.url } });
 t.teardown(async () => {
   await server.stop();
   await pg.stop();
