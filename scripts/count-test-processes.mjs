@@ -19,8 +19,11 @@
 //                   itself (SERVICE_ARGS, `npm start` / `npm run <script>`)
 //   service exits   runServiceToExit(): the service started with a configuration it must
 //                   refuse, which exits during start-up (counted apart: no listening server)
-//   CLI processes   runCli(), <server>.cli(), spawns of the CLI (CLI_ARGS, cli/main.js|ts), and
+//   CLI processes   runCliProcess(), spawns of the CLI (CLI_ARGS, cli/main.js|ts, cli/bin.ts), and
 //                   the `npm run cli` lines of a README block a test runs through sh
+//   in-process CLI  runCli() and <server>.cli(): the CLI's runCommand called in the test
+//                   process (bench/harness/server.ts), no process, no start-up; counted apart
+//                   (before issue 43 each was a process: 172 by call site)
 // In-process stand-ins (makeToken/createTokenIn, ledgerVerify, withServerStore) start nothing.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -239,7 +242,7 @@ const README_BLOCK_CLI = (() => {
   return (block.match(/npm run cli/g) ?? []).length;
 })();
 
-const PRIMITIVES = { startServer: 'server', runServiceToExit: 'exit', runCli: 'cli' };
+const PRIMITIVES = { startServer: 'server', runServiceToExit: 'exit', runCliProcess: 'cli', runCli: 'inproc' };
 const isDefinition = (mask, at) => /\bfunction\s*\*?\s*$/.test(mask.slice(Math.max(0, at - 20), at));
 
 /** The process sites written directly in a source (helpers not resolved): [{kind, at, n, why}]. */
@@ -247,14 +250,14 @@ function primitiveSites(S, file) {
   // the harness's own definitions and internal calls are what the others call
   if (rel(file) === 'bench/harness/server.ts') return [];
   const sites = [];
-  for (const m of S.mask.matchAll(/(?<![\w$.])(startServer|runServiceToExit|runCli)\s*\(/g)) {
+  for (const m of S.mask.matchAll(/(?<![\w$.])(startServer|runServiceToExit|runCliProcess|runCli)\s*\(/g)) {
     if (!isDefinition(S.mask, m.index)) sites.push({ kind: PRIMITIVES[m[1]], at: m.index, n: 1, why: `${m[1]}()` });
   }
-  for (const m of S.mask.matchAll(/\.cli\s*\(/g)) sites.push({ kind: 'cli', at: m.index, n: 1, why: '<server>.cli()' });
+  for (const m of S.mask.matchAll(/\.cli\s*\(/g)) sites.push({ kind: 'inproc', at: m.index, n: 1, why: '<server>.cli() (in-process)' });
   for (const m of S.mask.matchAll(/(?<![\w$.])(spawnChild|spawnChildSync|spawn|spawnSync|runChild|execFile|execFileSync|fork)\s*\(/g)) {
     if (isDefinition(S.mask, m.index)) continue;
     const { text } = callArgs(S, m.index + m[0].length - 1);
-    if (/CLI_ARGS|cli\/main\.(js|ts)|^'npm',[^]*'run',\s*'cli'/.test(text)) sites.push({ kind: 'cli', at: m.index, n: 1, why: `${m[1]}(the CLI)` });
+    if (/CLI_ARGS|cli\/(main|bin)\.(js|ts)|^'npm',[^]*'run',\s*'cli'/.test(text)) sites.push({ kind: 'cli', at: m.index, n: 1, why: `${m[1]}(the CLI)` });
     else if (/SERVICE_ARGS|(^|[^/\w])src\/main\.(js|ts)|^'npm',[^]*\['(start|run)'/.test(text)) sites.push({ kind: 'server', at: m.index, n: 1, why: `${m[1]}(the service)` });
     else if (/^'sh'/.test(text) && /replaceAll\('npm run cli/.test(S.code)) {
       sites.push({ kind: 'cli', at: m.index, n: README_BLOCK_CLI, why: `sh running the README's First steps (${README_BLOCK_CLI} x npm run cli)` });
@@ -328,7 +331,7 @@ function analyse() {
     }
     const sum = (kind) => counted.filter((s) => s.kind === kind).reduce((a, s) => a + s.n, 0);
     if (counted.length > 0) {
-      perFile.push({ file: rel(f), servers: sum('server'), exits: sum('exit'), cli: sum('cli'), loopSites: counted.filter((s) => s.loop).length, sites: counted.sort((a, b) => a.line - b.line) });
+      perFile.push({ file: rel(f), servers: sum('server'), exits: sum('exit'), cli: sum('cli'), inproc: sum('inproc'), loopSites: counted.filter((s) => s.loop && s.kind !== 'inproc').length, sites: counted.sort((a, b) => a.line - b.line) });
     }
   }
   perFile.sort((a, b) => a.file.localeCompare(b.file));
@@ -342,6 +345,8 @@ function analyse() {
       exits: total('exits'),
       cli: total('cli'),
       cliFiles: perFile.filter((f) => f.cli > 0).length,
+      inproc: total('inproc'),
+      inprocFiles: perFile.filter((f) => f.inproc > 0).length,
       loopSites: total('loopSites'),
     },
   };
@@ -349,9 +354,9 @@ function analyse() {
 
 function printStatic(r) {
   const w = Math.max(...r.files.map((f) => f.file.length), 4);
-  console.log(`${'file'.padEnd(w)}  servers  exits  cli  sites-in-loops`);
+  console.log(`${'file'.padEnd(w)}  servers  exits  cli  cli-in-process  sites-in-loops`);
   for (const f of r.files) {
-    console.log(`${f.file.padEnd(w)}  ${String(f.servers).padStart(7)}  ${String(f.exits).padStart(5)}  ${String(f.cli).padStart(3)}  ${f.loopSites ? String(f.loopSites).padStart(14) : ''}`);
+    console.log(`${f.file.padEnd(w)}  ${String(f.servers).padStart(7)}  ${String(f.exits).padStart(5)}  ${String(f.cli).padStart(3)}  ${String(f.inproc).padStart(14)}  ${f.loopSites ? String(f.loopSites).padStart(14) : ''}`);
   }
   const t = r.totals;
   console.log('');
@@ -359,6 +364,7 @@ function printStatic(r) {
   console.log(`full-server starts: ${t.servers} (in ${t.serverFiles} files)`);
   console.log(`service starts refused during start-up (runServiceToExit): ${t.exits}`);
   console.log(`CLI processes: ${t.cli} (in ${t.cliFiles} files)`);
+  console.log(`CLI commands run in-process (runCli, <server>.cli()): ${t.inproc} (in ${t.inprocFiles} files), no process each`);
   console.log(`note: counted by call site; ${t.loopSites} site(s) sit in a loop (for/while/map/Array.from, or a helper's loop) and start once per iteration, so a run starts more. --run <files> counts a run; --json lists every site.`);
 }
 
@@ -369,14 +375,14 @@ function runCount(files) {
   const by = new Map();
   for (const line of fs.readFileSync(log, 'utf8').split('\n').filter(Boolean)) {
     const [kind, file] = line.split(' ');
-    const e = by.get(file) ?? { server: 0, cli: 0 };
+    const e = by.get(file) ?? { server: 0, cli: 0, inproc: 0 };
     e[kind] += 1;
     by.set(file, e);
   }
   console.log('\nprocesses the harness started during the run (LV_COUNT_PROCESSES, bench/harness/server.ts):');
-  for (const [file, e] of [...by].sort()) console.log(`  ${file}: ${e.server} service, ${e.cli} CLI`);
+  for (const [file, e] of [...by].sort()) console.log(`  ${file}: ${e.server} service, ${e.cli} CLI, ${e.inproc} CLI in-process`);
   const sum = (k) => [...by.values()].reduce((a, e) => a + e[k], 0);
-  console.log(`total: ${sum('server')} service processes (starts and refused starts), ${sum('cli')} CLI processes; tap exited ${r.status}`);
+  console.log(`total: ${sum('server')} service processes (starts and refused starts), ${sum('cli')} CLI processes, ${sum('inproc')} CLI commands in-process (no process); tap exited ${r.status}`);
   console.log('(a CLI a test runs through sh, as test/cli/first-steps.test.ts does, goes around the harness and is not in this figure)');
   process.exitCode = r.status ?? 1;
 }

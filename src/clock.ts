@@ -13,8 +13,12 @@ let clockFile: string | undefined = process.env.CLOCK_FILE || undefined;
 const skewMs = Number(process.env.TEST_CLOCK_SKEW_MS) || 0;
 let offsetMs = 0;
 
-export function setClockFile(file: string | undefined): void {
+/** Returns the file it replaces: a caller that sets it for a while (the CLI run in a test
+ * process, src/cli/main.ts) puts that one back. */
+export function setClockFile(file: string | undefined): string | undefined {
+  const before = clockFile;
   clockFile = file;
+  return before;
 }
 
 /** This thread's own clock (before any correction to the database's). */
@@ -25,6 +29,11 @@ export function localNow(): number {
 /** Offset from this thread's clock to the shared store's (ms); 0 with LMDB. */
 export function setClockOffset(ms: number): void {
   offsetMs = ms;
+}
+
+/** The offset set last (the CLI run in a test process puts it back after its store closes). */
+export function clockOffset(): number {
+  return offsetMs;
 }
 
 export function now(): number {

@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { Readable, Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { upToDate } from '../../scripts/build-stamp.mjs';
 import { waitFor } from './wait.ts';
@@ -53,7 +54,7 @@ const fromBuild = process.env.LV_TEST_FROM_SOURCE !== '1' && upToDate(ROOT);
 /** node's arguments that start the service */
 export const SERVICE_ARGS: readonly string[] = fromBuild ? ['dist/src/main.js'] : ['--import', 'tsx', 'src/main.ts'];
 /** node's arguments that run the operator CLI */
-export const CLI_ARGS: readonly string[] = fromBuild ? ['dist/src/cli/main.js'] : ['--import', 'tsx', 'src/cli/main.ts'];
+export const CLI_ARGS: readonly string[] = fromBuild ? ['dist/src/cli/main.js'] : ['--import', 'tsx', 'src/cli/bin.ts'];
 
 // tap loads @tapjs/processinfo into each test process and, through NODE_OPTIONS, into every
 // process a test starts and every thread of it, to record which files each loaded (for
@@ -87,14 +88,19 @@ function exactNodeOptions(command: string, args: readonly string[], env: NodeJS.
 }
 
 // LV_COUNT_PROCESSES=<file>: one line per service or CLI process started through the two
-// spawns below ("server|cli <test file>"), which scripts/count-test-processes.mjs --run sums
-// (issue 43 counts them: each costs a start-up). Unset, nothing is written.
-function countProcess(command: string, args: readonly string[]): void {
+// spawns below ("server|cli <test file>"), and per CLI command run in-process by runCli
+// ("inproc <test file>"), which scripts/count-test-processes.mjs --run sums (issue 43 counts
+// them: each process costs a start-up). Unset, nothing is written.
+function countLine(kind: 'server' | 'cli' | 'inproc'): void {
   const log = process.env.LV_COUNT_PROCESSES;
-  if (!log) return;
+  if (log) fs.appendFileSync(log, `${kind} ${path.relative(ROOT, process.argv[1] ?? '?')}\n`);
+}
+
+function countProcess(command: string, args: readonly string[]): void {
+  if (!process.env.LV_COUNT_PROCESSES) return;
   const line = [command, ...args].join(' ');
-  const kind = /cli\/main\.(js|ts)\b|\brun cli\b/.test(line) ? 'cli' : /(^|[\s/])src\/main\.(js|ts)\b|^npm (start|run)\b/.test(line) ? 'server' : null;
-  if (kind) fs.appendFileSync(log, `${kind} ${path.relative(ROOT, process.argv[1] ?? '?')}\n`);
+  const kind = /cli\/(main|bin)\.(js|ts)\b|\brun cli\b/.test(line) ? 'cli' : /(^|[\s/])src\/main\.(js|ts)\b|^npm (start|run)\b/.test(line) ? 'server' : null;
+  if (kind) countLine(kind);
 }
 
 /** spawn() with tap's instrumentation kept out of the child: `options.env` (default
@@ -265,16 +271,55 @@ export async function runServiceToExit(env: Record<string, string>): Promise<Chi
   return { ...r, out: r.stdout + r.stderr };
 }
 
-/** Runs the operator CLI exactly as `npm run cli` does, against a DATA_DIR. */
-export async function runCli(dataDir: string, args: string[], stdin = '', env: Record<string, string> = {}): Promise<CliResult> {
-  const r = await runChild(process.execPath, [...CLI_ARGS, ...args], { cwd: ROOT, env: { ...process.env, DATA_DIR: dataDir, ...env }, stdin });
+function cliResult(code: number, stdout: string, stderr: string): CliResult {
   let json: unknown;
   try {
-    json = JSON.parse(r.stdout);
+    json = JSON.parse(stdout);
   } catch {
     json = undefined;
   }
-  return { code: r.code ?? -1, stdout: r.stdout, stderr: r.stderr, json };
+  return { code, stdout, stderr, json };
+}
+
+/** A stream that keeps what is written to it, for a CLI run in this process. */
+function textSink(): { stream: Writable; text: () => string } {
+  const chunks: Buffer[] = [];
+  const stream = new Writable({
+    write(chunk: Buffer | string, _encoding, done) {
+      chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
+      done();
+    },
+  });
+  return { stream, text: () => Buffer.concat(chunks).toString('utf8') };
+}
+
+/** Runs an operator CLI command against a DATA_DIR, as `npm run cli` would, but in this process:
+ * the CLI's runCommand (src/cli/main.ts) with the same environment (this process's, DATA_DIR,
+ * then `env`), folder (the project's), stdin, and the same result (exit code, stdout, stderr,
+ * stdout parsed as JSON). A command costs its own work only, where a process of its own cost
+ * a start-up (0.3 to 4.5 s of CPU on a 2-core host, the suite ran 170): issue 43. A server the
+ * test started is another process on the same store, as it is for an operator (LMDB allows
+ * several processes; PostgreSQL is a server). runCommand puts back what it changes for the
+ * process (umask, CLOCK_FILE) and closes its store.
+ * Use runCliProcess() where the program is the subject: its exit status, its streams, stdin
+ * piped, the umask of the files it writes, a store that does not answer, or a command that
+ * must see the store from another process. */
+export async function runCli(dataDir: string, args: string[], stdin = '', env: Record<string, string> = {}): Promise<CliResult> {
+  // loaded on first use, as makeToken loads the store: a file that runs no command pays nothing
+  const { runCommand } = await import('../../src/cli/main.ts');
+  countLine('inproc');
+  const out = textSink();
+  const err = textSink();
+  const code = await runCommand(args, { env: { ...process.env, DATA_DIR: dataDir, ...env }, cwd: ROOT, stdin: Readable.from(stdin === '' ? [] : [Buffer.from(stdin)]), stdout: out.stream, stderr: err.stream });
+  return cliResult(code, out.text(), err.text());
+}
+
+/** Runs the operator CLI as a process of its own, exactly as `npm run cli` does (the compiled
+ * program when dist/ is up to date, else the sources through tsx), against a DATA_DIR: for
+ * the tests whose subject is the program (see runCli). */
+export async function runCliProcess(dataDir: string, args: string[], stdin = '', env: Record<string, string> = {}): Promise<CliResult> {
+  const r = await runChild(process.execPath, [...CLI_ARGS, ...args], { cwd: ROOT, env: { ...process.env, DATA_DIR: dataDir, ...env }, stdin });
+  return cliResult(r.code ?? -1, r.stdout, r.stderr);
 }
 
 /** Calls `onLine` with each whole line `stream` writes (a child's JSON log), without its newline. */

@@ -4,10 +4,9 @@ import { parseArgs } from 'node:util';
 import jpeg from 'jpeg-js';
 import { PNG } from 'pngjs';
 import { buildCapture, encodePng, eyeCrop320, isPng, type EyePair, type SourceImage } from '../client/index.ts';
-import { loadConfig } from '../config/index.ts';
 import { ValidationFailure } from '../errors/index.ts';
 import { parseMetadata } from '../packets/index.ts';
-import { TextOutput, type Command } from './command.ts';
+import { TextOutput, type CliIo, type Command } from './command.ts';
 import { UsageError } from './errors.ts';
 
 // `capture` (issue 39): a first capture a newcomer can send, with no capture app yet. It crops
@@ -73,15 +72,15 @@ export function shellQuote(text: string): string {
 
 /** Paths as the operator typed them: `npm run` starts the CLI in the package folder, and
  * says where the operator was in INIT_CWD. */
-function fromOperator(file: string): string {
-  return path.resolve(process.env.INIT_CWD ?? process.cwd(), file);
+function fromOperator(io: Pick<CliIo, 'env' | 'cwd'>, file: string): string {
+  return path.resolve(io.env.INIT_CWD ?? io.cwd, file);
 }
 
 export const captureCommands: Record<string, Command> = {
   capture: {
     usage: 'capture [--image photo.png|.jpg --eyes x0,y0,x1,y1] [--out crop.png] [--url URL] [--curl]   a first capture to send: the eye_crop_320_v1 crop, its metadata and the verify call (README "First steps")',
     noStore: true,
-    async run(_store, args) {
+    async run(_store, args, ctx) {
       const { values } = parseArgs({
         args,
         options: { image: { type: 'string' }, eyes: { type: 'string' }, out: { type: 'string', default: 'crop.png' }, url: { type: 'string' }, curl: { type: 'boolean' } },
@@ -94,7 +93,7 @@ export const captureCommands: Record<string, Command> = {
         if (values.eyes !== undefined) throw new UsageError('--eyes goes with --image (without one, the test picture is cropped at its own eyes)');
         source = testPicture();
       } else {
-        const file = fromOperator(values.image);
+        const file = fromOperator(ctx, values.image);
         let bytes: Buffer;
         try {
           bytes = fs.readFileSync(file);
@@ -118,9 +117,9 @@ export const captureCommands: Record<string, Command> = {
         if (e instanceof ValidationFailure) throw new UsageError(`the server would refuse this capture: ${e.detail.map((d) => `${d.loc.slice(1).join('.')}: ${d.msg}`).join('; ')}`);
         throw e;
       }
-      const out = fromOperator(values.out);
+      const out = fromOperator(ctx, values.out);
       fs.writeFileSync(out, crop);
-      const config = loadConfig();
+      const { config } = ctx;
       const base = (values.url ?? `${config.TLS_CERT_FILE ? 'https' : 'http'}://${config.HOST === '0.0.0.0' || config.HOST === '::' ? '127.0.0.1' : config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST}:${config.PORT}`).replace(/\/+$/, '');
       // the token stays out of the printed text (and so out of logs and shell history): the
       // call reads it from LV_TOKEN; a fresh Idempotency-Key each time it is run

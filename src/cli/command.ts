@@ -1,4 +1,32 @@
+import type { Config } from '../config/index.ts';
 import type { StoreBackend } from '../store/index.ts';
+
+/** Where a CLI run reads and writes: the process's own streams, environment and folder for
+ * the binary (bin.ts), a test's strings for a run inside a test process (runCli in
+ * bench/harness/server.ts). A command reaches none of them through `process`, so the same code
+ * runs as a process of its own or as a call. */
+export interface CliIo {
+  /** what the configuration and the commands read (DATA_DIR, DATABASE_URL, INIT_CWD, SUDO_USER ...) */
+  env: NodeJS.ProcessEnv;
+  /** the folder relative paths are resolved from */
+  cwd: string;
+  /** a password for `user create`; a terminal (isTTY) lets `models import` ask its questions */
+  stdin: NodeJS.ReadableStream & { isTTY?: boolean };
+  /** the answer: JSON (or a TextOutput's text) */
+  stdout: NodeJS.WritableStream;
+  /** messages: errors, reports, next steps */
+  stderr: NodeJS.WritableStream;
+}
+
+/** What a command is handed besides its store and arguments. */
+export interface CliContext extends CliIo {
+  /** loaded from `env` once, before the store opens */
+  readonly config: Config;
+  /** the exit code of a command that ran to its end: a command that reports a failed outcome
+   * (a model check, a refused activation, a ledger that does not verify) sets EXIT.failed and
+   * still returns its answer */
+  exitCode: number;
+}
 
 /** One CLI command: its usage line and what it does. Beside the errors, not in main.ts, so
  * the command modules main.ts imports do not import main.ts back (a folder cycle). */
@@ -6,7 +34,7 @@ export type Command = {
   usage: string;
   /** the command works on DATA_DIR's files itself: the CLI opens no store for it (restore) */
   noStore?: true;
-  run(store: StoreBackend, args: string[]): Promise<unknown>;
+  run(store: StoreBackend, args: string[], ctx: CliContext): Promise<unknown>;
 };
 
 /** What a command prints as it is instead of as JSON: a shell command meant for `| sh`

@@ -1,22 +1,25 @@
 import { parseArgs } from 'node:util';
 import { isNameText } from '../packets/index.ts';
 import { createToken, DuplicateTokenNameError, duplicateGrantIndex, listTokenViews, patchToken, removeGrant, revokeToken, RevokedTokenError, setGrant, tokenDetail, addUser, listUserViews, isModuleId } from '../admin/index.ts';
-import { isoNow, now } from '../clock.ts';
-import { ConfigError, loadConfig } from '../config/index.ts';
+import { clockOffset, isoNow, now, setClockFile, setClockOffset } from '../clock.ts';
+import { loadConfig } from '../config/index.ts';
 import { MODULE_IDS, type ModuleId } from '../contract/index.ts';
 import { activeSessions, revokeSessionById } from '../sessions/index.ts';
 import { type CallerReads, type StoreBackend, type TokenAdmin, openConfiguredStore, privateUmask, type Grant, type Period, DuplicateUserError } from '../store/index.ts';
 import { extraCommands } from './extra.ts';
 import { ConflictError, EXIT, exitCodeOf, NotFoundError, UsageError } from './errors.ts';
-import { TextOutput, type Command } from './command.ts';
+import { TextOutput, type CliIo, type Command } from './command.ts';
 import { captureCommands } from './capture.ts';
 import { SERVICE_VERSION } from '../version.ts';
 
 // Operator CLI over the same store as a running server: LMDB in DATA_DIR (LMDB allows several
 // processes) or PostgreSQL at DATABASE_URL.
 // Every command prints JSON on stdout; failures print one line on stderr and exit 1.
+// runCommand() is the whole CLI as a call: bin.ts, the program `npm run cli` starts, hands it
+// the process's streams, environment and folder; a test hands it strings and runs it in its own
+// process (runCli in bench/harness/server.ts), which saves a start-up per command (issue 43).
 
-export type { Command } from './command.ts';
+export type { CliContext, CliIo, Command } from './command.ts';
 
 function moduleId(v: string | undefined): ModuleId {
   if (!v || !isModuleId(v)) throw new UsageError(`module must be one of ${MODULE_IDS.join(', ')} (got ${v ?? 'nothing'})`);
@@ -64,21 +67,21 @@ async function tokenId(store: Pick<CallerReads, 'getToken'> & Pick<TokenAdmin, '
   return named[0]!.id;
 }
 
-async function readStdin(): Promise<string> {
+async function readStdin(stdin: CliIo['stdin']): Promise<string> {
   const chunks: Buffer[] = [];
-  for await (const c of process.stdin) chunks.push(c as Buffer);
+  for await (const c of stdin) chunks.push(typeof c === 'string' ? Buffer.from(c) : c);
   return Buffer.concat(chunks).toString('utf8');
 }
 
 const commands: Record<string, Command> = {
   'user create': {
     usage: 'user create <username> [--role admin|user]   (password read from stdin)',
-    async run(store, args) {
+    async run(store, args, ctx) {
       const { positionals, values } = parseArgs({ args, allowPositionals: true, options: { role: { type: 'string', default: 'admin' } } });
       const username = positionals[0];
       if (!username) throw new UsageError('username required');
       if (values.role !== 'admin' && values.role !== 'user') throw new UsageError('role must be admin or user');
-      const password = (await readStdin()).split(/\r?\n/)[0] ?? '';
+      const password = (await readStdin(ctx.stdin)).split(/\r?\n/)[0] ?? '';
       if (password.length < 8) throw new UsageError('password (first line of stdin) must have at least 8 characters');
       try {
         return await addUser(store, { username, password, role: values.role });
@@ -185,50 +188,84 @@ function unknownCommand(argv: string[]): string {
   return argv[1] === undefined ? `${JSON.stringify(first)} needs a command ${takes}` : `unknown command ${JSON.stringify(`${first} ${argv[1]}`)} ${takes}`;
 }
 
-async function main(argv: string[]): Promise<number> {
+// What a command changes for the whole process, and puts back when it ends: the umask (the
+// keys, backups and model-set requests it writes are the operator's alone, issue 29) and the
+// clock (CLOCK_FILE from its environment; the database's clock offset a PostgreSQL store
+// measures). The binary would not need to put anything back, as it exits; a test process that
+// runs commands in-process would otherwise write every later file 0600 and read its clock from
+// a CLOCK_FILE it never set. Commands running at once in one process (a test's Promise.all)
+// share one hold: the first sets, the last puts back, so the umask is 077 while any of them
+// runs (each command's files are private) and the process's own comes back after the last;
+// they share the first one's CLOCK_FILE, which a process running commands for two clocks at
+// once could not keep apart anyway.
+let holds = 0;
+let before: { umask: number | null; clockFile: string | undefined; clockOffset: number } | null = null;
+
+function holdProcessState(env: NodeJS.ProcessEnv): () => void {
+  if (holds++ === 0) {
+    // the offset a command's PostgreSQL store measures is its own; the process's comes back after
+    before = { umask: privateUmask(), clockFile: setClockFile(env.CLOCK_FILE || undefined), clockOffset: clockOffset() };
+  }
+  let released = false;
+  return () => {
+    if (released) return;
+    released = true;
+    if (--holds > 0 || before === null) return;
+    if (before.umask !== null) process.umask(before.umask);
+    setClockFile(before.clockFile);
+    setClockOffset(before.clockOffset);
+    before = null;
+  };
+}
+
+/** Runs one CLI command (`argv` as typed after `npm run cli --`) with `io` as its streams,
+ * environment and folder, and answers its exit code (EXIT in errors.ts). It never exits the
+ * process and touches no process-wide state it does not put back (holdProcessState); every
+ * store it opens is closed before it answers. An unexpected error is one line of stack on
+ * stderr and exit 1, as an uncaught one is in a process of its own. */
+export async function runCommand(argv: string[], io: CliIo): Promise<number> {
   if (argv[0] === '--version' || argv[0] === '-v') {
-    process.stdout.write(`${JSON.stringify({ version: SERVICE_VERSION })}\n`);
+    io.stdout.write(`${JSON.stringify({ version: SERVICE_VERSION })}\n`);
     return EXIT.ok;
   }
   const name = [argv.slice(0, 2).join(' '), argv[0] ?? ''].find((n) => n in commands);
   if (!name) {
     const asked = argv.length === 0 || argv[0] === 'help' || HELP_FLAGS.has(argv[0]!);
     if (asked) {
-      process.stdout.write(help());
+      io.stdout.write(help());
       return EXIT.ok;
     }
     // the line that says what went wrong first, then the usage: a script's log shows which
     // word was refused, and a person sees the command list right after it
-    process.stderr.write(`error: ${unknownCommand(argv)}\n\n${help()}`);
+    io.stderr.write(`error: ${unknownCommand(argv)}\n\n${help()}`);
     return EXIT.usage;
   }
   const args = argv.slice(name.split(' ').length);
   // help on any command is an answer, not an error, and opens no store
   if (args.some((a) => HELP_FLAGS.has(a))) {
-    process.stdout.write(`usage: npm run cli --silent -- ${commands[name]!.usage}\n\n${EXIT_HELP}\n`);
+    io.stdout.write(`usage: npm run cli --silent -- ${commands[name]!.usage}\n\n${EXIT_HELP}\n`);
     return EXIT.ok;
   }
   let store: StoreBackend | undefined;
+  const release = holdProcessState(io.env);
   try {
-    const config = loadConfig();
-    // keys, backups and model-set requests it writes are the operator's alone (issue 29)
-    privateUmask();
+    const config = loadConfig(io.env, io.cwd);
     const command = commands[name]!;
     if (!command.noStore) store = await openConfiguredStore(config);
+    const ctx = { ...io, config, exitCode: EXIT.ok as number };
     // a noStore command is never handed one
-    const out = await command.run(store as StoreBackend, args);
-    process.stdout.write(out instanceof TextOutput ? out.text : `${JSON.stringify(out, null, 2)}\n`);
-    return typeof process.exitCode === 'number' ? process.exitCode : EXIT.ok;
+    const out = await command.run(store as StoreBackend, args, ctx);
+    io.stdout.write(out instanceof TextOutput ? out.text : `${JSON.stringify(out, null, 2)}\n`);
+    return ctx.exitCode;
   } catch (e) {
     const code = exitCodeOf(e);
-    if (code !== null) {
-      process.stderr.write(`error: ${(e as Error).message}\n`);
-      return code;
-    }
-    throw e;
+    io.stderr.write(code === null ? `${(e as Error)?.stack ?? String(e)}\n` : `error: ${(e as Error).message}\n`);
+    return code ?? EXIT.failed;
   } finally {
-    await store?.close();
+    try {
+      await store?.close();
+    } finally {
+      release();
+    }
   }
 }
-
-process.exitCode = await main(process.argv.slice(2));

@@ -3,7 +3,7 @@ import { listPendingSettlements, resolveSettlement } from '../metering/index.ts'
 import { parsePageQuery } from '../admin/index.ts';
 import { ValidationFailure } from '../errors/index.ts';
 import type { PageQuery } from '../store/index.ts';
-import { NotFoundError, ConflictError, UsageError } from './errors.ts';
+import { EXIT, NotFoundError, ConflictError, UsageError } from './errors.ts';
 import type { Command } from './command.ts';
 
 
@@ -25,12 +25,9 @@ function pageArgs(args: string[]): PageQuery {
 export const meteringCommands: Record<string, Command> = {
   'ledger verify': {
     usage: 'ledger verify   (recomputes every usage counter from the ledger; exit 1 on any mismatch)',
-    async run(store) {
+    async run(store, _args, ctx) {
       const check = await store.verifyLedger();
-      if (!check.ok) {
-        process.exitCode = 1;
-        return check;
-      }
+      if (!check.ok) ctx.exitCode = EXIT.failed;
       return check;
     },
   },

@@ -1,7 +1,6 @@
 import path from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import { parseArgs } from 'node:util';
-import { loadConfig } from '../config/index.ts';
 import { MODULE_IDS, type ModuleId } from '../contract/index.ts';
 import {
   availableModelSets,
@@ -22,24 +21,24 @@ import {
   readModelSetState,
   requestActivation,
 } from '../inference/index.ts';
-import { ConflictError, NotFoundError, UsageError } from './errors.ts';
+import { ConflictError, EXIT, NotFoundError, UsageError } from './errors.ts';
 import type { Command } from './command.ts';
 
 export const modelCommands: Record<string, Command> = {
   'models check': {
     usage: 'models check <model_set_dir>   (validates the manifest and runs every graph once)',
-    async run(_store, [dir]) {
+    async run(_store, [dir], ctx) {
       if (!dir) throw new UsageError('model set folder required');
-      const result = await checkModelSet(path.resolve(dir));
-      if (!result.ok) process.exitCode = 1;
-      process.stderr.write(`${result.report}\n`);
+      const result = await checkModelSet(path.resolve(ctx.cwd, dir));
+      if (!result.ok) ctx.exitCode = EXIT.failed;
+      ctx.stderr.write(`${result.report}\n`);
       return { ok: result.ok };
     },
   },
   'models import': {
     usage:
       'models import <file.onnx> [--name SET] [--crop-fraction F] [--size PX] [--resize area|bilinear] [--channel-order RGB|BGR] [--scale S] [--mean M,M,M] [--std S,S,S] [--output-kind logit|probability] [--live-index I] [--threshold T] [--untrained] [--force]   (an rgb_liveness frame graph becomes a model set in MODELS_DIR; asks at a terminal for what the graph cannot tell; --force replaces an existing model set, nothing else)',
-    async run(store, args) {
+    async run(store, args, ctx) {
       const opt = (type: 'string' | 'boolean') => ({ type });
       const { positionals, values } = parseArgs({
         args,
@@ -52,7 +51,8 @@ export const modelCommands: Record<string, Command> = {
       });
       const file = positionals[0];
       if (!file) throw new UsageError('an .onnx file is required');
-      const config = loadConfig();
+      const { config, stderr } = ctx;
+      const graphFile = path.resolve(ctx.cwd, file);
       const v = values as Record<string, string | boolean | undefined>;
       const str = (k: string) => (typeof v[k] === 'string' ? (v[k] as string) : undefined);
       const answers: ImportAnswers = {
@@ -61,15 +61,15 @@ export const modelCommands: Record<string, Command> = {
         threshold: str('threshold'), untrained: v.untrained === true,
       };
       try {
-        const facts = await readGraphFacts(readGraphFile(path.resolve(file)));
-        process.stderr.write(
+        const facts = await readGraphFacts(readGraphFile(graphFile));
+        stderr.write(
           `read from the graph: input "${facts.input}" ${facts.dtype} ${facts.layout}, size ${facts.size ?? 'open'}, batch ${facts.batch}; ` +
             `output "${facts.output}" with ${facts.width} value(s) per item${facts.width >= 2 ? (facts.rowsSumToOne ? ' (rows sum to 1: softmax)' : ' (rows do not sum to 1: logits)') : ''}\n`,
         );
         // A person at a terminal is asked; a script must pass flags (planImport names the missing ones).
         const open = openQuestions(facts, answers);
-        if (open.length > 0 && process.stdin.isTTY) {
-          const rl = createInterface({ input: process.stdin, output: process.stderr });
+        if (open.length > 0 && ctx.stdin.isTTY) {
+          const rl = createInterface({ input: ctx.stdin, output: stderr });
           try {
             for (const q of open) answers[q.key] = (await rl.question(`${q.prompt} [${q.flag}]: `)).trim() as never;
           } finally {
@@ -77,10 +77,10 @@ export const modelCommands: Record<string, Command> = {
           }
         }
         const plan = planImport(config.MODELS_DIR, file, facts, answers);
-        writeImport(plan, path.resolve(file), v.force === true);
+        writeImport(plan, graphFile, v.force === true);
         const check = await checkModelSet(plan.dir);
-        process.stderr.write(`${check.report}\n`);
-        if (!check.ok) process.exitCode = 1;
+        stderr.write(`${check.report}\n`);
+        if (!check.ok) ctx.exitCode = EXIT.failed;
         // An imported set describes rgb_liveness only: a module it lacks that is enabled would
         // turn unready, so a running server refuses the switch until it is disabled (model-sets.ts)
         const lacking: ModuleId[] = [];
@@ -94,7 +94,7 @@ export const modelCommands: Record<string, Command> = {
               `npm run cli -- models activate ${plan.model_set} --wait 300   (a running server switches to it, and serves it again after a restart; or start with MODEL_SET=${plan.model_set})`,
             ]
           : [`fix ${path.join(plan.dir, 'manifest.json')} (the check above names the field), then npm run cli -- models check ${plan.dir}`];
-        process.stderr.write(`next:\n${next.map((n) => `  ${n}`).join('\n')}\n`);
+        stderr.write(`next:\n${next.map((n) => `  ${n}`).join('\n')}\n`);
         return { model_set: plan.model_set, dir: plan.dir, check: check.ok ? 'ok' : 'failed', manifest: plan.manifest, next };
       } catch (e) {
         if (e instanceof ImportExistsError) throw new ConflictError(e.message);
@@ -105,23 +105,24 @@ export const modelCommands: Record<string, Command> = {
   },
   'models calibrate': {
     usage: 'models calibrate <model_set> --live <dir> --attack <dir> [--out <dir>]   (APCER/BPCER/ACER, EER, DET plot; default out DATA_DIR/calibration/<model_set>)',
-    async run(_store, args) {
+    async run(_store, args, ctx) {
       const { positionals, values } = parseArgs({ args, allowPositionals: true, options: { live: { type: 'string' }, attack: { type: 'string' }, out: { type: 'string' } } });
       const set = positionals[0];
       if (!set) throw new UsageError('model set (a name in MODELS_DIR or a folder) required');
       if (!values.live || !values.attack) throw new UsageError('--live <dir> and --attack <dir> are both required');
-      const config = loadConfig();
+      const { config } = ctx;
+      const resolve = (p: string) => path.resolve(ctx.cwd, p);
       try {
         const report = await calibrate({
           set,
           modelsDir: config.MODELS_DIR,
-          liveDir: path.resolve(values.live),
-          attackDir: path.resolve(values.attack),
-          outDir: path.resolve(values.out ?? path.join(config.DATA_DIR, 'calibration', path.basename(set))),
+          liveDir: resolve(values.live),
+          attackDir: resolve(values.attack),
+          outDir: resolve(values.out ?? path.join(config.DATA_DIR, 'calibration', path.basename(set))),
           backend: config.INFERENCE_BACKEND,
           threads: config.INFERENCE_THREADS,
         });
-        process.stderr.write(`${calibrationSummary(report)}\n`);
+        ctx.stderr.write(`${calibrationSummary(report)}\n`);
         const { scores: _scores, ...figures } = report;
         return figures;
       } catch (e) {
@@ -132,8 +133,7 @@ export const modelCommands: Record<string, Command> = {
   },
   'models status': {
     usage: 'models status   (the model set a running server on this DATA_DIR serves, its last activation, and which sets are trained)',
-    async run() {
-      const config = loadConfig();
+    async run(_store, _args, { config }) {
       const state = readModelSetState(config.DATA_DIR) ?? { active: null, note: 'no running server has written its state in this DATA_DIR', available: availableModelSets(config.MODELS_DIR) };
       // the manifest's own word on its weights: false means verdicts that mean nothing
       const trained: Record<string, boolean | null> = {};
@@ -149,11 +149,11 @@ export const modelCommands: Record<string, Command> = {
   },
   'models activate': {
     usage: 'models activate <model_set> [--wait SECONDS]   (a running server loads, checks and warms it beside the old set, then switches; a restart serves it again while MODEL_SET is unchanged)',
-    async run(_store, args) {
+    async run(_store, args, ctx) {
       const { positionals, values } = parseArgs({ args, allowPositionals: true, options: { wait: { type: 'string' } } });
       const set = positionals[0];
       if (!set) throw new UsageError('model set name required');
-      const config = loadConfig();
+      const { config } = ctx;
       if (!availableModelSets(config.MODELS_DIR).includes(set)) throw new NotFoundError(`unknown model set ${set}: no ${set}/manifest.json in ${config.MODELS_DIR}`);
       const wait = values.wait === undefined ? 0 : Number(values.wait);
       if (!Number.isInteger(wait) || wait < 0 || wait > 86_400) throw new UsageError('--wait must be a whole number of seconds (0 to 86400)');
@@ -165,7 +165,7 @@ export const modelCommands: Record<string, Command> = {
       while (Date.now() < end) {
         const state = readModelSetState(config.DATA_DIR);
         if (state?.last_request_id === req.id && state.last) {
-          if (state.last.outcome === 'refused') process.exitCode = 1;
+          if (state.last.outcome === 'refused') ctx.exitCode = EXIT.failed;
           return { request_id: req.id, ...state.last, active: state.active };
         }
         await new Promise((r) => setTimeout(r, 250));

@@ -1,7 +1,7 @@
-import { loadConfig } from '../config/index.ts';
 import { pruneOnce } from '../retention/index.ts';
 import { runningServer } from '../lifecycle.ts';
 import fs from 'node:fs';
+import path from 'node:path';
 import { now } from '../clock.ts';
 import { KeyFolderError, keysDir, keysForRestore } from '../signing/index.ts';
 import { BackupError, backupStore, keysBesideBackup, restoreStore, openStore, type PreparedKeys } from '../store/lmdb/index.ts';
@@ -31,14 +31,14 @@ async function preparedKeys(file: string, liveKeys: string): Promise<PreparedKey
 export const opsCommands: Record<string, Command> = {
   'retention prune': {
     usage: 'retention prune   (one pass of the pruner with the RETENTION_* settings, as the service runs hourly)',
-    run: async (store) => pruneOnce(store, loadConfig()),
+    run: async (store, _args, ctx) => pruneOnce(store, ctx.config),
   },
   backup: {
     usage: 'backup <file>   (consistent compacted copy of the LMDB store, and the signing keys in <file>.keys/; safe while the service runs)',
-    async run(store, [file, ...rest]) {
+    async run(store, [file, ...rest], ctx) {
       if (!file || rest.length > 0) throw new UsageError('backup takes one argument: the file to write');
       try {
-        return await backupStore(store, file, keysDir(loadConfig().DATA_DIR));
+        return await backupStore(store, path.resolve(ctx.cwd, file), keysDir(ctx.config.DATA_DIR));
       } catch (e) {
         if (e instanceof BackupError) throw new UsageError(e.message);
         throw e;
@@ -48,21 +48,22 @@ export const opsCommands: Record<string, Command> = {
   restore: {
     usage: 'restore <file>   (a backup, and its <file>.keys/, into DATA_DIR; the server on it must be stopped; what was there is moved aside, never deleted)',
     noStore: true,
-    async run(_store, [file, ...rest]) {
-      if (!file || rest.length > 0) throw new UsageError('restore takes one argument: the backup file');
-      const config = loadConfig();
+    async run(_store, [given, ...rest], ctx) {
+      if (!given || rest.length > 0) throw new UsageError('restore takes one argument: the backup file');
+      const { config, stderr } = ctx;
+      const file = path.resolve(ctx.cwd, given);
       if (config.DATABASE_URL) throw new UsageError('restore puts back an LMDB backup; with DATABASE_URL use pg_restore (docs/operations.md, Backup and restore)');
       const running = runningServer(config.DATA_DIR);
       if (running) throw new ConflictError(`a server (pid ${running.pid}, started ${running.started_at}) is running on ${config.DATA_DIR}: stop it first`);
       try {
         const keys = await preparedKeys(file, keysDir(config.DATA_DIR));
         const result = await restoreStore(config.DATA_DIR, keysDir(config.DATA_DIR), file, new Date(now()), (dir) => openStore(dir), keys);
-        if (result.keys.restored_from === null) process.stderr.write(`WARNING: ${result.keys.note}\n`);
+        if (result.keys.restored_from === null) stderr.write(`WARNING: ${result.keys.note}\n`);
         const kept = (keys?.report.kept_revocations ?? []) as string[];
-        if (kept.length > 0) process.stderr.write(`kept revoked (revoked after this backup was taken): ${kept.join(', ')}\n`);
-        if (keys?.report.current_from === 'data_dir') process.stderr.write(`the backup's signing key was revoked since: ${keys.report.current} (the key that replaced it) signs\n`);
-        if (keys?.report.current_from === 'new') process.stderr.write(`the backup's signing key was revoked since: a new key ${keys.report.current} signs\n`);
-        process.stderr.write('next: start the service, then npm run cli -- ledger verify\n');
+        if (kept.length > 0) stderr.write(`kept revoked (revoked after this backup was taken): ${kept.join(', ')}\n`);
+        if (keys?.report.current_from === 'data_dir') stderr.write(`the backup's signing key was revoked since: ${keys.report.current} (the key that replaced it) signs\n`);
+        if (keys?.report.current_from === 'new') stderr.write(`the backup's signing key was revoked since: a new key ${keys.report.current} signs\n`);
+        stderr.write('next: start the service, then npm run cli -- ledger verify\n');
         return result;
       } catch (e) {
         if (e instanceof BackupError) throw new UsageError(e.message);

@@ -1,20 +1,19 @@
 import os from 'node:os';
 import { parseArgs } from 'node:util';
-import type { Command } from './command.ts';
+import type { CliContext, Command } from './command.ts';
 import { now } from '../clock.ts';
-import { loadConfig } from '../config/index.ts';
 import { isNameText } from '../packets/index.ts';
 import { KID_PATTERN, publicJwksOf, UnknownSigningKeyError, keySourceFor } from '../signing/index.ts';
 import { NotFoundError, UsageError } from './errors.ts';
 
 // Keys live beside the store: DATA_DIR/keys files with LMDB, the shared database with
 // PostgreSQL (every node picks a rotation up within SHARED_KEY_CACHE_MS).
-const keys = (store: Parameters<Command['run']>[0]) => keySourceFor(store, loadConfig().DATA_DIR);
+const keys = (store: Parameters<Command['run']>[0], ctx: CliContext) => keySourceFor(store, ctx.config.DATA_DIR);
 
 /** Who ran the command, for the revocation record: the login behind sudo when there is one
  * (`sudo -u liveness npm run cli ...` would otherwise record only the service user). */
-function operator(): string {
-  const sudo = process.env.SUDO_USER;
+function operator(env: NodeJS.ProcessEnv): string {
+  const sudo = env.SUDO_USER;
   let user: string;
   try {
     user = os.userInfo().username;
@@ -45,17 +44,17 @@ function kidsAsPositionals(args: string[]): string[] {
 export const signingCommands: Record<string, Command> = {
   'keys rotate': {
     usage: 'keys rotate   (new verdict signing key; the old public key stays in the JWKS for 7 days)',
-    run: async (store) => keys(store).rotate(now()),
+    run: async (store, _args, ctx) => keys(store, ctx).rotate(now()),
   },
   'keys revoke': {
     usage: 'keys revoke <kid> [--by NAME]   (emergency: the key leaves the JWKS at once; a new key signs when it was current)',
-    async run(store, args) {
+    async run(store, args, ctx) {
       const { positionals, values } = parseArgs({ args: kidsAsPositionals(args), allowPositionals: true, options: { by: { type: 'string' } } });
       const [kid, ...rest] = positionals;
       if (!kid || rest.length > 0) throw new UsageError('keys revoke takes one kid (keys list shows them)');
       if (values.by !== undefined && (values.by === '' || !isNameText(values.by) || [...values.by].length > 200)) throw new UsageError('--by must be 1 to 200 characters of text without control characters');
       try {
-        return await keys(store).revoke(kid, values.by ?? operator(), now());
+        return await keys(store, ctx).revoke(kid, values.by ?? operator(ctx.env), now());
       } catch (e) {
         if (e instanceof UnknownSigningKeyError) throw new NotFoundError(e.message);
         throw e;
@@ -64,8 +63,8 @@ export const signingCommands: Record<string, Command> = {
   },
   'keys list': {
     usage: 'keys list   (verdict signing keys: kid, created_at, retired_at, revoked_at, revoked_by, published)',
-    async run(store) {
-      const source = keys(store);
+    async run(store, _args, ctx) {
+      const source = keys(store, ctx);
       const current = (await source.current(now())).kid;
       const all = await source.list();
       const published = new Set(publicJwksOf(all, now()).keys.map((k) => k.kid));

@@ -13,9 +13,10 @@ const PRIVATE_UMASK = 0o077;
 /** Every folder and file this process creates from now on is private to its user. The
  * CLI calls only this: it may run with DATABASE_URL from any folder, where creating a
  * DATA_DIR would leave a stray one (whatever writes under DATA_DIR creates it, 0700). */
-export function privateUmask(): void {
+export function privateUmask(): number | null {
   // worker threads cannot set the umask (and need not: it is the process's)
-  if (isMainThread) process.umask(PRIVATE_UMASK);
+  // the umask it replaces (null on a worker thread): the CLI run inside a test process puts it back
+  return isMainThread ? process.umask(PRIVATE_UMASK) : null;
 }
 
 /** Once per process, on the main thread, before anything is written: every folder and file
