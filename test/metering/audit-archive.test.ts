@@ -3,12 +3,16 @@ import http from 'node:http';
 import path from 'node:path';
 import t from 'tap';
 import { postVerify, request, single } from '../helpers/captures.ts';
-import { lmdbOpen } from '../helpers/lmdb.ts';
-import { bearer, makeToken, startServer } from '../helpers/server.ts';
+import { startApi } from '../helpers/api.ts';
+import { bearer, makeToken } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
 
-const server = await startServer({ ready: true, env: { TRUSTED_PROXIES: '127.0.0.1' } });
+// The audit line, the stored results and the demo archive of verify calls, over real HTTP to
+// the service's API in process (test/helpers/api.ts: the real app, engine and LMDB store; issue
+// 43: this was a started server); its store's databases are read through the harness's handle.
+const server = await startApi({ engine: 'real', ready: true, env: { TRUSTED_PROXIES: '127.0.0.1' } });
 t.teardown(() => server.stop());
+const db = server.lmdb!.db;
 
 t.test('every verify call leaves an audit line; results are stored; no token, no image bytes', async (t) => {
   const { id, token } = await makeToken(server, ['rgb_liveness:5:day']);
@@ -18,7 +22,6 @@ t.test('every verify call leaves an audit line; results are stored; no token, no
   t.equal(denied.status, 403);
   const anon = await postVerify(server.baseUrl, 'lvk_' + 'x'.repeat(43), 'rgb_liveness', request([single()]));
   t.equal(anon.status, 401);
-  const db = lmdbOpen(server.dataDir);
   // audit lines are written without holding up the answer: wait (bounded) for all three
   const rids = [ok.json.request_id, denied.headers.get('x-request-id')!, anon.headers.get('x-request-id')!];
   const audit = await waitFor(() => {
@@ -35,7 +38,6 @@ t.test('every verify call leaves an audit line; results are stored; no token, no
   const raw = fs.readdirSync(path.join(server.dataDir, 'store')).map((f) => fs.readFileSync(path.join(server.dataDir, 'store', f)));
   t.notOk(raw.some((b) => b.includes(Buffer.from(token))), 'no plaintext token in the store');
   t.notOk(fs.existsSync(path.join(server.dataDir, 'archive')), 'non-demo images are never written');
-  await db.close();
 });
 
 // From a peer outside TRUSTED_PROXIES (127.0.0.2 on the loopback: the one server trusts only
@@ -57,14 +59,12 @@ t.test('untrusted peers cannot choose their audit address', async (t) => {
     req.end(Buffer.from(b.body));
   });
   t.equal(r.status, 200);
-  const db = lmdbOpen(server.dataDir);
   const line = await waitFor(() => {
     (db.audit as any).resetReadTxn?.();
     return [...db.audit.getRange({})].map((e) => e.value as any).find((a) => a.request_id === r.json.request_id);
   }, { what: 'the audit line' });
   t.equal(line.client_ip, '127.0.0.2', 'the peer itself, not the address it forwarded');
   t.equal(line.country, null);
-  await db.close();
 });
 
 t.test('demo tokens have their uploads archived per UTC day', async (t) => {
