@@ -2,10 +2,14 @@ import { cpSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { postVerify, request, single } from '../helpers/captures.ts';
-import { makeToken, startServer, tempDir } from '../helpers/server.ts';
+import { startApi } from '../helpers/api.ts';
+import { makeToken, tempDir } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 const MODELS = join(import.meta.dirname, '../../models');
+
+// Over real HTTP to the service's API in process with its real engine (test/helpers/api.ts;
+// issue 43: this was a started server): the output check runs where the engine loads the set.
 
 t.test('a graph that fails its output check keeps its module unready, with the reason in /health/ready', async (t) => {
   // raw_v1 with the colour difference graph declared as a 2-class softmax: its one-value
@@ -17,7 +21,7 @@ t.test('a graph that fails its output check keeps its module unready, with the r
   Object.assign(m.modules.color_liveness.graphs[0], { output_kind: 'softmax', live_index: 1 });
   writeFileSync(file, JSON.stringify(m));
 
-  const server = await startServer({ env: { MODELS_DIR: root, MODEL_SET: 'raw_v1', INFERENCE_BACKEND: 'wasm' } });
+  const server = await startApi({ engine: 'real', env: { MODELS_DIR: root, MODEL_SET: 'raw_v1', INFERENCE_BACKEND: 'wasm' } });
   t.teardown(() => server.stop());
   // poll (bounded) until rgb_liveness is warm and colour has its error
   let ready: any;
