@@ -2,6 +2,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { postVerify, request, single } from '../helpers/captures.ts';
+import { startApi } from '../helpers/api.ts';
 import { makeToken, runCli, startServer, tempDir } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { endlessGraph, externalDataGraph, writeSet } from './hostile-graphs.ts';
@@ -60,8 +61,10 @@ t.test('external data and Loop: refused by models check, by import, and by the s
   }
   await server.stop();
 
-  // a start on such a set: the module stays unready with the reason (nothing loads it)
-  const onLeak = await startServer({ dataDir: tempDir(), env: { ...env, MODEL_SET: 'leak_v1' } });
+  // a start on such a set: the module stays unready with the reason (nothing loads it). The
+  // engine's start on it, over real HTTP to the service's API in process (test/helpers/api.ts;
+  // issue 43: this was a second server start)
+  const onLeak = await startApi({ dataDir: tempDir(), engine: 'real', env: { ...env, MODEL_SET: 'leak_v1' } });
   t.teardown(() => onLeak.stop());
   t.equal((await onLeak.cli(['module', 'disable', 'color_liveness'])).code, 0);
   const h = await waitFor(async () => {
