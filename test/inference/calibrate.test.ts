@@ -5,7 +5,8 @@ import { encodePng } from '../../src/images/index.ts';
 import { curve, equalErrorRate, probit, ratesAt, sampleWarnings, thresholdForBpcer } from '../../src/inference/calibration/index.ts';
 import { sigmoid } from '../../src/inference/scores.ts';
 import { postVerify, request } from '../helpers/captures.ts';
-import { makeToken, runCli, startServer, tempDir } from '../helpers/server.ts';
+import { startApi } from '../helpers/api.ts';
+import { makeToken, runCli, tempDir } from '../helpers/server.ts';
 import { brightnessSet } from './test-graphs.ts';
 
 t.test('error rates, target thresholds and EER on hand-counted scores', async (t) => {
@@ -93,7 +94,9 @@ t.test('models calibrate scores crops through the serving path and reports the e
   // the set has no colour module: disabled first, so the service can turn ready
   const dataDir = tempDir();
   t.equal((await runCli(dataDir, ['module', 'disable', 'color_liveness'])).code, 0);
-  const server = await startServer({ dataDir, ready: true, env: { ...env, MODELS_DIR: set.root, MODEL_SET: set.name } });
+  // the service's API in process with its real engine (test/helpers/api.ts; issue 43: this
+  // was a started server): the serving path is the app's and the engine's
+  const server = await startApi({ dataDir, engine: 'real', ready: true, env: { ...env, MODELS_DIR: set.root, MODEL_SET: set.name } });
   t.teardown(() => server.stop());
   const { token } = await makeToken(server, ['rgb_liveness:10:day']);
   const png = readFileSync(join(liveDir, 'l2.png'));

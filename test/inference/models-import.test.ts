@@ -4,7 +4,8 @@ import t from 'tap';
 import { GraphBuilder } from '../../models/builder/graph.ts';
 import { pool } from '../../models/builder/layers.ts';
 import { postVerify, request, single } from '../helpers/captures.ts';
-import { makeToken, runCli, startServer, tempDir } from '../helpers/server.ts';
+import { startApi } from '../helpers/api.ts';
+import { makeToken, runCli, tempDir } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { brightnessGraph } from './test-graphs.ts';
 
@@ -70,7 +71,9 @@ t.test('an NHWC logits graph becomes a checked, trained model set that a server 
   // a server on the untrained raw_v1, which REQUIRE_TRAINED_MODELS keeps unready, switched to
   // the imported set from the CLI
   cpSync(join(import.meta.dirname, '../../models/raw_v1'), join(modelsDir, 'raw_v1'), { recursive: true });
-  const server = await startServer({ env: { ...env, MODEL_SET: 'raw_v1', INFERENCE_BACKEND: 'wasm', WARMUP_RUNS: '1', REQUIRE_TRAINED_MODELS: '1' }, ready: false });
+  // the service's API in process with its real engine, which hears the CLI's activation request
+  // as a server's main thread does (test/helpers/api.ts; issue 43: this was a started server)
+  const server = await startApi({ engine: 'real', env: { ...env, MODEL_SET: 'raw_v1', INFERENCE_BACKEND: 'wasm', WARMUP_RUNS: '1', REQUIRE_TRAINED_MODELS: '1' } });
   t.teardown(() => server.stop());
   const { token } = await makeToken(server, ['rgb_liveness:10:day']);
   const act = await server.cli(['models', 'activate', 'kiosk-net_v1', '--wait', '120']);
