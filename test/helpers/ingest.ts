@@ -7,8 +7,21 @@ import type { Test } from 'tap';
 import { buildBatch, buildVerifyBody } from '../../src/client/index.ts';
 import type { ServerHandle } from './server.ts';
 
-/** What these helpers use of a server: a started one (startServer) or the app in process (startApi). */
-type Served = Pick<ServerHandle, 'dataDir' | 'baseUrl'>;
+/** What these helpers use of a server: a started one (startServer) or the app in process
+ * (startApi, whose own LMDB handle they read through: a second handle on the same store in the
+ * same process, opened and closed around each read while the app commits, was seen to stall). */
+type Served = Pick<ServerHandle, 'dataDir' | 'baseUrl'> & { lmdb?: { db: Omit<ReturnType<typeof lmdbOpen>, 'close'> } | null };
+
+/** `fn` on the server's LMDB databases: the in-process app's own, or a handle opened for it. */
+async function withDbs<T>(server: Served, fn: (db: Omit<ReturnType<typeof lmdbOpen>, 'close'>) => T | Promise<T>): Promise<T> {
+  if (server.lmdb) return fn(server.lmdb.db);
+  const store = lmdbOpen(server.dataDir);
+  try {
+    return await fn(store);
+  } finally {
+    await store.close();
+  }
+}
 import { lmdbOpen } from './lmdb.ts';
 import { postVerify } from './captures.ts';
 import { waitFor, WaitTimeout } from './wait.ts';
@@ -65,32 +78,24 @@ export async function usageOf(baseUrl: string, token: string): Promise<unknown> 
 }
 
 export async function snapshot(server: Served, token: string): Promise<StoreSnapshot> {
-  const store = lmdbOpen(server.dataDir);
-  try {
+  return withDbs(server, async (store) => {
     const dbs = {} as StoreSnapshot['dbs'];
     for (const name of CHARGED_DBS) dbs[name] = dump(store[name]);
     return { dbs, usage: await usageOf(server.baseUrl, token) };
-  } finally {
-    await store.close();
-  }
+  });
 }
 
 /** The audit record of a request, polled: the server writes it without awaiting. The bound is a
  * hang detector (5 s was missed on a host at load 40: fair-capacity failed), and no caller
  * expects a record to be absent, so a longer bound costs nothing when all is well. */
 export async function auditOf(server: Served, requestId: string, waitMs = 20_000): Promise<any | undefined> {
-  const find = async () => {
-    const store = lmdbOpen(server.dataDir);
-    try {
-      store.audit.resetReadTxn?.();
-      for (const { value } of store.audit.getRange({ reverse: true, limit: 500 })) {
-        if ((value as { request_id: string }).request_id === requestId) return value as object;
-      }
-      return undefined;
-    } finally {
-      await store.close();
+  const find = () => withDbs(server, (store) => {
+    store.audit.resetReadTxn?.();
+    for (const { value } of store.audit.getRange({ reverse: true, limit: 500 })) {
+      if ((value as { request_id: string }).request_id === requestId) return value as object;
     }
-  };
+    return undefined;
+  });
   // undefined when it never comes: the caller asserts on it
   return waitFor(find, { timeoutMs: waitMs, intervalMs: 50, what: `the audit record of ${requestId}` }).catch((err: unknown) => {
     if (err instanceof WaitTimeout) return undefined;
@@ -100,13 +105,10 @@ export async function auditOf(server: Served, requestId: string, waitMs = 20_000
 
 /** Count of audit records (to find those of requests whose answer carried no request id). */
 export async function auditRecords(server: Served): Promise<any[]> {
-  const store = lmdbOpen(server.dataDir);
-  try {
+  return withDbs(server, (store) => {
     store.audit.resetReadTxn?.();
     return [...store.audit.getRange({})].map((e: { value: unknown }) => e.value);
-  } finally {
-    await store.close();
-  }
+  });
 }
 
 export interface Answer {

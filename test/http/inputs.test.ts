@@ -2,18 +2,21 @@
 // multipart parts against the metadata, hashes, image encodings, one module per request, the
 // FastAPI-style loc of each failure and all failures of a request in one answer. Every rejected
 // request charges nothing and leaves only its audit line.
+// The service's app and engine in process on a real LMDB store (test/helpers/api.ts; was one
+// server start): the inputs are the app's rules, not the process's.
 
 import fs from 'node:fs';
 import path from 'node:path';
 import t, { type Test } from 'tap';
 import { buildCapture, buildVerifyBody, encodePng, sha256Hex, type CaptureInput } from '../../src/client/index.ts';
-import { makeToken, startServer } from '../helpers/server.ts';
+import { startApi } from '../helpers/api.ts';
+import { makeToken } from '../helpers/server.ts';
 import {
   RawConn, body, expectCleanOrClosed, expectRejected, flatPixels, multipart, okFrame, post, rawAnswer, smallColor, smallPng, smallSequence,
   smallSingle, verifyHead, type Answer,
 } from '../helpers/ingest.ts';
 
-const server = await startServer({ ready: true });
+const server = await startApi({ engine: 'real', ready: true });
 t.teardown(() => server.stop());
 const tok = await makeToken(server, ['rgb_liveness:10000:day', 'color_liveness:10000:day']);
 

@@ -3,15 +3,17 @@
 // refused as invalid, refused by quota, failed in inference, abandoned by its client mid-upload,
 // or with a part that outgrew its slot. A slot that never came back would leave the slab
 // smaller for the rest of the process's life, so this is watched through
-// lv_upload_slab_slots_in_use.
+// lv_upload_slab_slots_in_use. The service's app and engine in process (test/helpers/api.ts; was
+// one server start): the slab is this process's, as it is each API worker thread's.
 
 import t from 'tap';
 import { postVerify, request, sequence, single } from '../helpers/captures.ts';
-import { makeToken, startServer } from '../helpers/server.ts';
+import { startApi } from '../helpers/api.ts';
+import { makeToken } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { multipart, RawConn, verifyHead } from '../helpers/ingest.ts';
 
-const server = await startServer({ ready: true, env: { TEST_INFERENCE_FAIL_PREFIX: 'fail-' } });
+const server = await startApi({ engine: 'real', ready: true, env: { TEST_INFERENCE_FAIL_PREFIX: 'fail-' } });
 t.teardown(() => server.stop());
 
 async function slotsInUse(): Promise<number> {

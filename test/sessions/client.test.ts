@@ -1,12 +1,14 @@
 import t from 'tap';
 import { createSession, createVerifyClient, getSession, revokeSession } from '../../src/client/index.ts';
 import { request, single } from '../helpers/captures.ts';
-import { makeToken, startServer } from '../helpers/server.ts';
+import { startApi } from '../helpers/api.ts';
+import { makeToken } from '../helpers/server.ts';
 
 // The client package's side of device sessions (issue 26), against the real service: the
 // backend mints and reads with its business token, the device verifies with the session token.
+// The service's app and engine in process (test/helpers/api.ts; was one server start).
 t.setTimeout(300_000);
-const server = await startServer({ ready: true });
+const server = await startApi({ engine: 'real', ready: true });
 t.teardown(() => server.stop());
 const { token } = await makeToken(server, ['rgb_liveness:100:day']);
 const backend = { baseUrl: server.baseUrl, token };
