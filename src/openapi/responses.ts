@@ -88,7 +88,7 @@ export const HealthReady = Type.Object({
   store: Type.Union([Type.Literal('ok'), Type.Literal('unavailable'), Type.Literal('writes_failing')], {
     description: 'writes_failing: the store answers but cannot write (a full disk); verify calls get 503 store_unavailable until a write works again',
   }),
-  store_error: Type.Optional(Type.String({ description: 'present while the store is unavailable, when it knows why: with PostgreSQL, since when no host accepted writes and what each host of DATABASE_URL answered (a failover under way), or the node lease not renewed' })),
+  store_error: Type.Optional(Type.String({ description: 'present while the store is unavailable, when it knows why: with PostgreSQL, since when no database host accepted writes (a failover under way), or since when the node lease was not renewed. It names no host (this answer needs no credentials): what each host of DATABASE_URL answered is in the node\'s log (`not ready: the store is unavailable`, and `store has no writable host` when the outage began)' })),
   store_writes: Type.Optional(Type.Object({
     since: Type.String({ format: 'date-time' }),
     operation: Type.String({ description: 'the write that failed first (reserve, settle, audit ...)' }),

@@ -154,9 +154,11 @@ export interface StoreStatus {
   readonly kind: 'lmdb' | 'postgres';
   /** a cheap round trip that proves the store answers (readiness) */
   healthy(): Promise<boolean>;
-  /** why the store is not healthy, for readiness (PostgreSQL: no writable host, which ones
-   * were tried; the node's lease not renewed), or null; call after healthy() */
-  unavailableReason?(): string | null;
+  /** why the store is not healthy, or null; call after healthy(). `reason` names no host,
+   * for the readiness answer, which anyone may read (PostgreSQL: since when no host accepted
+   * writes; the node's lease not renewed); `detail` is the operator's, for the log: which
+   * hosts of DATABASE_URL were tried and what each answered. */
+  unavailableReason?(): { reason: string; detail: string } | null;
   /** whether writes are failing (a full disk), the repairs owed, the probe (write-health.ts) */
   readonly writes: WriteHealth;
 }

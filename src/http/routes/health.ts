@@ -8,9 +8,17 @@ import { describeUwsBuild } from '../uws.ts';
  * PostgreSQL: and this node holds its lease) and every
  * enabled module's graphs are loaded and warm. Liveness never asks the store. */
 export function healthRoutes(router: Router, s: Services): void {
+  // what the last readiness answer found out about the store, so each change is logged once
+  let logged: string | null = null;
   router.add('GET', '/health/live', () => json(200, { status: 'live' }));
   router.add('GET', '/health/ready', async () => {
     const store = await s.store.healthy();
+    // /health/ready is unauthenticated (a balancer asks it): the answer says why the store is
+    // unavailable in words that name no host; which hosts of DATABASE_URL were tried and what
+    // each answered is the operator's, in the log (docs/security.md)
+    const why = store ? null : (s.store.unavailableReason?.() ?? null);
+    if (why && why.detail !== logged) s.log.warn({ store_error: why.detail }, 'not ready: the store is unavailable');
+    logged = why?.detail ?? null;
     // the store answers reads but cannot write (a full disk): verify calls are refused
     s.store.writes.watchSpace();
     const writes = s.store.writes.failing();
@@ -33,8 +41,8 @@ export function healthRoutes(router: Router, s: Services): void {
     return json(ready ? 200 : 503, {
       status: ready ? 'ready' : 'not_ready',
       store: !store ? 'unavailable' : writes ? 'writes_failing' : 'ok',
-      // PostgreSQL: which hosts were tried and why none serves (a failover under way)
-      ...(!store && s.store.unavailableReason?.() ? { store_error: s.store.unavailableReason()! } : {}),
+      // PostgreSQL: since when no host accepts writes (a failover under way), or the lease
+      ...(why ? { store_error: why.reason } : {}),
       ...(writes ? { store_writes: { since: new Date(writes.since).toISOString(), operation: writes.op, error: writes.message } } : {}),
       modules,
       // what an operator comparing nodes after an upgrade needs: the runtime and the HTTP build

@@ -108,10 +108,16 @@ export class PgBackend implements StoreBackend, FaultHooks {
   healthy() {
     return healthy(this.db);
   }
-  unavailableReason(): string | null {
+  unavailableReason(): { reason: string; detail: string } | null {
     const outage = this.db.hosts.outage;
-    if (outage) return `since ${new Date(outage.since).toISOString()}: ${outage.latest}`;
-    if (Date.now() >= this.db.leaseOkUntil) return `this node's lease was not renewed since ${new Date(this.db.leaseOkUntil - this.db.leaseMs).toISOString()}`;
+    if (outage) {
+      const since = new Date(outage.since).toISOString();
+      return { reason: `no writable database host since ${since}`, detail: `since ${since}: ${outage.latest}` };
+    }
+    if (Date.now() >= this.db.leaseOkUntil) {
+      const reason = `this node's lease was not renewed since ${new Date(this.db.leaseOkUntil - this.db.leaseMs).toISOString()}`;
+      return { reason, detail: reason };
+    }
     return null;
   }
 
