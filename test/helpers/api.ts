@@ -9,9 +9,12 @@
 // TypeScript or bundle start, two API worker threads, the inference pool).
 //
 // What differs from `npm start`, and why it does not matter to the rules tested here:
-// - one API worker, and no main thread relaying: inference goes straight to the engine, the
-//   model-set hand-off straight to its request queue, and /metrics aggregates this worker with
-//   the process-wide registries the way src/cluster/cluster.ts does. Tests whose subject is
+// - one API worker, and no main thread: inference takes the path an API worker's call takes
+//   (src/cluster/remote-inference.ts RemoteInference over a message channel to
+//   src/cluster/relay.ts relayInference and the engine, pixel buffers transferred, an engine's
+//   failure answered as inference_failed), the model-set hand-off goes straight to the
+//   engine's request queue, and /metrics aggregates this worker with the process-wide
+//   registries the way src/cluster/cluster.ts does. Tests whose subject is
 //   the process or the transport across workers (TLS, several workers balancing, connection
 //   caps across workers, slow clients, start-up, signals, worker death) stay server tests.
 // - the engine: `engine: 'real'` starts the service's own (src/cluster/engine-host.ts
@@ -27,6 +30,7 @@
 //   scrypt N it cannot apply.
 // - logs are kept in `logs` (the test process's stdout is its TAP stream).
 import { Writable } from 'node:stream';
+import { MessageChannel } from 'node:worker_threads';
 import path from 'node:path';
 import { runCli, tempDir, waitReady, type CliResult } from './server.ts';
 
@@ -104,6 +108,7 @@ export async function startApi(opts: ApiOptions = {}): Promise<ApiHandle> {
   const { geoDatabase } = await import('../../src/metering/index.ts');
   const { openConfiguredStore } = await import('../../src/store/index.ts');
   const { startEngine } = await import('../../src/cluster/engine-host.ts');
+  const { relayInference, RemoteInference } = await import('../../src/cluster/index.ts');
 
   const wantN = Number(env.TEST_PASSWORD_SCRYPT_N ?? NaN);
   if (Number.isInteger(wantN) && PARAMS.N !== wantN) {
@@ -135,8 +140,23 @@ export async function startApi(opts: ApiOptions = {}): Promise<ApiHandle> {
 
   const none = { readiness: () => [], infer: () => Promise.reject(new Error('startApi: no engine (engine: none)')), poolTimes: () => null, poolMetrics: () => [] as unknown[][] };
   const engine = opts.engine === 'real' ? startEngine(config, log, (id) => store.moduleEnabled(id)) : null;
-  const inference = engine ?? none;
-  const main = new MainMetrics(inference, describeUwsBuild());
+  const stats = engine ?? none;
+  const main = new MainMetrics(stats, describeUwsBuild());
+  // the thread hop of src/worker.ts and src/cluster/cluster.ts, both ends in this thread
+  const channel = new MessageChannel();
+  let inference: import('../../src/inference/index.ts').InferenceService = none;
+  if (engine) {
+    const remote = new RemoteInference(channel.port1, config.INFERENCE_TIMEOUT_SECONDS * 1000, () => api.metrics.lateInferenceResults.inc());
+    channel.port2.on('message', (m: import('../../src/cluster/index.ts').FromWorker) => {
+      relayInference(engine, channel.port2, m, (err) => log.error({ err: { message: err.message } }, 'inference failed'));
+    });
+    channel.port1.on('message', (m: import('../../src/cluster/index.ts').ToWorker) => {
+      if (m.type === 'infer-done') remote.settle(m.id, m.results, m.error, m.timing);
+    });
+    engine.onReadinessChange((modules) => remote.setReadiness(modules));
+    remote.setReadiness(engine.readiness());
+    inference = remote;
+  }
 
   const api = composeApiWorker({
     config,
@@ -149,7 +169,7 @@ export async function startApi(opts: ApiOptions = {}): Promise<ApiHandle> {
     geo: geoDatabase(),
     inference,
     // what src/cluster/cluster.ts gathers: the main thread's registries, each worker's, the pool's
-    collectMetrics: async () => aggregateMetrics([await main.snapshot(), await refunds.snapshot(), await api.metrics.snapshot(), ...(inference.poolMetrics() as Awaited<ReturnType<typeof main.snapshot>>[])]),
+    collectMetrics: async () => aggregateMetrics([await main.snapshot(), await refunds.snapshot(), await api.metrics.snapshot(), ...(stats.poolMetrics() as Awaited<ReturnType<typeof main.snapshot>>[])]),
     requestModelSet: (request) => {
       if (!engine) throw new Error('startApi: a model-set activation needs engine: real');
       engine.requestActivation(request);
@@ -184,6 +204,8 @@ export async function startApi(opts: ApiOptions = {}): Promise<ApiHandle> {
       api.handle.startDrain();
       uws.us_listen_socket_close(socket);
       closeApp(api.handle.app);
+      channel.port1.close();
+      channel.port2.close();
       await engine?.close().catch(() => {});
       await store.close();
       restoreEnv();

@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import type { Test } from 'tap';
 import { request, single, color, postVerify } from '../helpers/captures.ts';
-import type { ServerHandle } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { client, login } from '../auth/session-client.ts';
 
-// Every rule of issue 26 (device sessions) through the real server; run against LMDB
-// (lmdb.test.ts) and PostgreSQL (postgres.test.ts) with the same server settings (ENV).
+// Every rule of issue 26 (device sessions) over real HTTP through the service's app and engine
+// in process (test/helpers/api.ts; each file was one server start); run against LMDB
+// (lmdb.test.ts) and PostgreSQL (postgres.test.ts) with the same service settings (ENV).
 // Time moves with the test clock (CLOCK_FILE), never by waiting.
 
 export const ADMIN = { username: 'root', password: 'correct horse battery' };
@@ -18,7 +18,7 @@ export const ENV = {
 export const START = '2026-06-10T08:00:00.000Z';
 
 export interface Setup {
-  server: ServerHandle;
+  server: { baseUrl: string };
   clock: { now(): number; set(ms: number): void };
   /** whether the store holds `text` anywhere (the plaintext of a session token must not be) */
   storeHolds(text: string): Promise<boolean>;

@@ -1,15 +1,18 @@
 import t from 'tap';
 import { bgr80Single, rawColor, rawSequence, rawSingle } from '../inference/reference.ts';
 import { color, crop, frameInput, postVerify, request, sequence, single } from '../helpers/captures.ts';
-import { makeToken, startServer, waitReady } from '../helpers/server.ts';
+import { startApi } from '../helpers/api.ts';
+import { makeToken, waitReady } from '../helpers/server.ts';
 
 // Result records over real HTTP with the real pool, checked against scores computed directly
 // with onnxruntime-node (test/inference/reference.ts writes the preprocessing out by hand).
+// The service's app and its own engine (startEngine, the pool threads) in process
+// (test/helpers/api.ts; the file was four server starts, one per engine setting).
 const KEYS = ['capture_id', 'mode', 'status', 'alive', 'score', 'reason', 'final_window_frames', 'window_frame_indices', 'reset_events',
   'single_score', 'temporal_logit', 'color_logits', 'model_set', 'decision_policy', 'threshold', 'min_final_frames'];
 
 t.test('raw_v1 on WASM: every mode, scores equal onnxruntime-node within 1e-5', async (t) => {
-  const server = await startServer({ ready: true, env: { INFERENCE_BACKEND: 'wasm' } });
+  const server = await startApi({ engine: 'real', ready: true, env: { INFERENCE_BACKEND: 'wasm' } });
   t.teardown(() => server.stop());
   const ready = await (await fetch(`${server.baseUrl}/health/ready`)).json();
   t.equal(ready.modules.rgb_liveness.execution_provider, 'wasm');
@@ -66,7 +69,7 @@ t.test('raw_v1 on WASM: every mode, scores equal onnxruntime-node within 1e-5', 
 });
 
 t.test('the second model set deploys by manifest only and matches onnxruntime', async (t) => {
-  const server = await startServer({ ready: false, env: { MODEL_SET: 'bgr80_ensemble_v1', INFERENCE_BACKEND: 'wasm' } });
+  const server = await startApi({ engine: 'real', env: { MODEL_SET: 'bgr80_ensemble_v1', INFERENCE_BACKEND: 'wasm' } });
   t.teardown(() => server.stop());
   // color_liveness is not in that set: the service stays not ready until the operator disables it
   const { token } = await makeToken(server, ['rgb_liveness:100:day']);
@@ -83,7 +86,7 @@ t.test('the second model set deploys by manifest only and matches onnxruntime', 
 });
 
 t.test('the native backend serves the same scores', async (t) => {
-  const server = await startServer({ ready: true, env: { INFERENCE_BACKEND: 'native' } });
+  const server = await startApi({ engine: 'real', ready: true, env: { INFERENCE_BACKEND: 'native' } });
   t.teardown(() => server.stop());
   const ready = await (await fetch(`${server.baseUrl}/health/ready`)).json();
   t.equal(ready.modules.rgb_liveness.execution_provider, 'native');
@@ -94,7 +97,7 @@ t.test('the native backend serves the same scores', async (t) => {
 });
 
 t.test('/health/ready is 503 until warm, and verify answers module_unavailable meanwhile', async (t) => {
-  const server = await startServer({ env: { WARMUP_RUNS: '400', INFERENCE_THREADS: '1' } });
+  const server = await startApi({ engine: 'real', env: { WARMUP_RUNS: '400', INFERENCE_THREADS: '1' } });
   t.teardown(() => server.stop());
   const first = await fetch(`${server.baseUrl}/health/ready`);
   const body = await first.json();
