@@ -13,6 +13,7 @@ import { aggregateMetrics, MainMetrics, type Logger, type MetricsSnapshot, type 
 import { SOURCE_DIR, SOURCE_EXT, threadEntry } from '../source-ext.ts';
 import type { StoreBackend } from '../store/index.ts';
 import type { EngineHost } from './engine-host.ts';
+import { MetricsGathering } from './metrics-gathering.ts';
 import type { FromWorker, ToWorker, WorkerData } from './protocol.ts';
 import { relayInference } from './relay.ts';
 
@@ -27,8 +28,9 @@ export class Cluster {
   private port = 0;
   /** when recent workers were lost, for the crash-loop bound */
   private losses: number[] = [];
-  private collections = new Map<number, { want: Set<Worker>; got: Map<Worker, MetricsSnapshot>; reply: (text: string, type: string) => void }>();
-  private nextCollection = 1;
+  /** /metrics: one broadcast to the API workers shared by the scrapes made meanwhile, with a
+   * deadline (metrics-gathering.ts) */
+  private readonly gathering: MetricsGathering<Worker, { text: string; contentType: string }>;
   private readonly metrics: MainMetrics;
   // one verify slot table for the host, so that admission does not depend on which worker the
   // kernel handed a connection to
@@ -43,6 +45,15 @@ export class Cluster {
     this.admission = createAdmissionTable(config.VERIFY_SLOTS);
     this.balance = createBalanceTable(config.WORKERS);
     this.geo = geoDatabase();
+    this.gathering = new MetricsGathering({
+      workers: () => this.workers,
+      ask: (w, id) => w.postMessage({ type: 'metrics-snapshot', id } satisfies ToWorker),
+      finish: async (snapshots) => aggregateMetrics([...(await Promise.all([this.metrics.snapshot(), this.refunds.snapshot()])), ...snapshots, ...(this.engine.poolMetrics() as MetricsSnapshot[])]),
+      late: (late, stale) => this.log.warn(
+        { workers: late.map((w) => this.workers.indexOf(w)), stale: stale.map((w) => this.workers.indexOf(w)) },
+        'metrics: API workers did not answer in time; their last snapshot was used (none for a worker that never answered)',
+      ),
+    });
   }
 
   async start(port: number): Promise<void> {
@@ -104,7 +115,7 @@ export class Cluster {
   private replace(index: number, dead: Worker, code: number, listened: boolean, thread: number): void {
     if (this.workers[index] !== dead) return;
     const freed = releaseWorkerSlots(this.admission, index);
-    this.forgetInCollections(dead);
+    this.gathering.forget(dead);
     const now = Date.now();
     this.losses = [...this.losses.filter((t) => now - t < REPLACEMENT_WINDOW_MS), now];
     if (!listened || this.losses.length > MAX_REPLACEMENTS) {
@@ -148,25 +159,6 @@ export class Cluster {
     );
   }
 
-  /** A metrics collection waiting on a worker that is gone completes without it. */
-  private forgetInCollections(dead: Worker): void {
-    for (const [id, c] of this.collections) {
-      if (!c.want.delete(dead)) continue;
-      c.got.delete(dead);
-      this.completeCollection(id);
-    }
-  }
-
-  private completeCollection(id: number): void {
-    const c = this.collections.get(id);
-    if (!c || c.got.size < c.want.size) return;
-    this.collections.delete(id);
-    void Promise.all([this.metrics.snapshot(), this.refunds.snapshot()])
-      .then((own) => aggregateMetrics([...own, ...c.got.values(), ...(this.engine.poolMetrics() as MetricsSnapshot[])]))
-      .then(({ text, contentType }) => c.reply(text, contentType))
-      .catch((err: unknown) => this.log.error({ err }, 'metrics aggregation failed'));
-  }
-
   private broadcastReadiness(modules: ModuleReadiness[]): void {
     for (const w of this.workers) w.postMessage({ type: 'readiness', modules } satisfies ToWorker);
   }
@@ -175,25 +167,23 @@ export class Cluster {
     if (relayInference(this.engine, worker, m, (err) => this.log.error({ err: { message: err.message } }, 'inference failed'))) return;
     switch (m.type) {
       case 'metrics-request': {
-        const id = this.nextCollection++;
-        this.collections.set(id, {
-          want: new Set(this.workers),
-          got: new Map(),
-          reply: (text, contentType) => worker.postMessage({ type: 'metrics-text', id: m.id, text, contentType } satisfies ToWorker),
-        });
-        for (const w of this.workers) w.postMessage({ type: 'metrics-snapshot', id } satisfies ToWorker);
+        const reply = (text: string, contentType: string) => worker.postMessage({ type: 'metrics-text', id: m.id, text, contentType } satisfies ToWorker);
+        this.gathering.gather().then(
+          ({ text, contentType }) => reply(text, contentType),
+          (err: unknown) => {
+            this.log.error({ err }, 'metrics aggregation failed');
+            // answered all the same, so the scrape and the worker's wait for it end
+            reply('# metrics aggregation failed: see the service log\n', 'text/plain; version=0.0.4; charset=utf-8');
+          },
+        );
         break;
       }
       case 'activate-model-set':
         this.engine.requestActivation(m.request);
         break;
-      case 'metrics-snapshot': {
-        const c = this.collections.get(m.id);
-        if (!c || !c.want.has(worker)) break;
-        c.got.set(worker, m.snapshot);
-        this.completeCollection(m.id);
+      case 'metrics-snapshot':
+        this.gathering.answered(worker, m.id, m.snapshot);
         break;
-      }
       default:
         break;
     }
