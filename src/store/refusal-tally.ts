@@ -128,7 +128,22 @@ export class RefusalTally {
   }
 
   private writeRow(row: AuditRecord, again: boolean, lost: RowLost): void {
-    const written = this.write(row, again).catch((err: unknown) => lost(err, row));
+    let write: Promise<void>;
+    try {
+      write = this.write(row, again);
+    } catch (err) {
+      write = Promise.reject(err);
+    }
+    // Nobody awaits the write (a refusal's answer does not wait for it), so neither the write
+    // nor the caller's report of its loss may end as a rejection: one left unhandled stops
+    // the process. A report that throws has nowhere left to go.
+    const written = write.catch((err: unknown) => {
+      try {
+        lost(err, row);
+      } catch {
+        // the row is lost to the store and to its report alike
+      }
+    });
     this.inFlight.add(written);
     void written.finally(() => this.inFlight.delete(written));
   }

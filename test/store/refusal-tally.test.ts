@@ -101,3 +101,27 @@ t.test('close writes the counts of the current minute; later refusals get rows o
   await f.tally.close();
   t.same(f.lost.map((r) => [r.request_id, r.calls]), [['req_0', undefined], ['req_0', 4]], 'the first row and the count, each handed to lost whole');
 });
+
+t.test('a lost report that throws is caught: no rejection left unhandled, and the counting goes on', async (t) => {
+  const unhandled: unknown[] = [];
+  const onUnhandled = (reason: unknown) => void unhandled.push(reason);
+  process.on('unhandledRejection', onUnhandled);
+  t.teardown(() => void process.off('unhandledRejection', onUnhandled));
+  const h = harness();
+  h.failWrites();
+  let reports = 0;
+  const throwing = () => {
+    reports++;
+    throw new Error('the log is gone too');
+  };
+  for (let i = 0; i < 3; i++) h.tally.add(line(i), throwing);
+  h.at(T0 + MIN);
+  await t.resolves(h.tally.flush(), 'the flush waits for the writes and resolves');
+  await t.resolves(h.tally.close());
+  t.equal(reports, 2, 'the first row and the count were reported (and the report threw)');
+  // Node reports an unhandled rejection once the microtasks are done: one turn of the event
+  // loop later, it would be here
+  await new Promise<void>((resolve) => setImmediate(resolve));
+  t.same(unhandled, [], 'no unhandled rejection');
+  t.equal(h.tally.size, 0);
+});
