@@ -5,7 +5,7 @@ import type { ModuleId } from '../src/contract/index.ts';
 import type { CapturesTask, PoolClose, WorkerClosed, WorkerConfig, WorkerReply, WorkerReport, WorkerTask } from '../src/inference/protocol.ts';
 import { MODES, policyFor } from '../src/inference/modes/index.ts';
 import { ModuleRunner } from '../src/inference/runner.ts';
-import { collectAfterLargeTask } from '../src/inference/task-memory.ts';
+import { collectAfterLargeTask, ExternalGarbage } from '../src/inference/task-memory.ts';
 import { createRuntime, type Runtime } from '../src/inference/runtime.ts';
 import { threadMetrics } from '../src/observability/thread-metrics.ts';
 
@@ -148,14 +148,16 @@ async function init(): Promise<(task: WorkerTask) => Promise<WorkerReply>> {
     }
     return out;
   };
+  const externalGarbage = new ExternalGarbage();
   return async (task: WorkerTask): Promise<WorkerReply> => {
     if (task.op === 'ping') return [];
     if (released) throw new Error('inference worker is closing');
     try {
       return await native(() => handle(task));
     } finally {
-      // a large capture's pixels go back once answered, not at some later collection
-      collectAfterLargeTask(task);
+      // a large capture's pixels go back once answered, not at some later collection; the
+      // native buffers that runs leave, every few MiB (task-memory.ts)
+      if (!collectAfterLargeTask(task)) externalGarbage.afterTask();
     }
   };
 }
