@@ -156,12 +156,14 @@ export async function runLongSoak(opts: LongSoakOptions): Promise<ScenarioResult
     const memory: MemorySample[] = [];
     // the V8 heaps (all threads) from /metrics beside RssAnon: a heap that only fills with
     // garbage until its first major GC and a heap that keeps what it allocates look alike in RSS
-    const heaps: { at: number; used: number; total: number; external: number }[] = [];
+    // and the verify slots in use at that moment (the calls in flight, whose buffers RssAnon holds)
+    const heaps: { at: number; used: number; total: number; external: number; slotsInUse: number }[] = [];
     const sampleHeaps = async (at: number) => {
       try {
         const text = await (await fetch(`${server.baseUrl}/metrics`, { signal: AbortSignal.timeout(5_000) })).text();
         const sum = (name: string) => text.split('\n').filter((l) => l.startsWith(`${name}{`)).reduce((n, l) => n + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
-        heaps.push({ at, used: sum('nodejs_heap_size_used_bytes'), total: sum('nodejs_heap_size_total_bytes'), external: sum('nodejs_external_memory_bytes') });
+        const gauge = (name: string) => Number(/^(\S+) (\S+)$/m.exec(text.split('\n').filter((l) => l.startsWith(`${name} `) || l.startsWith(`${name}{`)).join('\n'))?.[2] ?? NaN);
+        heaps.push({ at, used: sum('nodejs_heap_size_used_bytes'), total: sum('nodejs_heap_size_total_bytes'), external: sum('nodejs_external_memory_bytes'), slotsInUse: gauge('lv_verify_slots_in_use') });
       } catch {
         // a busy host answering late: that sample is skipped
       }
@@ -294,6 +296,11 @@ export async function runLongSoak(opts: LongSoakOptions): Promise<ScenarioResult
     const anon = plateauOf(last.map((m) => m.at), last.map((m) => m.anon));
     const rss = plateauOf(last.map((m) => m.at), last.map((m) => m.rss));
     const file = plateauOf(last.map((m) => m.at), last.map((m) => m.file));
+    // for information beside the verdict (which stays on every 10-s sample): the one-minute
+    // medians of the window, which smooth out the calls in flight at the instant of a sample
+    const minuteMedians = Array.from({ length: Math.floor(plateauMs / 60_000) }, (_, i) => median(last.filter((m) => m.at > tEnd - (i + 1) * 60_000 && m.at <= tEnd - i * 60_000).map((m) => m.anon))).reverse();
+    const minuteMean = minuteMedians.reduce((a, b) => a + b, 0) / Math.max(minuteMedians.length, 1);
+    const minuteDeviation = minuteMedians.length ? Math.max(...minuteMedians.map((v) => Math.abs(v - minuteMean))) / minuteMean : 0;
     const fdsLast = median(last.map((m) => m.fds));
     const fdsBefore = before.length ? median(before.map((m) => m.fds)) : null;
     failures.check(last.length >= 10, `only ${last.length} memory samples in the last window`);
@@ -344,6 +351,8 @@ export async function runLongSoak(opts: LongSoakOptions): Promise<ScenarioResult
         plateau_anon_scatter_mib: Number((anon.scatter / 1048576).toFixed(2)),
         plateau_anon_within_5pct: anon.withinBand,
         plateau_anon_no_trend: anon.noTrend,
+        plateau_anon_minute_medians_mib: minuteMedians.map((v) => (v / 1048576).toFixed(1)).join(' '),
+        plateau_anon_minute_medians_max_deviation_pct: Number((minuteDeviation * 100).toFixed(2)),
         plateau_rss_max_deviation_pct: Number((rss.maxDeviation * 100).toFixed(2)),
         plateau_rss_slope_mib_per_hour: Number((rss.slopePerHour / 1048576).toFixed(2)),
         plateau_file_slope_mib_per_hour: Number((file.slopePerHour / 1048576).toFixed(2)),

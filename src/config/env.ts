@@ -59,7 +59,7 @@ export const ConfigSchema = Type.Object({
   MODEL_LOAD_TIMEOUT_SECONDS: Int(1, 86_400, 'a model set whose load, checks and warm-up have not finished by then is refused with that reason (at start its modules stay unready); the serving set stays'),
   INFERENCE_TIMEOUT_SECONDS: Int(1, 3600, 'a verify call with no inference result by then fails as inference_failed and is refunded'),
   START_TIMEOUT_SECONDS: Int(0, 86_400, 'a start that has not listened by then logs the step it waits for and exits 1 (the start-up watchdog); 0 waits for ever'),
-  GC_INITIAL_OLD_SPACE_MB: Int(0, 4096, "V8's initial old-generation size for every thread of the process (0: V8's default)"),
+  GC_INITIAL_OLD_SPACE_MB: Int(0, 4096, "V8's initial old-generation size for every worker thread (API workers, inference threads); 0, the default, keeps V8's own sizing. Larger means fewer full collections and up to that much garbage per thread kept resident (docs/capacity.md)"),
   METRICS_TOKEN: Type.Optional(Type.String({ minLength: 16, description: 'bearer token that opens /metrics beyond loopback' })),
   TLS_CERT_FILE: Type.Optional(Type.String({ minLength: 1, description: 'PEM certificate chain; with TLS_KEY_FILE the listener serves HTTPS' })),
   TLS_KEY_FILE: Type.Optional(Type.String({ minLength: 1, description: 'PEM private key for TLS_CERT_FILE' })),
@@ -186,7 +186,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     // model warm-up is not part of it (readiness reports that); a start from the sources
     // through tsx on a loaded 2-core host has taken over a minute to listen
     START_TIMEOUT_SECONDS: int('START_TIMEOUT_SECONDS', env.START_TIMEOUT_SECONDS, 300),
-    GC_INITIAL_OLD_SPACE_MB: int('GC_INITIAL_OLD_SPACE_MB', env.GC_INITIAL_OLD_SPACE_MB, 64),
+    // 0: V8 sizes each thread's old generation from what it keeps, so RssAnon levels off within
+    // minutes whatever WORKERS is (64 held up to 64 MiB of garbage per thread: at the default 16
+    // API workers of a 2-core host, about 1 GiB before any full collection; src/cluster/tune-gc.ts)
+    GC_INITIAL_OLD_SPACE_MB: int('GC_INITIAL_OLD_SPACE_MB', env.GC_INITIAL_OLD_SPACE_MB, 0),
     METRICS_TOKEN: opt(env.METRICS_TOKEN),
     TLS_CERT_FILE: opt(env.TLS_CERT_FILE) && path.resolve(cwd, env.TLS_CERT_FILE!),
     TLS_KEY_FILE: opt(env.TLS_KEY_FILE) && path.resolve(cwd, env.TLS_KEY_FILE!),

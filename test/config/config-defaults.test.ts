@@ -49,9 +49,9 @@ t.test('upload pacing and the concurrency caps default to device-friendly shares
   t.throws(() => loadConfig({ UPLOAD_RATE_WINDOW_SECONDS: '1' }, '/srv', 2), /UPLOAD_RATE_WINDOW_SECONDS/);
 });
 
-t.test('GC_INITIAL_OLD_SPACE_MB: 64 by default, 0 for V8\'s own default, nothing negative', async (t) => {
-  t.equal(loadConfig({}, '/srv', 2).GC_INITIAL_OLD_SPACE_MB, 64);
-  t.equal(loadConfig({ GC_INITIAL_OLD_SPACE_MB: '0' }, '/srv', 2).GC_INITIAL_OLD_SPACE_MB, 0);
+t.test('GC_INITIAL_OLD_SPACE_MB: 0 (V8\'s own sizing) by default, an operator\'s size kept, nothing negative', async (t) => {
+  t.equal(loadConfig({}, '/srv', 2).GC_INITIAL_OLD_SPACE_MB, 0);
+  t.equal(loadConfig({ GC_INITIAL_OLD_SPACE_MB: '64' }, '/srv', 2).GC_INITIAL_OLD_SPACE_MB, 64);
   t.throws(() => loadConfig({ GC_INITIAL_OLD_SPACE_MB: '-1' }, '/srv', 2), /GC_INITIAL_OLD_SPACE_MB/);
 });
 
