@@ -5,9 +5,11 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { ERRORS } from '../../src/errors/index.ts';
 import { ISSUE_TYPES } from '../../src/errors/issue-types.ts';
-import { ROOT, startServer, tempDir } from '../helpers/server.ts';
+import { startApi } from '../helpers/api.ts';
+import { ROOT, tempDir } from '../helpers/server.ts';
 
-// The document the running service serves, checked as an integrator would: Redocly's
+// The document the service serves (its app in process, test/helpers/api.ts; was one server
+// start), checked as an integrator would: Redocly's
 // recommended rules (redocly.yaml: examples must fit their schemas), a client generated with
 // openapi-typescript and a call through it type-checked.
 const run = promisify(execFile);
@@ -16,7 +18,7 @@ const run = promisify(execFile);
 t.setTimeout(480_000);
 const bin = (rel: string) => path.join(ROOT, 'node_modules', rel);
 
-const server = await startServer();
+const server = await startApi();
 t.teardown(() => server.stop());
 const work = tempDir('lv-openapi-');
 t.teardown(() => fs.rmSync(work, { recursive: true, force: true }));
