@@ -69,8 +69,10 @@ export type SettleOutcome =
   /** charged, the key completed with `body`, the results stored */
   | { kind: 'settled'; body: string }
   /** not this call's to settle any more (PostgreSQL: its node's lease lapsed, so another node
-   * may be refunding it): never charged, its units given back */
-  | { kind: 'refused'; cause: Error }
+   * may be refunding it): never charged, its units given back. `refunded`: by this call's own
+   * refund (its units count as refunded in this node's metrics); false: by another (the lease
+   * sweep of whichever node, which counts them), or owed (its refund failed: the sweep's). */
+  | { kind: 'refused'; cause: Error; refunded: boolean }
   /** the units stay reserved and the key pending until an operator resolves the reservation
    * (marked settlement_failed, with the answer that could not be saved) */
   | { kind: 'settlement_failed'; cause: unknown }

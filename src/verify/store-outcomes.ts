@@ -37,13 +37,22 @@ export function settledOrThrow(outcome: SettleOutcome): string {
       return outcome.body;
     case 'refused':
       // never charged and its units are back: to the client, inference did not complete
-      throw new ServiceError('inference_failed', undefined, {}, outcome.cause);
+      throw new SettlementRefusedError(outcome.refunded, outcome.cause);
     case 'settlement_failed':
       throw new ServiceError('settlement_failed', undefined, {}, outcome.cause);
     case 'not_recorded':
       throw new UnrecordedCallError(outcome.refund, outcome.cause);
     case 'outcome_unknown':
       throw new UnrecordedCallError(outcome.keyed ? 'settlement_pending' : 'settlement_unknown', outcome.cause);
+  }
+}
+
+/** 500 inference_failed for a settlement the store refused (store.SettleOutcome 'refused'):
+ * `refunded` says whether this call's refund gave its units back, so the metrics count them
+ * where the ledger's refund entry was written, once. */
+export class SettlementRefusedError extends ServiceError {
+  constructor(readonly refunded: boolean, cause: unknown) {
+    super('inference_failed', undefined, {}, cause);
   }
 }
 

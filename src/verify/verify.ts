@@ -5,7 +5,7 @@ import { countryOf, outcomeOfBody, outcomeOfResults, requestFingerprint } from '
 import { type ParsedMetadata } from '../packets/index.ts';
 import { MODULE_IDS, type ModuleId } from '../contract/index.ts';
 import { StoreUnavailableError, type AuditOutcome, type AuditRecord, type Reservation, type TokenRecord, type DeviceSession } from '../store/index.ts';
-import { UnrecordedCallError } from './store-outcomes.ts';
+import { SettlementRefusedError, UnrecordedCallError } from './store-outcomes.ts';
 import { earlyMetadata } from './early-metadata.ts';
 import { refusal, replayed, verdict, worthLogging } from './outcomes.ts';
 import type { ReceivedPart, VerifyAnswer, VerifyDeps, VerifyRequest, VerifyStep } from './ports.ts';
@@ -206,7 +206,9 @@ async function settle(req: VerifyRequest, caller: Caller, { reservation }: Reser
     (usage) => JSON.stringify({ request_id: req.requestId, module_id: caller.moduleId, charged_units: reservation.units, results, usage }),
     results,
   ).catch((err: unknown) => {
+    // the units held are back already: the metrics count them refunded, as the ledger does
     if (err instanceof UnrecordedCallError && err.outcome === 'refunded') refunded();
+    if (err instanceof SettlementRefusedError && err.refunded) refunded();
     throw err;
   });
   return verdict(body);

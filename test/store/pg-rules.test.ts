@@ -279,7 +279,7 @@ t.test('a settlement whose connection broke before it committed: refunded withou
     CREATE TRIGGER test_cut BEFORE UPDATE OF state ON reservations FOR EACH ROW WHEN (NEW.state = 'charged') EXECUTE FUNCTION test_cut()`,
   { onSettlementResolved: (r) => resolved.push(r) });
   const keyless = await reserve('req_cut_keyless', null);
-  t.equal((await store.settle(keyless, T0 + 1, () => '{"answer":1}', [])).kind, 'refused', 'answered as not charged');
+  t.match(await store.settle(keyless, T0 + 1, () => '{"answer":1}', []), { kind: 'refused', refunded: true }, 'answered as not charged, refunded by this call');
   t.equal((await store.getReservation(keyless.id))!.state, 'refunded', 'its units given back: the client\'s retry is a new call');
   const keyed = await reserve('req_cut_keyed', 'k-cut');
   t.match(await store.settle(keyed, T0 + 2, () => '{"answer":2}', []), { kind: 'settled', body: '{"answer":2}' }, 'with a key: settled now, the answer saved on it');
@@ -289,5 +289,21 @@ t.test('a settlement whose connection broke before it committed: refunded withou
     { reservation: keyed.id, outcome: 'charged', already: false },
   ]);
   t.equal(await used(), 1, 'one unit charged, the other refunded');
+  t.ok((await store.verifyLedger()).ok);
+});
+
+t.test('a refused settlement says whether its own refund gave the units back (the metrics count them where the ledger entry was written)', async (t) => {
+  const { url, store, reserve, used } = await storeWith(t, 'refused_refunds', 'SELECT 1');
+  // its node's lease lapsed: refused, and refunded by this call
+  const lapsed = await reserve('req_lapsed', null);
+  await withClient(url, (c) => c.query(`UPDATE nodes SET lease_until = now() - interval '1 second' WHERE id = $1`, [store.node]));
+  t.match(await store.settle(lapsed, T0 + 1, () => '{}', []), { kind: 'refused', refunded: true }, 'refunded here');
+  t.ok(await store.renew(), 'the lease renewed');
+  // already refunded by another (a sweep that got there first): refused, not refunded again
+  const swept = await reserve('req_swept', null);
+  await store.refund(swept.id, T0 + 2);
+  t.match(await store.settle(swept, T0 + 3, () => '{}', []), { kind: 'refused', refunded: false }, 'refunded elsewhere: not counted here');
+  t.same((await store.listLedger({})).items.filter((e) => e.kind === 'refund').length, 2, 'one refund entry each');
+  t.equal(await used(), 0);
   t.ok((await store.verifyLedger()).ok);
 });

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { ERRORS, ServiceError } from '../../src/errors/index.ts';
-import { admittedOrThrow, settledOrThrow, UnrecordedCallError } from '../../src/verify/store-outcomes.ts';
+import { admittedOrThrow, settledOrThrow, SettlementRefusedError, UnrecordedCallError } from '../../src/verify/store-outcomes.ts';
 
 // What a client hears for each outcome of the store's reserve and settle: the store says what
 // happened (test/store/contract.ts holds both stores to it), this mapping the answer.
@@ -37,8 +37,11 @@ t.test('reserve: admitted outcomes pass through, refusals become their catalogue
 t.test('settle: the body of a settled call, the catalogue error of one that was not', async (t) => {
   t.equal(settledOrThrow({ kind: 'settled', body: '{"ok":1}' }), '{"ok":1}');
   const cause = new Error('lease lapsed');
-  const refused = thrown(() => settledOrThrow({ kind: 'refused', cause }));
-  t.same([refused.code, refused.status, refused.headers, refused.cause], ['inference_failed', 500, {}, cause], 'a refused settlement: inference failed, units back');
+  for (const refunded of [true, false]) {
+    const refused = thrown(() => settledOrThrow({ kind: 'refused', cause, refunded }));
+    t.same([refused.code, refused.status, refused.headers, refused.cause], ['inference_failed', 500, {}, cause], 'a refused settlement: inference failed, units back');
+    t.equal((refused as SettlementRefusedError).refunded, refunded, 'saying whether this call\'s refund gave them back (the metrics count them)');
+  }
   const failed = thrown(() => settledOrThrow({ kind: 'settlement_failed', cause }));
   t.same([failed.code, failed.status, failed.message, failed.cause], ['settlement_failed', 500, ERRORS.settlement_failed.message, cause]);
   for (const refund of ['refunded', 'refund_deferred'] as const) {

@@ -132,9 +132,9 @@ export async function settle(db: Pg, reservation: Reservation, at: number, rende
       if (out.ok) return { kind: 'settled', body: out.body! };
       // Refused: this node's lease lapsed (another node may be refunding it) or the
       // reservation is no longer pending. Never charged, and its units are back (refund is
-      // idempotent).
-      await refund(db, reservation.id, at).catch(() => {});
-      return { kind: 'refused', cause: new Error(`settlement refused: reservation ${reservation.id} is ${out.state ?? 'missing'} or its node lease lapsed`) };
+      // idempotent): by this refund, or by the sweep that got there first.
+      const refunded = await refundHere(db, reservation.id, at).catch(() => false);
+      return { kind: 'refused', refunded, cause: new Error(`settlement refused: reservation ${reservation.id} is ${out.state ?? 'missing'} or its node lease lapsed`) };
     } catch (err) {
       cause = err;
     }
@@ -183,7 +183,7 @@ export function settleArgs(r: Pick<Reservation, 'id' | 'token_id' | 'module_id'>
 async function settleUnknown(db: Pg, reservation: Reservation, job: Extract<Repair, { kind: 'settle' }>, render: (usage: UsageRecord[]) => string, cause: StoreUnavailableError): Promise<SettleOutcome> {
   try {
     const r = await resolveSettlement(db, reservation.id, job);
-    if (!r.charged) return { kind: 'refused', cause: new Error(`settlement of ${reservation.id} was cut off before it committed (or its node lease lapsed meanwhile): refunded`, { cause }) };
+    if (!r.charged) return { kind: 'refused', refunded: r.refundedHere, cause: new Error(`settlement of ${reservation.id} was cut off before it committed (or its node lease lapsed meanwhile): refunded`, { cause }) };
     if (r.body !== null) return { kind: 'settled', body: r.body };
     // charged, without a key to hold the answer: this call's answer with the usage as of now
     const w = windowsOf(job.at);
@@ -202,7 +202,7 @@ async function settleUnknown(db: Pg, reservation: Reservation, job: Extract<Repa
  * retry replays) or found settled already (its saved answer read back); without a key the
  * client's retry is a new call, so one that did not commit is refunded rather than charged. A
  * reservation whose node lease lapsed meanwhile is refunded (a sweep may have done it). */
-export async function resolveSettlement(db: Pg, id: string, job: Extract<Repair, { kind: 'settle' }>): Promise<{ charged: true; body: string | null } | { charged: false }> {
+export async function resolveSettlement(db: Pg, id: string, job: Extract<Repair, { kind: 'settle' }>): Promise<{ charged: true; body: string | null } | { charged: false; refundedHere: boolean }> {
   if (job.keyed) {
     const out = (await db.q(SETTLE_SQL, job.args, 'lv_settle')).rows[0]!.r as { ok: boolean; body?: string; state?: string };
     if (out.ok) {
@@ -218,13 +218,14 @@ export async function resolveSettlement(db: Pg, id: string, job: Extract<Repair,
   // lv_refund changes only a pending reservation, under its row lock: a settlement that was
   // still committing when the connection broke is waited for, and the row it returns says
   // whether the call ended charged (a state read first could be stale by the refund)
-  const row = (await db.q(REFUND_SQL, refundArgs(id, job.at))).rows[0];
+  const args = refundArgs(id, job.at);
+  const row = (await db.q(REFUND_SQL, args)).rows[0];
   if (row?.state === 'charged') {
     db.onSettlementResolved?.({ reservation: id, outcome: 'charged', already: true });
     return { charged: true, body: null };
   }
   db.onSettlementResolved?.({ reservation: id, outcome: 'refunded', already: false });
-  return { charged: false };
+  return { charged: false, refundedHere: await wroteRefund(db, args).catch(() => false) };
 }
 
 /** lv_refund's statement: every refund of one reservation, on whichever path, sends it with
@@ -236,10 +237,24 @@ export function refundArgs(id: string, at: number): unknown[] {
   return [id, at, isoOf(at), `led_${randomBytes(9).toString('base64url')}`];
 }
 
-export async function refund(db: Pg, reservationId: string, at: number) {
+/** Whether the lv_refund call made with `args` wrote the refund: its ledger entry is there
+ * (lv_refund answers a reservation refunded before, by the sweep of another node, as it
+ * answers one it refunds, and that node counts the units in its metrics). */
+async function wroteRefund(db: Pg, args: unknown[]): Promise<boolean> {
+  return (await db.q('SELECT 1 FROM ledger WHERE id = $1', [args[3]])).rowCount === 1;
+}
+
+/** refund(), answering whether this call gave the units back (see wroteRefund) */
+async function refundHere(db: Pg, reservationId: string, at: number): Promise<boolean> {
+  const args = refundArgs(reservationId, at);
+  await refund(db, reservationId, at, args);
+  return wroteRefund(db, args);
+}
+
+export async function refund(db: Pg, reservationId: string, at: number, args = refundArgs(reservationId, at)) {
   let rows: Row[];
   try {
-    rows = (await db.q(REFUND_SQL, refundArgs(reservationId, at))).rows;
+    rows = (await db.q(REFUND_SQL, args)).rows;
   } catch (err) {
     // the units are owed back: refunded once the database answers again
     if (err instanceof StoreUnavailableError) db.repairs.set(reservationId, { kind: 'refund', at });
