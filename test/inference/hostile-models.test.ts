@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { postVerify, request, single } from '../helpers/captures.ts';
 import { startApi } from '../helpers/api.ts';
-import { makeToken, runCli, startServer, tempDir } from '../helpers/server.ts';
+import { makeToken, runCli, tempDir } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { endlessGraph, externalDataGraph, writeSet } from './hostile-graphs.ts';
 import { brightnessSet } from './test-graphs.ts';
@@ -47,7 +47,9 @@ t.test('external data and Loop: refused by models check, by import, and by the s
   }
 
   t.equal((await runCli(dataDir, ['module', 'disable', 'color_liveness'], '', env)).code, 0);
-  const server = await startServer({ dataDir, env, ready: true });
+  // the service's API in process with its real engine, which hears the CLI's activation
+  // requests as a server's main thread does (test/helpers/api.ts; issue 43: a started server before)
+  const server = await startApi({ dataDir, engine: 'real', env, ready: true });
   t.teardown(() => server.stop());
   const { token } = await makeToken(server, ['rgb_liveness:100:day']);
   for (const [set, why] of [['leak_v1', EXTERNAL], ['loop_v1', LOOP]] as const) {

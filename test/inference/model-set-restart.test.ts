@@ -31,9 +31,9 @@ t.test('an activation is served again after a restart; a changed MODEL_SET wins'
   // A restart on the same configuration serves the activated set and says why: that choice is
   // startupModelSet's (src/inference/model-set-requests.ts), which the engine runs first at
   // every start and whose note it logs as a warning (src/cluster/engine-host.ts); read here on
-  // the stopped server's DATA_DIR, as the next start would (issue 43: this was a second start;
-  // a restart serving an activated set through a real process is
-  // test/inference/readme-deploy-path.test.ts's).
+  // the stopped server's DATA_DIR, as the next start would (issue 43: this was a second start).
+  // The start below runs the same function in a real process, on the same active.json; a real
+  // server started again onto an activated set is test/inference/readme-deploy-path.test.ts's.
   const restart = startupModelSet(dataDir, root, env.MODEL_SET);
   t.equal(restart.model_set, 'raw_v1', 'the restart serves the activated set');
   t.match(restart.note, /^serving model set raw_v1, activated at .* over MODEL_SET=bgr80_ensemble_v1/, 'and says why');

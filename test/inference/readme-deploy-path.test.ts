@@ -2,6 +2,7 @@ import { cpSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { color, crop, postVerify, request, single } from '../helpers/captures.ts';
+import { startApi } from '../helpers/api.ts';
 import { makeToken, startServer, tempDir } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { brightnessGraph } from './test-graphs.ts';
@@ -11,6 +12,9 @@ import { brightnessGraph } from './test-graphs.ts';
 // no restart to get through. Before, the activation was refused ("color_liveness would become
 // unready") and the documented remedy, disabling the module, changed nothing: the switch
 // counted ready modules whether enabled or not.
+// The walk runs over real HTTP against the service's API in process with its real engine
+// (test/helpers/api.ts), the restart it ends with is a real server started on that DATA_DIR
+// (issue 43: these were three started servers, now one).
 
 const root = tempDir('readme-deploy-');
 const modelsDir = join(root, 'models');
@@ -42,7 +46,7 @@ const ready = async (baseUrl: string) => {
 };
 
 t.test('import, activate, verify, restart: the README path from the default configuration', async (t) => {
-  const server = await startServer({ dataDir, env, ready: true });
+  const server = await startApi({ dataDir, engine: 'real', env, ready: true });
   t.teardown(() => server.stop());
   const health = await ready(server.baseUrl);
   t.match(health.body.modules, { rgb_liveness: { enabled: true, ready: true, model_set: 'raw_v1' }, color_liveness: { enabled: true, ready: true, model_set: 'raw_v1' } }, 'the default: raw_v1, both modules enabled and served');
