@@ -4,7 +4,8 @@
 import t from 'tap';
 import { loadConfig } from '../../src/config/index.ts';
 import { request, single, postVerify } from '../helpers/captures.ts';
-import { makeToken, startServer, tempDir } from '../helpers/server.ts';
+import { startApi } from '../helpers/api.ts';
+import { makeToken, tempDir } from '../helpers/server.ts';
 import { LmdbBackend } from '../../src/store/lmdb/index.ts';
 import type { AuditRecord } from '../../src/store/records.ts';
 import { reserveInput, T0, tokenRecord } from './contract.ts';
@@ -16,8 +17,12 @@ t.test('LMDB_COMMITS is sync by default, batched on request, nothing else', asyn
   t.throws(() => loadConfig({ LMDB_COMMITS: 'async' }, '/srv', 2), /LMDB_COMMITS/);
 });
 
+// Over real HTTP to the service's API in process, its real engine and its LMDB store opened with
+// batched commits as a start opens it (test/helpers/api.ts; issue 43: this was a started
+// server; batched commits in a real process, under a full disk too, are
+// test/metering/full-disk.test.ts's).
 t.test('a server with batched commits charges once, replays, and refuses past the quota', async (t) => {
-  const server = await startServer({ ready: true, env: { LMDB_COMMITS: 'batched', WORKERS: '2' } });
+  const server = await startApi({ engine: 'real', ready: true, env: { LMDB_COMMITS: 'batched' } });
   t.teardown(() => server.stop());
   const tok = await makeToken(server, ['rgb_liveness:2:day']);
   const body = request([single({ encoding: 'rgb8' })]);
