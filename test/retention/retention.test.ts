@@ -3,6 +3,7 @@ import path from 'node:path';
 import t from 'tap';
 import { postVerify, request, single } from '../helpers/captures.ts';
 import { lmdbOpen } from '../helpers/lmdb.ts';
+import { startApi } from '../helpers/api.ts';
 import { bearer, makeToken, runCli, startServer, tempDir, type ServerHandle } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { ledgerVerify } from '../helpers/store.ts';
@@ -19,21 +20,26 @@ const clock = path.join(dir, 'clock');
 const setClock = (ms: number) => fs.writeFileSync(clock, new Date(ms).toISOString());
 const env = { CLOCK_FILE: clock, TEST_INFERENCE_FAIL_PREFIX: 'fail-' };
 
-function counts() {
-  const db = lmdbOpen(dataDir);
+type Databases = ReturnType<typeof lmdbOpen>;
+
+/** the store's records by kind, read from `db` (the in-process service's own handle), or from
+ * the store opened here for the read when no service in this process holds it */
+function counts(db?: Databases) {
+  const own = db ?? lmdbOpen(dataDir);
   try {
+    for (const d of [own.audit, own.results, own.ledger]) (d as any).resetReadTxn?.();
     return {
-      audit: db.audit.getKeysCount(),
-      results: db.results.getKeysCount(),
-      ledger: db.ledger.getKeysCount(),
+      audit: own.audit.getKeysCount(),
+      results: own.results.getKeysCount(),
+      ledger: own.ledger.getKeysCount(),
       archiveDays: fs.existsSync(path.join(dataDir, 'archive')) ? fs.readdirSync(path.join(dataDir, 'archive')).length : 0,
     };
   } finally {
-    void db.close();
+    if (!db) void own.close();
   }
 }
 
-async function neverUsed(s: ServerHandle, token: string): Promise<number> {
+async function neverUsed(s: { baseUrl: string }, token: string): Promise<number> {
   const me = await (await fetch(`${s.baseUrl}/v1/me`, { headers: bearer(token) })).json();
   return me.usage.find((u: any) => u.module_id === 'rgb_liveness').used;
 }
@@ -44,27 +50,31 @@ async function waitLog(s: ServerHandle, pred: (l: any) => boolean, ms = 30_000):
 
 t.test('each kind is pruned after its own period; the ledger verifies and usage stays', async (t) => {
   setClock(T0);
-  let s = await startServer({ dataDir, env, ready: true });
-  t.teardown(() => s.stop());
-  const { token } = await makeToken(s, ['rgb_liveness:100:never'], ['--demo']);
-  for (const id of ['r-1', 'r-2', 'fail-1']) await postVerify(s.baseUrl, token, 'rgb_liveness', request([single({ id })]));
-  t.equal(await neverUsed(s, token), 2, 'two charged, the failed one refunded');
+  // the calls and the CLI's passes against the service's API in process (test/helpers/api.ts:
+  // the real app, engine, demo archive and LMDB store, CLOCK_FILE its clock; issue 43: this was
+  // a first started server); the service's own pruner at start below is a real server's
+  const api = await startApi({ dataDir, engine: 'real', env, ready: true });
+  t.teardown(() => api.stop());
+  const apiDb = api.lmdb!.db as unknown as Databases;
+  const { token } = await makeToken(api, ['rgb_liveness:100:never'], ['--demo']);
+  for (const id of ['r-1', 'r-2', 'fail-1']) await postVerify(api.baseUrl, token, 'rgb_liveness', request([single({ id })]));
+  t.equal(await neverUsed(api, token), 2, 'two charged, the failed one refunded');
   // the audit line is written after the answer: wait for all three, bounded
-  await waitFor(() => counts().audit >= 3, { timeoutMs: 10_000, what: 'three audit rows' }).catch(() => undefined);
-  t.same(counts(), { audit: 3, results: 2, ledger: 4, archiveDays: 1 }, 'three audit rows, two results, charge+charge+charge+refund, one archive day');
+  await waitFor(() => counts(apiDb).audit >= 3, { timeoutMs: 10_000, what: 'three audit rows' }).catch(() => undefined);
+  t.same(counts(apiDb), { audit: 3, results: 2, ledger: 4, archiveDays: 1 }, 'three audit rows, two results, charge+charge+charge+refund, one archive day');
 
   // defaults: archive 30 days, results 90, audit and ledger 400
   setClock(T0 + 30 * DAY);
-  let r = await s.cli(['retention', 'prune']);
+  let r = await api.cli(['retention', 'prune']);
   t.equal(r.code, 0, r.stderr);
   t.match(r.json, { audit: 0, results: 0, ledger: 0, archive: 0 }, 'the archive day is not 30 whole days old yet');
   setClock(T0 + 31 * DAY);
-  r = await s.cli(['retention', 'prune']);
+  r = await api.cli(['retention', 'prune']);
   t.match(r.json, { audit: 0, results: 0, ledger: 0, archive: 3 }, 'the face images go after 30 days');
-  t.equal(counts().archiveDays, 0);
+  t.equal(counts(apiDb).archiveDays, 0);
 
   setClock(T0 + 91 * DAY);
-  r = await s.cli(['retention', 'prune']);
+  r = await api.cli(['retention', 'prune']);
   t.match(r.json, { audit: 0, results: 2, ledger: 0, archive: 0 });
 
   // a kind set to 0 is kept for ever
@@ -72,11 +82,12 @@ t.test('each kind is pruned after its own period; the ledger verifies and usage 
   const keepAll = await runCli(dataDir, ['retention', 'prune'], '', { ...env, RETENTION_AUDIT_DAYS: '0', RETENTION_LEDGER_DAYS: '0' });
   t.same(keepAll.json.audit, null);
   t.same(keepAll.json.ledger, null);
-  t.equal(counts().audit, 3);
-  await s.stop();
+  t.equal(counts(apiDb).audit, 3);
+  await api.stop();
 
   // the service's own pruner: at start (then hourly), with the default periods
-  s = await startServer({ dataDir, env, ready: true });
+  const s = await startServer({ dataDir, env, ready: true });
+  t.teardown(() => s.stop());
   const line = await waitLog(s, (l) => l.msg === 'retention: pruned');
   t.match(line?.pruned, { audit: 3, ledger: 4 }, 'the service pruned audit and ledger past 400 days');
   t.same(counts(), { audit: 0, results: 0, ledger: 0, archiveDays: 0 });
