@@ -49,6 +49,7 @@ const legacy = (id: string, name: string): TokenRecord => ({
   await old.close();
 }
 
+// the service's app in process on its real store (no models): test/helpers/api.ts (was one server start)
 const server = await startApi({ dataDir, env: { CLOCK_FILE: clock, ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'correct horse battery' } });
 const store = server.lmdb!;
 const backend = new LmdbBackend(store);

@@ -1,6 +1,7 @@
 import t from 'tap';
 import { openStore } from '../../src/store/lmdb/open.ts';
-import { startServer, tempDir } from '../helpers/server.ts';
+import { startApi } from '../helpers/api.ts';
+import { tempDir } from '../helpers/server.ts';
 import { seedConsole, seedTokenName, seedUserName } from './seed.ts';
 import { chromiumMissing, consoleLogin, launchChromium, watchedPage } from '../helpers/browser.ts';
 
@@ -15,7 +16,8 @@ if (missing) {
   const store = openStore(dataDir);
   const seeded = await seedConsole(store, { tokens: 5000, audit: 50_000, ledger: 50_000, users: 300, now: Date.now(), days: 30 });
   await store.close();
-  const server = await startServer({ dataDir, env: { ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'correct horse battery' } });
+  // the service's app (and engine) in process on its real store: test/helpers/api.ts (was one server start)
+  const server = await startApi({ engine: 'real', dataDir, env: { ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'correct horse battery' } });
   const browser = await launchChromium();
   t.teardown(async () => {
     await browser.close();

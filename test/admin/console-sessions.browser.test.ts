@@ -1,7 +1,8 @@
 import fs from 'node:fs';
 import t from 'tap';
 import { postVerify, request, single } from '../helpers/captures.ts';
-import { bearer, startServer } from '../helpers/server.ts';
+import { startApi } from '../helpers/api.ts';
+import { bearer } from '../helpers/server.ts';
 import { chromiumMissing, consoleLogin, launchChromium, watchedPage } from '../helpers/browser.ts';
 import { client, login } from '../auth/session-client.ts';
 import { waitFor } from '../helpers/wait.ts';
@@ -16,7 +17,8 @@ const missing = chromiumMissing('console sessions browser test');
 if (missing) {
   t.plan(0, missing);
 } else {
-  const server = await startServer({ env: { ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'correct horse battery', MODEL_SET: 'bgr80_ensemble_v1' } });
+  // the service's app (and engine) in process on its real store: test/helpers/api.ts (was one server start)
+  const server = await startApi({ engine: 'real', env: { ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'correct horse battery', MODEL_SET: 'bgr80_ensemble_v1' } });
   const browser = await launchChromium();
   t.teardown(async () => {
     await browser.close();

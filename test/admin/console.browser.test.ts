@@ -2,7 +2,8 @@ import fs from 'node:fs';
 import t from 'tap';
 import { createLocalJWKSet, flattenedVerify, type JSONWebKeySet } from 'jose';
 import { postVerify, request, single } from '../helpers/captures.ts';
-import { bearer, startServer } from '../helpers/server.ts';
+import { startApi } from '../helpers/api.ts';
+import { bearer } from '../helpers/server.ts';
 import { chromiumMissing, launchChromium, watchedPage } from '../helpers/browser.ts';
 
 // End to end through the console in headless Debian Chromium: log in, create a token, read
@@ -12,7 +13,8 @@ if (missing) {
   // plan(0, reason) reports the whole file as skipped, with the reason in the summary
   t.plan(0, missing);
 } else {
-  const server = await startServer({ ready: true, env: { ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'correct horse battery' } });
+  // the service's app (and engine) in process on its real store: test/helpers/api.ts (was one server start)
+  const server = await startApi({ engine: 'real', ready: true, env: { ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'correct horse battery' } });
   const browser = await launchChromium();
   t.teardown(async () => {
     await browser.close();

@@ -16,6 +16,7 @@ const setClock = clock.set;
 const ROOT_PASSWORD = 'correct horse battery';
 // scrypt at the test-only N=2^10: these tests count password checks, not hash cost (N=2^17
 // is tested in test/auth/login-concurrency.test.ts)
+// the service's app in process on its real store (no models): test/helpers/api.ts (was one server start)
 const server = await startApi({ dataDir: path.join(dir, 'data'), env: { CLOCK_FILE: clock.file, ADMIN_USERNAME: 'root', ADMIN_PASSWORD: ROOT_PASSWORD, TEST_PASSWORD_SCRYPT_N: '1024' } });
 t.teardown(() => server.stop());
 const base = server.baseUrl;

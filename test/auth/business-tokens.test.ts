@@ -9,6 +9,7 @@ import { bearer, makeToken, tempDir } from '../helpers/server.ts';
 const dir = tempDir();
 const clock = path.join(dir, 'clock');
 fs.writeFileSync(clock, '2026-03-31T23:59:58.000Z');
+// the service's app in process on its real store (no models): test/helpers/api.ts (was one server start)
 const server = await startApi({ dataDir: path.join(dir, 'data'), env: { CLOCK_FILE: clock } });
 t.teardown(() => server.stop());
 

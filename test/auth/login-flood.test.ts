@@ -15,6 +15,7 @@ const ADMIN = { username: 'root', password: 'correct horse battery' };
 // One API worker, so one hash gate takes the whole flood. scrypt at N=2^14 (test-only knob):
 // slow enough that the flood's hashes queue up (the arrival of attempts outruns the hashes),
 // cheap enough for a shared machine.
+// the service's app in process on its real store (no models): test/helpers/api.ts (was one server start)
 const server = await startApi({
   dataDir: path.join(dir, 'data'),
   env: { CLOCK_FILE: clock.file, ADMIN_USERNAME: ADMIN.username, ADMIN_PASSWORD: ADMIN.password, TRUSTED_PROXIES: '127.0.0.1', WORKERS: '1', TEST_PASSWORD_SCRYPT_N: String(2 ** 14) },

@@ -4,7 +4,8 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { eyeCrop320 } from '../../client/src/index.ts';
 import { encodePng } from '../../src/images/png-encode.ts';
-import { ROOT, makeToken, startServer } from '../helpers/server.ts';
+import { startApi } from '../helpers/api.ts';
+import { ROOT, makeToken } from '../helpers/server.ts';
 import { chromiumMissing, launchChromium } from '../helpers/browser.ts';
 
 // The client package in headless Chromium, from a page on another origin than the service:
@@ -22,7 +23,8 @@ if (missing) {
   };
   const example = await startExampleServer();
   t.teardown(() => example.close());
-  const server = await startServer({ ready: true, env: { CORS_ORIGINS: example.url } });
+  // the service's app (and engine) in process on its real store: test/helpers/api.ts (was one server start)
+  const server = await startApi({ engine: 'real', ready: true, env: { CORS_ORIGINS: example.url } });
   t.teardown(() => server.stop());
   const browser = await launchChromium();
   t.teardown(() => browser.close());

@@ -1,5 +1,6 @@
 import t from 'tap';
-import { bearer, makeToken, startServer } from '../helpers/server.ts';
+import { startApi } from '../helpers/api.ts';
+import { bearer, makeToken } from '../helpers/server.ts';
 import { chromiumMissing, consoleLogin, launchChromium, watchedPage } from '../helpers/browser.ts';
 
 // The console's token page lists the token's active device sessions (issue 26), in headless
@@ -8,7 +9,8 @@ const missing = chromiumMissing('console browser test');
 if (missing) {
   t.plan(0, missing);
 } else {
-  const server = await startServer({ ready: true, env: { ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'correct horse battery' } });
+  // the service's app (and engine) in process on its real store: test/helpers/api.ts (was one server start)
+  const server = await startApi({ engine: 'real', ready: true, env: { ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'correct horse battery' } });
   const browser = await launchChromium();
   t.teardown(async () => {
     await browser.close();
