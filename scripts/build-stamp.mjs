@@ -50,6 +50,8 @@ export const BUNDLES = [
   { entry: 'src/cli/bin.ts', bundle: 'cli.bundle.mjs' },
   { entry: 'workers/inference.ts', bundle: 'inference.bundle.mjs' },
   { entry: 'workers/backend-probe.ts', bundle: 'backend-probe.bundle.mjs' },
+  // the LMDB metering writer, one thread per service process (src/store/lmdb/writer.ts)
+  { entry: 'src/store/lmdb/writer-thread.ts', bundle: 'lmdb-writer.bundle.mjs' },
   // loaded by an API worker only when tracing is on (src/observability/tracing.ts)
   { entry: 'src/observability/tracing-sdk.ts', bundle: 'tracing.bundle.mjs' },
 ];

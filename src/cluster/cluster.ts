@@ -11,7 +11,7 @@ import { DRAIN_TIMEOUT_MS } from '../lifecycle.ts';
 import { geoDatabase } from '../metering/index.ts';
 import { aggregateMetrics, MainMetrics, type Logger, type MetricsSnapshot, type RefundMetrics } from '../observability/index.ts';
 import { SOURCE_DIR, SOURCE_EXT, threadEntry } from '../source-ext.ts';
-import type { StoreBackend } from '../store/index.ts';
+import { storeWriterChannel, type StoreBackend } from '../store/index.ts';
 import type { EngineHost } from './engine-host.ts';
 import { MetricsGathering } from './metrics-gathering.ts';
 import type { FromWorker, ToWorker, WorkerData } from './protocol.ts';
@@ -72,7 +72,10 @@ export class Cluster {
     // Compiled, the API worker runs as one bundled module (scripts/bundle.mjs: about 12 MB
     // less heap per worker than ~150 separate modules).
     const entry = threadEntry('worker.bundle.mjs', 'worker.ts');
-    const data: WorkerData = { config: this.config, port, index, admission: this.admission, balance: this.balance, geo: this.geo, entry: entry.href };
+    // LMDB: the worker's channel to the process's one metering writer, which commits every
+    // worker's reservations and settlements together (src/store/lmdb/writer.ts)
+    const lmdbWriter = storeWriterChannel(this.store);
+    const data: WorkerData = { config: this.config, port, index, admission: this.admission, balance: this.balance, geo: this.geo, entry: entry.href, ...(lmdbWriter ? { lmdbWriter } : {}) };
     // Compiled JavaScript starts the thread directly; under tsx the thread must register the
     // loader first (src/thread-entry.mjs, found from src/ as the entries are).
     // An API worker's allocations are small and short-lived (body bytes live outside the JS
@@ -81,6 +84,7 @@ export class Cluster {
     // V8's default, 2 MiB against 4 MB), which counts when WORKERS is sized for slow uploads.
     const worker = new Worker(SOURCE_EXT === '.js' ? entry : new URL('thread-entry.mjs', SOURCE_DIR), {
       workerData: data,
+      transferList: lmdbWriter ? [lmdbWriter.port] : [],
       resourceLimits: { maxYoungGenerationSizeMb: 2 },
     });
     this.workers[index] = worker;

@@ -1,6 +1,7 @@
 // What the main thread and the API workers (src/worker.ts) say to each other: the one
 // protocol of that boundary. The main thread starts each API worker with WorkerData, and they
 // exchange ToWorker and FromWorker messages; everything here is structured-clone friendly.
+import type { MessagePort } from 'node:worker_threads';
 import type { Config } from '../config/index.ts';
 import type { ActivationRequest, InferenceJob, InferenceTiming, ModuleReadiness, ResultRecord } from '../inference/index.ts';
 import type { MetricsSnapshot } from '../observability/index.ts';
@@ -17,6 +18,9 @@ export interface WorkerData {
   geo: SharedArrayBuffer | null;
   /** module the thread entry loads (see src/thread-entry.mjs) */
   entry: string;
+  /** LMDB: the channel to the process's metering writer, read by the worker's store
+   * (src/store/lmdb/writer.ts writerClientFor) */
+  lmdbWriter?: { port: MessagePort; storeDir: string };
 }
 
 /** main -> API worker */

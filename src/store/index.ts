@@ -14,7 +14,7 @@ export { newId } from './ids.ts';
 export { RefusalTally, REFUSAL_TALLY_BUCKET_MS, REFUSAL_TALLY_MAX_KEYS, MANY_CLIENTS, type RowLost } from './refusal-tally.ts';
 // The store a process of the service opens from its configuration (LMDB or PostgreSQL), as
 // the server, its workers and the CLI do; tests open it the same way to make tokens in-process.
-export { openConfiguredStore } from './select.ts';
+export { openConfiguredStore, storeWriterChannel } from './select.ts';
 
 export { MAX_SESSION_CAPTURES, MAX_SESSION_TTL_SECONDS, deviceSessionState, deviceSessionUsable } from './device-sessions.ts';
 export type { DeviceSession, DeviceSessionState } from './device-sessions.ts';

@@ -1,6 +1,7 @@
+import type { MessagePort } from 'node:worker_threads';
 import type { StoreBackend } from './backend.ts';
 import { injectSettlementFault, settlementFaultFor } from './faults.ts';
-import { LmdbBackend } from './lmdb/index.ts';
+import { LmdbBackend, meteringWriterChannel } from './lmdb/index.ts';
 import type { LmdbCommits } from './lmdb/open.ts';
 import type { PgOptions } from './pg/index.ts';
 
@@ -54,4 +55,12 @@ export async function openConfiguredStore(config: StoreConfig, onError?: (err: E
   const store = await openBackend({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, lmdbCommits: config.LMDB_COMMITS, pg: { leaseMs: config.NODE_LEASE_SECONDS * 1000, poolSize: poolSizePerThread(config), ...(onError ? { onError } : {}), ...events } });
   injectSettlementFault(store, settlementFaultFor(config.TEST_SETTLEMENT_FAIL_PREFIX, config.TEST_SETTLEMENT_HOLD_PREFIX));
   return store;
+}
+
+/** For an API worker about to start: its channel to the process's LMDB metering writer
+ * (src/store/lmdb/writer.ts), to put in its workerData as `lmdbWriter` and transfer; null on
+ * PostgreSQL and with LMDB_COMMITS=batched. The main thread's store starts the writer on the
+ * first call and ends it when it closes. */
+export function storeWriterChannel(store: StoreBackend): { port: MessagePort; storeDir: string } | null {
+  return store instanceof LmdbBackend ? meteringWriterChannel(store) : null;
 }

@@ -24,7 +24,9 @@ export function syncCommitFlags(root: Store['root']): number | undefined {
 }
 
 /** One write transaction that is all or nothing; a throw anywhere in `fn` leaves nothing
- * behind. Two ways to commit it (Store.commits, from LMDB_COMMITS):
+ * behind. (An API worker's metering writes, reservation, settlement and refund, go to the
+ * process's metering writer instead when it has one, writer.ts, which runs them this way for
+ * every worker at once.) Two ways to commit it (Store.commits, from LMDB_COMMITS):
  * - `sync` (default): group-committed on the calling thread (commitGroup below). Every
  *   atomically() call a thread makes in one turn of its event loop (while its previous commit
  *   synced, messages and requests queue up; their reservations and settlements come in the

@@ -1,3 +1,5 @@
+import type { MessagePort } from 'node:worker_threads';
+import { closeMeteringWriter, drainedByWriter, meteringWriterOf } from './writer.ts';
 import { readThrottle, recordLoginFailure, recordLoginSuccess, releaseLoginAttempt, reserveLoginAttempt, sweepFailures } from './login-throttle.ts';
 import type { AttemptSuccess } from '../throttle-rules.ts';
 import { listAudit, writeAudit } from './audit.ts';
@@ -36,7 +38,7 @@ export class LmdbBackend implements StoreBackend, FaultHooks {
   settlementFault: SettlementFault | null = null;
   constructor(readonly store: Store) {}
 
-  static open(dataDir: string, opts: { commits?: LmdbCommits; auditDelayMs?: number } = {}): LmdbBackend {
+  static open(dataDir: string, opts: Parameters<typeof openStore>[1] = {}): LmdbBackend {
     return new LmdbBackend(openStore(dataDir, opts));
   }
 
@@ -49,6 +51,8 @@ export class LmdbBackend implements StoreBackend, FaultHooks {
   async close() {
     // the counted refusals first: their rows go through the audit queue the store's close writes
     await this.refusals.close();
+    // the main thread's metering writer, once the API workers that used it have stopped
+    await closeMeteringWriter(this.store);
     return this.store.close();
   }
 
@@ -167,8 +171,12 @@ export class LmdbBackend implements StoreBackend, FaultHooks {
   recoverPending(at: number) {
     return recoverPending(this.store, at);
   }
-  recoverThread(thread: number, at: number) {
-    return recoverThread(this.store, thread, at);
+  async recoverThread(thread: number, at: number) {
+    // first what the process's metering writer committed for the dead worker and refunded
+    // once it had run all of it (writer.ts), so that no reservation it committed after this
+    // thread saw the exit escapes the scan; then the scan, for what the worker committed itself
+    const byWriter = await drainedByWriter(this.store, thread);
+    return [...byWriter, ...(await recoverThread(this.store, thread, at))];
   }
 
   putSession(key: string, session: SessionRecord) {
@@ -238,4 +246,10 @@ export class LmdbBackend implements StoreBackend, FaultHooks {
  * LMDB's own (a file copy for backups, pruning of its tables) until they are store operations. */
 export function embeddedStore(backend: StoreBackend): Store | null {
   return backend instanceof LmdbBackend ? backend.store : null;
+}
+
+/** An API worker's channel to the process's metering writer (writer.ts), started by the main
+ * thread's store on first use; null when its commits are not `sync`. */
+export function meteringWriterChannel(backend: LmdbBackend): { port: MessagePort; storeDir: string } | null {
+  return meteringWriterOf(backend.store)?.connect() ?? null;
 }

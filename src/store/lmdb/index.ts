@@ -9,4 +9,4 @@ export { settle, refund } from './settle.ts';
 export { writeAudit } from './audit.ts';
 export { BackupError, backupStore, keysBesideBackup, restoreStore, type PreparedKeys } from './backup.ts';
 // the backend behind StoreBackend, and its environment for LMDB's own operations
-export { LmdbBackend, embeddedStore } from './backend.ts';
+export { LmdbBackend, embeddedStore, meteringWriterChannel } from './backend.ts';

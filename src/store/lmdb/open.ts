@@ -9,6 +9,7 @@ import { StoreError } from '../errors.ts';
 import { narrowToPrivate, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '../private-data.ts';
 import { guardCommit, guardLmdbCommitRejections, WriteHealth } from '../write-health.ts';
 import { AuditQueue, putAuditLines, type QueuedAuditLine } from './audit-queue.ts';
+import { writeAuditLines, writerClientFor, type WriterClient } from './writer-client.ts';
 
 // Bump when a record layout changes incompatibly; open() refuses a store written by
 // another layout instead of misreading it.
@@ -87,12 +88,15 @@ export interface Store {
   readonly writes: WriteHealth;
   /** this thread's audit lines waiting for its next write transaction (audit-queue.ts) */
   readonly audit: AuditQueue;
+  /** an API worker's channel to the process's metering writer (writer.ts), or null: its
+   * reservations, settlements and refunds commit on this thread */
+  readonly writer: WriterClient | null;
   close(): Promise<void>;
 }
 
 /** Opens (creating if needed) the LMDB environment under DATA_DIR/store. Every API worker
  * thread, the main thread and the CLI open the same files; LMDB serialises writers. */
-export function openStore(dataDir: string, opts: { commits?: LmdbCommits; auditDelayMs?: number } = {}): Store {
+export function openStore(dataDir: string, opts: { commits?: LmdbCommits; auditDelayMs?: number; writer?: WriterClient } = {}): Store {
   const dir = path.join(dataDir, 'store');
   fs.mkdirSync(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
   // permissionsMode: the mode of data.mdb and lock.mdb, passed on to mdb_env_open (lmdb-js
@@ -122,17 +126,22 @@ export function openStore(dataDir: string, opts: { commits?: LmdbCommits; auditD
     freeBytes: () => freeBytes(dir),
     minFreeBytes: WRITE_PROBE_FREE_BYTES,
   });
-  // the queue's own commit goes through lmdb-js's write thread, off the event loop; a failure
-  // is counted like any failed write and rejects the lines, which the caller logs whole
+  // an API worker of a service with the metering writer (LMDB_COMMITS=sync) sends it its
+  // metering writes; a worker started without one, or any other thread, commits its own
+  // (`opts.writer`: a channel given directly, as the tests do)
+  const writer = (opts.commits ?? 'sync') === 'sync' ? (opts.writer ?? writerClientFor(dir)) : null;
+  // the queue's own commit goes through the metering writer, or lmdb-js's write thread: off the
+  // event loop either way; a failure is counted like any failed write and rejects the lines,
+  // which the caller logs whole
   const audit = new AuditQueue(
-    (lines: readonly QueuedAuditLine[]) => guardCommit(root.transaction(() => putAuditLines(db, lines))).catch((err: unknown) => {
+    (lines: readonly QueuedAuditLine[]) => (writer?.alive ? writeAuditLines(writer, lines.map((l) => l.record)) : guardCommit(root.transaction(() => putAuditLines(db, lines)))).catch((err: unknown) => {
       writes.noteFailure('audit', err);
       throw err;
     }),
     opts.auditDelayMs,
   );
   return {
-    root, dir, db, commits: opts.commits ?? 'sync', writes, audit,
+    root, dir, db, commits: opts.commits ?? 'sync', writes, audit, writer,
     close: async () => {
       // the queued lines first, so a clean stop loses none (bounded like the close below
       // while writes fail: a commit that cannot be written is not waited for)

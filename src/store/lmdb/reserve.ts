@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { threadId } from 'node:worker_threads';
-import { atomically } from './atomic.ts';
+import { meteringWrite } from './writer.ts';
 import type { Store } from './open.ts';
 import { isTokenLive } from '../token-rules.ts';
 import { appendLedger } from './ledger.ts';
@@ -19,61 +19,66 @@ import { bookSessionCall, sessionRefusal } from './device-sessions.ts';
  * the request is admitted: a 409 or 429 leaves no trace but its audit line, and does not
  * bind the key (contract "Result details"). */
 export async function reserve(store: Store, input: ReserveInput): Promise<ReserveOutcome> {
+  // `threadId`: the API worker asking, also when the process's metering writer commits it
+  return meteringWrite(store, { op: 'reserve', input, thread: threadId }, () => reserveWrites(store, input, threadId), 'reserve');
+}
+
+/** The reservation's transaction body, run inside an open write transaction (atomically() on
+ * the calling thread, or the metering writer's batch, writer-thread.ts). `thread` is the API
+ * worker that asked for it: recovery of a dead worker finds its reservations by it. */
+export function reserveWrites(store: Store, input: ReserveInput, thread: number): ReserveOutcome {
   const { token, moduleId, units, requestId, idempotencyKey: key, fingerprint, at } = input;
-  return atomically(store, (): ReserveOutcome => {
-    if (key !== null) {
-      const rec = findKey(store, token.id, key);
-      if (rec) {
-        if (rec.fingerprint !== fingerprint) return { kind: 'idempotency_conflict' };
-        if (rec.state === 'pending') {
-          // A failed settlement is not in progress: polling would never end, so the retry
-          // hears what the first call heard (keep the key, contact the operator).
-          const held = store.db.reservations.get(rec.reservation_id);
-          if (held?.state === 'settlement_failed') return { kind: 'settlement_failed' };
-          return { kind: 'request_in_progress' };
-        }
-        return { kind: 'replay', status: rec.status ?? 200, body: rec.body ?? '' };
+  if (key !== null) {
+    const rec = findKey(store, token.id, key);
+    if (rec) {
+      if (rec.fingerprint !== fingerprint) return { kind: 'idempotency_conflict' };
+      if (rec.state === 'pending') {
+        // A failed settlement is not in progress: polling would never end, so the retry
+        // hears what the first call heard (keep the key, contact the operator).
+        const held = store.db.reservations.get(rec.reservation_id);
+        if (held?.state === 'settlement_failed') return { kind: 'settlement_failed' };
+        return { kind: 'request_in_progress' };
       }
+      return { kind: 'replay', status: rec.status ?? 200, body: rec.body ?? '' };
     }
-    // The token and its grant are read again inside the transaction: an upload can take a
-    // while, and an operator may have revoked, disabled or re-granted the token meanwhile.
-    const fresh = store.db.tokens.get(token.id);
-    if (!fresh || !isTokenLive(fresh, at)) return { kind: 'invalid_token' };
-    const grant = fresh.grants.find((g) => g.module_id === moduleId);
-    if (!grant) return { kind: 'module_forbidden' };
-    const used = store.db.counters.get(counterKey(token.id, moduleId, grant.period, at)) ?? 0;
-    const refusal = quotaRefusal(moduleId, grant, used, units, at);
-    if (refusal) return refusal;
-    const sessionRefused = sessionRefusal(store, input);
-    if (sessionRefused) return sessionRefused;
-    const windows = { day: windowKey('day', at), month: windowKey('month', at) };
-    appendLedger(store, { request_id: requestId, token_id: token.id, module_id: moduleId, units, kind: 'charge', at, windows });
-    const reservation: Reservation = {
-      id: `rsv_${randomBytes(9).toString('base64url')}`,
-      request_id: requestId,
-      token_id: token.id,
-      module_id: moduleId,
-      units,
-      state: 'pending',
-      windows,
-      created_at: new Date(at).toISOString(),
-      settled_at: null,
-      ...currentProcess(),
-      // the API worker, so that its replacement's recovery finds what it left (recovery.ts)
-      thread: threadId,
-      idempotency_key: key,
-      unsaved_body: null,
-    };
-    // `void`: a write inside the transaction is part of it; atomically() reports its commit
-    void store.db.reservations.put(reservation.id, reservation);
-    bookSessionCall(store, input, reservation);
-    // a request with a key always has its fingerprint (ReserveInput)
-    if (key !== null) bindKey(store, reservation, fingerprint!);
-    return { kind: 'reserved', reservation };
-    // synced, although the durability rule would let it go unsynced (docs/metering.md
-    // "Commits and durability"): lmdb-js 3.5.6 has no unsynced commit under overlappingSync,
-    // its asynchronous path included (it resolves after the write thread's sync), and that
-    // path measured slower per call (bench/results/side-by-side-async-reserve.md: reserve
-    // 2.7-15 ms a call against 1.3-1.6 synced)
-  }, 'reserve');
+  }
+  // The token and its grant are read again inside the transaction: an upload can take a
+  // while, and an operator may have revoked, disabled or re-granted the token meanwhile.
+  const fresh = store.db.tokens.get(token.id);
+  if (!fresh || !isTokenLive(fresh, at)) return { kind: 'invalid_token' };
+  const grant = fresh.grants.find((g) => g.module_id === moduleId);
+  if (!grant) return { kind: 'module_forbidden' };
+  const used = store.db.counters.get(counterKey(token.id, moduleId, grant.period, at)) ?? 0;
+  const refusal = quotaRefusal(moduleId, grant, used, units, at);
+  if (refusal) return refusal;
+  const sessionRefused = sessionRefusal(store, input);
+  if (sessionRefused) return sessionRefused;
+  const windows = { day: windowKey('day', at), month: windowKey('month', at) };
+  appendLedger(store, { request_id: requestId, token_id: token.id, module_id: moduleId, units, kind: 'charge', at, windows });
+  const reservation: Reservation = {
+    id: `rsv_${randomBytes(9).toString('base64url')}`,
+    request_id: requestId,
+    token_id: token.id,
+    module_id: moduleId,
+    units,
+    state: 'pending',
+    windows,
+    created_at: new Date(at).toISOString(),
+    settled_at: null,
+    ...currentProcess(),
+    // the API worker, so that its replacement's recovery finds what it left (recovery.ts)
+    thread,
+    idempotency_key: key,
+    unsaved_body: null,
+  };
+  // `void`: a write inside the transaction is part of it; atomically() reports its commit
+  void store.db.reservations.put(reservation.id, reservation);
+  bookSessionCall(store, input, reservation);
+  // a request with a key always has its fingerprint (ReserveInput)
+  if (key !== null) bindKey(store, reservation, fingerprint!);
+  return { kind: 'reserved', reservation };
+  // committed and synced (by the metering writer, shared with the other calls' writes, or on
+  // this thread), although the durability rule would let it go unsynced (docs/metering.md
+  // "Commits and durability"): lmdb-js 3.5.6 has no unsynced commit under overlappingSync, its
+  // asynchronous path included (it resolves after the write thread's sync)
 }

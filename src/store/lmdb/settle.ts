@@ -1,4 +1,5 @@
 import { atomically } from './atomic.ts';
+import { meteringWrite } from './writer.ts';
 import { readLatest, type Store } from './open.ts';
 import { appendLedger } from './ledger.ts';
 import type { Reservation, UsageRecord } from '../records.ts';
@@ -11,15 +12,20 @@ import { holdForever } from '../faults.ts';
 
 /** Internal to the settlement: its transaction refused (the reservation no longer pending, or
  * the test fault); caught below and turned into a settlement outcome, never answered as is. */
-export class SettlementError extends Error {}
+export class SettlementError extends Error {
+  override name = 'SettlementError';
+}
 
 // `void` on a write inside atomically(): the write is part of the transaction, whose commit
 // atomically() reports; the write's own promise settles with that commit.
 
 /** Charges a reservation and saves the answer in one transaction: the reservation becomes
  * charged, the idempotency record completed with the exact body (replayed byte for byte),
- * and the small result JSON is stored. `render` builds the body from the usage snapshot
- * taken inside the transaction, so the response shows usage as of settlement. */
+ * and the small result JSON is stored. `render` builds the body from a usage snapshot, so the
+ * response shows usage as of settlement: taken inside the transaction when this thread
+ * commits it, or just before it when the process's metering writer does (writer.ts: a
+ * closure cannot travel to that thread; the settlement changes no counter, so the two differ
+ * only by other calls' reservations committed in between). */
 export async function settle(
   store: Store,
   reservation: Reservation,
@@ -30,19 +36,12 @@ export async function settle(
 ): Promise<SettleOutcome> {
   let body: string | undefined;
   try {
-    body = await atomically(store, () => {
-      const current = store.db.reservations.get(reservation.id);
-      if (!current || current.state !== 'pending') throw new SettlementError(`reservation ${reservation.id} is ${current?.state ?? 'missing'}`);
-      const token = store.db.tokens.get(reservation.token_id)!;
-      const text = render(usageSnapshot(store, token, at));
-      if (fault === 'fail') throw new SettlementError('injected settlement failure (TEST_SETTLEMENT_FAIL_PREFIX)');
-      const iso = new Date(at).toISOString();
-      void store.db.reservations.put(reservation.id, { ...current, state: 'charged', settled_at: iso });
-      completeKey(store, reservation, iso, text);
-      void store.db.results.put(reservation.request_id, { at: iso, token_id: reservation.token_id, module_id: reservation.module_id, results });
-      if (fault === 'hold') holdForever('lmdb settlement transaction');
-      return text;
-    }, 'settle');
+    body = await meteringWrite(
+      store,
+      () => ({ op: 'settle', reservation, at, body: renderNow(store, reservation, at, render), results, fault }),
+      () => settleWrites(store, reservation, at, render, results, fault),
+      'settle',
+    );
   } catch (err) {
     // The store could not write the settlement (a full disk): the transaction left nothing, so
     // the call was not charged and nothing needs an operator; the units go back.
@@ -51,10 +50,7 @@ export async function settle(
     // fails -> pending may remain, operator recovery needed). The answer that could not be
     // saved is kept on the reservation so a "charge" resolution can complete the key.
     const text = safeRender(store, reservation, at, render);
-    const marked = await atomically(store, () => {
-      const current = store.db.reservations.get(reservation.id);
-      if (current && current.state === 'pending') void store.db.reservations.put(reservation.id, { ...current, state: 'settlement_failed', unsaved_body: text });
-    }, 'settle').then(
+    const marked = await meteringWrite(store, { op: 'mark', id: reservation.id, body: text }, () => markFailedWrites(store, reservation.id, text), 'settle').then(
       () => null,
       (markErr: unknown) => markErr,
     );
@@ -65,6 +61,34 @@ export async function settle(
     return { kind: 'settlement_failed', cause: err };
   }
   return { kind: 'settled', body };
+}
+
+/** The answer from the latest committed usage, for a settlement the metering writer commits. */
+function renderNow(store: Store, r: Reservation, at: number, render: (usage: UsageRecord[]) => string): string {
+  readLatest(store);
+  return render(usageSnapshot(store, store.db.tokens.get(r.token_id)!, at));
+}
+
+/** The settlement's transaction body (this thread's atomically(), or the metering writer's
+ * batch with `render` the answer already rendered). */
+export function settleWrites(store: Store, reservation: Reservation, at: number, render: ((usage: UsageRecord[]) => string) | string, results: unknown, fault: 'fail' | 'hold' | null): string {
+  const current = store.db.reservations.get(reservation.id);
+  if (!current || current.state !== 'pending') throw new SettlementError(`reservation ${reservation.id} is ${current?.state ?? 'missing'}`);
+  const text = typeof render === 'string' ? render : render(usageSnapshot(store, store.db.tokens.get(reservation.token_id)!, at));
+  if (fault === 'fail') throw new SettlementError('injected settlement failure (TEST_SETTLEMENT_FAIL_PREFIX)');
+  const iso = new Date(at).toISOString();
+  void store.db.reservations.put(reservation.id, { ...current, state: 'charged', settled_at: iso });
+  completeKey(store, reservation, iso, text);
+  void store.db.results.put(reservation.request_id, { at: iso, token_id: reservation.token_id, module_id: reservation.module_id, results });
+  if (fault === 'hold') holdForever('lmdb settlement transaction');
+  return text;
+}
+
+/** A settlement that failed otherwise than for the disk: the reservation waits for an
+ * operator, with the answer that could not be saved. */
+export function markFailedWrites(store: Store, id: string, text: string | null): void {
+  const current = store.db.reservations.get(id);
+  if (current && current.state === 'pending') void store.db.reservations.put(id, { ...current, state: 'settlement_failed', unsaved_body: text });
 }
 
 /** A settlement that could not be written: refund now, or (the store still failing) once
@@ -93,15 +117,18 @@ function safeRender(store: Store, r: Reservation, at: number, render: (u: UsageR
 /** Gives reserved units back (inference failure, crash recovery, operator refund) and
  * releases the idempotency key so the same key may be retried. Idempotent. */
 export async function refund(store: Store, reservationId: string, at: number): Promise<Reservation | undefined> {
-  return atomically(store, () => {
-    const r = store.db.reservations.get(reservationId);
-    if (!r || (r.state !== 'pending' && r.state !== 'settlement_failed')) return r;
-    return refundHeld(store, r, at);
-  }, 'refund');
+  return meteringWrite(store, { op: 'refund', id: reservationId, at }, () => refundWrites(store, reservationId, at), 'refund');
+}
+
+/** The refund's transaction body. */
+export function refundWrites(store: Store, reservationId: string, at: number): Reservation | undefined {
+  const r = store.db.reservations.get(reservationId);
+  if (!r || (r.state !== 'pending' && r.state !== 'settlement_failed')) return r;
+  return refundHeld(store, r, at);
 }
 
 /** The writes of a refund; the caller's transaction has checked that `r` is still held. */
-function refundHeld(store: Store, r: Reservation, at: number): Reservation {
+export function refundHeld(store: Store, r: Reservation, at: number): Reservation {
   appendLedger(store, { request_id: r.request_id, token_id: r.token_id, module_id: r.module_id, units: r.units, kind: 'refund', at, windows: r.windows });
   const next: Reservation = { ...r, state: 'refunded', settled_at: new Date(at).toISOString(), unsaved_body: null };
   void store.db.reservations.put(r.id, next);

@@ -1,0 +1,126 @@
+import path from 'node:path';
+import { isMainThread, threadId, workerData, type MessagePort } from 'node:worker_threads';
+import type { ReserveInput } from '../backend.ts';
+import type { AuditRecord, Reservation } from '../records.ts';
+
+// What an API worker and the process's metering writer say to each other, and the worker's end
+// of their channel (writer.ts says what the writer is for; writer-thread.ts is the writer).
+
+/** A metering write as data: what the writer runs in its batch (writer-thread.ts runOp). */
+export type WriterOp =
+  | { op: 'reserve'; input: ReserveInput; thread: number }
+  | { op: 'settle'; reservation: Reservation; at: number; body: string; results: unknown; fault: 'fail' | 'hold' | null }
+  | { op: 'mark'; id: string; body: string | null }
+  | { op: 'refund'; id: string; at: number };
+
+/** `op` null: only audit lines (the audit queue's own commit). */
+export interface WriterRequest {
+  id: number;
+  op: WriterOp | null;
+  lines: AuditRecord[];
+}
+
+/** `committed`: whether the batch's commit holds the request's audit lines (an op that threw in
+ * its child transaction undoes only its own writes). */
+export type WriterReply = { id: number; ok: true; value: unknown } | { id: number; ok: false; committed: boolean; error: WireError };
+
+/** An error as it crosses threads: what isStorageFailure and the logs read of it (name,
+ * message, code, cause, errors), nothing else survives structured cloning of an Error anyway. */
+export interface WireError {
+  name: string;
+  message: string;
+  code?: string | number;
+  cause?: WireError;
+  errors?: WireError[];
+}
+
+export function toWire(err: unknown, depth = 0): WireError {
+  const e = (err ?? {}) as { name?: unknown; message?: unknown; code?: unknown; cause?: unknown; errors?: unknown };
+  const out: WireError = { name: typeof e.name === 'string' ? e.name : 'Error', message: typeof e.message === 'string' ? e.message : String(err) };
+  if (typeof e.code === 'string' || typeof e.code === 'number') out.code = e.code;
+  if (depth < 4 && e.cause !== undefined) out.cause = toWire(e.cause, depth + 1);
+  if (depth < 4 && Array.isArray(e.errors)) out.errors = e.errors.map((x) => toWire(x, depth + 1));
+  return out;
+}
+
+/** The error a worker hears: callers read it by its code and message (isStorageFailure, the
+ * logs), never by its class. */
+export function fromWire(w: WireError): Error {
+  const err = new Error(w.message) as Error & { code?: string | number; errors?: Error[] };
+  err.name = w.name;
+  if (w.code !== undefined) err.code = w.code;
+  if (w.cause) err.cause = fromWire(w.cause);
+  if (w.errors) err.errors = w.errors.map((x) => fromWire(x));
+  return err;
+}
+
+/** The writer thread has ended (a bug, or the process is stopping): what was in flight has an
+ * unknown outcome; later writes commit on the calling thread. */
+export class WriterLostError extends Error {}
+
+/** An API worker's end of its channel to the writer. */
+export class WriterClient {
+  private nextId = 1;
+  private readonly waiting = new Map<number, (r: WriterReply) => void>();
+  private lost: WireError | null = null;
+
+  constructor(private readonly port: MessagePort) {
+    port.on('message', (r: WriterReply) => {
+      const answer = this.waiting.get(r.id);
+      if (!answer) return;
+      this.waiting.delete(r.id);
+      // the port keeps the thread alive only while an answer is due
+      if (this.waiting.size === 0) port.unref();
+      answer(r);
+    });
+    // the writer's thread ended: its port closes after every message it had posted
+    port.on('close', () => {
+      this.lost = toWire(new WriterLostError('the metering writer thread has ended; the outcome of this write is unknown'));
+      for (const [id, answer] of this.waiting) answer({ id, ok: false, committed: false, error: this.lost });
+      this.waiting.clear();
+    });
+    port.unref();
+    // which API worker this channel is, for the recovery of what it held once it is gone
+    // (writer-thread.ts recoverWorker)
+    port.postMessage({ hello: threadId });
+  }
+
+  get alive(): boolean {
+    return this.lost === null;
+  }
+
+  send(op: WriterOp | null, lines: AuditRecord[]): Promise<WriterReply> {
+    const id = this.nextId++;
+    if (this.lost) return Promise.resolve({ id, ok: false, committed: false, error: this.lost });
+    return new Promise((resolve) => {
+      if (this.waiting.size === 0) this.port.ref();
+      this.waiting.set(id, resolve);
+      this.port.postMessage({ id, op, lines } satisfies WriterRequest);
+    });
+  }
+}
+
+/** One client per port: a thread that opens the store twice shares the one channel. */
+const clients = new WeakMap<MessagePort, WriterClient>();
+
+/** The writer's channel this API worker was started with (Cluster.spawn puts it in workerData
+ * as `lmdbWriter`), for a store opened on the same directory; null anywhere else. */
+export function writerClientFor(storeDir: string): WriterClient | null {
+  if (isMainThread) return null;
+  const given = (workerData as { lmdbWriter?: { port?: unknown; storeDir?: unknown } } | null)?.lmdbWriter;
+  if (!given || typeof given.storeDir !== 'string' || path.resolve(given.storeDir) !== path.resolve(storeDir)) return null;
+  const port = given.port as MessagePort;
+  let client = clients.get(port);
+  if (!client) {
+    client = new WriterClient(port);
+    clients.set(port, client);
+  }
+  return client;
+}
+
+/** The audit queue's own commit through the writer (open.ts). */
+export async function writeAuditLines(client: WriterClient, records: AuditRecord[]): Promise<void> {
+  const reply = await client.send(null, records);
+  if (!reply.ok) throw fromWire(reply.error);
+}
+

@@ -1,0 +1,229 @@
+// The process's LMDB metering writer (src/store/lmdb/writer.ts): the API workers' reservations,
+// settlements and refunds committed by one thread, many calls to one commit and one sync, each
+// answered only once its commit is on disk. Driven in process: a real writer thread and real
+// channels, the test's stores standing for API workers (the server tests run it for real:
+// every LMDB server of the suite with LMDB_COMMITS=sync commits through it).
+
+import fs from 'node:fs';
+import path from 'node:path';
+import { MessageChannel, type MessagePort } from 'node:worker_threads';
+import t, { type Test } from 'tap';
+import { LmdbBackend, settle } from '../../src/store/lmdb/index.ts';
+import { meteringWriterOf, type MeteringWriter } from '../../src/store/lmdb/writer.ts';
+import { WriterClient, type WriterReply, type WriterRequest } from '../../src/store/lmdb/writer-client.ts';
+import type { AuditRecord, Reservation } from '../../src/store/records.ts';
+import { waitFor } from '../helpers/wait.ts';
+import { tempDir } from '../helpers/server.ts';
+import { reserveInput, T0, tokenRecord } from './contract.ts';
+
+const commitsOf = (s: LmdbBackend) => (s.store.root.getStats() as { lastTxnId: number }).lastTxnId;
+
+/** A writer on a new store, and `n` stores on it standing for API workers, each with a
+ * channel of its own. */
+async function writerWith(t: Test, n: number, dir = tempDir()) {
+  const storeDir = path.join(dir, 'store');
+  // the store exists before the writer opens it (as the main thread's does in the service)
+  const main = LmdbBackend.open(dir);
+  // started by the main thread's store, as Cluster.spawn does; its close ends the writer
+  const writer = meteringWriterOf(main.store)!;
+  const workers = Array.from({ length: n }, () => LmdbBackend.open(dir, { writer: new WriterClient(writer.connect()!.port), auditDelayMs: 600_000 }));
+  t.teardown(async () => {
+    for (const w of workers) await w.close();
+    await main.close();
+  });
+  return { dir, storeDir, main, writer, workers };
+}
+
+/** The meta LMDB writes once a commit is flushed (mdb.c: mdb_env_sync and the `done:` branch
+ * of mdb_txn_commit write it at half a page, from mm_mapsize on, marked flushed), read from
+ * the file: its txnid and whether it is marked flushed (MDB_OVERLAPPINGSYNC, 0x1000, clear in
+ * the free DB's flags). A commit's own meta (pages 0 and 1) is written before its sync,
+ * marked not flushed. */
+function flushedMeta(storeDir: string): { txnid: number; flushed: boolean } {
+  const fd = fs.openSync(path.join(storeDir, 'data.mdb'), 'r');
+  try {
+    const page = Buffer.alloc(16384);
+    fs.readSync(fd, page, 0, page.length, 0);
+    // lmdb-js's page header (24 bytes), then MDB_meta: magic, version, address, mapsize,
+    // dbs[0] (md_pad = the page size, md_flags, ...), dbs[1], last_pg, txnid
+    const HEADER = 24;
+    if (page.readUInt32LE(HEADER) !== 0xbeefc0de) throw new Error('not an LMDB data file');
+    const at = page.readUInt32LE(HEADER + 24) / 2 + HEADER;
+    return { txnid: Number(page.readBigUInt64LE(at + 128)), flushed: (page.readUInt16LE(at + 28) & 0x1000) === 0 };
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+const auditLine = (requestId: string): AuditRecord => ({
+  request_id: requestId, at: new Date(T0).toISOString(), token_id: null, module_id: 'rgb_liveness', client_ip: '192.0.2.1', country: null,
+  status: 200, error_code: null, captures: 1, charged_units: 1, latency_ms: 1.5, outcome: 'live', replayed: false,
+});
+
+t.test('a call through the writer: reserved, settled, replayed, refunded, as on its own thread', async (t) => {
+  const { workers: [w] } = await writerWith(t, 1);
+  const s = w!;
+  t.ok(s.store.writer?.alive, 'the store has the writer');
+  const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 2, period: 'never' }]);
+  await s.insertToken(tok);
+  const input = reserveInput(tok, { idempotencyKey: 'k-1', fingerprint: 'f-1' });
+  const out = await s.reserve(input);
+  if (out.kind !== 'reserved') throw new Error(out.kind);
+  t.equal(out.reservation.thread, 0, 'the reservation names the asking thread, not the writer');
+  const settled = await s.settle(out.reservation, T0 + 1, (usage) => JSON.stringify({ usage }), [{ v: 1 }]);
+  t.same(settled, { kind: 'settled', body: JSON.stringify({ usage: await s.usageSnapshot(tok, T0 + 1) }) }, 'the answer shows the usage as of settlement');
+  t.match(settled.kind === 'settled' ? settled.body : '', /"used":1/);
+  t.same(await s.reserve({ ...input, requestId: 'req_again' }), { kind: 'replay', status: 200, body: settled.kind === 'settled' ? settled.body : '' }, 'the key replays the saved answer');
+  t.same(await s.getResults(out.reservation.request_id).then((r) => r?.results), [{ v: 1 }]);
+  const twice = await s.settle(out.reservation, T0 + 2, () => '{}', []);
+  t.equal(twice.kind, 'settlement_failed', 'a settled reservation does not settle twice (its child transaction threw; the writer lives on)');
+
+  const other = await s.reserve(reserveInput(tok));
+  if (other.kind !== 'reserved') throw new Error(other.kind);
+  t.same(await s.reserve(reserveInput(tok)).then((r) => r.kind), 'quota_exceeded', 'two units, both held');
+  const back = await s.refund(other.reservation.id, T0 + 3);
+  t.equal(back?.state, 'refunded');
+  t.same((await s.usageSnapshot(tok, T0)).map((u) => u.used), [1]);
+  t.same((await s.verifyLedger()).ok, true, 'the counters equal the ledger');
+});
+
+t.test('the calls of several API workers share one commit, and each is answered only once that commit is flushed', async (t) => {
+  const { storeDir, main, workers } = await writerWith(t, 4);
+  const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 30, period: 'never' }]);
+  await main.insertToken(tok);
+  const before = commitsOf(main);
+  // 4 workers, 5 reservations each, asked at once: a race for 30 units, none refused
+  const outs = await Promise.all(workers.flatMap((w) => [1, 2, 3, 4, 5].map(() => w.reserve(reserveInput(tok)))));
+  t.same(outs.map((o) => o.kind), Array(20).fill('reserved'));
+  const commits = commitsOf(main) - before;
+  t.ok(commits < 20, `20 reservations of 4 workers in ${commits} commit(s), not one each`);
+  t.comment(`20 reservations, ${commits} commit(s)`);
+  // the answer left after the sync: the flushed meta already names the last commit
+  const meta = flushedMeta(storeDir);
+  t.ok(meta.flushed && meta.txnid >= commitsOf(main), `flushed meta at txn ${meta.txnid}, last commit ${commitsOf(main)}`);
+
+  const settled = await Promise.all(outs.map((o, i) => (o.kind === 'reserved' ? workers[i % 4]!.settle(o.reservation, T0 + 1, () => `{"n":${i}}`, []) : null)));
+  t.same(settled.map((s) => s?.kind), Array(20).fill('settled'));
+  const after = flushedMeta(storeDir);
+  t.ok(after.flushed && after.txnid >= commitsOf(main), 'the settlements were answered after their sync too');
+  t.same((await main.usageSnapshot(tok, T0)).map((u) => u.used), [20], 'a race for the units never over-admits');
+});
+
+t.test('audit lines ride with the worker\'s next metering write, and the queue\'s own commit goes through the writer', async (t) => {
+  const { main, workers: [w] } = await writerWith(t, 1);
+  const s = w!;
+  const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 5, period: 'never' }]);
+  await main.insertToken(tok);
+  const line = s.writeAudit(auditLine('req_ride'));
+  t.equal(s.store.audit.length, 1, 'queued');
+  const before = commitsOf(main);
+  const out = await s.reserve(reserveInput(tok));
+  t.equal(out.kind, 'reserved');
+  await line;
+  t.equal(commitsOf(main) - before, 1, 'one commit: the reservation with the line');
+  t.equal(s.store.audit.length, 0);
+  const alone = [s.writeAudit(auditLine('req_alone_1')), s.writeAudit(auditLine('req_alone_2'))];
+  await s.store.audit.flush();
+  await Promise.all(alone);
+  main.store.root.resetReadTxn();
+  t.same([...main.store.db.audit.getRange({})].map((e) => e.value.request_id).sort(), ['req_alone_1', 'req_alone_2', 'req_ride']);
+});
+
+/** Stands for an API worker that dies with requests queued: its raw end of a channel. */
+function rawWorker(writer: MeteringWriter) {
+  const port: MessagePort = writer.connect()!.port;
+  let next = 1;
+  const replies = new Map<number, WriterReply>();
+  port.on('message', (r: WriterReply) => replies.set(r.id, r));
+  return {
+    port,
+    post(req: Omit<WriterRequest, 'id'>): number {
+      const id = next++;
+      port.postMessage({ id, ...req });
+      return id;
+    },
+    reply: (id: number) => waitFor(() => replies.get(id), { what: `the writer's answer to request ${id}` }),
+  };
+}
+
+t.test('a dead API worker: what it had posted is committed, and what it held unsettled is refunded', async (t) => {
+  const { main, writer } = await writerWith(t, 0);
+  const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 5, period: 'never' }]);
+  await main.insertToken(tok);
+
+  // 1. a worker posts its settlement and dies before the answer: the settlement stands
+  const a = rawWorker(writer);
+  const ra = await a.reply(a.post({ op: { op: 'reserve', input: reserveInput(tok, { idempotencyKey: 'ka', fingerprint: 'fa' }), thread: 9001 }, lines: [] }));
+  if (!ra.ok) throw new Error(ra.error.message);
+  const held = (ra.value as { kind: 'reserved'; reservation: Reservation }).reservation;
+  a.post({ op: { op: 'settle', reservation: held, at: T0 + 1, body: '{"a":1}', results: [], fault: null }, lines: [auditLine('req_dead_a')] });
+  a.port.close();
+
+  // 2. a worker posts a reservation and dies before any answer: it is committed, then refunded
+  //    by the writer, which has run everything the worker posted before its port closed, and
+  //    the main thread's recovery of that thread (when it sees the exit) reports it
+  const b = rawWorker(writer);
+  b.port.postMessage({ hello: 9002 });
+  // (a worker says hello when it opens its store, long before it dies: an answer first)
+  await b.reply(b.post({ op: null, lines: [] }));
+  const inputB = reserveInput(tok, { idempotencyKey: 'kb', fingerprint: 'fb' });
+  b.post({ op: { op: 'reserve', input: inputB, thread: 9002 }, lines: [] });
+  b.port.close();
+  const recovered = await main.recoverThread(9002, T0 + 5);
+  t.same(recovered.map((r) => [r.request_id, r.thread]), [[inputB.requestId, 9002]], 'the recovery of the dead thread reports the reservation the writer committed and refunded');
+
+  const state = (id: string) => {
+    main.store.root.resetReadTxn();
+    return main.store.db.reservations.get(id)?.state;
+  };
+  await waitFor(() => state(held.id) === 'charged', { what: 'the dead worker\'s settlement' });
+  t.equal(state(recovered[0]!.id), 'refunded');
+  t.same((await main.reserve(reserveInput(tok, { idempotencyKey: 'ka', fingerprint: 'fa' }))), { kind: 'replay', status: 200, body: '{"a":1}' }, 'the settled key replays');
+  const again = await main.reserve({ ...inputB, requestId: 'req_b_retry' });
+  t.equal(again.kind, 'reserved', 'the refunded key is free for the retry');
+  t.same((await main.usageSnapshot(tok, T0)).map((u) => u.used), [2], 'a charged once, b refunded, its retry held');
+  t.same((await main.verifyLedger()).ok, true);
+  main.store.root.resetReadTxn();
+  t.ok(main.store.db.audit.get([Date.parse(auditLine('x').at), 'req_dead_a']), 'the audit line it had posted was written with its settlement');
+});
+
+t.test('a writer that is gone: a write in flight hears so (outcome unknown), later writes commit on the calling thread', async (t) => {
+  const dir = tempDir();
+  const main = LmdbBackend.open(dir);
+  t.teardown(() => main.close());
+  const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 5, period: 'never' }]);
+  await main.insertToken(tok);
+  // a channel whose far end is the test's: it never answers, then closes
+  const { port1, port2 } = new MessageChannel();
+  const client = new WriterClient(port2);
+  const s = LmdbBackend.open(dir, { writer: client });
+  t.teardown(() => s.close());
+  const asked = new Promise<WriterRequest>((resolve) => port1.on('message', (m: WriterRequest | { hello: number }) => {
+    if (!('hello' in m)) resolve(m);
+  }));
+  const inFlight = s.reserve(reserveInput(tok));
+  t.equal((await asked).op?.op, 'reserve', 'the reservation went to the writer');
+  port1.close();
+  await t.rejects(inFlight, /metering writer thread has ended/);
+  t.notOk(client.alive);
+  const out = await s.reserve(reserveInput(tok));
+  t.equal(out.kind, 'reserved', 'the next reservation commits here');
+  if (out.kind !== 'reserved') return;
+  t.equal((await s.settle(out.reservation, T0 + 1, () => '{}', [])).kind, 'settled');
+});
+
+// (a commit the writer cannot write, a full disk, is tested through the server, where every
+// LMDB_COMMITS=sync server commits through the writer: test/metering/full-disk.test.ts)
+t.test('a settlement the writer refuses is marked settlement_failed, as on its own thread', async (t) => {
+  const { main, workers: [w] } = await writerWith(t, 1);
+  const s = w!;
+  const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 5, period: 'never' }]);
+  await main.insertToken(tok);
+  const out = await s.reserve(reserveInput(tok));
+  if (out.kind !== 'reserved') throw new Error(out.kind);
+  // the test's settlement fault throws inside the writer's child transaction: the settlement
+  // is refused, the reservation marked settlement_failed for an operator, as on its own thread
+  const failed = await settle(s.store, out.reservation, T0 + 1, () => '{"x":1}', [], 'fail');
+  t.equal(failed.kind, 'settlement_failed');
+  t.same((await main.listSettlementFailed()).map((r) => [r.id, r.unsaved_body]), [[out.reservation.id, '{"x":1}']], 'listed for an operator with the answer that could not be saved');
+});
