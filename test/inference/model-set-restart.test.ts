@@ -2,6 +2,7 @@ import { cpSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { startupModelSet } from '../../src/inference/index.ts';
+import { startApi } from '../helpers/api.ts';
 import { runCli, runServiceToExit, startServer, tempDir } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -22,7 +23,9 @@ const served = async (baseUrl: string) =>
 t.test('an activation is served again after a restart; a changed MODEL_SET wins', async (t) => {
   // bgr80 has no colour module: disabled, so the service turns ready on it
   t.equal((await runCli(dataDir, ['module', 'disable', 'color_liveness'], '', env)).code, 0);
-  const first = await startServer({ dataDir, ready: true, env });
+  // the activation against the service's API in process with its real engine, which hears the
+  // CLI's request as a main thread does (test/helpers/api.ts; issue 43: a started server before)
+  const first = await startApi({ dataDir, engine: 'real', ready: true, env });
   const act = await first.cli(['models', 'activate', 'raw_v1', '--wait', '300']);
   t.equal(act.code, 0, act.stderr);
   t.match(act.json, { outcome: 'active', active: 'raw_v1' });
@@ -31,7 +34,7 @@ t.test('an activation is served again after a restart; a changed MODEL_SET wins'
   // A restart on the same configuration serves the activated set and says why: that choice is
   // startupModelSet's (src/inference/model-set-requests.ts), which the engine runs first at
   // every start and whose note it logs as a warning (src/cluster/engine-host.ts); read here on
-  // the stopped server's DATA_DIR, as the next start would (issue 43: this was a second start).
+  // the stopped service's DATA_DIR, as the next start would (issue 43: this was a second start).
   // The start below runs the same function in a real process, on the same active.json; a real
   // server started again onto an activated set is test/inference/readme-deploy-path.test.ts's.
   const restart = startupModelSet(dataDir, root, env.MODEL_SET);
