@@ -1,7 +1,8 @@
 import t from 'tap';
 import fs from 'node:fs';
 import path from 'node:path';
-import { ROOT, makeToken, runChild, startServer, tempDir } from '../helpers/server.ts';
+import { startApi } from '../helpers/api.ts';
+import { ROOT, makeToken, runChild, tempDir } from '../helpers/server.ts';
 
 // The client package as an integrator gets it: built from client/ with tsc, packed with
 // `npm pack`, installed from the tarball into an empty project with no registry access, then
@@ -36,7 +37,8 @@ for (const entry of ['package.json', 'tsconfig.json', 'README.md', 'src']) {
 }
 
 // started now so that its start-up overlaps the build and the install
-const serverStarting = startServer({ ready: true });
+// the service's app (and engine) in process on its real store: test/helpers/api.ts (was one server start)
+const serverStarting = startApi({ engine: 'real', ready: true });
 serverStarting.catch(() => {}); // a failed start is reported by the subtest that awaits it
 t.teardown(async () => (await serverStarting.catch(() => null))?.stop());
 

@@ -7,7 +7,8 @@ import path from 'node:path';
 import t from 'tap';
 import { request, single } from '../helpers/captures.ts';
 import { lmdbOpen } from '../helpers/lmdb.ts';
-import { makeToken, ROOT, startServer, tempDir } from '../helpers/server.ts';
+import { startApi } from '../helpers/api.ts';
+import { makeToken, ROOT, tempDir } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 // The nginx snippet of docs/operations.md (deploy/nginx-liveness.conf), run for real in front of the
@@ -24,7 +25,8 @@ async function freePort(): Promise<number> {
 }
 
 t.test('nginx snippet: TLS at the proxy, client address through X-Forwarded-For', { skip: fs.existsSync(NGINX) ? false : 'nginx not installed' }, async (t) => {
-  const s = await startServer({ ready: true, env: { TRUSTED_PROXIES: '127.0.0.1' } });
+  // the service's app (and engine) in process on its real store: test/helpers/api.ts (was one server start)
+  const s = await startApi({ engine: 'real', ready: true, env: { TRUSTED_PROXIES: '127.0.0.1' } });
   t.teardown(() => s.stop());
   const dir = tempDir('lv-nginx-');
   const cert = path.join(dir, 'cert.pem');
