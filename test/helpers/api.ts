@@ -28,6 +28,11 @@
 //   in one file (each with its own configuration, read from the process's starting environment
 //   and its own settings), but those process-wide settings are shared: startApi() refuses a
 //   scrypt N it cannot apply.
+// - LMDB: the app commits on this thread, as the main thread and the CLI do; the service's API
+//   workers post their reservations and settlements to the process's metering writer thread
+//   (src/store/lmdb/writer.ts), which runs the same transactions. Read the store through
+//   `store`/`lmdb` rather than a second handle opened in this process on the same DATA_DIR:
+//   one opened and closed around each read while the app committed was seen to stall.
 // - logs are kept in `logs` (the test process's stdout is its TAP stream).
 import { Writable } from 'node:stream';
 import { MessageChannel } from 'node:worker_threads';
