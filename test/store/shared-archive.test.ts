@@ -3,6 +3,7 @@ import path from 'node:path';
 import t from 'tap';
 import { postVerify, request, single } from '../helpers/captures.ts';
 import { startPostgres } from '../helpers/postgres.ts';
+import { startApi } from '../helpers/api.ts';
 import { makeToken, runCli, startServer, tempDir } from '../helpers/server.ts';
 
 // The demo archive with several nodes, as docs/several-nodes.md says to run it: one shared directory
@@ -27,7 +28,13 @@ const dataDirs = ['a', 'b'].map((n) => {
 const env = { DATABASE_URL: pg.url, WORKERS: '1', CLOCK_FILE: clock };
 
 t.test('two nodes share one archive directory; concurrent pruning removes each day once', async (t) => {
-  const [a, b] = await Promise.all(dataDirs.map((dataDir) => startServer({ dataDir, env, ready: true, timeoutMs: 240_000 })));
+  // node A a started server, node B the service's API in process on its own DATA_DIR
+  // (test/helpers/api.ts: the real app, engine and demo archive; issue 43: a second started
+  // server before)
+  const [a, b] = await Promise.all([
+    startServer({ dataDir: dataDirs[0]!, env, ready: true, timeoutMs: 240_000 }),
+    startApi({ dataDir: dataDirs[1]!, engine: 'real', env, ready: true }),
+  ]);
   t.teardown(() => Promise.all([a.stop(), b.stop()]));
   const { token } = await makeToken(a, ['rgb_liveness:100:never'], ['--demo']);
   const ids: string[] = [];
