@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import path from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import { parseArgs } from 'node:util';
@@ -113,8 +114,10 @@ export const modelCommands: Record<string, Command> = {
       const { config } = ctx;
       const resolve = (p: string) => path.resolve(ctx.cwd, p);
       try {
+        // a folder given relative to where the command runs, else a name in MODELS_DIR
+        const setFolder = resolve(set);
         const report = await calibrate({
-          set,
+          set: fs.existsSync(path.join(setFolder, 'manifest.json')) ? setFolder : set,
           modelsDir: config.MODELS_DIR,
           liveDir: resolve(values.live),
           attackDir: resolve(values.attack),
