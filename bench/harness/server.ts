@@ -346,6 +346,7 @@ export interface ServerHandle {
   logs: string[];
   /** parsed JSON log lines */
   logLines(): any[];
+  /** an operator CLI command on this server's store, in this process (runCli) */
   cli(args: string[], stdin?: string): Promise<CliResult>;
   /** SIGTERM (or another signal) and wait for exit; resolves with the exit code */
   stop(signal?: NodeJS.Signals): Promise<number | null>;
