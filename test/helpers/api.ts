@@ -109,7 +109,7 @@ export async function startApi(opts: ApiOptions = {}): Promise<ApiHandle> {
   const { bootstrapAdmin } = await import('../../src/admin/index.ts');
   const { startupHooks } = await import('../../src/startup.ts');
   const { closeApp, composeApiWorker, createAdmissionTable, createBalanceTable, describeUwsBuild, listen, loadUws, LISTEN_EXCLUSIVE } = await import('../../src/http/index.ts');
-  const { aggregateMetrics, createLogger, MainMetrics, RefundMetrics } = await import('../../src/observability/index.ts');
+  const { aggregateMetrics, createLogger, MainMetrics, RefundMetrics, stopThreadTracing } = await import('../../src/observability/index.ts');
   const { geoDatabase } = await import('../../src/metering/index.ts');
   const { openConfiguredStore } = await import('../../src/store/index.ts');
   const { startEngine } = await import('../../src/cluster/engine-host.ts');
@@ -212,6 +212,9 @@ export async function startApi(opts: ApiOptions = {}): Promise<ApiHandle> {
       channel.port1.close();
       channel.port2.close();
       await engine?.close().catch(() => {});
+      // as an API worker's stop: the spans still queued go first (bounded), and this thread's
+      // tracing is reset for a later harness with other settings
+      await stopThreadTracing();
       await store.close();
       restoreEnv();
       setClockFile(process.env.CLOCK_FILE || undefined);

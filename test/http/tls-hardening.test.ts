@@ -3,6 +3,7 @@ import https from 'node:https';
 import path from 'node:path';
 import fs from 'node:fs';
 import t from 'tap';
+import { startApi } from '../helpers/api.ts';
 import { startServer, tempDir } from '../helpers/server.ts';
 
 // Security issue 29 (low): over TLS 1.2 the service offered AES128-SHA and other suites
@@ -56,7 +57,9 @@ t.test('TLS 1.2 offers only forward-secret AEAD suites; TLS 1.3 as is; every ans
 });
 
 t.test('plain HTTP answers carry no HSTS (browsers ignore it there; a TLS proxy in front sets its own)', async (t) => {
-  const s = await startServer();
+  // the service's app in process (test/helpers/api.ts; was a second server start): the same
+  // composition that adds HSTS under TLS, here without TLS
+  const s = await startApi();
   t.teardown(() => s.stop());
   const r = await fetch(`${s.baseUrl}/health/live`);
   t.equal(r.status, 200);
