@@ -3,6 +3,7 @@ import path from 'node:path';
 import t from 'tap';
 import type { JSONWebKeySet } from 'jose';
 import { jwksOf as jwks, signedVerdict, verdictChecks as check } from '../helpers/verdicts.ts';
+import { signBody } from '../../src/signing/index.ts';
 import { makeToken, startServer, type ServerHandle } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -17,6 +18,7 @@ t.teardown(() => server.stop());
 const { token } = await makeToken(server, ['rgb_liveness:1000:day']);
 
 const kids = (set: JSONWebKeySet) => set.keys.map((k) => k.kid!).sort();
+const BODY = JSON.stringify({ request_id: 'r1', module_id: 'rgb_liveness', charged_units: 1, results: [{ capture_id: 'c1', status: 'ok', alive: true, score: 0.93 }], usage: [] });
 
 const verdict = () => signedVerdict(server, token);
 
@@ -114,4 +116,26 @@ t.test('bad revocations: a clear error, nothing changed', async (t) => {
   t.same(await jwks(server), before, 'the JWKS is unchanged');
   const v = await verdict();
   t.ok(await check(before, v.body, v.signature), 'verdicts are signed and verify as before');
+});
+
+// Was test/signing/verdict-signature.test.ts's, on a server of its own (issue 43: a start
+// fewer). That the first start made one key is the first test's check above.
+t.test('the server publishes the JWKS; `keys rotate` adds a key', async (t) => {
+  const first = await fetch(`${server.baseUrl}/.well-known/jwks.json`);
+  t.equal(first.status, 200);
+  t.match(first.headers.get('content-type') ?? '', /^application\/json/);
+  const published = (await first.json()) as JSONWebKeySet;
+  for (const k of published.keys) t.hasStrict(k, { kty: 'OKP', crv: 'Ed25519', alg: 'EdDSA', use: 'sig' });
+  t.ok(await check(published, BODY, await signBody(server.dataDir, BODY)), 'a signature made with the server\'s key checks against its JWKS');
+
+  const r = await server.cli(['keys', 'rotate']);
+  t.equal(r.code, 0, r.stderr);
+  t.ok(kids(published).includes(r.json.retired), 'the key it retired was the published current one');
+  // the server re-reads the key files at most once a second (src/http/routes/jwks.ts)
+  const want = [...kids(published), r.json.kid].sort();
+  const after = await waitFor(async () => {
+    const set = await jwks(server);
+    return set.keys.length === want.length ? set : undefined;
+  }, { timeoutMs: 10_000, what: 'the JWKS to list the rotated key' });
+  t.same(kids(after), want, 'the new key is added; the retired one stays published');
 });

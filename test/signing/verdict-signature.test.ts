@@ -3,7 +3,7 @@ import path from 'node:path';
 import t from 'tap';
 import { createLocalJWKSet, decodeProtectedHeader, flattenedVerify, type JSONWebKeySet } from 'jose';
 import { publicJwks, rotateSigningKey, RETIRED_PUBLISH_MS, signBody, VerdictSigner } from '../../src/signing/index.ts';
-import { runCli, startServer, tempDir } from '../helpers/server.ts';
+import { tempDir } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 /** What a backend does (src/signing/README.md "Checking a verdict in a backend"): re-attach the exact body bytes
@@ -75,26 +75,5 @@ t.test('workers racing to create the first key agree on one', async (t) => {
   t.equal(publicJwks(dir).keys.length, 1);
 });
 
-t.test('the server publishes the JWKS; `keys rotate` adds a key', async (t) => {
-  const server = await startServer();
-  t.teardown(() => server.stop());
-  const first = await fetch(`${server.baseUrl}/.well-known/jwks.json`);
-  t.equal(first.status, 200);
-  t.match(first.headers.get('content-type') ?? '', /^application\/json/);
-  const jwks = (await first.json()) as JSONWebKeySet;
-  t.equal(jwks.keys.length, 1, 'a key exists from the first start');
-  t.hasStrict(jwks.keys[0], { kty: 'OKP', crv: 'Ed25519', alg: 'EdDSA', use: 'sig' });
-  t.ok(await check(jwks, BODY, await signBody(server.dataDir, BODY)), 'a signature made with the server\'s key checks against its JWKS');
-
-  const r = await runCli(server.dataDir, ['keys', 'rotate']);
-  t.equal(r.code, 0, r.stderr);
-  t.equal(r.json.retired, jwks.keys[0]!.kid);
-  // the server re-reads the key files at most once a second (src/http/routes/jwks.ts)
-  const want = [jwks.keys[0]!.kid, r.json.kid].sort();
-  let after: JSONWebKeySet | undefined;
-  await waitFor(async () => {
-    after = (await (await fetch(`${server.baseUrl}/.well-known/jwks.json`)).json()) as JSONWebKeySet;
-    return after.keys.length === 2;
-  }, { timeoutMs: 10_000, what: 'the JWKS to list the rotated key' });
-  t.same(after!.keys.map((k) => k.kid).sort(), want);
-});
+// The server's JWKS and a `keys rotate` reaching it are checked on the server of
+// test/signing/revocation.test.ts (issue 43: this file started its own for them).
