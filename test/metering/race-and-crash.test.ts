@@ -59,23 +59,25 @@ t.test('SIGKILL during inference: restart refunds the pending reservation and fr
   t.equal((await (await fetch(`${first.baseUrl}/v1/me`, { headers: bearer(token) })).json()).usage[0].used, 1, 'held while running');
   await first.stop('SIGKILL');
   t.ok((await inflight) instanceof Error, 'the client saw the connection die');
-  // The dead server's pid is then reused by an unrelated live process (here: this test).
-  // The reservation names its holder by pid and start time, so it is still seen as orphaned.
+  // The dead server's pid is then reused by an unrelated live process (here: this test's
+  // parent, tap's runner: not this process, which the recovery below runs in and which counts
+  // its own pid as a previous run's). The reservation names its holder by pid and start time,
+  // so it is still seen as orphaned.
   t.type(pending[0].pid_start, 'string', 'the holder is recorded with its start time');
   const dbReuse = lmdbOpen(dataDir);
-  await dbReuse.reservations.put(pending[0].id, { ...pending[0], pid: process.pid });
+  const reusedBy = process.ppid;
+  await dbReuse.reservations.put(pending[0].id, { ...pending[0], pid: reusedBy });
   await dbReuse.close();
 
   // The restart: the service's API in process on the dead server's DATA_DIR (test/helpers/api.ts:
   // the start-up steps a start runs, crash recovery included, with the service's own logger,
-  // refund metrics and app; issue 43: this was a second started server). Its recovery runs in
-  // this process, whose pid the reservation now names: the start time still tells it apart.
+  // refund metrics and app; issue 43: this was a second started server).
   const second = await startApi({ dataDir, engine: 'real', ready: true });
   t.teardown(() => second.stop());
   const recovery = second.logLines().find((l) => /crash recovery: pending reservation refunded/.test(l.msg));
   t.ok(recovery, 'recovery is logged');
   t.equal(recovery.request_id, pending[0].request_id);
-  t.equal(recovery.holder_pid, process.pid, 'the dead holder is named holder_pid');
+  t.equal(recovery.holder_pid, reusedBy, 'the dead holder is named holder_pid');
   const raw = second.logs.join('\n').split('\n').find((l) => l.includes('crash recovery: pending reservation refunded'))!;
   t.equal(raw.match(/"pid":/g)?.length, 1, 'one pid key per line: the logging process');
   t.equal((await (await fetch(`${second.baseUrl}/v1/me`, { headers: bearer(token) })).json()).usage[0].used, 0, 'refunded');
