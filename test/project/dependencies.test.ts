@@ -246,7 +246,7 @@ const ANY = /(?::\s*any\b|\bas\s+any\b|<any\b|\bany\[\]|,\s*any>)/;
 /** Where the whole store is held: the API worker's services (worker.ts composes them; the
  * routes hand each use case its roles), the CLI's entry and its commands' type, the main
  * thread's cluster, its stop and the listening line. */
-const COMPOSERS = ['src/http/services.ts', 'src/cli/command.ts', 'src/cli/main.ts', 'src/cluster/cluster.ts', 'src/cluster/process-control.ts', 'src/cluster/announce.ts'];
+const COMPOSERS = ['src/http/services.ts', 'src/http/compose.ts', 'src/cli/command.ts', 'src/cli/main.ts', 'src/cluster/cluster.ts', 'src/cluster/process-control.ts', 'src/cluster/announce.ts'];
 const THIS_FILE = path.join(ROOT, 'test', 'project', 'dependencies.test.ts');
 
 t.test('no any at the store\'s boundary, no cast to a store role', async (t) => {
