@@ -18,6 +18,8 @@ import t from 'tap';
 import { buildCapture, buildVerifyBody } from '../../src/client/index.ts';
 import { EXIT, exitCodeOf } from '../../src/cli/errors.ts';
 import { meteringCommands } from '../../src/cli/metering.ts';
+import type { CliContext } from '../../src/cli/command.ts';
+import { loadConfig } from '../../src/config/index.ts';
 import { request, single } from '../helpers/captures.ts';
 import { addToken, audits, bodyCode, bothStores, call, charges, codeOf, failNextSettlement, ledger, RETRY_AFTER_SECONDS, usedBy, world } from './world.ts';
 
@@ -173,7 +175,9 @@ for (const s of stores) {
       t.equal(again.headers?.['Retry-After'], undefined, 'no invitation to poll');
       t.equal(await usedBy(w, token), 1, 'the retry charged nothing more');
       // the operator's CLI commands, run on this store
-      const cli = (line: string, args: string[] = []) => meteringCommands[line]!.run(s.store, args);
+      // these two commands read nothing of the run's context but the store (src/cli/metering.ts)
+      const ctx: CliContext = { env: {}, cwd: process.cwd(), stdin: process.stdin, stdout: process.stdout, stderr: process.stderr, config: loadConfig({}), exitCode: EXIT.ok };
+      const cli = (line: string, args: string[] = []) => meteringCommands[line]!.run(s.store, args, ctx);
       const list = (await cli('settlements list')) as { settlements: { id: string; token_id: string }[] };
       const mine = list.settlements.find((x) => x.token_id === token.id);
       t.match(mine, { state: 'settlement_failed', units: 1, idempotency_key: 'k-settle', has_saved_answer: true }, 'listed for the operator, its answer kept');
