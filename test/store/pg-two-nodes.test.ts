@@ -2,14 +2,17 @@ import t from 'tap';
 import { postVerify, request, single } from '../helpers/captures.ts';
 import { jwksOf, signedVerdict, verdictChecks as check } from '../helpers/verdicts.ts';
 import { startPostgres } from '../helpers/postgres.ts';
+import { startApi, type ApiHandle } from '../helpers/api.ts';
 import { bearer, makeToken, runCli, startServer, tempDir, type ServerHandle } from '../helpers/server.ts';
+
+type Node = ServerHandle | ApiHandle;
 import { waitFor } from '../helpers/wait.ts';
 import { SHARED_JWKS_CACHE_MS } from '../../src/http/routes/jwks.ts';
 import { SHARED_KEY_CACHE_MS } from '../../src/signing/source.ts';
 
 // What two node processes of the real service share through one PostgreSQL database (each
 // with its own DATA_DIR), on one pair of nodes started once (issue 43: the four files that
-// each started their own pair are one now; every check of theirs is here, unchanged):
+// each started their own pair are one now; every check of theirs is here):
 // - the verdict-signing key (was test/store/multi-node-keys.test.ts): one JWKS, and a
 //   `keys rotate` by the CLI, on neither node's DATA_DIR, reaches both within the cache time;
 // - emergency revocation (was test/signing/revocation-pg.test.ts, security issue 29):
@@ -29,22 +32,26 @@ const DAY = 86_400_000;
 const pg = await startPostgres();
 t.teardown(() => pg.stop());
 const env = { DATABASE_URL: pg.url, WORKERS: '1', TOKEN_CACHE_SECONDS: '300' };
-const nodes = await Promise.all([
-  startServer({ env, ready: true, timeoutMs: 240_000 }),
+// Node A is the service's API in process (test/helpers/api.ts: the real app, engine and store,
+// its start-up steps; a start fewer), node B a started server, the one whose clock is skewed and
+// whose caches the checks below are about: the CLI runs in this process, beside A, so A's
+// bounds are the weaker check and B's the one that counts.
+const nodes: Node[] = await Promise.all([
+  startApi({ env, engine: 'real', ready: true }),
   startServer({ env: { ...env, TEST_CLOCK_SKEW_MS: String(2 * DAY) }, ready: true, timeoutMs: 240_000 }),
 ]);
 t.teardown(() => Promise.all(nodes.map((n) => n.stop())));
-const [a, b] = nodes as [ServerHandle, ServerHandle];
+const [a, b] = nodes as [Node, Node];
 /** the CLI with its own, empty DATA_DIR: the key it changes can only be the shared one */
 const keysCli = (args: string[]) => runCli(tempDir(), args, '', { DATABASE_URL: pg.url });
-const kidsOf = async (n: ServerHandle) => (await jwksOf(n)).keys.map((k) => k.kid!);
+const kidsOf = async (n: Node) => (await jwksOf(n)).keys.map((k) => k.kid!);
 
 /** Polls `done` on `n` until it holds, noting in `late` every request that started more than
  * `bound` ms after `committed` and still saw the old state: the promise is checked by each
  * request's start time rather than by timing the whole wait, so a slow request on a loaded
  * machine cannot fail it. */
 function poller(committed: number, late: string[]) {
-  return (n: ServerHandle, what: string, bound: number, done: () => Promise<boolean>) =>
+  return (n: Node, what: string, bound: number, done: () => Promise<boolean>) =>
     waitFor(async () => {
       const start = Date.now();
       const ok = await done();
