@@ -92,7 +92,7 @@ export const HealthReady = Type.Object({
   store_writes: Type.Optional(Type.Object({
     since: Type.String({ format: 'date-time' }),
     operation: Type.String({ description: 'the write that failed first (reserve, settle, audit ...)' }),
-    error: Type.String(),
+    error: Type.String({ description: 'why the write failed, without the names it quoted (a file under DATA_DIR, a PostgreSQL data file): the whole message is in the node\'s log (`not ready: store writes are failing`)' }),
   }, { description: 'present while the store is failing writes' })),
   modules: Type.Record(Type.String(), ModuleHealth),
   server: Type.Optional(Type.Object({

@@ -10,6 +10,7 @@ import { describeUwsBuild } from '../uws.ts';
 export function healthRoutes(router: Router, s: Services): void {
   // what the last readiness answer found out about the store, so each change is logged once
   let logged: string | null = null;
+  let loggedWrites: string | null = null;
   router.add('GET', '/health/live', () => json(200, { status: 'live' }));
   router.add('GET', '/health/ready', async () => {
     const store = await s.store.healthy();
@@ -22,6 +23,10 @@ export function healthRoutes(router: Router, s: Services): void {
     // the store answers reads but cannot write (a full disk): verify calls are refused
     s.store.writes.watchSpace();
     const writes = s.store.writes.failing();
+    // a failed write's message may name files (a path under DATA_DIR, a PostgreSQL data file):
+    // the answer leaves quoted names out, the log has the message whole
+    if (writes && writes.message !== loggedWrites) s.log.warn({ operation: writes.op, error: writes.message }, 'not ready: store writes are failing');
+    loggedWrites = writes?.message ?? null;
     const modules: Record<string, object> = {};
     let ready = store && !writes;
     for (const m of s.inference.readiness()) {
@@ -43,10 +48,15 @@ export function healthRoutes(router: Router, s: Services): void {
       store: !store ? 'unavailable' : writes ? 'writes_failing' : 'ok',
       // PostgreSQL: since when no host accepts writes (a failover under way), or the lease
       ...(why ? { store_error: why.reason } : {}),
-      ...(writes ? { store_writes: { since: new Date(writes.since).toISOString(), operation: writes.op, error: writes.message } } : {}),
+      ...(writes ? { store_writes: { since: new Date(writes.since).toISOString(), operation: writes.op, error: withoutNames(writes.message) } } : {}),
       modules,
       // what an operator comparing nodes after an upgrade needs: the runtime and the HTTP build
       server: { node: process.version, uws: describeUwsBuild() },
     });
   });
+}
+
+/** `text` with what it quotes ('/var/lib/...', "base/16384/2619") left out. */
+function withoutNames(text: string): string {
+  return text.replace(/'[^']*'|"[^"]*"/g, '...');
 }
