@@ -24,7 +24,7 @@ export class ConflictError extends UsageError {
 export const EXIT = { ok: 0, failed: 1, usage: 2, not_found: 3, conflict: 4, store_unavailable: 5 } as const;
 
 /** The exit code of a refusal the CLI reports in one line (its message on stderr), or null for
- * an unexpected error, which is rethrown with its stack. A store that cannot be opened, or that
+ * an unexpected error, which runCommand (main.ts) reports with its stack and exit 1. A store that cannot be opened, or that
  * stops answering mid-command (PostgreSQL gone), is 5: a retry may succeed. */
 export function exitCodeOf(e: unknown): number | null {
   if (e instanceof NotFoundError) return EXIT.not_found;

@@ -221,8 +221,8 @@ function holdProcessState(env: NodeJS.ProcessEnv): () => void {
 /** Runs one CLI command (`argv` as typed after `npm run cli --`) with `io` as its streams,
  * environment and folder, and answers its exit code (EXIT in errors.ts). It never exits the
  * process and touches no process-wide state it does not put back (holdProcessState); every
- * store it opens is closed before it answers. An unexpected error is one line of stack on
- * stderr and exit 1, as an uncaught one is in a process of its own. */
+ * store it opens is closed before it answers. An unexpected error is its stack on stderr
+ * and exit 1, as an uncaught one is in a process of its own. */
 export async function runCommand(argv: string[], io: CliIo): Promise<number> {
   if (argv[0] === '--version' || argv[0] === '-v') {
     io.stdout.write(`${JSON.stringify({ version: SERVICE_VERSION })}\n`);
