@@ -4,7 +4,7 @@ import t from 'tap';
 import { postVerify, request, single } from '../helpers/captures.ts';
 import { startPostgres } from '../helpers/postgres.ts';
 import { startApi } from '../helpers/api.ts';
-import { makeToken, runCli, startServer, tempDir } from '../helpers/server.ts';
+import { makeToken, runCli, tempDir } from '../helpers/server.ts';
 
 // The demo archive with several nodes, as docs/several-nodes.md says to run it: one shared directory
 // mounted as DATA_DIR/archive on every node (here a symbolic link). Demo uploads on either
@@ -28,14 +28,13 @@ const dataDirs = ['a', 'b'].map((n) => {
 const env = { DATABASE_URL: pg.url, WORKERS: '1', CLOCK_FILE: clock };
 
 t.test('two nodes share one archive directory; concurrent pruning removes each day once', async (t) => {
-  // node A a started server, node B the service's API in process on its own DATA_DIR
-  // (test/helpers/api.ts: the real app, engine and demo archive; issue 43: a second started
-  // server before)
-  const [a, b] = await Promise.all([
-    startServer({ dataDir: dataDirs[0]!, env, ready: true, timeoutMs: 240_000 }),
-    startApi({ dataDir: dataDirs[1]!, engine: 'real', env, ready: true }),
-  ]);
-  t.teardown(() => Promise.all([a.stop(), b.stop()]));
+  // both nodes the service's API in process, each on its own DATA_DIR (test/helpers/api.ts:
+  // the real app, engine, demo archive and store; issue 43: two started servers before), one
+  // after the other (each sets the process's environment while it starts)
+  const a = await startApi({ dataDir: dataDirs[0]!, engine: 'real', env, ready: true });
+  t.teardown(() => a.stop());
+  const b = await startApi({ dataDir: dataDirs[1]!, engine: 'real', env, ready: true });
+  t.teardown(() => b.stop());
   const { token } = await makeToken(a, ['rgb_liveness:100:never'], ['--demo']);
   const ids: string[] = [];
   for (const [s, id] of [[a, 'arch-a'], [b, 'arch-b']] as const) {
