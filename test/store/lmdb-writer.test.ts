@@ -9,6 +9,7 @@ import path from 'node:path';
 import { MessageChannel, type MessagePort } from 'node:worker_threads';
 import t, { type Test } from 'tap';
 import { LmdbBackend, settle } from '../../src/store/lmdb/index.ts';
+import { settleWrites } from '../../src/store/lmdb/settle.ts';
 import { meteringWriterOf, type MeteringWriter } from '../../src/store/lmdb/writer.ts';
 import { WriterClient, type WriterReply, type WriterRequest } from '../../src/store/lmdb/writer-client.ts';
 import type { AuditRecord, Reservation } from '../../src/store/records.ts';
@@ -210,6 +211,34 @@ t.test('a writer that is gone: a write in flight hears so (outcome unknown), lat
   t.equal(out.kind, 'reserved', 'the next reservation commits here');
   if (out.kind !== 'reserved') return;
   t.equal((await s.settle(out.reservation, T0 + 1, () => '{}', [])).kind, 'settled');
+});
+
+t.test('a writer that ends with a settlement in flight: a settlement it committed is answered settled, one it did not is settlement_failed', async (t) => {
+  const dir = tempDir();
+  const main = LmdbBackend.open(dir);
+  t.teardown(() => main.close());
+  const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 5, period: 'never' }]);
+  await main.insertToken(tok);
+  for (const commit of [true, false]) {
+    // a channel whose far end is the test's: it commits the settlement (or not) and ends
+    // without answering, as a writer thread that dies after its commit
+    const { port1, port2 } = new MessageChannel();
+    const s = LmdbBackend.open(dir, { writer: new WriterClient(port2) });
+    port1.on('message', (m: WriterRequest | { hello: number }) => {
+      if ('hello' in m || m.op?.op !== 'settle') return;
+      const op = m.op;
+      if (commit) main.store.root.transactionSync(() => settleWrites(main.store, op.reservation, op.at, op.body, op.results, null));
+      port1.close();
+    });
+    const out = await main.reserve(reserveInput(tok, { idempotencyKey: `k${String(commit)}`, fingerprint: 'f' }));
+    if (out.kind !== 'reserved') throw new Error(out.kind);
+    const settled = await settle(s.store, out.reservation, T0 + 1, () => '{"s":1}', []);
+    await s.close();
+    if (commit) t.same(settled, { kind: 'settled', body: '{"s":1}' }, 'committed by the writer before it ended: answered as charged');
+    else t.equal(settled.kind, 'settlement_failed', 'not committed: marked for an operator, as before');
+    main.store.root.resetReadTxn();
+    t.equal(main.store.db.reservations.get(out.reservation.id)?.state, commit ? 'charged' : 'settlement_failed');
+  }
 });
 
 // (a commit the writer cannot write, a full disk, is tested through the server, where every

@@ -1,5 +1,6 @@
 import { atomically } from './atomic.ts';
 import { meteringWrite } from './writer.ts';
+import { WRITER_LOST } from './writer-client.ts';
 import { readLatest, type Store } from './open.ts';
 import { appendLedger } from './ledger.ts';
 import type { Reservation, UsageRecord } from '../records.ts';
@@ -35,10 +36,12 @@ export async function settle(
   fault: 'fail' | 'hold' | null = null,
 ): Promise<SettleOutcome> {
   let body: string | undefined;
+  // the answer as posted to the metering writer, if it was
+  let posted: string | undefined;
   try {
     body = await meteringWrite(
       store,
-      () => ({ op: 'settle', reservation, at, body: renderNow(store, reservation, at, render), results, fault }),
+      () => ({ op: 'settle', reservation, at, body: (posted = renderNow(store, reservation, at, render)), results, fault }),
       () => settleWrites(store, reservation, at, render, results, fault),
       'settle',
     );
@@ -46,6 +49,10 @@ export async function settle(
     // The store could not write the settlement (a full disk): the transaction left nothing, so
     // the call was not charged and nothing needs an operator; the units go back.
     if (isStorageFailure(err)) return giveBack(store, reservation, at, err);
+    // The metering writer ended with the settlement in flight (writer-client.ts): its thread
+    // is gone, so it commits nothing more and what it committed is synced. A settlement it
+    // committed is answered as one, not as settlement_failed with the call charged.
+    if (posted !== undefined && err instanceof Error && err.name === WRITER_LOST && chargedAt(store, reservation.id, at)) return { kind: 'settled', body: posted };
     // The units stay reserved and the key pending: an operator decides (spec: settlement
     // fails -> pending may remain, operator recovery needed). The answer that could not be
     // saved is kept on the reservation so a "charge" resolution can complete the key.
@@ -61,6 +68,13 @@ export async function settle(
     return { kind: 'settlement_failed', cause: err };
   }
   return { kind: 'settled', body };
+}
+
+/** Whether the latest commit holds reservation `id` charged by the settlement at `at`. */
+function chargedAt(store: Store, id: string, at: number): boolean {
+  readLatest(store);
+  const r = store.db.reservations.get(id);
+  return r?.state === 'charged' && r.settled_at === new Date(at).toISOString();
 }
 
 /** The answer from the latest committed usage, for a settlement the metering writer commits. */

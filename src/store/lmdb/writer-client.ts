@@ -55,8 +55,12 @@ export function fromWire(w: WireError): Error {
 }
 
 /** The writer thread has ended (a bug, or the process is stopping): what was in flight has an
- * unknown outcome; later writes commit on the calling thread. */
-export class WriterLostError extends Error {}
+ * unknown outcome; later writes commit on the calling thread. Known by its name once it has
+ * crossed the channel (fromWire). */
+export const WRITER_LOST = 'WriterLostError';
+export class WriterLostError extends Error {
+  override name = WRITER_LOST;
+}
 
 /** An API worker's end of its channel to the writer. */
 export class WriterClient {
