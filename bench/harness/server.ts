@@ -322,6 +322,18 @@ export async function runCliProcess(dataDir: string, args: string[], stdin = '',
   return cliResult(r.code ?? -1, r.stdout, r.stderr);
 }
 
+/** The lines of a service's log that are JSON, parsed (a started server's and the in-process
+ * harness's `logLines`); any other line (a warning Node printed) is left out. */
+export function jsonLines(lines: readonly string[]): any[] {
+  return lines.flatMap((l) => {
+    try {
+      return [JSON.parse(l)];
+    } catch {
+      return [];
+    }
+  });
+}
+
 /** Calls `onLine` with each whole line `stream` writes (a child's JSON log), without its newline. */
 export function onLines(stream: NodeJS.ReadableStream, onLine: (line: string) => void): void {
   let buf = '';
@@ -424,13 +436,7 @@ export async function startServer(opts: StartOptions = {}): Promise<ServerHandle
     proc,
     logs,
     exited,
-    logLines: () => logs.flatMap((l) => {
-      try {
-        return [JSON.parse(l)];
-      } catch {
-        return [];
-      }
-    }),
+    logLines: () => jsonLines(logs),
     cli: (args, stdin) => runCli(dataDir, args, stdin, opts.env),
     stop: async (signal = 'SIGTERM') => {
       if (proc.exitCode !== null || proc.signalCode !== null) return proc.exitCode;

@@ -37,7 +37,7 @@
 import { Writable } from 'node:stream';
 import { MessageChannel } from 'node:worker_threads';
 import path from 'node:path';
-import { runCli, tempDir, waitReady, type CliResult } from './server.ts';
+import { jsonLines, runCli, tempDir, waitReady, type CliResult } from './server.ts';
 
 export interface ApiOptions {
   dataDir?: string;
@@ -195,13 +195,7 @@ export async function startApi(opts: ApiOptions = {}): Promise<ApiHandle> {
     lmdb: store.kind === 'lmdb' ? (store as unknown as import('../../src/store/lmdb/index.ts').LmdbBackend).store : null,
     router: api.router,
     logs,
-    logLines: () => logs.flatMap((l) => {
-      try {
-        return [JSON.parse(l)];
-      } catch {
-        return [];
-      }
-    }),
+    logLines: () => jsonLines(logs),
     cli: (args, stdin) => runCli(dataDir, args, stdin, opts.env),
     stop: async () => {
       if (stopped) return;
