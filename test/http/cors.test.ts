@@ -4,10 +4,15 @@ import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { loadConfig } from '../../src/config/index.ts';
 import { postVerify, request, single } from '../helpers/captures.ts';
-import { bearer, makeToken, startServer } from '../helpers/server.ts';
+import { startApi } from '../helpers/api.ts';
+import { bearer, makeToken } from '../helpers/server.ts';
 
-// CORS_ORIGINS through the real server. Node's http client is used because it sends an
-// Origin header as given (a browser-side test lives in test/client/browser.test.ts).
+// CORS_ORIGINS over real HTTP. Node's http client is used because it sends an Origin header
+// as given (a browser-side test lives in test/client/browser.test.ts).
+// The service's app in process (test/helpers/api.ts: composeApiWorker, which hands createApp
+// the CORS rules; the real engine and LMDB store where a verify call is answered; issue 43:
+// these were two server starts): CORS is the app's answer to a request, the same in every API
+// worker, so nothing here needs the process.
 const ORIGIN = 'http://capture.example:8443';
 
 function raw(baseUrl: string, method: string, path: string, headers: Record<string, string>): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
@@ -48,7 +53,7 @@ t.test('CORS_ORIGINS must be exact origins', async (t) => {
 });
 
 t.test('without CORS_ORIGINS nothing changes', async (t) => {
-  const server = await startServer();
+  const server = await startApi();
   t.teardown(() => server.stop());
   const pre = await raw(server.baseUrl, 'OPTIONS', '/v1/modules/rgb_liveness/verify', preflight(ORIGIN));
   t.equal(pre.status, 405, 'a preflight is an ordinary wrong method');
@@ -60,7 +65,9 @@ t.test('without CORS_ORIGINS nothing changes', async (t) => {
 });
 
 t.test('with CORS_ORIGINS', async (t) => {
-  const server = await startServer({ ready: true, env: { CORS_ORIGINS: `https://other.example,${ORIGIN}`, OTEL_EXPORTER_OTLP_ENDPOINT: OTLP } });
+  // the tracing of an API worker thread is this thread's here: started by the first verify
+  // call with these settings and reset by stop() (as test/observability/traces.test.ts does)
+  const server = await startApi({ engine: 'real', ready: true, env: { CORS_ORIGINS: `https://other.example,${ORIGIN}`, OTEL_EXPORTER_OTLP_ENDPOINT: OTLP } });
   t.teardown(() => server.stop());
   const { token } = await makeToken(server, ['rgb_liveness:10:day']);
 

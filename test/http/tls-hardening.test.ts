@@ -4,11 +4,15 @@ import path from 'node:path';
 import fs from 'node:fs';
 import t from 'tap';
 import { startApi } from '../helpers/api.ts';
-import { startServer, tempDir } from '../helpers/server.ts';
+import { tempDir } from '../helpers/server.ts';
 
 // Security issue 29 (low): over TLS 1.2 the service offered AES128-SHA and other suites
 // without forward secrecy, and answers carried no HSTS. An RSA certificate is used here: it is
 // the key type for which the default list offered static-RSA key exchange.
+// Both parts serve from the service's app in process (test/helpers/api.ts; issue 43: these
+// were two server starts): composeApiWorker builds its app from src/http/tls.ts appModule, an
+// SSLApp with the service's cipher list when TLS_CERT_FILE/TLS_KEY_FILE are set, and adds HSTS
+// there, so the handshakes below meet the very TLS context an API worker listens with.
 const dir = tempDir('lv-tls-hard-');
 const cert = path.join(dir, 'cert.pem');
 const key = path.join(dir, 'key.pem');
@@ -33,7 +37,7 @@ function get(port: number, p: string): Promise<{ status: number; headers: Record
 }
 
 t.test('TLS 1.2 offers only forward-secret AEAD suites; TLS 1.3 as is; every answer has HSTS', async (t) => {
-  const s = await startServer({ env: { TLS_CERT_FILE: cert, TLS_KEY_FILE: key } });
+  const s = await startApi({ env: { TLS_CERT_FILE: cert, TLS_KEY_FILE: key } });
   t.teardown(() => s.stop());
 
   // every TLS 1.2 suite this openssl knows, one handshake each
@@ -57,8 +61,7 @@ t.test('TLS 1.2 offers only forward-secret AEAD suites; TLS 1.3 as is; every ans
 });
 
 t.test('plain HTTP answers carry no HSTS (browsers ignore it there; a TLS proxy in front sets its own)', async (t) => {
-  // the service's app in process (test/helpers/api.ts; was a second server start): the same
-  // composition that adds HSTS under TLS, here without TLS
+  // the same composition that adds HSTS under TLS, here without TLS
   const s = await startApi();
   t.teardown(() => s.stop());
   const r = await fetch(`${s.baseUrl}/health/live`);

@@ -10,7 +10,10 @@ import { makeToken, startServer, tempDir } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 // A certificate made here with openssl (encrypted key, so the passphrase path is exercised),
-// served by uWS's SSLApp and checked by Node's https client against that certificate.
+// served by uWS's SSLApp and checked by Node's https client against that certificate. A real
+// server: the process's start over TLS (its start line, the TLS settings checked before any
+// worker listens, several API workers on one TLS port); the cipher list and HSTS are held in
+// process by tls-hardening.test.ts.
 const dir = tempDir('lv-tls-');
 const cert = path.join(dir, 'cert.pem');
 const key = path.join(dir, 'key.pem');
@@ -36,10 +39,14 @@ function call(port: number, method: string, p: string, headers: Record<string, s
 
 t.test('TLS_CERT_FILE/TLS_KEY_FILE serve HTTPS; the session cookie is Secure by default', async (t) => {
   const s = await startServer({
-    env: { TLS_CERT_FILE: cert, TLS_KEY_FILE: key, TLS_KEY_PASSPHRASE: 'correct horse', TRUSTED_PROXIES: '127.0.0.0/8', ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'a-long-password' },
+    // VERIFY_SLOTS set apart from WORKERS (2): the start line must name it (issue 42, item 4;
+    // test/http/verify-slots.test.ts holds its admission rules in process)
+    env: { TLS_CERT_FILE: cert, TLS_KEY_FILE: key, TLS_KEY_PASSPHRASE: 'correct horse', TRUSTED_PROXIES: '127.0.0.0/8', ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'a-long-password', VERIFY_SLOTS: '3' },
   });
   t.teardown(() => s.stop());
-  t.ok(s.logLines().some((l) => l.msg === 'listening' && l.tls === true), 'the listening line says TLS');
+  const listening = s.logLines().find((l) => l.msg === 'listening');
+  t.equal(listening?.tls, true, 'the listening line says TLS');
+  t.same([listening?.workers, listening?.verify_slots], [2, 3], 'and names the API workers and VERIFY_SLOTS, each as set');
 
   const live = await call(s.port, 'GET', '/health/live');
   t.equal(live.status, 200);

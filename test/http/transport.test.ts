@@ -2,9 +2,15 @@
 // Content-Length and Content-Type checks, malformed multipart, the 1 MiB part and metadata
 // limits, the part-count limit and the Idempotency-Key rules, each at its edge. Every rejected
 // request charges nothing and leaves only its audit line.
+// The service's app and engine in process (test/helpers/api.ts: the uWS app an API worker
+// serves, composed by composeApiWorker, on a loopback port, over the real LMDB store; issue
+// 43: this was a server start): the body limits, the multipart parser, the early answers and
+// their closes are the app's, the same in every API worker. The store is read through the
+// harness's own handle.
 
 import t, { type Test } from 'tap';
-import { makeToken, startServer } from '../helpers/server.ts';
+import { startApi } from '../helpers/api.ts';
+import { makeToken } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { crop } from '../helpers/captures.ts';
 import {
@@ -18,7 +24,7 @@ import {
 // client cannot see it, so the next fetch on it fails ("other side closed").
 const exact = requestOfSize(BODY_LIMIT, 32, (i) => (i === 0 ? crop(1) : crop(2)));
 
-const server = await startServer({ ready: true });
+const server = await startApi({ engine: 'real', ready: true });
 t.teardown(() => server.stop());
 const tok = await makeToken(server, ['rgb_liveness:10000:day', 'color_liveness:10000:day']);
 

@@ -6,10 +6,17 @@
 //
 // The client's pace is the test's input (its writes are spaced by timers); what is awaited is
 // always the server's answer or state, polled with a bound.
+//
+// Both servers are the service's app in process (test/helpers/api.ts: the uWS app an API worker
+// serves, composed by composeApiWorker with its UploadPacer, on a loopback port, over the real
+// LMDB store, with the real engine; issue 43: these were two server starts): the pace rule and
+// uWS's own cut-off both live in the app an API worker runs, so the socket below meets them as
+// it would a worker's.
 
 import t from 'tap';
+import { startApi } from '../helpers/api.ts';
 import { slotsUntil } from '../helpers/metrics.ts';
-import { makeToken, startServer } from '../helpers/server.ts';
+import { makeToken } from '../helpers/server.ts';
 import { RawConn, auditOf, body, expectRejected, flatPixels, okFrame, pngOfSize, rawAnswer, smallSingle, snapshot, verifyHead, type Answer } from '../helpers/ingest.ts';
 
 const MIN_RATE = 1000;
@@ -17,10 +24,9 @@ const WINDOW_S = 2;
 // `short` has a total deadline well past the window, so its stalled and too-slow uploads meet
 // the rate rule first (their 408s name it), and well short of `server`'s long upload
 const DEADLINE_S = 5;
-const [server, short] = await Promise.all([
-  startServer({ ready: true, env: { WORKERS: '1', UPLOAD_MIN_BYTES_PER_SECOND: String(MIN_RATE), UPLOAD_RATE_WINDOW_SECONDS: String(WINDOW_S) } }),
-  startServer({ ready: true, env: { WORKERS: '1', UPLOAD_MIN_BYTES_PER_SECOND: String(MIN_RATE), UPLOAD_RATE_WINDOW_SECONDS: String(WINDOW_S), UPLOAD_DEADLINE_SECONDS: String(DEADLINE_S) } }),
-]);
+// one after the other: a harness sets this process's environment while it starts
+const server = await startApi({ engine: 'real', ready: true, env: { UPLOAD_MIN_BYTES_PER_SECOND: String(MIN_RATE), UPLOAD_RATE_WINDOW_SECONDS: String(WINDOW_S) } });
+const short = await startApi({ engine: 'real', ready: true, env: { UPLOAD_MIN_BYTES_PER_SECOND: String(MIN_RATE), UPLOAD_RATE_WINDOW_SECONDS: String(WINDOW_S), UPLOAD_DEADLINE_SECONDS: String(DEADLINE_S) } });
 t.teardown(() => Promise.all([server.stop(), short.stop()]));
 const tok = await makeToken(server, ['rgb_liveness:10000:day']);
 const shortTok = await makeToken(short, ['rgb_liveness:10000:day']);
