@@ -6,7 +6,7 @@ import { waitFor } from '../helpers/wait.ts';
 // The dispatcher's rules (request ids, the error body, 404/405, the OpenAPI document, /metrics,
 // the request log) over real HTTP against the service's app in process (test/helpers/api.ts;
 // was one server start). /metrics gathered across several API workers and the pool is
-// test/observability/metrics-logs.test.ts's, on a started server.
+// test/observability/traces.test.ts's, on a started server.
 const server = await startApi();
 t.teardown(() => server.stop());
 

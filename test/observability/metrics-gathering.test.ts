@@ -4,7 +4,7 @@ import type { MetricsSnapshot } from '../../src/observability/index.ts';
 
 // The main thread's gathering of the API workers' metrics for /metrics
 // (src/cluster/metrics-gathering.ts), in process: workers are names, a snapshot a counter.
-// Through the real server, /metrics is read by test/observability/metrics-logs.test.ts and
+// Through the real server, /metrics is read by test/observability/traces.test.ts and
 // many others.
 
 const snap = (worker: string, value: number): MetricsSnapshot => [{ name: 'lv_test', help: 'h', type: 'counter', values: [{ value, labels: { worker } }], aggregator: 'sum' }] as unknown as MetricsSnapshot;
