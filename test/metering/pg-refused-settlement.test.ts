@@ -2,17 +2,22 @@ import t from 'tap';
 import pg from 'pg';
 import { postVerify, request, single } from '../helpers/captures.ts';
 import { startPostgres } from '../helpers/postgres.ts';
-import { makeToken, startServer } from '../helpers/server.ts';
+import { startApi } from '../helpers/api.ts';
+import { makeToken } from '../helpers/server.ts';
 
 // A settlement PostgreSQL refuses (store SettleOutcome 'refused': the node's lease lapsed, or
 // the reservation is no longer pending) answers 500 inference_failed and gives the units back.
-// Through the real server and a real database: lv_units_total must say what the ledger says,
+// Over real HTTP and a real database: lv_units_total must say what the ledger says,
 // a charge and its refund (the refund used to be missing from the metrics).
+// The node is the service's app and engine in process (test/helpers/api.ts: the real
+// PostgreSQL store, start-up steps and verify path, /metrics gathered as a process gathers it;
+// issue 43: this was a server start): the settlement's outcome is the store's and the use
+// case's, not the process's.
 
 const server = await startPostgres();
 t.teardown(() => server.stop());
 const url = await server.database('refused_settlement');
-const node = await startServer({ env: { DATABASE_URL: url, WORKERS: '1' }, ready: true, timeoutMs: 240_000 });
+const node = await startApi({ env: { DATABASE_URL: url }, engine: 'real', ready: true });
 t.teardown(() => node.stop());
 
 async function sql(text: string, values: unknown[] = []) {
