@@ -5,7 +5,15 @@ import t from 'tap';
 import { waitFor } from '../helpers/wait.ts';
 import { client, login } from '../auth/session-client.ts';
 import { postVerify, request, single } from '../helpers/captures.ts';
-import { makeToken, runCli, startServer, tempDir } from '../helpers/server.ts';
+import { startApi } from '../helpers/api.ts';
+import { makeToken, runCli, tempDir } from '../helpers/server.ts';
+
+// An operator switches the served model set while the service serves, by the CLI and by the
+// admin API. The service's app and engine in process (test/helpers/api.ts: the real engine
+// hears the CLI's and the admin API's requests as a main thread does, and pushes readiness to
+// the API worker; issue 43: this was a server start). That the switch reaches every API worker
+// of a real process at once is test/inference/readme-deploy-path.test.ts's, on its restarted
+// server of two API workers.
 
 const MODELS = join(import.meta.dirname, '../../models');
 
@@ -27,13 +35,12 @@ t.test('an operator switches the served model set live (CLI and admin API); a fa
   const dataDir = tempDir();
   const env = { MODELS_DIR: root, MODEL_SET: 'bgr80_ensemble_v1', INFERENCE_BACKEND: 'wasm', ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'correct horse battery' };
   t.equal((await runCli(dataDir, ['module', 'disable', 'color_liveness'], '', env)).code, 0);
-  const server = await startServer({ dataDir, ready: true, env });
+  const server = await startApi({ dataDir, engine: 'real', ready: true, env });
   t.teardown(() => server.stop());
   const { token } = await makeToken(server, ['rgb_liveness:100:day']);
-  /** /health/ready as an API worker has it, asked once: readiness is pushed to every API worker
-   * at the switch, before the main thread writes the answer that the CLI and the admin API
-   * read, so once they report the switch no worker may still name the old set. A connection
-   * of its own each time, so that the kernel may hand it to either API worker. */
+  /** /health/ready as the API worker has it, asked once on a connection of its own: readiness
+   * is pushed to the API worker at the switch, before the engine writes the answer that the
+   * CLI and the admin API read, so once they report the switch it may not name the old set. */
   const readiness = () =>
     new Promise<{ ready: boolean; model_set: string }>((resolve, reject) => {
       get(`${server.baseUrl}/health/ready`, { agent: false }, (res) => {
