@@ -2,17 +2,25 @@
 
 import { ValidationFailure } from '../errors/index.ts';
 import type { ImageEncoding, ValidationIssue } from '../contract/index.ts';
+import { RGB8_BYTES } from '../contract/index.ts';
 import { ImageError } from './errors.ts';
+import { slotOf } from './frame-slab.ts';
 import { decodePng } from './png-decode.ts';
 import { rgb8ToPixels } from './rgb8.ts';
 
 export type DecodeResult = { pixels: Uint8Array; issue?: undefined } | { pixels?: undefined; issue: ValidationIssue };
 
 /** Decodes one image; a bad image becomes an issue instead of an exception, so a caller can
- * decode every frame and report all bad images in one 422. `loc` is the frame's `image`. */
-export function tryDecodeImage(encoding: ImageEncoding, bytes: Uint8Array, loc: readonly (string | number)[]): DecodeResult {
+ * decode every frame and report all bad images in one 422. `loc` is the frame's `image`.
+ * `consume`: the caller needs the bytes no more, whatever the outcome; a PNG whose bytes lie at
+ * the start of a frame-slab slot is then decoded over them, into that slot (the pixels are then
+ * the part's storage, as an rgb8 part's are, and shared with the inference threads without a
+ * copy), where it would otherwise get a buffer of its own. */
+export function tryDecodeImage(encoding: ImageEncoding, bytes: Uint8Array, loc: readonly (string | number)[], consume = false): DecodeResult {
   try {
-    return { pixels: encoding === 'png' ? decodePng(bytes) : rgb8ToPixels(bytes) };
+    if (encoding !== 'png') return { pixels: rgb8ToPixels(bytes) };
+    const slot = consume ? slotOf(bytes) : null;
+    return { pixels: decodePng(bytes, slot !== null && slot.length >= RGB8_BYTES ? slot : undefined) };
   } catch (err) {
     if (!(err instanceof ImageError)) throw err;
     return { issue: imageIssue(err, loc) };

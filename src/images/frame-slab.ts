@@ -27,6 +27,9 @@ export interface SlabSlot {
   give(): void;
 }
 
+/** every slab's memory -> its slot size (slotOf) */
+const slabs = new WeakMap<SharedArrayBuffer, number>();
+
 export class FrameSlab {
   private readonly memory: SharedArrayBuffer;
   /** free slot indexes, most recently given back last (taken first: its pages are warm) */
@@ -37,6 +40,7 @@ export class FrameSlab {
       throw new RangeError('a slab needs a whole number of slots of a positive size');
     }
     this.memory = new SharedArrayBuffer(slots * slotBytes);
+    slabs.set(this.memory, slotBytes);
     for (let i = slots - 1; i >= 0; i--) this.free.push(i);
   }
 
@@ -65,6 +69,18 @@ export class FrameSlab {
  * it is and the inference thread reads in place; never in a transfer list. */
 export function isSharedPixels(pixels: Uint8Array): boolean {
   return pixels.buffer instanceof SharedArrayBuffer;
+}
+
+/** The whole slot that `view` starts at, when it starts at one (a part written into its slot,
+ * src/http/multipart/part.ts); else null. For a PNG part whose bytes are not needed once
+ * decoded: its pixels go over them, into the slot the part already holds, and reach the
+ * inference thread by reference like an rgb8 part's. Only the slot's holder may write there. */
+export function slotOf(view: Uint8Array): Uint8Array | null {
+  const buffer = view.buffer;
+  if (!(buffer instanceof SharedArrayBuffer)) return null;
+  const slotBytes = slabs.get(buffer);
+  if (slotBytes === undefined || view.byteOffset % slotBytes !== 0) return null;
+  return new Uint8Array(buffer, view.byteOffset, slotBytes);
 }
 
 let threadSlab: FrameSlab | undefined;

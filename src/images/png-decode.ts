@@ -4,18 +4,29 @@
 // crop the client computed. Adam7 interlacing is valid PNG but refused as unsupported: a
 // client encoding a crop has no reason to interlace it.
 //
-// Speed: one inflate (the whole IDAT stream at once, output capped at the exact expected
-// size) and one pass that undoes the filters straight into the result buffer.
+// Speed: one inflate of the IDAT chunks as they lie, by the thread's reused native inflater
+// (inflate.ts), into a scratch buffer reused from frame to frame; then one pass that undoes
+// the filters straight into the result: the caller's memory when it gives some (the part's own
+// frame-slab slot, written over once the PNG bytes are no longer needed), else a buffer of
+// exactly the pixels. No per-frame allocation on the way when the caller gives the memory.
 
-import * as zlib from 'node:zlib';
 import { CROP_SIZE, RGB8_BYTES } from '../contract/index.ts';
 import { crc32 } from './crc32.ts';
 import { ImageError } from './errors.ts';
+import { inflateInto, ZlibError } from './inflate.ts';
 
 const SIGNATURE = [137, 80, 78, 71, 13, 10, 26, 10];
 const BPP = 3;
 const STRIDE = CROP_SIZE * BPP; // 960 bytes of pixels per row
 const RAW_LENGTH = CROP_SIZE * (STRIDE + 1); // each row is preceded by its filter-type byte
+// Room for zlib's output: what the rows need and 1 KiB more. zlib never writes past it, so a
+// deflate bomb stops there; a stream up to 1 KiB too long is still read to its end (its own
+// faults, a bad checksum say, are reported first, as they always were) and one that fills the
+// room is too long, whatever follows.
+const INFLATE_ROOM = RAW_LENGTH + 1024;
+
+/** This thread's inflate output, reused by every decode (the pixels never live in it). */
+let scratch: Uint8Array | undefined;
 
 const COLOR_TYPES: Record<number, string> = {
   0: 'greyscale',
@@ -35,14 +46,15 @@ interface Header {
   interlace: number;
 }
 
-/** PNG bytes -> 307200 bytes of RGB (HWC): a view at offset 0 of an ArrayBuffer that belongs
- * to this result alone (zlib's output, with ~1.3 KB of slack after the pixels), so the caller
- * can transfer it to a worker. Throws ImageError. */
-export function decodePng(bytes: Uint8Array): Uint8Array {
+/** PNG bytes -> 307200 bytes of RGB (HWC). With `into` (at least 307200 bytes), the pixels are
+ * written there and the result is its first 307200 bytes; `into` may be the memory `bytes`
+ * lie in (every byte of the PNG is read before the first pixel is written). Without it, the
+ * result is a view of an ArrayBuffer of exactly the pixels that belongs to it alone, so the
+ * caller can transfer it to a worker. Throws ImageError. */
+export function decodePng(bytes: Uint8Array, into?: Uint8Array): Uint8Array {
   checkSignature(bytes);
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const idat: Uint8Array[] = [];
-  let idatBytes = 0;
   let idatState: 'before' | 'inside' | 'after' = 'before';
   let header: Header | undefined;
   let sawPalette = false;
@@ -82,7 +94,6 @@ export function decodePng(bytes: Uint8Array): Uint8Array {
       }
       idatState = 'inside';
       idat.push(bytes.subarray(dataStart, end));
-      idatBytes += length;
     } else {
       if (idatState === 'inside') idatState = 'after';
       switch (type) {
@@ -119,10 +130,10 @@ export function decodePng(bytes: Uint8Array): Uint8Array {
   }
   if (idat.length === 0) throw new ImageError('png_missing_idat', 'The PNG has no IDAT chunk');
 
-  const raw = inflate(idat.length === 1 ? idat[0] : Buffer.concat(idat, idatBytes));
-  // In place: the pixels are the first 307200 bytes of zlib's own output buffer, which is
-  // this decode's alone (allocated for this inflate), so the view can be transferred.
-  return unfilter(raw, raw).subarray(0, RGB8_BYTES);
+  const raw = inflateRows(idat);
+  if (into !== undefined && into.length < RGB8_BYTES) throw new RangeError(`decodePng needs room for ${RGB8_BYTES} bytes of pixels`);
+  const out = into === undefined ? new Uint8Array(new ArrayBuffer(RGB8_BYTES)) : into.subarray(0, RGB8_BYTES);
+  return unfilter(raw, out);
 }
 
 function checkSignature(bytes: Uint8Array): void {
@@ -190,37 +201,41 @@ function checkHeader(h: Header): void {
   }
 }
 
-/** The zlib stage alone (exported for bench/frame.mjs, which times it apart from the unfilter). */
-export function inflate(data: Uint8Array): Buffer {
-  let result: { buffer: Buffer; engine: zlib.Inflate };
+/** The zlib stage: the IDAT chunks' stream -> the 320 filtered rows, in this thread's scratch
+ * (valid until the next decode on this thread). Exported for bench/frame.mjs, which times it
+ * apart from the unfilter. */
+export function inflate(data: Uint8Array): Uint8Array {
+  return inflateRows([data]);
+}
+
+function inflateRows(idat: readonly Uint8Array[]): Uint8Array {
+  scratch ??= new Uint8Array(INFLATE_ROOM);
+  let result: { written: number; trailing: number };
   try {
-    // maxOutputLength stops a deflate bomb at the first byte past the expected size; a chunk
-    // larger than the output makes zlib fill a single buffer instead of concatenating pieces.
-    result = zlib.inflateSync(data, { info: true, maxOutputLength: RAW_LENGTH, chunkSize: RAW_LENGTH + 1024 }) as unknown as
-      { buffer: Buffer; engine: zlib.Inflate };
+    result = inflateInto(idat, scratch);
   } catch (err) {
-    if ((err as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE') {
-      throw new ImageError('png_wrong_data_length', `Decompressed image data exceeds the ${RAW_LENGTH} bytes of 320 filtered rows`,
-        { expected: RAW_LENGTH });
-    }
-    throw new ImageError('png_invalid_zlib', `The IDAT data is not a valid zlib stream: ${(err as Error).message}`);
+    if (!(err instanceof ZlibError)) throw err;
+    throw new ImageError('png_invalid_zlib', `The IDAT data is not a valid zlib stream: ${err.message}`);
   }
-  const consumed = result.engine.bytesWritten;
-  if (consumed !== data.length) {
-    throw new ImageError('png_invalid_zlib', `${data.length - consumed} bytes follow the end of the zlib stream in IDAT`,
-      { trailing: data.length - consumed });
+  if (result.written > RAW_LENGTH) {
+    throw new ImageError('png_wrong_data_length', `Decompressed image data exceeds the ${RAW_LENGTH} bytes of 320 filtered rows`,
+      { expected: RAW_LENGTH });
   }
-  if (result.buffer.length !== RAW_LENGTH) {
-    throw new ImageError('png_wrong_data_length', `Decompressed image data is ${result.buffer.length} bytes; 320 filtered rows need ${RAW_LENGTH}`,
-      { expected: RAW_LENGTH, actual: result.buffer.length });
+  if (result.trailing > 0) {
+    throw new ImageError('png_invalid_zlib', `${result.trailing} bytes follow the end of the zlib stream in IDAT`,
+      { trailing: result.trailing });
   }
-  return result.buffer;
+  if (result.written !== RAW_LENGTH) {
+    throw new ImageError('png_wrong_data_length', `Decompressed image data is ${result.written} bytes; 320 filtered rows need ${RAW_LENGTH}`,
+      { expected: RAW_LENGTH, actual: result.written });
+  }
+  return scratch.subarray(0, RAW_LENGTH);
 }
 
 /** The filter stage alone: 320 filtered rows -> RGB (exported for bench/frame.mjs). `out` may
  * be `raw` itself: each row's pixels land before its own filtered bytes (row y moves back by
  * y + 1 bytes), every byte is read before it is overwritten, and the row above is read from
- * its finished place; decodePng does it in place to spare a 300 KB buffer per frame.
+ * its finished place (decodePng writes elsewhere: its input is the thread's inflate scratch).
  * Hot: about a third of a PNG's decode. Each loop carries the left pixel's three channels
  * (and, for Paeth, the upper-left's) in locals rather than reading back the byte it just
  * wrote, which halves the time of the Sub and Paeth rows (0.95 -> 0.4 ms on the load

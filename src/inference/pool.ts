@@ -27,8 +27,8 @@ export function poolShape(threads: number, provider: ExecutionProvider): { worke
 
 /** Pixels are transferred with their whole ArrayBuffer. That is right when the view spans
  * its buffer, or starts at its buffer's first byte and the buffer is the capture's own: the
- * decoders make exactly such buffers (rgb8: a buffer of its own; PNG: zlib's output buffer,
- * with a little slack after the pixels, see decodePng). Node's shared Buffer pool only ever
+ * decoders make exactly such buffers (rgb8 and PNG pixels outside a frame-slab slot: a buffer
+ * of exactly the pixels). Node's shared Buffer pool only ever
  * serves allocations under 4 KiB, so a view of at least that size at offset 0 is never a pool
  * slice. Anything else (an offset view, a resizable or shared buffer) is copied once; the
  * engine posts shared pixels (isSharedPixels) as they are and never asks. */

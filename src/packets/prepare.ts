@@ -15,9 +15,10 @@ export function prepareCaptures(
   bytesOf: (part: string) => Uint8Array | undefined,
   prior: readonly ValidationIssue[] = [],
   /** told after each part is decoded, with the pixels when it decoded, so a caller that needs
-   * no bytes afterwards can give them back while the next frames decode. PNG pixels are
-   * zlib's output; rgb8 pixels are the part's own bytes when those are in shared memory (a
-   * frame-slab slot), which must then stay until inference is over. */
+   * no bytes afterwards can give them back while the next frames decode. A caller that passes
+   * it needs no bytes afterwards: a part in shared memory (a frame-slab slot) then becomes its
+   * frame's pixels, an rgb8 part as it is, a PNG part decoded over its own bytes (the slot is
+   * its storage), and must stay until inference is over; other pixels have a buffer of their own. */
   decoded?: (part: string, bytes: Uint8Array, pixels: Uint8Array | undefined) => void,
 ): PreparedCapture[] {
   const prepared: PreparedCapture[] = parsed.captures.map((packet) => ({
@@ -28,7 +29,7 @@ export function prepareCaptures(
   for (const ref of parsed.images) {
     const bytes = bytesOf(ref.part);
     if (bytes === undefined) continue;
-    const result = tryDecodeImage(ref.encoding, bytes, ref.loc);
+    const result = tryDecodeImage(ref.encoding, bytes, ref.loc, decoded !== undefined);
     decoded?.(ref.part, bytes, result.pixels);
     if (result.issue) issues.push(result.issue);
     else prepared[ref.captureIndex].pixels[ref.frameIndex] = result.pixels;

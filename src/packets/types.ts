@@ -23,7 +23,8 @@ export type CapturePacket = Static<typeof CapturePacketSchema>;
 export type BatchEnvelope = Static<typeof BatchEnvelopeSchema>;
 
 /** One validated capture ready for inference: `pixels[i]` is the decoded 320x320 RGB
- * (HWC, 307200 bytes, its own ArrayBuffer so it can be transferred) of frame i,
+ * (HWC, 307200 bytes: its own ArrayBuffer, so it can be transferred, or a view of the
+ * frame-slab slot its part arrived in, shared with the inference threads) of frame i,
  * or null for a frame without image. */
 export interface PreparedCapture {
   packet: CapturePacket;

@@ -1,7 +1,8 @@
 import t, { type Test } from 'tap';
 import { transferable } from '../../src/inference/pool.ts';
 import * as zlib from 'node:zlib';
-import { decodePng, encodePng, ImageError, crc32 } from '../../src/images/index.ts';
+import { decodePng, encodePng, FrameSlab, ImageError, crc32, isSharedPixels, tryDecodeImage } from '../../src/images/index.ts';
+import { reusesInflater } from '../../src/images/inflate.ts';
 
 function noise(seed: number, n = 320 * 320 * 3): Uint8Array {
   const out = new Uint8Array(n);
@@ -32,7 +33,7 @@ t.test('round trip through every filter type, exact bytes, in a buffer of its ow
     t.ok(Buffer.from(out).equals(Buffer.from(rgb)), `filter ${filter}`);
     t.equal(out.byteOffset, 0);
     t.equal(out.length, 307200);
-    t.ok(out.buffer.byteLength < 307200 + 4096, 'its own buffer (zlib output, little slack), not a pool');
+    t.equal(out.buffer.byteLength, 307200, 'a buffer of exactly the pixels, not a pool or a scratch');
     t.equal(transferable(out), out, 'transferred as it is, no copy');
   }
   const extremes = new Uint8Array(307200);
@@ -136,6 +137,65 @@ t.test('decompressed data: exact length, valid filter bytes, one zlib stream', a
   rejects(t, encodePng(rgb, 320, 320, { transformZlib: (z) => Buffer.concat([z, Buffer.from([1, 2, 3])]) }), 'png_invalid_zlib', /3 bytes follow/);
   rejects(t, encodePng(rgb, 320, 320, { transformZlib: (z) => { const c = Buffer.from(z); c[c.length - 1] ^= 1; return c; } }), 'png_invalid_zlib', /check/);
   rejects(t, encodePng(rgb, 320, 320, { transformZlib: (z) => zlib.gzipSync(zlib.inflateSync(z)) }), 'png_invalid_zlib');
+});
+
+t.test('IDAT chunks: data after the zlib stream is counted over every chunk that holds it', async (t) => {
+  const rgb = noise(12);
+  // the stream ends in an early chunk: the rest of it and the later chunks are the trailing bytes
+  rejects(t, encodePng(rgb, 320, 320, { idatChunks: 7, transformZlib: (z) => Buffer.concat([z, Buffer.alloc(50_000, 1)]) }),
+    'png_invalid_zlib', /^50000 bytes follow/);
+  rejects(t, encodePng(rgb, 320, 320, { idatChunks: 7, transformZlib: (z) => z.subarray(0, z.length - 6) }), 'png_invalid_zlib', /unexpected end/);
+  rejects(t, encodePng(rgb, 320, 320, { idatChunks: 5, transformRaw: (r) => Buffer.concat([r, Buffer.alloc(10_000_000)]) }),
+    'png_wrong_data_length', /exceeds/);
+  t.ok(Buffer.from(decodePng(encodePng(rgb, 320, 320, { idatChunks: 40 }))).equals(Buffer.from(rgb)), 'forty chunks');
+});
+
+t.test('the inflater is reused from image to image, and survives a bad stream', async (t) => {
+  t.ok(reusesInflater(), 'this Node inflates through the reused native handle (src/images/inflate.ts), not zlib.inflateSync');
+  const a = noise(13);
+  const b = noise(14);
+  const pa = encodePng(a);
+  const pb = encodePng(b, 320, 320, { filter: 4 });
+  const badCheck = encodePng(a, 320, 320, { transformZlib: (z) => { const c = Buffer.from(z); c[c.length - 1] ^= 1; return c; } });
+  const tooLong = encodePng(a, 320, 320, { transformRaw: (r) => Buffer.concat([r, Buffer.alloc(100_000)]) });
+  for (let round = 0; round < 3; round++) {
+    t.ok(Buffer.from(decodePng(pa)).equals(Buffer.from(a)), `round ${round}: first image`);
+    rejects(t, badCheck, 'png_invalid_zlib', /check/);
+    t.ok(Buffer.from(decodePng(pb)).equals(Buffer.from(b)), `round ${round}: after a zlib error`);
+    rejects(t, tooLong, 'png_wrong_data_length', /exceeds/);
+    t.ok(Buffer.from(decodePng(pa)).equals(Buffer.from(a)), `round ${round}: after a stream cut off for length`);
+  }
+  // the result never aliases the thread's scratch: two results stay distinct
+  const first = decodePng(pa);
+  const second = decodePng(pb);
+  t.ok(Buffer.from(first).equals(Buffer.from(a)) && Buffer.from(second).equals(Buffer.from(b)), 'earlier results unchanged');
+});
+
+t.test('a PNG in a frame-slab slot is decoded over its own bytes only when the caller consumes them', async (t) => {
+  const slab = new FrameSlab(2);
+  const rgb = noise(15);
+  const png = encodePng(rgb, 320, 320, { idatChunks: 3 });
+  const slot = slab.take()!;
+  slot.bytes.set(png);
+  const bytes = slot.bytes.subarray(0, png.length);
+  const kept = tryDecodeImage('png', bytes, ['image']);
+  t.ok(kept.pixels && !isSharedPixels(kept.pixels), 'without consume: pixels of their own');
+  t.ok(Buffer.from(bytes).equals(Buffer.from(png)), 'and the bytes untouched');
+  const consumed = tryDecodeImage('png', bytes, ['image'], true);
+  const px = consumed.pixels!;
+  t.ok(Buffer.from(px).equals(Buffer.from(rgb)), 'consumed: exact pixels');
+  t.equal(px.buffer, slot.bytes.buffer, 'in the slot the part holds (shared, read in place by inference)');
+  t.equal(px.byteOffset, bytes.byteOffset);
+  t.equal(px.length, 307200);
+  // a PNG not at a slot's start (a plain buffer, or an offset view) still gets its own buffer
+  const offset = tryDecodeImage('png', slab.take()!.bytes.subarray(1), ['image'], true);
+  t.equal(offset.issue?.type, 'png_invalid_signature');
+  const plain = tryDecodeImage('png', png, ['image'], true);
+  t.ok(plain.pixels && !isSharedPixels(plain.pixels) && plain.pixels.buffer.byteLength === 307200);
+  // a bad PNG in a slot is a 422 item like any other
+  const bad = encodePng(rgb, 320, 320, { colorType: 6 });
+  slot.bytes.set(bad);
+  t.equal(tryDecodeImage('png', slot.bytes.subarray(0, bad.length), ['image'], true).issue?.type, 'png_unsupported_color_type');
 });
 
 t.test('decoding is fast enough for a 32-capture batch', async (t) => {

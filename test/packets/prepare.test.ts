@@ -4,6 +4,7 @@ import { createHash } from 'node:crypto';
 import { buildBatch, encodePng } from '../../src/client/index.ts';
 import { ValidationFailure } from '../../src/errors/codes.ts';
 import { checkParts, parseMetadata, prepareCaptures } from '../../src/packets/index.ts';
+import { FrameSlab, isSharedPixels } from '../../src/images/index.ts';
 
 const rgb = (v: number) => new Uint8Array(307200).fill(v);
 const frame = (i: number, bytes: Uint8Array) => ({
@@ -45,4 +46,35 @@ t.test('every bad image of the request is reported at its frame', async (t) => {
     'body.metadata.captures.1.frames.1.image:rgb8_wrong_size',
     'body.metadata.captures.1.frames.2.image:png_unsupported_color_type',
   ]);
+});
+
+t.test('a caller that consumes the parts gets PNG pixels in the parts\' own frame-slab slots', async (t) => {
+  const { metadata, files } = buildBatch([
+    { mode: 'rgb_single', frames: [frame(0, encodePng(rgb(21)))] },
+    { mode: 'rgb_sequence', frames: [frame(0, encodePng(rgb(22))), frame(1, rgb(23))] },
+  ]);
+  const { parsed } = pipeline(files, metadata);
+  const slab = new FrameSlab(8);
+  const inSlots = new Map([...files].map(([name, b]) => {
+    const slot = slab.take()!;
+    slot.bytes.set(b);
+    return [name, slot.bytes.subarray(0, b.length)];
+  }));
+  const seen: { part: string; samePlace: boolean }[] = [];
+  const prepared = prepareCaptures(parsed, (part) => inSlots.get(part)!, [], (part, bytes, pixels) => {
+    seen.push({ part, samePlace: !!pixels && pixels.buffer === bytes.buffer && pixels.byteOffset === bytes.byteOffset });
+  });
+  t.same(prepared.flatMap((c) => c.pixels.map((p) => p![307199])), [21, 22, 23]);
+  t.ok(prepared.flatMap((c) => c.pixels).every((p) => p && isSharedPixels(p)), 'every frame read in place by inference');
+  t.equal(seen.length, 3);
+  t.ok(seen.every((s) => s.samePlace), 'each part is its frame\'s pixels: the caller keeps it until inference is over');
+  // without the callback the caller may still need the bytes: PNG parts are left as they were
+  const again = new Map([...files].map(([name, b]) => {
+    const slot = slab.take()!;
+    slot.bytes.set(b);
+    return [name, slot.bytes.subarray(0, b.length)];
+  }));
+  const kept = prepareCaptures(parsed, (part) => again.get(part)!);
+  t.same(kept.flatMap((c) => c.pixels.map((p) => p![0])), [21, 22, 23]);
+  for (const [name, b] of files) t.ok(Buffer.from(again.get(name)!).equals(Buffer.from(b)), `${name} unchanged`);
 });
