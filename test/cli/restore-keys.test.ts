@@ -2,12 +2,18 @@ import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { renameAll } from '../../src/store/lmdb/backup.ts';
-import { runCli, startServer, tempDir } from '../helpers/server.ts';
+import { startApi } from '../helpers/api.ts';
+import { runCli, tempDir } from '../helpers/server.ts';
 
 // Security issue 40, findings 4 and 5: `restore` of a backup taken before `keys revoke`
 // brought the revoked (leaked) key back, current and published; and `restore` trusted the
 // backup's keys folder (it followed a symlink to /etc/passwd, and a folder inside failed it
 // half-way, after the store was swapped). Through the real CLI on a real DATA_DIR.
+// The DATA_DIR is made, and its keys published after the restore are read, by the service's
+// app in process (test/helpers/api.ts: its real start-up steps make the signing key and its
+// JWKS route publishes the keys folder; issue 43: these were two server starts). The second
+// serves a copy of the restored DATA_DIR, so that no LMDB store is opened twice by path in
+// this process (see test/helpers/api.ts); what a restore has to bring back is the content.
 
 const published = async (base: string) => (await (await fetch(`${base}/.well-known/jwks.json`)).json()).keys.map((k: { kid: string }) => k.kid);
 const keysOf = async (dataDir: string) => {
@@ -32,7 +38,7 @@ function snapshot(dir: string): string[] {
   return out;
 }
 
-const a = await startServer({});
+const a = await startApi();
 const backups = tempDir('lv-backup-');
 const file = path.join(backups, 'before-revoke.mdb');
 const made = await a.cli(['backup', file]);
@@ -69,7 +75,9 @@ t.test('a revoked key stays revoked across a restore of a backup taken before th
   t.equal(record.jwk.d, undefined, 'no private part of the leaked key is back on disk');
   t.equal(record.revoked_by, 'incident 7');
 
-  const b = await startServer({ dataDir: a.dataDir });
+  const copy = path.join(tempDir(), 'data');
+  fs.cpSync(a.dataDir, copy, { recursive: true });
+  const b = await startApi({ dataDir: copy });
   t.teardown(() => b.stop());
   const jwks = await published(b.baseUrl);
   t.notOk(jwks.includes(leaked), 'the JWKS does not publish it');

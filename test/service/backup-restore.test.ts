@@ -16,10 +16,35 @@ import { call, usedBy, world } from '../verify/world.ts';
 // documented procedure (docs/operations.md "Backup and restore") into a fresh DATA_DIR, served again
 // (in process on the restored store: what the backup must carry is the store's content; the
 // transport is the same as for any store).
+//
+// The running service is a real server: the backup is read while another process writes the
+// store, and restore reads the running mark its process leaves. Its DATA_DIR also holds security
+// issue 29's check (was test/service/private-files.test.ts, a server start of its own; issue 43):
+// under `npm start` from a shell with the usual umask 022, the LMDB store, the demo images and
+// the rest of DATA_DIR were readable by every account on the host. The server (and the CLI
+// beside it) is started here with umask 022, as such a shell would, in a DATA_DIR made
+// beforehand with mode 0755 (`mkdir data`); after a demo verify call, a key rotation and a
+// backup, every folder under DATA_DIR must be 0700 and every file 0600.
 
-t.test('a backup of the live store, restored, serves the same tokens, usage and replays', async (t) => {
+// the child processes (server and CLI) inherit the umask of this test process
+process.umask(0o022);
+
+/** Every entry under `dir` (itself included) with its permission bits. */
+function modes(dir: string): { path: string; dir: boolean; mode: number }[] {
+  const out = [{ path: dir, dir: true, mode: fs.statSync(dir).mode & 0o777 }];
+  for (const e of fs.readdirSync(dir, { withFileTypes: true, recursive: true })) {
+    const p = path.join(e.parentPath, e.name);
+    out.push({ path: p, dir: e.isDirectory(), mode: fs.lstatSync(p).mode & 0o777 });
+  }
+  return out;
+}
+
+t.test('a backup of the live store, restored, serves the same tokens, usage and replays; DATA_DIR is 0700 and every file in it 0600, whatever the umask', async (t) => {
   const env = { TEST_INFERENCE_DELAY_MS: '10000', TEST_INFERENCE_DELAY_PREFIX: 'slow-' };
-  const a = await startServer({ env, ready: true });
+  const dataDir = path.join(tempDir(), 'data');
+  fs.mkdirSync(dataDir, { mode: 0o755 });
+  t.equal(fs.statSync(dataDir).mode & 0o777, 0o755, 'precondition: the operator\'s DATA_DIR is world-readable');
+  const a = await startServer({ dataDir, env, ready: true });
   t.teardown(() => a.stop());
   const { id, token } = await makeToken(a, ['rgb_liveness:10:never']);
   const bodies = [request([single({ id: 'b-1' })]), request([single({ id: 'b-2', seed: 7 })])];
@@ -49,7 +74,34 @@ t.test('a backup of the live store, restored, serves the same tokens, usage and 
   const again = await a.cli(['backup', file]);
   t.equal(again.code, 2, 'an existing file is never overwritten');
   t.match(again.stderr, /exists/);
+  // restore refuses the DATA_DIR of a running server: the mark its process leaves
+  // (src/lifecycle.ts, written by src/main.ts) names it (was test/cli/restore-cli.test.ts's)
+  const refused = await a.cli(['restore', file]);
+  t.equal(refused.code, 4, 'restore on a running server: conflict');
+  t.match(refused.stderr, /a server \(pid \d+, started .*\) is running on .*: stop it first/);
   t.equal((await slow).status, 200, 'the service went on serving during the backup');
+
+  // DATA_DIR private (security issue 29): a demo token's upload is archived under
+  // DATA_DIR/archive; then a key rotation and a backup into DATA_DIR
+  const demo = await makeToken(a, ['rgb_liveness:100:day'], ['--demo']);
+  const archived = await postVerify(a.baseUrl, demo.token, 'rgb_liveness', request([single({ id: 'private-1' })]), { 'idempotency-key': 'private-1' });
+  t.equal(archived.status, 200, archived.text);
+  const rotated = await a.cli(['keys', 'rotate']);
+  t.equal(rotated.code, 0, rotated.stderr);
+  const inside = await a.cli(['backup', path.join(dataDir, 'backup.mdb')]);
+  t.equal(inside.code, 0, inside.stderr);
+  const all = modes(dataDir);
+  const rel = (p: string) => path.relative(dataDir, p) || '.';
+  const names = all.map((e) => rel(e.path));
+  // what the walk must have reached, so that an empty or partial folder cannot pass
+  for (const want of ['store/data.mdb', 'store/lock.mdb', 'keys/current', `keys/${rotated.json.kid}.json`, `keys/${rotated.json.retired}.json`, 'backup.mdb']) {
+    t.ok(names.includes(want), `${want} exists`);
+  }
+  t.ok(names.some((n) => /^archive\/\d{4}-\d{2}-\d{2}\/[^/]+\/part-000\.bin$/.test(n)), 'the demo image is archived');
+  t.ok(names.some((n) => /^archive\/.+\/metadata\.json$/.test(n)), 'with its metadata');
+  const open = all.filter((e) => e.mode !== (e.dir ? 0o700 : 0o600)).map((e) => `${rel(e.path)} ${e.mode.toString(8)}`);
+  t.same(open, [], 'folders 0700, files 0600');
+  t.equal(fs.statSync(dataDir).mode & 0o777, 0o700, 'DATA_DIR itself is 0700');
   await a.stop();
 
   // restore: the copy becomes DATA_DIR/store/data.mdb; the signing keys travel separately
