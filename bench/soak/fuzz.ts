@@ -12,7 +12,7 @@
 import { buildCapture, buildVerifyBody, encodePng, type CaptureInput } from '../../src/client/index.ts';
 import { multipart, okFrame, RawConn, smallPng, smallSingle, verifyHead, writeBody } from '../harness/wire.ts';
 import { crc32 } from '../../src/images/crc32.ts';
-import { Failures, ledgerOk, makeToken, prng, startServer, unitsUsed, type ScenarioResult, type ServerHandle } from './lib.ts';
+import { Failures, ledgerOk, makeToken, prng, unitsUsed, type ScenarioResult, type ServerHandle } from './lib.ts';
 
 export interface FuzzOptions {
   /** number of malformed calls */
@@ -27,7 +27,14 @@ export interface FuzzOptions {
   /** how many of the calls leave their body unfinished (each costs about the idle limit) */
   stalls?: number;
   log?: (line: string) => void;
+  /** starts the service under test: the soak a real server (bench/soak/run.ts), the test
+   * suite the service's app in process (test/service/fuzz.test.ts); malformed input is the
+   * app's to answer either way */
+  serve: () => Promise<FuzzServer>;
 }
+
+/** What the fuzzer needs of a started service: its port, its CLI (tokens, usage, ledger) and a stop. */
+export type FuzzServer = Pick<ServerHandle, 'port' | 'cli'> & { stop(): Promise<unknown> };
 
 type Category = 'multipart' | 'metadata' | 'png' | 'headers' | 'stall';
 
@@ -265,7 +272,7 @@ interface Result {
   ms: number;
 }
 
-async function run(server: ServerHandle, c: Case, waitMs: number): Promise<Result> {
+async function run(server: FuzzServer, c: Case, waitMs: number): Promise<Result> {
   const conn = new RawConn(server.port);
   const started = Date.now();
   try {
@@ -291,7 +298,7 @@ export async function runFuzz(opts: FuzzOptions): Promise<ScenarioResult> {
   const r = prng(seed);
   const failures = new Failures();
   const waitMs = (opts.idleLimitMs ?? 10_000) + (opts.hangMarginMs ?? 10_000);
-  const server = await startServer({ ready: true, env: { WORKERS: '2' } });
+  const server = await opts.serve();
   try {
     const { id: tokenId, token } = await makeToken(server, ['rgb_liveness:unlimited:never']);
     const usedBefore = await unitsUsed(server, tokenId);

@@ -19,7 +19,7 @@ import { fileURLToPath } from 'node:url';
 import { runFuzz } from './fuzz.ts';
 import { runKillLoop } from './kill-loop.ts';
 import { runLongSoak, writeMemorySvg } from './long.ts';
-import { killAllServers, type MemorySample, type ScenarioResult } from './lib.ts';
+import { killAllServers, startServer, type MemorySample, type ScenarioResult } from './lib.ts';
 import { runOverload } from './overload.ts';
 import { runSlowClient, SLOW_CLIENT_PROFILES } from './slow-client.ts';
 
@@ -62,7 +62,10 @@ const scenarios: { name: string; boundMs: number; run: () => Promise<ScenarioRes
   {
     name: 'fuzz',
     boundMs: quick ? 5 * 60_000 : 25 * 60_000,
-    run: () => runFuzz(quick ? { count: 240, seed: 11, stalls: 1, log } : { count: 6000, seed: 11, stalls: 3, log }),
+    run: () => {
+      const serve = () => startServer({ ready: true, env: { WORKERS: '2' } });
+      return runFuzz(quick ? { count: 240, seed: 11, stalls: 1, log, serve } : { count: 6000, seed: 11, stalls: 3, log, serve });
+    },
   },
   {
     name: 'overload',
