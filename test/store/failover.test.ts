@@ -1,7 +1,8 @@
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import t from 'tap';
 import { postVerify, request, single, type VerifyCall } from '../helpers/captures.ts';
 import { bearer, makeToken, startServer, type ServerHandle } from '../helpers/server.ts';
@@ -29,7 +30,13 @@ if (!canRun) {
 }
 
 async function run(): Promise<void> {
+  // what each step of the set-up took, for the figures (the file's time is mostly set-up)
+  const t0 = Date.now();
+  const phases: Record<string, number> = {};
+  const lap = (what: string) => (phases[what] = Date.now() - t0);
   const asPostgres = (cmd: string, args: string[]) => execFileSync('runuser', ['-u', 'postgres', '--', `${BIN}/${cmd}`, ...args], { stdio: 'pipe', encoding: 'utf8' });
+  // the same without blocking this process's event loop: the nodes start meanwhile
+  const asPostgresAsync = (cmd: string, args: string[]) => promisify(execFile)('runuser', ['-u', 'postgres', '--', `${BIN}/${cmd}`, ...args], { encoding: 'utf8' });
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lv-failover-'));
   fs.chmodSync(dir, 0o755);
   const primaryData = path.join(dir, 'primary');
@@ -45,7 +52,11 @@ async function run(): Promise<void> {
   const url = (port: number, db = 'lv') => `postgres://postgres@127.0.0.1:${port}/${db}`;
   const psql = (port: number, sql: string) => execFileSync(`${BIN}/psql`, [url(port, 'postgres'), '-X', '-A', '-t', '-v', 'ON_ERROR_STOP=1', '-c', sql], { stdio: 'pipe', encoding: 'utf8' }).trim();
   const started: string[] = [];
-  t.teardown(() => {
+  // the nodes stop first, while their database still answers: stopped after it, each waited
+  // out its connection timeouts on the way down (~10 s of the file's time)
+  let starting: Promise<ServerHandle[]> = Promise.resolve([]);
+  t.teardown(async () => {
+    await Promise.all((await starting.catch(() => [])).map((n) => n.stop()));
     for (const data of started) {
       try {
         asPostgres('pg_ctl', ['-D', data, '-w', '-m', 'immediate', 'stop']);
@@ -56,13 +67,30 @@ async function run(): Promise<void> {
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  asPostgres('initdb', ['-D', primaryData, '-U', 'postgres', '--auth=trust', '-E', 'UTF8']);
+  // --no-sync here and in pg_basebackup: their files are not flushed to disk before they return
+  // (seconds on a busy disk); only an operating-system crash would need that, and the servers
+  // themselves run with fsync on, so every commit the test relies on is flushed as in production
+  asPostgres('initdb', ['-D', primaryData, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync']);
   asPostgres('pg_ctl', ['-D', primaryData, '-w', '-l', path.join(runDir, 'primary.log'), '-o', `-p ${p1} -k ${runDir} -c listen_addresses=127.0.0.1 -c wal_level=replica -c max_wal_senders=4`, 'start']);
   started.push(primaryData);
   psql(p1, 'CREATE DATABASE lv');
-  asPostgres('pg_basebackup', ['-h', '127.0.0.1', '-p', String(p1), '-U', 'postgres', '-D', standbyData, '-R', '-X', 'stream']);
+  lap('primary');
+
+  // the node's DATABASE_URL names both hosts, libpq's way; the nodes start (migrations, model
+  // warm-up) on the primary while the standby is made: they need only a writable host, and
+  // what they write before the base backup reaches the standby in it, the rest by streaming
+  const multi = `postgres://postgres@127.0.0.1:${p1},127.0.0.1:${p2}/lv?target_session_attrs=read-write`;
+  const env = { DATABASE_URL: multi, NODE_LEASE_SECONDS: '15', WORKERS: '1', TOKEN_CACHE_SECONDS: '5' };
+  starting = Promise.all([0, 1].map(() => startServer({ env, ready: true, timeoutMs: 240_000 }).then((n) => (lap('a node ready'), n))));
+  // awaited below, after the standby; meanwhile a failed start is not an unhandled rejection
+  starting.catch(() => {});
+  // a fast checkpoint: by default pg_basebackup waits for a spread one, paced over
+  // checkpoint_timeout (5 min) x checkpoint_completion_target, which took most of this file's
+  // time on a fresh cluster; an immediate checkpoint changes nothing in what is copied
+  await asPostgresAsync('pg_basebackup', ['-h', '127.0.0.1', '-p', String(p1), '-U', 'postgres', '-D', standbyData, '-R', '-X', 'stream', '-c', 'fast', '--no-sync']);
+  lap('base backup');
   fs.appendFileSync(path.join(standbyData, 'postgresql.auto.conf'), `primary_conninfo = 'host=127.0.0.1 port=${p1} user=postgres application_name=standby1'\n`);
-  asPostgres('pg_ctl', ['-D', standbyData, '-w', '-l', path.join(runDir, 'standby.log'), '-o', `-p ${p2} -k ${runDir} -c listen_addresses=127.0.0.1`, 'start']);
+  await asPostgresAsync('pg_ctl', ['-D', standbyData, '-w', '-l', path.join(runDir, 'standby.log'), '-o', `-p ${p2} -k ${runDir} -c listen_addresses=127.0.0.1`, 'start']);
   started.push(standbyData);
   // synchronous replication to standby1, set once it streams (a commit before would wait for
   // ever) and after the base backup, so the standby's copy of the configuration does not have
@@ -71,12 +99,9 @@ async function run(): Promise<void> {
   psql(p1, `ALTER SYSTEM SET synchronous_commit = 'remote_apply'`);
   psql(p1, 'SELECT pg_reload_conf()');
   await waitFor(() => psql(p1, `SELECT sync_state FROM pg_stat_replication WHERE application_name = 'standby1'`) === 'sync', { timeoutMs: 30_000, what: 'the standby streaming as the synchronous one' });
-
-  // the node's DATABASE_URL names both hosts, libpq's way
-  const multi = `postgres://postgres@127.0.0.1:${p1},127.0.0.1:${p2}/lv?target_session_attrs=read-write`;
-  const env = { DATABASE_URL: multi, NODE_LEASE_SECONDS: '15', WORKERS: '1', TOKEN_CACHE_SECONDS: '5' };
-  const nodes: ServerHandle[] = await Promise.all([0, 1].map(() => startServer({ env, ready: true, timeoutMs: 240_000 })));
-  t.teardown(() => Promise.all(nodes.map((n) => n.stop())));
+  lap('standby synchronous');
+  const nodes: ServerHandle[] = await starting;
+  lap('nodes ready');
 
   t.test('kill -9 of the primary mid-load, standby promoted: doubled 0, lost 0, each node back within 10 s', async (t) => {
     const { token } = await makeToken(nodes[0]!, ['rgb_liveness:unlimited:day']);
@@ -201,6 +226,7 @@ async function run(): Promise<void> {
       outage_s_logged: recoveredLines, promotion_after_kill_ms: promotedAt - killedAt,
       readiness, unknown_settlements_resolved: resolved.map((l) => `${l.outcome}${l.already ? ' (had committed)' : ''}`),
       units_used: units, keys_200: first200.size, unanswered: unanswered.size,
+      set_up_ms: phases,
     };
     t.comment(`failover figures: ${JSON.stringify(figures)}`);
     for (const [i, n] of nodes.entries()) {
