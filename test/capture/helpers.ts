@@ -3,7 +3,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
-import type { Browser, Page, Request } from 'playwright-core';
+import type { Browser, BrowserContext, Page, Request } from 'playwright-core';
 import { CHROMIUM } from '../helpers/browser.ts';
 import { ROOT } from '../helpers/server.ts';
 
@@ -151,15 +151,36 @@ export async function startFleet(t: { teardown(fn: () => unknown): void }, work:
     const me = await (await fetch(`${server.baseUrl}/v1/me`, { headers: { authorization: `Bearer ${token}` } })).json() as { usage: { module_id: string; used: number }[] };
     return Object.fromEntries(me.usage.map((u) => [u.module_id, u.used])) as Record<string, number>;
   };
+  // One browser per camera (clip, frame rate, permission), shared by the tests that use the same
+  // one: the camera is fixed when Chromium starts, and each launch cost seconds on a loaded host.
+  // Each `open` gets a context of its own (what browser.newPage() made anyway: fresh storage,
+  // permissions and routes); the one opened before it on that browser is closed first, so no
+  // earlier page keeps running.
   let clips = 0;
-  /** A browser whose camera plays `pattern` of `face` at `fps`, on the example page in `mode`;
+  const browsers = new Map<string, { browser: Promise<Browser>; last?: BrowserContext }>();
+  /** The shared browser whose camera plays `pattern` of `face` at `fps` (`deny`: access refused). */
+  const browserFor = (face: Face, pattern: string, fps = 15, deny = false) => {
+    const key = JSON.stringify([face.name, pattern, fps, deny]);
+    let entry = browsers.get(key);
+    if (!entry) {
+      const clip = path.join(work, `clip-${++clips}.y4m`);
+      writeClip(clip, face, pattern, fps);
+      const browser = launchWithCamera(clip, deny);
+      t.teardown(async () => (await browser).close());
+      entry = { browser };
+      browsers.set(key, entry);
+    }
+    return entry;
+  };
+  /** A page whose camera plays `pattern` of `face` at `fps`, on the example page in `mode`;
    * `prepare` runs on the page before it loads (routes, init scripts). */
   const open = async (face: Face, pattern: string, mode: string, query = '&autostart=1', fps = 15, deny = false, prepare?: (page: Page) => Promise<void>) => {
-    const clip = path.join(work, `clip-${++clips}.y4m`);
-    writeClip(clip, face, pattern, fps);
-    const browser = await launchWithCamera(clip, deny);
-    t.teardown(() => browser.close());
-    const page = await browser.newPage({ viewport: { width: 390, height: 844 } }); // a phone-sized viewport
+    const entry = browserFor(face, pattern, fps, deny);
+    const browser = await entry.browser;
+    await entry.last?.close();
+    const context = await browser.newContext({ viewport: { width: 390, height: 844 } }); // a phone-sized viewport
+    entry.last = context;
+    const page = await context.newPage();
     page.setDefaultTimeout(240_000);
     const verifies: Request[] = [];
     const problems: string[] = [];
@@ -171,7 +192,15 @@ export async function startFleet(t: { teardown(fn: () => unknown): void }, work:
     await page.goto(`${example.url}/?mode=${mode}${query}`);
     return { browser, page, verifies, problems };
   };
-  return { server, example, token, used, open };
+  /** A fresh context on the shared browser of that camera, for a page of the test's own. */
+  const contextFor = async (face: Face, pattern: string, fps = 15, deny = false) => {
+    const entry = browserFor(face, pattern, fps, deny);
+    const browser = await entry.browser;
+    await entry.last?.close();
+    entry.last = await browser.newContext();
+    return entry.last;
+  };
+  return { server, example, token, used, open, contextFor };
 }
 
 export interface BackendReading {
