@@ -39,11 +39,12 @@ if (missing) {
   /** The example page with the component mounted with `faceTimeoutMs: ms`. The tests of a
    * capture that never finds a usable face wait for the component to give up, and the example
    * passes no faceTimeoutMs, so each waited the default 30 s (capture/README.md) in full: 70 of
-   * the file's 149 s (its own time, on a loaded host; 36 + 34 s -> 15 + 14 s at 8 s). Its capture.js is answered, in this page only, by a module that re-exports
-   * the shipped one (fetched by another URL, so the real file is the one that runs and finds
-   * its assets beside it) with mountCapture given the option; the example's page and backend
-   * are otherwise the same. The default itself is not waited for here: the keyboard-cancel
-   * test, on the default, cancels well within it. */
+   * the file's 149 s on a loaded host (36 + 34 s; 15 + 14 s at 8 s). Its capture.js is
+   * answered, in this page only, by a module that re-exports the shipped one (fetched by
+   * another URL, so the real file is the one that runs and finds its assets beside it) with
+   * mountCapture given the option; the example's page and backend are otherwise the same. The
+   * default itself is not waited for here: the keyboard-cancel test, on the default, cancels
+   * well within it. */
   const faceTimeout = (ms: number) => async (page: Page): Promise<void> => {
     await page.route(/\/capture\/capture\.js$/, (route) => route.fulfill({
       contentType: 'text/javascript; charset=utf-8',
