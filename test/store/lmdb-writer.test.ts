@@ -1,8 +1,10 @@
 // The process's LMDB metering writer (src/store/lmdb/writer.ts): the API workers' reservations,
-// settlements and refunds committed by one thread, many calls to one commit and one sync, each
-// answered only once its commit is on disk. Driven in process: a real writer thread and real
-// channels, the test's stores standing for API workers (the server tests run it for real:
-// every LMDB server of the suite with LMDB_COMMITS=sync commits through it).
+// settlements and refunds committed by one thread, many calls to one commit and one sync; a
+// settlement (refund, mark) answered only once its commit is on disk, a reservation as soon as
+// its child transaction has run, its batch held open for a write that needs the sync. Driven in
+// process: a real writer thread and real channels, the test's stores standing for API workers
+// (the server tests run it for real: every LMDB server of the suite with LMDB_COMMITS=sync
+// commits through it).
 
 import fs from 'node:fs';
 import path from 'node:path';
@@ -17,16 +19,21 @@ import { waitFor } from '../helpers/wait.ts';
 import { tempDir } from '../helpers/server.ts';
 import { reserveInput, T0, tokenRecord } from './contract.ts';
 
+/** A hold no test reaches: only a write that needs the sync ends a batch of reservations. */
+const HOLD_LONG_MS = 120_000;
+
 const commitsOf = (s: LmdbBackend) => (s.store.root.getStats() as { lastTxnId: number }).lastTxnId;
 
 /** A writer on a new store, and `n` stores on it standing for API workers, each with a
- * channel of its own. */
-async function writerWith(t: Test, n: number, dir = tempDir()) {
+ * channel of its own. `holdMs`: how long the writer holds a batch of answered reservations
+ * open for company (the service's RESERVATION_HOLD_MS unless given; a test that must see a
+ * reservation answered before its commit for certain gives it minutes). */
+async function writerWith(t: Test, n: number, dir = tempDir(), holdMs?: number) {
   const storeDir = path.join(dir, 'store');
   // the store exists before the writer opens it (as the main thread's does in the service)
   const main = LmdbBackend.open(dir);
   // started by the main thread's store, as Cluster.spawn does; its close ends the writer
-  const writer = meteringWriterOf(main.store)!;
+  const writer = meteringWriterOf(main.store, holdMs)!;
   const workers = Array.from({ length: n }, () => LmdbBackend.open(dir, { writer: new WriterClient(writer.connect()!.port), auditDelayMs: 600_000 }));
   t.teardown(async () => {
     for (const w of workers) await w.close();
@@ -88,30 +95,101 @@ t.test('a call through the writer: reserved, settled, replayed, refunded, as on 
   t.same((await s.verifyLedger()).ok, true, 'the counters equal the ledger');
 });
 
-t.test('the calls of several API workers share one commit, and each is answered only once that commit is flushed', async (t) => {
-  const { storeDir, main, workers } = await writerWith(t, 4);
+t.test('the calls of several API workers share commits: reservations answered before their commit, settlements only once it is flushed', async (t) => {
+  // held for minutes: only a settlement can end the reservations' batch
+  const { storeDir, main, workers } = await writerWith(t, 4, tempDir(), HOLD_LONG_MS);
   const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 30, period: 'never' }]);
   await main.insertToken(tok);
   const before = commitsOf(main);
+  const flushedBefore = flushedMeta(storeDir);
   // 4 workers, 5 reservations each, asked at once: a race for 30 units, none refused
   const outs = await Promise.all(workers.flatMap((w) => [1, 2, 3, 4, 5].map(() => w.reserve(reserveInput(tok)))));
   t.same(outs.map((o) => o.kind), Array(20).fill('reserved'));
-  const commits = commitsOf(main) - before;
-  t.ok(commits < 20, `20 reservations of 4 workers in ${commits} commit(s), not one each`);
-  t.comment(`20 reservations, ${commits} commit(s)`);
-  // the answer left after the sync: the flushed meta already names the last commit
-  const meta = flushedMeta(storeDir);
-  t.ok(meta.flushed && meta.txnid >= commitsOf(main), `flushed meta at txn ${meta.txnid}, last commit ${commitsOf(main)}`);
+  // answered, and not committed: no commit since, nothing of them visible, the flushed meta
+  // where it was
+  t.equal(commitsOf(main), before, 'the 20 reservations were answered before any commit');
+  main.store.root.resetReadTxn();
+  t.same(outs.filter((o) => o.kind === 'reserved' && main.store.db.reservations.get(o.reservation.id) !== undefined), [], 'none is visible to another thread yet');
+  t.same(flushedMeta(storeDir), flushedBefore);
 
   const settled = await Promise.all(outs.map((o, i) => (o.kind === 'reserved' ? workers[i % 4]!.settle(o.reservation, T0 + 1, () => `{"n":${i}}`, []) : null)));
   t.same(settled.map((s) => s?.kind), Array(20).fill('settled'));
+  const commits = commitsOf(main) - before;
+  t.ok(commits < 20, `20 reservations and 20 settlements of 4 workers in ${commits} commit(s), the reservations in the first settlement's`);
+  t.comment(`20 reservations and 20 settlements, ${commits} commit(s)`);
+  // the answers left after the sync: the flushed meta already names the last commit
   const after = flushedMeta(storeDir);
-  t.ok(after.flushed && after.txnid >= commitsOf(main), 'the settlements were answered after their sync too');
+  t.ok(after.flushed && after.txnid >= commitsOf(main), `the settlements were answered after their sync (flushed meta at txn ${after.txnid}, last commit ${commitsOf(main)})`);
   t.same((await main.usageSnapshot(tok, T0)).map((u) => u.used), [20], 'a race for the units never over-admits');
+  t.same((await main.verifyLedger()).ok, true);
 });
 
-t.test('audit lines ride with the worker\'s next metering write, and the queue\'s own commit goes through the writer', async (t) => {
-  const { main, workers: [w] } = await writerWith(t, 1);
+t.test('a lone call: its reservation answered before its commit, then committed with its settlement, in one commit and one sync', async (t) => {
+  const { storeDir, main, workers: [w] } = await writerWith(t, 1, tempDir(), HOLD_LONG_MS);
+  const s = w!;
+  const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 3, period: 'day' }, { module_id: 'color_liveness', limit: 2, period: 'never' }]);
+  await main.insertToken(tok);
+  const before = commitsOf(main);
+  const out = await s.reserve(reserveInput(tok, { idempotencyKey: 'k-lone', fingerprint: 'f' }));
+  if (out.kind !== 'reserved') throw new Error(out.kind);
+  main.store.root.resetReadTxn();
+  t.equal(main.store.db.reservations.get(out.reservation.id), undefined, 'answered, not committed');
+  t.equal(commitsOf(main), before);
+  // the answer is rendered on the worker, before its reservation is visible there: its own
+  // units are counted as the commit counts them, and no other module's
+  const settled = await s.settle(out.reservation, T0 + 1, (usage) => JSON.stringify({ usage }), [{ v: 1 }]);
+  if (settled.kind !== 'settled') throw new Error(settled.kind);
+  t.same(JSON.parse(settled.body).usage, await main.usageSnapshot(tok, T0 + 1), 'the answer shows the usage as committed');
+  t.same(JSON.parse(settled.body).usage.map((u: { used: number; remaining: number }) => [u.used, u.remaining]), [[1, 2], [0, 2]]);
+  t.equal(commitsOf(main) - before, 1, 'one commit for the reservation and its settlement');
+  const meta = flushedMeta(storeDir);
+  t.ok(meta.flushed && meta.txnid >= commitsOf(main), 'answered once that commit was flushed');
+  t.same(await s.reserve(reserveInput(tok, { idempotencyKey: 'k-lone', fingerprint: 'f' })), { kind: 'replay', status: 200, body: settled.body }, 'the key replays');
+});
+
+t.test('a batch whose commit fails after its reservations were answered: nothing charged, every key free, the calls answered store_unavailable', async (t) => {
+  const { main, workers: [w, v] } = await writerWith(t, 2, tempDir(), HOLD_LONG_MS);
+  const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 5, period: 'never' }]);
+  await main.insertToken(tok);
+  // one call settled before, to show the failure takes nothing committed
+  const first = await w!.reserve(reserveInput(tok, { idempotencyKey: 'k-0', fingerprint: 'f' }));
+  if (first.kind !== 'reserved') throw new Error(first.kind);
+  const firstBody = await w!.settle(first.reservation, T0 + 1, () => '{"first":1}', []);
+  t.equal(firstBody.kind, 'settled');
+  const c0 = commitsOf(main);
+  // three calls of two workers reserved in one held batch, all answered
+  const outs = await Promise.all([w!.reserve(reserveInput(tok, { idempotencyKey: 'k-a', fingerprint: 'f' })), v!.reserve(reserveInput(tok, { idempotencyKey: 'k-b', fingerprint: 'f' })), v!.reserve(reserveInput(tok, { idempotencyKey: 'k-c', fingerprint: 'f' }))]);
+  const [a, b, c] = outs.map((o) => {
+    if (o.kind !== 'reserved') throw new Error(o.kind);
+    return o.reservation;
+  });
+  // a's settlement joins the batch and its commit fails (the test fault: ENOSPC from inside the
+  // batch's transaction, which ends it as a commit that cannot be written does)
+  const failed = await settle(w!.store, a!, T0 + 2, () => '{"a":1}', [], 'fail-commit');
+  t.match(failed, { kind: 'not_recorded', refund: 'refunded' }, 'the settlement in the failed batch: not recorded, nothing held (503 store_unavailable)');
+  t.equal(commitsOf(main), c0, 'nothing was committed');
+  // b settles later, c's inference fails: both hear that their reservation is gone
+  t.match(await v!.settle(b!, T0 + 3, () => '{"b":1}', []), { kind: 'not_recorded', refund: 'refunded' }, 'a later settlement of a lost reservation: not recorded, nothing charged');
+  t.equal(await v!.refund(c!.id, T0 + 3), undefined, 'the refund of a lost reservation: nothing to give back');
+  t.same((await main.usageSnapshot(tok, T0)).map((u) => u.used), [1], 'only the call settled before is charged');
+  t.same(await main.listSettlementFailed(), [], 'nothing for an operator');
+  main.store.root.resetReadTxn();
+  t.same([a, b, c].map((r) => main.store.db.reservations.get(r!.id)), [undefined, undefined, undefined], 'no trace of the three reservations');
+  const retries: Reservation[] = [];
+  for (const key of ['k-a', 'k-b', 'k-c']) {
+    const retry = await v!.reserve(reserveInput(tok, { idempotencyKey: key, fingerprint: 'f' }));
+    t.equal(retry.kind, 'reserved', `${key} is free: its retry reserves afresh`);
+    if (retry.kind === 'reserved') retries.push(retry.reservation);
+  }
+  // (a replay waits for the sync, so it ends the retries' held batch)
+  t.same(await w!.reserve(reserveInput(tok, { idempotencyKey: 'k-0', fingerprint: 'f' })), { kind: 'replay', status: 200, body: '{"first":1}' }, 'the call settled before still replays');
+  for (const r of retries) await v!.refund(r.id, T0 + 4);
+  t.same((await main.usageSnapshot(tok, T0)).map((u) => u.used), [1]);
+  t.same((await main.verifyLedger()).ok, true, 'the counters equal the ledger');
+});
+
+t.test('audit lines ride with the worker\'s next settlement, and the queue\'s own commit goes through the writer', async (t) => {
+  const { main, workers: [w] } = await writerWith(t, 1, tempDir(), HOLD_LONG_MS);
   const s = w!;
   const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 5, period: 'never' }]);
   await main.insertToken(tok);
@@ -119,9 +197,12 @@ t.test('audit lines ride with the worker\'s next metering write, and the queue\'
   t.equal(s.store.audit.length, 1, 'queued');
   const before = commitsOf(main);
   const out = await s.reserve(reserveInput(tok));
-  t.equal(out.kind, 'reserved');
+  if (out.kind !== 'reserved') throw new Error(out.kind);
+  // a reservation is answered before its commit: the line waits for a write answered after one
+  t.equal(s.store.audit.length, 1, 'not taken by the reservation');
+  t.equal((await s.settle(out.reservation, T0 + 1, () => '{}', [])).kind, 'settled');
   await line;
-  t.equal(commitsOf(main) - before, 1, 'one commit: the reservation with the line');
+  t.equal(commitsOf(main) - before, 1, 'one commit: the reservation and its settlement with the line');
   t.equal(s.store.audit.length, 0);
   const alone = [s.writeAudit(auditLine('req_alone_1')), s.writeAudit(auditLine('req_alone_2'))];
   await s.store.audit.flush();
@@ -255,4 +336,58 @@ t.test('a settlement the writer refuses is marked settlement_failed, as on its o
   const failed = await settle(s.store, out.reservation, T0 + 1, () => '{"x":1}', [], 'fail');
   t.equal(failed.kind, 'settlement_failed');
   t.same((await main.listSettlementFailed()).map((r) => [r.id, r.unsaved_body]), [[out.reservation.id, '{"x":1}']], 'listed for an operator with the answer that could not be saved');
+});
+
+// The durability rule's power-loss case (docs/metering.md "Commits and durability"). A power
+// loss keeps what was synced and nothing else: the data file as it stood at the last sync, and
+// LMDB after the reboot takes the last flushed meta (mdb.c mdb_pick_meta: a newer meta only if
+// it is flushed or was written in the same boot; lmdb-js's safeRestore, LMDB_RESTORE=safe,
+// makes it take the flushed one whatever the boot, as a new boot does). So: a copy of the data
+// file taken while a call's reservation is answered and its batch not yet committed, opened
+// with safeRestore, is the store such a power loss leaves. What this shows: that copy holds
+// every charge answered before it, with its key replaying, and nothing of the call in flight,
+// whose key is free. What it does not show: a commit written and not yet flushed at the loss
+// (the writer's commit and its sync are one call, transactionSync; the copy cannot fall
+// between them), nor the disk's own ordering of writes, which mdb.c's analysis covers.
+t.test('power loss: the reservations not flushed are gone, every answered charge present and replaying, the unanswered keys free', async (t) => {
+  const { storeDir, main, workers: [w] } = await writerWith(t, 1, tempDir(), HOLD_LONG_MS);
+  const s = w!;
+  const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 5, period: 'never' }]);
+  await main.insertToken(tok);
+  const answered: { key: string; body: string }[] = [];
+  for (const key of ['k-1', 'k-2']) {
+    const out = await s.reserve(reserveInput(tok, { idempotencyKey: key, fingerprint: 'f' }));
+    if (out.kind !== 'reserved') throw new Error(out.kind);
+    const settled = await s.settle(out.reservation, T0 + 1, () => `{"key":"${key}"}`, []);
+    if (settled.kind !== 'settled') throw new Error(settled.kind);
+    answered.push({ key, body: settled.body });
+  }
+  // a call in flight: its reservation answered (the API worker goes on to inference), its batch
+  // held open
+  const inFlight = await s.reserve(reserveInput(tok, { idempotencyKey: 'k-in-flight', fingerprint: 'f' }));
+  if (inFlight.kind !== 'reserved') throw new Error(inFlight.kind);
+  // the power fails now: the disk holds what was synced
+  const after = tempDir();
+  fs.mkdirSync(path.join(after, 'store'));
+  fs.copyFileSync(path.join(storeDir, 'data.mdb'), path.join(after, 'store', 'data.mdb'));
+  // (the process lives on here: its call settles, which commits its batch)
+  t.equal((await s.settle(inFlight.reservation, T0 + 2, () => '{}', [])).kind, 'settled');
+
+  const restore = process.env.LMDB_RESTORE;
+  process.env.LMDB_RESTORE = 'safe';
+  let rebooted: LmdbBackend;
+  try {
+    rebooted = LmdbBackend.open(after);
+  } finally {
+    if (restore === undefined) delete process.env.LMDB_RESTORE;
+    else process.env.LMDB_RESTORE = restore;
+  }
+  t.teardown(() => rebooted.close());
+  rebooted.store.root.resetReadTxn();
+  t.equal(rebooted.store.db.reservations.get(inFlight.reservation.id), undefined, 'the reservation in flight is gone');
+  t.same((await rebooted.usageSnapshot(tok, T0)).map((u) => u.used), [2], 'the two answered charges are there, and only they');
+  for (const { key, body } of answered) t.same(await rebooted.reserve(reserveInput(tok, { idempotencyKey: key, fingerprint: 'f' })), { kind: 'replay', status: 200, body }, `${key}: the answered call's key replays its answer`);
+  const retry = await rebooted.reserve(reserveInput(tok, { idempotencyKey: 'k-in-flight', fingerprint: 'f' }));
+  t.equal(retry.kind, 'reserved', 'the unanswered call\'s key is free: its retry runs afresh');
+  t.same((await rebooted.verifyLedger()).ok, true, 'the counters equal the ledger');
 });

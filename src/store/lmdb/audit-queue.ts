@@ -5,8 +5,9 @@ import type { AuditRecord } from '../records.ts';
 // commit and a sync on lmdb-js's write thread for every answer, which is as many commits as
 // the calls' own metering writes. So an API worker queues its lines here, and the next write
 // transaction of that worker (atomic.ts: a reservation, a settlement, a refund ...) writes them
-// with its own writes: under load the line of one call rides in the next call's reservation,
-// and costs no commit of its own. A worker that makes no metering commit for AUDIT_QUEUE_DELAY_MS
+// with its own writes: under load the line of one call rides in the next call's reservation
+// (through the metering writer, writer.ts: in its settlement, as a reservation is answered
+// before its commit), and costs no commit of its own. A worker that makes no metering commit for AUDIT_QUEUE_DELAY_MS
 // (an idle one, or one refusing every call before its reservation) writes its queue in one
 // commit of its own through lmdb-js's write thread, off the event loop.
 //

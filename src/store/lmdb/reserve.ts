@@ -77,8 +77,8 @@ export function reserveWrites(store: Store, input: ReserveInput, thread: number)
   // a request with a key always has its fingerprint (ReserveInput)
   if (key !== null) bindKey(store, reservation, fingerprint!);
   return { kind: 'reserved', reservation };
-  // committed and synced (by the metering writer, shared with the other calls' writes, or on
-  // this thread), although the durability rule would let it go unsynced (docs/metering.md
-  // "Commits and durability"): lmdb-js 3.5.6 has no unsynced commit under overlappingSync, its
-  // asynchronous path included (it resolves after the write thread's sync)
+  // The metering writer answers this before its batch commits, and commits it with the next
+  // write that must be synced (usually the call's own settlement), so it costs no sync of its
+  // own, as the durability rule allows (writer-thread.ts, docs/metering.md "Commits and
+  // durability"); on a thread without the writer it is committed and synced before the answer
 }

@@ -1,11 +1,12 @@
 import { atomically } from './atomic.ts';
 import { meteringWrite } from './writer.ts';
-import { WRITER_LOST } from './writer-client.ts';
+import { RESERVATION_LOST, WRITER_LOST, type SettleFault } from './writer-client.ts';
 import { readLatest, type Store } from './open.ts';
 import { appendLedger } from './ledger.ts';
 import type { Reservation, UsageRecord } from '../records.ts';
 import { completeKey, releaseKey, resolveKey } from './idempotency.ts';
 import { usageSnapshot } from './usage.ts';
+import { windowKey } from '../periods.ts';
 import { isStorageFailure } from '../write-health.ts';
 import type { SettleOutcome } from '../backend.ts';
 import { releaseSessionCall } from './device-sessions.ts';
@@ -33,7 +34,7 @@ export async function settle(
   at: number,
   render: (usage: UsageRecord[]) => string,
   results: unknown,
-  fault: 'fail' | 'hold' | null = null,
+  fault: SettleFault = null,
 ): Promise<SettleOutcome> {
   let body: string | undefined;
   // the answer as posted to the metering writer, if it was
@@ -46,6 +47,10 @@ export async function settle(
       'settle',
     );
   } catch (err) {
+    // The metering writer answered the reservation before its commit, and that commit failed
+    // (writer-thread.ts): nothing of the call is stored, its key is not bound, nothing to give
+    // back. To the client as to the metrics, the units held are back: 503 store_unavailable.
+    if (err instanceof Error && err.name === RESERVATION_LOST) return { kind: 'not_recorded', refund: 'refunded', cause: err };
     // The store could not write the settlement (a full disk): the transaction left nothing, so
     // the call was not charged and nothing needs an operator; the units go back.
     if (isStorageFailure(err)) return giveBack(store, reservation, at, err);
@@ -53,6 +58,10 @@ export async function settle(
     // is gone, so it commits nothing more and what it committed is synced. A settlement it
     // committed is answered as one, not as settlement_failed with the call charged.
     if (posted !== undefined && err instanceof Error && err.name === WRITER_LOST && chargedAt(store, reservation.id, at)) return { kind: 'settled', body: posted };
+    // Nor is a reservation the writer answered before its commit and never committed (it ended
+    // first): nothing of the call is stored, as above. Every answer of the writer but an early
+    // reservation's leaves after its commit, so a reservation absent now was never committed.
+    if (absent(store, reservation.id)) return { kind: 'not_recorded', refund: 'refunded', cause: err };
     // The units stay reserved and the key pending: an operator decides (spec: settlement
     // fails -> pending may remain, operator recovery needed). The answer that could not be
     // saved is kept on the reservation so a "charge" resolution can complete the key.
@@ -70,6 +79,12 @@ export async function settle(
   return { kind: 'settled', body };
 }
 
+/** Whether the latest commit lacks reservation `id` altogether. */
+function absent(store: Store, id: string): boolean {
+  readLatest(store);
+  return store.db.reservations.get(id) === undefined;
+}
+
 /** Whether the latest commit holds reservation `id` charged by the settlement at `at`. */
 function chargedAt(store: Store, id: string, at: number): boolean {
   readLatest(store);
@@ -77,25 +92,46 @@ function chargedAt(store: Store, id: string, at: number): boolean {
   return r?.state === 'charged' && r.settled_at === new Date(at).toISOString();
 }
 
-/** The answer from the latest committed usage, for a settlement the metering writer commits. */
+/** The answer from the latest committed usage, for a settlement the metering writer commits.
+ * The writer answers a reservation before its commit (writer-thread.ts), so a fast call may
+ * settle while its own reservation is not committed yet: its units are then counted here, as
+ * the commit will count them (the settlement changes no counter). */
 function renderNow(store: Store, r: Reservation, at: number, render: (usage: UsageRecord[]) => string): string {
   readLatest(store);
-  return render(usageSnapshot(store, store.db.tokens.get(r.token_id)!, at));
+  const usage = usageSnapshot(store, store.db.tokens.get(r.token_id)!, at);
+  return render(store.db.reservations.get(r.id) === undefined ? withOwnUnits(usage, r, at) : usage);
+}
+
+/** `usage` with reservation `r`'s units counted in each window of its module that holds them. */
+function withOwnUnits(usage: UsageRecord[], r: Reservation, at: number): UsageRecord[] {
+  return usage.map((u) => {
+    if (u.module_id !== r.module_id || (u.period !== 'never' && r.windows[u.period] !== windowKey(u.period, at))) return u;
+    const used = u.used + r.units;
+    return { ...u, used, remaining: u.limit === null ? null : Math.max(0, u.limit - used) };
+  });
 }
 
 /** The settlement's transaction body (this thread's atomically(), or the metering writer's
  * batch with `render` the answer already rendered). */
-export function settleWrites(store: Store, reservation: Reservation, at: number, render: ((usage: UsageRecord[]) => string) | string, results: unknown, fault: 'fail' | 'hold' | null): string {
+export function settleWrites(store: Store, reservation: Reservation, at: number, render: ((usage: UsageRecord[]) => string) | string, results: unknown, fault: SettleFault): string {
   const current = store.db.reservations.get(reservation.id);
   if (!current || current.state !== 'pending') throw new SettlementError(`reservation ${reservation.id} is ${current?.state ?? 'missing'}`);
   const text = typeof render === 'string' ? render : render(usageSnapshot(store, store.db.tokens.get(reservation.token_id)!, at));
   if (fault === 'fail') throw new SettlementError('injected settlement failure (TEST_SETTLEMENT_FAIL_PREFIX)');
+  if (fault === 'fail-commit') throw failedCommit();
   const iso = new Date(at).toISOString();
   void store.db.reservations.put(reservation.id, { ...current, state: 'charged', settled_at: iso });
   completeKey(store, reservation, iso, text);
   void store.db.results.put(reservation.request_id, { at: iso, token_id: reservation.token_id, module_id: reservation.module_id, results });
   if (fault === 'hold') holdForever('lmdb settlement transaction');
   return text;
+}
+
+/** The test's failing commit (SettleFault 'fail-commit'): an ENOSPC error that makes the
+ * metering writer's whole batch fail (writer-thread.ts runOne rethrows it), as a commit that
+ * cannot be written does; on the calling thread it fails the transaction the same way. */
+function failedCommit(): Error {
+  return Object.assign(new Error('injected commit failure: No space left on device'), { code: 'ENOSPC', failCommit: true });
 }
 
 /** A settlement that failed otherwise than for the disk: the reservation waits for an
@@ -131,7 +167,12 @@ function safeRender(store: Store, r: Reservation, at: number, render: (u: UsageR
 /** Gives reserved units back (inference failure, crash recovery, operator refund) and
  * releases the idempotency key so the same key may be retried. Idempotent. */
 export async function refund(store: Store, reservationId: string, at: number): Promise<Reservation | undefined> {
-  return meteringWrite(store, { op: 'refund', id: reservationId, at }, () => refundWrites(store, reservationId, at), 'refund');
+  return meteringWrite(store, { op: 'refund', id: reservationId, at }, () => refundWrites(store, reservationId, at), 'refund').catch((err: unknown) => {
+    // a reservation the metering writer answered before a commit that failed: nothing is
+    // held, nothing to give back (writer-thread.ts)
+    if (err instanceof Error && err.name === RESERVATION_LOST) return undefined;
+    throw err;
+  });
 }
 
 /** The refund's transaction body. */

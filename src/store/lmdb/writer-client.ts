@@ -1,15 +1,21 @@
 import path from 'node:path';
-import { isMainThread, threadId, workerData, type MessagePort } from 'node:worker_threads';
+import { isMainThread, receiveMessageOnPort, threadId, workerData, type MessagePort } from 'node:worker_threads';
 import type { ReserveInput } from '../backend.ts';
 import type { AuditRecord, Reservation } from '../records.ts';
 
 // What an API worker and the process's metering writer say to each other, and the worker's end
 // of their channel (writer.ts says what the writer is for; writer-thread.ts is the writer).
 
+/** The settlement's test faults (src/store/faults.ts): `fail` throws in its transaction, `hold`
+ * stops inside it for good; `fail-commit` (in-process tests only) makes the metering writer's
+ * whole batch fail as a commit that cannot be written does, with an ENOSPC error
+ * (writer-thread.ts). */
+export type SettleFault = 'fail' | 'hold' | 'fail-commit' | null;
+
 /** A metering write as data: what the writer runs in its batch (writer-thread.ts runOp). */
 export type WriterOp =
   | { op: 'reserve'; input: ReserveInput; thread: number }
-  | { op: 'settle'; reservation: Reservation; at: number; body: string; results: unknown; fault: 'fail' | 'hold' | null }
+  | { op: 'settle'; reservation: Reservation; at: number; body: string; results: unknown; fault: SettleFault }
   | { op: 'mark'; id: string; body: string | null }
   | { op: 'refund'; id: string; at: number };
 
@@ -21,7 +27,9 @@ export interface WriterRequest {
 }
 
 /** `committed`: whether the batch's commit holds the request's audit lines (an op that threw in
- * its child transaction undoes only its own writes). */
+ * its child transaction undoes only its own writes). A reservation is answered as soon as its
+ * child transaction has run, before its batch commits (writer-thread.ts says why); every other
+ * answer after the batch's commit and sync. */
 export type WriterReply = { id: number; ok: true; value: unknown } | { id: number; ok: false; committed: boolean; error: WireError };
 
 /** An error as it crosses threads: what isStorageFailure and the logs read of it (name,
@@ -62,13 +70,35 @@ export class WriterLostError extends Error {
   override name = WRITER_LOST;
 }
 
+/** A reservation the writer answered before its batch's commit, whose commit then failed (a
+ * full disk): nothing of it is stored, its key is not bound. The writer answers this to the
+ * reservation's settlement, refund or mark (writer-thread.ts), with the commit's failure as the
+ * cause; known by its name once it has crossed the channel. */
+export const RESERVATION_LOST = 'ReservationLostError';
+
+/** How long the writer keeps a batch of early-answered reservations open for a settlement,
+ * refund or mark to share its commit and sync (writer-thread.ts holdForCompany): bounded,
+ * because the batch holds LMDB's write lock meanwhile. */
+export const RESERVATION_HOLD_MS = 20;
+
+/** The first message on a new channel: the writer's wake-up word, which the client bumps and
+ * notifies after each request, so that a writer holding a batch open (waiting on it with
+ * Atomics.wait) takes the request at once. */
+export interface WriterWake {
+  wake: Int32Array;
+}
+
 /** An API worker's end of its channel to the writer. */
 export class WriterClient {
   private nextId = 1;
   private readonly waiting = new Map<number, (r: WriterReply) => void>();
   private lost: WireError | null = null;
+  private readonly wake: Int32Array | null;
 
   constructor(private readonly port: MessagePort) {
+    // MeteringWriter.connect posted it before handing the port over: it is already queued
+    const first = receiveMessageOnPort(port)?.message as Partial<WriterWake> | undefined;
+    this.wake = first?.wake instanceof Int32Array ? first.wake : null;
     port.on('message', (r: WriterReply) => {
       const answer = this.waiting.get(r.id);
       if (!answer) return;
@@ -100,6 +130,10 @@ export class WriterClient {
       if (this.waiting.size === 0) this.port.ref();
       this.waiting.set(id, resolve);
       this.port.postMessage({ id, op, lines } satisfies WriterRequest);
+      if (this.wake) {
+        Atomics.add(this.wake, 0, 1);
+        Atomics.notify(this.wake, 0);
+      }
     });
   }
 }

@@ -1,6 +1,6 @@
 // The process's LMDB metering writer thread (writer.ts says why). Each API worker has a
 // MessagePort to it; the main thread sends it those ports and, at the end, `close`.
-import { parentPort, workerData, type MessagePort } from 'node:worker_threads';
+import { parentPort, receiveMessageOnPort, workerData, type MessagePort } from 'node:worker_threads';
 import { syncCommitFlags } from './atomic.ts';
 import { putAuditLines } from './audit-queue.ts';
 import { openStore, type Store } from './open.ts';
@@ -8,10 +8,13 @@ import type { ReserveOutcome } from '../backend.ts';
 import type { AuditRecord, Reservation } from '../records.ts';
 import { reserveWrites } from './reserve.ts';
 import { markFailedWrites, refundHeld, refundWrites, settleWrites } from './settle.ts';
-import { toWire, type WriterOp, type WriterReply, type WriterRequest } from './writer-client.ts';
+import { RESERVATION_LOST, toWire, type WireError, type WriterOp, type WriterReply, type WriterRequest } from './writer-client.ts';
 
-const { dataDir } = workerData as { dataDir: string };
+const { dataDir, wake, holdMs } = workerData as { dataDir: string; wake?: Int32Array; holdMs: number };
 const store = openStore(dataDir, { commits: 'sync' });
+
+/** Every API worker's peer, for the held batch to take their requests from (holdForCompany). */
+const peers = new Set<Peer>();
 
 /** One API worker's channel, and the reservations this writer committed for it that no
  * later request of its has settled, refunded or marked (recoverWorker). */
@@ -63,44 +66,189 @@ function commitBatch(): void {
   scheduled = false;
   const batch = queue;
   queue = [];
-  const requests = batch.filter((i): i is { peer: Peer; req: WriterRequest } => 'req' in i);
+  const requests: Entry[] = [];
+  for (const i of batch) if ('req' in i) requests.push({ peer: i.peer, req: i.req, out: null, early: false });
   if (requests.length > 0) commitRequests(requests);
   for (const item of batch) if ('gone' in item) recoverWorker(item.gone);
   if (closing && queue.length === 0) void finish();
 }
 
-function commitRequests(batch: { peer: Peer; req: WriterRequest }[]): void {
-  const outcomes: ({ ok: true; value: unknown } | { ok: false; err: unknown })[] = [];
+/** A request in the batch: its outcome once run, and whether it was answered before the commit. */
+interface Entry {
+  peer: Peer;
+  req: WriterRequest;
+  out: { ok: true; value: unknown } | { ok: false; err: unknown } | null;
+  early: boolean;
+}
+
+// Reservations answered before their commit. The durability rule needs a sync only before an
+// answer that reports a charge; a reservation reports none (if the power fails before its
+// commit is synced, it is gone, nobody was answered a charge, its key is unbound), and lmdb-js
+// 3.5.6 has no commit without its sync (docs/metering.md). So the writer answers a reservation
+// as soon as its child transaction has run inside the batch's open transaction (the quota
+// check and the key's binding are as atomic as before: every later write sees them, in this
+// transaction or after its commit), and keeps that transaction open, holding LMDB's write lock,
+// until a write whose answer waits for the sync (a settlement, refund, mark or replay) joins
+// it, RESERVATION_HOLD_MS at most: the reservation then costs no sync of its own, usually
+// riding in the commit of its own call's settlement. Everything else is answered after the
+// batch's commit and sync, as before, so a settlement's sync covers its reservation.
+// If the batch's commit fails (a full disk) the early-answered reservations are gone: the
+// writer remembers them (`lost`) and answers their settlement, refund or mark with
+// RESERVATION_LOST, so that the call is answered 503 store_unavailable, charged nothing, its
+// key free (settle.ts). A kill -9 before the commit loses them with the process: unanswered
+// calls, nothing charged, as the rule allows.
+
+/** Early-answered reservations whose batch failed to commit, by id: the commit's failure.
+ * Bounded: the oldest go first (a worker that died before its settlement never asks). */
+const lost = new Map<string, WireError>();
+const LOST_MAX = 10_000;
+
+/** How often the held batch looks at the ports without being woken (a channel whose sender
+ * does not bump the word: a test's raw port). */
+const HOLD_POLL_MS = 1;
+/** A batch held open this big commits anyway. */
+const HOLD_MAX_REQUESTS = 256;
+
+/** The reservation a settlement, refund or mark is about. */
+function targetOf(op: WriterOp): string | null {
+  if (op.op === 'reserve') return null;
+  return op.op === 'settle' ? op.reservation.id : op.id;
+}
+
+function lostReply(id: number, cause: WireError, committed: boolean): WriterReply {
+  return { id, ok: false, committed, error: { name: RESERVATION_LOST, message: 'the reservation of this call was answered before its commit, and that commit failed: nothing of it was stored', ...(cause.code !== undefined ? { code: cause.code } : {}), cause } };
+}
+
+/** Runs one request in its child transaction; answers a reservation at once. */
+function runOne(e: Entry): void {
+  const op = e.req.op;
+  if (op === null) {
+    e.out = { ok: true, value: undefined };
+    return;
+  }
+  const target = targetOf(op);
+  if (target !== null && lost.has(target)) return;
+  // each in a child transaction: a throw (a settlement of a reservation no longer pending, a
+  // test fault) undoes its own writes only
+  try {
+    e.out = { ok: true, value: store.root.childTransaction(() => runOp(store, op)) };
+  } catch (err) {
+    // the test's failing commit (SettleFault 'fail-commit'): the whole batch fails
+    if ((err as { failCommit?: boolean }).failCommit === true) throw err;
+    e.out = { ok: false, err };
+  }
+  if (op.op === 'reserve' && e.out.ok && (e.out.value as ReserveOutcome).kind !== 'replay') {
+    // a replay reports a charge, which may be this batch's own settlement: it waits for the sync
+    e.early = true;
+    e.peer.port.postMessage({ id: e.req.id, ok: true, value: e.out.value } satisfies WriterReply);
+  }
+}
+
+/** Whether a request is a reservation answered before the commit. */
+const heldReservation = (e: Entry): boolean => e.early && (e.out as { value: ReserveOutcome }).value.kind === 'reserved';
+
+/** Whether a run request's answer waits for the batch's sync. */
+const waitsForSync = (e: Entry): boolean => !e.early && e.req.op !== null;
+
+function commitRequests(batch: Entry[]): void {
   try {
     store.root.transactionSync(() => {
-      for (const { req } of batch) {
-        if (req.op === null) {
-          outcomes.push({ ok: true, value: undefined });
-          continue;
+      let next = 0;
+      const runNew = (): boolean => {
+        let urgent = false;
+        for (; next < batch.length; next++) {
+          const e = batch[next]!;
+          runOne(e);
+          if (waitsForSync(e)) urgent = true;
         }
-        // each in a child transaction: a throw (a settlement of a reservation no longer
-        // pending, a test fault) undoes its own writes only
-        try {
-          const op = req.op;
-          outcomes.push({ ok: true, value: store.root.childTransaction(() => runOp(store, op)) });
-        } catch (err) {
-          outcomes.push({ ok: false, err });
-        }
-      }
+        return urgent;
+      };
+      const urgent = runNew();
+      // a batch of answered reservations waits for a write that needs the sync (refusals
+      // answered early wrote nothing: no reason to hold theirs)
+      if (!urgent && holdMs > 0 && batch.some(heldReservation)) holdForCompany(batch, runNew);
       for (const { req } of batch) putAuditLines(store.db, req.lines.map((record: AuditRecord) => ({ record, done: () => undefined })));
     }, syncCommitFlags(store.root));
   } catch (err) {
-    // nothing of the batch was committed: every request hears this failure (a full disk)
+    // nothing of the batch was committed (a full disk): the reservations answered early are
+    // gone, and every other request hears this failure
     const error = toWire(err);
-    for (const { peer, req } of batch) peer.port.postMessage({ id: req.id, ok: false, committed: false, error } satisfies WriterReply);
+    const gone = new Set<string>();
+    for (const e of batch) {
+      if (!heldReservation(e)) continue;
+      const { reservation } = (e.out as { value: Extract<ReserveOutcome, { kind: 'reserved' }> }).value;
+      gone.add(reservation.id);
+      lost.set(reservation.id, error);
+      if (lost.size > LOST_MAX) lost.delete(lost.keys().next().value!);
+    }
+    for (const { peer, req, early } of batch) {
+      if (early) continue;
+      const target = req.op === null ? null : targetOf(req.op);
+      const lostWith = target === null ? undefined : gone.has(target) ? error : lost.get(target);
+      peer.port.postMessage(lostWith !== undefined ? lostReply(req.id, lostWith, false) : ({ id: req.id, ok: false, committed: false, error } satisfies WriterReply));
+    }
     return;
   }
-  // transactionSync has returned: the commit is on disk, so the answers may leave
-  batch.forEach(({ peer, req }, i) => {
-    const out = outcomes[i]!;
+  // transactionSync has returned: the commit is on disk, so the other answers may leave
+  const answeredLost: string[] = [];
+  for (const e of batch) {
+    const { peer, req, out } = e;
+    if (out === null) {
+      // about a reservation lost with an earlier batch (runOne): answered so
+      const target = targetOf(req.op!)!;
+      answeredLost.push(target);
+      peer.port.postMessage(lostReply(req.id, lost.get(target)!, true));
+      continue;
+    }
     if (out.ok) track(peer, req.op, out.value);
+    if (e.early) continue;
     peer.port.postMessage((out.ok ? { id: req.id, ok: true, value: out.value } : { id: req.id, ok: false, committed: true, error: toWire(out.err) }) satisfies WriterReply);
-  });
+  }
+  for (const id of answeredLost) lost.delete(id);
+}
+
+/** Keeps the open batch, whose reservations were answered, waiting for a request whose answer
+ * needs the sync, RESERVATION_HOLD_MS at most: it takes the API workers' requests from their
+ * ports itself (this thread's event loop is blocked inside the transaction), woken by the
+ * word each client bumps after posting (WriterClient.send). */
+function holdForCompany(batch: Entry[], runNew: () => boolean): void {
+  const until = performance.now() + holdMs;
+  while (batch.length < HOLD_MAX_REQUESTS) {
+    // read before looking: a request posted after the look changes it, so the wait returns
+    const seen = wake ? Atomics.load(wake, 0) : 0;
+    if (takeWaiting(batch) && runNew()) return;
+    const left = until - performance.now();
+    if (left <= 0) return;
+    // woken by a client's bump; a channel without one (a test's raw port) is looked at again
+    // after HOLD_POLL_MS
+    Atomics.wait(wake ?? idle, 0, seen, Math.min(left, HOLD_POLL_MS));
+  }
+}
+
+/** Waited on when there is no wake-up word: nobody bumps it. */
+const idle = new Int32Array(new SharedArrayBuffer(4));
+
+/** The requests waiting in every API worker's port, added to the batch. */
+function takeWaiting(batch: Entry[]): boolean {
+  let took = false;
+  for (const peer of peers) {
+    for (;;) {
+      let m: { message: unknown } | undefined;
+      try {
+        m = receiveMessageOnPort(peer.port);
+      } catch {
+        break;
+      }
+      if (!m) break;
+      const msg = m.message as WriterRequest | { hello: number };
+      if ('hello' in msg) hello(peer, msg.hello);
+      else {
+        batch.push({ peer, req: msg, out: null, early: false });
+        took = true;
+      }
+    }
+  }
+  return took;
 }
 
 /** What a committed request changed of the worker's held reservations. */
@@ -150,15 +298,22 @@ function drained(id: number, refunded: Reservation[]): void {
   parentPort!.postMessage({ type: 'drained', id, refunded });
 }
 
+function hello(peer: Peer, thread: number): void {
+  peer.thread = thread;
+  byThread.set(thread, peer);
+}
+
 function attach(port: MessagePort): void {
   const peer: Peer = { port, open: new Set(), thread: null, refunded: null, drains: [] };
+  peers.add(peer);
   port.on('message', (req: WriterRequest | { hello: number }) => {
-    if ('hello' in req) {
-      peer.thread = req.hello;
-      byThread.set(req.hello, peer);
-    } else enqueue({ peer, req });
+    if ('hello' in req) hello(peer, req.hello);
+    else enqueue({ peer, req });
   });
-  port.on('close', () => enqueue({ gone: peer }));
+  port.on('close', () => {
+    peers.delete(peer);
+    enqueue({ gone: peer });
+  });
 }
 
 let finished = false;

@@ -5,7 +5,7 @@ import type { Reservation } from '../records.ts';
 import { atomically } from './atomic.ts';
 import { settleAuditLines } from './audit-queue.ts';
 import type { Store } from './open.ts';
-import { fromWire, type WriterOp } from './writer-client.ts';
+import { fromWire, RESERVATION_HOLD_MS, type WriterOp, type WriterWake } from './writer-client.ts';
 
 // The process's metering writer (docs/metering.md "Commits and durability"). Under the default
 // LMDB_COMMITS=sync, every API worker used to commit its own reservations and settlements with
@@ -18,8 +18,13 @@ import { fromWire, type WriterOp } from './writer-client.ts';
 // undoes only its own writes) with one sync, and only then answers each worker. So no API
 // worker's event loop waits for a disk sync, and the more calls are in flight, the more of them
 // share one sync. The answer that reports a charge still leaves only after the commit recording
-// it is on disk: the writer answers after transactionSync returned, and that returns after the
-// sync (atomic.ts, SYNC_COMMIT_OVERLAPPED_FLUSH).
+// it is on disk: the writer answers a settlement (a refund, a mark) after transactionSync
+// returned, and that returns after the sync (atomic.ts, SYNC_COMMIT_OVERLAPPED_FLUSH). A
+// reservation needs no sync of its own (docs/metering.md "Commits and durability"), and
+// lmdb-js has no commit without one: so the writer answers a reservation as soon as its child
+// transaction has run, before its batch commits, and keeps a batch of such reservations open
+// (bounded) until a write that must be synced joins it, so that they share its sync
+// (writer-thread.ts holdForCompany).
 //
 // Only the metering writes travel (reserve, settle, its settlement_failed mark, refund, and the
 // audit lines): every other write of an API worker (tokens, sessions, the login throttle) is
@@ -34,8 +39,10 @@ export async function meteringWrite<T>(store: Store, op: WriterOp | (() => Write
   const client = store.writer;
   if (!client?.alive) return atomically(store, local, opName);
   const request = typeof op === 'function' ? op() : op;
-  // this thread's queued audit lines ride along, as they would in its own commit
-  const lines = store.audit.take();
+  // this thread's queued audit lines ride along, as they would in its own commit; not on a
+  // reservation, which is answered before its commit (writer-thread.ts): the lines wait for the
+  // settlement (or their own commit), whose answer tells whether they were written
+  const lines = request.op === 'reserve' ? [] : store.audit.take();
   const reply = await client.send(request, lines.map((l) => l.record));
   if (reply.ok) {
     settleAuditLines(lines, null);
@@ -55,13 +62,18 @@ export class MeteringWriter {
   private nextDrain = 1;
   private readonly drains = new Map<number, (refunded: Reservation[]) => void>();
 
-  constructor(readonly dataDir: string, readonly storeDir: string) {
+  /** the wake-up word every API worker's client bumps after a request (WriterClient) */
+  private readonly wake = new Int32Array(new SharedArrayBuffer(4));
+
+  /** `holdMs`: how long a batch of early-answered reservations waits for company
+   * (RESERVATION_HOLD_MS; tests set it) */
+  constructor(readonly dataDir: string, readonly storeDir: string, holdMs = RESERVATION_HOLD_MS) {
     const entry = threadEntry('lmdb-writer.bundle.mjs', 'store/lmdb/writer-thread.ts');
     // Compiled, the thread runs its bundle; under tsx it registers the loader first (as the
     // API workers do, src/cluster/cluster.ts). A small young generation: its allocations are
     // a batch's few records.
     this.worker = new Worker(SOURCE_EXT === '.js' ? entry : new URL('thread-entry.mjs', SOURCE_DIR), {
-      workerData: { entry: entry.href, dataDir },
+      workerData: { entry: entry.href, dataDir, wake: this.wake, holdMs },
       resourceLimits: { maxYoungGenerationSizeMb: 2 },
     });
     this.exit = new Promise((resolve) => {
@@ -89,6 +101,8 @@ export class MeteringWriter {
   connect(): { port: MessagePort; storeDir: string } | null {
     if (this.exited) return null;
     const { port1, port2 } = new MessageChannel();
+    // the first message the worker's client reads, synchronously, when it opens the channel
+    port1.postMessage({ wake: this.wake } satisfies WriterWake);
     this.worker.postMessage({ type: 'connect', port: port1 }, [port1]);
     return { port: port2, storeDir: this.storeDir };
   }
@@ -131,11 +145,11 @@ const WRITER_DRAIN_WAIT_MS = 5000;
 /** The writer of the main thread's store, started on first use (Cluster.spawn). */
 const writers = new WeakMap<Store, MeteringWriter>();
 
-export function meteringWriterOf(store: Store): MeteringWriter | null {
+export function meteringWriterOf(store: Store, holdMs?: number): MeteringWriter | null {
   if (!isMainThread || store.commits !== 'sync') return null;
   let w = writers.get(store);
   if (!w) {
-    w = new MeteringWriter(path.dirname(store.dir), store.dir);
+    w = new MeteringWriter(path.dirname(store.dir), store.dir, holdMs);
     writers.set(store, w);
   }
   return w;
