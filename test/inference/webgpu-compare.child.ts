@@ -29,8 +29,10 @@ function input(type: string, dims: number[], seed: number): Feed {
 const T0 = performance.now();
 const lap = (what: string) => process.stderr.write(`${what} ${Math.round(performance.now() - T0)} ms\n`);
 const adapter = await webGpuAdapter();
+lap('adapter');
 const wasm = await createRuntime('wasm', 1);
 const gpu = await createRuntime('webgpu', 1);
+lap('runtimes');
 const graphs: Record<string, unknown> = {};
 const sets = readdirSync(MODELS).filter((d) => existsSync(join(MODELS, d, 'manifest.json'))).sort();
 for (const set of sets) {
@@ -62,7 +64,7 @@ for (const set of sets) {
     }
   }
 }
-const engine = await engineChoices();
+const engine = await engineChoices(lap);
 lap('engine');
 process.stdout.write(`${JSON.stringify({ adapter, graphs, engine })}\n`);
 process.exit(0);

@@ -12,7 +12,7 @@ import { webGpuAdapter } from '../../src/inference/runtime.ts';
 import { brightnessGraph } from './test-graphs.ts';
 import { capture } from './helpers.ts';
 
-export async function engineChoices(): Promise<Record<string, unknown>> {
+export async function engineChoices(lap: (what: string) => void = () => {}): Promise<Record<string, unknown>> {
   const root = mkdtempSync(join(tmpdir(), 'models-gpu-'));
   const dir = join(root, 'tiny_v1');
   mkdirSync(dir);
@@ -41,6 +41,7 @@ export async function engineChoices(): Promise<Record<string, unknown>> {
       const [r] = await engine.infer({ module_id: 'rgb_liveness', captures: [capture('g', 'rgb_single', [{ seed: 3 }])] });
       out[name] = { provider: engine.executionProvider, readiness: engine.readiness()[0], logs, records, score: r!.score };
       await engine.close();
+      lap(`engine ${name}`);
     }
     // auto on a host of 16 cores or more gives the CPU backends' sessions 2 threads; WebGPU
     // must still load there (it failed to, with "fetch failed", on an H100's 16 cores)

@@ -63,6 +63,8 @@ const TOLERANCE = 1e-4;
 t.test('WebGPU on SwiftShader gives the WASM outputs for every graph of every shipped model set; auto skips the fallback adapter', { skip: icd ? false : NO_ICD }, async (t) => {
   const cmp = await runScript('webgpu-compare.child.ts', [], icd!);
   t.equal(cmp.code, 0, cmp.stderr);
+  // where the time went: the child's laps (ms since it started)
+  t.comment(cmp.stderr.trim().split('\n').join('; '));
   const out = JSON.parse(cmp.stdout);
   t.match(out.adapter, { fallback: true }, `Dawn found ${out.adapter?.name}`);
   const files = Object.keys(out.graphs);
