@@ -16,10 +16,15 @@
 
 /** Slot size: an rgb8 frame (307200 bytes) fits, and so do the PNGs this service sees. */
 export const SLOT_BYTES = 320 * 1024;
-/** Slots per thread: the parts of a few calls in flight on one API worker (a 20-frame
- * sequence is 21 parts). 32 slots reserve 10 MiB of address space; a slot's pages become
- * resident only once a part has used them, and stay so. */
-export const THREAD_SLAB_SLOTS = 32;
+/** Slots per thread: the image parts of the 2 verify calls an API worker serves at once
+ * (interface-spec.md Limits), each up to a 32-capture batch. An image part's slot holds its
+ * frame's pixels until the call's inference is over (rgb8 as it arrived, PNG decoded over its
+ * bytes), so with 32 slots the second of two concurrent batches found none free and each of
+ * its parts and frames took memory of its own: at WORKERS=2 a batch32 capture then cost more
+ * CPU than before PNGs were decoded into their slots, and 12-31 % less with 64 slots
+ * (bench/results/png-decode-cpu.md). 64 slots reserve 20 MiB of address space; a slot's pages
+ * become resident only once a part has used them, and stay so. */
+export const THREAD_SLAB_SLOTS = 64;
 
 /** A slot on loan: `bytes` is the whole slot. give() is idempotent. */
 export interface SlabSlot {
