@@ -1,12 +1,18 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
-import { CLI_ARGS, ROOT, runChild, startServer, tempDir } from '../helpers/server.ts';
+import { startApi } from '../helpers/api.ts';
+import { CLI_ARGS, ROOT, runChild, tempDir } from '../helpers/server.ts';
 
 // The README's "First steps" block, run as written (issue 39 item 7): a newcomer pastes it into
 // a shell and gets a verdict. Only what differs in a test is replaced: `npm run cli` by the same
 // CLI run directly (npm run would rebuild dist/ in a shared tree) and the address of the
 // server, which here listens on an ephemeral port. Everything else is the README's text.
+// The server is the service's app and engine in process (test/helpers/api.ts: the real app on
+// a loopback port over the real LMDB store, which the block's CLI processes write beside it, as
+// beside a started server; issue 43: this was a server start). The start line a real start
+// prints, and that its URL answers GET / with the console it names, is
+// test/service/start-stop.test.ts's, on `npm start`.
 const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
 const section = readme.slice(readme.indexOf('## First steps'), readme.indexOf('\n## ', readme.indexOf('## First steps') + 5));
 const block = /```sh\n([\s\S]*?)```/.exec(section)?.[1];
@@ -34,17 +40,14 @@ function jsonValues(text: string): any[] {
   return out;
 }
 
-const server = await startServer({ ready: true });
+const server = await startApi({ engine: 'real', ready: true });
 t.teardown(() => server.stop());
 
-t.test('the URL the start line prints answers where things are (GET /)', async (t) => {
-  const listening = server.logLines().find((l) => l.msg === 'listening');
-  t.ok(listening, 'the listening line');
-  const root = await fetch(listening.url.replace('localhost', '127.0.0.1'));
+t.test('GET / answers where things are', async (t) => {
+  const root = await fetch(`${server.baseUrl}/`);
   t.equal(root.status, 200, 'not a 404');
   const body = await root.json();
   t.match(body, { console: '/admin', openapi: '/openapi.json', health: '/health/ready', docs: /README\.md/ });
-  t.equal(listening.console_url, `${listening.url}${body.console}`, 'the console it names is the one the line names');
   for (const path of [body.console, body.openapi, body.health]) t.equal((await fetch(`${server.baseUrl}${path}`)).status, 200, `${path} answers`);
   t.equal((await fetch(`${server.baseUrl}/nothing-here`)).status, 404, 'other paths stay 404');
 });
