@@ -11,6 +11,7 @@ import path from 'node:path';
 import { MessageChannel, type MessagePort } from 'node:worker_threads';
 import t, { type Test } from 'tap';
 import { LmdbBackend, settle } from '../../src/store/lmdb/index.ts';
+import { reserveWrites } from '../../src/store/lmdb/reserve.ts';
 import { settleWrites } from '../../src/store/lmdb/settle.ts';
 import { meteringWriterOf, type MeteringWriter } from '../../src/store/lmdb/writer.ts';
 import { WriterClient, type WriterReply, type WriterRequest } from '../../src/store/lmdb/writer-client.ts';
@@ -320,6 +321,42 @@ t.test('a writer that ends with a settlement in flight: a settlement it committe
     main.store.root.resetReadTxn();
     t.equal(main.store.db.reservations.get(out.reservation.id)?.state, commit ? 'charged' : 'settlement_failed');
   }
+});
+
+t.test('a writer that ends after answering a reservation it never committed: the settlement answers not_recorded, nothing charged, the key free', async (t) => {
+  const dir = tempDir();
+  const main = LmdbBackend.open(dir);
+  t.teardown(() => main.close());
+  const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 5, period: 'never' }]);
+  await main.insertToken(tok);
+  // the far end stands for a writer thread that answers a reservation before its commit (as
+  // the writer does) and ends before committing it: the transaction is aborted
+  const { port1, port2 } = new MessageChannel();
+  const s = LmdbBackend.open(dir, { writer: new WriterClient(port2) });
+  t.teardown(() => s.close());
+  port1.on('message', (m: WriterRequest | { hello: number }) => {
+    if ('hello' in m || m.op?.op !== 'reserve') return;
+    const op = m.op;
+    let value: unknown;
+    try {
+      main.store.root.transactionSync(() => {
+        value = reserveWrites(main.store, op.input, op.thread);
+        throw new Error('the thread ends before the commit');
+      });
+    } catch {
+      // aborted: nothing of the reservation is stored
+    }
+    port1.postMessage({ id: m.id, ok: true, value } satisfies WriterReply);
+    port1.close();
+  });
+  const out = await s.reserve(reserveInput(tok, { idempotencyKey: 'k-w', fingerprint: 'f' }));
+  if (out.kind !== 'reserved') throw new Error(out.kind);
+  const settled = await s.settle(out.reservation, T0 + 1, () => '{}', []);
+  t.match(settled, { kind: 'not_recorded', refund: 'refunded' }, 'no trace of the reservation: not recorded (503 store_unavailable), not settlement_failed');
+  t.same(await main.listSettlementFailed(), [], 'nothing for an operator');
+  t.same((await main.usageSnapshot(tok, T0)).map((u) => u.used), [0], 'nothing charged');
+  t.equal((await main.reserve(reserveInput(tok, { idempotencyKey: 'k-w', fingerprint: 'f' }))).kind, 'reserved', 'the key is free');
+  t.same((await main.verifyLedger()).ok, true);
 });
 
 // (a commit the writer cannot write, a full disk, is tested through the server, where every
