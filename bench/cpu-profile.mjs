@@ -9,7 +9,7 @@
 //
 //   npm run build && PEERS_DIR=/tmp/peers-perf node bench/cpu-profile.mjs --kind single-png \
 //     [--workers 16] [--concurrency 32] [--seconds 10] [--warmup 3] [--from DIR] [--top 30] \
-//     [--interval-us 500] [--keep DIR] [--out NAME]
+//     [--interval-us 500] [--keep DIR] [--port 18380] [--out NAME]
 //
 // Read the figures as sampled wall time of a thread that was on its stack: V8 samples a thread
 // that is running or runnable (on an overloaded host a thread waiting for a core is sampled as
@@ -87,8 +87,14 @@ const cli = (...a) => {
 };
 cli('module', 'disable', 'color_liveness');
 const token = JSON.parse(cli('token', 'create', '--name', 'bench', '--grant', 'rgb_liveness:unlimited:never')).token;
-const PORT = 18380;
+const PORT = Number(opt('port', 18380));
 const base = `http://127.0.0.1:${PORT}`;
+// uWS listens with SO_REUSEPORT: a second service on a port already served shares its
+// connections without an error, and the load would meet the other one's tokens (401)
+if (await fetch(`${base}/health/live`).then(() => true, () => false)) {
+  console.error(`something already answers on port ${PORT}: pass --port`);
+  process.exit(2);
+}
 const log = [];
 service = spawn(process.execPath, [`--cpu-prof`, `--cpu-prof-dir=${profiles}`, `--cpu-prof-interval=${INTERVAL_US}`, join(FROM, 'dist/src/main.js')], {
   cwd: FROM, env: { ...env, HOST: '127.0.0.1', PORT: String(PORT), WORKERS: String(WORKERS) }, stdio: ['ignore', 'pipe', 'pipe'],
