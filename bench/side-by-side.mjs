@@ -319,6 +319,9 @@ try {
   if (BASELINE) boots.splice(1, 0, (port) => startService(port, BASELINE, 'service-before'));
   if (TRACES) {
     const sink = spawn(process.execPath, ['-e', `require('node:http').createServer((q, r) => { q.resume(); q.on('end', () => r.writeHead(200, { 'content-type': 'application/x-protobuf' }).end()); }).listen(${SINK_PORT}, '127.0.0.1')`], { stdio: 'ignore' });
+    // unref'd: a child with a handle keeps this process's event loop alive, so the run would never
+    // reach 'exit' (where stopAll ends the sink) once its report is written
+    sink.unref();
     children.add(sink);
     boots.push((port) => startService(port, root, 'service-traces-10', traceEnv('0.1')), (port) => startService(port, root, 'service-traces-100', traceEnv('1')));
   }
