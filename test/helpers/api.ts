@@ -214,6 +214,13 @@ export async function startApi(opts: ApiOptions = {}): Promise<ApiHandle> {
       setClockFile(process.env.CLOCK_FILE || undefined);
     },
   };
-  if (opts.ready) await waitReady(handle.baseUrl);
+  if (opts.ready) {
+    // a start that never turns ready is stopped here: its handle never reaches the test, and its
+    // app, engine threads and store would hold this process open (its settings still applied)
+    await waitReady(handle.baseUrl).catch(async (err) => {
+      await handle.stop();
+      throw err;
+    });
+  }
   return handle;
 }
