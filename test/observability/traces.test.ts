@@ -296,6 +296,8 @@ t.test('tracing off: nothing exported, no traceparent answered, no trace id logg
   // app and engine in process (test/helpers/api.ts; was a server start): the tracing of an API
   // worker thread is this thread's, started by its first verify call and ended by stop()
   const off = await startApi({ engine: 'real', ready: true, env: { OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_TRACES_EXPORTER: 'none', OTEL_SERVICE_NAME: 'lv-traces-off', OTEL_BSP_SCHEDULE_DELAY: '50' } });
+  // stopped below; this one stops it if a check throws first (stop() runs once)
+  t.teardown(() => off.stop());
   const { token } = await makeToken(off, ['rgb_liveness:1:day']);
   const r = await postVerify(off.baseUrl, token, 'rgb_liveness', request([single({ id: 'off-1' })]), { traceparent: `00-${randomBytes(16).toString('hex')}-${randomBytes(8).toString('hex')}-01` });
   t.equal(r.status, 200);
