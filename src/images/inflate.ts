@@ -10,7 +10,8 @@
 // stream's two-number write state), on a zlib.Inflate made once per thread and reset()
 // (public) between images. Where a Node release lacks that shape, inflateInto falls back to
 // zlib.inflateSync and a copy: the same results at the old cost
-// (test/images/png-decode.test.ts checks that this Node takes the reused path).
+// (test/images/png-decode.test.ts checks that this Node takes the reused path;
+// inflate-fallback.test.ts runs the fallback, with the same hostile streams: hostile-pngs.ts).
 import * as zlib from 'node:zlib';
 
 interface NativeHandle {

@@ -3,6 +3,7 @@ import { transferable } from '../../src/inference/pool.ts';
 import * as zlib from 'node:zlib';
 import { decodePng, encodePng, FrameSlab, ImageError, crc32, isSharedPixels, tryDecodeImage } from '../../src/images/index.ts';
 import { reusesInflater } from '../../src/images/inflate.ts';
+import { checkHostile } from './hostile-pngs.ts';
 
 function noise(seed: number, n = 320 * 320 * 3): Uint8Array {
   const out = new Uint8Array(n);
@@ -169,6 +170,11 @@ t.test('the inflater is reused from image to image, and survives a bad stream', 
   const first = decodePng(pa);
   const second = decodePng(pb);
   t.ok(Buffer.from(first).equals(Buffer.from(a)) && Buffer.from(second).equals(Buffer.from(b)), 'earlier results unchanged');
+});
+
+t.test('every hostile zlib stage gets its 422 through the reused inflater, and the next image decodes', async (t) => {
+  // the same cases and answers as inflate-fallback.test.ts, where zlib.inflateSync runs them
+  checkHostile(t);
 });
 
 t.test('a PNG in a frame-slab slot is decoded over its own bytes only when the caller consumes them', async (t) => {
