@@ -26,9 +26,11 @@ const ready = async (baseUrl: string) => {
 // The bound: the two refusals below each wait it out (at 20 s, 40 s of the file's time), and it
 // also bounds the good sets' activations (tiny graphs, but a new pool thread loading the WASM
 // runtime: ~5 s, and 10.7 s for good_v2 right after the refusal, with the sources run through
-// tsx on a host at load 35; their times are printed). 10 s failed there; 15 s keeps a margin.
+// tsx on a host at load 35; their times are printed). 10 s failed there; 15 s left ~4 s of margin
+// on this 2-core host under the suite's load, too little for a test that must not fail once under
+// load, so it stays at 20 s.
 // The default (600 s) is documented in docs/configuration.md (DEFAULT_LOAD_TIMEOUT_MS).
-const LOAD_TIMEOUT_S = 15;
+const LOAD_TIMEOUT_S = 20;
 
 t.test('a set whose load and warm-up overrun MODEL_LOAD_TIMEOUT_SECONDS is refused; the serving set stays; later activations work; SIGTERM stops the process', async (t) => {
   // chained 2048x2048 products: about 10^11 multiply-adds a run, minutes on one WASM thread;
