@@ -375,6 +375,25 @@ t.test('a settlement the writer refuses is marked settlement_failed, as on its o
   t.same((await main.listSettlementFailed()).map((r) => [r.id, r.unsaved_body]), [[out.reservation.id, '{"x":1}']], 'listed for an operator with the answer that could not be saved');
 });
 
+t.test('a settlement whose answer cannot be rendered while its reservation is still in the writer\'s open batch: marked settlement_failed, as on its own thread', async (t) => {
+  // held for minutes: the reservation stays answered and uncommitted until a write that needs
+  // the sync joins its batch
+  const { main, workers: [w] } = await writerWith(t, 1, tempDir(), HOLD_LONG_MS);
+  const s = w!;
+  const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 5, period: 'never' }]);
+  await main.insertToken(tok);
+  const out = await s.reserve(reserveInput(tok, { idempotencyKey: 'k-render', fingerprint: 'f' }));
+  if (out.kind !== 'reserved') throw new Error(out.kind);
+  // the render throws on the API worker, before anything is posted: the reservation is not
+  // committed yet, but it will be (its batch is open), so this is no reservation lost
+  const failed = await settle(s.store, out.reservation, T0 + 1, () => {
+    throw new Error('the answer cannot be rendered');
+  }, []);
+  t.equal(failed.kind, 'settlement_failed', 'not not_recorded: the units are held and the key bound');
+  t.same((await main.listSettlementFailed()).map((r) => r.id), [out.reservation.id], 'listed for an operator');
+  t.equal((await s.reserve(reserveInput(tok, { idempotencyKey: 'k-render', fingerprint: 'f' }))).kind, 'settlement_failed', 'its key answers what the call heard');
+});
+
 // The durability rule's power-loss case (docs/metering.md "Commits and durability"). A power
 // loss keeps what was synced and nothing else: the data file as it stood at the last sync, and
 // LMDB after the reboot takes the last flushed meta (mdb.c mdb_pick_meta: a newer meta only if

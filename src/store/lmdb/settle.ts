@@ -60,8 +60,11 @@ export async function settle(
     if (posted !== undefined && err instanceof Error && err.name === WRITER_LOST && chargedAt(store, reservation.id, at)) return { kind: 'settled', body: posted };
     // Nor is a reservation the writer answered before its commit and never committed (it ended
     // first): nothing of the call is stored, as above. Every answer of the writer but an early
-    // reservation's leaves after its commit, so a reservation absent now was never committed.
-    if (absent(store, reservation.id)) return { kind: 'not_recorded', refund: 'refunded', cause: err };
+    // reservation's leaves after its commit, so a reservation absent once the writer has
+    // answered this settlement, or is gone, was never committed. Not before: an error raised
+    // here before the settlement was posted (its answer could not be rendered) may find the
+    // reservation still in the writer's open batch, which commits it.
+    if ((posted !== undefined || store.writer?.alive !== true) && getReservation(store, reservation.id) === undefined) return { kind: 'not_recorded', refund: 'refunded', cause: err };
     // The units stay reserved and the key pending: an operator decides (spec: settlement
     // fails -> pending may remain, operator recovery needed). The answer that could not be
     // saved is kept on the reservation so a "charge" resolution can complete the key.
@@ -77,12 +80,6 @@ export async function settle(
     return { kind: 'settlement_failed', cause: err };
   }
   return { kind: 'settled', body };
-}
-
-/** Whether the latest commit lacks reservation `id` altogether. */
-function absent(store: Store, id: string): boolean {
-  readLatest(store);
-  return store.db.reservations.get(id) === undefined;
 }
 
 /** Whether the latest commit holds reservation `id` charged by the settlement at `at`. */
