@@ -304,13 +304,13 @@ function textSink(): { stream: Writable; text: () => string } {
  * Use runCliProcess() where the program is the subject: its exit status, its streams, stdin
  * piped, the umask of the files it writes, a store that does not answer, or a command that
  * must see the store from another process. */
-export async function runCli(dataDir: string, args: string[], stdin = '', env: Record<string, string> = {}): Promise<CliResult> {
+export async function runCli(dataDir: string, args: string[], stdin = '', env: Record<string, string> = {}, store?: import('../../src/store/index.ts').StoreBackend): Promise<CliResult> {
   // loaded on first use, as makeToken loads the store: a file that runs no command pays nothing
   const { runCommand } = await import('../../src/cli/main.ts');
   countLine('inproc');
   const out = textSink();
   const err = textSink();
-  const code = await runCommand(args, { env: { ...process.env, DATA_DIR: dataDir, ...env }, cwd: ROOT, stdin: Readable.from(stdin === '' ? [] : [Buffer.from(stdin)]), stdout: out.stream, stderr: err.stream });
+  const code = await runCommand(args, { env: { ...process.env, DATA_DIR: dataDir, ...env }, cwd: ROOT, stdin: Readable.from(stdin === '' ? [] : [Buffer.from(stdin)]), stdout: out.stream, stderr: err.stream, store });
   return cliResult(code, out.text(), err.text());
 }
 
@@ -463,7 +463,7 @@ export async function waitReady(baseUrl: string, timeoutMs = 120_000): Promise<a
 
 /** Creates a token in the server's store, in-process, as the CLI's `token create` does (see
  * helpers/store.ts); a handle without a DATA_DIR (only a `cli`) goes through the CLI. */
-export async function makeToken(server: { cli: ServerHandle['cli']; dataDir?: string; env?: Record<string, string> }, grants: string[], extra: string[] = []): Promise<{ id: string; token: string; name: string }> {
+export async function makeToken(server: { cli: ServerHandle['cli']; dataDir?: string; env?: Record<string, string>; store?: import('../../src/store/index.ts').StoreBackend }, grants: string[], extra: string[] = []): Promise<{ id: string; token: string; name: string }> {
   // token names are unique: a fresh one per call
   const name = `test-${randomUUID()}`;
   if (server.dataDir !== undefined) {
@@ -471,7 +471,7 @@ export async function makeToken(server: { cli: ServerHandle['cli']; dataDir?: st
     // modules through tsx's loader thread) cost a test process ~0.45 s of CPU, which the
     // files that never make a token in-process need not pay
     const { createTokenIn } = await import('./store.ts');
-    const made = await createTokenIn({ dataDir: server.dataDir, env: server.env ?? {} }, name, grants, extra);
+    const made = await createTokenIn({ dataDir: server.dataDir, env: server.env ?? {}, store: server.store }, name, grants, extra);
     return { ...made, name };
   }
   const r = await server.cli(['token', 'create', '--name', name, ...grants.flatMap((g) => ['--grant', g]), ...extra]);

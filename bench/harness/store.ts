@@ -17,6 +17,10 @@ export interface StoreTarget {
   dataDir: string;
   /** the server's environment overrides (DATABASE_URL, LMDB_COMMITS, CLOCK_FILE, ...) */
   env?: Record<string, string>;
+  /** an in-process server's own store (test/helpers/api.ts startApi): used as it is, never a
+   * second handle on the same LMDB path in this process (a second handle opened and closed
+   * beside the served one stalled files of the suite under load) */
+  store?: StoreBackend;
 }
 
 export async function withServerStore<T>(target: StoreTarget, fn: (store: StoreBackend) => Promise<T>): Promise<T> {
@@ -25,6 +29,13 @@ export async function withServerStore<T>(target: StoreTarget, fn: (store: StoreB
   // the server and its CLI read CLOCK_FILE from their environment: follow it while the store
   // is used, so records carry the server's (test) time
   setClockFile(env.CLOCK_FILE || undefined);
+  if (target.store !== undefined) {
+    try {
+      return await fn(target.store);
+    } finally {
+      setClockFile(process.env.CLOCK_FILE || undefined);
+    }
+  }
   const store = await openConfiguredStore(config);
   try {
     return await fn(store);

@@ -16,6 +16,11 @@ export interface CliIo {
   stdout: NodeJS.WritableStream;
   /** messages: errors, reports, next steps */
   stderr: NodeJS.WritableStream;
+  /** a store already open in this process, used as it is and left open: the in-process test
+   * harness's own (test/helpers/api.ts), so that the process never holds a second handle on one
+   * LMDB path (one opened and closed beside the served one deadlocked test files under load).
+   * The binary never sets it. */
+  store?: import('../store/index.ts').StoreBackend;
 }
 
 /** What a command is handed besides its store and arguments. */

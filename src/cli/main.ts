@@ -251,7 +251,7 @@ export async function runCommand(argv: string[], io: CliIo): Promise<number> {
   try {
     const config = loadConfig(io.env, io.cwd);
     const command = commands[name]!;
-    if (!command.noStore) store = await openConfiguredStore(config);
+    if (!command.noStore) store = io.store ?? (await openConfiguredStore(config));
     const ctx = { ...io, config, exitCode: EXIT.ok as number };
     // a noStore command is never handed one
     const out = await command.run(store as StoreBackend, args, ctx);
@@ -263,7 +263,7 @@ export async function runCommand(argv: string[], io: CliIo): Promise<number> {
     return code ?? EXIT.failed;
   } finally {
     try {
-      await store?.close();
+      if (store !== io.store) await store?.close();
     } finally {
       release();
     }

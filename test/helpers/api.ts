@@ -196,7 +196,8 @@ export async function startApi(opts: ApiOptions = {}): Promise<ApiHandle> {
     router: api.router,
     logs,
     logLines: () => jsonLines(logs),
-    cli: (args, stdin) => runCli(dataDir, args, stdin, opts.env),
+    // the CLI runs on this harness's own store: never a second handle on its LMDB path here
+    cli: (args, stdin) => runCli(dataDir, args, stdin, opts.env, store),
     stop: async () => {
       if (stopped) return;
       stopped = true;
