@@ -25,3 +25,8 @@ export function quotaRefusal(moduleId: ModuleId, grant: Grant, used: number, uni
     retryAfterSeconds: secondsUntilReset(grant.period, at),
   };
 }
+
+/** What a caller's usage reports as left of a grant: none past the limit, null when unlimited. */
+export function remainingUnits(limit: number | null, used: number): number | null {
+  return limit === null ? null : Math.max(0, limit - used);
+}

@@ -7,6 +7,7 @@ import type { Reservation, UsageRecord } from '../records.ts';
 import { completeKey, releaseKey, resolveKey } from './idempotency.ts';
 import { usageSnapshot } from './usage.ts';
 import { windowKey } from '../periods.ts';
+import { remainingUnits } from '../quota.ts';
 import { isStorageFailure } from '../write-health.ts';
 import type { SettleOutcome } from '../backend.ts';
 import { releaseSessionCall } from './device-sessions.ts';
@@ -104,7 +105,7 @@ function withOwnUnits(usage: UsageRecord[], r: Reservation, at: number): UsageRe
   return usage.map((u) => {
     if (u.module_id !== r.module_id || (u.period !== 'never' && r.windows[u.period] !== windowKey(u.period, at))) return u;
     const used = u.used + r.units;
-    return { ...u, used, remaining: u.limit === null ? null : Math.max(0, u.limit - used) };
+    return { ...u, used, remaining: remainingUnits(u.limit, used) };
   });
 }
 

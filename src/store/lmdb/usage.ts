@@ -2,6 +2,7 @@ import { readLatest, type Store } from './open.ts';
 import type { Grant, Period, TokenRecord, UsageRecord } from '../records.ts';
 import type { ModuleId } from '../../contract/index.ts';
 import { resetAt, windowKey } from '../periods.ts';
+import { remainingUnits } from '../quota.ts';
 
 export function counterKey(tokenId: string, moduleId: ModuleId, period: Period, at: number): [string, string, string, string] {
   return [tokenId, moduleId, period, windowKey(period, at)];
@@ -19,7 +20,7 @@ export function usageRecord(store: Store, tokenId: string, grant: Grant, at: num
     limit: grant.limit,
     period: grant.period,
     used,
-    remaining: grant.limit === null ? null : Math.max(0, grant.limit - used),
+    remaining: remainingUnits(grant.limit, used),
     reset_at: reset === null ? null : new Date(reset).toISOString(),
   };
 }

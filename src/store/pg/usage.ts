@@ -1,4 +1,5 @@
 import { resetAt, windowKey } from '../periods.ts';
+import { remainingUnits } from '../quota.ts';
 import type { TokenRecord, UsageRecord } from '../records.ts';
 import { isoOf, type Pg } from './open.ts';
 
@@ -26,7 +27,7 @@ export async function usageSnapshot(db: Pg, token: TokenRecord, at: number): Pro
       limit: g.limit,
       period: g.period,
       used: u,
-      remaining: g.limit === null ? null : Math.max(0, g.limit - u),
+      remaining: remainingUnits(g.limit, u),
       reset_at: g.period === 'day' ? w.resetDay : g.period === 'month' ? w.resetMonth : null,
     };
   });
