@@ -12,6 +12,7 @@ export function noise(seed: number, n = 320 * 320 * 3): Uint8Array {
   let s = seed >>> 0;
   for (let i = 0; i < n; i++) {
     s = (s * 1664525 + 1013904223) >>> 0;
+    // smooth gradient plus noise: exercises every filter's prediction, not just raw bytes
     out[i] = ((i % 960) / 4 + (s >>> 28)) & 255;
   }
   return out;

@@ -3,18 +3,7 @@ import { transferable } from '../../src/inference/pool.ts';
 import * as zlib from 'node:zlib';
 import { decodePng, encodePng, FrameSlab, ImageError, crc32, isSharedPixels, tryDecodeImage } from '../../src/images/index.ts';
 import { reusesInflater } from '../../src/images/inflate.ts';
-import { checkHostile } from './hostile-pngs.ts';
-
-function noise(seed: number, n = 320 * 320 * 3): Uint8Array {
-  const out = new Uint8Array(n);
-  let s = seed >>> 0;
-  for (let i = 0; i < n; i++) {
-    s = (s * 1664525 + 1013904223) >>> 0;
-    // smooth gradient plus noise: exercises every filter's prediction, not just raw bytes
-    out[i] = ((i % 960) / 4 + (s >>> 28)) & 255;
-  }
-  return out;
-}
+import { checkHostile, noise } from './hostile-pngs.ts';
 
 function rejects(t: Test, bytes: Uint8Array, type: string, message?: RegExp) {
   try {
