@@ -86,14 +86,26 @@ t.test('COOKIE_SECURE=0 still turns Secure off explicitly under TLS', async (t) 
   t.throws(() => loadConfig({ TLS_CERT_FILE: cert }), /TLS_CERT_FILE and TLS_KEY_FILE must be set together/);
 });
 
+// One refused start through the process (its exit code and message, the passphrase not echoed);
+// the other refusals are the same check (checkTls, which src/main.ts runs before any thread
+// starts) called in process: a refused start costs a process start-up (issue 43).
 t.test('a wrong passphrase or unreadable file refuses to start with a message', async (t) => {
   const { runServiceToExit } = await import('../helpers/server.ts');
-  const run = (env: Record<string, string>) => runServiceToExit({ PORT: '0', ...env });
-  const wrong = await run({ TLS_CERT_FILE: cert, TLS_KEY_FILE: key, TLS_KEY_PASSPHRASE: 'wrong' });
+  const wrong = await runServiceToExit({ PORT: '0', TLS_CERT_FILE: cert, TLS_KEY_FILE: key, TLS_KEY_PASSPHRASE: 'wrong' });
   t.equal(wrong.code, 2);
   t.match(wrong.out, /certificate and key do not load together/);
   t.notMatch(wrong.out, /wrong/, 'the passphrase is not echoed');
-  const missing = await run({ TLS_CERT_FILE: path.join(dir, 'nope.pem'), TLS_KEY_FILE: key, TLS_KEY_PASSPHRASE: 'correct horse' });
-  t.equal(missing.code, 2);
-  t.match(missing.out, /TLS_CERT_FILE: cannot read .*nope\.pem \(ENOENT\)/);
+  const { checkTls } = await import('../../src/http/index.ts');
+  const refusal = (files: { TLS_CERT_FILE: string; TLS_KEY_FILE: string; TLS_KEY_PASSPHRASE?: string }) => {
+    try {
+      checkTls(files);
+      return 'accepted';
+    } catch (e) {
+      return (e as Error).message;
+    }
+  };
+  t.equal(refusal({ TLS_CERT_FILE: cert, TLS_KEY_FILE: key, TLS_KEY_PASSPHRASE: 'correct horse' }), 'accepted', 'the right passphrase loads');
+  t.match(refusal({ TLS_CERT_FILE: path.join(dir, 'nope.pem'), TLS_KEY_FILE: key, TLS_KEY_PASSPHRASE: 'correct horse' }), /^TLS_CERT_FILE: cannot read .*nope\.pem \(ENOENT\)$/);
+  t.match(refusal({ TLS_CERT_FILE: cert, TLS_KEY_FILE: path.join(dir, 'nope.pem'), TLS_KEY_PASSPHRASE: 'correct horse' }), /^TLS_KEY_FILE: cannot read .*nope\.pem \(ENOENT\)$/);
+  t.match(refusal({ TLS_CERT_FILE: key, TLS_KEY_FILE: key, TLS_KEY_PASSPHRASE: 'correct horse' }), /certificate and key do not load together/, 'a key given as the certificate');
 });

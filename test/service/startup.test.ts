@@ -3,9 +3,12 @@ import t from 'tap';
 import { lmdbOpen } from '../helpers/lmdb.ts';
 import { postVerify, request, single } from '../helpers/captures.ts';
 import { bootstrapAdmin } from '../../src/admin/index.ts';
-import { loadConfig } from '../../src/config/index.ts';
+import { probePort } from '../../src/cluster/index.ts';
+import { ConfigError, loadConfig } from '../../src/config/index.ts';
+import { loadUws } from '../../src/http/index.ts';
 import type { Logger } from '../../src/observability/index.ts';
 import { LmdbBackend } from '../../src/store/lmdb/index.ts';
+import { openConfiguredStore, StoreError } from '../../src/store/index.ts';
 import { makeToken, ROOT, runServiceToExit, startServer, tempDir } from '../helpers/server.ts';
 import { settledState, waitFor } from '../helpers/wait.ts';
 
@@ -31,31 +34,47 @@ t.test('bad configuration values are refused with a message naming the variable'
   t.match(r.out, /WORKERS/, 'message names WORKERS');
 });
 
+// The port check (probePort, what main() runs before the API workers start), in process against
+// a port a plain listener holds; the refusal through the process (ConfigError: the fatal line,
+// the message, exit 1) is the SO_REUSEPORT case below, on the same check. That ran as a start of
+// its own, which started the engine before it was refused; issue 43: a process fewer.
 t.test('a port held by another program is an error, not a silent success', async (t) => {
   const other = net.createServer().listen(0, '127.0.0.1');
   await new Promise((r) => other.once('listening', r));
   const port = (other.address() as net.AddressInfo).port;
-  const r = await runServiceToExit({ PORT: String(port) });
-  other.close();
-  t.equal(r.code, 1);
-  t.match(r.out, /cannot listen on 127\.0\.0\.1:\d+/);
+  try {
+    const probed = probePort(loadUws(), loadConfig({ HOST: '127.0.0.1', PORT: String(port), WORKERS: '1' }, ROOT, 2));
+    const e = await probed.then(() => null, (err: unknown) => err);
+    t.ok(e instanceof ConfigError, `a ConfigError, which main() turns into exit 1 with its message: ${String(e)}`);
+    t.match((e as Error | null)?.message, new RegExp(`^cannot listen on 127\\.0\\.0\\.1:${port}: address in use`));
+  } finally {
+    other.close();
+  }
 });
 
+// The store's refusal, in process: what main() opens (openConfiguredStore) throws a StoreError
+// naming the version, and main() turns a StoreError, like the ConfigError of a held port above,
+// into the fatal line, the message on stderr and exit 1 (one branch: src/main.ts). That ran as a
+// start of its own; issue 43: a process fewer.
 t.test('a store of another schema version is refused', async (t) => {
   const dataDir = tempDir();
   const db = lmdbOpen(dataDir);
   await db.meta.put('schema_version', 999);
   await db.close();
-  const r = await runServiceToExit({ DATA_DIR: dataDir });
-  t.equal(r.code, 1);
-  t.match(r.out, /schema version 999/);
+  const opened = openConfiguredStore(loadConfig({ DATA_DIR: dataDir, WORKERS: '1' }, ROOT, 2));
+  const e = await opened.then(async (store) => {
+    await store.close();
+    return null;
+  }, (err: unknown) => err);
+  t.ok(e instanceof StoreError, `a StoreError, which main() turns into exit 1 with its message: ${String(e)}`);
+  t.match((e as Error | null)?.message, /schema version 999/);
 });
 
 t.test('a port held by another uWS-style SO_REUSEPORT listener is refused too', async (t) => {
   const first = await starting;
   const r = await runServiceToExit({ PORT: String(first.port) });
   t.equal(r.code, 1);
-  t.match(r.out, /address in use/);
+  t.match(r.out, new RegExp(`cannot listen on 127\\.0\\.0\\.1:${first.port}: address in use`));
 });
 
 t.test('the CLI works on the DATA_DIR of a running server', async (t) => {
