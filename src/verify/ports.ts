@@ -4,6 +4,7 @@ import type { InferenceService } from '../inference/index.ts';
 import type { CallTrace, Logger, VerifyFacts } from '../observability/index.ts';
 import type { AuditWrites, CallerReads, ModuleReads, TokenRecord } from '../store/index.ts';
 import type { Metering } from './metering.ts';
+import type { EarlyInference } from './early-inference.ts';
 
 /** One multipart part as the transport received it, hashed as its bytes arrived. */
 export interface ReceivedPart {
@@ -86,6 +87,9 @@ export interface VerifyDeps {
   log: Logger;
   /** the call's trace when tracing is on and the call sampled or not (one span per step) */
   trace?: CallTrace | null;
+  /** which callers may have their inference started beside their reservation
+   * (early-inference.ts): absent, this API worker's own memory; null, every call serial */
+  earlyInference?: EarlyInference | null;
 }
 
 /** The timed steps of a verify call: `receive` runs from the slot to the last body byte

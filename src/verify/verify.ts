@@ -10,6 +10,7 @@ import { earlyMetadata } from './early-metadata.ts';
 import { refusal, replayed, verdict, worthLogging } from './outcomes.ts';
 import type { ReceivedPart, VerifyAnswer, VerifyDeps, VerifyRequest, VerifyStep } from './ports.ts';
 import { prepareRequest, type PreparedRequest } from './prepare.ts';
+import { workerEarlyInference } from './early-inference.ts';
 
 // POST /v1/modules/{module_id}/verify as the contract orders it:
 //   accept   token (401), module (404), grant (403), enabled (403), models ready (503),
@@ -18,7 +19,10 @@ import { prepareRequest, type PreparedRequest } from './prepare.ts';
 //   receive  Idempotency-Key (400), body headers (400/413/415), the streamed body (413/422)
 //   validate metadata, parts, hashes and every image (422)
 //   reserve  idempotency (409, or a replay) and quota (429), in one transaction
-//   infer    the module's networks (500 inference_failed, units refunded)
+//   infer    the module's networks (500 inference_failed, units refunded); for a caller whose
+//            last reservation on this worker succeeded, started as validate ends, beside
+//            the reservation, its answer used only once the reservation is granted
+//            (early-inference.ts says why that caller, and what bounds the engine's waste)
 //   settle   charge, save the answer on the key, store the results (500 settlement_failed;
 //            503 store_unavailable when the store could not write it: units given back)
 //   respond  audit line and detached signature on every answer, errors included
@@ -98,11 +102,12 @@ export async function verify(req: VerifyRequest, deps: VerifyDeps): Promise<Veri
     const upload = receive(req, caller);
     const parts = (learnt.parts = await timed(deps, 'receive', () => upload.parts));
     const prepared = (learnt.prepared = timed(deps, 'validate', () => validate(caller, parts, upload.early())));
-    const booking = (learnt.booking = await timed(deps, 'reserve', () => reserve(req, caller, prepared, deps)));
+    const early = startedEarly(caller, prepared, deps);
+    const booking = (learnt.booking = await booked(caller, deps, early, timed(deps, 'reserve', () => reserve(req, caller, prepared, deps))));
     if (booking.kind === 'replay') {
       answer = booking.answer;
     } else {
-      const inferred = (learnt.inferred = await timed(deps, 'infer', () => infer(req, caller, prepared, booking, deps, refunded)));
+      const inferred = (learnt.inferred = await timed(deps, 'infer', () => infer(req, caller, prepared, booking, deps, refunded, early)));
       answer = await timed(deps, 'settle', () => settle(req, caller, booking, inferred, deps, refunded));
       learnt.settled = true;
     }
@@ -182,14 +187,58 @@ async function reserve(req: VerifyRequest, caller: Caller, prepared: PreparedReq
   return { kind: 'reserved', reservation: booked.reservation, at };
 }
 
-/** The module's networks; any failure refunds the reservation before it is answered. */
-async function infer(req: VerifyRequest, caller: Caller, prepared: PreparedRequest, booking: Reserved, deps: VerifyDeps, refunded: () => void): Promise<Inferred> {
+/** The engine's answer to a call, kept as a value (an early inference is awaited only once the
+ * reservation answers, so it must never be a rejection nobody handles yet). */
+type EngineAnswer = { results: ResultRecord[]; seconds: number } | { error: unknown };
+
+/** The call's captures through the engine. */
+function runEngine(caller: Caller, prepared: PreparedRequest, deps: VerifyDeps): Promise<EngineAnswer> {
+  const started = performance.now();
+  let running: Promise<ResultRecord[]>;
+  try {
+    running = deps.inference.infer({ module_id: caller.moduleId, captures: prepared.captures });
+  } catch (error) {
+    return Promise.resolve({ error });
+  }
+  return running.then((results) => ({ results, seconds: (performance.now() - started) / 1000 }), (error: unknown) => ({ error }));
+}
+
+/** The inference started as validate ends, beside the reservation, when the caller may have
+ * it (early-inference.ts); null: the call is serial. A demo call stays serial: its archive is
+ * named by the reservation's time and written before its inference. Not a step of its own:
+ * the call's `infer` step is its wait for the engine once the reservation is granted. */
+function startedEarly(caller: Caller, prepared: PreparedRequest, deps: VerifyDeps): Promise<EngineAnswer> | null {
+  const memory = deps.earlyInference === undefined ? workerEarlyInference : deps.earlyInference;
+  if (caller.token.demo || !memory?.allows(caller.token.id)) return null;
+  return runEngine(caller, prepared, deps);
+}
+
+/** The reservation's outcome, told to the early-inference memory. A call the reservation did
+ * not grant (a replay, a refusal, a store failure) drops an early inference's answer, but
+ * waits for it before it answers: the engine reads frame-slab pixels in place until it
+ * answers, and the call gives its parts (and its slot) back only after. */
+async function booked(caller: Caller, deps: VerifyDeps, early: Promise<EngineAnswer> | null, reserving: Promise<Booking>): Promise<Booking> {
+  const memory = deps.earlyInference === undefined ? workerEarlyInference : deps.earlyInference;
+  let reserved = false;
+  try {
+    const booking = await reserving;
+    reserved = booking.kind === 'reserved';
+    return booking;
+  } finally {
+    if (!caller.token.demo) memory?.booked(caller.token.id, reserved);
+    if (early && !reserved) await early;
+  }
+}
+
+/** The module's networks (the early inference's answer, when the call has one); any failure
+ * refunds the reservation before it is answered. */
+async function infer(req: VerifyRequest, caller: Caller, prepared: PreparedRequest, booking: Reserved, deps: VerifyDeps, refunded: () => void, early: Promise<EngineAnswer> | null): Promise<Inferred> {
   try {
     if (caller.token.demo) await deps.metering.archiveDemoUpload(deps.config.DATA_DIR, booking.at, req.requestId, prepared.metadataText, prepared.files);
-    const started = performance.now();
-    const results = await deps.inference.infer({ module_id: caller.moduleId, captures: prepared.captures });
-    deps.metrics.inferenceSeconds(caller.moduleId, (performance.now() - started) / 1000);
-    return { results, outcome: outcomeOfResults(results) };
+    const engine = await (early ?? runEngine(caller, prepared, deps));
+    if ('error' in engine) throw engine.error;
+    deps.metrics.inferenceSeconds(caller.moduleId, engine.seconds);
+    return { results: engine.results, outcome: outcomeOfResults(engine.results) };
   } catch (err) {
     await deps.metering.refund(booking.reservation.id, deps.now());
     refunded();

@@ -18,7 +18,7 @@ import { injectSettlementFault } from '../../src/store/faults.ts';
 import { LmdbBackend } from '../../src/store/lmdb/index.ts';
 import { PgBackend } from '../../src/store/pg/index.ts';
 import type { AuditRecord, Grant, StoreBackend, TokenRecord } from '../../src/store/index.ts';
-import { ANSWERS, storeMetering, verify, type VerifyAnswer, type VerifyDeps, type VerifyRequest } from '../../src/verify/index.ts';
+import { ANSWERS, EarlyInference, storeMetering, verify, type VerifyAnswer, type VerifyDeps, type VerifyRequest } from '../../src/verify/index.ts';
 import type { ReceivedPart } from '../../src/verify/ports.ts';
 import { startPostgres } from '../helpers/postgres.ts';
 import { tempDir } from '../helpers/server.ts';
@@ -101,8 +101,17 @@ export class FakeInference {
   /** the next call's results are retries (the engine's answer to an incomplete capture) */
   retryNext = false;
 
+  /** the last call's promise, settled whatever its outcome (a test awaits the engine's answer) */
+  last: Promise<unknown> = Promise.resolve();
+
   /** one result per capture, named by the capture's id */
-  async infer(captureIds: string[]): Promise<ResultRecord[]> {
+  infer(captureIds: string[]): Promise<ResultRecord[]> {
+    const answer = this.answer(captureIds);
+    this.last = answer.catch(() => undefined);
+    return answer;
+  }
+
+  private async answer(captureIds: string[]): Promise<ResultRecord[]> {
     this.calls++;
     const hold = this.hold;
     this.hold = null;
@@ -145,12 +154,27 @@ export interface World {
   facts: Facts[];
   /** the audit writes the use case handed off (it does not wait for them) */
   auditWrites: Promise<void>[];
+  /** the metrics the use case recorded: a module per inference timed, a step per step timed */
+  metrics: { inference: string[]; steps: string[] };
+  /** the next reservation waits here, before it reaches the store, until the test opens it */
+  holdReserve(): Gate;
   deps: VerifyDeps;
 }
 
+export interface WorldOptions {
+  /** reserve and infer overlapped for callers the memory allows (src/verify/early-inference.ts);
+   * off by default: the order tests here hold the serial call */
+  early?: EarlyInference;
+}
+
 /** A world on `store`; tests sharing a store use tokens of their own. */
-export function world(store: StoreBackend): World {
-  const w: World = { clock: { at: T0 }, store, inference: new FakeInference(), calls: [], logs: [], facts: [], auditWrites: [], deps: undefined as never };
+export function world(store: StoreBackend, options: WorldOptions = {}): World {
+  let reserveHold: ReturnType<typeof gate> | null = null;
+  const w: World = {
+    clock: { at: T0 }, store, inference: new FakeInference(), calls: [], logs: [], facts: [], auditWrites: [], metrics: { inference: [], steps: [] },
+    holdReserve: () => (reserveHold = gate()),
+    deps: undefined as never,
+  };
   const seen = (name: string) => w.calls.push(name);
   const log = (msg: string, obj: Record<string, unknown>) => w.logs.push({ msg, obj });
   const metering = storeMetering(store);
@@ -181,7 +205,13 @@ export function world(store: StoreBackend): World {
     },
     metering: {
       writesFailing: () => (seen('writesFailing'), metering.writesFailing!()),
-      reserve: (input) => (seen('reserve'), metering.reserve(input)),
+      reserve: async (input) => {
+        seen('reserve');
+        const hold = reserveHold;
+        reserveHold = null;
+        if (hold) await hold.wait();
+        return metering.reserve(input);
+      },
       settle: (...args) => (seen('settle'), metering.settle(...args)),
       refund: (...args) => (seen('refund'), metering.refund(...args)),
       archiveDemoUpload: async () => void seen('archive'),
@@ -190,12 +220,13 @@ export function world(store: StoreBackend): World {
       readiness: () => (seen('readiness'), [{ module_id: 'rgb_liveness', ready: w.inference.ready }, { module_id: 'color_liveness', ready: w.inference.ready }]) as never,
       infer: (job) => (seen('infer'), w.inference.infer(job.captures.map((c) => c.packet.capture_id))),
     },
-    metrics: { busy: () => {}, inferenceSeconds: () => {}, stepSeconds: () => {} },
+    metrics: { busy: () => {}, inferenceSeconds: (moduleId) => void w.metrics.inference.push(moduleId), stepSeconds: (step) => void w.metrics.steps.push(step) },
     log: {
       error: (obj: Record<string, unknown>, msg: string) => log(msg, obj),
       warn: (obj: Record<string, unknown>, msg: string) => log(msg, obj),
       info: () => {},
     } as unknown as VerifyDeps['log'],
+    earlyInference: options.early ?? null,
   };
   return w;
 }

@@ -1,0 +1,50 @@
+// Which callers' calls start the engine beside their reservation rather than after it
+// (verify.ts: reserve and infer overlapped, so a call waits for the longer of the two, not
+// their sum). An early inference is a bet that the reservation will be granted: when it is
+// not (a quota refusal, a replay, a key conflict, a token revoked mid-upload), the engine's
+// answer is dropped, so the engine ran for nothing. Without a bound, a caller with no quota
+// left could make the service run its networks in a loop for free, each call answered 429.
+//
+// The bound: a call is overlapped only when the last booking of its (charged) token on this
+// API worker was a reservation; any other outcome of the reservation takes the token off,
+// and a token not remembered goes serial, as a first call does. So every dropped inference
+// follows a reservation that was charged or refunded, at most one per call that token has
+// in flight at that moment (admission caps those per token), and a token refused for quota
+// stays serial until a reservation of its succeeds again. The memory is per API worker
+// (each thread has its own module instance), bounded by capacity, oldest forgotten first;
+// forgetting a token only makes its next call serial, so the bound holds however the memory
+// is evicted. The alternative, knowing the caller's remaining units are positive, needs a
+// read of the store (or a cache of the usage the last answer carried, stale across workers)
+// and still drops the inference of a replay.
+
+/** Default capacity: a few thousand business tokens calling through one worker at once. */
+export const EARLY_INFERENCE_TOKENS = 4096;
+
+export class EarlyInference {
+  /** tokens whose last booking on this worker was a reservation, oldest first */
+  private readonly reserved = new Set<string>();
+
+  constructor(private readonly capacity = EARLY_INFERENCE_TOKENS) {}
+
+  /** whether a call charged to `tokenId` may start its inference before its reservation answers */
+  allows(tokenId: string): boolean {
+    return this.reserved.has(tokenId);
+  }
+
+  /** what the reservation of a call charged to `tokenId` came to: a reservation (true), or
+   * anything else (a refusal, a replay, a store failure: false) */
+  booked(tokenId: string, reserved: boolean): void {
+    this.reserved.delete(tokenId);
+    if (!reserved) return;
+    this.reserved.add(tokenId);
+    if (this.reserved.size > this.capacity) this.reserved.delete(this.reserved.values().next().value!);
+  }
+
+  /** how many tokens are remembered (tests) */
+  get size(): number {
+    return this.reserved.size;
+  }
+}
+
+/** This API worker's memory, used by a verify call whose deps name none. */
+export const workerEarlyInference = new EarlyInference();

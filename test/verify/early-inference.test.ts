@@ -1,0 +1,184 @@
+// Reserve and infer overlapped (src/verify/verify.ts, src/verify/early-inference.ts): a caller
+// whose last reservation on the worker succeeded has its inference started as validate ends,
+// beside its reservation, and the engine's answer is used only once the reservation is
+// granted. In process on both real stores (test/verify/world.ts: the service's own metering),
+// each case the overlap changes: the overlap itself, a replay (the key's stored answer wins),
+// a quota refusal (429, nothing charged, the engine's answer dropped, and the caller serial
+// from then on: a caller with no quota left cannot make the engine run in a loop), an
+// inference failure before the reservation answers (refunded once), both at once, a refused
+// call that waits for the engine before it gives its slot back, and a demo call (serial).
+
+import t, { type Test } from 'tap';
+import { createToken } from '../../src/admin/tokens.ts';
+import type { StoreBackend } from '../../src/store/index.ts';
+import { EarlyInference } from '../../src/verify/index.ts';
+import { request, single } from '../helpers/captures.ts';
+import { waitFor } from '../helpers/wait.ts';
+import { addToken, audits, bothStores, call, codeOf, ledger, usedBy, world } from './world.ts';
+
+const stores = await bothStores(t);
+const body = (id: string) => request([single({ id })]);
+/** the engine and the reservation, in the order the use case called them */
+const order = (calls: string[]) => calls.filter((c) => c === 'reserve' || c === 'infer');
+const count = (list: string[], item: string) => list.filter((x) => x === item).length;
+
+function cases(t: Test, store: StoreBackend) {
+  t.test('a caller whose last reservation succeeded: the engine runs while the reservation is held, and the call is charged as before', async (t) => {
+    const w = world(store, { early: new EarlyInference() });
+    const { token, plaintext } = await addToken(w);
+    t.equal((await call(w, plaintext, body('ov-1'), { idempotencyKey: 'ov-1' })).status, 200);
+    t.same(order(w.calls), ['reserve', 'infer'], 'a token not yet seen is serial');
+    w.calls.length = 0;
+    const held = w.holdReserve();
+    const answering = call(w, plaintext, body('ov-2'), { idempotencyKey: 'ov-2' });
+    await held.reached;
+    t.same(order(w.calls), ['infer', 'reserve'], 'the engine has the call before its reservation answers');
+    t.equal(w.inference.calls, 2);
+    held.open();
+    const answer = await answering;
+    t.equal(answer.status, 200);
+    t.equal(codeOf(answer, 'settle'), 'verdict');
+    t.match(JSON.parse(answer.body as string), { charged_units: 1, results: [{ capture_id: 'ov-2', status: 'ok' }] });
+    t.same(await ledger(w, token), [{ kind: 'charge', units: 1 }, { kind: 'charge', units: 1 }]);
+    t.match(w.facts, [{ charged: 1 }, { charged: 1, refunded: 0, replayed: false }]);
+    t.equal(w.metrics.inference.length, 2, 'both inferences timed');
+    t.equal(count(w.metrics.steps, 'infer'), 2);
+  });
+
+  t.test('a replay: the key\'s stored answer wins, the engine\'s answer is dropped, nothing charged, and the caller goes serial', async (t) => {
+    const w = world(store, { early: new EarlyInference() });
+    const { token, plaintext } = await addToken(w);
+    const first = await call(w, plaintext, body('rp-1'), { idempotencyKey: 'rp-key' });
+    t.equal(first.status, 200);
+    // the engine would answer differently now: a result the replay must not carry
+    w.inference.retryNext = true;
+    const replay = await call(w, plaintext, body('rp-1'), { idempotencyKey: 'rp-key' });
+    t.equal(w.inference.calls, 2, 'the engine ran beside the reservation');
+    t.equal(replay.status, 200);
+    t.equal(codeOf(replay, 'reserve'), 'replayed');
+    t.equal(replay.body, first.body, 'the stored answer, byte for byte');
+    t.match(w.facts[1], { replayed: true, reserved: 0, charged: 0, refunded: 0 });
+    t.same(await ledger(w, token), [{ kind: 'charge', units: 1 }], 'one charge: the replay is free');
+    t.equal(w.metrics.inference.length, 1, 'the dropped inference is not timed');
+    t.equal(count(w.metrics.steps, 'infer'), 1, 'nor is an infer step');
+    const lines = await audits(w, token, 2);
+    t.match(lines.find((l) => l.replayed), { charged_units: 0, replayed: true });
+
+    // the replay was no reservation: the caller's next call is serial again
+    w.calls.length = 0;
+    const held = w.holdReserve();
+    const next = call(w, plaintext, body('rp-2'), { idempotencyKey: 'rp-next' });
+    await held.reached;
+    t.equal(w.inference.calls, 2, 'no engine run before the reservation answers');
+    held.open();
+    t.equal((await next).status, 200);
+    t.same(order(w.calls), ['reserve', 'infer']);
+  });
+
+  t.test('a quota refusal: 429, nothing charged, the engine\'s answer dropped; refused again, the caller gets no engine run at all', async (t) => {
+    const w = world(store, { early: new EarlyInference() });
+    const { token, plaintext } = await addToken(w, [{ module_id: 'rgb_liveness', limit: 1 }]);
+    t.equal((await call(w, plaintext, body('q-1'))).status, 200);
+    const over = await call(w, plaintext, body('q-2'));
+    t.equal(over.status, 429);
+    t.equal(codeOf(over, 'reserve'), 'quota_exceeded');
+    t.equal(w.inference.calls, 2, 'the refused call was overlapped: the engine ran');
+    t.match(w.facts[1], { status: 429, reserved: 0, charged: 0, refunded: 0 });
+    t.equal(w.metrics.inference.length, 1, 'the dropped inference is not timed');
+    t.equal(count(w.metrics.steps, 'infer'), 1);
+    // the abuse case: a caller with no quota left calling in a loop
+    for (let i = 3; i <= 6; i++) t.equal((await call(w, plaintext, body(`q-${i}`))).status, 429);
+    t.equal(w.inference.calls, 2, 'four more refused calls, no engine run: the caller is serial until a reservation succeeds');
+    t.same(await ledger(w, token), [{ kind: 'charge', units: 1 }]);
+    t.equal(await usedBy(w, token), 1);
+    const lines = await audits(w, token, 6);
+    t.equal(lines.filter((l) => l.status === 429 && l.charged_units === 0 && l.outcome === 'error').length, 5, 'five refusals audited, nothing charged');
+  });
+
+  t.test('the engine fails before the reservation answers: the granted reservation is refunded once, 500 inference_failed', async (t) => {
+    const w = world(store, { early: new EarlyInference() });
+    const { token, plaintext } = await addToken(w);
+    t.equal((await call(w, plaintext, body('f-1'))).status, 200);
+    w.calls.length = 0;
+    w.inference.fault = 'inference_failed';
+    const held = w.holdReserve();
+    const answering = call(w, plaintext, body('f-2'), { idempotencyKey: 'f-key' });
+    await held.reached;
+    await w.inference.last; // the engine has failed; the reservation is still to answer
+    held.open();
+    const answer = await answering;
+    t.equal(answer.status, 500);
+    t.equal(codeOf(answer, 'infer'), 'inference_failed');
+    t.equal(count(w.calls, 'refund'), 1, 'one refund asked');
+    t.same(await ledger(w, token), [{ kind: 'charge', units: 1 }, { kind: 'charge', units: 1 }, { kind: 'refund', units: 1 }]);
+    t.equal(await usedBy(w, token), 1);
+    t.match(w.facts[1], { reserved: 1, charged: 0, refunded: 1 });
+    t.equal(w.metrics.inference.length, 1, 'only the answered inference is timed');
+    // a refunded call still had its reservation: the caller stays overlapped, and the key is free
+    w.calls.length = 0;
+    const retry = await call(w, plaintext, body('f-2'), { idempotencyKey: 'f-key' });
+    t.equal(retry.status, 200, 'the refunded key is free again');
+    t.same(order(w.calls), ['infer', 'reserve']);
+  });
+
+  t.test('the engine fails and the quota is used up: the reservation\'s 429 is the answer, and nothing is refunded', async (t) => {
+    const w = world(store, { early: new EarlyInference() });
+    const { token, plaintext } = await addToken(w, [{ module_id: 'rgb_liveness', limit: 1 }]);
+    t.equal((await call(w, plaintext, body('fq-1'))).status, 200);
+    w.calls.length = 0;
+    w.inference.fault = 'crash';
+    const over = await call(w, plaintext, body('fq-2'));
+    t.equal(over.status, 429);
+    t.equal(codeOf(over, 'reserve'), 'quota_exceeded');
+    t.same(order(w.calls), ['infer', 'reserve']);
+    t.equal(count(w.calls, 'refund'), 0, 'no reservation, no refund');
+    t.same(await ledger(w, token), [{ kind: 'charge', units: 1 }]);
+    t.equal(w.logs.filter((l) => l.msg === 'verify failed').length, 0, 'the dropped engine failure is not the call\'s error');
+  });
+
+  t.test('a refused call waits for its dropped inference before it gives its slot and parts back', async (t) => {
+    const w = world(store, { early: new EarlyInference() });
+    const { plaintext } = await addToken(w, [{ module_id: 'rgb_liveness', limit: 1 }]);
+    t.equal((await call(w, plaintext, body('w-1'))).status, 200);
+    w.calls.length = 0;
+    const engine = w.inference.holdNext();
+    let answered = false;
+    const answering = call(w, plaintext, body('w-2')).then((a) => ((answered = true), a));
+    await engine.reached;
+    // the reservation refuses (its step is timed when it answers) while the engine still runs
+    await waitFor(() => count(w.metrics.steps, 'reserve') === 2, { what: 'the refused reservation' });
+    t.notOk(answered, 'not answered while the engine holds the call\'s pixels');
+    t.notOk(w.calls.includes('slot released'), 'the slot (and the parts) not given back yet');
+    engine.open();
+    const over = await answering;
+    t.equal(over.status, 429);
+    t.ok(w.calls.indexOf('slot released') < w.calls.indexOf('audit'), 'given back once the engine answered, before the audit');
+  });
+
+  t.test('a demo call stays serial: its archive, named by the reservation\'s time, comes before its inference', async (t) => {
+    const w = world(store, { early: new EarlyInference() });
+    const demo = await createToken(store, { name: `demo-${Math.random()}`, demo: true, grants: [{ module_id: 'rgb_liveness', limit: null, period: 'never' }] });
+    for (const id of ['d-1', 'd-2', 'd-3']) {
+      w.calls.length = 0;
+      t.equal((await call(w, demo.plaintext, body(id))).status, 200);
+      t.same(w.calls.filter((c) => ['reserve', 'archive', 'infer'].includes(c)), ['reserve', 'archive', 'infer'], `${id}: serial`);
+    }
+  });
+}
+
+for (const s of stores) t.test(`on ${s.kind}`, async (t) => cases(t, s.store));
+
+t.test('the memory: a reservation adds the token, anything else takes it off, the oldest forgotten past capacity', async (t) => {
+  const m = new EarlyInference(2);
+  t.notOk(m.allows('a'), 'a token not seen is serial');
+  m.booked('a', true);
+  m.booked('b', true);
+  t.ok(m.allows('a') && m.allows('b'));
+  m.booked('a', true); // a again: now the newest
+  m.booked('c', true);
+  t.same([m.allows('a'), m.allows('b'), m.allows('c')], [true, false, true], 'b, the oldest, forgotten');
+  t.equal(m.size, 2);
+  m.booked('a', false);
+  t.notOk(m.allows('a'), 'a refusal takes the token off');
+  t.equal(m.size, 1);
+});
