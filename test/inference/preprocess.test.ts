@@ -88,6 +88,71 @@ t.test('channel order, normalisation, layout and dtype all follow the plan', asy
   t.equal(clamped[2 * 6400 + y * 80 + x], 255, 'uint8 clamps at 255');
 });
 
+// twoTapsF32's arithmetic spelled out: OpenCV INTER_LINEAR taps, the four weighted pixels summed
+// in float64 in this order, rounded to float32, normalised, stored as float32.
+function bilinearReference(plan: Plan, px: Uint8Array): Float32Array {
+  const { size } = plan;
+  const side = 320 * plan.crop_fraction;
+  const origin = (320 - side) / 2;
+  const factor = side / size;
+  const taps = Array.from({ length: size }, (_, i) => {
+    const s = Math.min(origin + side - 1, Math.max(origin, origin + (i + 0.5) * factor - 0.5));
+    const i0 = Math.floor(s);
+    return { i0, i1: Math.min(Math.floor(origin + side - 1), i0 + 1), w0: 1 - (s - i0), w1: s - i0 };
+  });
+  const out = allocate(plan, 1, 3) as Float32Array;
+  for (let y = 0; y < size; y++) {
+    for (let x = 0; x < size; x++) {
+      const ty = taps[y];
+      const tx = taps[x];
+      const [w00, w01, w10, w11] = [ty.w0 * tx.w0, ty.w0 * tx.w1, ty.w1 * tx.w0, ty.w1 * tx.w1];
+      for (let c = 0; c < 3; c++) {
+        const src = plan.channel_order === 'BGR' ? 2 - c : c;
+        const at = (row: number, col: number) => px[(row * 320 + col) * 3 + src];
+        const v = Math.fround(w00 * at(ty.i0, tx.i0) + w01 * at(ty.i0, tx.i1) + w10 * at(ty.i1, tx.i0) + w11 * at(ty.i1, tx.i1));
+        const o = plan.layout === 'NCHW' ? c * size * size + y * size + x : (y * size + x) * 3 + c;
+        out[o] = v * (plan.scale / plan.std[c]) + -plan.mean[c] / plan.std[c];
+      }
+    }
+  }
+  return out;
+}
+
+t.test('bilinear with weights in eighths (integer kernel) gives the float kernel\'s tensor bit for bit', async (t) => {
+  // seeded crops: noise, all 255 (the largest sums), all 0, the gradient crop
+  let seed = 7;
+  const noise = () => Uint8Array.from({ length: 320 * 320 * 3 }, () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) >>> 24));
+  const crops = [noise(), noise(), new Uint8Array(320 * 320 * 3).fill(255), new Uint8Array(320 * 320 * 3), crop];
+  const cases: [number, number, string][] = [
+    [1, 128, 'two-taps-dyadic'], // tiny128: quarters
+    [1, 160, 'two-taps-dyadic'], // halves
+    [1, 256, 'two-taps-dyadic'], // eighths, the largest unit taken
+    [1, 64, 'two-taps-dyadic'], // factor 5: whole pixels
+    [0.25, 160, 'two-taps-dyadic'], // enlarging, clamped at both edges
+    [0.5, 128, 'two-taps-dyadic'], // a centred sub-square
+    [1, 200, 'two-taps'], // factor 1.6: tenths, the float kernel
+    [0.6, 100, 'two-taps'],
+  ];
+  for (const [fraction, size, kernel] of cases) {
+    for (const [channel_order, layout] of [['RGB', 'NCHW'], ['BGR', 'NHWC'], ['BGR', 'NCHW']] as const) {
+      const plan: Plan = { crop_fraction: fraction, size, resize: 'bilinear', channel_order, scale: 1 / 255, mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225], layout, dtype: 'float32' };
+      const prep = new FramePreparer(plan);
+      t.equal(prep.f32Kernel, kernel, `${fraction} of the crop to ${size}: ${kernel}`);
+      const out = allocate(plan, 1, 3) as Float32Array;
+      let same = true;
+      for (const px of crops) {
+        prep.write(px, out, 0, 0, 3);
+        const want = bilinearReference(plan, px);
+        for (let i = 0; i < want.length && same; i++) if (!Object.is(out[i], want[i])) {
+          same = false;
+          t.fail(`${fraction} -> ${size} ${channel_order} ${layout}: element ${i} is ${out[i]}, the float kernel gives ${want[i]}`);
+        }
+      }
+      if (same) t.pass(`${fraction} -> ${size} ${channel_order} ${layout}: every element equal`);
+    }
+  }
+});
+
 t.test('a reused input buffer gives views of 1..capacity items over one allocation', async (t) => {
   const plan = plain(0.8, 128);
   const buf = new InputBuffer(plan, 4, 3);
