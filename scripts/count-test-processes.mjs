@@ -9,10 +9,14 @@
 //        (bench/harness/server.ts spawnChild) appends one line per service or CLI process to
 //        the file named by LV_COUNT_PROCESSES
 //
-// The static count reads call sites, not executions: a site inside a loop (for, while, .map,
-// Array.from, forEach) counts once here and runs once per iteration, and a start in a helper
-// counts at each call of the helper (startNodes(t, 3, ...) counts 3). It is a floor, then,
-// not the figure a run gives; --run gives that one for the files it is handed.
+// The static count reads call sites and the loops around them: a site inside a loop (for,
+// .map, .forEach, Array.from) counts once per iteration when the source says how many (an
+// array literal or a `const NAME = [...]`, `Array.from({ length: N })`, `i < N`, N a number or
+// an arithmetic of the file's numeric consts), and a start in a helper counts at each call of
+// the helper (startNodes(t, 3, ...) counts 3). A loop whose count the source does not say (a
+// while, a loop over a computed list) counts once and is reported, and so does one that may
+// break early. Conditions are not read (a start in an `if` counts), so the figure is
+// close to a run's, not equal to it: --run gives that one for the files it is handed.
 //
 // What counts:
 //   server starts   startServer(), startNodes(t, n) (n servers), and spawns of the service
@@ -138,18 +142,136 @@ function closeOf(mask, open) {
 
 const lineOf = (text, at) => text.slice(0, at).split('\n').length;
 
-/** Spans of loop bodies: for/while statements, and the arguments of Array.from, .map, .flatMap, .forEach. */
-function loopSpans(mask) {
+/** Spans of loop bodies, each with how many times it runs when the source says (`times`, null
+ * when it does not): for/while statements, and the arguments of Array.from, .map, .flatMap,
+ * .forEach. Known: `for (const x of [a, b])` and `.forEach`/`.map` on an array literal or on a
+ * `const NAME = [...]` of the file (its elements), `Array.from({ length: N })` and
+ * `for (let i = 0; i < N; i++)` with N a number or an arithmetic of the file's numeric consts. A
+ * `break` in the loop's body makes the count an upper bound (`upTo`). */
+function loopSpans(S) {
+  const mask = S.mask;
   const spans = [];
   for (const m of mask.matchAll(/\b(for|while)\s*\(/g)) {
-    const headEnd = closeOf(mask, m.index + m[0].length - 1);
+    const headStart = m.index + m[0].length - 1;
+    const headEnd = closeOf(mask, headStart);
     let k = headEnd;
     while (/\s/.test(mask[k] ?? '')) k++;
     const end = mask[k] === '{' ? closeOf(mask, k) : mask.indexOf(';', k) + 1 || mask.length;
-    spans.push([m.index, end]);
+    const head = mask.slice(headStart + 1, headEnd - 1);
+    let times = null;
+    if (m[1] === 'for') {
+      const of = /^\s*(?:const|let|var)\s+[^]*?\s+of\s+([^]*)$/.exec(head);
+      const counted = /^\s*let\s+([A-Za-z_$][\w$]*)\s*=\s*0\s*;\s*\1\s*<\s*([^;]+);/.exec(head);
+      if (of) times = elementsOf(S, of[1].trim(), headStart + 1 + head.indexOf(of[1].trim()));
+      else if (counted) times = numericValue(S, counted[2]);
+    }
+    spans.push({ from: m.index, to: end, times, upTo: /\bbreak\b/.test(mask.slice(k, end)) });
   }
-  for (const m of mask.matchAll(/(\bArray\.from|\.map|\.flatMap|\.forEach)\s*\(/g)) spans.push([m.index, closeOf(mask, m.index + m[0].length - 1)]);
+  for (const m of mask.matchAll(/(\bArray\.from|\.map|\.flatMap|\.forEach)\s*\(/g)) {
+    const paren = m.index + m[0].length - 1;
+    let times = null;
+    if (m[1] === 'Array.from') {
+      const len = /^\(\s*\{\s*length:\s*([^}]+)\}/.exec(mask.slice(paren, paren + 200));
+      if (len) times = numericValue(S, len[1]);
+    } else {
+      // the receiver: an array literal ending right before the dot, or a name
+      let e = m.index;
+      while (/\s/.test(mask[e - 1] ?? '')) e--;
+      if (mask[e - 1] === ']') {
+        const open = openOf(mask, e - 1);
+        if (open >= 0) times = elementsOf(S, mask.slice(open, e), open);
+      } else {
+        const name = /([A-Za-z_$][\w$]*)$/.exec(mask.slice(Math.max(0, e - 100), e))?.[1];
+        if (name) times = elementsOf(S, name, -1);
+      }
+    }
+    const to = closeOf(mask, paren);
+    spans.push({ from: m.index, to, times, upTo: false });
+  }
   return spans;
+}
+
+/** The `[` that the `]` at `close` closes (-1 if none). */
+function openOf(mask, close) {
+  const pairs = { ')': '(', ']': '[', '}': '{' };
+  const stack = [];
+  for (let i = close; i >= 0; i--) {
+    const c = mask[i];
+    if (pairs[c]) stack.push(pairs[c]);
+    else if (c === stack[stack.length - 1]) {
+      stack.pop();
+      if (stack.length === 0) return i;
+    }
+  }
+  return -1;
+}
+
+/** How many elements an array expression has: a literal (`[a, b] as const`) or the name of a
+ * `const NAME = [...]` of the file; null when not known. */
+function elementsOf(S, expr, at) {
+  const mask = S.mask;
+  let open = -1;
+  if (/^\[/.test(expr) && at >= 0) open = at;
+  else {
+    const name = /^([A-Za-z_$][\w$]*)$/.exec(expr)?.[1];
+    if (!name) return null;
+    const decl = new RegExp(`\\bconst\\s+${name.replace(/\$/g, '\\$')}\\s*(?::[^=]+)?=\\s*\\[`).exec(mask);
+    if (!decl) return null;
+    open = decl.index + decl[0].length - 1;
+  }
+  const close = closeOf(mask, open);
+  const inner = mask.slice(open + 1, close - 1);
+  if (inner.trim() === '') return 0;
+  let depth = 0;
+  let n = 1;
+  let lastComma = -1;
+  for (let i = 0; i < inner.length; i++) {
+    const c = inner[i];
+    if ('([{'.includes(c)) depth++;
+    else if (')]}'.includes(c)) depth--;
+    else if (c === ',' && depth === 0) {
+      n++;
+      lastComma = i;
+    }
+  }
+  if (lastComma >= 0 && inner.slice(lastComma + 1).trim() === '') n--; // a trailing comma
+  return n;
+}
+
+/** The value of a numeric expression of literals and the file's numeric consts; null if not one. */
+function numericValue(S, expr) {
+  let text = expr.trim();
+  for (let pass = 0; pass < 4 && /[A-Za-z_$]/.test(text); pass++) {
+    text = text.replace(/[A-Za-z_$][\w$]*/g, (name) => {
+      const v = new RegExp(`\\bconst\\s+${name.replace(/\$/g, '\\$')}\\s*(?::\\s*number\\s*)?=\\s*([\\d_]+)\\s*;`).exec(S.code)?.[1];
+      return v === undefined ? name : v.replace(/_/g, '');
+    });
+  }
+  if (!/^[\d\s+*()-]+$/.test(text)) return null;
+  try {
+    const v = Function(`"use strict"; return (${text});`)();
+    return Number.isInteger(v) && v >= 0 ? v : null;
+  } catch {
+    return null;
+  }
+}
+
+/** How many times the code at `at` runs per run of the file, by the loops around it (from
+ * `within` on): `times` (the product of the known counts), `unknown` (a loop whose count the
+ * source does not say), `upTo` (a loop that may break early); either of those counts once. */
+function loopFactor(spans, at, within = 0) {
+  let times = 1;
+  let unknown = false;
+  let upTo = false;
+  for (const l of spans) {
+    if (!(at > l.from && at < l.to && l.from >= within)) continue;
+    // a loop that may break early counts once, like one whose count is unknown; its count is
+    // reported as the most it could start
+    if (l.times === null) unknown = true;
+    else if (l.upTo) upTo = true;
+    else times *= l.times;
+  }
+  return { times, unknown, upTo };
 }
 
 function paramNames(params) {
@@ -269,10 +391,13 @@ function primitiveSites(S, file) {
 /** Functions whose bodies start processes: a call of one counts what its body starts. */
 function helpersOf(S, file) {
   const sites = primitiveSites(S, file);
-  const loops = loopSpans(S.mask);
+  const loops = loopSpans(S);
   const helpers = new Map();
   for (const fn of functionBodies(S.mask)) {
-    const inner = sites.filter((s) => s.at >= fn.bodyStart && s.at < fn.end).map((s) => ({ ...s, loop: loops.some(([a, b]) => s.at > a && s.at < b && a >= fn.bodyStart) }));
+    const inner = sites.filter((s) => s.at >= fn.bodyStart && s.at < fn.end).map((s) => {
+      const l = loopFactor(loops, s.at, fn.bodyStart);
+      return { ...s, times: l.times, loop: l.unknown, upTo: l.upTo };
+    });
     if (inner.length === 0) continue;
     // `Array.from({ length: count }, () => startServer(...))` with `count` a parameter: the
     // call's argument says how many
@@ -298,12 +423,15 @@ function analyse() {
   for (const [f, S] of sources) {
     if (!isTest(f)) continue;
     const local = helpersOf(S, f);
-    const loops = loopSpans(S.mask);
-    const inLoop = (at) => loops.some(([a, b]) => at > a && at < b);
+    const loops = loopSpans(S);
     const insideLocal = (at, except) => [...local.values()].some((h) => h !== except && at >= h.span[0] && at < h.span[1]);
     const counted = [];
     // direct sites, except inside a local helper (those count at the helper's calls)
-    for (const s of primitiveSites(S, f)) if (!insideLocal(s.at)) counted.push({ ...s, line: lineOf(S.mask, s.at), loop: inLoop(s.at) });
+    for (const s of primitiveSites(S, f)) {
+      if (insideLocal(s.at)) continue;
+      const l = loopFactor(loops, s.at);
+      counted.push({ ...s, n: s.n * l.times, why: l.times !== 1 ? `${s.why} x ${l.times} (loop)` : s.why, line: lineOf(S.mask, s.at), loop: l.unknown, upTo: l.upTo });
+    }
     // a helper of another module counts where the file imports it by name
     const imported = new Set([...S.mask.matchAll(/import\s*(?:type\s*)?\{([^}]*)\}\s*from|const\s*\{([^}]*)\}\s*=\s*await\s+import\s*\(/g)]
       .flatMap((m) => (m[1] ?? m[2]).split(',').map((x) => x.trim().split(/\s+as\s+/).pop())));
@@ -317,21 +445,24 @@ function analyse() {
         if (insideLocal(m.index, own)) continue; // counted through the local helper it sits in
         const { args } = callArgs(S, m.index + m[0].length - 1);
         const mult = h.multiplierArg >= 0 ? Number(args[h.multiplierArg]) : 1;
+        const l = loopFactor(loops, m.index);
         for (const s of h.sites) {
           const unknown = !Number.isFinite(mult);
+          const times = l.times * s.times;
           counted.push({
             kind: s.kind,
-            n: s.n * (unknown ? 1 : mult),
-            why: `${name}() -> ${s.why}${h.multiplierArg >= 0 ? ` x ${args[h.multiplierArg]}` : ''}`,
+            n: s.n * (unknown ? 1 : mult) * times,
+            why: `${name}() -> ${s.why}${h.multiplierArg >= 0 ? ` x ${args[h.multiplierArg]}` : ''}${times !== 1 ? ` x ${times} (loop)` : ''}`,
             line: lineOf(S.mask, m.index),
-            loop: inLoop(m.index) || s.loop || unknown,
+            loop: l.unknown || s.loop || unknown,
+            upTo: l.upTo || s.upTo,
           });
         }
       }
     }
     const sum = (kind) => counted.filter((s) => s.kind === kind).reduce((a, s) => a + s.n, 0);
     if (counted.length > 0) {
-      perFile.push({ file: rel(f), servers: sum('server'), exits: sum('exit'), cli: sum('cli'), inproc: sum('inproc'), loopSites: counted.filter((s) => s.loop && s.kind !== 'inproc').length, sites: counted.sort((a, b) => a.line - b.line) });
+      perFile.push({ file: rel(f), servers: sum('server'), exits: sum('exit'), cli: sum('cli'), inproc: sum('inproc'), loopSites: counted.filter((s) => s.loop && s.kind !== 'inproc').length, upToSites: counted.filter((s) => s.upTo && !s.loop && s.kind !== 'inproc').length, sites: counted.sort((a, b) => a.line - b.line) });
     }
   }
   perFile.sort((a, b) => a.file.localeCompare(b.file));
@@ -348,6 +479,7 @@ function analyse() {
       inproc: total('inproc'),
       inprocFiles: perFile.filter((f) => f.inproc > 0).length,
       loopSites: total('loopSites'),
+      upToSites: total('upToSites'),
     },
   };
 }
@@ -365,7 +497,7 @@ function printStatic(r) {
   console.log(`service starts refused during start-up (runServiceToExit): ${t.exits}`);
   console.log(`CLI processes: ${t.cli} (in ${t.cliFiles} files)`);
   console.log(`CLI commands run in-process (runCli, <server>.cli()): ${t.inproc} (in ${t.inprocFiles} files), no process each`);
-  console.log(`note: counted by call site; ${t.loopSites} site(s) sit in a loop (for/while/map/Array.from, or a helper's loop) and start once per iteration, so a run starts more. --run <files> counts a run; --json lists every site.`);
+  console.log(`note: a site in a loop counts once per iteration where the source says how many (an array literal or const, Array.from({ length: N }), i < N); ${t.loopSites} site(s) sit in a loop whose count it does not say, ${t.upToSites} in a loop that may break early: each of those counts once, and a run starts more. --run <files> counts a run; --json lists every site.`);
 }
 
 function runCount(files) {
