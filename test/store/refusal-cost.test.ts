@@ -4,11 +4,11 @@ import { RawConn, body, post, smallSingle, verifyHead } from '../helpers/ingest.
 import { slotsUntil } from '../helpers/metrics.ts';
 import { startPostgres } from '../helpers/postgres.ts';
 import { startApi } from '../helpers/api.ts';
-import { makeToken, startServer, tempDir } from '../helpers/server.ts';
+import { makeToken, tempDir } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 // What a refused call costs the store (issue 44, section 3; src/store/refusal-tally.ts),
-// through the real server on each store: bursts of calls refused before a capacity slot
+// through the service's HTTP API on each store: bursts of calls refused before a capacity slot
 // (401 invalid_token, 403 module_forbidden, 503 server_busy with both slots held) leave one
 // audit row per key, API worker and minute, written at once for the first call and again with
 // its count when the minute ends or the store closes; a call that got a slot keeps its own
@@ -46,8 +46,13 @@ for (const kind of ['lmdb', 'postgres'] as const) {
       env.DATABASE_URL = await pg.database('refusals');
     }
     const dataDir = tempDir();
-    const server = await startServer({ dataDir, env, ready: true, timeoutMs: 240_000 });
-    t.teardown(() => server.stop());
+    // the service's API in process (test/helpers/api.ts: the real app of an API worker over real
+    // HTTP, the real store, the real engine for the one charged call): the tally is kept per API
+    // worker and written by its store, nothing of the process or of several workers is the
+    // subject here (issue 43: this was a server start on each store)
+    const server = await startApi({ dataDir, env, engine: 'real', ready: true });
+    let stopped = false;
+    t.teardown(() => (stopped ? undefined : server.stop()));
     const tok = await makeToken(server, ['rgb_liveness:1000:day']);
     const b = body([smallSingle()]);
 
@@ -105,6 +110,7 @@ for (const kind of ['lmdb', 'postgres'] as const) {
     // the service's API in process on the same store (test/helpers/api.ts: the real app over
     // real HTTP, its store opened as a start opens it; issue 43: this was a second server start)
     await server.stop();
+    stopped = true;
     const reader = await startApi({ dataDir, env });
     t.teardown(() => reader.stop());
     admin = client(reader.baseUrl, await login(reader.baseUrl, ADMIN.username, ADMIN.password));
