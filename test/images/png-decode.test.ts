@@ -3,6 +3,7 @@ import { transferable } from '../../src/inference/pool.ts';
 import * as zlib from 'node:zlib';
 import { decodePng, encodePng, FrameSlab, ImageError, crc32, isSharedPixels, tryDecodeImage } from '../../src/images/index.ts';
 import { reusesInflater } from '../../src/images/inflate.ts';
+import { inflate, unfilter } from '../../src/images/png-decode.ts';
 import { checkHostile, noise } from './hostile-pngs.ts';
 
 function rejects(t: Test, bytes: Uint8Array, type: string, message?: RegExp) {
@@ -115,6 +116,28 @@ t.test('IHDR must be 13 bytes', async (t) => {
   longIhdr.copy(chunk, 8);
   chunk.writeUInt32BE(crc32(chunk.subarray(4, 22)), 22);
   rejects(t, Buffer.concat([png.subarray(0, 8), chunk, png.subarray(33)]), 'png_invalid_ihdr');
+});
+
+t.test('Sub rows unfiltered a word at a time: without room after the rows, in place, nothing written past the pixels', async (t) => {
+  const rgb = noise(5);
+  for (const filter of [1, 4, 'cycle'] as const) {
+    const png = encodePng(rgb, 320, 320, { filter });
+    let idat = Buffer.alloc(0);
+    for (let pos = 8; pos < png.length;) {
+      const len = Buffer.from(png).readUInt32BE(pos);
+      if (Buffer.from(png.subarray(pos + 4, pos + 8)).toString('latin1') === 'IDAT') idat = Buffer.concat([idat, png.subarray(pos + 8, pos + 8 + len)]);
+      pos += 12 + len;
+    }
+    const exact = Uint8Array.from(inflate(idat)); // a buffer of exactly the 320 filtered rows
+    t.equal(exact.buffer.byteLength, 320 * 961);
+    t.ok(Buffer.from(unfilter(exact)).equals(Buffer.from(rgb)), `filter ${filter}: the last pixel read without a byte after it`);
+    const same = Uint8Array.from(exact);
+    unfilter(same, same);
+    t.ok(Buffer.from(same.subarray(0, 307200)).equals(Buffer.from(rgb)), `filter ${filter}: in place`);
+    const into = new Uint8Array(307200 + 64).fill(0xab);
+    t.ok(Buffer.from(decodePng(png, into)).equals(Buffer.from(rgb)), `filter ${filter}: into a longer buffer`);
+    t.ok(into.subarray(307200).every((b) => b === 0xab), `filter ${filter}: the bytes after the pixels are untouched`);
+  }
 });
 
 t.test('decompressed data: exact length, valid filter bytes, one zlib stream', async (t) => {
