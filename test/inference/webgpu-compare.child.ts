@@ -1,7 +1,8 @@
 // Run by webgpu-swiftshader.test.ts in a child process, because the Vulkan loader's path
 // (LD_LIBRARY_PATH) is read when a process starts. Runs every graph of every shipped model
 // set (models/*/manifest.json) on WASM and on WebGPU through the service's runtime, on the
-// same seeded input, then starts the engine with `auto` and with `webgpu` on a tiny test
+// same seeded input (a graph whose kernels an earlier one already ran, kernelSignature, is
+// listed with `twin_of` instead), then starts the engine with `auto` and with `webgpu` on a tiny test
 // graph, and prints every output, choice and readiness as JSON. One process for all: each
 // first WebGPU session compiles onnxruntime-web's WebGPU build, minutes on a loaded machine.
 import { readdirSync, readFileSync, existsSync } from 'node:fs';
@@ -9,6 +10,7 @@ import { join } from 'node:path';
 import { createRuntime, webGpuAdapter, type Feed } from '../../src/inference/runtime.ts';
 import { loadManifest } from '../../src/inference/manifest.ts';
 import { webGpuProvider } from '../../src/inference/webgpu-layout.ts';
+import { fields, varintAt } from '../../src/inference/protobuf-fields.ts';
 import { engineChoices } from './webgpu-engine.ts';
 
 const MODELS = join(import.meta.dirname, '../../models');
@@ -26,14 +28,73 @@ function input(type: string, dims: number[], seed: number): Feed {
   return { data, dims };
 }
 
+const text = (b: Uint8Array) => new TextDecoder().decode(b);
+const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
+
+/**
+ * What selects onnxruntime-web's WebGPU kernels for a graph: its nodes in order (inputs,
+ * outputs, op type, attributes), its inputs and outputs as declared, and the dims of every
+ * initialiser, each dim that is a multiple of 4 written as `4n`. The provider picks its code
+ * by shape classes, not sizes: the vectorised Conv/MatMul kernels by channel counts being
+ * multiples of 4 (conv2d_mm_webgpu.cc is_vec4), the misread of webgpu-layout.ts by a multiple
+ * of 3 (those dims stay exact). Two graphs with one signature run the same kernels with other
+ * channel counts: bgr80_ensemble_v1's two members (bgr80Graph, widths 8 and 12). Comparing
+ * the second one again cost ~10 s of shader compilation on SwiftShader and tested no other code.
+ */
+function kernelSignature(model: Uint8Array): string {
+  const parts: string[] = [];
+  const vec = (d: number) => (d > 0 && d % 4 === 0 ? '4n' : String(d));
+  for (const m of fields(model)) {
+    if (m.no !== 7 || !m.bytes) continue; // ModelProto.graph
+    for (const f of fields(m.bytes)) {
+      if (f.no === 1 && f.bytes) { // NodeProto
+        const node: string[] = [];
+        for (const n of fields(f.bytes)) {
+          if (n.no === 1 && n.bytes) node.push(`in ${text(n.bytes)}`);
+          else if (n.no === 2 && n.bytes) node.push(`out ${text(n.bytes)}`);
+          else if (n.no === 4 && n.bytes) node.push(`op ${text(n.bytes)}`);
+          else if (n.no === 5 && n.bytes) node.push(`attr ${hex(n.bytes)}`);
+          else if (n.no !== 3) node.push(`field ${n.no} ${n.bytes ? hex(n.bytes) : n.varint}`); // anything else: exact
+        }
+        parts.push(node.join(' '));
+      } else if (f.no === 5 && f.bytes) { // TensorProto: name (8), dims (1, packed or not)
+        const dims: number[] = [];
+        let name = '';
+        for (const x of fields(f.bytes)) {
+          if (x.no === 1 && x.varint !== undefined) dims.push(x.varint);
+          else if (x.no === 1 && x.bytes) {
+            for (let i = 0; i < x.bytes.length;) {
+              const [v, next] = varintAt(x.bytes, i);
+              dims.push(v);
+              i = next;
+            }
+          } else if (x.no === 8 && x.bytes) name = text(x.bytes);
+        }
+        parts.push(`init ${name} [${dims.map(vec).join(',')}]`);
+      } else if (f.no === 11 || f.no === 12) { // inputs and outputs, exact
+        parts.push(`io ${f.bytes ? hex(f.bytes) : f.varint}`);
+      } else if (f.no !== 2 && f.no !== 10) { // not the graph's name or doc string: exact
+        parts.push(`graph ${f.no} ${f.bytes ? hex(f.bytes) : f.varint}`);
+      }
+    }
+  }
+  return parts.join('\n');
+}
+
 const T0 = performance.now();
-const lap = (what: string) => process.stderr.write(`${what} ${Math.round(performance.now() - T0)} ms\n`);
+const cpuMs = () => {
+  const u = process.cpuUsage();
+  return Math.round((u.user + u.system) / 1000);
+};
+// wall and CPU ms since the start (SwiftShader compiles and runs on several threads)
+const lap = (what: string) => process.stderr.write(`${what} ${Math.round(performance.now() - T0)} ms (${cpuMs()} CPU-ms)\n`);
 const adapter = await webGpuAdapter();
 lap('adapter');
 const wasm = await createRuntime('wasm', 1);
 const gpu = await createRuntime('webgpu', 1);
 lap('runtimes');
 const graphs: Record<string, unknown> = {};
+const compared = new Map<string, string>(); // kernel signature -> the graph compared with it
 const sets = readdirSync(MODELS).filter((d) => existsSync(join(MODELS, d, 'manifest.json'))).sort();
 for (const set of sets) {
   const manifest = loadManifest(join(MODELS, set));
@@ -42,6 +103,14 @@ for (const set of sets) {
       const file = `${set}/${spec.file}`;
       const model = readFileSync(join(MODELS, file));
       const results: Record<string, unknown> = { module, role: spec.role, layout: webGpuProvider(model).preferredLayout ?? 'NHWC' };
+      const signature = kernelSignature(model);
+      const twin = compared.get(signature);
+      if (twin) {
+        graphs[file] = { ...results, twin_of: twin };
+        lap(`${file} (same kernels as ${twin})`);
+        continue;
+      }
+      compared.set(signature, file);
       let feeds: Record<string, Feed> | null = null;
       for (const [name, runtime] of [['wasm', wasm], ['webgpu', gpu]] as const) {
         const session = await runtime.createSession(model);
