@@ -9,7 +9,8 @@ import { waitFor } from '../helpers/wait.ts';
 
 // Issue 39, what an operator reads every day, in headless Chromium at 1280 px on a real server:
 // device-session calls in the audit table, its detail and its CSV; one session revoked from the
-// audit detail, one from the token page, one from the CLI; the table inside its panel and the
+// audit detail, one from the token page (which lists only the sessions still usable: the
+// check test/sessions/console.browser.test.ts made in a file of its own), one from the CLI; the table inside its panel and the
 // day labels of the charts apart; and a module the serving set lacks shown without a model.
 // The server serves bgr80_ensemble_v1, which describes rgb_liveness only (as an imported set
 // does), with color_liveness left enabled.
@@ -129,6 +130,11 @@ if (missing) {
     await page.click('button:has-text("fleet backend")');
     await page.waitForSelector('[data-testid=token-sessions]');
     t.equal(await page.textContent('[data-testid=token-sessions-count]'), '2', 'the revoked one is gone from the list');
+    // (was test/sessions/console.browser.test.ts, a file of its own with its own app, engine
+    // and browser for these three checks)
+    t.notOk(await page.$(`tr[data-session="${one.session_id}"]`), 'no row for the session revoked from the audit detail');
+    t.ok(await page.$(`[data-testid=token-sessions] tr[data-session="${three.session_id}"]`), 'a session still usable is listed');
+    t.match(await page.textContent(`tr[data-session="${three.session_id}"]`), '0 / 3', 'with its captures used of its maximum');
     await page.click(`tr[data-session="${two.session_id}"] [data-testid=revoke-session]`);
     await page.waitForFunction(() => document.querySelector('[data-testid=token-sessions-count]')?.textContent === '1');
     t.match(asked.at(-1), `Revoke device session ${two.session_id}?`);
