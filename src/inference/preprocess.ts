@@ -99,10 +99,6 @@ export class FramePreparer {
   /** integer block average (side, origin and factor whole numbers): the fast path */
   private readonly block: { origin: number; factor: number; inv: number } | null;
   private readonly taps: Taps;
-  /** the two-tap kernel's weights as small whole numbers, when they are (see DyadicTaps) */
-  private readonly dyadic: DyadicTaps | null;
-  /** which kernel a float32 tensor gets (for tests and bench/frame.mjs) */
-  readonly f32Kernel: 'block' | 'two-taps-dyadic' | 'two-taps' | 'taps';
 
   constructor(readonly plan: Plan) {
     this.size = plan.size;
@@ -120,8 +116,6 @@ export class FramePreparer {
       ? { origin: origin | 0, factor: factor | 0, inv: 1 / (factor * factor) }
       : null;
     this.taps = this.resize === 'area' ? areaTaps(origin, side, plan.size) : bilinearTaps(origin, side, plan.size);
-    this.dyadic = this.block ? null : dyadicTaps(this.taps);
-    this.f32Kernel = this.block ? 'block' : this.dyadic ? 'two-taps-dyadic' : this.taps.k === 2 ? 'two-taps' : 'taps';
   }
 
   /** Writes the crop's three normalised channels as channels [channelOffset, +3) of batch
@@ -157,8 +151,6 @@ export class FramePreparer {
       else blockF32(px, dst as Float32Array, k, block.origin, block.factor, block.inv);
     } else if (u8) {
       tapsU8(px, dst as Uint8Array, k, this.taps);
-    } else if (this.dyadic !== null) {
-      twoTapsDyadicF32(px, dst as Float32Array, k, this.dyadic);
     } else if (this.taps.k === 2) {
       twoTapsF32(px, dst as Float32Array, k, this.taps);
     } else {
@@ -315,102 +307,6 @@ function twoTapsF32(px: Uint8Array, dst: Float32Array, k: Kernel, taps: Taps): v
       const o = base + p * ps;
       dst[o] = (bgr ? fb : fr) * m0 + a0;
       dst[o + o1] = g * m1 + a1;
-      dst[o + o2] = (bgr ? fr : fb) * m2 + a2;
-    }
-  }
-}
-
-/**
- * A two-tap table whose weights are all multiples of 1/8 (bilinear at factors such as 320 ->
- * 128, where they are 1/4 and 3/4), as whole numbers: weight = kw / 2^shift.
- *
- * Why: then twoTapsF32's float64 sum is exact. Each product of two weights is a multiple of
- * 2^-2shift, each term and partial sum a multiple of it below 256 (53 bits hold that with room
- * to spare), so the sum equals N / 2^2shift with N = sum of kw_y * kw_x * pixel, a whole number.
- * twoTapsDyadicF32 computes N in integers and scales it by 2^-2shift (exact: a power of two),
- * which gives the same double, hence the same float32 after fround and the same normalised
- * value: bit for bit the same tensor (test/inference/preprocess.test.ts compares every element
- * against twoTapsF32 on random crops), at about three quarters of the CPU (bench/results/png-cpu-s49.md).
- */
-interface DyadicTaps {
-  /** per output row: byte offsets of the two source rows, and their whole weights */
-  row0: Int32Array;
-  row1: Int32Array;
-  ky0: Int32Array;
-  ky1: Int32Array;
-  /** per output column: byte offsets of the two source pixels within a row, and their weights */
-  col0: Int32Array;
-  col1: Int32Array;
-  kx0: Int32Array;
-  kx1: Int32Array;
-  /** 2^-2shift */
-  scale: number;
-}
-
-// 2^3: with weights in eighths a channel's N is at most 64 * 255 = 16320, so red plus blue
-// shifted 16 bits (two channels in one number) stays below 2^31: integer arithmetic throughout.
-const MAX_SHIFT = 3;
-
-function dyadicTaps(taps: Taps): DyadicTaps | null {
-  if (taps.k !== 2) return null;
-  for (let shift = 0; shift <= MAX_SHIFT; shift++) {
-    const unit = 2 ** shift;
-    const n = taps.weight.length / 2;
-    if (!taps.weight.every((w) => Number.isInteger(w * unit) && w >= 0)) continue;
-    // each pair sums to at most one whole unit (bilinear's 1 - f and f do), which bounds N
-    if (!Array.from({ length: n }, (_, i) => taps.weight[2 * i] + taps.weight[2 * i + 1]).every((w) => w <= 1)) return null;
-    const kw = (t: number) => Int32Array.from({ length: n }, (_, i) => taps.weight[2 * i + t] * unit);
-    const at = (t: number, stride: number) => Int32Array.from({ length: n }, (_, i) => taps.index[2 * i + t] * stride);
-    return {
-      row0: at(0, ROW), row1: at(1, ROW), ky0: kw(0), ky1: kw(1),
-      col0: at(0, 3), col1: at(1, 3), kx0: kw(0), kx1: kw(1),
-      scale: 2 ** (-2 * shift),
-    };
-  }
-  return null;
-}
-
-/** Reads the pixel at byte `s` as red | green << 8 | blue << 16 (the top byte, the next
- * pixel's red, is masked off by the caller): one 32-bit load instead of three, except for the
- * crop's last pixel, whose fourth byte may lie outside the view. */
-function pixelAt(px: Uint8Array, view: DataView, s: number, last: number): number {
-  return s <= last ? view.getUint32(s, true) : px[s] | (px[s + 1] << 8) | (px[s + 2] << 16);
-}
-
-/** twoTapsF32 for a dyadic table: the same tensor (see DyadicTaps). Red and blue are summed
- * together, blue 16 bits up (each sum stays below 2^16), green on its own. */
-function twoTapsDyadicF32(px: Uint8Array, dst: Float32Array, k: Kernel, d: DyadicTaps): void {
-  const { size, bgr, base, ps } = k;
-  const [m0, m1, m2] = k.mul;
-  const [a0, a1, a2] = k.add;
-  const o1 = k.cs;
-  const o2 = 2 * k.cs;
-  const fround = Math.fround;
-  const { row0, row1, ky0: kys0, ky1: kys1, col0, col1, kx0: kxs0, kx1: kxs1, scale } = d;
-  const view = new DataView(px.buffer, px.byteOffset, px.byteLength);
-  const last = px.byteLength - 4;
-  let p = 0;
-  for (let y = 0; y < size; y++) {
-    const r0 = row0[y];
-    const r1 = row1[y];
-    const ky0 = kys0[y];
-    const ky1 = kys1[y];
-    for (let x = 0; x < size; x++, p++) {
-      const c0 = col0[x];
-      const c1 = col1[x];
-      const kx0 = kxs0[x];
-      const kx1 = kxs1[x];
-      const q00 = pixelAt(px, view, r0 + c0, last);
-      const q01 = pixelAt(px, view, r0 + c1, last);
-      const q10 = pixelAt(px, view, r1 + c0, last);
-      const q11 = pixelAt(px, view, r1 + c1, last);
-      const rb = ky0 * (kx0 * (q00 & 0xff00ff) + kx1 * (q01 & 0xff00ff)) + ky1 * (kx0 * (q10 & 0xff00ff) + kx1 * (q11 & 0xff00ff));
-      const g = ky0 * (kx0 * ((q00 >>> 8) & 0xff) + kx1 * ((q01 >>> 8) & 0xff)) + ky1 * (kx0 * ((q10 >>> 8) & 0xff) + kx1 * ((q11 >>> 8) & 0xff));
-      const fr = fround((rb & 0xffff) * scale);
-      const fb = fround((rb >>> 16) * scale);
-      const o = base + p * ps;
-      dst[o] = (bgr ? fb : fr) * m0 + a0;
-      dst[o + o1] = fround(g * scale) * m1 + a1;
       dst[o + o2] = (bgr ? fr : fb) * m2 + a2;
     }
   }
