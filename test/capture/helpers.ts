@@ -1,6 +1,7 @@
 // Shared by the capture component's browser tests: the hand-marked faces, Y4M clips made from
 // them for Chromium's fake camera, and a Chromium launched with that camera.
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import type { Browser, BrowserContext, Page, Request } from 'playwright-core';
@@ -36,9 +37,27 @@ export function faceRgb(face: Face): Buffer {
   return r.stdout;
 }
 
-/** The face's 640x480 frame as RGBA image data, as a canvas gives it. */
-export function faceRgba(face: Face): { data: Uint8ClampedArray; width: number; height: number } {
-  const rgb = faceRgb(face);
+/** The face's 640x480 frame as RGB bytes and, for each of `filters` (more ffmpeg filters after
+ * the cut: ',hflip' mirrors it; '' is the frame as cut), as a PNG file: one ffmpeg run decodes the photograph once for
+ * all of them (a run per frame cost ~135 ms of CPU each, 48 runs in landmarks.test.ts). */
+export function faceFrames(face: Face, filters: string[]): { rgb: Buffer; pngs: Buffer[] } {
+  const [x, y, w, h] = face.crop;
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lv-face-'));
+  try {
+    const graph = [`[0:v]crop=${w}:${h}:${x}:${y},split=${filters.length + 1}[raw]${filters.map((_, i) => `[s${i}]`).join('')}`,
+      ...filters.map((f, i) => `[s${i}]null${f}[p${i}]`)].join(';');
+    const outputs = [['-map', '[raw]', '-f', 'rawvideo', '-pix_fmt', 'rgb24', path.join(dir, 'raw.rgb')],
+      ...filters.map((_, i) => ['-map', `[p${i}]`, '-frames:v', '1', '-vcodec', 'png', '-pix_fmt', 'rgb24', path.join(dir, `${i}.png`)])].flat();
+    const r = spawnSync('ffmpeg', ['-v', 'error', '-i', path.join(PHOTOS, face.photo), '-filter_complex', graph, ...outputs]);
+    if (r.status !== 0) throw new Error(`ffmpeg: ${r.stderr.toString()}`);
+    return { rgb: fs.readFileSync(path.join(dir, 'raw.rgb')), pngs: filters.map((_, i) => fs.readFileSync(path.join(dir, `${i}.png`))) };
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** RGB bytes of a 640x480 frame as RGBA image data, as a canvas gives it. */
+export function rgbToRgba(rgb: Buffer, width = 640, height = 480): { data: Uint8ClampedArray; width: number; height: number } {
   const data = new Uint8ClampedArray((rgb.length / 3) * 4);
   for (let i = 0, o = 0; i < rgb.length; i += 3, o += 4) {
     data[o] = rgb[i]!;
@@ -46,16 +65,7 @@ export function faceRgba(face: Face): { data: Uint8ClampedArray; width: number; 
     data[o + 2] = rgb[i + 2]!;
     data[o + 3] = 255;
   }
-  return { data, width: face.crop[2], height: face.crop[3] };
-}
-
-/** The face's 640x480 frame as a PNG file (lossless), for pages that decode it themselves;
- * `filter`: more ffmpeg filters after the cut (',hflip' mirrors it). */
-export function facePng(face: Face, filter = ''): Buffer {
-  const [x, y, w, h] = face.crop;
-  const r = spawnSync('ffmpeg', ['-v', 'error', '-i', path.join(PHOTOS, face.photo), '-vf', `crop=${w}:${h}:${x}:${y}${filter}`, '-f', 'image2pipe', '-vcodec', 'png', '-pix_fmt', 'rgb24', '-'], { maxBuffer: 64 << 20 });
-  if (r.status !== 0) throw new Error(`ffmpeg: ${r.stderr.toString()}`);
-  return r.stdout;
+  return { data, width, height };
 }
 
 /** A Y4M clip (4:2:0, `fps` frames a second) of 640x480 frames: 'F' is the face, '.' a grey

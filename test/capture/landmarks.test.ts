@@ -4,7 +4,7 @@ import { pathToFileURL } from 'node:url';
 import { ROOT } from '../helpers/server.ts';
 import { MAX_TURN, advise, boxLuma } from '../../capture/src/guidance.ts';
 import type { FaceFinding } from '../../capture/src/engine.ts';
-import { FACES, captureToolsMissing, dist, facePng, faceRgba, launchWithCamera } from './helpers.ts';
+import { FACES, captureToolsMissing, dist, faceFrames, launchWithCamera, rgbToRgba, type Face } from './helpers.ts';
 
 // The capture component's landmark engine in headless Chromium, loaded as an integrator's page
 // loads it (capture.js from the fleet example's origin, the engine chunk, models and WASM files
@@ -55,6 +55,20 @@ if (missing) {
     t.ok(total <= 5 * 1024 * 1024, `capture.js, its engine chunk, models and WASM: ${(total / 1e6).toFixed(2)} MB`);
   });
 
+  // the head-turn gate's variants of each face (ffmpeg filters after the cut): a camera delivers
+  // a face at any place and size
+  const VARIANTS: [string, string][] = [
+    ['mirrored', ',hflip'], ['yuv420', ',format=yuv420p,format=rgb24'], ['scaled 0.8', ',scale=512:384,pad=640:480:64:48'],
+    ['zoomed 1.2', ',scale=768:576,crop=640:480:64:48'], ['shifted', ',crop=600:440:20:20,pad=640:480:0:0'], ['brighter', ',eq=brightness=0.08'],
+  ];
+  /** Each face's frame (RGB and PNG) and its variants' PNGs, from one ffmpeg run a face. */
+  const made = new Map<string, { rgb: Buffer; pngs: Buffer[] }>();
+  const framesOf = (face: Face) => {
+    let f = made.get(face.name);
+    if (!f) made.set(face.name, (f = faceFrames(face, ['', ...VARIANTS.map(([, filter]) => filter)])));
+    return { rgba: rgbToRgba(f.rgb), png: f.pngs[0]!, variants: f.pngs.slice(1) };
+  };
+
   /** The engine's finding on a PNG frame, in the page. */
   const find = (png: Buffer) => page.evaluate(async (png) => {
     const bytes = Uint8Array.from(atob(png), (c) => c.charCodeAt(0));
@@ -78,12 +92,13 @@ if (missing) {
     const all: number[] = [];
     const iris: number[] = [];
     for (const face of FACES) {
-      const found = await find(facePng(face));
+      const frames = framesOf(face);
+      const found = await find(frames.png);
       if (!found) {
         t.fail(`${face.name}: no face found`);
         continue;
       }
-      const advice = advise(found, 640, boxLuma(faceRgba(face), found.box), null);
+      const advice = advise(found, 640, boxLuma(frames.rgba, found.box), null);
       const d = dist(face.eyes[0], face.eyes[1]);
       const e = [dist(found.eyes[0], face.eyes[0]) / d, dist(found.eyes[1], face.eyes[1]) / d];
       const ei = [dist(found.eyes[0], face.irises[0]) / d, dist(found.eyes[1], face.irises[1]) / d];
@@ -106,17 +121,14 @@ if (missing) {
 
   t.test('the head-turn gate decides the same on each face mirrored, rescaled, shifted, brightened and through 4:2:0', async (t) => {
     // MAX_TURN sits between the frontal faces' largest |yaw| and the three-quarter face's
-    // smallest over these variants (a camera delivers a face at any place and size)
-    const variants: [string, string][] = [
-      ['mirrored', ',hflip'], ['yuv420', ',format=yuv420p,format=rgb24'], ['scaled 0.8', ',scale=512:384,pad=640:480:64:48'],
-      ['zoomed 1.2', ',scale=768:576,crop=640:480:64:48'], ['shifted', ',crop=600:440:20:20,pad=640:480:0:0'], ['brighter', ',eq=brightness=0.08'],
-    ];
+    // smallest over the VARIANTS
     let frontalMax = 0;
     let turnedMin = Infinity;
     for (const face of FACES) {
       const yaws: string[] = [];
-      for (const [name, filter] of variants) {
-        const found = await find(facePng(face, filter));
+      const { variants } = framesOf(face);
+      for (const [i, [name]] of VARIANTS.entries()) {
+        const found = await find(variants[i]!);
         if (!found) {
           t.fail(`${face.name} ${name}: no face found`);
           continue;
