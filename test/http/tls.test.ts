@@ -95,7 +95,8 @@ t.test('a wrong passphrase or unreadable file refuses to start with a message', 
   t.equal(wrong.code, 2);
   t.match(wrong.out, /certificate and key do not load together/);
   t.notMatch(wrong.out, /wrong/, 'the passphrase is not echoed');
-  const { checkTls } = await import('../../src/http/index.ts');
+  // the check's own module: the http surface's index loads the whole app
+  const { checkTls } = await import('../../src/http/tls.ts');
   const refusal = (files: { TLS_CERT_FILE: string; TLS_KEY_FILE: string; TLS_KEY_PASSPHRASE?: string }) => {
     try {
       checkTls(files);
