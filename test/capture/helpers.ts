@@ -140,7 +140,8 @@ export const dist = (a: readonly number[], b: readonly number[]) => Math.hypot(b
 export async function startFleet(t: { teardown(fn: () => unknown): void }, work: string) {
   const net = await import('node:net');
   const { pathToFileURL } = await import('node:url');
-  const { makeToken, startServer } = await import('../helpers/server.ts');
+  const { makeToken } = await import('../helpers/server.ts');
+  const { startApi } = await import('../helpers/api.ts');
   const port = await new Promise<number>((resolve, reject) => {
     const s = net.createServer();
     s.once('error', reject);
@@ -149,7 +150,9 @@ export async function startFleet(t: { teardown(fn: () => unknown): void }, work:
       s.close(() => resolve(port));
     });
   });
-  const server = await startServer({ ready: true, env: { CORS_ORIGINS: `http://127.0.0.1:${port}` } });
+  // the service's app and engine in this process on its real store (test/helpers/api.ts; was a
+  // server process): the example reaches it over HTTP as it would a deployed service
+  const server = await startApi({ engine: 'real', ready: true, env: { CORS_ORIGINS: `http://127.0.0.1:${port}` } });
   t.teardown(() => server.stop());
   const { token } = await makeToken(server, ['rgb_liveness:100:day', 'color_liveness:100:day']);
   const { startFleetExample } = await import(pathToFileURL(path.join(ROOT, 'examples/fleet/server.mjs')).href) as {
