@@ -80,6 +80,8 @@ interface Learnt {
   /** the body's parts once all arrived */
   parts?: ReceivedPart[];
   prepared?: PreparedRequest;
+  /** the inference started beside the reservation, if it was */
+  early?: Promise<EngineAnswer>;
   booking?: Booking;
   inferred?: Inferred;
   /** the reservation's units are back: a failed inference, or a settlement the store could not record */
@@ -103,7 +105,8 @@ export async function verify(req: VerifyRequest, deps: VerifyDeps): Promise<Veri
     const parts = (learnt.parts = await timed(deps, 'receive', () => upload.parts));
     const prepared = (learnt.prepared = timed(deps, 'validate', () => validate(caller, parts, upload.early())));
     const early = startedEarly(caller, prepared, deps);
-    const booking = (learnt.booking = await booked(caller, deps, early, timed(deps, 'reserve', () => reserve(req, caller, prepared, deps))));
+    if (early) learnt.early = early;
+    const booking = (learnt.booking = await booked(caller, deps, timed(deps, 'reserve', () => reserve(req, caller, prepared, deps))));
     if (booking.kind === 'replay') {
       answer = booking.answer;
     } else {
@@ -214,10 +217,9 @@ function startedEarly(caller: Caller, prepared: PreparedRequest, deps: VerifyDep
 }
 
 /** The reservation's outcome, told to the early-inference memory. A call the reservation did
- * not grant (a replay, a refusal, a store failure) drops an early inference's answer, but
- * waits for it before it answers: the engine reads frame-slab pixels in place until it
- * answers, and the call gives its parts (and its slot) back only after. */
-async function booked(caller: Caller, deps: VerifyDeps, early: Promise<EngineAnswer> | null, reserving: Promise<Booking>): Promise<Booking> {
+ * not grant (a replay, a refusal, a store failure) drops an early inference's answer and is
+ * answered at once; its parts wait for the engine (release below). */
+async function booked(caller: Caller, deps: VerifyDeps, reserving: Promise<Booking>): Promise<Booking> {
   const memory = deps.earlyInference === undefined ? workerEarlyInference : deps.earlyInference;
   let reserved = false;
   try {
@@ -226,7 +228,6 @@ async function booked(caller: Caller, deps: VerifyDeps, early: Promise<EngineAns
     return booking;
   } finally {
     if (!caller.token.demo) memory?.booked(caller.token.id, reserved);
-    if (early && !reserved) await early;
   }
 }
 
@@ -277,9 +278,18 @@ function refused(req: VerifyRequest, deps: VerifyDeps, err: unknown): VerifyAnsw
 }
 
 // Every outcome gives the storage and the slot back (both releases are idempotent), before
-// the answer is audited and signed, so a client's next call finds its slot free.
-function release({ parts, slot }: Learnt): void {
-  for (const part of parts ?? []) part.release?.();
+// the answer is audited and signed, so a client's next call finds its slot free. The parts of
+// a call whose inference started early go back once the engine has answered: it reads
+// frame-slab pixels in place until then, and a call the reservation did not grant is answered
+// without waiting for an engine answer it drops (a slow engine must not hold up a 429). The
+// slot goes back with the answer all the same: the engine work a dropped inference leaves is
+// bounded by early-inference.ts, not by the slots.
+function release({ parts, slot, early }: Learnt): void {
+  const free = () => {
+    for (const part of parts ?? []) part.release?.();
+  };
+  if (early) void early.then(free);
+  else free();
   slot?.();
 }
 

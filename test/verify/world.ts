@@ -332,6 +332,8 @@ export interface CallOptions {
   /** the upload waits here, its parts not yet delivered, until the test opens it */
   upload?: Gate & { wait(): Promise<void> };
   requestId?: string;
+  /** told the call's parts as the transport hands them over (a test watches their release) */
+  onParts?: (parts: ReceivedPart[]) => void;
 }
 
 /** The body's parts as the transport would hand them over. */
@@ -346,6 +348,7 @@ let requests = 0;
 /** One call through the use case, as the route makes it. */
 export function call(w: World, plaintext: string, body: { body: Uint8Array; contentType: string }, o: CallOptions = {}): Promise<VerifyAnswer> {
   const received = parts(body);
+  o.onParts?.(received);
   // one millisecond apart: the store orders its records by time
   w.clock.at += 1;
   const req: VerifyRequest = {
