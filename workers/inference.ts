@@ -115,7 +115,8 @@ async function init(): Promise<(task: WorkerTask) => Promise<WorkerReply>> {
         return r;
       });
       if (closing()) break;
-      await native(() => runner.warmup(config.warmupRuns));
+      // a close during the warm-up ends it at the next run (release() waits for this step)
+      await native(() => runner.warmup(config.warmupRuns, () => released !== null || closeRequested()));
       if (closing()) break;
       runners.set(id, runner);
       report({ kind: 'warm', worker: threadId, module: id, ms: performance.now() - t0 });

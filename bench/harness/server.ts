@@ -5,10 +5,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { Readable, Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
-import { upToDate } from '../../scripts/build-stamp.mjs';
+import { FROM_BUILD, ROOT } from './from-build.ts';
 import { waitFor } from './wait.ts';
 
-export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export { ROOT };
 
 // Every directory tempDir() made is removed when the process exits: a test's data directory
 // (an LMDB store, keys, a model set) is ~1 MB, the suite makes a few hundred, and a developer
@@ -49,8 +49,9 @@ export interface CliResult {
 // and ~4.5 s, tsx compiling in each of its threads, and the suite starts about a hundred. When
 // the sources changed since the build (a file run alone with `npx tap` after an edit), they run
 // from the sources through tsx, so a test never runs stale code. LV_TEST_FROM_SOURCE=1 forces the
-// sources.
-const fromBuild = process.env.LV_TEST_FROM_SOURCE !== '1' && upToDate(ROOT);
+// sources. The rule lies in from-build.ts, which also starts this process's engine threads from
+// the build.
+const fromBuild = FROM_BUILD;
 /** node's arguments that start the service */
 export const SERVICE_ARGS: readonly string[] = fromBuild ? ['dist/src/main.js'] : ['--import', 'tsx', 'src/main.ts'];
 /** node's arguments that run the operator CLI */

@@ -9,13 +9,14 @@
 import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
 import type { ModuleId } from '../contract/index.ts';
-import { threadEntry } from '../source-ext.ts';
+import { engineThreadEntry, engineThreadExecArgv } from '../source-ext.ts';
 import type { Manifest } from './manifest.ts';
 import type { ExecutionProvider } from './types.ts';
 import { WEBGPU_SESSION_THREADS } from './runtime.ts';
 import type { ProbeReply, ProbeTask } from './protocol.ts';
 
-export const PROBE_WORKER_FILE = fileURLToPath(threadEntry('backend-probe.bundle.mjs', '../workers/backend-probe.ts'));
+/** The measurement thread's entry (source-ext.ts engineThreadEntry), read at each measurement. */
+export const probeWorkerFile = (): string => fileURLToPath(engineThreadEntry('backend-probe.bundle.mjs', '../workers/backend-probe.ts'));
 
 /** What the measurement found for one backend. */
 export interface BackendFigure {
@@ -78,7 +79,7 @@ export async function measureBackends(opts: ProbeOptions): Promise<BackendFigure
   try {
     for (const provider of candidates) {
       if (opts.signal?.aborted) break;
-      const pool = new Piscina({ filename: PROBE_WORKER_FILE, minThreads: 1, maxThreads: 1, idleTimeout: Number.MAX_SAFE_INTEGER, atomics: 'disabled' });
+      const pool = new Piscina({ filename: probeWorkerFile(), execArgv: engineThreadExecArgv(), minThreads: 1, maxThreads: 1, idleTimeout: Number.MAX_SAFE_INTEGER, atomics: 'disabled' });
       // each candidate as its pool would serve: WebGPU on its one session thread
       const sessionThreads = provider === 'webgpu' ? WEBGPU_SESSION_THREADS : opts.threads;
       const figure: BackendFigure = { provider, threads: sessionThreads, ms_per_call: null, rounds: [] };

@@ -4,13 +4,14 @@ import { BroadcastChannel } from 'node:worker_threads';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
-import { threadEntry } from '../source-ext.ts';
+import { engineThreadEntry, engineThreadExecArgv } from '../source-ext.ts';
 import type { PoolClose, WorkerClosed, WorkerConfig, WorkerReport, WorkerReply, WorkerTask } from './protocol.ts';
 import type { ExecutionProvider } from './types.ts';
 import { WEBGPU_SESSION_THREADS } from './runtime.ts';
 
-/** A pool thread's entry (source-ext.ts threadEntry says where it lies). */
-export const WORKER_FILE = fileURLToPath(threadEntry('inference.bundle.mjs', '../workers/inference.ts'));
+/** A pool thread's entry (source-ext.ts engineThreadEntry says where it lies), read at each
+ * pool's start. */
+export const workerFile = (): string => fileURLToPath(engineThreadEntry('inference.bundle.mjs', '../workers/inference.ts'));
 
 /**
  * Small graphs gain little from intra-op threads and ORT-web's WASM threads are costly
@@ -73,7 +74,8 @@ export class InferencePool {
       if (this.closed.size >= this.workers) this.onClosed?.();
     };
     this.piscina = new Piscina({
-      filename: WORKER_FILE,
+      filename: workerFile(),
+      execArgv: engineThreadExecArgv(),
       minThreads: workers,
       maxThreads: workers,
       idleTimeout: Number.MAX_SAFE_INTEGER,

@@ -290,24 +290,32 @@ export class ModuleRunner {
 
   /** ORT-web reaches steady speed only after a few dozen runs per session, so every
    * graph runs `runs` times with every batch size and window length it will see. */
-  async warmup(runs: number): Promise<void> {
+  /** `stop`, asked before each run: true ends the warm-up there (the pool is closing; a stop
+   * during a long warm-up waited for all its runs: WARMUP_RUNS=400 held a test's close for
+   * seconds of CPU, issue 43). */
+  async warmup(runs: number, stop: () => boolean = () => false): Promise<void> {
     const crop = new Uint8Array(RGB8_BYTES);
     for (let i = 0; i < crop.length; i++) crop[i] = (i * 2654435761) >>> 24;
     // the manifest check guarantees frame graphs wherever there is a temporal head
     let featureSize = 0;
     if (this.frames.length > 0) {
       for (let r = 0; r < Math.max(1, runs); r++) {
+        if (stop()) return;
         featureSize = (await this.runFrames(Array.from({ length: (r % MAX_BATCH) + 1 }, () => crop))).featureSize;
       }
     }
     if (this.temporal) {
       for (let r = 0; r < Math.max(1, runs); r++) {
+        if (stop()) return;
         const frames = (r % MAX_FINAL_WINDOW) + 1;
         await this.runTemporal(new Float32Array(frames * featureSize).fill(0.5), frames);
       }
     }
     if (this.differences.length > 0) {
-      for (let r = 0; r < Math.max(1, runs); r++) await this.runColor([crop, crop, crop, crop]);
+      for (let r = 0; r < Math.max(1, runs); r++) {
+        if (stop()) return;
+        await this.runColor([crop, crop, crop, crop]);
+      }
     }
   }
 

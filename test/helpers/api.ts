@@ -21,6 +21,10 @@
 //   startEngine, the pool included); the default, 'none', serves no model at all (every module
 //   not ready, so a verify call answers module_unavailable): for files whose subject is not
 //   inference. There is no fake engine with results of its own here.
+//   Its pool threads (and `auto`'s measurement threads) run their compiled bundles when dist/
+//   matches the sources, the rule by which tests start servers from the build
+//   (bench/harness/from-build.ts, src/source-ext.ts startEngineThreadsFromBuild): ~0.5-1 CPU-s
+//   less per engine start than tsx compiling the sources again in each thread (issue 43).
 // - settings the service reads from its process environment at module load
 //   (TEST_PASSWORD_SCRYPT_N, TEST_CLOCK_SKEW_MS) or at composition (TEST_WORKER_FAULTS, tracing)
 //   are put into this process's environment before the service's modules load, and restored

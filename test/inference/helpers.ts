@@ -2,6 +2,9 @@
 // valid per the spec (the engine trusts validation, so tests must not cheat it).
 import type { CapturePacket, FrameRecord, PreparedCapture } from '../../src/packets/types.ts';
 import type { FrameStatus, Mode, Phase, Point } from '../../src/contract/index.ts';
+// the engines these tests start run their threads from the build when it matches the sources
+// (issue 43: ~0.5-1 CPU-s an engine start; the rule: bench/harness/from-build.ts)
+import '../helpers/from-build.ts';
 
 export function crop(seed: number): Uint8Array {
   const px = new Uint8Array(320 * 320 * 3);

@@ -6,6 +6,8 @@ import { checkModelSet, createInferenceEngine } from '../../src/inference/index.
 import { outputProblem } from '../../src/inference/graph-check.ts';
 import { brightnessSet } from './test-graphs.ts';
 import { waitFor } from '../helpers/wait.ts';
+// its engines run their threads from the build when it matches the sources (issue 43)
+import '../helpers/from-build.ts';
 
 const MODELS = join(import.meta.dirname, '../../models');
 
