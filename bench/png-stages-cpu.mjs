@@ -6,7 +6,10 @@
 // zlib.decompress and OpenCV's blobFromImage (Debian's /usr/bin/python3, when it has them).
 //
 //   npm run build && PEERS_DIR=/tmp/peers-perf node bench/png-stages-cpu.mjs [--from DIR]
-//     [--baseline DIR] [--rounds 3] [--calls 1000]
+//     [--baseline DIR] [--rounds 3] [--calls 1000] [--filter 0|1|2|3|4|cycle|adaptive]
+//
+// --filter: the same pixels encoded by the service's own encoder (src/images/png-encode.ts)
+// with that filter on every row instead of load.mjs's Sub (real clients' encoders choose per row).
 //
 // CPU time (process.cpuUsage / time.process_time), not wall time: on the shared 2-core host a
 // process waiting for a core is not charged, so the figures hold under other engineers' load
@@ -28,12 +31,14 @@ const opt = (name, dflt) => {
 const peersDir = process.env.PEERS_DIR ?? join(here, '../../shared/peers');
 const peers = existsSync(peersDir) ? realpathSync(peersDir) : peersDir;
 
+const FILTER = opt('filter', null);
+const FROM_DEFAULT = join(here, '..');
 if (process.argv[2] === '--child') {
   await child(process.argv[3], process.argv[4], Number(process.argv[5]));
   process.exit(0);
 }
 
-const FROM = opt('from', join(here, '..'));
+const FROM = opt('from', FROM_DEFAULT);
 const BASELINE = opt('baseline', null);
 const ROUNDS = Number(opt('rounds', 3));
 const CALLS = Number(opt('calls', 1000));
@@ -75,15 +80,17 @@ print('python zlib.decompress\t%.4f' % cpu(lambda: zlib.decompress(idat)))
 print('cv2.dnn.blobFromImage 320->128\t%.4f' % cpu(lambda: cv2.dnn.blobFromImage(rgb, scalefactor=1.0 / 255.0, size=(128, 128), swapRB=False, crop=False)))
 `;
 
-async function loadImage() {
+async function loadImage(from = FROM_DEFAULT) {
   const load = await import(join(peers, 'load.mjs'));
   const pixels = load.makePixels(1);
-  return { pixels, png: new Uint8Array(load.encodePng(pixels)) };
+  if (FILTER === null) return { pixels, png: new Uint8Array(load.encodePng(pixels)) };
+  const { encodePng } = await import(join(from, 'dist/src/images/png-encode.js'));
+  return { pixels, png: new Uint8Array(encodePng(pixels, 320, 320, { filter: /^\d$/.test(FILTER) ? Number(FILTER) : FILTER })) };
 }
 
 /** One build's stages, in this (child) process: prints "stage\tms" lines. */
 async function child(from, kind, calls) {
-  const { pixels, png } = await loadImage();
+  const { pixels, png } = await loadImage(from);
   const cpuMs = (fn) => {
     for (let i = 0; i < 300; i++) fn();
     const res = [];
@@ -131,7 +138,7 @@ function run(cmd, args, input) {
   return { lines: r.stdout.toString().trim().split('\n').map((l) => l.split('\t')) };
 }
 
-const { png } = await loadImage();
+const { png } = await loadImage(FROM);
 const builds = [['service', FROM], ...(BASELINE ? [['baseline', BASELINE]] : [])];
 const table = new Map(); // stage -> [ms per round]
 const add = (stage, ms) => table.set(stage, [...(table.get(stage) ?? []), Number(ms)]);
@@ -139,7 +146,7 @@ let python = null;
 for (let round = 1; round <= ROUNDS; round++) {
   for (const [name, dir] of builds) {
     for (const kind of ['decode', 'resize']) {
-      const r = run(process.execPath, [fileURLToPath(import.meta.url), '--child', dir, kind, String(CALLS)]);
+      const r = run(process.execPath, [fileURLToPath(import.meta.url), '--child', dir, kind, String(CALLS), ...(FILTER === null ? [] : ['--filter', FILTER])]);
       if (r.error) throw new Error(`${name} ${kind}: ${r.error}`);
       for (const [stage, ms] of r.lines) add(`${name}: ${stage}`, ms);
     }
@@ -148,7 +155,7 @@ for (let round = 1; round <= ROUNDS; round++) {
   if (py.error) python = py.error;
   else for (const [stage, ms] of py.lines) add(`fastapi peer: ${stage}`, ms);
 }
-console.log(`PNG ${png.length} bytes (load.mjs makePixels(1)); CPU ms per frame, median of 5 blocks, per round; builds: service ${FROM}${BASELINE ? `, baseline ${BASELINE}` : ''}`);
+console.log(`PNG ${png.length} bytes (load.mjs makePixels(1)${FILTER === null ? '' : `, the service's encoder, filter ${FILTER}`}); CPU ms per frame, median of 5 blocks, per round; builds: service ${FROM}${BASELINE ? `, baseline ${BASELINE}` : ''}`);
 console.log('');
 console.log(`| stage | ${Array.from({ length: ROUNDS }, (_, i) => `round ${i + 1}`).join(' | ')} |`);
 console.log(`|---|${'---|'.repeat(ROUNDS)}`);

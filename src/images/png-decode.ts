@@ -242,7 +242,7 @@ function inflateRows(idat: readonly Uint8Array[]): Uint8Array {
  * generator's all-Sub image here). */
 export function unfilter(raw: Uint8Array, out: Uint8Array = new Uint8Array(new ArrayBuffer(RGB8_BYTES))): Uint8Array {
   const stride = STRIDE;
-  // Sub rows move a pixel as one 32-bit word (subRow). The input view reaches 1 byte past `raw`
+  // Sub, Up and Average rows move a pixel as one 32-bit word (subRow). The input view reaches 1 byte past `raw`
   // where its buffer has it (the inflate scratch has 1 KiB of room; that byte is only read);
   // the output view ends with `out` (what follows may be the caller's), so the image's last
   // pixel is written byte by byte.
@@ -268,11 +268,11 @@ export function unfilter(raw: Uint8Array, out: Uint8Array = new Uint8Array(new A
         break;
       case 2:
         if (y === 0) copyRow(raw, out, src, dst, stride);
-        else for (let i = 0; i < stride; i++) out[dst + i] = raw[src + i] + out[up + i];
+        else upRow(raw, out, words, src, dst, up, stride);
         break;
       case 3:
         if (y === 0) averageFirstRow(raw, out, src, dst, stride);
-        else averageRow(raw, out, src, dst, up, stride);
+        else averageRow(raw, out, words, src, dst, up, stride);
         break;
       case 4:
         // Without a previous row Paeth degenerates to Sub.
@@ -343,17 +343,52 @@ function averageFirstRow(raw: Uint8Array, out: Uint8Array, src: number, dst: num
   }
 }
 
-function averageRow(raw: Uint8Array, out: Uint8Array, src: number, dst: number, up: number, stride: number): void {
-  let r = 0;
-  let g = 0;
-  let b = 0;
+/** Up: each byte plus the one above it, a pixel as one word (see subRow; the row above is
+ * read a word at a time too, its fourth byte masked off). */
+function upRow(raw: Uint8Array, out: Uint8Array, w: Words, src: number, dst: number, up: number, stride: number): void {
+  const rv = w.raw;
+  const ov = w.out;
+  const rawLast = w.rawLast;
+  const outLast = w.outLast;
   for (let i = 0; i < stride; i += 3) {
-    r = (raw[src + i] + ((r + out[up + i]) >> 1)) & 255;
-    g = (raw[src + i + 1] + ((g + out[up + i + 1]) >> 1)) & 255;
-    b = (raw[src + i + 2] + ((b + out[up + i + 2]) >> 1)) & 255;
-    out[dst + i] = r;
-    out[dst + i + 1] = g;
-    out[dst + i + 2] = b;
+    const s = src + i;
+    const d = dst + i;
+    const x = s <= rawLast ? rv.getUint32(s, true) : raw[s] | (raw[s + 1] << 8) | (raw[s + 2] << 16);
+    const b = ov.getUint32(up + i, true); // up + i + 3 <= dst: inside `out`
+    const p = ((x & 0x7f7f7f) + (b & 0x7f7f7f)) ^ ((x ^ b) & 0x808080);
+    if (d <= outLast) {
+      ov.setUint32(d, p, true);
+    } else {
+      out[d] = p;
+      out[d + 1] = p >> 8;
+      out[d + 2] = p >> 16;
+    }
+  }
+}
+
+/** Average: each byte plus the floor of the mean of the one to its left and the one above, a
+ * pixel as one word: floor((a + b) / 2) is (a & b) + ((a ^ b) >> 1) in each lane (the shifted
+ * half masked so no lane's low bit falls into the lane below), then added as subRow adds. */
+function averageRow(raw: Uint8Array, out: Uint8Array, w: Words, src: number, dst: number, up: number, stride: number): void {
+  const rv = w.raw;
+  const ov = w.out;
+  const rawLast = w.rawLast;
+  const outLast = w.outLast;
+  let a = 0;
+  for (let i = 0; i < stride; i += 3) {
+    const s = src + i;
+    const d = dst + i;
+    const x = s <= rawLast ? rv.getUint32(s, true) : raw[s] | (raw[s + 1] << 8) | (raw[s + 2] << 16);
+    const b = ov.getUint32(up + i, true) & 0xffffff;
+    const m = (a & b) + (((a ^ b) >>> 1) & 0x7f7f7f);
+    a = ((x & 0x7f7f7f) + (m & 0x7f7f7f)) ^ ((x ^ m) & 0x808080);
+    if (d <= outLast) {
+      ov.setUint32(d, a, true);
+    } else {
+      out[d] = a;
+      out[d + 1] = a >> 8;
+      out[d + 2] = a >> 16;
+    }
   }
 }
 
