@@ -1,0 +1,35 @@
+// Reserve and infer overlapped, through the service's HTTP API and its real engine and LMDB store
+// (test/helpers/api.ts: the API worker's app in process, the engine host with its pool): a caller
+// whose quota runs out gets the engine's work for at most its first refused call, never in a
+// loop (src/verify/early-inference.ts). The engine's runs are seen by their failures: captures
+// named fail-* fail in the engine host (TEST_INFERENCE_FAIL_PREFIX), which the relay logs as
+// it answers ('inference failed'); a call that never reaches the engine logs nothing.
+// The cases of the overlap itself (replay, refunds, both stores) are in early-inference.test.ts.
+
+import t from 'tap';
+import { startApi } from '../helpers/api.ts';
+import { postVerify, request, single } from '../helpers/captures.ts';
+import { makeToken } from '../helpers/server.ts';
+import { waitFor } from '../helpers/wait.ts';
+
+const api = await startApi({ engine: 'real', ready: true, env: { TEST_INFERENCE_FAIL_PREFIX: 'fail-' } });
+t.teardown(() => api.stop());
+
+const engineFailures = () => api.logLines().filter((l) => l.msg === 'inference failed').length;
+
+t.test('a caller out of quota: the first refused call had the engine run beside its reservation, the next ones none', async (t) => {
+  const { token } = await makeToken(api, ['rgb_liveness:1:day']);
+  const first = await postVerify(api.baseUrl, token, 'rgb_liveness', request([single({ id: 'http-ok-1' })]));
+  t.equal(first.status, 200, 'the reservation that puts the caller on the worker\'s list');
+  const before = engineFailures();
+  for (let i = 2; i <= 6; i++) {
+    const r = await postVerify(api.baseUrl, token, 'rgb_liveness', request([single({ id: `fail-http-${i}` })]));
+    t.equal(r.status, 429, `call ${i}: refused`);
+    t.equal(r.json.error.code, 'quota_exceeded');
+  }
+  // the refusals are answered without waiting for the engine: its failure is logged as it answers
+  await waitFor(() => engineFailures() > before, { what: 'the engine run of the first refused call' });
+  t.equal(engineFailures() - before, 1, 'five refused calls, one engine run: the first (overlapped); the others serial, refused before any inference');
+  const me = await (await fetch(`${api.baseUrl}/v1/me`, { headers: { authorization: `Bearer ${token}` } })).json();
+  t.equal(me.usage[0].used, 1, 'nothing charged for the refusals');
+});
