@@ -236,16 +236,17 @@ function inflateRows(idat: readonly Uint8Array[]): Uint8Array {
  * be `raw` itself: each row's pixels land before its own filtered bytes (row y moves back by
  * y + 1 bytes), every byte is read before it is overwritten, and the row above is read from
  * its finished place (decodePng writes elsewhere: its input is the thread's inflate scratch).
- * Hot: about a third of a PNG's decode. Each loop carries the left pixel's three channels
- * (and, for Paeth, the upper-left's) in locals rather than reading back the byte it just
- * wrote, which halves the time of the Sub and Paeth rows (0.95 -> 0.4 ms on the load
- * generator's all-Sub image here). */
+ * Hot: a sixth to a fifth of a PNG's decode. Each loop carries the left pixel (and, for
+ * Paeth, the upper-left's) in locals rather than reading back what it just wrote, which halved
+ * the Sub and Paeth rows (0.95 -> 0.4 ms on the load generator's all-Sub image); Sub, Up and
+ * Average rows then carry it as one word (subRow), another fifth to a third off
+ * (bench/results/png-cpu-s49.md). */
 export function unfilter(raw: Uint8Array, out: Uint8Array = new Uint8Array(new ArrayBuffer(RGB8_BYTES))): Uint8Array {
   const stride = STRIDE;
-  // Sub, Up and Average rows move a pixel as one 32-bit word (subRow). The input view reaches 1 byte past `raw`
-  // where its buffer has it (the inflate scratch has 1 KiB of room; that byte is only read);
-  // the output view ends with `out` (what follows may be the caller's), so the image's last
-  // pixel is written byte by byte.
+  // Sub, Up and Average rows move a pixel as one 32-bit word (subRow). The input view reaches
+  // 1 byte past `raw` where its buffer has it (the inflate scratch has 1 KiB of room; that byte
+  // is only read); the output view ends with `out` (what follows may be the caller's), so the
+  // image's last pixel is written byte by byte.
   const words: Words = {
     raw: new DataView(raw.buffer, raw.byteOffset, Math.min(raw.byteLength + 1, raw.buffer.byteLength - raw.byteOffset)),
     out: new DataView(out.buffer, out.byteOffset, out.byteLength),
