@@ -1,12 +1,18 @@
 // Which callers' calls start the engine beside their reservation rather than after it
 // (verify.ts: reserve and infer overlapped, so a call waits for the longer of the two, not
 // their sum). An early inference is a bet that the reservation will be granted: when it is
-// not (a quota refusal, a replay, a key conflict, a token revoked mid-upload), the engine's
-// answer is dropped, so the engine ran for nothing. Without a bound, a caller with no quota
-// left could make the service run its networks in a loop for free, each call answered 429.
+// not (a quota refusal, a token revoked mid-upload, a store failure), the engine's answer is
+// dropped, so the engine ran for nothing. Without a bound, a caller with no quota left could
+// make the service run its networks in a loop for free, each call answered 429.
 //
-// The bound: a call is overlapped only when the last booking of its (charged) token on this
-// API worker was a reservation; any other outcome of the reservation takes the token off,
+// Only a call without an Idempotency-Key is ever overlapped (verify.ts startedEarly). The
+// spec's idempotency lifecycle says a replay of a completed key returns the saved answer with
+// "no inference, no new charge", and a 409 (request_in_progress, idempotency_conflict) runs
+// none either; whether a keyed call is a replay or a conflict only the store knows, in the
+// reservation itself, so a keyed call waits for it. A key-less call can be neither.
+//
+// The bound: a key-less call is overlapped only when the last booking of its (charged) token
+// on this API worker was a reservation; any other outcome of the reservation takes the token off,
 // and a token not remembered goes serial, as a first call does. So every dropped inference
 // follows a reservation that was charged or refunded, at most one per call that token has
 // in flight at that moment (admission caps those per token), and a token refused for quota
@@ -15,7 +21,7 @@
 // forgetting a token only makes its next call serial, so the bound holds however the memory
 // is evicted. The alternative, knowing the caller's remaining units are positive, needs a
 // read of the store (or a cache of the usage the last answer carried, stale across workers)
-// and still drops the inference of a replay.
+// before the reservation, which the overlap exists to avoid waiting for.
 
 /** Default capacity: a few thousand business tokens calling through one worker at once. */
 export const EARLY_INFERENCE_TOKENS = 4096;

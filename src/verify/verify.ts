@@ -19,9 +19,10 @@ import { workerEarlyInference } from './early-inference.ts';
 //   receive  Idempotency-Key (400), body headers (400/413/415), the streamed body (413/422)
 //   validate metadata, parts, hashes and every image (422)
 //   reserve  idempotency (409, or a replay) and quota (429), in one transaction
-//   infer    the module's networks (500 inference_failed, units refunded); for a caller whose
-//            last reservation on this worker succeeded, started as validate ends, beside
-//            the reservation, its answer used only once the reservation is granted
+//   infer    the module's networks (500 inference_failed, units refunded); for a key-less
+//            call of a caller whose last reservation on this worker succeeded, started as
+//            validate ends, beside the reservation, its answer used only once the reservation
+//            is granted
 //            (early-inference.ts says why that caller, and what bounds the engine's waste)
 //   settle   charge, save the answer on the key, store the results (500 settlement_failed;
 //            503 store_unavailable when the store could not write it: units given back)
@@ -104,7 +105,7 @@ export async function verify(req: VerifyRequest, deps: VerifyDeps): Promise<Veri
     const upload = receive(req, caller);
     const parts = (learnt.parts = await timed(deps, 'receive', () => upload.parts));
     const prepared = (learnt.prepared = timed(deps, 'validate', () => validate(caller, parts, upload.early())));
-    const early = startedEarly(caller, prepared, deps);
+    const early = startedEarly(req, caller, prepared, deps);
     if (early) learnt.early = early;
     const booking = (learnt.booking = await booked(caller, deps, timed(deps, 'reserve', () => reserve(req, caller, prepared, deps))));
     if (booking.kind === 'replay') {
@@ -208,11 +209,13 @@ function runEngine(caller: Caller, prepared: PreparedRequest, deps: VerifyDeps):
 
 /** The inference started as validate ends, beside the reservation, when the caller may have
  * it (early-inference.ts); null: the call is serial. A demo call stays serial: its archive is
- * named by the reservation's time and written before its inference. Not a step of its own:
- * the call's `infer` step is its wait for the engine once the reservation is granted. */
-function startedEarly(caller: Caller, prepared: PreparedRequest, deps: VerifyDeps): Promise<EngineAnswer> | null {
+ * named by the reservation's time and written before its inference. A call with an
+ * Idempotency-Key stays serial: it may be a replay (the spec: no inference) or a key conflict,
+ * which only the reservation can tell. Not a step of its own: the call's `infer` step is its
+ * wait for the engine once the reservation is granted. */
+function startedEarly(req: VerifyRequest, caller: Caller, prepared: PreparedRequest, deps: VerifyDeps): Promise<EngineAnswer> | null {
   const memory = deps.earlyInference === undefined ? workerEarlyInference : deps.earlyInference;
-  if (caller.token.demo || !memory?.allows(caller.token.id)) return null;
+  if (req.idempotencyKey !== undefined || caller.token.demo || !memory?.allows(caller.token.id)) return null;
   return runEngine(caller, prepared, deps);
 }
 

@@ -4,6 +4,8 @@
 // loop (src/verify/early-inference.ts). The engine's runs are seen by their failures: captures
 // named fail-* fail in the engine host (TEST_INFERENCE_FAIL_PREFIX), which the relay logs as
 // it answers ('inference failed'); a call that never reaches the engine logs nothing.
+// A call with an Idempotency-Key is never overlapped (it may be a replay, which runs no
+// inference): refused for quota, it has no engine run even from a caller on the list.
 // The cases of the overlap itself (replay, refunds, both stores) are in early-inference.test.ts.
 
 import t from 'tap';
@@ -32,4 +34,21 @@ t.test('a caller out of quota: the first refused call had the engine run beside 
   t.equal(engineFailures() - before, 1, 'five refused calls, one engine run: the first (overlapped); the others serial, refused before any inference');
   const me = await (await fetch(`${api.baseUrl}/v1/me`, { headers: { authorization: `Bearer ${token}` } })).json();
   t.equal(me.usage[0].used, 1, 'nothing charged for the refusals');
+});
+
+t.test('a keyed call of a caller on the list is serial: refused for quota, no engine run', async (t) => {
+  const { token } = await makeToken(api, ['rgb_liveness:1:day']);
+  const first = await postVerify(api.baseUrl, token, 'rgb_liveness', request([single({ id: 'http-key-ok' })]));
+  t.equal(first.status, 200, 'a key-less reservation: the caller is on the worker\'s list');
+  const before = engineFailures();
+  const keyed = await postVerify(api.baseUrl, token, 'rgb_liveness', request([single({ id: 'fail-http-keyed' })]), { 'idempotency-key': 'http-keyed-1' });
+  t.equal(keyed.status, 429);
+  t.equal(keyed.json.error.code, 'quota_exceeded');
+  // a call that does reach the engine, after it on the same channel to the engine (one pool
+  // thread): once it is answered, an engine run of the keyed call would have been logged first
+  const { token: other } = await makeToken(api, ['rgb_liveness:1:day']);
+  const served = await postVerify(api.baseUrl, other, 'rgb_liveness', request([single({ id: 'fail-http-served' })]));
+  t.equal(served.status, 500);
+  t.equal(served.json.error.code, 'inference_failed');
+  t.equal(engineFailures() - before, 1, 'one engine run: the served call\'s; none for the keyed refusal');
 });

@@ -1,9 +1,10 @@
-// Reserve and infer overlapped (src/verify/verify.ts, src/verify/early-inference.ts): a caller
-// whose last reservation on the worker succeeded has its inference started as validate ends,
-// beside its reservation, and the engine's answer is used only once the reservation is
-// granted. In process on both real stores (test/verify/world.ts: the service's own metering),
-// each case the overlap changes: the overlap itself, a replay (the key's stored answer wins),
-// a quota refusal (429, nothing charged, the engine's answer dropped, and the caller serial
+// Reserve and infer overlapped (src/verify/verify.ts, src/verify/early-inference.ts): a key-less
+// call of a caller whose last reservation on the worker succeeded has its inference started as
+// validate ends, beside its reservation, and the engine's answer is used only once the
+// reservation is granted. In process on both real stores (test/verify/world.ts: the service's
+// own metering), each case the overlap changes: the overlap itself, a keyed call (always
+// serial: a replay runs no engine at all, as the spec's lifecycle says, nor does a key
+// conflict), a quota refusal (429, nothing charged, the engine's answer dropped, and the caller serial
 // from then on: a caller with no quota left cannot make the engine run in a loop), an
 // inference failure before the reservation answers (refunded once), both at once, a refused
 // call answered without waiting for the engine (its parts kept until the engine answers),
@@ -28,11 +29,11 @@ function cases(t: Test, store: StoreBackend) {
   t.test('a caller whose last reservation succeeded: the engine runs while the reservation is held, and the call is charged as before', async (t) => {
     const w = world(store, { early: new EarlyInference() });
     const { token, plaintext } = await addToken(w);
-    t.equal((await call(w, plaintext, body('ov-1'), { idempotencyKey: 'ov-1' })).status, 200);
+    t.equal((await call(w, plaintext, body('ov-1'))).status, 200);
     t.same(order(w.calls), ['reserve', 'infer'], 'a token not yet seen is serial');
     w.calls.length = 0;
     const held = w.holdReserve();
-    const answering = call(w, plaintext, body('ov-2'), { idempotencyKey: 'ov-2' });
+    const answering = call(w, plaintext, body('ov-2'));
     await held.reached;
     t.same(order(w.calls), ['infer', 'reserve'], 'the engine has the call before its reservation answers');
     t.equal(w.inference.calls, 2);
@@ -47,34 +48,80 @@ function cases(t: Test, store: StoreBackend) {
     t.equal(count(w.metrics.steps, 'infer'), 2);
   });
 
-  t.test('a replay: the key\'s stored answer wins, the engine\'s answer is dropped, nothing charged, and the caller goes serial', async (t) => {
+  t.test('a keyed call is serial even for an overlapped caller; its replay runs no engine at all and returns the stored answer, nor does a key conflict', async (t) => {
     const w = world(store, { early: new EarlyInference() });
     const { token, plaintext } = await addToken(w);
-    const first = await call(w, plaintext, body('rp-1'), { idempotencyKey: 'rp-key' });
+    t.equal((await call(w, plaintext, body('k-0'))).status, 200, 'a reservation: the caller is overlapped from now on');
+
+    // the first call with the key: serial, though its caller is overlapped
+    w.calls.length = 0;
+    let held = w.holdReserve();
+    const answering = call(w, plaintext, body('rp-1'), { idempotencyKey: 'rp-key' });
+    await held.reached;
+    t.equal(w.inference.calls, 1, 'a keyed call: no engine run before the reservation answers');
+    held.open();
+    const first = await answering;
     t.equal(first.status, 200);
-    // the engine would answer differently now: a result the replay must not carry
+    t.same(order(w.calls), ['reserve', 'infer']);
+    t.equal(w.inference.calls, 2);
+
+    // its replay: the caller is still overlapped (the keyed call was a reservation), and the
+    // engine would answer differently now: a result the replay must not carry
+    w.calls.length = 0;
     w.inference.retryNext = true;
-    const replay = await call(w, plaintext, body('rp-1'), { idempotencyKey: 'rp-key' });
-    t.equal(w.inference.calls, 2, 'the engine ran beside the reservation');
+    held = w.holdReserve();
+    const replaying = call(w, plaintext, body('rp-1'), { idempotencyKey: 'rp-key' });
+    await held.reached;
+    t.equal(w.inference.calls, 2, 'a replay: no engine run beside the reservation');
+    held.open();
+    const replay = await replaying;
+    t.equal(w.inference.calls, 2, 'a replay: no engine run at all');
+    t.notOk(w.calls.includes('infer'), 'the engine was never asked');
     t.equal(replay.status, 200);
     t.equal(codeOf(replay, 'reserve'), 'replayed');
     t.equal(replay.body, first.body, 'the stored answer, byte for byte');
-    t.match(w.facts[1], { replayed: true, reserved: 0, charged: 0, refunded: 0 });
-    t.same(await ledger(w, token), [{ kind: 'charge', units: 1 }], 'one charge: the replay is free');
-    t.equal(w.metrics.inference.length, 1, 'the dropped inference is not timed');
-    t.equal(count(w.metrics.steps, 'infer'), 1, 'nor is an infer step');
-    const lines = await audits(w, token, 2);
+    t.match(w.facts[2], { replayed: true, reserved: 0, charged: 0, refunded: 0 });
+    t.same(await ledger(w, token), [{ kind: 'charge', units: 1 }, { kind: 'charge', units: 1 }], 'the replay is free');
+    t.equal(w.metrics.inference.length, 2, 'no inference timed for the replay');
+    t.equal(count(w.metrics.steps, 'infer'), 2, 'nor an infer step');
+    const lines = await audits(w, token, 3);
     t.match(lines.find((l) => l.replayed), { charged_units: 0, replayed: true });
 
-    // the replay was no reservation: the caller's next call is serial again
+    // the replay was no reservation: the caller's next key-less call is serial again
     w.calls.length = 0;
-    const held = w.holdReserve();
-    const next = call(w, plaintext, body('rp-2'), { idempotencyKey: 'rp-next' });
+    held = w.holdReserve();
+    const next = call(w, plaintext, body('k-2'));
     await held.reached;
     t.equal(w.inference.calls, 2, 'no engine run before the reservation answers');
     held.open();
     t.equal((await next).status, 200);
     t.same(order(w.calls), ['reserve', 'infer']);
+
+    // overlapped again (k-2 was a reservation): the key sent with another input is a conflict,
+    // and the engine never runs for it
+    w.inference.retryNext = false;
+    w.calls.length = 0;
+    const conflict = await call(w, plaintext, body('rp-other'), { idempotencyKey: 'rp-key' });
+    t.equal(conflict.status, 409);
+    t.equal(codeOf(conflict, 'reserve'), 'idempotency_conflict');
+    t.equal(w.inference.calls, 3, 'a key conflict: no engine run');
+    t.notOk(w.calls.includes('infer'));
+  });
+
+  t.test('a key still in progress: 409 request_in_progress, and the engine never runs for it', async (t) => {
+    const w = world(store, { early: new EarlyInference() });
+    const { plaintext } = await addToken(w);
+    t.equal((await call(w, plaintext, body('ip-0'))).status, 200, 'a reservation: the caller is overlapped from now on');
+    const engine = w.inference.holdNext();
+    const first = call(w, plaintext, body('ip-1'), { idempotencyKey: 'ip-key' });
+    await engine.reached; // the key is reserved, its inference held
+    t.equal(w.inference.calls, 2);
+    const again = await call(w, plaintext, body('ip-1'), { idempotencyKey: 'ip-key' });
+    t.equal(again.status, 409);
+    t.equal(codeOf(again, 'reserve'), 'request_in_progress');
+    t.equal(w.inference.calls, 2, 'no engine run for the call answered 409');
+    engine.open();
+    t.equal((await first).status, 200);
   });
 
   t.test('a quota refusal: 429, nothing charged, the engine\'s answer dropped; refused again, the caller gets no engine run at all', async (t) => {
@@ -104,7 +151,7 @@ function cases(t: Test, store: StoreBackend) {
     w.calls.length = 0;
     w.inference.fault = 'inference_failed';
     const held = w.holdReserve();
-    const answering = call(w, plaintext, body('f-2'), { idempotencyKey: 'f-key' });
+    const answering = call(w, plaintext, body('f-2'));
     await held.reached;
     await w.inference.last; // the engine has failed; the reservation is still to answer
     held.open();
@@ -116,10 +163,10 @@ function cases(t: Test, store: StoreBackend) {
     t.equal(await usedBy(w, token), 1);
     t.match(w.facts[1], { reserved: 1, charged: 0, refunded: 1 });
     t.equal(w.metrics.inference.length, 1, 'only the answered inference is timed');
-    // a refunded call still had its reservation: the caller stays overlapped, and the key is free
+    // a refunded call still had its reservation: the caller stays overlapped
     w.calls.length = 0;
-    const retry = await call(w, plaintext, body('f-2'), { idempotencyKey: 'f-key' });
-    t.equal(retry.status, 200, 'the refunded key is free again');
+    const retry = await call(w, plaintext, body('f-3'));
+    t.equal(retry.status, 200);
     t.same(order(w.calls), ['infer', 'reserve']);
   });
 
