@@ -49,15 +49,18 @@ export interface PoolTimes {
  * terminates them anyway. A native (onnxruntime-node) worker answers once the runtime call it
  * is in has returned (a session being created, a warm-up, a task: terminating it inside one
  * aborts the process, workers/inference.ts), so this bounds one such call on a loaded host,
- * not a normal close. */
+ * not a normal close. A WASM worker is not waited for at all (close()). */
 export const RELEASE_WAIT_MS = 30_000;
 
 export class InferencePool {
   private readonly piscina: Piscina;
   private readonly channel: BroadcastChannel;
   private readonly stop = new SharedArrayBuffer(4);
+  /** the workers close() need not wait for: those that answered the close, and those that
+   * run ORT-web's WASM backend */
   private readonly closed = new Set<number>();
   private onClosed: (() => void) | null = null;
+  private readonly provider: ExecutionProvider;
 
   constructor(
     config: Omit<WorkerConfig, 'channel' | 'stop'>,
@@ -65,13 +68,16 @@ export class InferencePool {
     onReport: (r: WorkerReport) => void,
     onError: (e: Error) => void,
   ) {
+    this.provider = config.provider;
     const channel = `inference-${randomUUID()}`;
     this.channel = new BroadcastChannel(channel);
     this.channel.onmessage = (ev) => {
       const r = (ev as { data: unknown }).data as WorkerReport | WorkerClosed;
-      if (r.kind !== 'closed') return onReport(r);
-      this.closed.add(r.worker);
-      if (this.closed.size >= this.workers) this.onClosed?.();
+      // a WebGPU worker that fell back to WASM holds no device: like a WASM pool's, close()
+      // ends it without waiting for its answer
+      if (r.kind === 'provider' && r.provider === 'wasm') this.settle(r.worker);
+      if (r.kind === 'closed') this.settle(r.worker);
+      else onReport(r);
     };
     this.piscina = new Piscina({
       filename: workerFile(),
@@ -106,16 +112,26 @@ export class InferencePool {
     return this.piscina.run(task, { transferList: transfer }) as Promise<WorkerReply>;
   }
 
+  private settle(worker: number): void {
+    this.closed.add(worker);
+    if (this.closed.size >= this.workers) this.onClosed?.();
+  }
+
   /** Asks every worker to release its sessions and GPU device, waits for them (bounded),
    * then terminates the threads; false when a worker did not answer in time. Terminating a
-   * WebGPU worker with its device alive left the teardown to native finalizers at thread exit. */
+   * WebGPU worker with its device alive left the teardown to native finalizers at thread exit.
+   * A WASM worker is terminated at once: it holds nothing outside its own heap, ends safely
+   * inside a run (workers/inference.ts release()), and one inside a long run (a set refused at
+   * MODEL_LOAD_TIMEOUT_SECONDS, its warm-up minutes long) cannot read the close message before
+   * the run returns: waiting for its answer kept it computing for RELEASE_WAIT_MS and held a
+   * SIGTERM that long (issue 43). */
   async close(): Promise<boolean> {
     // the timer is ref'd: the report channel is not, and the answers must be waited for
     let timer: NodeJS.Timeout | undefined;
     let timedOut = false;
     const released = new Promise<void>((resolve) => {
       this.onClosed = resolve;
-      if (this.closed.size >= this.workers) resolve();
+      if (this.provider === 'wasm' || this.closed.size >= this.workers) resolve();
       timer = setTimeout(() => {
         timedOut = true;
         resolve();
