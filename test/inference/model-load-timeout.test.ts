@@ -76,5 +76,9 @@ t.test('a set whose load and warm-up overrun MODEL_LOAD_TIMEOUT_SECONDS is refus
 
   // SIGTERM still ends the process, cleanly
   t.equal(await server.stop('SIGTERM'), 0, 'exit 0 on SIGTERM');
+  // and neither refused set's WASM thread, inside its minutes-long warm-up, was waited for:
+  // before issue 43's fix each kept computing RELEASE_WAIT_MS (30 s) after its refusal and the
+  // SIGTERM waited behind it (pool-close.test.ts shows the thread's end in process)
+  t.notOk(server.logLines().some((l) => /did not release its sessions in time/.test(String(l.msg))), 'no pool close waited out its bound');
 });
 
