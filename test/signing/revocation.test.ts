@@ -4,16 +4,19 @@ import t from 'tap';
 import type { JSONWebKeySet } from 'jose';
 import { jwksOf as jwks, signedVerdict, verdictChecks as check } from '../helpers/verdicts.ts';
 import { signBody } from '../../src/signing/index.ts';
-import { makeToken, startServer, type ServerHandle } from '../helpers/server.ts';
+import { startApi } from '../helpers/api.ts';
+import { makeToken } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 // Emergency revocation of a verdict-signing key whose private part leaked (security issue
 // 29), through the real server and its key files (LMDB store, one host): the revoked key is
 // gone from the served JWKS on the very next request, so a verdict signed (or forged) with it
 // no longer checks, and new verdicts carry the new kid.
-
-
-const server = await startServer({ ready: true });
+// The service's API in this process (test/helpers/api.ts startApi: the real app, LMDB store, key
+// files and engine; `keys` commands through the CLI's runCommand on the same DATA_DIR), not a
+// started server: nothing here is the process's or the transport's (issue 43: a server start
+// fewer). An API worker's own re-read of `current` is the same code in either.
+const server = await startApi({ engine: 'real', ready: true });
 t.teardown(() => server.stop());
 const { token } = await makeToken(server, ['rgb_liveness:1000:day']);
 
