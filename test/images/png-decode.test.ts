@@ -118,9 +118,10 @@ t.test('IHDR must be 13 bytes', async (t) => {
   rejects(t, Buffer.concat([png.subarray(0, 8), chunk, png.subarray(33)]), 'png_invalid_ihdr');
 });
 
-t.test('Sub rows unfiltered a word at a time: without room after the rows, in place, nothing written past the pixels', async (t) => {
+t.test('Sub, Up and Average rows unfiltered a word at a time: without room after the rows, in place, nothing written past the pixels', async (t) => {
   const rgb = noise(5);
-  for (const filter of [1, 4, 'cycle'] as const) {
+  // each row filter's last pixel (the last row's: 1, 2, 3; 4 and cycle end on Paeth)
+  for (const filter of [1, 2, 3, 4, 'cycle'] as const) {
     const png = encodePng(rgb, 320, 320, { filter });
     let idat = Buffer.alloc(0);
     for (let pos = 8; pos < png.length;) {
