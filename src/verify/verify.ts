@@ -10,7 +10,7 @@ import { earlyMetadata } from './early-metadata.ts';
 import { refusal, replayed, verdict, worthLogging } from './outcomes.ts';
 import type { ReceivedPart, VerifyAnswer, VerifyDeps, VerifyRequest, VerifyStep } from './ports.ts';
 import { prepareRequest, type PreparedRequest } from './prepare.ts';
-import { workerEarlyInference } from './early-inference.ts';
+import { type EarlyInference, workerEarlyInference } from './early-inference.ts';
 
 // POST /v1/modules/{module_id}/verify as the contract orders it:
 //   accept   token (401), module (404), grant (403), enabled (403), models ready (503),
@@ -20,9 +20,9 @@ import { workerEarlyInference } from './early-inference.ts';
 //   validate metadata, parts, hashes and every image (422)
 //   reserve  idempotency (409, or a replay) and quota (429), in one transaction
 //   infer    the module's networks (500 inference_failed, units refunded); for a key-less
-//            call of a caller whose last reservation on this worker succeeded, started as
-//            validate ends, beside the reservation, its answer used only once the reservation
-//            is granted
+//            call of a caller whose last reservation on this worker succeeded, for no more
+//            images than this one sends, started as validate ends, beside the reservation, its
+//            answer used only once the reservation is granted
 //            (early-inference.ts says why that caller, and what bounds the engine's waste)
 //   settle   charge, save the answer on the key, store the results (500 settlement_failed;
 //            503 store_unavailable when the store could not write it: units given back)
@@ -107,7 +107,7 @@ export async function verify(req: VerifyRequest, deps: VerifyDeps): Promise<Veri
     const prepared = (learnt.prepared = timed(deps, 'validate', () => validate(caller, parts, upload.early())));
     const early = startedEarly(req, caller, prepared, deps);
     if (early) learnt.early = early;
-    const booking = (learnt.booking = await booked(caller, deps, timed(deps, 'reserve', () => reserve(req, caller, prepared, deps))));
+    const booking = (learnt.booking = await booked(caller, prepared, deps, timed(deps, 'reserve', () => reserve(req, caller, prepared, deps))));
     if (booking.kind === 'replay') {
       answer = booking.answer;
     } else {
@@ -214,24 +214,33 @@ function runEngine(caller: Caller, prepared: PreparedRequest, deps: VerifyDeps):
  * which only the reservation can tell. Not a step of its own: the call's `infer` step is its
  * wait for the engine once the reservation is granted. */
 function startedEarly(req: VerifyRequest, caller: Caller, prepared: PreparedRequest, deps: VerifyDeps): Promise<EngineAnswer> | null {
-  const memory = deps.earlyInference === undefined ? workerEarlyInference : deps.earlyInference;
-  if (req.idempotencyKey !== undefined || caller.token.demo || !memory?.allows(caller.token.id)) return null;
+  if (req.idempotencyKey !== undefined || caller.token.demo || !earlyMemory(deps)?.allows(caller.token.id, images(prepared))) return null;
   return runEngine(caller, prepared, deps);
 }
 
 /** The reservation's outcome, told to the early-inference memory. A call the reservation did
  * not grant (a replay, a refusal, a store failure) drops an early inference's answer and is
  * answered at once; its parts wait for the engine (release below). */
-async function booked(caller: Caller, deps: VerifyDeps, reserving: Promise<Booking>): Promise<Booking> {
-  const memory = deps.earlyInference === undefined ? workerEarlyInference : deps.earlyInference;
+async function booked(caller: Caller, prepared: PreparedRequest, deps: VerifyDeps, reserving: Promise<Booking>): Promise<Booking> {
   let reserved = false;
   try {
     const booking = await reserving;
     reserved = booking.kind === 'reserved';
     return booking;
   } finally {
-    if (!caller.token.demo) memory?.booked(caller.token.id, reserved);
+    if (!caller.token.demo) earlyMemory(deps)?.booked(caller.token.id, reserved ? images(prepared) : null);
   }
+}
+
+/** The early-inference memory a call uses (VerifyDeps.earlyInference). */
+function earlyMemory(deps: VerifyDeps): EarlyInference | null {
+  return deps.earlyInference === undefined ? workerEarlyInference : deps.earlyInference;
+}
+
+/** The images a call's metadata references, each one the engine runs: the measure of an
+ * early inference's bound (early-inference.ts). */
+function images(prepared: PreparedRequest): number {
+  return prepared.parsed.images.length;
 }
 
 /** The module's networks (the early inference's answer, when the call has one); any failure

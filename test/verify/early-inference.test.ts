@@ -5,7 +5,8 @@
 // own metering), each case the overlap changes: the overlap itself, a keyed call (always
 // serial: a replay runs no engine at all, as the spec's lifecycle says, nor does a key
 // conflict), a quota refusal (429, nothing charged, the engine's answer dropped, and the caller serial
-// from then on: a caller with no quota left cannot make the engine run in a loop), an
+// from then on: a caller with no quota left cannot make the engine run in a loop; nor for
+// more images than its last granted call), an
 // inference failure before the reservation answers (refunded once), both at once, a refused
 // call answered without waiting for the engine (its parts kept until the engine answers),
 // and a demo call (serial).
@@ -144,6 +145,18 @@ function cases(t: Test, store: StoreBackend) {
     t.equal(lines.filter((l) => l.status === 429 && l.charged_units === 0 && l.outcome === 'error').length, 5, 'five refusals audited, nothing charged');
   });
 
+  t.test('a call with more images than the caller\'s last granted one is serial: a single frame charged buys no dropped batch', async (t) => {
+    const w = world(store, { early: new EarlyInference() });
+    const { token, plaintext } = await addToken(w, [{ module_id: 'rgb_liveness', limit: 1 }]);
+    t.equal((await call(w, plaintext, body('b-1'))).status, 200, 'one image reserved: the caller is overlapped for calls of one image');
+    w.calls.length = 0;
+    const over = await call(w, plaintext, request([single({ id: 'b-2' }), single({ id: 'b-3' })]));
+    t.equal(over.status, 429);
+    t.equal(codeOf(over, 'reserve'), 'quota_exceeded');
+    t.equal(w.inference.calls, 1, 'two images after a reservation of one: no engine run');
+    t.same(await ledger(w, token), [{ kind: 'charge', units: 1 }]);
+  });
+
   t.test('the engine fails before the reservation answers: the granted reservation is refunded once, 500 inference_failed', async (t) => {
     const w = world(store, { early: new EarlyInference() });
     const { token, plaintext } = await addToken(w);
@@ -219,15 +232,17 @@ for (const s of stores) t.test(`on ${s.kind}`, async (t) => cases(t, s.store));
 
 t.test('the memory: a reservation adds the token, anything else takes it off, the oldest forgotten past capacity', async (t) => {
   const m = new EarlyInference(2);
-  t.notOk(m.allows('a'), 'a token not seen is serial');
-  m.booked('a', true);
-  m.booked('b', true);
-  t.ok(m.allows('a') && m.allows('b'));
-  m.booked('a', true); // a again: now the newest
-  m.booked('c', true);
-  t.same([m.allows('a'), m.allows('b'), m.allows('c')], [true, false, true], 'b, the oldest, forgotten');
+  t.notOk(m.allows('a', 1), 'a token not seen is serial');
+  m.booked('a', 1);
+  m.booked('b', 1);
+  t.ok(m.allows('a', 1) && m.allows('b', 1));
+  m.booked('a', 1); // a again: now the newest
+  m.booked('c', 1);
+  t.same([m.allows('a', 1), m.allows('b', 1), m.allows('c', 1)], [true, false, true], 'b, the oldest, forgotten');
   t.equal(m.size, 2);
-  m.booked('a', false);
-  t.notOk(m.allows('a'), 'a refusal takes the token off');
+  m.booked('a', null);
+  t.notOk(m.allows('a', 1), 'a refusal takes the token off');
   t.equal(m.size, 1);
+  m.booked('c', 4);
+  t.same([m.allows('c', 0), m.allows('c', 4), m.allows('c', 5)], [true, true, false], 'no more images than the last reservation\'s call sent');
 });
