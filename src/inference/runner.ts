@@ -289,8 +289,8 @@ export class ModuleRunner {
   }
 
   /** ORT-web reaches steady speed only after a few dozen runs per session, so every
-   * graph runs `runs` times with every batch size and window length it will see. */
-  /** `stop`, asked before each run: true ends the warm-up there (the pool is closing; a stop
+   * graph runs `runs` times with every batch size and window length it will see.
+   * `stop`, asked before each run: true ends the warm-up there (the pool is closing; a stop
    * during a long warm-up waited for all its runs: WARMUP_RUNS=400 held a test's close for
    * seconds of CPU, issue 43). */
   async warmup(runs: number, stop: () => boolean = () => false): Promise<void> {
