@@ -3,11 +3,12 @@
 // a checkout or copy that touches every file without changing one does not rebuild, and an
 // edit always does.
 //   node scripts/build-stamp.mjs check   exit 0 when dist/ matches the inputs, 1 when not
-//   node scripts/build-stamp.mjs write   record the inputs dist/ was just built from
+//   node scripts/build-stamp.mjs begin   before a build: forget the stamp, note the inputs' hash
+//   node scripts/build-stamp.mjs write   after it: record the inputs dist/ was built from
 //   node scripts/build-stamp.mjs start   build when needed (what prestart runs)
 import { createHash } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -61,6 +62,11 @@ export const BUNDLES = [
 export const BUILD_OUTPUTS = ['dist/src/main.js', 'dist/src/cli/main.js', ...BUNDLES.map((b) => `dist/src/${b.bundle}`)];
 
 const stampFile = (root) => join(root, 'dist', '.build-inputs');
+// The inputs are hashed when the build begins, not when it ends: a source edited while tsc and
+// the bundler ran was maybe not read by them, and a hash taken at the end would stamp it as
+// built (the tests' engine threads and every start trust the stamp: bench/harness/from-build.ts).
+// The stamp itself is removed at the start, so a build that fails or is killed leaves none.
+const pendingFile = (root) => join(root, 'dist', '.build-inputs.pending');
 
 export function upToDate(root) {
   if (!BUILD_OUTPUTS.every((f) => existsSync(join(root, f)))) return false;
@@ -75,14 +81,23 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const root = process.env.BUILD_ROOT ?? join(dirname(fileURLToPath(import.meta.url)), '..');
   const verb = process.argv[2];
   if (verb === 'check') process.exit(upToDate(root) ? 0 : 1);
-  else if (verb === 'write') writeFileSync(stampFile(root), `${inputHash(root)}\n`);
+  else if (verb === 'begin') {
+    mkdirSync(join(root, 'dist'), { recursive: true });
+    rmSync(stampFile(root), { force: true });
+    writeFileSync(pendingFile(root), `${inputHash(root)}\n`);
+  } else if (verb === 'write') {
+    // the hash noted at `begin`; a build run without it (an old script) hashes now
+    const pending = existsSync(pendingFile(root)) ? readFileSync(pendingFile(root), 'utf8').trim() : inputHash(root);
+    writeFileSync(stampFile(root), `${pending}\n`);
+    rmSync(pendingFile(root), { force: true });
+  }
   else if (verb === 'start') {
     if (upToDate(root)) process.exit(0);
     process.stderr.write('sources changed since the last build: building (npm run build)\n');
     const r = spawnSync('npm', ['run', 'build', '--silent'], { cwd: root, stdio: 'inherit' });
     process.exit(r.status ?? 1);
   } else {
-    process.stderr.write('usage: node scripts/build-stamp.mjs check|write|start\n');
+    process.stderr.write('usage: node scripts/build-stamp.mjs check|begin|write|start\n');
     process.exit(2);
   }
 }

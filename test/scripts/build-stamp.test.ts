@@ -35,4 +35,16 @@ t.test('a build records its inputs; only a changed input makes dist stale', asyn
   writeFileSync(join(root, 'tsconfig.json'), '{}\n');
   rmSync(join(root, 'dist/src/worker.bundle.mjs'));
   t.equal(run('check').status, 1, 'a missing build output is stale whatever the stamp says');
+  writeFileSync(join(root, 'dist/src/worker.bundle.mjs'), '');
+});
+
+t.test('the inputs are those a build began with: a source edited during the build leaves dist stale', async (t) => {
+  t.equal(run('begin').status, 0);
+  t.equal(run('check').status, 1, 'a build under way: no stamp, stale');
+  writeFileSync(join(root, 'src/http/a.ts'), 'export const a = 3;\n'); // edited while tsc ran
+  t.equal(run('write').status, 0);
+  t.equal(run('check').status, 1, 'the edit was maybe not built: stale');
+  t.equal(run('begin').status, 0);
+  t.equal(run('write').status, 0);
+  t.equal(run('check').status, 0, 'a build begun after the edit: up to date');
 });
