@@ -243,18 +243,11 @@ function inflateRows(idat: readonly Uint8Array[]): Uint8Array {
  * (bench/results/png-cpu-s49.md). */
 export function unfilter(raw: Uint8Array, out: Uint8Array = new Uint8Array(new ArrayBuffer(RGB8_BYTES))): Uint8Array {
   const stride = STRIDE;
-  // Sub, Up and Average rows move a pixel as one 32-bit word (subRow). The input view reaches
-  // 1 byte past `raw` where its buffer has it (the inflate scratch has 1 KiB of room; that byte
-  // is only read); the output view ends with `out` (what follows may be the caller's), so the
-  // image's last pixel is written byte by byte.
-  const words: Words = {
-    raw: new DataView(raw.buffer, raw.byteOffset, Math.min(raw.byteLength + 1, raw.buffer.byteLength - raw.byteOffset)),
-    out: new DataView(out.buffer, out.byteOffset, out.byteLength),
-    rawLast: 0,
-    outLast: 0,
-  };
-  words.rawLast = words.raw.byteLength - 4;
-  words.outLast = words.out.byteLength - 4;
+  // Sub, Up and Average rows move a pixel as one 32-bit word (addLanes), through these views
+  // of exactly `raw` and `out`: each row's last pixel goes byte by byte, so no word reaches past
+  // its row's end, nor past either array.
+  const rv = new DataView(raw.buffer, raw.byteOffset, raw.byteLength);
+  const ov = new DataView(out.buffer, out.byteOffset, out.byteLength);
   for (let y = 0; y < CROP_SIZE; y++) {
     const filter = raw[y * (stride + 1)];
     const src = y * (stride + 1) + 1;
@@ -265,19 +258,19 @@ export function unfilter(raw: Uint8Array, out: Uint8Array = new Uint8Array(new A
         copyRow(raw, out, src, dst, stride);
         break;
       case 1:
-        subRow(raw, out, words, src, dst, stride);
+        subRow(raw, out, rv, ov, src, dst, stride);
         break;
       case 2:
         if (y === 0) copyRow(raw, out, src, dst, stride);
-        else upRow(raw, out, words, src, dst, up, stride);
+        else upRow(raw, out, rv, ov, src, dst, up, stride);
         break;
       case 3:
         if (y === 0) averageFirstRow(raw, out, src, dst, stride);
-        else averageRow(raw, out, words, src, dst, up, stride);
+        else averageRow(raw, out, rv, ov, src, dst, up, stride);
         break;
       case 4:
         // Without a previous row Paeth degenerates to Sub.
-        if (y === 0) subRow(raw, out, words, src, dst, stride);
+        if (y === 0) subRow(raw, out, rv, ov, src, dst, stride);
         else paethRow(raw, out, src, dst, up, stride);
         break;
       default:
@@ -292,42 +285,40 @@ function copyRow(raw: Uint8Array, out: Uint8Array, src: number, dst: number, str
   else out.set(raw.subarray(src, src + stride), dst);
 }
 
-/** 32-bit views of unfilter's input and output, and the last offset each can read or write a
- * whole word at. */
-interface Words {
-  raw: DataView;
-  out: DataView;
-  rawLast: number;
-  outLast: number;
+/** Two pixels' three bytes added lane by lane, without carries between them: the low 7 bits of
+ * each byte added, the top bits put back by xor. One add per pixel instead of three, which took
+ * a quarter to a third off the unfilter of the load generator's all-Sub image (CPU time,
+ * bench/results/png-cpu-s49.md). A fourth byte in either is dropped: the result's is 0. */
+function addLanes(a: number, b: number): number {
+  return ((a & 0x7f7f7f) + (b & 0x7f7f7f)) ^ ((a ^ b) & 0x808080);
 }
 
-/** Sub: each byte plus the one a pixel to its left. The pixel's three channels are added as
- * one word, lane by lane without carries between them (the low 7 bits of each byte added, the
- * top bits put back by xor): one load and one store per pixel instead of three of each, which
- * took a quarter to a third off the unfilter of the load generator's all-Sub image (CPU time,
- * bench/results/png-cpu-s49.md). The word read takes the next byte along (masked off), the
- * word written puts a byte on the next pixel's red, or the next row's first byte, which are
- * written later (rows go in order); with out === raw the written byte is one `raw` has already
- * read (a row lands y + 1 bytes before its filtered bytes). */
-function subRow(raw: Uint8Array, out: Uint8Array, w: Words, src: number, dst: number, stride: number): void {
-  const rv = w.raw;
-  const ov = w.out;
-  const rawLast = w.rawLast;
-  const outLast = w.outLast;
+/** A pixel's three bytes as one number (a row's last pixel, read byte by byte). */
+function pixelAt(bytes: Uint8Array, at: number): number {
+  return bytes[at] | (bytes[at + 1] << 8) | (bytes[at + 2] << 16);
+}
+
+/** Writes a pixel's three bytes (a row's last pixel, byte by byte). */
+function putPixel(bytes: Uint8Array, at: number, p: number): void {
+  bytes[at] = p;
+  bytes[at + 1] = p >> 8;
+  bytes[at + 2] = p >> 16;
+}
+
+// The word rows below: for every pixel but the row's last, the word read at `src + i` takes the
+// next pixel's first byte along (dropped by addLanes), and the word written at `dst + i` puts a
+// 0 on the next pixel's first byte, written later in the row. With out === raw that byte is one
+// `raw` has already read: a row lands y + 1 bytes before its filtered bytes.
+
+/** Sub: each byte plus the one a pixel to its left. */
+function subRow(raw: Uint8Array, out: Uint8Array, rv: DataView, ov: DataView, src: number, dst: number, stride: number): void {
+  const last = stride - 3;
   let p = 0;
-  for (let i = 0; i < stride; i += 3) {
-    const s = src + i;
-    const d = dst + i;
-    const x = s <= rawLast ? rv.getUint32(s, true) : raw[s] | (raw[s + 1] << 8) | (raw[s + 2] << 16);
-    p = ((x & 0x7f7f7f) + (p & 0x7f7f7f)) ^ ((x ^ p) & 0x808080);
-    if (d <= outLast) {
-      ov.setUint32(d, p, true);
-    } else {
-      out[d] = p;
-      out[d + 1] = p >> 8;
-      out[d + 2] = p >> 16;
-    }
+  for (let i = 0; i < last; i += 3) {
+    p = addLanes(rv.getUint32(src + i, true), p);
+    ov.setUint32(dst + i, p, true);
   }
+  putPixel(out, dst + last, addLanes(pixelAt(raw, src + last), p));
 }
 
 function averageFirstRow(raw: Uint8Array, out: Uint8Array, src: number, dst: number, stride: number): void {
@@ -344,53 +335,30 @@ function averageFirstRow(raw: Uint8Array, out: Uint8Array, src: number, dst: num
   }
 }
 
-/** Up: each byte plus the one above it, a pixel as one word (see subRow; the row above is
- * read a word at a time too, its fourth byte masked off). */
-function upRow(raw: Uint8Array, out: Uint8Array, w: Words, src: number, dst: number, up: number, stride: number): void {
-  const rv = w.raw;
-  const ov = w.out;
-  const rawLast = w.rawLast;
-  const outLast = w.outLast;
-  for (let i = 0; i < stride; i += 3) {
-    const s = src + i;
-    const d = dst + i;
-    const x = s <= rawLast ? rv.getUint32(s, true) : raw[s] | (raw[s + 1] << 8) | (raw[s + 2] << 16);
-    const b = ov.getUint32(up + i, true); // up + i + 3 <= dst: inside `out`
-    const p = ((x & 0x7f7f7f) + (b & 0x7f7f7f)) ^ ((x ^ b) & 0x808080);
-    if (d <= outLast) {
-      ov.setUint32(d, p, true);
-    } else {
-      out[d] = p;
-      out[d + 1] = p >> 8;
-      out[d + 2] = p >> 16;
-    }
-  }
+/** Up: each byte plus the one above it (the row above read a word at a time too, inside its
+ * own row). */
+function upRow(raw: Uint8Array, out: Uint8Array, rv: DataView, ov: DataView, src: number, dst: number, up: number, stride: number): void {
+  const last = stride - 3;
+  for (let i = 0; i < last; i += 3) ov.setUint32(dst + i, addLanes(rv.getUint32(src + i, true), ov.getUint32(up + i, true)), true);
+  putPixel(out, dst + last, addLanes(pixelAt(raw, src + last), pixelAt(out, up + last)));
 }
 
-/** Average: each byte plus the floor of the mean of the one to its left and the one above, a
- * pixel as one word: floor((a + b) / 2) is (a & b) + ((a ^ b) >> 1) in each lane (the shifted
- * half masked so no lane's low bit falls into the lane below), then added as subRow adds. */
-function averageRow(raw: Uint8Array, out: Uint8Array, w: Words, src: number, dst: number, up: number, stride: number): void {
-  const rv = w.raw;
-  const ov = w.out;
-  const rawLast = w.rawLast;
-  const outLast = w.outLast;
+/** Average: each byte plus the floor of the mean of the one to its left and the one above:
+ * floor((a + b) / 2) is (a & b) + ((a ^ b) >> 1) in each lane (the shifted half masked so no
+ * lane's low bit falls into the lane below, the fourth byte masked off the word above). */
+function averageRow(raw: Uint8Array, out: Uint8Array, rv: DataView, ov: DataView, src: number, dst: number, up: number, stride: number): void {
+  const last = stride - 3;
   let a = 0;
-  for (let i = 0; i < stride; i += 3) {
-    const s = src + i;
-    const d = dst + i;
-    const x = s <= rawLast ? rv.getUint32(s, true) : raw[s] | (raw[s + 1] << 8) | (raw[s + 2] << 16);
-    const b = ov.getUint32(up + i, true) & 0xffffff;
-    const m = (a & b) + (((a ^ b) >>> 1) & 0x7f7f7f);
-    a = ((x & 0x7f7f7f) + (m & 0x7f7f7f)) ^ ((x ^ m) & 0x808080);
-    if (d <= outLast) {
-      ov.setUint32(d, a, true);
-    } else {
-      out[d] = a;
-      out[d + 1] = a >> 8;
-      out[d + 2] = a >> 16;
-    }
+  for (let i = 0; i < last; i += 3) {
+    a = addLanes(rv.getUint32(src + i, true), mean(a, ov.getUint32(up + i, true) & 0xffffff));
+    ov.setUint32(dst + i, a, true);
   }
+  putPixel(out, dst + last, addLanes(pixelAt(raw, src + last), mean(a, pixelAt(out, up + last))));
+}
+
+/** floor((a + b) / 2) in each of three byte lanes. */
+function mean(a: number, b: number): number {
+  return (a & b) + (((a ^ b) >>> 1) & 0x7f7f7f);
 }
 
 function paeth(a: number, b: number, c: number): number {
