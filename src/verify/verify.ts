@@ -10,7 +10,7 @@ import { earlyMetadata } from './early-metadata.ts';
 import { refusal, replayed, verdict, worthLogging } from './outcomes.ts';
 import type { ReceivedPart, VerifyAnswer, VerifyDeps, VerifyRequest, VerifyStep } from './ports.ts';
 import { prepareRequest, type PreparedRequest } from './prepare.ts';
-import { type EarlyInference, workerEarlyInference } from './early-inference.ts';
+import { type EarlyClaim, type EarlyInference, workerEarlyInference } from './early-inference.ts';
 
 // POST /v1/modules/{module_id}/verify as the contract orders it:
 //   accept   token (401), module (404), grant (403), enabled (403), models ready (503),
@@ -106,12 +106,12 @@ export async function verify(req: VerifyRequest, deps: VerifyDeps): Promise<Veri
     const parts = (learnt.parts = await timed(deps, 'receive', () => upload.parts));
     const prepared = (learnt.prepared = timed(deps, 'validate', () => validate(caller, parts, upload.early())));
     const early = startedEarly(req, caller, prepared, deps);
-    if (early) learnt.early = early;
-    const booking = (learnt.booking = await booked(caller, prepared, deps, timed(deps, 'reserve', () => reserve(req, caller, prepared, deps))));
+    if (early) learnt.early = early.answer;
+    const booking = (learnt.booking = await booked(caller, prepared, deps, early?.claim ?? null, () => timed(deps, 'reserve', () => reserve(req, caller, prepared, deps))));
     if (booking.kind === 'replay') {
       answer = booking.answer;
     } else {
-      const inferred = (learnt.inferred = await timed(deps, 'infer', () => infer(req, caller, prepared, booking, deps, refunded, early)));
+      const inferred = (learnt.inferred = await timed(deps, 'infer', () => infer(req, caller, prepared, booking, deps, refunded, learnt.early ?? null)));
       answer = await timed(deps, 'settle', () => settle(req, caller, booking, inferred, deps, refunded));
       learnt.settled = true;
     }
@@ -213,22 +213,25 @@ function runEngine(caller: Caller, prepared: PreparedRequest, deps: VerifyDeps):
  * Idempotency-Key stays serial: it may be a replay (the spec: no inference) or a key conflict,
  * which only the reservation can tell. Not a step of its own: the call's `infer` step is its
  * wait for the engine once the reservation is granted. */
-function startedEarly(req: VerifyRequest, caller: Caller, prepared: PreparedRequest, deps: VerifyDeps): Promise<EngineAnswer> | null {
-  if (req.idempotencyKey !== undefined || caller.token.demo || !earlyMemory(deps)?.allows(caller.token.id, images(prepared))) return null;
-  return runEngine(caller, prepared, deps);
+function startedEarly(req: VerifyRequest, caller: Caller, prepared: PreparedRequest, deps: VerifyDeps): { answer: Promise<EngineAnswer>; claim: EarlyClaim } | null {
+  if (req.idempotencyKey !== undefined || caller.token.demo) return null;
+  const claim = earlyMemory(deps)?.start(caller.token.id, images(prepared));
+  return claim ? { answer: runEngine(caller, prepared, deps), claim } : null;
 }
 
-/** The reservation's outcome, told to the early-inference memory. A call the reservation did
- * not grant (a replay, a refusal, a store failure) drops an early inference's answer and is
- * answered at once; its parts wait for the engine (release below). */
-async function booked(caller: Caller, prepared: PreparedRequest, deps: VerifyDeps, reserving: Promise<Booking>): Promise<Booking> {
+/** The reservation's outcome, told to the early-inference memory with the call's claim on
+ * its token's bound, if it started early (the reservation is started in here, so the claim is
+ * given back however it fails). A call the reservation did not grant (a replay, a refusal, a
+ * store failure) drops an early inference's answer and is answered at once; its parts wait for
+ * the engine (release below). */
+async function booked(caller: Caller, prepared: PreparedRequest, deps: VerifyDeps, claim: EarlyClaim | null, reserve: () => Promise<Booking>): Promise<Booking> {
   let reserved = false;
   try {
-    const booking = await reserving;
+    const booking = await reserve();
     reserved = booking.kind === 'reserved';
     return booking;
   } finally {
-    if (!caller.token.demo) earlyMemory(deps)?.booked(caller.token.id, reserved ? images(prepared) : null);
+    if (!caller.token.demo) earlyMemory(deps)?.booked(caller.token.id, reserved ? images(prepared) : null, claim);
   }
 }
 

@@ -6,7 +6,9 @@
 // serial: a replay runs no engine at all, as the spec's lifecycle says, nor does a key
 // conflict), a quota refusal (429, nothing charged, the engine's answer dropped, and the caller serial
 // from then on: a caller with no quota left cannot make the engine run in a loop; nor for
-// more images than its last granted call), an
+// more images than its last granted call), a burst of concurrent calls (one overlapped at a
+// time: a burst from a caller whose quota just ran out drops one engine run, not one per
+// call; with quota left, every call charged and the overlap back once the burst is done), an
 // inference failure before the reservation answers (refunded once), both at once, a refused
 // call answered without waiting for the engine (its parts kept until the engine answers),
 // and a demo call (serial).
@@ -18,13 +20,30 @@ import { EarlyInference } from '../../src/verify/index.ts';
 import type { ReceivedPart } from '../../src/verify/ports.ts';
 import { request, single } from '../helpers/captures.ts';
 import { waitFor } from '../helpers/wait.ts';
-import { addToken, audits, bothStores, call, codeOf, ledger, usedBy, world } from './world.ts';
+import { addToken, audits, bothStores, call, codeOf, ledger, usedBy, world, type World } from './world.ts';
 
 const stores = await bothStores(t);
 const body = (id: string) => request([single({ id })]);
 /** the engine and the reservation, in the order the use case called them */
 const order = (calls: string[]) => calls.filter((c) => c === 'reserve' || c === 'infer');
 const count = (list: string[], item: string) => list.filter((x) => x === item).length;
+
+/** Holds every reservation, before it reaches the store, until `n` calls have asked for one:
+ * each call of a burst has then chosen between overlapped and serial (startedEarly comes just
+ * before the reservation) before any reservation of the burst answers. Resolves with the
+ * engine's call count at that moment. */
+function holdReservations(w: World, n: number): Promise<number> {
+  const reserve = w.deps.metering.reserve;
+  let arrived = 0;
+  let open!: (engineCalls: number) => void;
+  const all = new Promise<number>((resolve) => (open = resolve));
+  w.deps.metering.reserve = async (input) => {
+    if (++arrived === n) open(w.inference.calls);
+    await all;
+    return reserve(input);
+  };
+  return all;
+}
 
 function cases(t: Test, store: StoreBackend) {
   t.test('a caller whose last reservation succeeded: the engine runs while the reservation is held, and the call is charged as before', async (t) => {
@@ -145,6 +164,51 @@ function cases(t: Test, store: StoreBackend) {
     t.equal(lines.filter((l) => l.status === 429 && l.charged_units === 0 && l.outcome === 'error').length, 5, 'five refusals audited, nothing charged');
   });
 
+  t.test('a burst of calls from a caller whose quota just ran out: one engine run dropped, not one per call', async (t) => {
+    const w = world(store, { early: new EarlyInference() });
+    const { token, plaintext } = await addToken(w, [{ module_id: 'rgb_liveness', limit: 1 }]);
+    t.equal((await call(w, plaintext, body('burst-0'))).status, 200, 'its last unit: the caller is overlapped from now on');
+    const n = 8;
+    const held = holdReservations(w, n);
+    const answering = Promise.all(Array.from({ length: n }, (_, i) => call(w, plaintext, body(`burst-${i + 1}`))));
+    t.equal(await held, 2, `${n} calls waiting for their reservations, one engine run started beside them (before the bound: ${n})`);
+    const answers = await answering;
+    t.same(answers.map((a) => a.status), Array(n).fill(429), 'every call of the burst refused');
+    t.same(answers.map((a) => codeOf(a, 'reserve')), Array(n).fill('quota_exceeded'));
+    t.equal(w.inference.calls, 2, 'no engine run for the calls that were serial');
+    await w.inference.last;
+    t.same(await ledger(w, token), [{ kind: 'charge', units: 1 }], 'nothing charged for the burst');
+    t.equal(w.metrics.inference.length, 1, 'the dropped run is not timed');
+    // refused: serial from now on
+    const after = await call(w, plaintext, body('burst-after'));
+    t.equal(after.status, 429);
+    t.equal(w.inference.calls, 2, 'the next call is serial: no engine run');
+  });
+
+  t.test('a burst of calls from a caller with quota: every call charged, one overlapped at a time, and the overlap back after the burst', async (t) => {
+    const w = world(store, { early: new EarlyInference() });
+    const { token, plaintext } = await addToken(w);
+    t.equal((await call(w, plaintext, body('qb-0'))).status, 200);
+    const reserve = w.deps.metering.reserve;
+    const n = 4;
+    const held = holdReservations(w, n);
+    const answering = Promise.all(Array.from({ length: n }, (_, i) => call(w, plaintext, body(`qb-${i + 1}`))));
+    t.equal(await held, 2, 'one call overlapped, the others serial');
+    const answers = await answering;
+    t.same(answers.map((a) => a.status), Array(n).fill(200));
+    t.equal(w.inference.calls, 1 + n, 'every call inferred once');
+    t.equal(await usedBy(w, token), 1 + n, 'every call charged');
+    // every claim given back: the next call is overlapped again
+    w.deps.metering.reserve = reserve;
+    w.calls.length = 0;
+    const gate = w.holdReserve();
+    const next = call(w, plaintext, body('qb-next'));
+    await gate.reached;
+    t.same(order(w.calls), ['infer', 'reserve'], 'overlapped: the burst left no claim behind');
+    gate.open();
+    t.equal((await next).status, 200);
+  });
+
   t.test('a call with more images than the caller\'s last granted one is serial: a single frame charged buys no dropped batch', async (t) => {
     const w = world(store, { early: new EarlyInference() });
     const { token, plaintext } = await addToken(w, [{ module_id: 'rgb_liveness', limit: 1 }]);
@@ -233,6 +297,7 @@ for (const s of stores) t.test(`on ${s.kind}`, async (t) => cases(t, s.store));
 t.test('the memory: a reservation adds the token, anything else takes it off, the oldest forgotten past capacity', async (t) => {
   const m = new EarlyInference(2);
   t.notOk(m.allows('a', 1), 'a token not seen is serial');
+  t.equal(m.start('a', 1), null);
   m.booked('a', 1);
   m.booked('b', 1);
   t.ok(m.allows('a', 1) && m.allows('b', 1));
@@ -245,4 +310,38 @@ t.test('the memory: a reservation adds the token, anything else takes it off, th
   t.equal(m.size, 1);
   m.booked('c', 4);
   t.same([m.allows('c', 0), m.allows('c', 4), m.allows('c', 5)], [true, true, false], 'no more images than the last reservation\'s call sent');
+});
+
+t.test('the memory: overlapped calls in flight count against the bound until their reservation answers', async (t) => {
+  const m = new EarlyInference(2);
+  m.booked('a', 1);
+  const first = m.start('a', 1);
+  t.ok(first, 'a single-frame caller: one call overlapped');
+  t.equal(m.start('a', 1), null, 'a second while the first waits for its reservation: serial');
+  m.booked('a', null, first); // refused
+  t.equal(m.size, 0, 'refused, no claim left: forgotten');
+  t.equal(m.start('a', 1), null, 'serial until a reservation succeeds');
+
+  m.booked('b', 4);
+  const two = m.start('b', 2);
+  const one = m.start('b', 1);
+  t.ok(two && one, 'after a granted call of 4 images: calls of 2 and 1 overlapped');
+  t.equal(m.start('b', 2), null, 'not one more of 2: 5 images in flight would be more than the 4 granted');
+  m.booked('b', null); // a serial call of b refused while two claims wait
+  t.equal(m.size, 1, 'b stays remembered while its claims are in flight');
+  t.notOk(m.allows('b', 1), 'but is serial');
+  m.booked('b', 2, two); // a granted reservation: b overlapped again, for 2 images, one still in flight
+  t.notOk(m.allows('b', 2), 'one image in flight: a call of 2 would be 3');
+  t.ok(m.allows('b', 1));
+  m.booked('b', 1, one);
+  t.ok(m.allows('b', 1) && !m.allows('b', 2), 'its last granted call sent 1 image');
+
+  // forgetting skips a token with a claim in flight
+  const held = m.start('b', 1)!;
+  m.booked('c', 1);
+  m.booked('d', 1);
+  t.equal(m.size, 2);
+  t.notOk(m.allows('c', 1), 'c forgotten, not b: b has a call in flight');
+  m.booked('b', 1, held);
+  t.ok(m.allows('b', 1), 'b\'s claim given back to the entry it counted in');
 });
