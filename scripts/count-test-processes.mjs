@@ -13,7 +13,10 @@
 // .map, .forEach, Array.from) counts once per iteration when the source says how many (an
 // array literal or a `const NAME = [...]`, `Array.from({ length: N })`, `i < N`, N a number or
 // an arithmetic of the file's numeric consts), and a start in a helper counts at each call of
-// the helper (startNodes(t, 3, ...) counts 3). A loop whose count the source does not say (a
+// the helper (startNodes(t, 3, ...) counts 3); a loop in a helper bounded by a field of its
+// options (`cycle < opts.cycles`) counts what the call's object literal says (`cycles: 2`),
+// and a default start (`(opts.startFinal ?? startServer)(...)`) counts at a call that does not
+// give that option (runKillLoop's final start: its test gives an in-process one). A loop whose count the source does not say (a
 // while, a loop over a computed list) counts once and is reported, and so does one that may
 // break early. Conditions are not read (a start in an `if` counts), so the figure is
 // close to a run's, not equal to it: --run gives that one for the files it is handed.
@@ -159,13 +162,20 @@ function loopSpans(S) {
     const end = mask[k] === '{' ? closeOf(mask, k) : mask.indexOf(';', k) + 1 || mask.length;
     const head = mask.slice(headStart + 1, headEnd - 1);
     let times = null;
+    let bound = null;
     if (m[1] === 'for') {
       const of = /^\s*(?:const|let|var)\s+[^]*?\s+of\s+([^]*)$/.exec(head);
-      const counted = /^\s*let\s+([A-Za-z_$][\w$]*)\s*=\s*0\s*;\s*\1\s*<\s*([^;]+);/.exec(head);
+      const counted = /^\s*let\s+([A-Za-z_$][\w$]*)\s*=\s*0\s*;\s*\1\s*(<=?)\s*([^;]+);/.exec(head);
       if (of) times = elementsOf(S, of[1].trim(), headStart + 1 + head.indexOf(of[1].trim()));
-      else if (counted) times = numericValue(S, counted[2]);
+      else if (counted) {
+        const inclusive = counted[2] === '<=' ? 1 : 0;
+        const n = numericValue(S, counted[3]);
+        if (n !== null) times = n + inclusive;
+        // `i < opts.cycles` in a helper: the helper's call says how many (loopFactor, with params)
+        else bound = { expr: S.code.slice(headStart + 1 + head.indexOf(counted[3]), headStart + 1 + head.indexOf(counted[3]) + counted[3].length).trim(), inclusive };
+      }
     }
-    spans.push({ from: m.index, to: end, times, upTo: /\bbreak\b/.test(mask.slice(k, end)) });
+    spans.push({ from: m.index, to: end, times, bound, upTo: /\bbreak\b/.test(mask.slice(k, end)) });
   }
   for (const m of mask.matchAll(/(\bArray\.from|\.map|\.flatMap|\.forEach)\s*\(/g)) {
     const paren = m.index + m[0].length - 1;
@@ -259,19 +269,44 @@ function numericValue(S, expr) {
 /** How many times the code at `at` runs per run of the file, by the loops around it (from
  * `within` on): `times` (the product of the known counts), `unknown` (a loop whose count the
  * source does not say), `upTo` (a loop that may break early); either of those counts once. */
-function loopFactor(spans, at, within = 0) {
+function loopFactor(spans, at, within = 0, params = []) {
   let times = 1;
   let unknown = false;
   let upTo = false;
+  // loops bounded by a field of an options parameter of the helper (`i < opts.cycles`): each
+  // call of the helper multiplies by what its argument says (callTimes)
+  const byParam = [];
   for (const l of spans) {
     if (!(at > l.from && at < l.to && l.from >= within)) continue;
+    const field = l.times === null && l.bound ? /^([A-Za-z_$][\w$]*)\.([A-Za-z_$][\w$]*)$/.exec(l.bound.expr) : null;
     // a loop that may break early counts once, like one whose count is unknown; its count is
     // reported as the most it could start
-    if (l.times === null) unknown = true;
+    if (field && params.includes(field[1]) && !l.upTo) byParam.push({ arg: params.indexOf(field[1]), field: field[2], inclusive: l.bound.inclusive });
+    else if (l.times === null) unknown = true;
     else if (l.upTo) upTo = true;
     else times *= l.times;
   }
-  return { times, unknown, upTo };
+  return { times, unknown, upTo, byParam };
+}
+
+/** How many times the loops bounded by an options field (loopFactor's byParam) run at a call
+ * with these arguments: the field written as a number in an object-literal argument; null
+ * when the call does not say. */
+function callTimes(S, byParam, args) {
+  let times = 1;
+  for (const b of byParam) {
+    const arg = args[b.arg] ?? '';
+    if (b.unlessGiven) {
+      if (!/^\{/.test(arg)) return null;
+      times *= new RegExp(`(?:^|[{,\\s])${b.field}\\s*:`).test(arg) ? 0 : 1;
+      continue;
+    }
+    const v = /^\{/.test(arg) ? new RegExp(`(?:^|[{,\\s])${b.field}\\s*:\\s*([^,}\\n]+)`).exec(arg)?.[1] : undefined;
+    const n = v === undefined ? null : numericValue(S, v);
+    if (n === null) return null;
+    times *= n + b.inclusive;
+  }
+  return times;
 }
 
 function paramNames(params) {
@@ -375,6 +410,11 @@ function primitiveSites(S, file) {
   for (const m of S.mask.matchAll(/(?<![\w$.])(startServer|runServiceToExit|runCliProcess|runCli)\s*\(/g)) {
     if (!isDefinition(S.mask, m.index)) sites.push({ kind: PRIMITIVES[m[1]], at: m.index, n: 1, why: `${m[1]}()` });
   }
+  // a default (`(opts.startFinal ?? startServer)(...)`): counted at a call of its helper unless
+  // the call's options argument names the field (helpersOf, callTimes)
+  for (const m of S.mask.matchAll(/\(\s*([A-Za-z_$][\w$]*)\.([A-Za-z_$][\w$]*)\s*\?\?\s*(startServer|runServiceToExit|runCliProcess)\s*\)\s*\(/g)) {
+    sites.push({ kind: PRIMITIVES[m[3]], at: m.index, n: 1, why: `${m[3]}() unless ${m[1]}.${m[2]} is given`, defaultOf: { param: m[1], field: m[2] } });
+  }
   for (const m of S.mask.matchAll(/\.cli\s*\(/g)) sites.push({ kind: 'inproc', at: m.index, n: 1, why: '<server>.cli() (in-process)' });
   for (const m of S.mask.matchAll(/(?<![\w$.])(spawnChild|spawnChildSync|spawn|spawnSync|runChild|execFile|execFileSync|fork)\s*\(/g)) {
     if (isDefinition(S.mask, m.index)) continue;
@@ -395,8 +435,11 @@ function helpersOf(S, file) {
   const helpers = new Map();
   for (const fn of functionBodies(S.mask)) {
     const inner = sites.filter((s) => s.at >= fn.bodyStart && s.at < fn.end).map((s) => {
-      const l = loopFactor(loops, s.at, fn.bodyStart);
-      return { ...s, times: l.times, loop: l.unknown, upTo: l.upTo };
+      const l = loopFactor(loops, s.at, fn.bodyStart, fn.params);
+      const byParam = [...l.byParam];
+      // a default start runs 0 times when the call gives the option, once when it does not
+      if (s.defaultOf && fn.params.includes(s.defaultOf.param)) byParam.push({ arg: fn.params.indexOf(s.defaultOf.param), field: s.defaultOf.field, unlessGiven: true });
+      return { ...s, times: l.times, loop: l.unknown || (s.defaultOf && !fn.params.includes(s.defaultOf.param)), upTo: l.upTo, byParam };
     });
     if (inner.length === 0) continue;
     // `Array.from({ length: count }, () => startServer(...))` with `count` a parameter: the
@@ -447,12 +490,13 @@ function analyse() {
         const mult = h.multiplierArg >= 0 ? Number(args[h.multiplierArg]) : 1;
         const l = loopFactor(loops, m.index);
         for (const s of h.sites) {
-          const unknown = !Number.isFinite(mult);
-          const times = l.times * s.times;
+          const byCall = s.byParam?.length ? callTimes(S, s.byParam, args) : 1;
+          const unknown = !Number.isFinite(mult) || byCall === null;
+          const times = l.times * s.times * (byCall ?? 1);
           counted.push({
             kind: s.kind,
             n: s.n * (unknown ? 1 : mult) * times,
-            why: `${name}() -> ${s.why}${h.multiplierArg >= 0 ? ` x ${args[h.multiplierArg]}` : ''}${times !== 1 ? ` x ${times} (loop)` : ''}`,
+            why: `${name}() -> ${s.why}${h.multiplierArg >= 0 ? ` x ${args[h.multiplierArg]}` : ''}${s.byParam?.some((b) => b.unlessGiven) ? (times === 0 ? ': given, 0' : ': not given') : times !== 1 ? ` x ${times} (loop${s.byParam?.length ? `: ${s.byParam.map((b) => b.field).join(', ')} at the call` : ''})` : ''}`,
             line: lineOf(S.mask, m.index),
             loop: l.unknown || s.loop || unknown,
             upTo: l.upTo || s.upTo,

@@ -11,7 +11,7 @@
 import { buildVerifyBody, buildCapture } from '../../src/client/index.ts';
 import { smallSingle } from '../harness/wire.ts';
 import { tempDir } from '../harness/server.ts';
-import { Failures, ledgerOk, makeToken, prng, sleep, startServer, unitsUsed, type ScenarioResult, type ServerHandle } from './lib.ts';
+import { Failures, ledgerOk, makeToken, prng, sleep, startServer, unitsUsed, type ScenarioResult, type ServerHandle, type StartOptions } from './lib.ts';
 
 export interface KillLoopOptions {
   cycles: number;
@@ -23,7 +23,14 @@ export interface KillLoopOptions {
   /** added to inference so that kills often land while reservations are pending */
   inferenceDelayMs?: number;
   log?: (line: string) => void;
+  /** the start after the last kill, which finishes and replays every key: a started server
+   * (the default), or the test's in-process API on the same DATA_DIR (test/service/kill-loop.test.ts,
+   * issue 43: its start-up steps, crash recovery included, are a start's) */
+  startFinal?: (opts: StartOptions) => Promise<FinalServer>;
 }
+
+/** What the final run asks of its server. */
+export type FinalServer = Pick<ServerHandle, 'baseUrl' | 'cli' | 'logLines'> & { stop(): Promise<unknown> };
 
 interface Key {
   key: string;
@@ -105,68 +112,71 @@ export async function runKillLoop(opts: KillLoopOptions): Promise<ScenarioResult
   };
 
   let carried: (Key | undefined)[] = Array.from({ length: opts.clients }, () => undefined);
-  for (let cycle = 0; cycle <= opts.cycles; cycle++) {
-    const server = await startServer({ dataDir, env, ready: true });
+  const started = (server: FinalServer) => {
     recovered += server.logLines().filter((l) => typeof l.msg === 'string' && l.msg.startsWith('crash recovery: pending reservation refunded')).length;
+  };
+  // each cycle: a start (recovering what the last kill left), load, SIGKILL at a random moment
+  for (let cycle = 0; cycle < opts.cycles; cycle++) {
+    const server = await startServer({ dataDir, env, ready: true });
+    started(server);
     if (!token) ({ token, id: tokenId } = await makeToken(server, ['rgb_liveness:unlimited:never']));
-    const last = cycle === opts.cycles;
-    if (!last) {
-      const stop = new AbortController();
-      const running = carried.map((c) => client(server, stop.signal, c));
-      await sleep(opts.loadMsMin + rand() * (opts.loadMsMax - opts.loadMsMin));
-      await server.stop('SIGKILL');
-      stop.abort();
-      carried = await Promise.all(running);
-      log(`cycle ${cycle + 1}/${opts.cycles}: ${keys.filter((k) => k.answer !== null).length} keys completed, ${requests} requests`);
-      continue;
-    }
-    // Final run: finish every unfinished key, then replay every completed one.
-    for (const k of keys.filter((x) => x.answer === null)) {
-      for (let tries = 0; k.answer === null && tries < 50; tries++) {
-        const r = await send(server.baseUrl, token, k, AbortSignal.timeout(60_000));
-        requests++;
-        if (r instanceof Error) failures.add(`key ${k.key}: ${r.message} after the last restart`);
-        else if (r.status === 200) k.answer = r.text;
-        else if (r.status === 409 || r.status === 503 || r.status === 500) await sleep(100);
-        else {
-          failures.add(`key ${k.key}: unexpected ${r.status} after the last restart`);
-          break;
-        }
-      }
-      failures.check(k.answer !== null, `key ${k.key} never completed`);
-    }
-    let replays = 0;
-    for (const k of keys.filter((x) => x.answer !== null)) {
-      const r = await send(server.baseUrl, token, k, AbortSignal.timeout(60_000));
-      replays++;
-      if (r instanceof Error) failures.add(`replay of ${k.key}: ${r.message}`);
-      else {
-        failures.check(r.status === 200 && r.replayed, `replay of ${k.key}: ${r.status}, replayed=${r.replayed}`);
-        failures.check(r.text === k.answer, `replay of ${k.key} is not byte-identical`);
-      }
-    }
-    const completed = keys.filter((k) => k.answer !== null).length;
-    const used = await unitsUsed(server, tokenId);
-    const ledger = await ledgerOk(server);
-    failures.check(ledger.ok, `ledger verify failed: ${ledger.detail}`);
-    failures.check(used === completed, `units used ${used} != keys completed ${completed}`);
-    await server.stop();
-    return {
-      name: 'kill-loop',
-      figures: {
-        cycles: opts.cycles,
-        clients: opts.clients,
-        keys_completed: completed,
-        requests,
-        connection_errors: connectionErrors,
-        pending_refunded_by_recovery: recovered,
-        replays_checked: replays,
-        units_used: used,
-        ledger_ok: ledger.ok,
-        statuses: JSON.stringify(statuses),
-      },
-      failures: failures.done(),
-    };
+    const stop = new AbortController();
+    const running = carried.map((c) => client(server, stop.signal, c));
+    await sleep(opts.loadMsMin + rand() * (opts.loadMsMax - opts.loadMsMin));
+    await server.stop('SIGKILL');
+    stop.abort();
+    carried = await Promise.all(running);
+    log(`cycle ${cycle + 1}/${opts.cycles}: ${keys.filter((k) => k.answer !== null).length} keys completed, ${requests} requests`);
   }
-  throw new Error('unreachable');
+  // Final run: a start after the last kill; finish every unfinished key, then replay every
+  // completed one.
+  const server = await (opts.startFinal ?? startServer)({ dataDir, env, ready: true });
+  started(server);
+  if (!token) ({ token, id: tokenId } = await makeToken(server, ['rgb_liveness:unlimited:never']));
+  for (const k of keys.filter((x) => x.answer === null)) {
+    for (let tries = 0; k.answer === null && tries < 50; tries++) {
+      const r = await send(server.baseUrl, token, k, AbortSignal.timeout(60_000));
+      requests++;
+      if (r instanceof Error) failures.add(`key ${k.key}: ${r.message} after the last restart`);
+      else if (r.status === 200) k.answer = r.text;
+      else if (r.status === 409 || r.status === 503 || r.status === 500) await sleep(100);
+      else {
+        failures.add(`key ${k.key}: unexpected ${r.status} after the last restart`);
+        break;
+      }
+    }
+    failures.check(k.answer !== null, `key ${k.key} never completed`);
+  }
+  let replays = 0;
+  for (const k of keys.filter((x) => x.answer !== null)) {
+    const r = await send(server.baseUrl, token, k, AbortSignal.timeout(60_000));
+    replays++;
+    if (r instanceof Error) failures.add(`replay of ${k.key}: ${r.message}`);
+    else {
+      failures.check(r.status === 200 && r.replayed, `replay of ${k.key}: ${r.status}, replayed=${r.replayed}`);
+      failures.check(r.text === k.answer, `replay of ${k.key} is not byte-identical`);
+    }
+  }
+  const completed = keys.filter((k) => k.answer !== null).length;
+  const used = await unitsUsed(server, tokenId);
+  const ledger = await ledgerOk(server);
+  failures.check(ledger.ok, `ledger verify failed: ${ledger.detail}`);
+  failures.check(used === completed, `units used ${used} != keys completed ${completed}`);
+  await server.stop();
+  return {
+    name: 'kill-loop',
+    figures: {
+      cycles: opts.cycles,
+      clients: opts.clients,
+      keys_completed: completed,
+      requests,
+      connection_errors: connectionErrors,
+      pending_refunded_by_recovery: recovered,
+      replays_checked: replays,
+      units_used: used,
+      ledger_ok: ledger.ok,
+      statuses: JSON.stringify(statuses),
+    },
+    failures: failures.done(),
+  };
 }
