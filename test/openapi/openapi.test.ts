@@ -130,7 +130,10 @@ export const wrong: components['schemas']['ErrorCode'] = 'teapot';
 export const notBusy: Busy['error']['code'] = 'quota_exceeded';
 `);
   fs.writeFileSync(path.join(gen, 'tsconfig.json'), JSON.stringify({
-    compilerOptions: { target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, noEmit: true, allowImportingTsExtensions: true, lib: ['ES2022', 'DOM'], types: [] },
+    // skipDefaultLibCheck: TypeScript's own lib files (DOM's is 1.5 MB; checking them was half
+    // the run's CPU) are not what is checked here; schema.ts and call.ts are checked in full
+    // (issue 43)
+    compilerOptions: { target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, noEmit: true, allowImportingTsExtensions: true, lib: ['ES2022', 'DOM'], types: [], skipDefaultLibCheck: true },
     files: ['call.ts'],
   }));
   const tsc = await run(process.execPath, [bin('typescript/bin/tsc'), '-p', 'tsconfig.json'], { cwd: gen }).then(() => '', (e: { stdout: string }) => e.stdout || 'failed');
