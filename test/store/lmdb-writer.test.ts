@@ -14,7 +14,7 @@ import { LmdbBackend, settle } from '../../src/store/lmdb/index.ts';
 import { reserveWrites } from '../../src/store/lmdb/reserve.ts';
 import { settleWrites } from '../../src/store/lmdb/settle.ts';
 import { meteringWriterOf, type MeteringWriter } from '../../src/store/lmdb/writer.ts';
-import { WriterClient, type WriterReply, type WriterRequest } from '../../src/store/lmdb/writer-client.ts';
+import { WriterClient, type SettleHold, type WriterReply, type WriterRequest } from '../../src/store/lmdb/writer-client.ts';
 import type { AuditRecord, Reservation } from '../../src/store/records.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { tempDir } from '../helpers/server.ts';
@@ -29,12 +29,12 @@ const commitsOf = (s: LmdbBackend) => (s.store.root.getStats() as { lastTxnId: n
  * channel of its own. `holdMs`: how long the writer holds a batch of answered reservations
  * open for company (the service's RESERVATION_HOLD_MS unless given; a test that must see a
  * reservation answered before its commit for certain gives it minutes). */
-async function writerWith(t: Test, n: number, dir = tempDir(), holdMs?: number) {
+async function writerWith(t: Test, n: number, dir = tempDir(), holdMs?: number, settleHold?: SettleHold) {
   const storeDir = path.join(dir, 'store');
   // the store exists before the writer opens it (as the main thread's does in the service)
   const main = LmdbBackend.open(dir);
   // started by the main thread's store, as Cluster.spawn does; its close ends the writer
-  const writer = meteringWriterOf(main.store, holdMs)!;
+  const writer = meteringWriterOf(main.store, holdMs, settleHold)!;
   const workers = Array.from({ length: n }, () => LmdbBackend.open(dir, { writer: new WriterClient(writer.connect()!.port), auditDelayMs: 600_000 }));
   t.teardown(async () => {
     for (const w of workers) await w.close();
@@ -146,6 +146,46 @@ t.test('a lone call: its reservation answered before its commit, then committed 
   const meta = flushedMeta(storeDir);
   t.ok(meta.flushed && meta.txnid >= commitsOf(main), 'answered once that commit was flushed');
   t.same(await s.reserve(reserveInput(tok, { idempotencyKey: 'k-lone', fingerprint: 'f' })), { kind: 'replay', status: 200, body: settled.body }, 'the key replays');
+});
+
+/** A settlement hold no test reaches: once the writer has timed one call from its reservation's
+ * answer to its settlement, a batch with a settlement stays open while any answered
+ * reservation is unsettled; nothing is stale. */
+const SETTLE_HOLD_LONG: SettleHold = { share: 1e9, maxMs: HOLD_LONG_MS, staleMs: HOLD_LONG_MS };
+
+t.test('settlements wait in their open batch for those of the reservations outstanding, and share its sync; with none outstanding, a settlement commits at once', async (t) => {
+  const { storeDir, main, workers: [w, v] } = await writerWith(t, 2, tempDir(), HOLD_LONG_MS, SETTLE_HOLD_LONG);
+  const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 10, period: 'never' }]);
+  await main.insertToken(tok);
+  // a lone call: nothing outstanding once it settles, so its batch commits at once (a writer
+  // that held it would hold it for minutes); it also times the writer's first answer-to-settle
+  let before = commitsOf(main);
+  const lone = await w!.reserve(reserveInput(tok));
+  if (lone.kind !== 'reserved') throw new Error(lone.kind);
+  t.equal((await w!.settle(lone.reservation, T0 + 1, () => '{}', [])).kind, 'settled', 'a lone settlement is answered');
+  t.equal(commitsOf(main) - before, 1, 'in one commit with its reservation');
+
+  before = commitsOf(main);
+  const [a, b] = await Promise.all([w!.reserve(reserveInput(tok)), v!.reserve(reserveInput(tok))]);
+  if (a?.kind !== 'reserved' || b?.kind !== 'reserved') throw new Error('not reserved');
+  let aAnswered = false;
+  const aSettled = w!.settle(a.reservation, T0 + 2, () => '{"a":1}', []).then((r) => {
+    aAnswered = true;
+    return r;
+  });
+  // posted after A's settlement on the same channel, so the writer runs it after A's: answered
+  // at once, from the batch that holds A's settlement while B is outstanding (a writer that had
+  // committed A's batch would have answered A first, on this same port)
+  const c = await w!.reserve(reserveInput(tok));
+  if (c.kind !== 'reserved') throw new Error(c.kind);
+  t.notOk(aAnswered, 'the settlement is held while another call\'s reservation is unsettled; a reservation reaching its batch is answered at once');
+  const [bOut, cOut] = await Promise.all([v!.settle(b.reservation, T0 + 3, () => '{"b":1}', []), w!.refund(c.reservation.id, T0 + 3)]);
+  t.same([(await aSettled).kind, bOut.kind, cOut?.state], ['settled', 'settled', 'refunded'], 'once nothing is outstanding, all are answered');
+  t.equal(commitsOf(main) - before, 1, 'three reservations, two settlements and a refund of two workers in one commit and one sync');
+  const meta = flushedMeta(storeDir);
+  t.ok(meta.flushed && meta.txnid >= commitsOf(main), 'answered once that commit was flushed');
+  t.same((await main.usageSnapshot(tok, T0)).map((u) => u.used), [3]);
+  t.same((await main.verifyLedger()).ok, true, 'the counters equal the ledger');
 });
 
 t.test('a batch whose commit fails after its reservations were answered: nothing charged, every key free, the calls answered store_unavailable', async (t) => {

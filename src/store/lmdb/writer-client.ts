@@ -81,6 +81,18 @@ export const RESERVATION_LOST = 'ReservationLostError';
  * because the batch holds LMDB's write lock meanwhile. */
 export const RESERVATION_HOLD_MS = 20;
 
+/** How long the writer keeps a batch whose answers wait for its sync open for the settlements
+ * of the reservations it answered and nobody has settled yet (writer-thread.ts
+ * holdForSettlements): `share` of the mean time from a reservation's answer to its settlement,
+ * `maxMs` at most; never while nothing is outstanding. A reservation answered `staleMs` ago
+ * and still unsettled is not waited for (its worker is stuck or gone: recovery deals with it). */
+export interface SettleHold {
+  share: number;
+  maxMs: number;
+  staleMs: number;
+}
+export const SETTLE_HOLD: SettleHold = { share: 0.15, maxMs: 12, staleMs: 10_000 };
+
 /** The first message on a new channel: the writer's wake-up word, which the client bumps and
  * notifies after each request, so that a writer holding a batch open (waiting on it with
  * Atomics.wait) takes the request at once. */

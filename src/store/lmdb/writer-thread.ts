@@ -8,9 +8,9 @@ import type { ReserveOutcome } from '../backend.ts';
 import type { AuditRecord, Reservation } from '../records.ts';
 import { reserveWrites } from './reserve.ts';
 import { markFailedWrites, refundHeld, refundWrites, settleWrites } from './settle.ts';
-import { RESERVATION_LOST, toWire, type WireError, type WriterOp, type WriterReply, type WriterRequest } from './writer-client.ts';
+import { RESERVATION_LOST, toWire, type SettleHold, type WireError, type WriterOp, type WriterReply, type WriterRequest } from './writer-client.ts';
 
-const { dataDir, wake, holdMs } = workerData as { dataDir: string; wake?: Int32Array; holdMs: number };
+const { dataDir, wake, holdMs, settleHold } = workerData as { dataDir: string; wake?: Int32Array; holdMs: number; settleHold: SettleHold };
 const store = openStore(dataDir, { commits: 'sync' });
 
 /** Every API worker's peer, for the held batch to take their requests from (holdForCompany). */
@@ -127,6 +127,7 @@ function runOne(e: Entry): void {
     return;
   }
   const target = targetOf(op);
+  if (target !== null) settledAfter(target);
   if (target !== null && lost.has(target)) return;
   // each in a child transaction: a throw (a settlement of a reservation no longer pending, a
   // test fault) undoes its own writes only
@@ -141,6 +142,8 @@ function runOne(e: Entry): void {
     // a replay reports a charge, which may be this batch's own settlement: it waits for the sync
     e.early = true;
     e.peer.port.postMessage({ id: e.req.id, ok: true, value: e.out.value } satisfies WriterReply);
+    const out = e.out.value as ReserveOutcome;
+    if (out.kind === 'reserved') answeredAt.set(out.reservation.id, performance.now());
   }
 }
 
@@ -167,6 +170,8 @@ function commitRequests(batch: Entry[]): void {
       // a batch of answered reservations waits for a write that needs the sync (refusals
       // answered early wrote nothing: no reason to hold theirs)
       if (!urgent && holdMs > 0 && batch.some(heldReservation)) holdForCompany(batch, runNew);
+      // and a batch with such a write, for the settlements soon to follow it
+      if (batch.some(waitsForSync)) holdForSettlements(batch, runNew);
       for (const { req } of batch) putAuditLines(store.db, req.lines.map((record: AuditRecord) => ({ record, done: () => undefined })));
     }, syncCommitFlags(store.root));
   } catch (err) {
@@ -178,6 +183,7 @@ function commitRequests(batch: Entry[]): void {
       if (!heldReservation(e)) continue;
       const { reservation } = (e.out as { value: Extract<ReserveOutcome, { kind: 'reserved' }> }).value;
       gone.add(reservation.id);
+      answeredAt.delete(reservation.id);
       lost.set(reservation.id, error);
       if (lost.size > LOST_MAX) lost.delete(lost.keys().next().value!);
     }
@@ -225,6 +231,61 @@ function holdForCompany(batch: Entry[], runNew: () => boolean): void {
   }
 }
 
+// The settlements' hold (issue 42). At concurrency 32 the writer is never idle, and each batch
+// took what reached it during the previous commit's sync: about two settlements a sync, as
+// settlements now arrive spread between the reservations answered early. A batch whose answers
+// wait for its sync therefore stays open a little longer when reservations are outstanding
+// (answered, their settlement, refund or mark not yet run): their settlements will come, and
+// each one that joins shares the sync instead of paying one. The hold is bounded by a share of
+// what a call waits anyway between its reservation's answer and its settlement (measured here,
+// a moving average: a few ms at concurrency 4, tens at 32), at most SettleHold.maxMs, and it
+// ends at once when nothing is outstanding any more (every answered reservation's settlement is
+// in this batch): a lone call, or an idle process, never waits. The answers still leave only
+// after the batch's sync (only the moment of that sync moves), and the reservations that reach a
+// held batch are answered at once, as before.
+
+/** Reservations answered early whose settlement, refund or mark has not run: when each was
+ * answered (performance.now()), in that order. */
+const answeredAt = new Map<string, number>();
+/** Moving average of the time from a reservation's answer to its settlement (refund, mark), ms. */
+let answerToSettle = 0;
+
+/** A write about reservation `id` has run: it is no longer outstanding. */
+function settledAfter(id: string): void {
+  const at = answeredAt.get(id);
+  if (at === undefined) return;
+  answeredAt.delete(id);
+  const took = performance.now() - at;
+  answerToSettle = answerToSettle === 0 ? took : answerToSettle + (took - answerToSettle) / 16;
+}
+
+/** How many answered reservations still wait for their settlement (the stale ones dropped). */
+function outstanding(): number {
+  const stale = performance.now() - settleHold.staleMs;
+  for (const [id, at] of answeredAt) {
+    if (at >= stale) break;
+    answeredAt.delete(id);
+  }
+  return answeredAt.size;
+}
+
+/** Keeps the open batch, some of whose answers wait for its sync, open for the settlements of
+ * the reservations outstanding, as long as the hold's bound allows (above). */
+function holdForSettlements(batch: Entry[], runNew: () => boolean): void {
+  const bound = Math.min(settleHold.maxMs, settleHold.share * answerToSettle);
+  if (!(bound > 0)) return;
+  const until = performance.now() + bound;
+  while (batch.length < HOLD_MAX_REQUESTS && outstanding() > 0) {
+    // read before looking, as in holdForCompany
+    const seen = wake ? Atomics.load(wake, 0) : 0;
+    const took = takeWaiting(batch);
+    if (took) runNew();
+    const left = until - performance.now();
+    if (left <= 0) return;
+    if (!took) Atomics.wait(wake ?? idle, 0, seen, Math.min(left, HOLD_POLL_MS));
+  }
+}
+
 /** Waited on when there is no wake-up word: nobody bumps it. */
 const idle = new Int32Array(new SharedArrayBuffer(4));
 
@@ -269,6 +330,8 @@ function track(peer: Peer, op: WriterOp | null, value: unknown): void {
  * left pending until the next start. */
 function recoverWorker(peer: Peer): void {
   const refunded: Reservation[] = [];
+  // their settlements will not come: no batch waits for them
+  for (const id of peer.open) answeredAt.delete(id);
   if (peer.open.size > 0) {
     try {
       const at = Date.now();

@@ -5,7 +5,7 @@ import type { Reservation } from '../records.ts';
 import { atomically } from './atomic.ts';
 import { settleAuditLines } from './audit-queue.ts';
 import type { Store } from './open.ts';
-import { fromWire, RESERVATION_HOLD_MS, type WriterOp, type WriterWake } from './writer-client.ts';
+import { fromWire, RESERVATION_HOLD_MS, SETTLE_HOLD, type SettleHold, type WriterOp, type WriterWake } from './writer-client.ts';
 
 // The process's metering writer (docs/metering.md "Commits and durability"). Under the default
 // LMDB_COMMITS=sync, every API worker used to commit its own reservations and settlements with
@@ -66,14 +66,15 @@ export class MeteringWriter {
   private readonly wake = new Int32Array(new SharedArrayBuffer(4));
 
   /** `holdMs`: how long a batch of early-answered reservations waits for company
-   * (RESERVATION_HOLD_MS; tests set it) */
-  constructor(readonly dataDir: string, readonly storeDir: string, holdMs = RESERVATION_HOLD_MS) {
+   * (RESERVATION_HOLD_MS); `settleHold`: how long a batch with settlements waits for more
+   * (SETTLE_HOLD); tests set them */
+  constructor(readonly dataDir: string, readonly storeDir: string, holdMs = RESERVATION_HOLD_MS, settleHold: SettleHold = SETTLE_HOLD) {
     const entry = threadEntry('lmdb-writer.bundle.mjs', 'store/lmdb/writer-thread.ts');
     // Compiled, the thread runs its bundle; under tsx it registers the loader first (as the
     // API workers do, src/cluster/cluster.ts). A small young generation: its allocations are
     // a batch's few records.
     this.worker = new Worker(SOURCE_EXT === '.js' ? entry : new URL('thread-entry.mjs', SOURCE_DIR), {
-      workerData: { entry: entry.href, dataDir, wake: this.wake, holdMs },
+      workerData: { entry: entry.href, dataDir, wake: this.wake, holdMs, settleHold },
       resourceLimits: { maxYoungGenerationSizeMb: 2 },
     });
     this.exit = new Promise((resolve) => {
@@ -145,11 +146,11 @@ const WRITER_DRAIN_WAIT_MS = 5000;
 /** The writer of the main thread's store, started on first use (Cluster.spawn). */
 const writers = new WeakMap<Store, MeteringWriter>();
 
-export function meteringWriterOf(store: Store, holdMs?: number): MeteringWriter | null {
+export function meteringWriterOf(store: Store, holdMs?: number, settleHold?: SettleHold): MeteringWriter | null {
   if (!isMainThread || store.commits !== 'sync') return null;
   let w = writers.get(store);
   if (!w) {
-    w = new MeteringWriter(path.dirname(store.dir), store.dir, holdMs);
+    w = new MeteringWriter(path.dirname(store.dir), store.dir, holdMs, settleHold);
     writers.set(store, w);
   }
   return w;
