@@ -33,7 +33,10 @@ t.test('no result within INFERENCE_TIMEOUT_SECONDS: 500 inference_failed, refund
   const took = Date.now() - started;
   t.equal(r.status, 500, r.text);
   t.equal(r.json.error.code, 'inference_failed');
-  t.ok(took < 2900, `answered at the timeout, before the late result (${took} ms)`);
+  // The 500 itself says the timeout answered, not the result: the result would have been a 200
+  // with a verdict. No upper bound on `took`: a loaded host only lengthens it (an upper bound of
+  // 2.9 s is a timing assertion that load can break); the lower bound is the timeout's.
+  t.ok(took >= 900, `answered at the timeout, not before it (${took} ms)`);
   t.equal(await used(token), 0, 'the units came back');
 
   const again = await postVerify(server.baseUrl, token, 'rgb_liveness', body, { 'idempotency-key': 'k-hung' });
