@@ -142,10 +142,20 @@ function send(req: GeneratedRequest, op: Operation): Promise<Answer> {
   });
 }
 
+// asked after every generated request, so through the node:http agent as the requests are:
+// fetch cost ~1 ms of CPU a call here, three times node:http's (issue 43)
 async function alive(): Promise<string | null> {
   try {
-    const r = await fetch(`${base}/health/live`);
-    return r.status === 200 ? null : `/health/live answered ${r.status}`;
+    const status = await new Promise<number>((resolve, reject) => {
+      const r = http.request({ host: '127.0.0.1', port: server.port, method: 'GET', path: '/health/live', agent }, (res) => {
+        res.resume();
+        res.on('error', reject);
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      });
+      r.on('error', reject);
+      r.end();
+    });
+    return status === 200 ? null : `/health/live answered ${status}`;
   } catch (err) {
     return `/health/live failed: ${(err as Error).message}`;
   }
