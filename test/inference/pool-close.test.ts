@@ -14,7 +14,7 @@ import { slowGraph, writeSet } from './hostile-graphs.ts';
 // pool's close message before the run returns, and close() waited RELEASE_WAIT_MS (30 s) for its
 // answer: the thread kept computing that long, and a SIGTERM waited behind it. A WASM thread
 // ends safely mid-run, so close() now ends it at once. (A native thread is still waited for:
-// terminating onnxruntime-node mid-call aborts the process, issue 39, readiness-and-backends.)
+// terminating onnxruntime-node mid-call aborts the process, issue 39: pool-close-native.test.ts.)
 // In process, on the pool itself: no server is needed to see the thread end.
 
 t.test('close() ends a WASM pool thread inside a long run at once, without waiting for its answer', async (t) => {
