@@ -9,4 +9,4 @@ export { probePort } from './listen-port.ts';
 export { ProcessControl } from './process-control.ts';
 export { relayInference } from './relay.ts';
 export { RemoteInference } from './remote-inference.ts';
-export { interruptBudget, tuneGc } from './tune-gc.ts';
+export { tuneGc } from './tune-gc.ts';
