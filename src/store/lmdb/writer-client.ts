@@ -84,7 +84,8 @@ export const RESERVATION_HOLD_MS = 20;
 /** How long the writer keeps a batch whose answers wait for its sync open for the settlements
  * of the reservations it answered and nobody has settled yet (writer-thread.ts
  * holdForSettlements): `share` of the mean time from a reservation's answer to its settlement,
- * `maxMs` at most; never while nothing is outstanding. A reservation answered `staleMs` ago
+ * `maxMs` at most; never while nothing is outstanding, nor when the outstanding are too few
+ * for one of them to be expected within that time. A reservation answered `staleMs` ago
  * and still unsettled is not waited for (its worker is stuck or gone: recovery deals with it). */
 export interface SettleHold {
   share: number;

@@ -240,7 +240,8 @@ function holdForCompany(batch: Entry[], runNew: () => boolean): void {
 // what a call waits anyway between its reservation's answer and its settlement (measured here,
 // a moving average: a few ms at concurrency 4, tens at 32), at most SettleHold.maxMs, and it
 // ends at once when nothing is outstanding any more (every answered reservation's settlement is
-// in this batch): a lone call, or an idle process, never waits. The answers still leave only
+// in this batch): a lone call, or an idle process, never waits; nor does a batch whose hold
+// could expect less than one more settlement (few calls in flight). The answers still leave only
 // after the batch's sync (only the moment of that sync moves), and the reservations that reach a
 // held batch are answered at once, as before.
 
@@ -274,6 +275,11 @@ function outstanding(): number {
 function holdForSettlements(batch: Entry[], runNew: () => boolean): void {
   const bound = Math.min(settleHold.maxMs, settleHold.share * answerToSettle);
   if (!(bound > 0)) return;
+  // Little's law: the outstanding reservations settle at about outstanding / answerToSettle
+  // per ms, so that many times the bound is how many settlements the hold can expect. Under
+  // one, it would mostly delay this batch's answers for nothing: at 2 API workers /
+  // concurrency 4 (three other calls at most) it never holds, as before.
+  if ((outstanding() * bound) / answerToSettle < 1) return;
   const until = performance.now() + bound;
   while (batch.length < HOLD_MAX_REQUESTS && outstanding() > 0) {
     // read before looking, as in holdForCompany
