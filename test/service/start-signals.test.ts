@@ -26,7 +26,7 @@ import { onLines, ROOT, SERVICE_ARGS, spawnChild, tempDir } from '../helpers/ser
 // Dropped, with why: a signal before the service has loaded any code (node's default action
 // ends it: nothing of the service runs); and a stop once serving, which every test that stops
 // its server checks: test/service/startup.test.ts (native, SIGTERM drain, exit 0),
-// test/service/start-stop.test.ts (auto through npm, SIGTERM and SIGINT, exit 0) and
+// test/service/start-stop.test.ts (auto through npm start, SIGINT twice, exit 0) and
 // test/inference/model-load-timeout.test.ts (wasm, exit 0 on SIGTERM).
 
 interface SignalledStart {
