@@ -1,5 +1,6 @@
 import client from 'prom-client';
 import { SERVICE_VERSION } from '../version.ts';
+import { collectThreadDefaults } from './thread-metrics.ts';
 import { onStoreWriteFailure, storeDownSince, storeRecoveries, storeWritesFailing } from '../store/index.ts';
 
 export type MetricsSnapshot = Awaited<ReturnType<client.Registry['getMetricsAsJSON']>>;
@@ -119,7 +120,7 @@ export class WorkerMetrics {
   /** `uploadSlotsTaken`: the thread's frame-slab slots on loan (src/images/frame-slab.ts),
    * read at each scrape */
   constructor(thread = 'api', uploadSlotsTaken: () => number = () => 0, slotsTotal = 0) {
-    client.collectDefaultMetrics({ register: this.registry, labels: { thread } });
+    collectThreadDefaults(this.registry, thread);
     // every API worker reports the host's total; the merge keeps one (max), not the sum
     new client.Gauge({
       name: 'lv_verify_slots',
@@ -207,7 +208,7 @@ export class MainMetrics {
 
   /** `uws`: the uWebSockets.js build that serves (src/http/uws.ts describeUwsBuild) */
   constructor(stats: InferenceStats, uws: string | null = null) {
-    client.collectDefaultMetrics({ register: this.registry, labels: { thread: 'main' } });
+    collectThreadDefaults(this.registry, 'main');
     new client.Gauge({
       name: 'lv_model_ready',
       help: '1 when the module\'s graphs are loaded and warmed, else 0',
