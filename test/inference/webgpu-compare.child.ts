@@ -4,6 +4,11 @@
 // same seeded input, then starts the engine with `auto` and with `webgpu` on a tiny test
 // graph, and prints every output, choice and readiness as JSON. One process for all: each
 // first WebGPU session compiles onnxruntime-web's WebGPU build, minutes on a loaded machine.
+// The engine checks' threads (the pools', `auto`'s measurement threads: about ten) run their
+// compiled bundles when dist/ matches the sources, by the rule the test harness follows for
+// every engine it starts (bench/harness/from-build.ts), instead of tsx compiling the sources
+// again in each (issue 43). The graph comparisons run on this thread, from the sources, either way.
+import '../../bench/harness/from-build.ts';
 import { readdirSync, readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { createRuntime, webGpuAdapter, type Feed } from '../../src/inference/runtime.ts';
