@@ -4,7 +4,7 @@ import { InferenceFailedError, type ResultRecord } from '../inference/index.ts';
 import { countryOf, outcomeOfBody, outcomeOfResults, requestFingerprint } from '../metering/index.ts';
 import { type ParsedMetadata } from '../packets/index.ts';
 import { MODULE_IDS, type ModuleId } from '../contract/index.ts';
-import { StoreUnavailableError, type AuditOutcome, type AuditRecord, type Reservation, type TokenRecord, type DeviceSession } from '../store/index.ts';
+import { StoreUnavailableError, type AuditOutcome, type AuditRecord, type Reservation, type TokenRecord, type DeviceSession, type UsageRecord } from '../store/index.ts';
 import { SettlementRefusedError, UnrecordedCallError } from './store-outcomes.ts';
 import { earlyMetadata } from './early-metadata.ts';
 import { refusal, replayed, verdict, worthLogging } from './outcomes.ts';
@@ -215,7 +215,7 @@ function runEngine(caller: Caller, prepared: PreparedRequest, deps: VerifyDeps):
  * wait for the engine once the reservation is granted. */
 function startedEarly(req: VerifyRequest, caller: Caller, prepared: PreparedRequest, deps: VerifyDeps): { answer: Promise<EngineAnswer>; claim: EarlyClaim } | null {
   if (req.idempotencyKey !== undefined || caller.token.demo) return null;
-  const claim = earlyMemory(deps)?.start(caller.token.id, images(prepared));
+  const claim = earlyMemory(deps)?.start(earlyKey(caller), images(prepared), prepared.captures.length);
   return claim ? { answer: runEngine(caller, prepared, deps), claim } : null;
 }
 
@@ -231,7 +231,32 @@ async function booked(caller: Caller, prepared: PreparedRequest, deps: VerifyDep
     reserved = booking.kind === 'reserved';
     return booking;
   } finally {
-    if (!caller.token.demo) earlyMemory(deps)?.booked(caller.token.id, reserved ? images(prepared) : null, claim);
+    if (!caller.token.demo) earlyMemory(deps)?.booked(earlyKey(caller), reserved ? images(prepared) : null, claim);
+  }
+}
+
+/** What the early-inference memory knows a call by: its token and module (a quota is a
+ * token's grant of one module). */
+function earlyKey(caller: Caller): string {
+  return `${caller.token.id} ${caller.moduleId}`;
+}
+
+/** The units the settled answer's usage says the token has left for the call's module: the
+ * least over its limits (Infinity: its grants have none; 0: the usage names none, so
+ * nothing is assumed), for the early-inference memory. */
+function unitsLeft(usage: UsageRecord[], moduleId: ModuleId): number {
+  let left: number | null = null;
+  for (const u of usage) if (u.module_id === moduleId) left = Math.min(left ?? Infinity, u.remaining ?? Infinity);
+  return left ?? 0;
+}
+
+/** The usage an answer's body carries (none: an empty list, so no units known left). */
+function usageOf(body: string): UsageRecord[] {
+  try {
+    const usage = (JSON.parse(body) as { usage?: unknown }).usage;
+    return Array.isArray(usage) ? (usage as UsageRecord[]) : [];
+  } catch {
+    return [];
   }
 }
 
@@ -265,10 +290,15 @@ async function infer(req: VerifyRequest, caller: Caller, prepared: PreparedReque
 
 /** The charge, the answer saved on the key and the results, in one store write. */
 async function settle(req: VerifyRequest, caller: Caller, { reservation }: Reserved, { results }: Inferred, deps: VerifyDeps, refunded: () => void): Promise<VerifyAnswer> {
+  let left: number | null = null;
   const body = await deps.metering.settle(
     reservation,
     deps.now(),
-    (usage) => JSON.stringify({ request_id: req.requestId, module_id: caller.moduleId, charged_units: reservation.units, results, usage }),
+    (usage) => {
+      // LMDB renders with the usage itself; PostgreSQL with a placeholder its SQL replaces
+      if (Array.isArray(usage)) left = unitsLeft(usage, caller.moduleId);
+      return JSON.stringify({ request_id: req.requestId, module_id: caller.moduleId, charged_units: reservation.units, results, usage });
+    },
     results,
   ).catch((err: unknown) => {
     // the units held are back already: the metrics count them refunded, as the ledger does
@@ -276,6 +306,8 @@ async function settle(req: VerifyRequest, caller: Caller, { reservation }: Reser
     if (err instanceof SettlementRefusedError && err.refunded) refunded();
     throw err;
   });
+  // the memory learns what the caller has left (a settlement that failed tells it nothing)
+  if (!caller.token.demo) earlyMemory(deps)?.settled(earlyKey(caller), left ?? unitsLeft(usageOf(body), caller.moduleId));
   return verdict(body);
 }
 

@@ -6,9 +6,10 @@
 // serial: a replay runs no engine at all, as the spec's lifecycle says, nor does a key
 // conflict), a quota refusal (429, nothing charged, the engine's answer dropped, and the caller serial
 // from then on: a caller with no quota left cannot make the engine run in a loop; nor for
-// more images than its last granted call), a burst of concurrent calls (one overlapped at a
-// time: a burst from a caller whose quota just ran out drops one engine run, not one per
-// call; with quota left, every call charged and the overlap back once the burst is done), an
+// more images than its last granted call), a burst of concurrent calls (a burst from a caller
+// whose quota just ran out drops one engine run, not one per call; with quota left, as many
+// overlapped as the units it had left at its last settlement cover, including units since
+// spent through another worker; the overlap back once the burst is done), an
 // inference failure before the reservation answers (refunded once), both at once, a refused
 // call answered without waiting for the engine (its parts kept until the engine answers),
 // and a demo call (serial).
@@ -185,15 +186,15 @@ function cases(t: Test, store: StoreBackend) {
     t.equal(w.inference.calls, 2, 'the next call is serial: no engine run');
   });
 
-  t.test('a burst of calls from a caller with quota: every call charged, one overlapped at a time, and the overlap back after the burst', async (t) => {
+  t.test('a burst of calls from a caller with quota: every call overlapped while its last settlement\'s units left cover them, every call charged', async (t) => {
     const w = world(store, { early: new EarlyInference() });
     const { token, plaintext } = await addToken(w);
-    t.equal((await call(w, plaintext, body('qb-0'))).status, 200);
+    t.equal((await call(w, plaintext, body('qb-0'))).status, 200, '10 units, 9 left');
     const reserve = w.deps.metering.reserve;
     const n = 4;
     const held = holdReservations(w, n);
     const answering = Promise.all(Array.from({ length: n }, (_, i) => call(w, plaintext, body(`qb-${i + 1}`))));
-    t.equal(await held, 2, 'one call overlapped, the others serial');
+    t.equal(await held, 1 + n, 'every call of the burst overlapped');
     const answers = await answering;
     t.same(answers.map((a) => a.status), Array(n).fill(200));
     t.equal(w.inference.calls, 1 + n, 'every call inferred once');
@@ -207,6 +208,35 @@ function cases(t: Test, store: StoreBackend) {
     t.same(order(w.calls), ['infer', 'reserve'], 'overlapped: the burst left no claim behind');
     gate.open();
     t.equal((await next).status, 200);
+  });
+
+  t.test('a burst larger than the units left: as many calls overlapped as the units cover, the rest serial', async (t) => {
+    const w = world(store, { early: new EarlyInference() });
+    const { token, plaintext } = await addToken(w, [{ module_id: 'rgb_liveness', limit: 4 }]);
+    t.equal((await call(w, plaintext, body('lb-0'))).status, 200, '4 units, 3 left');
+    const n = 6;
+    const held = holdReservations(w, n);
+    const answering = Promise.all(Array.from({ length: n }, (_, i) => call(w, plaintext, body(`lb-${i + 1}`))));
+    t.equal(await held, 1 + 3, 'three calls overlapped, the others serial');
+    const answers = await answering;
+    t.same(answers.map((a) => a.status).sort(), [200, 200, 200, 429, 429, 429]);
+    t.equal(await usedBy(w, token), 4);
+  });
+
+  t.test('units spent through another worker: this worker\'s last sight of them bounds what a burst drops, once', async (t) => {
+    const w = world(store, { early: new EarlyInference() });
+    const other = world(store, { early: new EarlyInference() }); // another API worker's memory, the same store
+    const { token, plaintext } = await addToken(w, [{ module_id: 'rgb_liveness', limit: 3 }]);
+    t.equal((await call(w, plaintext, body('sw-0'))).status, 200, 'here: 2 left');
+    for (const id of ['sw-o1', 'sw-o2']) t.equal((await call(other, plaintext, body(id))).status, 200, 'spent through the other worker');
+    const n = 5;
+    const held = holdReservations(w, n);
+    const answering = Promise.all(Array.from({ length: n }, (_, i) => call(w, plaintext, body(`sw-${i + 1}`))));
+    t.equal(await held, 1 + 2, 'two calls overlapped: the 2 units this worker last saw left');
+    t.same((await answering).map((a) => a.status), Array(n).fill(429));
+    t.same(await ledger(w, token), [{ kind: 'charge', units: 1 }, { kind: 'charge', units: 1 }, { kind: 'charge', units: 1 }], 'nothing charged for the burst');
+    t.equal((await call(w, plaintext, body('sw-after'))).status, 429);
+    t.equal(w.inference.calls, 3, 'refused: serial from then on');
   });
 
   t.test('a call with more images than the caller\'s last granted one is serial: a single frame charged buys no dropped batch', async (t) => {
@@ -312,29 +342,30 @@ t.test('the memory: a reservation adds the token, anything else takes it off, th
   t.same([m.allows('c', 0), m.allows('c', 4), m.allows('c', 5)], [true, true, false], 'no more images than the last reservation\'s call sent');
 });
 
-t.test('the memory: overlapped calls in flight count against the bound until their reservation answers', async (t) => {
+t.test('the memory: overlapped calls in flight: the first always, more while the units left at the last settlement cover them', async (t) => {
   const m = new EarlyInference(2);
-  m.booked('a', 1);
+  m.booked('a', 1); // no settlement seen: no units known left
   const first = m.start('a', 1);
-  t.ok(first, 'a single-frame caller: one call overlapped');
+  t.ok(first, 'one call overlapped');
   t.equal(m.start('a', 1), null, 'a second while the first waits for its reservation: serial');
   m.booked('a', null, first); // refused
   t.equal(m.size, 0, 'refused, no claim left: forgotten');
   t.equal(m.start('a', 1), null, 'serial until a reservation succeeds');
 
-  m.booked('b', 4);
-  const two = m.start('b', 2);
-  const one = m.start('b', 1);
-  t.ok(two && one, 'after a granted call of 4 images: calls of 2 and 1 overlapped');
-  t.equal(m.start('b', 2), null, 'not one more of 2: 5 images in flight would be more than the 4 granted');
+  m.booked('b', 2);
+  m.settled('b', 3);
+  const one = m.start('b', 1, 1);
+  const two = m.start('b', 2, 2);
+  t.ok(one && two, '3 units left: calls of 1 and 2 units overlapped');
+  t.equal(m.start('b', 1, 1), null, 'not one more: 4 units in flight would be more than the 3 left');
   m.booked('b', null); // a serial call of b refused while two claims wait
   t.equal(m.size, 1, 'b stays remembered while its claims are in flight');
   t.notOk(m.allows('b', 1), 'but is serial');
-  m.booked('b', 2, two); // a granted reservation: b overlapped again, for 2 images, one still in flight
-  t.notOk(m.allows('b', 2), 'one image in flight: a call of 2 would be 3');
-  t.ok(m.allows('b', 1));
-  m.booked('b', 1, one);
-  t.ok(m.allows('b', 1) && !m.allows('b', 2), 'its last granted call sent 1 image');
+  m.booked('b', 1, one); // a granted reservation: b overlapped again, for calls of 1 image
+  m.settled('b', Infinity);
+  t.ok(m.allows('b', 1, 5), 'no limit: any units');
+  t.notOk(m.allows('b', 2), 'but no more images than its last granted call sent');
+  m.booked('b', 1, two);
 
   // forgetting skips a token with a claim in flight
   const held = m.start('b', 1)!;
@@ -343,5 +374,7 @@ t.test('the memory: overlapped calls in flight count against the bound until the
   t.equal(m.size, 2);
   t.notOk(m.allows('c', 1), 'c forgotten, not b: b has a call in flight');
   m.booked('b', 1, held);
-  t.ok(m.allows('b', 1), 'b\'s claim given back to the entry it counted in');
+  m.settled('b', 0);
+  t.ok(m.start('b', 1), 'b\'s claim given back to the entry it counted in: one call overlapped');
+  t.equal(m.start('b', 1), null, 'and, with 0 units left, only one');
 });
