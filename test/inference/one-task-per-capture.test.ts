@@ -59,8 +59,13 @@ t.test('a 20-frame sequence and a 32-capture batch cross threads a bounded numbe
 t.test('single frames of concurrent requests waiting for a busy pool share one model batch', async (t) => {
   const engine = shared;
   await sharedStarted;
+  // The four single frames are made before the sequences go: made between the turns, they took
+  // the main thread about a quarter of a sequence's time in the pool (load ~28: ~30 ms a frame,
+  // ~450 ms a sequence), a margin that a starved main thread could lose.
+  const singleCaps = [0, 1, 2, 3].map((i) => capture(`one${i}`, 'rgb_single', [{ seed: 300 + i }]));
+  const px = singleCaps.map((c) => clonePixels(c)[0]!);
   const start = engine.counters();
-  // Two 20-frame sequences occupy both pool workers for tens of milliseconds ...
+  // Two 20-frame sequences occupy both pool workers for tens to hundreds of milliseconds ...
   const busy = [1, 2].map((k) => engine.infer({
     module_id: 'rgb_liveness',
     captures: [capture(`busy${k}`, 'rgb_sequence', Array.from({ length: 20 }, (_, i) => ({ seed: k * 50 + i })))],
@@ -70,10 +75,7 @@ t.test('single frames of concurrent requests waiting for a busy pool share one m
   t.equal(before.tasks - start.tasks, 2, 'both sequences are with the pool');
   // ... while four single-frame requests arrive one event-loop turn apart.
   const singles: Promise<unknown>[] = [];
-  const px: Uint8Array[] = [];
-  for (let i = 0; i < 4; i++) {
-    const c = capture(`one${i}`, 'rgb_single', [{ seed: 300 + i }]);
-    px.push(clonePixels(c)[0]!);
+  for (const c of singleCaps) {
     singles.push(engine.infer({ module_id: 'rgb_liveness', captures: [c] }));
     await turn();
   }
