@@ -20,9 +20,10 @@ t.setTimeout(900_000);
 
 // 100 calls a burst (was 300; issue 43: the bursts' 1,800 in-process calls were most of the
 // file's CPU): what is proven does not grow with N. A row per call would be 100 rows where the
-// bound allows 1 or 2 (one UTC minute, or two if the burst crosses one) and 300 KB where the
-// byte bound allows 9 KB, so every check below still tells the tally from a row per call; the
-// counts are still N per burst, and the burst still reaches the tally from 8 callers at once.
+// bound allows 1 or 2 (one UTC minute, or two if the burst crosses one), and about 39 KB of
+// rows for the three bursts where the byte bound allows 9 KB, so every check below still tells
+// the tally from a row per call; the counts are still N per burst, and the burst still reaches
+// the tally from 8 callers at once.
 const N = 100;
 const ADMIN = { username: 'tally-admin', password: 'tally-admin-password-1' };
 const MINUTE = 60_000;
