@@ -32,9 +32,12 @@
 // left are this worker's last sight of them: spent meanwhile through another worker or node,
 // a burst here can drop as many calls as they were, once, before its first refusal takes the
 // token off. (Capping the calls in flight at one instead cost the overlap of every concurrent
-// call of a caller with quota: bench/results/e50-burst-*.md, single-rgb8 at 16 workers and
-// concurrency 32.) The alternative, reading the caller's remaining units before the reservation,
-// needs a read of the store, which the overlap exists to avoid waiting for.
+// call of a caller with quota: single-rgb8 at 16 workers and concurrency 32 fell to 0.84 of the
+// code before it, bench/results/e50-burst-w16-c32.md; this bound: 1.08 there, and 1.07 at 2
+// workers and concurrency 4 over 5 rounds, though 0.64 over 3, e50-units-*.md: a loaded host,
+// and the bench's token unlimited, so its calls are overlapped as before.) The alternative,
+// reading the caller's remaining units before the reservation, needs a read of the store,
+// which the overlap exists to avoid waiting for.
 //
 // The memory is per API worker (each thread has its own module instance), bounded by
 // capacity, the oldest token with no overlapped call in flight forgotten first; forgetting a
