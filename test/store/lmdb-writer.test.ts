@@ -14,7 +14,7 @@ import { LmdbBackend, settle } from '../../src/store/lmdb/index.ts';
 import { reserveWrites } from '../../src/store/lmdb/reserve.ts';
 import { settleWrites } from '../../src/store/lmdb/settle.ts';
 import { meteringWriterOf, type MeteringWriter } from '../../src/store/lmdb/writer.ts';
-import { WriterClient, type SettleHold, type WriterReply, type WriterRequest } from '../../src/store/lmdb/writer-client.ts';
+import { SETTLE_HOLD, settleHoldMs, WriterClient, type SettleHold, type WriterReply, type WriterRequest } from '../../src/store/lmdb/writer-client.ts';
 import type { AuditRecord, Reservation } from '../../src/store/records.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { tempDir } from '../helpers/server.ts';
@@ -186,6 +186,23 @@ t.test('settlements wait in their open batch for those of the reservations outst
   t.ok(meta.flushed && meta.txnid >= commitsOf(main), 'answered once that commit was flushed');
   t.same((await main.usageSnapshot(tok, T0)).map((u) => u.used), [3]);
   t.same((await main.verifyLedger()).ok, true, 'the counters equal the ledger');
+});
+
+// The hold's length and its Little's-law start (settleHoldMs), as arithmetic: the writer's own
+// hold is driven above with a share that always starts it, since where the service's share
+// gives no hold, a writer holding anyway would hold 15 % of a few ms, which no test can tell
+// from none without timing it.
+t.test('the settlements\' hold: 15 % of the answer-to-settlement time, 12 ms at most, and only where Little\'s law expects a settlement within it', async (t) => {
+  const near = (got: number, want: number, what: string) => t.ok(Math.abs(got - want) < 1e-9, `${what}: ${got} ms, ${want} wanted`);
+  t.equal(settleHoldMs(SETTLE_HOLD, 0, 10), 0, 'none before the first answer-to-settlement is measured');
+  t.equal(settleHoldMs(SETTLE_HOLD, 5, 0), 0, 'none while nothing is outstanding');
+  t.equal(settleHoldMs(SETTLE_HOLD, 5, 3), 0, '2 API workers / concurrency 4 (three others outstanding at most): 0.45 expected, no hold');
+  t.equal(settleHoldMs(SETTLE_HOLD, 5, 6), 0, 'six outstanding: 0.9 expected, no hold');
+  near(settleHoldMs(SETTLE_HOLD, 5, 7), 0.75, 'seven outstanding at 5 ms: 1.05 expected, 15 % of 5 ms');
+  t.equal(settleHoldMs(SETTLE_HOLD, 100, 8), 0, 'at 100 ms the 12 ms cap binds: eight outstanding expect 0.96, no hold');
+  t.equal(settleHoldMs(SETTLE_HOLD, 100, 9), 12, 'nine outstanding at 100 ms: 1.08 expected, 12 ms');
+  t.equal(settleHoldMs(SETTLE_HOLD, 90, 31), 12, '16 API workers / concurrency 32 (70-100 ms answer-to-settlement): 12 ms');
+  t.equal(settleHoldMs({ ...SETTLE_HOLD, share: 0 }, 90, 31), 0, 'a share of 0 turns it off');
 });
 
 t.test('a batch whose commit fails after its reservations were answered: nothing charged, every key free, the calls answered store_unavailable', async (t) => {

@@ -94,6 +94,20 @@ export interface SettleHold {
 }
 export const SETTLE_HOLD: SettleHold = { share: 0.15, maxMs: 12, staleMs: 10_000 };
 
+/** How long the settlements' hold may last, in ms, 0 for none (writer-thread.ts
+ * holdForSettlements): `answerToSettle`, the writer's moving average of the time from a
+ * reservation's answer to its settlement (0 before the first), `outstanding`, the reservations
+ * answered and not yet settled. Little's law: those settle at about outstanding /
+ * answerToSettle per ms, so outstanding x bound / answerToSettle settlements can be expected
+ * within the bound; under one, the hold would mostly delay the batch's answers for nothing
+ * (with the service's 15 %: seven outstanding or more, so 2 API workers at concurrency 4 never
+ * hold). Here rather than in the thread so that a test can check the arithmetic. */
+export function settleHoldMs(hold: SettleHold, answerToSettle: number, outstanding: number): number {
+  const bound = Math.min(hold.maxMs, hold.share * answerToSettle);
+  if (!(bound > 0) || outstanding <= 0) return 0;
+  return (outstanding * bound) / answerToSettle < 1 ? 0 : bound;
+}
+
 /** The first message on a new channel: the writer's wake-up word, which the client bumps and
  * notifies after each request, so that a writer holding a batch open (waiting on it with
  * Atomics.wait) takes the request at once. */

@@ -8,7 +8,7 @@ import type { ReserveOutcome } from '../backend.ts';
 import type { AuditRecord, Reservation } from '../records.ts';
 import { reserveWrites } from './reserve.ts';
 import { markFailedWrites, refundHeld, refundWrites, settleWrites } from './settle.ts';
-import { RESERVATION_LOST, toWire, type SettleHold, type WireError, type WriterOp, type WriterReply, type WriterRequest } from './writer-client.ts';
+import { RESERVATION_LOST, settleHoldMs, toWire, type SettleHold, type WireError, type WriterOp, type WriterReply, type WriterRequest } from './writer-client.ts';
 
 const { dataDir, wake, holdMs, settleHold } = workerData as { dataDir: string; wake?: Int32Array; holdMs: number; settleHold: SettleHold };
 const store = openStore(dataDir, { commits: 'sync' });
@@ -273,13 +273,10 @@ function outstanding(): number {
 /** Keeps the open batch, some of whose answers wait for its sync, open for the settlements of
  * the reservations outstanding, as long as the hold's bound allows (above). */
 function holdForSettlements(batch: Entry[], runNew: () => boolean): void {
-  const bound = Math.min(settleHold.maxMs, settleHold.share * answerToSettle);
-  if (!(bound > 0)) return;
-  // Little's law: the outstanding reservations settle at about outstanding / answerToSettle
-  // per ms, so that many times the bound is how many settlements the hold can expect. Under
-  // one, it would mostly delay this batch's answers for nothing: at 2 API workers /
-  // concurrency 4 (three other calls at most) it never holds, as before.
-  if ((outstanding() * bound) / answerToSettle < 1) return;
+  // none before the first measurement, nor where Little's law expects under one settlement
+  // within it (settleHoldMs): at 2 API workers / concurrency 4 it never holds, as before
+  const bound = settleHoldMs(settleHold, answerToSettle, outstanding());
+  if (bound === 0) return;
   const until = performance.now() + bound;
   while (batch.length < HOLD_MAX_REQUESTS && outstanding() > 0) {
     // read before looking, as in holdForCompany
