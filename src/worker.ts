@@ -11,7 +11,7 @@ import { isLmdbCommitRejection, openConfiguredStore } from './store/index.ts';
 // src/http/compose.ts (the in-process test harness serves with the same function); this file
 // adds what only a thread has: the messages to and from the main thread, listening on the
 // shared port, and the thread's ends (drain, retire).
-const { config, port, index, admission: admissionTable, balance: balanceTable, geo } = workerData as WorkerData;
+const { config, port, index, admission: admissionTable, balance: balanceTable, geo, readiness: readinessBoard } = workerData as WorkerData;
 const main = parentPort!;
 const post = (m: FromWorker) => main.postMessage(m);
 
@@ -19,7 +19,7 @@ const uws = loadUws();
 const log = createLogger(config.LOG_LEVEL, { worker: index });
 const store = await openConfiguredStore(config, (err) => log.warn({ err: { message: err.message } }, 'store connection error'), log);
 // a late result is counted by the worker's metrics, which the composition makes
-const inference = new RemoteInference(main, config.INFERENCE_TIMEOUT_SECONDS * 1000, () => metrics.lateInferenceResults.inc());
+const inference = new RemoteInference(main, config.INFERENCE_TIMEOUT_SECONDS * 1000, () => metrics.lateInferenceResults.inc(), readinessBoard);
 
 let nextMetricsId = 1;
 const metricsWaiters = new Map<number, (r: { text: string; contentType: string }) => void>();

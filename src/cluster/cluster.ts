@@ -16,6 +16,7 @@ import type { EngineHost } from './engine-host.ts';
 import { MetricsGathering } from './metrics-gathering.ts';
 import type { FromWorker, ToWorker, WorkerData } from './protocol.ts';
 import { relayInference } from './relay.ts';
+import { createReadinessBoard, publishReadiness } from './shared-readiness.ts';
 
 /** More worker losses than this within REPLACEMENT_WINDOW_MS is a crash loop, not a bad
  * request: the process then stops (exit 1) and leaves it to the supervisor. */
@@ -39,12 +40,15 @@ export class Cluster {
   private balance: SharedArrayBuffer;
   // the country database, read once for every API worker (src/metering/geo.ts)
   private geo: SharedArrayBuffer | null;
+  // the engine's module readiness for every API worker to read at once (shared-readiness.ts)
+  private readiness: SharedArrayBuffer;
 
   constructor(private config: Config, private log: Logger, private engine: EngineHost, private store: StoreBackend, private stopRetention: () => Promise<void>, private refunds: RefundMetrics) {
     this.metrics = new MainMetrics(engine, describeUwsBuild());
     this.admission = createAdmissionTable(config.VERIFY_SLOTS);
     this.balance = createBalanceTable(config.WORKERS);
     this.geo = geoDatabase();
+    this.readiness = createReadinessBoard();
     this.gathering = new MetricsGathering({
       workers: () => this.workers,
       ask: (w, id) => w.postMessage({ type: 'metrics-snapshot', id } satisfies ToWorker),
@@ -58,6 +62,8 @@ export class Cluster {
 
   async start(port: number): Promise<void> {
     this.port = port;
+    // published before any worker starts: none serves without it
+    publishReadiness(this.readiness, this.engine.readiness());
     const started: Promise<void>[] = [];
     for (let index = 0; index < this.config.WORKERS; index++) started.push(this.spawn(index));
     // readiness is pushed as it changes (warm-up, a failed module, a fallback, a switch)
@@ -75,7 +81,7 @@ export class Cluster {
     // LMDB: the worker's channel to the process's one metering writer, which commits every
     // worker's reservations and settlements together (src/store/lmdb/writer.ts)
     const lmdbWriter = storeWriterChannel(this.store);
-    const data: WorkerData = { config: this.config, port, index, admission: this.admission, balance: this.balance, geo: this.geo, entry: entry.href, ...(lmdbWriter ? { lmdbWriter } : {}) };
+    const data: WorkerData = { config: this.config, port, index, admission: this.admission, balance: this.balance, geo: this.geo, readiness: this.readiness, entry: entry.href, ...(lmdbWriter ? { lmdbWriter } : {}) };
     // Compiled JavaScript starts the thread directly; under tsx the thread must register the
     // loader first (src/thread-entry.mjs, found from src/ as the entries are).
     // An API worker's allocations are small and short-lived (body bytes live outside the JS
@@ -164,6 +170,7 @@ export class Cluster {
   }
 
   private broadcastReadiness(modules: ModuleReadiness[]): void {
+    publishReadiness(this.readiness, modules);
     for (const w of this.workers) w.postMessage({ type: 'readiness', modules } satisfies ToWorker);
   }
 

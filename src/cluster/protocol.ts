@@ -18,6 +18,8 @@ export interface WorkerData {
   geo: SharedArrayBuffer | null;
   /** module the thread entry loads (see src/thread-entry.mjs) */
   entry: string;
+  /** the engine's module readiness, published by the main thread (src/cluster/shared-readiness.ts) */
+  readiness: SharedArrayBuffer;
   /** LMDB: the channel to the process's metering writer, read by the worker's store
    * (src/store/lmdb/writer.ts writerClientFor) */
   lmdbWriter?: { port: MessagePort; storeDir: string };

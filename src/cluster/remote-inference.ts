@@ -4,6 +4,7 @@ import { InferenceFailedError, type InferenceJob, type InferenceService, type In
 
 export { InferenceFailedError };
 import type { FromWorker } from './protocol.ts';
+import { ReadinessReader } from './shared-readiness.ts';
 
 
 /** The API worker's view of the one inference engine that lives in the main thread. Pixel
@@ -22,10 +23,17 @@ export class RemoteInference implements InferenceService {
     private readonly timeoutMs = 120_000,
     /** called for each dropped late result: a slow or hung engine an operator should see */
     private readonly onLateResult: () => void = () => {},
-  ) {}
+    /** the main thread's readiness in shared memory (shared-readiness.ts): what every API
+     * worker reads at once, where a message reaches each worker in its own time */
+    board?: SharedArrayBuffer,
+  ) {
+    this.board = board ? new ReadinessReader(board) : null;
+  }
+
+  private readonly board: ReadinessReader | null;
 
   readiness(): ModuleReadiness[] {
-    return this.modules;
+    return this.board?.read() ?? this.modules;
   }
 
   setReadiness(modules: ModuleReadiness[]): void {
