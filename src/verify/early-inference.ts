@@ -102,7 +102,10 @@ export class EarlyInference {
     const entry = this.tokens.get(key);
     if (images === null) {
       if (entry === undefined) return;
+      // and what it had left is no longer known: a reservation granted later (a refund, new
+      // quota) overlaps calls beyond the first only once a settlement tells it again (review R2)
       entry.granted = 0;
+      entry.left = 0;
       if (entry.pendingCalls === 0) this.tokens.delete(key);
       return;
     }

@@ -362,6 +362,9 @@ t.test('the memory: overlapped calls in flight: the first always, more while the
   t.equal(m.size, 1, 'b stays remembered while its claims are in flight');
   t.notOk(m.allows('b', 1), 'but is serial');
   m.booked('b', 1, one); // a granted reservation: b overlapped again, for calls of 1 image
+  // what b had left before the refusal (3) is no longer known: until a settlement tells it
+  // again, a call beside the one still in flight is serial (review R2: the refusal forgets it)
+  t.equal(m.start('b', 1, 1), null, 'granted again, but no second call in flight on the units left seen before the refusal');
   m.settled('b', Infinity);
   t.ok(m.allows('b', 1, 5), 'no limit: any units');
   t.notOk(m.allows('b', 2), 'but no more images than its last granted call sent');
