@@ -25,18 +25,18 @@ export async function crashPoints(t: Test, killed: ServerHandle, restart: () => 
   // 3. after the charged answer: answered first, so the one kill below finds it charged and
   // settled (issue 43: this had a kill and restart of its own; one kill covers all three points)
   const after = request([single({ id: 'after-1' })]);
-  // a client as the spec asks: a 503 server_busy or module_unavailable (charged nothing, the key
-  // not bound) is sent again with the same key and bytes after its Retry-After, bounded; one was
-  // seen here on a heavily loaded host (load average ~20 on 2 cores), its code not kept then: it
-  // is now, in the comment. The likely one (review R2): module_unavailable from an API worker
-  // that had not yet handled the main thread's 'readiness' message while another worker already
-  // answered /health/ready 200 (src/cluster/cluster.ts broadcastReadiness). Any other 503 on
-  // this idle, ready server (store_unavailable) is a failure, not retried.
+  // a client as the spec asks: a 503 server_busy (charged nothing, the key not bound) is sent
+  // again with the same key and bytes after its Retry-After, bounded. A 503 was seen here once on
+  // a heavily loaded host (load average ~20 on 2 cores), its code not kept: most likely
+  // module_unavailable from an API worker that had not yet handled the readiness message while
+  // another already answered /health/ready 200 (review R2), a race since removed (the workers
+  // read readiness from shared memory: src/cluster/shared-readiness.ts). So any other 503 on this
+  // idle, ready server (module_unavailable, store_unavailable) is a failure, not retried.
   let answered = await postVerify(node.baseUrl, token, 'rgb_liveness', after, { 'idempotency-key': 'k-after' });
   for (let i = 0; i < 10 && answered.status === 503; i++) {
     t.comment(`503 before the crash points: ${answered.text.slice(0, 300)}`);
     const code = (JSON.parse(answered.text) as { error?: { code?: string } }).error?.code;
-    if (code !== 'server_busy' && code !== 'module_unavailable') break;
+    if (code !== 'server_busy') break;
     await new Promise((r) => setTimeout(r, 1000 * Number(answered.headers.get('retry-after') ?? '1')));
     answered = await postVerify(node.baseUrl, token, 'rgb_liveness', after, { 'idempotency-key': 'k-after' });
   }
