@@ -131,9 +131,6 @@ void listen(handle.app, config.HOST, port, LISTEN_SHARED).then((socket) => {
 
 main.on('message', (msg: ToWorker) => {
   switch (msg.type) {
-    case 'readiness':
-      inference.setReadiness(msg.modules);
-      break;
     case 'infer-done':
       inference.settle(msg.id, msg.results, msg.error, msg.timing);
       break;

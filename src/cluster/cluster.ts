@@ -140,7 +140,7 @@ export class Cluster {
     this.recoverWorker(index, thread);
     this.spawn(index).then(
       () => {
-        this.workers[index]!.postMessage({ type: 'readiness', modules: this.engine.readiness() } satisfies ToWorker);
+        // (its readiness is the board's, published already: shared-readiness.ts)
         this.log.info({ worker: index }, 'API worker replaced');
       },
       (err: Error) => {
@@ -171,7 +171,6 @@ export class Cluster {
 
   private broadcastReadiness(modules: ModuleReadiness[]): void {
     publishReadiness(this.readiness, modules);
-    for (const w of this.workers) w.postMessage({ type: 'readiness', modules } satisfies ToWorker);
   }
 
   private onMessage(worker: Worker, m: FromWorker): void {

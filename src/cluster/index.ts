@@ -9,4 +9,5 @@ export { probePort } from './listen-port.ts';
 export { ProcessControl } from './process-control.ts';
 export { relayInference } from './relay.ts';
 export { RemoteInference } from './remote-inference.ts';
+export { createReadinessBoard, publishReadiness } from './shared-readiness.ts';
 export { tuneGc } from './tune-gc.ts';

@@ -3,7 +3,7 @@
 // exchange ToWorker and FromWorker messages; everything here is structured-clone friendly.
 import type { MessagePort } from 'node:worker_threads';
 import type { Config } from '../config/index.ts';
-import type { ActivationRequest, InferenceJob, InferenceTiming, ModuleReadiness, ResultRecord } from '../inference/index.ts';
+import type { ActivationRequest, InferenceJob, InferenceTiming, ResultRecord } from '../inference/index.ts';
 import type { MetricsSnapshot } from '../observability/index.ts';
 
 export interface WorkerData {
@@ -28,7 +28,6 @@ export interface WorkerData {
 /** main -> API worker */
 export type ToWorker =
   | { type: 'drain' }
-  | { type: 'readiness'; modules: ModuleReadiness[] }
   | { type: 'metrics-snapshot'; id: number }
   | { type: 'metrics-text'; id: number; text: string; contentType: string }
   /** `timing`: the engine's stages of a job asked with `timed` (a traced call) */

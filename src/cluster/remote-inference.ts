@@ -11,7 +11,6 @@ import { ReadinessReader } from './shared-readiness.ts';
  * buffers are transferred, not copied: after infer() the caller's arrays are detached, except
  * views of shared memory, which the engine reads in place until the job is answered. */
 export class RemoteInference implements InferenceService {
-  private modules: ModuleReadiness[] = [];
   private pending = new Map<number, { resolve: (r: ResultRecord[]) => void; reject: (e: Error) => void; timer: NodeJS.Timeout; timing?: InferenceTiming }>();
   private nextId = 1;
 
@@ -24,20 +23,17 @@ export class RemoteInference implements InferenceService {
     /** called for each dropped late result: a slow or hung engine an operator should see */
     private readonly onLateResult: () => void = () => {},
     /** the main thread's readiness in shared memory (shared-readiness.ts): what every API
-     * worker reads at once, where a message reaches each worker in its own time */
-    board?: SharedArrayBuffer,
+     * worker reads at once (a message reached each worker in its own time) */
+    board: SharedArrayBuffer,
   ) {
-    this.board = board ? new ReadinessReader(board) : null;
+    this.board = new ReadinessReader(board);
   }
 
-  private readonly board: ReadinessReader | null;
+  private readonly board: ReadinessReader;
 
+  /** none until the main thread first publishes (it does before any API worker starts) */
   readiness(): ModuleReadiness[] {
-    return this.board?.read() ?? this.modules;
-  }
-
-  setReadiness(modules: ModuleReadiness[]): void {
-    this.modules = modules;
+    return this.board.read() ?? [];
   }
 
   infer(job: InferenceJob, timing?: InferenceTiming): Promise<ResultRecord[]> {

@@ -117,7 +117,7 @@ export async function startApi(opts: ApiOptions = {}): Promise<ApiHandle> {
   const { geoDatabase } = await import('../../src/metering/index.ts');
   const { openConfiguredStore } = await import('../../src/store/index.ts');
   const { startEngine } = await import('../../src/cluster/engine-host.ts');
-  const { relayInference, RemoteInference } = await import('../../src/cluster/index.ts');
+  const { createReadinessBoard, publishReadiness, relayInference, RemoteInference } = await import('../../src/cluster/index.ts');
 
   const wantN = Number(env.TEST_PASSWORD_SCRYPT_N ?? NaN);
   if (Number.isInteger(wantN) && PARAMS.N !== wantN) {
@@ -155,15 +155,17 @@ export async function startApi(opts: ApiOptions = {}): Promise<ApiHandle> {
   const channel = new MessageChannel();
   let inference: import('../../src/inference/index.ts').InferenceService = none;
   if (engine) {
-    const remote = new RemoteInference(channel.port1, config.INFERENCE_TIMEOUT_SECONDS * 1000, () => api.metrics.lateInferenceResults.inc());
+    // the engine's readiness published as the cluster publishes it (src/cluster/shared-readiness.ts)
+    const board = createReadinessBoard();
+    publishReadiness(board, engine.readiness());
+    engine.onReadinessChange((modules) => publishReadiness(board, modules));
+    const remote = new RemoteInference(channel.port1, config.INFERENCE_TIMEOUT_SECONDS * 1000, () => api.metrics.lateInferenceResults.inc(), board);
     channel.port2.on('message', (m: import('../../src/cluster/index.ts').FromWorker) => {
       relayInference(engine, channel.port2, m, (err) => log.error({ err: { message: err.message } }, 'inference failed'));
     });
     channel.port1.on('message', (m: import('../../src/cluster/index.ts').ToWorker) => {
       if (m.type === 'infer-done') remote.settle(m.id, m.results, m.error, m.timing);
     });
-    engine.onReadinessChange((modules) => remote.setReadiness(modules));
-    remote.setReadiness(engine.readiness());
     inference = remote;
   }
 
