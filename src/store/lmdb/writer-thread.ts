@@ -218,16 +218,22 @@ function commitRequests(batch: Entry[]): void {
  * ports itself (this thread's event loop is blocked inside the transaction), woken by the
  * word each client bumps after posting (WriterClient.send). */
 function holdForCompany(batch: Entry[], runNew: () => boolean): void {
-  const until = performance.now() + holdMs;
+  holdOpen(batch, performance.now() + holdMs, (took) => took && runNew());
+}
+
+/** Keeps the open batch taking the API workers' requests until `until` (performance.now()),
+ * HOLD_MAX_REQUESTS, or `done` (told whether this look took any) says it is enough. */
+function holdOpen(batch: Entry[], until: number, done: (took: boolean) => boolean): void {
   while (batch.length < HOLD_MAX_REQUESTS) {
     // read before looking: a request posted after the look changes it, so the wait returns
     const seen = wake ? Atomics.load(wake, 0) : 0;
-    if (takeWaiting(batch) && runNew()) return;
+    const took = takeWaiting(batch);
+    if (done(took)) return;
     const left = until - performance.now();
     if (left <= 0) return;
     // woken by a client's bump; a channel without one (a test's raw port) is looked at again
     // after HOLD_POLL_MS
-    Atomics.wait(wake ?? idle, 0, seen, Math.min(left, HOLD_POLL_MS));
+    if (!took) Atomics.wait(wake ?? idle, 0, seen, Math.min(left, HOLD_POLL_MS));
   }
 }
 
@@ -277,16 +283,11 @@ function holdForSettlements(batch: Entry[], runNew: () => boolean): void {
   // within it (settleHoldMs): at 2 API workers / concurrency 4 it never holds, as before
   const bound = settleHoldMs(settleHold, answerToSettle, outstanding());
   if (bound === 0) return;
-  const until = performance.now() + bound;
-  while (batch.length < HOLD_MAX_REQUESTS && outstanding() > 0) {
-    // read before looking, as in holdForCompany
-    const seen = wake ? Atomics.load(wake, 0) : 0;
-    const took = takeWaiting(batch);
+  // until every reservation answered has its settlement in (or the bound)
+  holdOpen(batch, performance.now() + bound, (took) => {
     if (took) runNew();
-    const left = until - performance.now();
-    if (left <= 0) return;
-    if (!took) Atomics.wait(wake ?? idle, 0, seen, Math.min(left, HOLD_POLL_MS));
-  }
+    return outstanding() === 0;
+  });
 }
 
 /** Waited on when there is no wake-up word: nobody bumps it. */
