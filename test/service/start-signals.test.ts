@@ -15,9 +15,9 @@ import { onLines, ROOT, SERVICE_ARGS, spawnChild, tempDir } from '../helpers/ser
 //   - while the pool creates its sessions ('inference: starting pool'): native (onnxruntime-node
 //     inside a session creation: issue 39) and wasm (onnxruntime-web's threads), the two
 //     runtimes whose threads end differently (src/inference/pool.ts: a native thread is waited
-//     for, a WASM one terminated); auto's is the same pool once it has chosen, and is stopped at
-//     that moment through npm by test/service/start-stop.test.ts ('npm start killed'). Native's
-//     is start-stop.test.ts's 'SIGTERM to npm run dev' (issue 43: it had a start here as well;
+//     for, a WASM one terminated); auto's is the same pool once it has chosen. Both are also
+//     stopped at that moment through npm, by test/service/start-stop.test.ts: wasm's in 'npm
+//     start killed'; native's in 'SIGTERM to npm run dev' (issue 43: it had a start here as well;
 //     there npm forwards the SIGTERM to node right after that line, on the native backend, and
 //     the run is held to this file's checks: exit 0, the "stopped" line, no error logged);
 //   - during warm-up (after the first 'inference: worker warm': the other module still warms):
