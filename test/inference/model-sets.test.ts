@@ -139,3 +139,50 @@ t.test('a module the operator disabled does not hold an activation back', async 
   await back.start();
   t.match(await back.activate('bgr80_ensemble_v1'), { outcome: 'refused', reason: /does not describe color_liveness/ });
 });
+
+// The load bound (loadTimeoutMs, MODEL_LOAD_TIMEOUT_SECONDS) on the switch's own terms: engines
+// whose start never settles (stuck_*) or settles at once (good_*), so that the bound, and nothing
+// of a host's speed, decides each outcome (a start that settled is seen before any timer fires).
+// The service's refusals of a real too-slow WASM graph, at start and on activation, through
+// its API and CLI: model-load-timeout.test.ts. Held here since issue 43: that an activation
+// still switches after a refusal at start (issue 40 finding 6: the never-ending start wedged
+// model switching), which that file showed on a server start of its own, waiting out 20 s.
+t.test('a set whose start overruns the load bound is refused, at start and on activation; activations after either still switch', async (t) => {
+  const closed: string[] = [];
+  const logs: string[] = [];
+  const create = (o: EngineOptions): InferenceEngine => {
+    let started = false;
+    const readiness = () => [{ module_id: 'rgb_liveness' as const, ready: started, model_set: o.modelSet, trained: true, decision_policy: 'single_frame_v1', threshold: 0.5, execution_provider: 'wasm' as const, error: null }];
+    return {
+      start: () => (o.modelSet.startsWith('stuck') ? new Promise<void>(() => {}) : Promise.resolve().then(() => void (started = true))),
+      readiness,
+      poolTimes: () => null,
+      poolMetrics: () => [],
+      counters: () => ({ tasks: 0, captures: 0 }),
+      ping: () => Promise.resolve(),
+      onReadinessChange: () => () => {},
+      executionProvider: 'wasm',
+      infer: (job) => Promise.resolve(job.captures.map(() => ({ model_set: o.modelSet }) as unknown as Awaited<ReturnType<InferenceEngine['infer']>>[number])),
+      close: async () => void closed.push(o.modelSet),
+    };
+  };
+  const sw = createModelSetSwitch(
+    { modelsDir: 'unused', modelSet: 'stuck_v1', backend: 'wasm', threads: 1, warmupRuns: 1, log: (_o, m) => logs.push(m) },
+    { create, loadTimeoutMs: 100 },
+  );
+  t.teardown(() => sw.close());
+  await t.rejects(sw.start(), { name: 'LoadTimeoutError', message: /did not finish within 0\.1 s \(MODEL_LOAD_TIMEOUT_SECONDS\)/ }, 'the start is refused at the bound');
+  t.match(sw.readiness(), [{ module_id: 'rgb_liveness', ready: false, model_set: 'stuck_v1', error: /^model set stuck_v1: load, graph checks and warm-up did not finish within/ }], 'its modules stay unready and say why');
+  t.ok(logs.includes('model set refused at start: its modules stay unready'), 'logged');
+  await waitFor(() => closed.includes('stuck_v1'), { what: 'the refused engine closed', timeoutMs: 30_000, intervalMs: 1 });
+
+  t.match(await sw.activate('good_v1'), { model_set: 'good_v1', outcome: 'active', reason: null }, 'an activation after the refusal at start switches');
+  t.match(sw.readiness(), [{ ready: true, model_set: 'good_v1', error: null }], 'and the refusal\'s reason is gone');
+  t.equal((await sw.infer(single('a')))[0]!.model_set, 'good_v1');
+
+  t.match(await sw.activate('stuck_v2'), { model_set: 'stuck_v2', outcome: 'refused', reason: /did not finish within 0\.1 s/ }, 'beside a serving set: refused at the bound');
+  t.match(sw.status(), { active: 'good_v1', activating: null, last: { outcome: 'refused' } }, 'the serving set stays');
+  t.equal((await sw.infer(single('b')))[0]!.model_set, 'good_v1');
+  t.match(await sw.activate('good_v2'), { outcome: 'active', model_set: 'good_v2' }, 'the next activation is not held up by it');
+  await waitFor(() => closed.includes('stuck_v2'), { what: 'the refused engine closed', timeoutMs: 30_000, intervalMs: 1 });
+});
