@@ -49,7 +49,10 @@ const EMBEDDED_VERSION = (() => {
   while (!fs.existsSync(path.join(dir, 'package.json'))) dir = path.dirname(dir);
   return (JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8')) as { version: string }).version;
 })();
-const TEMPLATE = path.join(os.tmpdir(), `lv-pg-template-${EMBEDDED_VERSION}-${process.getuid?.() ?? 0}`);
+// FORMAT names what the copy was made with (the options template() gives initialise()): change
+// it with them, or hosts that already hold a copy keep serving the old one.
+const FORMAT = 1;
+const TEMPLATE = path.join(os.tmpdir(), `lv-pg-template-v${FORMAT}-${EMBEDDED_VERSION}-${process.getuid?.() ?? 0}`);
 const quiet = { onLog: () => {}, onError: () => {} };
 
 function readTemplate(): { dataDir: string; password: string } | null {
