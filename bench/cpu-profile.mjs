@@ -19,12 +19,12 @@
 // alike, not a profiled run with an unprofiled one.
 //
 // Writes bench/results/NAME.md and NAME.json (NAME: cpu-profile-<kind>-w<workers>-c<concurrency>).
-import { spawn, spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { PRODUCTION_ENV } from './production-env.mjs';
+import { deployTiny128, exitIfPortServed, processCpuSeconds, spawnService, waitReady } from './tiny128-service.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const peersDir = process.env.PEERS_DIR ?? join(here, '../../shared/peers');
@@ -53,13 +53,6 @@ if (!existsSync(join(peers, 'load.mjs'))) {
   process.exit(2);
 }
 
-const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
-/** user + system seconds of the whole process (every thread) */
-function processCpu(pid) {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(f[11]) + Number(f[12])) / CLK_TCK;
-}
 /** microseconds on the clock V8's profiles use (CLOCK_MONOTONIC) */
 const nowUs = () => Number(process.hrtime.bigint() / 1000n);
 
@@ -72,42 +65,13 @@ process.on('exit', () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-// The deployment of bench/side-by-side.mjs: tiny128 by manifest, resized bilinearly as the peers do.
-const models = join(dir, 'models', 'tiny128');
-mkdirSync(models, { recursive: true });
-copyFileSync(join(peers, 'model/tiny128.onnx'), join(models, 'tiny128.onnx'));
-const manifest = JSON.parse(readFileSync(join(peers, 'model/tiny128.manifest.json'), 'utf8'));
-for (const g of manifest.modules.rgb_liveness.graphs) g.resize = 'bilinear';
-writeFileSync(join(models, 'manifest.json'), JSON.stringify(manifest, null, 2));
-const env = { ...process.env, ...PRODUCTION_ENV, DATA_DIR: join(dir, 'data'), MODELS_DIR: join(dir, 'models'), MODEL_SET: 'tiny128', LOG_LEVEL: 'warn' };
-const cli = (...a) => {
-  const r = spawnSync(process.execPath, [join(FROM, 'dist/src/cli/main.js'), ...a], { cwd: FROM, env, encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`cli ${a.join(' ')}: ${r.stderr}`);
-  return r.stdout;
-};
-cli('module', 'disable', 'color_liveness');
-const token = JSON.parse(cli('token', 'create', '--name', 'bench', '--grant', 'rgb_liveness:unlimited:never')).token;
+const { env, token } = deployTiny128(dir, peers, FROM);
 const PORT = Number(opt('port', 18380));
 const base = `http://127.0.0.1:${PORT}`;
-// uWS listens with SO_REUSEPORT: a second service on a port already served shares its
-// connections without an error, and the load would meet the other one's tokens (401)
-if (await fetch(`${base}/health/live`).then(() => true, () => false)) {
-  console.error(`something already answers on port ${PORT}: pass --port`);
-  process.exit(2);
-}
-const log = [];
-service = spawn(process.execPath, [`--cpu-prof`, `--cpu-prof-dir=${profiles}`, `--cpu-prof-interval=${INTERVAL_US}`, join(FROM, 'dist/src/main.js')], {
-  cwd: FROM, env: { ...env, HOST: '127.0.0.1', PORT: String(PORT), WORKERS: String(WORKERS) }, stdio: ['ignore', 'pipe', 'pipe'],
-});
-service.stdout.on('data', (d) => log.push(String(d)));
-service.stderr.on('data', (d) => log.push(String(d)));
-for (let until = Date.now() + 240_000; ;) {
-  if (service.exitCode !== null) throw new Error(`service exited (${service.exitCode}):\n${log.join('').slice(-2000)}`);
-  if (Date.now() > until) throw new Error('service not ready within 240 s');
-  const ok = await fetch(`${base}/health/ready`).then((r) => r.status === 200, () => false);
-  if (ok) break;
-  await new Promise((r) => setTimeout(r, 250));
-}
+await exitIfPortServed(base, PORT);
+const svc = spawnService({ from: FROM, env, port: PORT, workers: WORKERS, nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${profiles}`, `--cpu-prof-interval=${INTERVAL_US}`] });
+service = svc.proc;
+await waitReady(base, service, svc.log);
 
 // The load: warm-up, then the window; its bounds are taken when load.mjs's warm-up
 // ends (its first stderr line marks its start) and when it exits.
@@ -121,13 +85,13 @@ load.stdout.on('data', (c) => (stdout += c));
 load.stderr.on('data', () => {
   if (started) return;
   started = true;
-  timer = setTimeout(() => (win = { fromUs: nowUs(), cpu0: processCpu(service.pid), load0: loadavg()[0] }), WARMUP * 1000);
+  timer = setTimeout(() => (win = { fromUs: nowUs(), cpu0: processCpuSeconds(service.pid), load0: loadavg()[0] }), WARMUP * 1000);
 });
 const code = await new Promise((r) => load.on('close', r));
 clearTimeout(timer);
 if (code !== 0 || !win) throw new Error(`load.mjs failed (${code})`);
 win.toUs = nowUs();
-win.cpu1 = processCpu(service.pid);
+win.cpu1 = processCpuSeconds(service.pid);
 const line = JSON.parse(stdout.trim().split('\n').pop());
 const captures = line.captures_per_s * SECONDS;
 

@@ -24,11 +24,11 @@
 // processes; kernel frames where allowed). Writes bench/results/NAME.md and NAME.json
 // (NAME: perf-profile-<kind>-w<workers>-c<concurrency>).
 import { spawn, spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { PRODUCTION_ENV } from './production-env.mjs';
+import { deployTiny128, exitIfPortServed, spawnService, statCpuSeconds, waitReady } from './tiny128-service.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const peersDir = process.env.PEERS_DIR ?? join(here, '../../shared/peers');
@@ -62,11 +62,6 @@ if (spawnSync('perf', ['--version']).status !== 0) {
   process.exit(2);
 }
 
-const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
-function cpuOf(statText) {
-  const f = statText.slice(statText.lastIndexOf(')') + 2).split(' ');
-  return (Number(f[11]) + Number(f[12])) / CLK_TCK;
-}
 /** per thread: [voluntary context switches, non-voluntary ones, CPU seconds] */
 function threads(pid) {
   const out = {};
@@ -76,7 +71,7 @@ function threads(pid) {
       out[tid] = [
         Number(/^voluntary_ctxt_switches:\s+(\d+)/m.exec(status)[1]),
         Number(/^nonvoluntary_ctxt_switches:\s+(\d+)/m.exec(status)[1]),
-        cpuOf(readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8')),
+        statCpuSeconds(readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8')),
       ];
     } catch {
       // a thread that ended meanwhile
@@ -93,40 +88,12 @@ process.on('exit', () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-// The deployment of bench/side-by-side.mjs: tiny128 by manifest, resized bilinearly as the peers do.
-const models = join(dir, 'models', 'tiny128');
-mkdirSync(models, { recursive: true });
-copyFileSync(join(peers, 'model/tiny128.onnx'), join(models, 'tiny128.onnx'));
-const manifest = JSON.parse(readFileSync(join(peers, 'model/tiny128.manifest.json'), 'utf8'));
-for (const g of manifest.modules.rgb_liveness.graphs) g.resize = 'bilinear';
-writeFileSync(join(models, 'manifest.json'), JSON.stringify(manifest, null, 2));
-const env = { ...process.env, ...PRODUCTION_ENV, DATA_DIR: join(dir, 'data'), MODELS_DIR: join(dir, 'models'), MODEL_SET: 'tiny128', LOG_LEVEL: 'warn' };
-const cli = (...a) => {
-  const r = spawnSync(process.execPath, [join(FROM, 'dist/src/cli/main.js'), ...a], { cwd: FROM, env, encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`cli ${a.join(' ')}: ${r.stderr}`);
-  return r.stdout;
-};
-cli('module', 'disable', 'color_liveness');
-const token = JSON.parse(cli('token', 'create', '--name', 'bench', '--grant', 'rgb_liveness:unlimited:never')).token;
+const { env, token } = deployTiny128(dir, peers, FROM);
 const base = `http://127.0.0.1:${PORT}`;
-// uWS listens with SO_REUSEPORT: a second service on a port already served would share its
-// connections without an error
-if (await fetch(`${base}/health/live`).then(() => true, () => false)) {
-  console.error(`something already answers on port ${PORT}: pass --port`);
-  process.exit(2);
-}
-const log = [];
-service = spawn(process.execPath, ['--perf-basic-prof', join(FROM, 'dist/src/main.js')], {
-  cwd: FROM, env: { ...env, HOST: '127.0.0.1', PORT: String(PORT), WORKERS: String(WORKERS) }, stdio: ['ignore', 'pipe', 'pipe'],
-});
-service.stdout.on('data', (d) => log.push(String(d)));
-service.stderr.on('data', (d) => log.push(String(d)));
-for (let until = Date.now() + 240_000; ;) {
-  if (service.exitCode !== null) throw new Error(`service exited (${service.exitCode}):\n${log.join('').slice(-2000)}`);
-  if (Date.now() > until) throw new Error('service not ready within 240 s');
-  if (await fetch(`${base}/health/ready`).then((r) => r.status === 200, () => false)) break;
-  await new Promise((r) => setTimeout(r, 250));
-}
+await exitIfPortServed(base, PORT);
+const started = spawnService({ from: FROM, env, port: PORT, workers: WORKERS, nodeArgs: ['--perf-basic-prof'] });
+service = started.proc;
+await waitReady(base, service, started.log);
 
 // The load: warm-up, then the window, which starts WARMUP s after load.mjs's first stderr line
 // (its start) and lasts SECONDS; perf records from SKIP s into it for SECONDS - SKIP - 1 s, and

@@ -22,11 +22,12 @@
 // A peer whose dependencies are not installed (peers/fastify: `npm ci`; FastAPI:
 // peers/fastapi/install.sh) is reported as not run, with the reason; nothing is assumed.
 import { spawn, spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PRODUCTION_ENV } from './production-env.mjs';
+import { treeCpuSeconds } from './tiny128-service.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, '..');
@@ -191,38 +192,6 @@ async function startFastapi(port) {
   return { name: 'fastapi', base, token: TOKEN, proc };
 }
 
-/** CPU seconds (user + system) used so far by `pid` and every process below it: the
- * service is one process (its threads included), a peer may run several (uvicorn's workers).
- * Read from /proc; null where there is none. */
-function treeCpuSeconds(pid) {
-  if (!existsSync('/proc/self/stat')) return null;
-  const children = new Map();
-  const cpu = new Map();
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    let stat;
-    try {
-      stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-    } catch {
-      continue; // gone meanwhile
-    }
-    // the fields after the command name, which may itself hold spaces and parentheses
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const ppid = Number(f[1]);
-    cpu.set(Number(entry), (Number(f[11]) + Number(f[12])) / CLK_TCK);
-    if (!children.has(ppid)) children.set(ppid, []);
-    children.get(ppid).push(Number(entry));
-  }
-  let total = 0;
-  const stack = [pid];
-  while (stack.length) {
-    const p = stack.pop();
-    total += cpu.get(p) ?? 0;
-    stack.push(...(children.get(p) ?? []));
-  }
-  return total;
-}
-const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
 
 /** One load run against `sys`, with the CPU the system spent in its measured window: read when
  * load.mjs starts its warm-up (its first stderr line) plus the warm-up, and again when it

@@ -17,12 +17,12 @@
 // The systems run one after the other (not interleaved): compare the shapes of the curves,
 // and read levels against a host that stayed as loaded. Writes bench/results/NAME.{md,json}
 // (NAME: warmup-curve-<kind>-w<workers>-c<concurrency>).
-import { spawn, spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { PRODUCTION_ENV } from './production-env.mjs';
+import { deployTiny128, spawnService, startLogged, treeCpuSeconds, waitReady } from './tiny128-service.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const peersDir = process.env.PEERS_DIR ?? join(here, '../../shared/peers');
@@ -55,35 +55,6 @@ if (PEER !== null && PEER !== 'fastapi') {
   process.exit(2);
 }
 
-const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
-/** CPU seconds of `pid` and every process below it (uvicorn runs one per worker) */
-function treeCpuSeconds(pid) {
-  const children = new Map();
-  const cpu = new Map();
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    let stat;
-    try {
-      stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-    } catch {
-      continue;
-    }
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    cpu.set(Number(entry), (Number(f[11]) + Number(f[12])) / CLK_TCK);
-    const ppid = Number(f[1]);
-    if (!children.has(ppid)) children.set(ppid, []);
-    children.get(ppid).push(Number(entry));
-  }
-  let total = 0;
-  const stack = [pid];
-  while (stack.length) {
-    const p = stack.pop();
-    total += cpu.get(p) ?? 0;
-    stack.push(...(children.get(p) ?? []));
-  }
-  return total;
-}
-
 const dir = mkdtempSync(join(tmpdir(), 'warmup-curve-'));
 const procs = new Set();
 process.on('exit', () => {
@@ -91,22 +62,10 @@ process.on('exit', () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-async function waitReady(base, proc, log) {
-  for (const until = Date.now() + 240_000; ;) {
-    if (proc.exitCode !== null) throw new Error(`exited (${proc.exitCode}) before it was ready:\n${log.join('').slice(-2000)}`);
-    if (Date.now() > until) throw new Error('not ready within 240 s');
-    if (await fetch(`${base}/health/ready`).then((r) => r.status === 200, () => false)) return;
-    await new Promise((r) => setTimeout(r, 250));
-  }
-}
-
 function start(cmd, args, opts) {
-  const log = [];
-  const proc = spawn(cmd, args, { ...opts, stdio: ['ignore', 'pipe', 'pipe'] });
-  proc.stdout.on('data', (d) => log.push(String(d)));
-  proc.stderr.on('data', (d) => log.push(String(d)));
-  procs.add(proc);
-  return { proc, log };
+  const started = startLogged(cmd, args, opts);
+  procs.add(started.proc);
+  return started;
 }
 
 async function stop(proc) {
@@ -119,24 +78,9 @@ async function stop(proc) {
 }
 
 async function startService(port) {
-  const models = join(dir, 'models', 'tiny128');
-  mkdirSync(models, { recursive: true });
-  copyFileSync(join(peers, 'model/tiny128.onnx'), join(models, 'tiny128.onnx'));
-  const manifest = JSON.parse(readFileSync(join(peers, 'model/tiny128.manifest.json'), 'utf8'));
-  for (const g of manifest.modules.rgb_liveness.graphs) g.resize = 'bilinear';
-  writeFileSync(join(models, 'manifest.json'), JSON.stringify(manifest, null, 2));
-  const env = { ...process.env, ...PRODUCTION_ENV, DATA_DIR: join(dir, 'data'), MODELS_DIR: join(dir, 'models'), MODEL_SET: 'tiny128', LOG_LEVEL: 'warn' };
-  const cli = (...a) => {
-    const r = spawnSync(process.execPath, [join(FROM, 'dist/src/cli/main.js'), ...a], { cwd: FROM, env, encoding: 'utf8' });
-    if (r.status !== 0) throw new Error(`cli ${a.join(' ')}: ${r.stderr}`);
-    return r.stdout;
-  };
-  cli('module', 'disable', 'color_liveness');
-  const token = JSON.parse(cli('token', 'create', '--name', 'bench', '--grant', 'rgb_liveness:unlimited:never')).token;
-  const { proc, log } = start(process.execPath, [join(FROM, 'dist/src/main.js')], {
-    cwd: FROM, env: { ...env, HOST: '127.0.0.1', PORT: String(port), WORKERS: String(WORKERS) },
-  });
-  const base = `http://127.0.0.1:${port}`;
+  const { env, token } = deployTiny128(dir, peers, FROM);
+  const { base, proc, log } = spawnService({ from: FROM, env, port, workers: WORKERS });
+  procs.add(proc);
   await waitReady(base, proc, log);
   return { name: 'service', base, token, proc };
 }
