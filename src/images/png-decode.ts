@@ -6,26 +6,30 @@
 //
 // Speed: one inflate of the IDAT chunks as they lie, by the thread's reused native inflater
 // (inflate.ts), into a scratch buffer reused from frame to frame; then one pass that undoes
-// the filters straight into the result: the caller's memory when it gives some (the part's own
-// frame-slab slot, written over once the PNG bytes are no longer needed), else a buffer of
-// exactly the pixels. No per-frame allocation on the way when the caller gives the memory.
+// the filters, Sub and Up rows by SIMD kernels (rows-simd.ts) into the thread's pixel buffer
+// and the other filters in JavaScript beside them, and one copy into the result: the caller's
+// memory when it gives some (the part's own frame-slab slot, written over once the PNG bytes
+// are no longer needed), else a buffer of exactly the pixels. Where WebAssembly SIMD is
+// missing, the JavaScript rows write straight into the result. No per-frame allocation on the
+// way when the caller gives the memory.
 
 import { CROP_SIZE, RGB8_BYTES } from '../contract/index.ts';
 import { crc32 } from './crc32.ts';
 import { ImageError } from './errors.ts';
 import { inflateInto, ZlibError } from './inflate.ts';
+import { INFLATE_ROOM, RAW_LENGTH, simdRows, type SimdRows } from './rows-simd.ts';
 
 const SIGNATURE = [137, 80, 78, 71, 13, 10, 26, 10];
 const BPP = 3;
 const STRIDE = CROP_SIZE * BPP; // 960 bytes of pixels per row
-const RAW_LENGTH = CROP_SIZE * (STRIDE + 1); // each row is preceded by its filter-type byte
-// Room for zlib's output: what the rows need and 1 KiB more. zlib never writes past it, so a
-// deflate bomb stops there; a stream up to 1 KiB too long is still read to its end (its own
-// faults, a bad checksum say, are reported first, as they always were) and one that fills the
-// room is too long, whatever follows.
-const INFLATE_ROOM = RAW_LENGTH + 1024;
+// RAW_LENGTH: 320 rows, each preceded by its filter-type byte. INFLATE_ROOM, zlib's output
+// room: what the rows need and 1 KiB more. zlib never writes past it, so a deflate bomb stops
+// there; a stream up to 1 KiB too long is still read to its end (its own faults, a bad
+// checksum say, are reported first, as they always were) and one that fills the room is too
+// long, whatever follows. (Both live in rows-simd.ts, which lays its memory out by them.)
 
-/** This thread's inflate output, reused by every decode (the pixels never live in it). */
+/** This thread's inflate output, reused by every decode (the pixels never live in it): in the
+ * SIMD kernels' memory when they load. */
 let scratch: Uint8Array | undefined;
 
 const COLOR_TYPES: Record<number, string> = {
@@ -133,7 +137,11 @@ export function decodePng(bytes: Uint8Array, into?: Uint8Array): Uint8Array {
   const raw = inflateRows(idat);
   if (into !== undefined && into.length < RGB8_BYTES) throw new RangeError(`decodePng needs room for ${RGB8_BYTES} bytes of pixels`);
   const out = into === undefined ? new Uint8Array(new ArrayBuffer(RGB8_BYTES)) : into.subarray(0, RGB8_BYTES);
-  return unfilter(raw, out);
+  const simd = simdRows();
+  if (simd === null || raw.buffer !== simd.raw.buffer) return unfilter(raw, out);
+  unfilterRows(raw, simd.pixels, simd);
+  out.set(simd.pixels);
+  return out;
 }
 
 function checkSignature(bytes: Uint8Array): void {
@@ -209,7 +217,7 @@ export function inflate(data: Uint8Array): Uint8Array {
 }
 
 function inflateRows(idat: readonly Uint8Array[]): Uint8Array {
-  scratch ??= new Uint8Array(INFLATE_ROOM);
+  scratch ??= simdRows()?.raw ?? new Uint8Array(INFLATE_ROOM);
   let result: { written: number; trailing: number };
   try {
     result = inflateInto(idat, scratch);
@@ -242,6 +250,12 @@ function inflateRows(idat: readonly Uint8Array[]): Uint8Array {
  * Average rows then carry it as one word (subRow), another fifth to a third off
  * (bench/results/png-cpu-s49.md). */
 export function unfilter(raw: Uint8Array, out: Uint8Array = new Uint8Array(new ArrayBuffer(RGB8_BYTES))): Uint8Array {
+  return unfilterRows(raw, out, null);
+}
+
+/** The filter stage, with the SIMD kernels for Sub and Up rows when `simd` is given: `raw` and
+ * `out` are then its memory's `raw` and `pixels`, whose offsets the kernels take. */
+function unfilterRows(raw: Uint8Array, out: Uint8Array, simd: SimdRows | null): Uint8Array {
   const stride = STRIDE;
   // Sub, Up and Average rows move a pixel as one 32-bit word (addLanes), through these views
   // of exactly `raw` and `out`: each row's last pixel goes byte by byte, so no word reaches past
@@ -258,10 +272,12 @@ export function unfilter(raw: Uint8Array, out: Uint8Array = new Uint8Array(new A
         copyRow(raw, out, src, dst, stride);
         break;
       case 1:
-        subRow(raw, out, rv, ov, src, dst, stride);
+        if (simd) simd.sub(src, dst);
+        else subRow(raw, out, rv, ov, src, dst, stride);
         break;
       case 2:
         if (y === 0) copyRow(raw, out, src, dst, stride);
+        else if (simd) simd.up(src, dst);
         else upRow(raw, out, rv, ov, src, dst, up, stride);
         break;
       case 3:
@@ -270,7 +286,8 @@ export function unfilter(raw: Uint8Array, out: Uint8Array = new Uint8Array(new A
         break;
       case 4:
         // Without a previous row Paeth degenerates to Sub.
-        if (y === 0) subRow(raw, out, rv, ov, src, dst, stride);
+        if (y === 0 && simd) simd.sub(src, dst);
+        else if (y === 0) subRow(raw, out, rv, ov, src, dst, stride);
         else paethRow(raw, out, src, dst, up, stride);
         break;
       default:

@@ -1,0 +1,68 @@
+// The PNG decoder's memory and its SIMD row kernels: one WebAssembly instance per thread
+// (unfilter-simd.wat), whose memory holds the inflate output and the unfiltered pixels.
+//
+// Why WebAssembly here: undoing the Sub filter is a running sum along the row, which JavaScript
+// can only do a pixel at a time (the SWAR loop in png-decode.ts, already the fastest of the
+// JavaScript forms measured); 128-bit vectors do five pixels a step and Up rows sixteen bytes,
+// about 4x less CPU for an all-Sub image with the copy out included (bench/png-stages-cpu.mjs).
+// The load generator's images, and what encoders pick for smooth rows, are mostly Sub and Up.
+// The other filters (Average, Paeth) stay in JavaScript, on views of the same memory.
+//
+// A runtime without WebAssembly SIMD gets null, and the decoder keeps its JavaScript rows.
+import { CROP_SIZE, RGB8_BYTES } from '../contract/index.ts';
+import { wasmBytes } from './unfilter-simd-wasm.ts';
+
+/** a row's pixel bytes: the kernels' steps divide it (15 for Sub, 16 for Up) */
+const STRIDE = CROP_SIZE * 3;
+/** 320 rows of 960 bytes, each after its filter byte */
+export const RAW_LENGTH = CROP_SIZE * (STRIDE + 1);
+/** zlib's room: the rows and 1 KiB more (png-decode.ts says why) */
+export const INFLATE_ROOM = RAW_LENGTH + 1024;
+/** where the pixels start in the memory: after the inflate room, 16-byte aligned */
+const PIXELS_AT = Math.ceil(INFLATE_ROOM / 16) * 16;
+
+export interface SimdRows {
+  /** the inflate output's room, at offset 0 of the memory */
+  readonly raw: Uint8Array;
+  /** the unfiltered image, at PIXELS_AT: rows land here, then are copied to the caller */
+  readonly pixels: Uint8Array;
+  /** Sub row: raw[src, src + 960) -> pixels[dst, dst + 960), offsets in raw and pixels */
+  sub(src: number, dst: number): void;
+  /** Up row: the row above is pixels[dst - 960, dst) */
+  up(src: number, dst: number): void;
+}
+
+interface Exports {
+  memory: WebAssembly.Memory;
+  sub(src: number, dst: number, end: number): void;
+  up(src: number, dst: number, up: number, end: number): void;
+}
+
+let rows: SimdRows | null | undefined;
+
+/** This thread's kernels, or null where WebAssembly SIMD is missing. */
+export function simdRows(): SimdRows | null {
+  if (rows === undefined) rows = make();
+  return rows;
+}
+
+function make(): SimdRows | null {
+  let exports: Exports;
+  try {
+    // a few hundred bytes: compiled synchronously, once per thread, at the first PNG
+    exports = new WebAssembly.Instance(new WebAssembly.Module(wasmBytes)).exports as unknown as Exports;
+  } catch {
+    return null;
+  }
+  const { memory, sub, up } = exports;
+  // every row the kernels touch, and the 16 bytes Sub may write past the last pixel row
+  if (memory.buffer.byteLength < PIXELS_AT + RGB8_BYTES + 16 || STRIDE % 15 !== 0 || STRIDE % 16 !== 0) return null;
+  const raw = new Uint8Array(memory.buffer, 0, INFLATE_ROOM);
+  const pixels = new Uint8Array(memory.buffer, PIXELS_AT, RGB8_BYTES);
+  return {
+    raw,
+    pixels,
+    sub: (src, dst) => sub(src, PIXELS_AT + dst, src + STRIDE),
+    up: (src, dst) => up(src, PIXELS_AT + dst, PIXELS_AT + dst - STRIDE, src + STRIDE),
+  };
+}

@@ -1,0 +1,75 @@
+// The PNG decoder's SIMD rows (src/images/rows-simd.ts, unfilter-simd.wat): the committed bytes
+// are the .wat's, this Node takes them, and every sequence of row filters decodes to what the
+// JavaScript rows (the reference, and the path of a runtime without SIMD) make of it.
+import t from 'tap';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import * as zlib from 'node:zlib';
+import fc from 'fast-check';
+import { compileWat, moduleSource, targetOf, watFiles } from '../../scripts/build-wasm.mjs';
+import { crc32, decodePng } from '../../src/images/index.ts';
+import { unfilter } from '../../src/images/png-decode.ts';
+import { simdRows } from '../../src/images/rows-simd.ts';
+import { noise } from './hostile-pngs.ts';
+
+const ROOT = join(import.meta.dirname, '../..');
+
+t.test('each committed X-wasm.ts is what its .wat compiles to', async (t) => {
+  const files = watFiles();
+  t.ok(files.includes('src/images/unfilter-simd.wat'), 'the unfilter kernels are among them');
+  for (const file of files) {
+    const committed = readFileSync(join(ROOT, targetOf(file)), 'utf8');
+    t.equal(committed, moduleSource(file, await compileWat(file)), `${targetOf(file)} matches ${file} (node scripts/build-wasm.mjs)`);
+  }
+});
+
+t.test('this Node runs the SIMD rows, with the inflate output in their memory', async (t) => {
+  const rows = simdRows();
+  t.not(rows, null, 'WebAssembly SIMD loads');
+  t.equal(simdRows(), rows, 'one instance per thread');
+  t.equal(rows!.raw.buffer, rows!.pixels.buffer, 'inflate output and pixels share the kernels\' memory');
+});
+
+/** A 320x320 RGB PNG of the given filtered rows (each 961 bytes: filter byte, then 960). */
+function pngOfRows(raw: Uint8Array): Buffer {
+  const chunk = (type: string, data: Uint8Array) => {
+    const body = Buffer.concat([Buffer.from(type, 'latin1'), data]);
+    const head = Buffer.alloc(4);
+    head.writeUInt32BE(data.length);
+    const tail = Buffer.alloc(4);
+    tail.writeUInt32BE(crc32(body));
+    return Buffer.concat([head, body, tail]);
+  };
+  const ihdr = Buffer.from([0, 0, 1, 64, 0, 0, 1, 64, 8, 2, 0, 0, 0]);
+  return Buffer.concat([Buffer.from([137, 80, 78, 71, 13, 10, 26, 10]), chunk('IHDR', ihdr), chunk('IDAT', zlib.deflateSync(raw, { level: 1 })), chunk('IEND', new Uint8Array(0))]);
+}
+
+t.test('any sequence of row filters over any bytes: the SIMD decode equals the JavaScript rows', async (t) => {
+  let runs = 0;
+  fc.assert(
+    fc.property(fc.array(fc.integer({ min: 0, max: 4 }), { minLength: 320, maxLength: 320 }), fc.integer({ min: 0, max: 2 ** 31 - 1 }), (filters, seed) => {
+      const raw = new Uint8Array(320 * 961);
+      const bytes = noise(seed, raw.length);
+      raw.set(bytes);
+      // a third of the images with extreme bytes, where every lane's sum wraps past 255
+      if (seed % 3 === 0) for (let i = 0; i < raw.length; i++) raw[i] = bytes[i] & 1 ? 255 : 254;
+      for (let y = 0; y < 320; y++) raw[y * 961] = filters[y];
+      const expected = unfilter(raw.slice());
+      const got = decodePng(pngOfRows(raw));
+      runs++;
+      return Buffer.from(got).equals(Buffer.from(expected));
+    }),
+    { numRuns: 60 },
+  );
+  t.equal(runs, 60);
+});
+
+t.test('a row after a Sub row is whole: the byte the kernel writes past a Sub row is written again', async (t) => {
+  // Sub rows, each followed by a row of one filter: that row starts at the byte Sub's last step
+  // wrote; rows above it are read back by Up, Average and Paeth
+  for (const next of [0, 1, 2, 3, 4] as const) {
+    const raw = noise(7, 320 * 961);
+    for (let y = 0; y < 320; y++) raw[y * 961] = y % 2 === 0 ? 1 : next;
+    t.ok(Buffer.from(decodePng(pngOfRows(raw))).equals(Buffer.from(unfilter(raw.slice()))), `Sub then ${next}`);
+  }
+});
