@@ -107,7 +107,7 @@ async function child(from, kind, calls) {
   let k = 0;
   const next = () => slots[(k = (k + 1) & 31)];
   if (kind === 'decode') {
-    const { decodePng, inflate, unfilter } = await import(join(from, 'dist/src/images/png-decode.js'));
+    const { decodePng, inflate, unfilter, unfilterInto } = await import(join(from, 'dist/src/images/png-decode.js'));
     const zlib = await import('node:zlib');
     const idat = [];
     for (let pos = 8; pos < png.length;) {
@@ -120,7 +120,13 @@ async function child(from, kind, calls) {
     const raw = new Uint8Array(inflate(zdata));
     console.log(`service decodePng (whole, into a slot)\t${cpuMs(() => decodePng(png, next())).toFixed(4)}`);
     console.log(`service inflate (reused inflater)\t${cpuMs(() => inflate(zdata)).toFixed(4)}`);
-    console.log(`service unfilter (into a slot)\t${cpuMs(() => unfilter(raw, next().subarray(0, 307200))).toFixed(4)}`);
+    console.log(`service unfilter, JavaScript rows (into a slot)\t${cpuMs(() => unfilter(raw, next().subarray(0, 307200))).toFixed(4)}`);
+    // the decoder's own rows (SIMD Sub and Up, then the copy into the slot) from its inflate
+    // scratch; a build before them has no unfilterInto
+    if (unfilterInto) {
+      const scratch = inflate(zdata);
+      console.log(`service unfilter, as decodePng runs it (into a slot)\t${cpuMs(() => unfilterInto(scratch, next().subarray(0, 307200))).toFixed(4)}`);
+    }
     console.log(`node zlib.inflateSync\t${cpuMs(() => zlib.inflateSync(zdata)).toFixed(4)}`);
   } else {
     const { FramePreparer } = await import(join(from, 'dist/src/inference/preprocess.js'));

@@ -137,8 +137,16 @@ export function decodePng(bytes: Uint8Array, into?: Uint8Array): Uint8Array {
   const raw = inflateRows(idat);
   if (into !== undefined && into.length < RGB8_BYTES) throw new RangeError(`decodePng needs room for ${RGB8_BYTES} bytes of pixels`);
   const out = into === undefined ? new Uint8Array(new ArrayBuffer(RGB8_BYTES)) : into.subarray(0, RGB8_BYTES);
+  return unfilterInto(raw, out);
+}
+
+/** The filter stage as decodePng runs it: `raw` from inflate() (the thread's scratch, in the
+ * SIMD kernels' memory when they load) -> `out`, Sub and Up rows by the kernels and the pixels
+ * copied into `out`; any other `raw`, or no SIMD, goes through unfilter. Exported for
+ * bench/png-stages-cpu.mjs. */
+export function unfilterInto(raw: Uint8Array, out: Uint8Array): Uint8Array {
   const simd = simdRows();
-  if (simd === null || raw.buffer !== simd.raw.buffer) return unfilter(raw, out);
+  if (simd === null || raw.buffer !== simd.raw.buffer || raw.byteOffset !== 0) return unfilter(raw, out);
   unfilterRows(raw, simd.pixels, simd);
   out.set(simd.pixels);
   return out;
@@ -240,7 +248,8 @@ function inflateRows(idat: readonly Uint8Array[]): Uint8Array {
   return scratch.subarray(0, RAW_LENGTH);
 }
 
-/** The filter stage alone: 320 filtered rows -> RGB (exported for bench/frame.mjs). `out` may
+/** The filter stage alone, in JavaScript: 320 filtered rows -> RGB (exported for
+ * bench/frame.mjs, and the rows of a runtime without WebAssembly SIMD). `out` may
  * be `raw` itself: each row's pixels land before its own filtered bytes (row y moves back by
  * y + 1 bytes), every byte is read before it is overwritten, and the row above is read from
  * its finished place (decodePng writes elsewhere: its input is the thread's inflate scratch).
