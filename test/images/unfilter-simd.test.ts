@@ -2,8 +2,12 @@
 // are the .wat's, this Node takes them, and every sequence of row filters decodes to what the
 // JavaScript rows (the reference, and the path of a runtime without SIMD) make of it.
 import t from 'tap';
-import { readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { buildSync } from 'esbuild';
 import * as zlib from 'node:zlib';
 import fc from 'fast-check';
 import { compileWat, moduleSource, targetOf, watFiles } from '../../scripts/build-wasm.mjs';
@@ -72,4 +76,26 @@ t.test('a row after a Sub row is whole: the byte the kernel writes past a Sub ro
     for (let y = 0; y < 320; y++) raw[y * 961] = y % 2 === 0 ? 1 : next;
     t.ok(Buffer.from(decodePng(pngOfRows(raw))).equals(Buffer.from(unfilter(raw.slice()))), `Sub then ${next}`);
   }
+});
+
+t.test('where the kernels\' memory cannot be made (a tight ulimit -v), the decoder keeps its JavaScript rows', async (t) => {
+  // The decoder bundled here, then run by plain node under 6 GB of address space: enough for
+  // node, not for a WebAssembly memory's reservation (tsx itself starts WebAssembly, so it
+  // cannot run there).
+  const dir = mkdtempSync(join(tmpdir(), 'lv-ulimit-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const bundle = join(dir, 'decoder.mjs');
+  buildSync({
+    stdin: { contents: "export { simdRows } from './src/images/rows-simd.ts';\nexport { decodePng, encodePng } from './src/images/index.ts';", resolveDir: ROOT, loader: 'ts' },
+    bundle: true, format: 'esm', platform: 'node', outfile: bundle, logLevel: 'error',
+  });
+  const script = [
+    `const { simdRows, decodePng, encodePng } = await import(${JSON.stringify(pathToFileURL(bundle).href)});`,
+    'const rgb = new Uint8Array(307200).map((_, i) => (i * 37) % 251);',
+    'const out = decodePng(encodePng(rgb, 320, 320, { filter: "cycle" }));',
+    'console.log(JSON.stringify({ simd: simdRows() !== null, same: Buffer.from(out).equals(Buffer.from(rgb)) }));',
+  ].join('\n');
+  const r = spawnSync('bash', ['-c', 'ulimit -v 6000000 && exec "$0" --input-type=module -e "$1"', process.execPath, script], { encoding: 'utf8' });
+  t.equal(r.status, 0, r.stderr);
+  t.same(JSON.parse(r.stdout.trim().split('\n').pop() ?? 'null'), { simd: false, same: true }, 'no kernels, the same pixels');
 });
