@@ -131,6 +131,8 @@ const kill = setTimeout(() => service.kill('SIGKILL'), 60_000);
 await gone;
 clearTimeout(kill);
 rmSync(`/tmp/perf-${service.pid}.map`, { force: true });
+// --perf-basic-prof also has V8 write a log per isolate into the service's working directory
+for (const f of readdirSync(FROM)) if (f.startsWith('isolate-') && f.endsWith(`-${service.pid}-v8.log`)) rmSync(join(FROM, f), { force: true });
 
 // ---------------------------------------------------------------- the samples
 
