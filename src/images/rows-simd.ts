@@ -11,7 +11,9 @@
 // running sum's vector trick does not cover; an encoder that picks them per row is decoded at
 // the JavaScript rows' speed for those rows.
 //
-// A runtime without WebAssembly SIMD gets null, and the decoder keeps its JavaScript rows.
+// A runtime without WebAssembly SIMD, or one that cannot make the memory (its address-space
+// reservation refused under a tight `ulimit -v`), gets null, and the decoder keeps its
+// JavaScript rows.
 import { CROP_SIZE, RGB8_BYTES } from '../contract/index.ts';
 import { wasmBytes } from './unfilter-simd-wasm.ts';
 
@@ -43,7 +45,7 @@ interface Exports {
 
 let rows: SimdRows | null | undefined;
 
-/** This thread's kernels, or null where WebAssembly SIMD is missing. */
+/** This thread's kernels, or null where they cannot load. */
 export function simdRows(): SimdRows | null {
   if (rows === undefined) rows = make();
   return rows;
@@ -58,7 +60,7 @@ function make(): SimdRows | null {
     return null;
   }
   const { memory, sub, up } = exports;
-  // every row the kernels touch, and the 16 bytes Sub may write past the last pixel row
+  // every row the kernels touch, and the byte Sub's last step writes past the last pixel row
   if (memory.buffer.byteLength < PIXELS_AT + RGB8_BYTES + 16 || STRIDE % 15 !== 0 || STRIDE % 16 !== 0) return null;
   const raw = new Uint8Array(memory.buffer, 0, INFLATE_ROOM);
   const pixels = new Uint8Array(memory.buffer, PIXELS_AT, RGB8_BYTES);
