@@ -20,19 +20,12 @@
 //
 // Writes bench/results/NAME.md and NAME.json (NAME: cpu-profile-<kind>-w<workers>-c<concurrency>).
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
-import { basename, dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { deployTiny128, exitIfPortServed, processCpuSeconds, spawnService, waitReady } from './tiny128-service.mjs';
+import { basename, join } from 'node:path';
+import { deployTiny128, exitIfPortServed, opt, peersFolder, processCpuSeconds, requireBuildsAndPeers, ROOT, spawnService, waitReady } from './tiny128-service.mjs';
 
-const here = dirname(fileURLToPath(import.meta.url));
-const peersDir = process.env.PEERS_DIR ?? join(here, '../../shared/peers');
-const peers = existsSync(peersDir) ? realpathSync(peersDir) : peersDir;
-const opt = (name, dflt) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? process.argv[i + 1] : dflt;
-};
+const peers = peersFolder();
 const KIND = opt('kind', 'single-png');
 const WORKERS = Number(opt('workers', 16));
 const CONCURRENCY = Number(opt('concurrency', 32));
@@ -40,18 +33,11 @@ const SECONDS = Number(opt('seconds', 10));
 const WARMUP = Number(opt('warmup', 3));
 const TOP = Number(opt('top', 30));
 const INTERVAL_US = Number(opt('interval-us', 500));
-const FROM = opt('from', join(here, '..'));
+const FROM = opt('from', ROOT);
 const KEEP = opt('keep', null);
 const OUT = opt('out', `cpu-profile-${KIND}-w${WORKERS}-c${CONCURRENCY}`);
 
-if (!existsSync(join(FROM, 'dist/src/main.js'))) {
-  console.error(`no compiled build in ${FROM}: \`npm run build\` there first`);
-  process.exit(2);
-}
-if (!existsSync(join(peers, 'load.mjs'))) {
-  console.error(`no peers at ${peers} (PEERS_DIR)`);
-  process.exit(2);
-}
+requireBuildsAndPeers([FROM], peers);
 
 /** microseconds on the clock V8's profiles use (CLOCK_MONOTONIC) */
 const nowUs = () => Number(process.hrtime.bigint() / 1000n);
@@ -173,8 +159,8 @@ const md = [
     '',
   ]),
 ];
-mkdirSync(join(here, 'results'), { recursive: true });
-writeFileSync(join(here, `results/${OUT}.json`), `${JSON.stringify(result, null, 2)}\n`);
-writeFileSync(join(here, `results/${OUT}.md`), `${md.join('\n')}\n`);
+mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
+writeFileSync(join(ROOT, `bench/results/${OUT}.json`), `${JSON.stringify(result, null, 2)}\n`);
+writeFileSync(join(ROOT, `bench/results/${OUT}.md`), `${md.join('\n')}\n`);
 console.log(md.slice(0, 12 + Object.keys(result.threads).length).join('\n'));
 console.error(`written: bench/results/${OUT}.md, .json`);

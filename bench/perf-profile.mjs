@@ -24,19 +24,12 @@
 // processes; kernel frames where allowed). Writes bench/results/NAME.md and NAME.json
 // (NAME: perf-profile-<kind>-w<workers>-c<concurrency>).
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { deployTiny128, exitIfPortServed, spawnService, statCpuSeconds, waitReady } from './tiny128-service.mjs';
+import { join } from 'node:path';
+import { deployTiny128, exitIfPortServed, opt, peersFolder, requireBuildsAndPeers, ROOT, spawnService, statCpuSeconds, waitReady } from './tiny128-service.mjs';
 
-const here = dirname(fileURLToPath(import.meta.url));
-const peersDir = process.env.PEERS_DIR ?? join(here, '../../shared/peers');
-const peers = existsSync(peersDir) ? realpathSync(peersDir) : peersDir;
-const opt = (name, dflt) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? process.argv[i + 1] : dflt;
-};
+const peers = peersFolder();
 const KIND = opt('kind', 'single-png');
 const WORKERS = Number(opt('workers', 16));
 const CONCURRENCY = Number(opt('concurrency', 32));
@@ -45,18 +38,11 @@ const WARMUP = Number(opt('warmup', 50));
 /** seconds of the window before perf starts (load.mjs allows at most 60 s of warm-up) */
 const SKIP = Number(opt('skip', 0));
 const TOP = Number(opt('top', 25));
-const FROM = opt('from', join(here, '..'));
+const FROM = opt('from', ROOT);
 const PORT = Number(opt('port', 18385));
 const OUT = opt('out', `perf-profile-${KIND}-w${WORKERS}-c${CONCURRENCY}`);
 
-if (!existsSync(join(FROM, 'dist/src/main.js'))) {
-  console.error(`no compiled build in ${FROM}: \`npm run build\` there first`);
-  process.exit(2);
-}
-if (!existsSync(join(peers, 'load.mjs'))) {
-  console.error(`no peers at ${peers} (PEERS_DIR)`);
-  process.exit(2);
-}
+requireBuildsAndPeers([FROM], peers);
 if (spawnSync('perf', ['--version']).status !== 0) {
   console.error('no `perf` on PATH');
   process.exit(2);
@@ -244,8 +230,8 @@ for (const [kind, k] of order) {
   }
   md.push('');
 }
-mkdirSync(join(here, 'results'), { recursive: true });
-writeFileSync(join(here, 'results', `${OUT}.md`), md.join('\n'));
-writeFileSync(join(here, 'results', `${OUT}.json`), `${JSON.stringify(result, null, 2)}\n`);
+mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
+writeFileSync(join(ROOT, 'bench/results', `${OUT}.md`), md.join('\n'));
+writeFileSync(join(ROOT, 'bench/results', `${OUT}.json`), `${JSON.stringify(result, null, 2)}\n`);
 console.log(md.slice(0, 14).join('\n'));
 console.log(`written: bench/results/${OUT}.md, .json`);

@@ -19,20 +19,14 @@
 // is not always in cache, as in a batch32 call. --baseline runs another build's stages in the
 // same rounds (the same process kind, a separate process per build and stage kind).
 import { spawnSync } from 'node:child_process';
-import { existsSync, realpathSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { opt, peersFolder, requireBuildsAndPeers, ROOT } from './tiny128-service.mjs';
 
-const here = dirname(fileURLToPath(import.meta.url));
-const opt = (name, dflt) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? process.argv[i + 1] : dflt;
-};
-const peersDir = process.env.PEERS_DIR ?? join(here, '../../shared/peers');
-const peers = existsSync(peersDir) ? realpathSync(peersDir) : peersDir;
+const peers = peersFolder();
 
 const FILTER = opt('filter', null);
-const FROM_DEFAULT = join(here, '..');
+const FROM_DEFAULT = ROOT;
 if (process.argv[2] === '--child') {
   await child(process.argv[3], process.argv[4], Number(process.argv[5]));
   process.exit(0);
@@ -42,16 +36,7 @@ const FROM = opt('from', FROM_DEFAULT);
 const BASELINE = opt('baseline', null);
 const ROUNDS = Number(opt('rounds', 3));
 const CALLS = Number(opt('calls', 1000));
-for (const dir of [FROM, BASELINE].filter(Boolean)) {
-  if (!existsSync(join(dir, 'dist/src/images/png-decode.js'))) {
-    console.error(`no compiled build in ${dir}: \`npm run build\` there first`);
-    process.exit(2);
-  }
-}
-if (!existsSync(join(peers, 'load.mjs'))) {
-  console.error(`no peers at ${peers} (PEERS_DIR)`);
-  process.exit(2);
-}
+requireBuildsAndPeers([FROM, BASELINE].filter(Boolean), peers, 'dist/src/images/png-decode.js');
 
 const PY = String.raw`
 import io, struct, sys, time, zlib

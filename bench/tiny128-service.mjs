@@ -1,11 +1,45 @@
-// What the profiling scripts (cpu-profile.mjs, perf-profile.mjs, warmup-curve.mjs) share: the
-// compiled service deployed as bench/side-by-side.mjs deploys it (tiny128 by manifest, resized
-// bilinearly as the peers resize), started and awaited, and CPU seconds read from /proc. Plain
-// JavaScript, as those scripts are: the service is measured as it runs, with no loader.
+// What the profiling scripts (cpu-profile.mjs, perf-profile.mjs, warmup-curve.mjs,
+// png-stages-cpu.mjs) share: their command-line options, the peers' folder and the checks that
+// a build and the peers are there; the compiled service deployed as bench/side-by-side.mjs
+// deploys it (tiny128 by manifest, resized bilinearly as the peers resize), started and
+// awaited; and CPU seconds read from /proc. Plain JavaScript, as those scripts are: the service
+// is measured as it runs, with no loader.
 import { spawn, spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { PRODUCTION_ENV } from './production-env.mjs';
+
+/** this repository's root (the default build to measure) */
+export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
+
+/** The value after `--name` on the command line, or `dflt`. */
+export function opt(name, dflt) {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? process.argv[i + 1] : dflt;
+}
+
+/** The peers' folder (PEERS_DIR, else ../shared/peers), as its real path: load.mjs runs its
+ * command line only when argv[1] is its own resolved path (../shared is a link). */
+export function peersFolder() {
+  const dir = process.env.PEERS_DIR ?? join(ROOT, '../shared/peers');
+  return existsSync(dir) ? realpathSync(dir) : dir;
+}
+
+/** Exits 2, saying why, unless every folder of `builds` holds a compiled build (`file` in it)
+ * and `peers` holds load.mjs. */
+export function requireBuildsAndPeers(builds, peers, file = 'dist/src/main.js') {
+  for (const dir of builds) {
+    if (!existsSync(join(dir, file))) {
+      console.error(`no compiled build in ${dir}: \`npm run build\` there first`);
+      process.exit(2);
+    }
+  }
+  if (!existsSync(join(peers, 'load.mjs'))) {
+    console.error(`no peers at ${peers} (PEERS_DIR)`);
+    process.exit(2);
+  }
+}
 
 export const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
 

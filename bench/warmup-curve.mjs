@@ -18,38 +18,24 @@
 // and read levels against a host that stayed as loaded. Writes bench/results/NAME.{md,json}
 // (NAME: warmup-curve-<kind>-w<workers>-c<concurrency>).
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { deployTiny128, spawnService, startLogged, treeCpuSeconds, waitReady } from './tiny128-service.mjs';
+import { join } from 'node:path';
+import { deployTiny128, opt, peersFolder, requireBuildsAndPeers, ROOT, spawnService, startLogged, treeCpuSeconds, waitReady } from './tiny128-service.mjs';
 
-const here = dirname(fileURLToPath(import.meta.url));
-const peersDir = process.env.PEERS_DIR ?? join(here, '../../shared/peers');
-const peers = existsSync(peersDir) ? realpathSync(peersDir) : peersDir;
-const opt = (name, dflt) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? process.argv[i + 1] : dflt;
-};
+const peers = peersFolder();
 const KIND = opt('kind', 'single-png');
 const WORKERS = Number(opt('workers', 16));
 const CONCURRENCY = Number(opt('concurrency', 32));
 const WINDOWS = Number(opt('windows', 15));
 const SECONDS = Number(opt('seconds', 10));
 const PEER = opt('peer', null);
-const FROM = opt('from', join(here, '..'));
+const FROM = opt('from', ROOT);
 const PORT = Number(opt('port', 18395));
 const OUT = opt('out', `warmup-curve-${KIND}-w${WORKERS}-c${CONCURRENCY}`);
 const PEER_TOKEN = 'bench-warmup-curve-token';
 
-if (!existsSync(join(FROM, 'dist/src/main.js'))) {
-  console.error(`no compiled build in ${FROM}: \`npm run build\` there first`);
-  process.exit(2);
-}
-if (!existsSync(join(peers, 'load.mjs'))) {
-  console.error(`no peers at ${peers} (PEERS_DIR)`);
-  process.exit(2);
-}
+requireBuildsAndPeers([FROM], peers);
 if (PEER !== null && PEER !== 'fastapi') {
   console.error('--peer: only fastapi');
   process.exit(2);
@@ -138,7 +124,7 @@ const md = [
   ...Array.from({ length: WINDOWS }, (_, w) => `| ${w * SECONDS} | ${names.map((n) => `${curves[n][w].captures_per_s} | ${curves[n][w].cpu_ms_per_capture?.toFixed(2) ?? '–'}`).join(' | ')} | ${names.map((n) => curves[n][w].load1.toFixed(1)).join(' / ')} |`),
   '',
 ];
-mkdirSync(join(here, 'results'), { recursive: true });
-writeFileSync(join(here, 'results', `${OUT}.md`), md.join('\n'));
-writeFileSync(join(here, 'results', `${OUT}.json`), `${JSON.stringify(result, null, 2)}\n`);
+mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
+writeFileSync(join(ROOT, 'bench/results', `${OUT}.md`), md.join('\n'));
+writeFileSync(join(ROOT, 'bench/results', `${OUT}.json`), `${JSON.stringify(result, null, 2)}\n`);
 console.log(md.join('\n'));

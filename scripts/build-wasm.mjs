@@ -5,7 +5,6 @@
 // bytes differ from it (an edit of one without the other).
 //
 //   node scripts/build-wasm.mjs           write every X-wasm.ts
-//   node scripts/build-wasm.mjs --check   exit 1 when one differs from its .wat
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -52,26 +51,9 @@ export function moduleSource(file, bytes) {
 export const targetOf = (file) => file.replace(/\.wat$/, '-wasm.ts');
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const check = process.argv.includes('--check');
-  let stale = 0;
   for (const file of watFiles()) {
     const source = moduleSource(file, await compileWat(file));
-    const target = join(root, targetOf(file));
-    if (check) {
-      let current = '';
-      try {
-        current = readFileSync(target, 'utf8');
-      } catch {
-        // missing: stale
-      }
-      if (current !== source) {
-        console.error(`${targetOf(file)} does not match ${file}: run node scripts/build-wasm.mjs`);
-        stale++;
-      }
-    } else {
-      writeFileSync(target, source);
-      console.log(`${targetOf(file)}: ${source.length} characters`);
-    }
+    writeFileSync(join(root, targetOf(file)), source);
+    console.log(`${targetOf(file)}: ${source.length} characters`);
   }
-  process.exit(stale > 0 ? 1 : 0);
 }
