@@ -6,10 +6,16 @@
 // zlib.decompress and OpenCV's blobFromImage (Debian's /usr/bin/python3, when it has them).
 //
 //   npm run build && PEERS_DIR=/tmp/peers-perf node bench/png-stages-cpu.mjs [--from DIR]
-//     [--baseline DIR] [--rounds 3] [--calls 1000] [--filter 0|1|2|3|4|cycle|adaptive]
+//     [--baseline DIR] [--rounds 3] [--calls 1000] [--filter 0|1|2|3|4|cycle|adaptive] [--png FILE]
 //
 // --filter: the same pixels encoded by the service's own encoder (src/images/png-encode.ts)
 // with that filter on every row instead of load.mjs's Sub (real clients' encoders choose per row).
+// --png: a 320x320 RGB PNG of one's own, decoded as it is: for instance the eye crop of a photo
+// that the CLI's `capture --image` writes with the client's encoder, which picks Paeth or
+// Average for nearly every row of a photograph (the eyes from test/capture/faces.json, photo
+// coordinates: crop origin + eyes):
+//   npm run cli --silent -- capture --image node_modules/@vladmandic/face-api/demo/sample3.jpg \
+//     --eyes 1115,316.3,1219.6,340 --out /tmp/f1.png
 //
 // CPU time (process.cpuUsage / time.process_time), not wall time: on the shared 2-core host a
 // process waiting for a core is not charged, so the figures hold under other engineers' load
@@ -19,6 +25,7 @@
 // is not always in cache, as in a batch32 call. --baseline runs another build's stages in the
 // same rounds (the same process kind, a separate process per build and stage kind).
 import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { opt, peersFolder, requireBuildsAndPeers, ROOT } from './tiny128-service.mjs';
@@ -26,6 +33,7 @@ import { opt, peersFolder, requireBuildsAndPeers, ROOT } from './tiny128-service
 const peers = peersFolder();
 
 const FILTER = opt('filter', null);
+const PNG_FILE = opt('png', null);
 const FROM_DEFAULT = ROOT;
 if (process.argv[2] === '--child') {
   await child(process.argv[3], process.argv[4], Number(process.argv[5]));
@@ -66,11 +74,29 @@ print('cv2.dnn.blobFromImage 320->128\t%.4f' % cpu(lambda: cv2.dnn.blobFromImage
 `;
 
 async function loadImage(from = FROM_DEFAULT) {
+  // its pixels: what the decoder's JavaScript rows (the reference the SIMD rows are tested
+  // against) make of it
+  if (PNG_FILE !== null) {
+    const png = new Uint8Array(readFileSync(PNG_FILE));
+    const { inflate, unfilter } = await import(join(from, 'dist/src/images/png-decode.js'));
+    return { pixels: Buffer.from(unfilter(new Uint8Array(inflate(idatOf(png))))), png };
+  }
   const load = await import(join(peers, 'load.mjs'));
   const pixels = load.makePixels(1);
   if (FILTER === null) return { pixels, png: new Uint8Array(load.encodePng(pixels)) };
   const { encodePng } = await import(join(from, 'dist/src/images/png-encode.js'));
   return { pixels, png: new Uint8Array(encodePng(pixels, 320, 320, { filter: /^\d$/.test(FILTER) ? Number(FILTER) : FILTER })) };
+}
+
+/** The zlib stream of a PNG: its IDAT chunks' data, joined. */
+function idatOf(png) {
+  const idat = [];
+  for (let pos = 8; pos < png.length;) {
+    const len = new DataView(png.buffer, png.byteOffset + pos).getUint32(0);
+    if (String.fromCharCode(...png.subarray(pos + 4, pos + 8)) === 'IDAT') idat.push(png.subarray(pos + 8, pos + 8 + len));
+    pos += 12 + len;
+  }
+  return Buffer.concat(idat);
 }
 
 /** One build's stages, in this (child) process: prints "stage\tms" lines. */
@@ -94,13 +120,7 @@ async function child(from, kind, calls) {
   if (kind === 'decode') {
     const { decodePng, inflate, unfilter, unfilterInto } = await import(join(from, 'dist/src/images/png-decode.js'));
     const zlib = await import('node:zlib');
-    const idat = [];
-    for (let pos = 8; pos < png.length;) {
-      const len = new DataView(png.buffer, png.byteOffset + pos).getUint32(0);
-      if (String.fromCharCode(...png.subarray(pos + 4, pos + 8)) === 'IDAT') idat.push(png.subarray(pos + 8, pos + 8 + len));
-      pos += 12 + len;
-    }
-    const zdata = Buffer.concat(idat);
+    const zdata = idatOf(png);
     if (Buffer.compare(Buffer.from(decodePng(png, next())), pixels) !== 0) throw new Error('decode does not round-trip');
     const raw = new Uint8Array(inflate(zdata));
     console.log(`service decodePng (whole, into a slot)\t${cpuMs(() => decodePng(png, next())).toFixed(4)}`);
@@ -137,7 +157,7 @@ let python = null;
 for (let round = 1; round <= ROUNDS; round++) {
   for (const [name, dir] of builds) {
     for (const kind of ['decode', 'resize']) {
-      const r = run(process.execPath, [fileURLToPath(import.meta.url), '--child', dir, kind, String(CALLS), ...(FILTER === null ? [] : ['--filter', FILTER])]);
+      const r = run(process.execPath, [fileURLToPath(import.meta.url), '--child', dir, kind, String(CALLS), ...(FILTER === null ? [] : ['--filter', FILTER]), ...(PNG_FILE === null ? [] : ['--png', PNG_FILE])]);
       if (r.error) throw new Error(`${name} ${kind}: ${r.error}`);
       for (const [stage, ms] of r.lines) add(`${name}: ${stage}`, ms);
     }
@@ -146,7 +166,8 @@ for (let round = 1; round <= ROUNDS; round++) {
   if (py.error) python = py.error;
   else for (const [stage, ms] of py.lines) add(`fastapi peer: ${stage}`, ms);
 }
-console.log(`PNG ${png.length} bytes (load.mjs makePixels(1)${FILTER === null ? '' : `, the service's encoder, filter ${FILTER}`}); CPU ms per frame, median of 5 blocks, per round; builds: service ${FROM}${BASELINE ? `, baseline ${BASELINE}` : ''}`);
+const source = PNG_FILE !== null ? PNG_FILE : `load.mjs makePixels(1)${FILTER === null ? '' : `, the service's encoder, filter ${FILTER}`}`;
+console.log(`PNG ${png.length} bytes (${source}); CPU ms per frame, median of 5 blocks, per round; builds: service ${FROM}${BASELINE ? `, baseline ${BASELINE}` : ''}`);
 console.log('');
 console.log(`| stage | ${Array.from({ length: ROUNDS }, (_, i) => `round ${i + 1}`).join(' | ')} |`);
 console.log(`|---|${'---|'.repeat(ROUNDS)}`);

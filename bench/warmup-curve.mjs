@@ -6,7 +6,7 @@
 //
 //   npm run build && PEERS_DIR=/tmp/peers-perf node bench/warmup-curve.mjs --kind single-png \
 //     [--workers 16] [--concurrency 32] [--windows 15] [--seconds 10] [--peer fastapi] \
-//     [--from DIR] [--port 18395] [--out NAME]
+//     [--from DIR] [--port 18395] [--node-args "FLAGS"] [--out NAME]
 //
 // Why: every API worker is a V8 isolate that optimises the request path from its own share of
 // the calls, so at 16 API workers the service's CPU per capture keeps falling for minutes of
@@ -32,6 +32,9 @@ const SECONDS = Number(opt('seconds', 10));
 const PEER = opt('peer', null);
 const FROM = opt('from', ROOT);
 const PORT = Number(opt('port', 18395));
+// Extra node/V8 flags for the service's process (V8's are process-wide, so every isolate it
+// starts gets them): for trying a tiering setting on the curve, e.g. --node-args "--always-sparkplug".
+const NODE_ARGS = opt('node-args', '').split(' ').filter(Boolean);
 const OUT = opt('out', `warmup-curve-${KIND}-w${WORKERS}-c${CONCURRENCY}`);
 const PEER_TOKEN = 'bench-warmup-curve-token';
 
@@ -65,7 +68,7 @@ async function stop(proc) {
 
 async function startService(port) {
   const { env, token } = deployTiny128(dir, peers, FROM);
-  const { base, proc, log } = spawnService({ from: FROM, env, port, workers: WORKERS });
+  const { base, proc, log } = spawnService({ from: FROM, env, port, workers: WORKERS, nodeArgs: NODE_ARGS });
   procs.add(proc);
   await waitReady(base, proc, log);
   return { name: 'service', base, token, proc };

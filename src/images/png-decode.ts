@@ -141,7 +141,7 @@ export function decodePng(bytes: Uint8Array, into?: Uint8Array): Uint8Array {
 }
 
 /** The filter stage as decodePng runs it: `raw` from inflate() (the thread's scratch, in the
- * SIMD kernels' memory when they load) -> `out`, Sub and Up rows by the kernels and the pixels
+ * SIMD kernels' memory when they load) -> `out`, the rows by the kernels and the pixels
  * copied into `out`; any other `raw`, or no SIMD, goes through unfilter. Exported for
  * bench/png-stages-cpu.mjs. */
 export function unfilterInto(raw: Uint8Array, out: Uint8Array): Uint8Array {
@@ -262,8 +262,9 @@ export function unfilter(raw: Uint8Array, out: Uint8Array = new Uint8Array(new A
   return unfilterRows(raw, out, null);
 }
 
-/** The filter stage, with the SIMD kernels for Sub and Up rows when `simd` is given: `raw` and
- * `out` are then its memory's `raw` and `pixels`, whose offsets the kernels take. */
+/** The filter stage, with the SIMD kernels (every row but an Average first row) when `simd` is
+ * given: `raw` and `out` are then its memory's `raw` and `pixels`, whose offsets the kernels
+ * take. */
 function unfilterRows(raw: Uint8Array, out: Uint8Array, simd: SimdRows | null): Uint8Array {
   const stride = STRIDE;
   // Sub, Up and Average rows move a pixel as one 32-bit word (addLanes), through these views
@@ -291,12 +292,14 @@ function unfilterRows(raw: Uint8Array, out: Uint8Array, simd: SimdRows | null): 
         break;
       case 3:
         if (y === 0) averageFirstRow(raw, out, src, dst, stride);
+        else if (simd) simd.average(src, dst);
         else averageRow(raw, out, rv, ov, src, dst, up, stride);
         break;
       case 4:
         // Without a previous row Paeth degenerates to Sub.
         if (y === 0 && simd) simd.sub(src, dst);
         else if (y === 0) subRow(raw, out, rv, ov, src, dst, stride);
+        else if (simd) simd.paeth(src, dst);
         else paethRow(raw, out, src, dst, up, stride);
         break;
       default:

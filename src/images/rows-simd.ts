@@ -5,11 +5,13 @@
 // can only do a pixel at a time (the SWAR loop in png-decode.ts, already the fastest of the
 // JavaScript forms measured); 128-bit vectors do five pixels a step and Up rows sixteen bytes:
 // the load generator's all-Sub image unfilters in 0.09 ms of CPU with the copy out, against
-// 0.24-0.31 ms for the JavaScript rows (bench/png-stages-cpu.mjs). The other filters (Average,
-// Paeth) stay in JavaScript, on views of the same memory: their predictors depend on the
-// finished pixel to the left through a non-linear step (a halving, Paeth's choice), which a
-// running sum's vector trick does not cover; an encoder that picks them per row is decoded at
-// the JavaScript rows' speed for those rows.
+// 0.24-0.31 ms for the JavaScript rows (bench/png-stages-cpu.mjs). Average and Paeth rows
+// depend on the finished pixel to the left through a non-linear step (a halving, Paeth's
+// choice), so they go a pixel a step, its three channels in one vector and no branch: they are
+// what an encoder choosing a filter per row picks for a photograph (the project's own client:
+// 310-317 of 320 rows Paeth or Average on the CLI's eye crops of the face-api sample photos),
+// and JavaScript's Paeth, whose branches follow the data, cost 2.3-2.7 ms of CPU a frame on such
+// a crop where the kernel takes 0.6-0.7 (bench/results/png-paeth-s53.md).
 //
 // A runtime without WebAssembly SIMD, or one that cannot make the memory (its address-space
 // reservation refused under a tight `ulimit -v`), gets null, and the decoder keeps its
@@ -17,7 +19,7 @@
 import { CROP_SIZE, RGB8_BYTES } from '../contract/index.ts';
 import { wasmBytes } from './unfilter-simd-wasm.ts';
 
-/** a row's pixel bytes: the kernels' steps divide it (15 for Sub, 16 for Up) */
+/** a row's pixel bytes: the kernels' steps divide it (15 for Sub, 16 for Up, 3 for the others) */
 const STRIDE = CROP_SIZE * 3;
 /** 320 rows of 960 bytes, each after its filter byte */
 export const RAW_LENGTH = CROP_SIZE * (STRIDE + 1);
@@ -35,12 +37,18 @@ export interface SimdRows {
   sub(src: number, dst: number): void;
   /** Up row: the row above is pixels[dst - 960, dst) */
   up(src: number, dst: number): void;
+  /** Average row after the first (the row above as for Up) */
+  average(src: number, dst: number): void;
+  /** Paeth row after the first (the row above as for Up) */
+  paeth(src: number, dst: number): void;
 }
 
 interface Exports {
   memory: WebAssembly.Memory;
   sub(src: number, dst: number, end: number): void;
   up(src: number, dst: number, up: number, end: number): void;
+  average(src: number, dst: number, up: number, end: number): void;
+  paeth(src: number, dst: number, up: number, end: number): void;
 }
 
 let rows: SimdRows | null | undefined;
@@ -59,8 +67,9 @@ function make(): SimdRows | null {
   } catch {
     return null;
   }
-  const { memory, sub, up } = exports;
-  // every row the kernels touch, and the byte Sub's last step writes past the last pixel row
+  const { memory, sub, up, average, paeth } = exports;
+  // every row the kernels touch, and the byte Sub's, Average's and Paeth's last steps write
+  // past the last pixel row
   if (memory.buffer.byteLength < PIXELS_AT + RGB8_BYTES + 16 || STRIDE % 15 !== 0 || STRIDE % 16 !== 0) return null;
   const raw = new Uint8Array(memory.buffer, 0, INFLATE_ROOM);
   const pixels = new Uint8Array(memory.buffer, PIXELS_AT, RGB8_BYTES);
@@ -69,5 +78,7 @@ function make(): SimdRows | null {
     pixels,
     sub: (src, dst) => sub(src, PIXELS_AT + dst, src + STRIDE),
     up: (src, dst) => up(src, PIXELS_AT + dst, PIXELS_AT + dst - STRIDE, src + STRIDE),
+    average: (src, dst) => average(src, PIXELS_AT + dst, PIXELS_AT + dst - STRIDE, src + STRIDE),
+    paeth: (src, dst) => paeth(src, PIXELS_AT + dst, PIXELS_AT + dst - STRIDE, src + STRIDE),
   };
 }

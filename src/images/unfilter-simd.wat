@@ -1,4 +1,5 @@
-;; The PNG decoder's Sub and Up rows with 128-bit SIMD (png-decode.ts, rows-simd.ts).
+;; The PNG decoder's rows with 128-bit SIMD (png-decode.ts, rows-simd.ts): Sub, Up, Average
+;; and Paeth rows after the first.
 ;; Compiled by scripts/build-wasm.mjs (wabt) into unfilter-simd-wasm.ts; the test
 ;; test/images/unfilter-simd.test.ts fails when the two differ.
 ;;
@@ -48,5 +49,67 @@
         (local.set $src (i32.add (local.get $src) (i32.const 16)))
         (local.set $dst (i32.add (local.get $dst) (i32.const 16)))
         (local.set $up (i32.add (local.get $up) (i32.const 16)))
+        (br $step))))
+
+  ;; Average and Paeth depend on the finished pixel to the left through a non-linear step (a
+  ;; halving, Paeth's choice), so no running-sum trick covers them: they go a pixel a step, its
+  ;; three bytes widened to 16-bit lanes 0-2 (lanes 3-7: the next bytes in memory, carried along
+  ;; lane by lane and never read back), which still does three channels in each operation and
+  ;; has no branch for the data to mispredict. Each step stores 4 bytes: the fourth is garbage
+  ;; one byte past the pixel, written again by the next step (or, after the row's last step, by
+  ;; the next row; the caller keeps 16 bytes after the last row). 320 steps a row.
+
+  ;; Average: out[i] = raw[i] + floor((out[i - 3] + out[i - stride]) / 2) (mod 256), the row
+  ;; above at $up, out[-3..-1] = 0. The left pixel $a stays widened from step to step.
+  (func (export "average") (param $src i32) (param $dst i32) (param $up i32) (param $end i32)
+    (local $a v128) (local $mask v128)
+    (local.set $a (v128.const i32x4 0 0 0 0))
+    (local.set $mask (i16x8.splat (i32.const 255)))
+    (block $done
+      (loop $step
+        (br_if $done (i32.ge_u (local.get $src) (local.get $end)))
+        (local.set $a (v128.and (local.get $mask)
+          (i16x8.add
+            (i16x8.extend_low_i8x16_u (v128.load32_zero (local.get $src)))
+            (i16x8.shr_u
+              (i16x8.add (local.get $a) (i16x8.extend_low_i8x16_u (v128.load32_zero (local.get $up))))
+              (i32.const 1)))))
+        (v128.store32_lane 0 (local.get $dst) (i8x16.narrow_i16x8_u (local.get $a) (local.get $a)))
+        (local.set $src (i32.add (local.get $src) (i32.const 3)))
+        (local.set $dst (i32.add (local.get $dst) (i32.const 3)))
+        (local.set $up (i32.add (local.get $up) (i32.const 3)))
+        (br $step))))
+
+  ;; Paeth: out[i] = raw[i] + the one of a (left), b (above), c (upper left) nearest to
+  ;; a + b - c, ties to a, then b (the PNG specification's order), mod 256; a and c are 0 left
+  ;; of the first pixel. In 16-bit lanes: pa = |b - c|, pb = |a - c|, pc = |(b - c) + (a - c)|,
+  ;; and the choice as two bit selects on the lanes' comparisons.
+  (func (export "paeth") (param $src i32) (param $dst i32) (param $up i32) (param $end i32)
+    (local $a v128) (local $b v128) (local $c v128) (local $bc v128) (local $ac v128)
+    (local $pa v128) (local $pb v128) (local $pc v128) (local $mask v128)
+    (local.set $a (v128.const i32x4 0 0 0 0))
+    (local.set $c (local.get $a))
+    (local.set $mask (i16x8.splat (i32.const 255)))
+    (block $done
+      (loop $step
+        (br_if $done (i32.ge_u (local.get $src) (local.get $end)))
+        (local.set $b (i16x8.extend_low_i8x16_u (v128.load32_zero (local.get $up))))
+        (local.set $bc (i16x8.sub (local.get $b) (local.get $c)))
+        (local.set $ac (i16x8.sub (local.get $a) (local.get $c)))
+        (local.set $pa (i16x8.abs (local.get $bc)))
+        (local.set $pb (i16x8.abs (local.get $ac)))
+        (local.set $pc (i16x8.abs (i16x8.add (local.get $bc) (local.get $ac))))
+        (local.set $a (v128.and (local.get $mask)
+          (i16x8.add
+            (i16x8.extend_low_i8x16_u (v128.load32_zero (local.get $src)))
+            (v128.bitselect
+              (local.get $a)
+              (v128.bitselect (local.get $b) (local.get $c) (i16x8.le_s (local.get $pb) (local.get $pc)))
+              (v128.and (i16x8.le_s (local.get $pa) (local.get $pb)) (i16x8.le_s (local.get $pa) (local.get $pc)))))))
+        (v128.store32_lane 0 (local.get $dst) (i8x16.narrow_i16x8_u (local.get $a) (local.get $a)))
+        (local.set $c (local.get $b))
+        (local.set $src (i32.add (local.get $src) (i32.const 3)))
+        (local.set $dst (i32.add (local.get $dst) (i32.const 3)))
+        (local.set $up (i32.add (local.get $up) (i32.const 3)))
         (br $step))))
 )

@@ -1,6 +1,8 @@
 // The PNG decoder's SIMD rows (src/images/rows-simd.ts, unfilter-simd.wat): the committed bytes
 // are the .wat's, this Node takes them, and every sequence of row filters decodes to what the
-// JavaScript rows (the reference, and the path of a runtime without SIMD) make of it.
+// JavaScript rows (the reference, and the path of a runtime without SIMD) make of it. The
+// decoder as a whole is checked against encoders in png-decode.test.ts (the project's) and
+// png-interop.test.ts (pngjs, every filter type).
 import t from 'tap';
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -55,6 +57,24 @@ t.test('any sequence of row filters over any bytes: the SIMD decode equals the J
     { numRuns: 60 },
   );
   t.equal(runs, 60);
+});
+
+t.test('Average and Paeth rows over few distinct bytes: every tie of Paeth\'s choice, every halving that wraps', async (t) => {
+  // Paeth breaks ties a, then b, then c, and its distances run to 510: rows whose pixels, the
+  // ones above and the upper-left take a few values near 0, 128 and 255 meet every tie and the
+  // wrap of a + b - c often; Average's sum passes 255 as often
+  const values = [0, 1, 2, 127, 128, 129, 253, 254, 255];
+  let runs = 0;
+  fc.assert(
+    fc.property(fc.array(fc.constantFrom(3, 4), { minLength: 320, maxLength: 320 }), fc.integer({ min: 0, max: 2 ** 31 - 1 }), (filters, seed) => {
+      const raw = noise(seed, 320 * 961).map((b) => values[b % values.length]);
+      for (let y = 0; y < 320; y++) raw[y * 961] = filters[y];
+      runs++;
+      return Buffer.from(decodePng(pngOfRows(raw))).equals(Buffer.from(unfilter(raw.slice())));
+    }),
+    { numRuns: 20 },
+  );
+  t.equal(runs, 20);
 });
 
 t.test('a row after a Sub row is whole: the byte the kernel writes past a Sub row is written again', async (t) => {
