@@ -53,9 +53,9 @@
 
   ;; Average and Paeth depend on the finished pixel to the left through a non-linear step (a
   ;; halving, Paeth's choice), so no running-sum trick covers them: they go a pixel a step, its
-  ;; three bytes widened to 16-bit lanes 0-2 (lanes 3-7: the next bytes in memory, carried along
-  ;; lane by lane and never read back), which still does three channels in each operation and
-  ;; has no branch for the data to mispredict. Each step stores 4 bytes: the fourth is garbage
+  ;; three bytes widened to 16-bit lanes 0-2 (lane 3: the byte after the pixel, carried along
+  ;; lane by lane and never read back; lanes 4-7: zero), which still does three channels in each
+  ;; operation and has no branch for the data to mispredict. Each step stores 4 bytes: the fourth is garbage
   ;; one byte past the pixel, written again by the next step (or, after the row's last step, by
   ;; the next row; the caller keeps 16 bytes after the last row). 320 steps a row.
 
