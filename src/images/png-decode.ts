@@ -299,7 +299,11 @@ function unfilterRows(raw: Uint8Array, out: Uint8Array, simd: SimdRows | null): 
         // Without a previous row Paeth degenerates to Sub.
         if (y === 0 && simd) simd.sub(src, dst);
         else if (y === 0) subRow(raw, out, rv, ov, src, dst, stride);
-        else if (simd) simd.paeth(src, dst);
+        else if (simd && y + 1 < CROP_SIZE && raw[(y + 1) * (stride + 1)] === 4) {
+          // this row and the next, both Paeth, in one pass (unfilter-simd.wat, paethPair)
+          simd.paethPair(src, dst);
+          y++;
+        } else if (simd) simd.paeth(src, dst);
         else paethRow(raw, out, src, dst, up, stride);
         break;
       default:

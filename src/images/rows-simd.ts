@@ -11,7 +11,8 @@
 // what an encoder choosing a filter per row picks for a photograph (the project's own client:
 // 310-317 of 320 rows Paeth or Average on the CLI's eye crops of the face-api sample photos),
 // and JavaScript's Paeth, whose branches follow the data, cost 2.3-2.7 ms of CPU a frame on such
-// a crop where the kernel takes 0.6-0.7 (bench/results/png-paeth-s53.md).
+// a crop where the kernel takes 0.6-0.7, and 0.4-0.55 with two consecutive Paeth rows done
+// together (paethPair; bench/results/png-paeth-s53.md).
 //
 // A runtime without WebAssembly SIMD, or one that cannot make the memory (its address-space
 // reservation refused under a tight `ulimit -v`), gets null, and the decoder keeps its
@@ -41,6 +42,8 @@ export interface SimdRows {
   average(src: number, dst: number): void;
   /** Paeth row after the first (the row above as for Up) */
   paeth(src: number, dst: number): void;
+  /** two Paeth rows after the first, this one (src, dst as for Up) and the next */
+  paethPair(src: number, dst: number): void;
 }
 
 interface Exports {
@@ -49,6 +52,7 @@ interface Exports {
   up(src: number, dst: number, up: number, end: number): void;
   average(src: number, dst: number, up: number, end: number): void;
   paeth(src: number, dst: number, up: number, end: number): void;
+  paethPair(src: number, dst: number, up: number, stride: number): void;
 }
 
 let rows: SimdRows | null | undefined;
@@ -67,7 +71,7 @@ function make(): SimdRows | null {
   } catch {
     return null;
   }
-  const { memory, sub, up, average, paeth } = exports;
+  const { memory, sub, up, average, paeth, paethPair } = exports;
   // every row the kernels touch, and the byte Sub's, Average's and Paeth's last steps write
   // past the last pixel row
   if (memory.buffer.byteLength < PIXELS_AT + RGB8_BYTES + 16 || STRIDE % 15 !== 0 || STRIDE % 16 !== 0) return null;
@@ -80,5 +84,6 @@ function make(): SimdRows | null {
     up: (src, dst) => up(src, PIXELS_AT + dst, PIXELS_AT + dst - STRIDE, src + STRIDE),
     average: (src, dst) => average(src, PIXELS_AT + dst, PIXELS_AT + dst - STRIDE, src + STRIDE),
     paeth: (src, dst) => paeth(src, PIXELS_AT + dst, PIXELS_AT + dst - STRIDE, src + STRIDE),
+    paethPair: (src, dst) => paethPair(src, PIXELS_AT + dst, PIXELS_AT + dst - STRIDE, STRIDE),
   };
 }
