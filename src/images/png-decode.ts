@@ -6,18 +6,17 @@
 //
 // Speed: one inflate of the IDAT chunks as they lie, by the thread's reused native inflater
 // (inflate.ts), into a scratch buffer reused from frame to frame; then one pass that undoes
-// the filters, Sub and Up rows by SIMD kernels (rows-simd.ts) into the thread's pixel buffer
-// and the other filters in JavaScript beside them, and one copy into the result: the caller's
-// memory when it gives some (the part's own frame-slab slot, written over once the PNG bytes
-// are no longer needed), else a buffer of exactly the pixels. Where WebAssembly SIMD is
-// missing, the JavaScript rows write straight into the result. No per-frame allocation on the
-// way when the caller gives the memory.
+// the filters by the SIMD kernels (rows-simd.ts) into the thread's pixel buffer, and one copy
+// into the result: the caller's memory when it gives some (the part's own frame-slab slot,
+// written over once the PNG bytes are no longer needed), else a buffer of exactly the pixels.
+// Where WebAssembly SIMD is missing, the JavaScript rows below write straight into the result.
+// No per-frame allocation on the way when the caller gives the memory.
 
 import { CROP_SIZE, RGB8_BYTES } from '../contract/index.ts';
 import { crc32 } from './crc32.ts';
 import { ImageError } from './errors.ts';
 import { inflateInto, ZlibError } from './inflate.ts';
-import { INFLATE_ROOM, RAW_LENGTH, simdRows, type SimdRows } from './rows-simd.ts';
+import { INFLATE_ROOM, RAW_LENGTH, simdRows, type Rows } from './rows-simd.ts';
 
 const SIGNATURE = [137, 80, 78, 71, 13, 10, 26, 10];
 const BPP = 3;
@@ -259,52 +258,55 @@ function inflateRows(idat: readonly Uint8Array[]): Uint8Array {
  * Average rows then carry it as one word (subRow), another fifth to a third off
  * (bench/results/png-cpu-s49.md). */
 export function unfilter(raw: Uint8Array, out: Uint8Array = new Uint8Array(new ArrayBuffer(RGB8_BYTES))): Uint8Array {
-  return unfilterRows(raw, out, null);
+  return unfilterRows(raw, out, jsRows(raw, out));
 }
 
-/** The filter stage, with the SIMD kernels (every row but an Average first row) when `simd` is
- * given: `raw` and `out` are then its memory's `raw` and `pixels`, whose offsets the kernels
- * take. */
-function unfilterRows(raw: Uint8Array, out: Uint8Array, simd: SimdRows | null): Uint8Array {
-  const stride = STRIDE;
-  // Sub, Up and Average rows move a pixel as one 32-bit word (addLanes), through these views
-  // of exactly `raw` and `out`: each row's last pixel goes byte by byte, so no word reaches past
-  // its row's end, nor past either array.
+/** The JavaScript rows over `raw` and `out`. Sub, Up and Average rows move a pixel as one
+ * 32-bit word (addLanes), through these views of exactly `raw` and `out`: each row's last pixel
+ * goes byte by byte, so no word reaches past its row's end, nor past either array. */
+function jsRows(raw: Uint8Array, out: Uint8Array): Rows {
   const rv = new DataView(raw.buffer, raw.byteOffset, raw.byteLength);
   const ov = new DataView(out.buffer, out.byteOffset, out.byteLength);
+  return {
+    sub: (src, dst) => subRow(raw, out, rv, ov, src, dst, STRIDE),
+    up: (src, dst) => upRow(raw, out, rv, ov, src, dst, dst - STRIDE, STRIDE),
+    average: (src, dst) => averageRow(raw, out, rv, ov, src, dst, dst - STRIDE, STRIDE),
+    paeth: (src, dst) => paethRow(raw, out, src, dst, dst - STRIDE, STRIDE),
+    paethPair: null,
+  };
+}
+
+/** The filter stage by `rows`: the SIMD kernels (`raw` and `out` are then their memory's `raw`
+ * and `pixels`, whose offsets they take) or the JavaScript rows over `raw` and `out`. A first
+ * row has no row above: Up is a copy, Average halves the left pixel alone (in JavaScript: one
+ * row in 320 at most), Paeth is Sub. */
+function unfilterRows(raw: Uint8Array, out: Uint8Array, rows: Rows): Uint8Array {
+  const stride = STRIDE;
   for (let y = 0; y < CROP_SIZE; y++) {
     const filter = raw[y * (stride + 1)];
     const src = y * (stride + 1) + 1;
     const dst = y * stride;
-    const up = dst - stride;
     switch (filter) {
       case 0:
         copyRow(raw, out, src, dst, stride);
         break;
       case 1:
-        if (simd) simd.sub(src, dst);
-        else subRow(raw, out, rv, ov, src, dst, stride);
+        rows.sub(src, dst);
         break;
       case 2:
         if (y === 0) copyRow(raw, out, src, dst, stride);
-        else if (simd) simd.up(src, dst);
-        else upRow(raw, out, rv, ov, src, dst, up, stride);
+        else rows.up(src, dst);
         break;
       case 3:
         if (y === 0) averageFirstRow(raw, out, src, dst, stride);
-        else if (simd) simd.average(src, dst);
-        else averageRow(raw, out, rv, ov, src, dst, up, stride);
+        else rows.average(src, dst);
         break;
       case 4:
-        // Without a previous row Paeth degenerates to Sub.
-        if (y === 0 && simd) simd.sub(src, dst);
-        else if (y === 0) subRow(raw, out, rv, ov, src, dst, stride);
-        else if (simd && y + 1 < CROP_SIZE && raw[(y + 1) * (stride + 1)] === 4) {
-          // this row and the next, both Paeth, in one pass (unfilter-simd.wat, paethPair)
-          simd.paethPair(src, dst);
+        if (y === 0) rows.sub(src, dst);
+        else if (rows.paethPair !== null && y + 1 < CROP_SIZE && raw[(y + 1) * (stride + 1)] === 4) {
+          rows.paethPair(src, dst); // and row y + 1
           y++;
-        } else if (simd) simd.paeth(src, dst);
-        else paethRow(raw, out, src, dst, up, stride);
+        } else rows.paeth(src, dst);
         break;
       default:
         throw new ImageError('png_invalid_filter', `Row ${y} uses filter type ${filter}; PNG defines 0 to 4`, { row: y, filter });

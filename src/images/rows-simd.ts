@@ -29,21 +29,24 @@ export const INFLATE_ROOM = RAW_LENGTH + 1024;
 /** where the pixels start in the memory: after the inflate room, 16-byte aligned */
 const PIXELS_AT = Math.ceil(INFLATE_ROOM / 16) * 16;
 
-export interface SimdRows {
+/** How each filter's row is undone, given the offsets of its filtered bytes in the inflate
+ * output (`src`) and of its pixels in the image (`dst`), the row above at `dst - 960`:
+ * png-decode.ts has these in JavaScript, and this module as SIMD kernels. Sub serves any row;
+ * the others serve rows after the first. */
+export interface Rows {
+  sub(src: number, dst: number): void;
+  up(src: number, dst: number): void;
+  average(src: number, dst: number): void;
+  paeth(src: number, dst: number): void;
+  /** this row and the next, both Paeth, in one pass; null where there is no such kernel */
+  readonly paethPair: ((src: number, dst: number) => void) | null;
+}
+
+export interface SimdRows extends Rows {
   /** the inflate output's room, at offset 0 of the memory */
   readonly raw: Uint8Array;
   /** the unfiltered image, at PIXELS_AT: rows land here, then are copied to the caller */
   readonly pixels: Uint8Array;
-  /** Sub row: raw[src, src + 960) -> pixels[dst, dst + 960), offsets in raw and pixels */
-  sub(src: number, dst: number): void;
-  /** Up row: the row above is pixels[dst - 960, dst) */
-  up(src: number, dst: number): void;
-  /** Average row after the first (the row above as for Up) */
-  average(src: number, dst: number): void;
-  /** Paeth row after the first (the row above as for Up) */
-  paeth(src: number, dst: number): void;
-  /** two Paeth rows after the first, this one (src, dst as for Up) and the next */
-  paethPair(src: number, dst: number): void;
 }
 
 interface Exports {
