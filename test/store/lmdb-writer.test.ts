@@ -1,7 +1,7 @@
 // The process's LMDB metering writer (src/store/lmdb/writer.ts): the API workers' reservations,
 // settlements and refunds committed by one thread, many calls to one commit and one sync; a
 // settlement (refund, mark) answered only once its commit is on disk, a reservation as soon as
-// its child transaction has run, its batch held open for a write that needs the sync. Driven in
+// its writes have run, its batch held open for a write that needs the sync. Driven in
 // process: a real writer thread and real channels, the test's stores standing for API workers
 // (the server tests run it for real: every LMDB server of the suite with LMDB_COMMITS=sync
 // commits through it).
@@ -85,7 +85,7 @@ t.test('a call through the writer: reserved, settled, replayed, refunded, as on 
   t.same(await s.reserve({ ...input, requestId: 'req_again' }), { kind: 'replay', status: 200, body: settled.kind === 'settled' ? settled.body : '' }, 'the key replays the saved answer');
   t.same(await s.getResults(out.reservation.request_id).then((r) => r?.results), [{ v: 1 }]);
   const twice = await s.settle(out.reservation, T0 + 2, () => '{}', []);
-  t.equal(twice.kind, 'settlement_failed', 'a settled reservation does not settle twice (its child transaction threw; the writer lives on)');
+  t.equal(twice.kind, 'settlement_failed', 'a settled reservation does not settle twice (refused before any write; the writer lives on)');
 
   const other = await s.reserve(reserveInput(tok));
   if (other.kind !== 'reserved') throw new Error(other.kind);
@@ -222,7 +222,8 @@ t.test('a batch whose commit fails after its reservations were answered: nothing
     return o.reservation;
   });
   // a's settlement joins the batch and its commit fails (the test fault: ENOSPC from inside the
-  // batch's transaction, which ends it as a commit that cannot be written does)
+  // batch's transaction, thrown after the settlement's writes, which ends it as a commit that
+  // cannot be written does: none of those writes may be committed)
   const failed = await settle(w!.store, a!, T0 + 2, () => '{"a":1}', [], 'fail-commit');
   t.match(failed, { kind: 'not_recorded', refund: 'refunded' }, 'the settlement in the failed batch: not recorded, nothing held (503 store_unavailable)');
   t.equal(commitsOf(main), c0, 'nothing was committed');
@@ -425,11 +426,59 @@ t.test('a settlement the writer refuses is marked settlement_failed, as on its o
   await main.insertToken(tok);
   const out = await s.reserve(reserveInput(tok));
   if (out.kind !== 'reserved') throw new Error(out.kind);
-  // the test's settlement fault throws inside the writer's child transaction: the settlement
+  // the test's settlement fault throws inside the writer's batch, before any write: the settlement
   // is refused, the reservation marked settlement_failed for an operator, as on its own thread
   const failed = await settle(s.store, out.reservation, T0 + 1, () => '{"x":1}', [], 'fail');
   t.equal(failed.kind, 'settlement_failed');
   t.same((await main.listSettlementFailed()).map((r) => [r.id, r.unsaved_body]), [[out.reservation.id, '{"x":1}']], 'listed for an operator with the answer that could not be saved');
+});
+
+// The writer runs each request straight in its batch's transaction, with no child transaction to
+// undo a refused one (writer-thread.ts runOne): that holds only because a settlement refuses
+// (SettlementError) before its first write. Shown on the open transaction itself: after each
+// refusal, nothing of the settlement is in it.
+t.test('a settlement refuses before its first write: the open transaction holds nothing of it', async (t) => {
+  const main = LmdbBackend.open(tempDir());
+  t.teardown(() => main.close());
+  const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 5, period: 'never' }]);
+  await main.insertToken(tok);
+  const done = await main.reserve(reserveInput(tok, { idempotencyKey: 'k-done', fingerprint: 'f' }));
+  const held = await main.reserve(reserveInput(tok, { idempotencyKey: 'k-held', fingerprint: 'f' }));
+  if (done.kind !== 'reserved' || held.kind !== 'reserved') throw new Error('not reserved');
+  t.equal((await main.settle(done.reservation, T0 + 1, () => '{"done":1}', [])).kind, 'settled');
+  const { store } = main;
+  store.root.resetReadTxn();
+  const state = (r: Reservation) => ({
+    reservation: store.db.reservations.get(r.id),
+    results: store.db.results.get(r.request_id) ?? null,
+    key: store.db.idempotency.get([tok.id, r.idempotency_key!]) ?? null,
+  });
+  const cases: [string, Reservation, 'fail' | null][] = [
+    ['a settled reservation settled again', done.reservation, null],
+    ['the test fault on a pending reservation', held.reservation, 'fail'],
+    ['a reservation that does not exist', { ...held.reservation, id: 'rsv_missing' }, null],
+  ];
+  for (const [name, r, fault] of cases) {
+    const before = state(r);
+    let thrown: unknown;
+    let inside: ReturnType<typeof state> | undefined;
+    const abort = new Error('abort the test transaction');
+    try {
+      store.root.transactionSync(() => {
+        try {
+          settleWrites(store, r, T0 + 2, '{"again":1}', [{ again: 1 }], fault);
+        } catch (err) {
+          thrown = err;
+        }
+        inside = state(r);
+        throw abort;
+      });
+    } catch (err) {
+      if (err !== abort) throw err;
+    }
+    t.equal((thrown as Error | undefined)?.name, 'SettlementError', `${name}: refused`);
+    t.same(inside, before, `${name}: nothing of it written`);
+  }
 });
 
 t.test('a settlement whose answer cannot be rendered while its reservation is still in the writer\'s open batch: marked settlement_failed, as on its own thread', async (t) => {

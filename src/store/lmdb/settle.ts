@@ -14,7 +14,9 @@ import { releaseSessionCall } from './device-sessions.ts';
 import { holdForever } from '../faults.ts';
 
 /** Internal to the settlement: its transaction refused (the reservation no longer pending, or
- * the test fault); caught below and turned into a settlement outcome, never answered as is. */
+ * the test fault); caught below and turned into a settlement outcome, never answered as is.
+ * Thrown only before the settlement's first write: the metering writer runs a request without
+ * a child transaction, and undoes nothing for this one (writer-thread.ts runOne). */
 export class SettlementError extends Error {
   override name = 'SettlementError';
 }
@@ -116,20 +118,22 @@ export function settleWrites(store: Store, reservation: Reservation, at: number,
   if (!current || current.state !== 'pending') throw new SettlementError(`reservation ${reservation.id} is ${current?.state ?? 'missing'}`);
   const text = typeof render === 'string' ? render : render(usageSnapshot(store, store.db.tokens.get(reservation.token_id)!, at));
   if (fault === 'fail') throw new SettlementError('injected settlement failure (TEST_SETTLEMENT_FAIL_PREFIX)');
-  if (fault === 'fail-commit') throw failedCommit();
   const iso = new Date(at).toISOString();
   void store.db.reservations.put(reservation.id, { ...current, state: 'charged', settled_at: iso });
   completeKey(store, reservation, iso, text);
   void store.db.results.put(reservation.request_id, { at: iso, token_id: reservation.token_id, module_id: reservation.module_id, results });
+  // after the writes, as a commit's failure comes: none of them may be committed
+  if (fault === 'fail-commit') throw failedCommit();
   if (fault === 'hold') holdForever('lmdb settlement transaction');
   return text;
 }
 
-/** The test's failing commit (SettleFault 'fail-commit'): an ENOSPC error that makes the
- * metering writer's whole batch fail (writer-thread.ts runOne rethrows it), as a commit that
- * cannot be written does; on the calling thread it fails the transaction the same way. */
+/** The test's failing commit (SettleFault 'fail-commit'): an ENOSPC error, thrown after the
+ * settlement's writes, that makes the metering writer's whole batch fail (writer-thread.ts
+ * runOne rethrows every throw but a SettlementError), as a commit that cannot be written does;
+ * on the calling thread it fails the transaction the same way. */
 function failedCommit(): Error {
-  return Object.assign(new Error('injected commit failure: No space left on device'), { code: 'ENOSPC', failCommit: true });
+  return Object.assign(new Error('injected commit failure: No space left on device'), { code: 'ENOSPC' });
 }
 
 /** A settlement that failed otherwise than for the disk: the reservation waits for an

@@ -26,9 +26,9 @@ export interface WriterRequest {
   lines: AuditRecord[];
 }
 
-/** `committed`: whether the batch's commit holds the request's audit lines (an op that threw in
- * its child transaction undoes only its own writes). A reservation is answered as soon as its
- * child transaction has run, before its batch commits (writer-thread.ts says why); every other
+/** `committed`: whether the batch's commit holds the request's audit lines (an op refused before
+ * its first write, writer-thread.ts runOne, left the batch whole). A reservation is answered as
+ * soon as its writes have run, before its batch commits (writer-thread.ts says why); every other
  * answer after the batch's commit and sync. */
 export type WriterReply = { id: number; ok: true; value: unknown } | { id: number; ok: false; committed: boolean; error: WireError };
 

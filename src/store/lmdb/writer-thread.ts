@@ -7,7 +7,7 @@ import { openStore, type Store } from './open.ts';
 import type { ReserveOutcome } from '../backend.ts';
 import type { AuditRecord, Reservation } from '../records.ts';
 import { reserveWrites } from './reserve.ts';
-import { markFailedWrites, refundHeld, refundWrites, settleWrites } from './settle.ts';
+import { markFailedWrites, refundHeld, refundWrites, SettlementError, settleWrites } from './settle.ts';
 import { RESERVATION_LOST, settleHoldMs, toWire, type SettleHold, type WireError, type WriterOp, type WriterReply, type WriterRequest } from './writer-client.ts';
 
 const { dataDir, wake, holdMs, settleHold } = workerData as { dataDir: string; wake?: Int32Array; holdMs: number; settleHold: SettleHold };
@@ -85,7 +85,7 @@ interface Entry {
 // answer that reports a charge; a reservation reports none (if the power fails before its
 // commit is synced, it is gone, nobody was answered a charge, its key is unbound), and lmdb-js
 // 3.5.6 has no commit without its sync (docs/metering.md). So the writer answers a reservation
-// as soon as its child transaction has run inside the batch's open transaction (the quota
+// as soon as its writes have run inside the batch's open transaction (the quota
 // check and the key's binding are as atomic as before: every later write sees them, in this
 // transaction or after its commit), and keeps that transaction open, holding LMDB's write lock,
 // until a write whose answer waits for the sync (a settlement, refund, mark or replay) joins
@@ -119,7 +119,7 @@ function lostReply(id: number, cause: WireError, committed: boolean): WriterRepl
   return { id, ok: false, committed, error: { name: RESERVATION_LOST, message: 'the reservation of this call was answered before its commit, and that commit failed: nothing of it was stored', ...(cause.code !== undefined ? { code: cause.code } : {}), cause } };
 }
 
-/** Runs one request in its child transaction; answers a reservation at once. */
+/** Runs one request in the batch's transaction; answers a reservation at once. */
 function runOne(e: Entry): void {
   const op = e.req.op;
   if (op === null) {
@@ -129,13 +129,22 @@ function runOne(e: Entry): void {
   const target = targetOf(op);
   if (target !== null) settledAfter(target);
   if (target !== null && lost.has(target)) return;
-  // each in a child transaction: a throw (a settlement of a reservation no longer pending, a
-  // test fault) undoes its own writes only
+  // Straight in the batch's transaction, not in a child transaction of its own. Each request
+  // reads and checks before its first write, and the one refusal it throws (SettlementError: a
+  // settlement of a reservation no longer pending, the test's 'fail') comes before that write:
+  // it has nothing to undo, and the others in the batch go on. Any other throw (the store
+  // failing, after which LMDB fails the commit anyway; the test's 'fail-commit'; a bug) may
+  // come after a write: it fails the whole batch, as a commit that cannot be written does
+  // (below), so no half-run request is ever committed. Why no child transaction: LMDB mallocs
+  // a child's dirty list (2 MiB) and free-page list (1 MiB) at its start, and under
+  // MALLOC_MMAP_THRESHOLD_=32768 (npm start, docs/capacity.md "Memory") each is mapped and
+  // unmapped again, two children a call: 0.10-0.13 ms of the writer's CPU a capture, and the
+  // unmapping flushes the TLBs of the cores running the other threads (the process used 5-6 %
+  // more CPU a capture: bench/results/writer-children.md).
   try {
-    e.out = { ok: true, value: store.root.childTransaction(() => runOp(store, op)) };
+    e.out = { ok: true, value: runOp(store, op) };
   } catch (err) {
-    // the test's failing commit (SettleFault 'fail-commit'): the whole batch fails
-    if ((err as { failCommit?: boolean }).failCommit === true) throw err;
+    if (!(err instanceof SettlementError)) throw err;
     e.out = { ok: false, err };
   }
   if (op.op === 'reserve' && e.out.ok && (e.out.value as ReserveOutcome).kind !== 'replay') {
@@ -175,8 +184,9 @@ function commitRequests(batch: Entry[]): void {
       for (const { req } of batch) putAuditLines(store.db, req.lines.map((record: AuditRecord) => ({ record, done: () => undefined })));
     }, syncCommitFlags(store.root));
   } catch (err) {
-    // nothing of the batch was committed (a full disk): the reservations answered early are
-    // gone, and every other request hears this failure
+    // nothing of the batch was committed (a full disk, or a request that threw other than by
+    // refusing, runOne): the reservations answered early are gone, and every other request
+    // hears this failure
     const error = toWire(err);
     const gone = new Set<string>();
     for (const e of batch) {

@@ -14,15 +14,15 @@ import { fromWire, RESERVATION_HOLD_MS, SETTLE_HOLD, type SettleHold, type Write
 // thread of the process, started by the main thread (writer-thread.ts), commits the metering
 // writes of every API worker: each worker posts its reservation, settlement or refund as data
 // (with the audit lines queued on it), the writer runs everything that arrived while its last
-// commit synced in one transaction (each request in a child transaction of its own, so a throw
-// undoes only its own writes) with one sync, and only then answers each worker. So no API
-// worker's event loop waits for a disk sync, and the more calls are in flight, the more of them
-// share one sync. The answer that reports a charge still leaves only after the commit recording
+// commit synced in one transaction (a request refused before its first write leaves the others
+// whole; any other throw fails the batch: writer-thread.ts runOne) with one sync, and only then
+// answers each worker. So no API worker's event loop waits for a disk sync, and the more calls
+// are in flight, the more of them share one sync. The answer that reports a charge still leaves only after the commit recording
 // it is on disk: the writer answers a settlement (a refund, a mark) after transactionSync
 // returned, and that returns after the sync (atomic.ts, SYNC_COMMIT_OVERLAPPED_FLUSH). A
 // reservation needs no sync of its own (docs/metering.md "Commits and durability"), and
-// lmdb-js has no commit without one: so the writer answers a reservation as soon as its child
-// transaction has run, before its batch commits, and keeps a batch of such reservations open
+// lmdb-js has no commit without one: so the writer answers a reservation as soon as its writes
+// have run, before its batch commits, and keeps a batch of such reservations open
 // (bounded) until a write that must be synced joins it, so that they share its sync
 // (writer-thread.ts holdForCompany).
 //
