@@ -34,14 +34,14 @@ const legacy = (id: string, name: string): TokenRecord => ({
   const old = openStore(dataDir);
   await old.root.transaction(() => {
     // as an older build left it: no derived-index flags
-    old.db.meta.remove('token_name_index_v1');
-    old.db.meta.remove('daily_totals_v1');
-    old.db.meta.remove('by_token_index_v1');
+    void old.db.meta.remove('token_name_index_v1');
+    void old.db.meta.remove('daily_totals_v1');
+    void old.db.meta.remove('by_token_index_v1');
     for (const tok of [legacy('tok_legacyAAAA', 'Front desk'), legacy('tok_legacyBBBB', 'front desk')]) {
-      old.db.tokens.put(tok.id, tok);
-      old.db.tokenHashes.put(tok.hash, tok.id);
+      void old.db.tokens.put(tok.id, tok);
+      void old.db.tokenHashes.put(tok.hash, tok.id);
     }
-    old.db.ledger.put([AT - 3 * DAY, 'led_legacy'], {
+    void old.db.ledger.put([AT - 3 * DAY, 'led_legacy'], {
       id: 'led_legacy', request_id: 'req_legacy', token_id: 'tok_legacyAAAA', module_id: 'rgb_liveness', units: 7, kind: 'charge',
       at: new Date(AT - 3 * DAY).toISOString(), windows: { day: '2026-05-01', month: '2026-05' },
     });
@@ -265,7 +265,7 @@ t.test('audit: a selective filter walks a bounded stretch per call and goes on f
     country: null, status, error_code: status === 200 ? null : 'server_busy', captures: 1, charged_units: 0, latency_ms: 1, outcome: status === 200 ? 'live' : 'error', replayed: false,
   });
   await store.root.transaction(() => {
-    for (let i = 0; i < n; i++) store.db.audit.put([T0 + i, rec(i, i === 0 ? 503 : 200).request_id], rec(i, i === 0 ? 503 : 200));
+    for (let i = 0; i < n; i++) void store.db.audit.put([T0 + i, rec(i, i === 0 ? 503 : 200).request_id], rec(i, i === 0 ? 503 : 200));
   });
   const window = `from=${new Date(T0).toISOString()}&to=${new Date(T0 + n).toISOString()}`;
   const first = await admin('GET', `/admin/api/audit?${window}&order=desc&status=503`);

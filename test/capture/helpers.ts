@@ -239,7 +239,7 @@ export async function outcomeOf(page: Page) {
 
 /** The multipart body of a verify request: its metadata JSON and its parts by name. */
 export async function partsOf(req: Request) {
-  const body = (await req.postDataBuffer())!;
+  const body = req.postDataBuffer()!;
   const contentType = (await req.allHeaders())['content-type']!;
   const boundary = /boundary=(?:"([^"]+)"|([^;]+))/.exec(contentType)!;
   const sep = Buffer.from(`--${boundary[1] ?? boundary[2]}`);
@@ -254,6 +254,5 @@ export async function partsOf(req: Request) {
     parts.set(name, chunk.subarray(headEnd + 4));
     at = next;
   }
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   return { metadata: JSON.parse(parts.get('metadata')!.toString()) as any, parts };
 }

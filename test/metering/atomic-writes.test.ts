@@ -20,8 +20,8 @@ for (const commits of ['sync', 'batched'] as LmdbCommits[]) {
     t.test('a throw part-way leaves none of the transaction behind, across databases', async (t) => {
       await t.rejects(
         atomically(store, () => {
-          store.db.ledger.put('entry', ledgerEntry(1));
-          store.db.counters.put('counter', 1);
+          void store.db.ledger.put('entry', ledgerEntry(1));
+          void store.db.counters.put('counter', 1);
           throw new Error('fails after two writes');
         }),
         /fails after two writes/,
@@ -32,8 +32,8 @@ for (const commits of ['sync', 'batched'] as LmdbCommits[]) {
 
     t.test('a transaction that returns commits every write and gives back its value', async (t) => {
       const out = await atomically(store, () => {
-        store.db.ledger.put('entry', ledgerEntry(2));
-        store.db.counters.put('counter', 2);
+        void store.db.ledger.put('entry', ledgerEntry(2));
+        void store.db.counters.put('counter', 2);
         return 'done';
       });
       t.equal(out, 'done');
@@ -44,9 +44,9 @@ for (const commits of ['sync', 'batched'] as LmdbCommits[]) {
     t.test('concurrent transactions all commit, each whole', async (t) => {
       const n = 20;
       const results = await Promise.allSettled(Array.from({ length: n }, (_, i) => atomically(store, () => {
-        store.db.ledger.put(`c-${i}`, ledgerEntry(i));
+        void store.db.ledger.put(`c-${i}`, ledgerEntry(i));
         if (i % 5 === 0) throw new Error(`refused ${i}`);
-        store.db.counters.put(`c-${i}`, i);
+        void store.db.counters.put(`c-${i}`, i);
         return i;
       })));
       t.equal(results.filter((r) => r.status === 'fulfilled').length, n - 4);

@@ -113,7 +113,7 @@ t.test('the calls of several API workers share commits: reservations answered be
   t.same(outs.filter((o) => o.kind === 'reserved' && main.store.db.reservations.get(o.reservation.id) !== undefined), [], 'none is visible to another thread yet');
   t.same(flushedMeta(storeDir), flushedBefore);
 
-  const settled = await Promise.all(outs.map((o, i) => (o.kind === 'reserved' ? workers[i % 4]!.settle(o.reservation, T0 + 1, () => `{"n":${i}}`, []) : null)));
+  const settled = await Promise.all(outs.map((o, i) => (o.kind === 'reserved' ? workers[i % 4]!.settle(o.reservation, T0 + 1, () => `{"n":${i}}`, []) : Promise.resolve(null))));
   t.same(settled.map((s) => s?.kind), Array(20).fill('settled'));
   const commits = commitsOf(main) - before;
   t.ok(commits < 20, `20 reservations and 20 settlements of 4 workers in ${commits} commit(s), the reservations in the first settlement's`);
