@@ -1,4 +1,4 @@
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
@@ -10,6 +10,8 @@ import { startServer, type ServerHandle } from './server.ts';
 
 export interface TestPostgres {
   url: string;
+  /** the server's data folder */
+  dataDir: string;
   /** a fresh database on the same server */
   database(name: string): Promise<string>;
   /** stops the server, keeping its data and port (the first half of a database restart) */
@@ -100,6 +102,7 @@ export async function startPostgres(): Promise<TestPostgres> {
   let pg = new EmbeddedPostgres(options);
   if (made) execFileSync('cp', ['-a', made.dataDir, databaseDir]);
   else await pg.initialise();
+  const guard = guardServer(databaseDir, parent);
   await pg.start();
   const urlOf = (db: string) => `postgres://postgres:${password}@127.0.0.1:${port}/${db}`;
   const database = async (name: string) => {
@@ -108,6 +111,7 @@ export async function startPostgres(): Promise<TestPostgres> {
   };
   return {
     url: await database('lv'),
+    dataDir: databaseDir,
     database,
     async halt() {
       await pg.stop();
@@ -117,10 +121,36 @@ export async function startPostgres(): Promise<TestPostgres> {
       await pg.start();
     },
     async stop() {
+      // the guard's group: the shell and the `cat` it waits on
+      if (guard.pid !== undefined) process.kill(-guard.pid, 'SIGKILL');
       await pg.stop().catch(() => {});
       fs.rmSync(parent, { recursive: true, force: true });
     },
   };
+}
+
+/** A server outlives the test process that started it unless stop() runs: postgres does not
+ * end with its parent, so a test file killed (tap's timeout, a kill of the run) used to leave
+ * its server running, holding memory and a port, and its folder. The guard is a shell that
+ * waits for the end of a pipe whose other end only this process holds (node opens its pipes
+ * close-on-exec: the service processes a test starts do not inherit it), so it reads EOF when
+ * this process ends, however it ends; then it stops the server the folder names at that moment
+ * (after halt() and resume() the postmaster is another process) with an immediate shutdown,
+ * waits for it to go (10 s at most), and removes the folder. stop() kills the guard first.
+ * Its own process group: a Ctrl-C of the run does not end it before its work. */
+function guardServer(databaseDir: string, parent: string): ChildProcess {
+  const script = [
+    'cat >/dev/null',
+    'pid=$(head -n 1 "$1/postmaster.pid" 2>/dev/null)',
+    'i=0',
+    'if [ -n "$pid" ] && kill -QUIT "$pid" 2>/dev/null; then while kill -0 "$pid" 2>/dev/null && [ "$i" -lt 100 ]; do sleep 0.1; i=$((i + 1)); done; fi',
+    'rm -rf "$2"',
+  ].join('\n');
+  const guard = spawn('sh', ['-c', script, 'lv-pg-guard', databaseDir, parent], { stdio: ['pipe', 'ignore', 'ignore'], detached: true });
+  // neither the guard nor its pipe keeps this process alive
+  guard.unref();
+  (guard.stdin as unknown as { unref?: () => void }).unref?.();
+  return guard;
 }
 
 /** Node processes of the real service on one database, each with its own DATA_DIR, all ready;
