@@ -23,6 +23,7 @@
 // peers/fastapi/install.sh) is reported as not run, with the reason; nothing is assumed.
 import { spawn, spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -60,7 +61,21 @@ const BASELINE = bi > 0 ? process.argv[bi + 1] : null;
 // (parentbased_traceidratio), exporting to an OTLP/HTTP sink in a child process that takes
 // every export with a 200 (docs/observability.md, Traces)
 const TRACES = process.argv.includes('--traces');
-const SINK_PORT = 18299;
+
+/** A port nothing listens on now, the system's pick. Every system of a run, and the traces'
+ * sink, gets its own: with fixed ports a second run at the same time, or a system an earlier
+ * run left behind, answered on this run's port, and the figures were another process's. */
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+const SINK_PORT = TRACES ? await freePort() : 0;
 const traceEnv = (ratio) => ({
   OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${SINK_PORT}`, OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: ratio,
 });
@@ -294,8 +309,8 @@ try {
     children.add(sink);
     boots.push((port) => startService(port, root, 'service-traces-10', traceEnv('0.1')), (port) => startService(port, root, 'service-traces-100', traceEnv('1')));
   }
-  for (const [i, boot] of boots.entries()) {
-    const s = await boot(18290 + i);
+  for (const boot of boots) {
+    const s = await boot(await freePort());
     if (!s.skipped) {
       // A system that cannot answer the benchmark's requests (a peer on a library version it
       // was not written for, say) is reported as not run, with its first failure, instead of
