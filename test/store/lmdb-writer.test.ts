@@ -188,6 +188,32 @@ t.test('settlements wait in their open batch for those of the reservations outst
   t.same((await main.verifyLedger()).ok, true, 'the counters equal the ledger');
 });
 
+// The writer runs a request's checks apart from its writes, with no child transaction
+// (writer-thread.ts runOne): a throw in the checks fails that request alone, and the batch it is
+// in commits the others.
+t.test('a settlement refused in its checks fails alone: the other settlement in its batch is charged, in the same commit', async (t) => {
+  const { main, workers: [w, v] } = await writerWith(t, 2, tempDir(), HOLD_LONG_MS, SETTLE_HOLD_LONG);
+  const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 10, period: 'never' }]);
+  await main.insertToken(tok);
+  // a lone call first: it times the writer's answer-to-settle, so that the hold below starts
+  const lone = await w!.reserve(reserveInput(tok));
+  if (lone.kind !== 'reserved') throw new Error(lone.kind);
+  t.equal((await w!.settle(lone.reservation, T0 + 1, () => '{}', [])).kind, 'settled');
+  const before = commitsOf(main);
+  const [a, b] = await Promise.all([w!.reserve(reserveInput(tok)), v!.reserve(reserveInput(tok))]);
+  if (a?.kind !== 'reserved' || b?.kind !== 'reserved') throw new Error('not reserved');
+  // A's settlement is refused in its checks (the test fault) and its batch is held while B is
+  // outstanding, so B's settlement joins that batch
+  const aOut = settle(w!.store, a.reservation, T0 + 2, () => '{"a":1}', [], 'fail');
+  const bOut = await v!.settle(b.reservation, T0 + 3, () => '{"b":1}', []);
+  t.equal(bOut.kind, 'settled', 'the other settlement is charged');
+  t.equal((await aOut).kind, 'settlement_failed', 'the refused one is marked for an operator');
+  t.equal(commitsOf(main) - before, 2, 'one commit for both reservations, the refusal and the settlement; one for the mark');
+  t.same((await main.listSettlementFailed()).map((r) => r.id), [a.reservation.id]);
+  t.same((await main.usageSnapshot(tok, T0)).map((u) => u.used), [3], 'the lone call and B charged, A held for the operator');
+  t.same((await main.verifyLedger()).ok, true, 'the counters equal the ledger');
+});
+
 // The hold's length and its Little's-law start (settleHoldMs), as arithmetic: the writer's own
 // hold is driven above with a share that always starts it, since where the service's share
 // gives no hold, a writer holding anyway would hold 15 % of a few ms, which no test can tell
@@ -433,11 +459,11 @@ t.test('a settlement the writer refuses is marked settlement_failed, as on its o
   t.same((await main.listSettlementFailed()).map((r) => [r.id, r.unsaved_body]), [[out.reservation.id, '{"x":1}']], 'listed for an operator with the answer that could not be saved');
 });
 
-// The writer runs each request straight in its batch's transaction, with no child transaction to
-// undo a refused one (writer-thread.ts runOne): that holds only because a settlement refuses
-// (SettlementError) before its first write. Shown on the open transaction itself: after each
-// refusal, nothing of the settlement is in it.
-t.test('a settlement refuses before its first write: the open transaction holds nothing of it', async (t) => {
+// The writer runs a request's checks apart from its writes, with no child transaction to undo a
+// refused one (writer-thread.ts runOne): that holds only because the checks write nothing.
+// Shown for the settlement on the open transaction itself: after each refusal, nothing of it is
+// in it.
+t.test('a settlement refuses in its checks, before any write: the open transaction holds nothing of it', async (t) => {
   const main = LmdbBackend.open(tempDir());
   t.teardown(() => main.close());
   const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 5, period: 'never' }]);

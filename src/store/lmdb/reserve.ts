@@ -27,7 +27,14 @@ export async function reserve(store: Store, input: ReserveInput): Promise<Reserv
  * the calling thread, or the metering writer's batch, writer-thread.ts). `thread` is the API
  * worker that asked for it: recovery of a dead worker finds its reservations by it. */
 export function reserveWrites(store: Store, input: ReserveInput, thread: number): ReserveOutcome {
-  const { token, moduleId, units, requestId, idempotencyKey: key, fingerprint, at } = input;
+  return reserveChecks(store, input) ?? reserveApply(store, input, thread);
+}
+
+/** The reservation's checks, which only read: the outcome of a request that is not admitted
+ * (a replay, a conflict, a refusal), or null when it is. The metering writer runs them apart
+ * from the writes (writer-thread.ts runOne): a throw here has written nothing. */
+export function reserveChecks(store: Store, input: ReserveInput): ReserveOutcome | null {
+  const { token, moduleId, units, idempotencyKey: key, fingerprint, at } = input;
   if (key !== null) {
     const rec = findKey(store, token.id, key);
     if (rec) {
@@ -53,6 +60,12 @@ export function reserveWrites(store: Store, input: ReserveInput, thread: number)
   if (refusal) return refusal;
   const sessionRefused = sessionRefusal(store, input);
   if (sessionRefused) return sessionRefused;
+  return null;
+}
+
+/** The writes of an admitted reservation (reserveChecks passed in the same transaction). */
+export function reserveApply(store: Store, input: ReserveInput, thread: number): ReserveOutcome & { kind: 'reserved' } {
+  const { token, moduleId, units, requestId, idempotencyKey: key, fingerprint, at } = input;
   const windows = { day: windowKey('day', at), month: windowKey('month', at) };
   appendLedger(store, { request_id: requestId, token_id: token.id, module_id: moduleId, units, kind: 'charge', at, windows });
   const reservation: Reservation = {

@@ -15,8 +15,8 @@ import { holdForever } from '../faults.ts';
 
 /** Internal to the settlement: its transaction refused (the reservation no longer pending, or
  * the test fault); caught below and turned into a settlement outcome, never answered as is.
- * Thrown only before the settlement's first write: the metering writer runs a request without
- * a child transaction, and undoes nothing for this one (writer-thread.ts runOne). */
+ * Thrown by settleChecks, which only reads: the metering writer runs a request's checks apart
+ * from its writes, without a child transaction, and has nothing to undo (writer-thread.ts runOne). */
 export class SettlementError extends Error {
   override name = 'SettlementError';
 }
@@ -114,10 +114,21 @@ function withOwnUnits(usage: UsageRecord[], r: Reservation, at: number): UsageRe
 /** The settlement's transaction body (this thread's atomically(), or the metering writer's
  * batch with `render` the answer already rendered). */
 export function settleWrites(store: Store, reservation: Reservation, at: number, render: ((usage: UsageRecord[]) => string) | string, results: unknown, fault: SettleFault): string {
+  return settleApply(store, reservation, at, settleChecks(store, reservation, at, render, fault), results, fault);
+}
+
+/** The settlement's checks, which only read (the metering writer runs them apart from the
+ * writes, writer-thread.ts runOne): the reservation still pending, and the answer to save. */
+export function settleChecks(store: Store, reservation: Reservation, at: number, render: ((usage: UsageRecord[]) => string) | string, fault: SettleFault): { current: Reservation; text: string } {
   const current = store.db.reservations.get(reservation.id);
   if (!current || current.state !== 'pending') throw new SettlementError(`reservation ${reservation.id} is ${current?.state ?? 'missing'}`);
   const text = typeof render === 'string' ? render : render(usageSnapshot(store, store.db.tokens.get(reservation.token_id)!, at));
   if (fault === 'fail') throw new SettlementError('injected settlement failure (TEST_SETTLEMENT_FAIL_PREFIX)');
+  return { current, text };
+}
+
+/** The settlement's writes, once settleChecks passed in the same transaction. */
+export function settleApply(store: Store, reservation: Reservation, at: number, { current, text }: { current: Reservation; text: string }, results: unknown, fault: SettleFault): string {
   const iso = new Date(at).toISOString();
   void store.db.reservations.put(reservation.id, { ...current, state: 'charged', settled_at: iso });
   completeKey(store, reservation, iso, text);
@@ -130,7 +141,7 @@ export function settleWrites(store: Store, reservation: Reservation, at: number,
 
 /** The test's failing commit (SettleFault 'fail-commit'): an ENOSPC error, thrown after the
  * settlement's writes, that makes the metering writer's whole batch fail (writer-thread.ts
- * runOne rethrows every throw but a SettlementError), as a commit that cannot be written does;
+ * runOne: a throw in a request's writes fails the batch), as a commit that cannot be written does;
  * on the calling thread it fails the transaction the same way. */
 function failedCommit(): Error {
   return Object.assign(new Error('injected commit failure: No space left on device'), { code: 'ENOSPC' });
@@ -139,8 +150,18 @@ function failedCommit(): Error {
 /** A settlement that failed otherwise than for the disk: the reservation waits for an
  * operator, with the answer that could not be saved. */
 export function markFailedWrites(store: Store, id: string, text: string | null): void {
+  const current = markChecks(store, id);
+  if (current) markApply(store, current, text);
+}
+
+/** The mark's check, which only reads: the reservation if it is still pending. */
+export function markChecks(store: Store, id: string): Reservation | undefined {
   const current = store.db.reservations.get(id);
-  if (current && current.state === 'pending') void store.db.reservations.put(id, { ...current, state: 'settlement_failed', unsaved_body: text });
+  return current && current.state === 'pending' ? current : undefined;
+}
+
+export function markApply(store: Store, current: Reservation, text: string | null): void {
+  void store.db.reservations.put(current.id, { ...current, state: 'settlement_failed', unsaved_body: text });
 }
 
 /** A settlement that could not be written: refund now, or (the store still failing) once
@@ -179,9 +200,15 @@ export async function refund(store: Store, reservationId: string, at: number): P
 
 /** The refund's transaction body. */
 export function refundWrites(store: Store, reservationId: string, at: number): Reservation | undefined {
+  const r = refundChecks(store, reservationId);
+  return r.held ? refundHeld(store, r.reservation, at) : r.reservation;
+}
+
+/** The refund's check, which only reads: the reservation, and whether it still holds units. */
+export function refundChecks(store: Store, reservationId: string): { held: true; reservation: Reservation } | { held: false; reservation: Reservation | undefined } {
   const r = store.db.reservations.get(reservationId);
-  if (!r || (r.state !== 'pending' && r.state !== 'settlement_failed')) return r;
-  return refundHeld(store, r, at);
+  if (!r || (r.state !== 'pending' && r.state !== 'settlement_failed')) return { held: false, reservation: r };
+  return { held: true, reservation: r };
 }
 
 /** The writes of a refund; the caller's transaction has checked that `r` is still held. */

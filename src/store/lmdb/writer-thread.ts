@@ -6,8 +6,8 @@ import { putAuditLines } from './audit-queue.ts';
 import { openStore, type Store } from './open.ts';
 import type { ReserveOutcome } from '../backend.ts';
 import type { AuditRecord, Reservation } from '../records.ts';
-import { reserveWrites } from './reserve.ts';
-import { markFailedWrites, refundHeld, refundWrites, SettlementError, settleWrites } from './settle.ts';
+import { reserveApply, reserveChecks } from './reserve.ts';
+import { markApply, markChecks, refundChecks, refundHeld, settleApply, settleChecks } from './settle.ts';
 import { RESERVATION_LOST, settleHoldMs, toWire, type SettleHold, type WireError, type WriterOp, type WriterReply, type WriterRequest } from './writer-client.ts';
 
 const { dataDir, wake, holdMs, settleHold } = workerData as { dataDir: string; wake?: Int32Array; holdMs: number; settleHold: SettleHold };
@@ -49,16 +49,26 @@ function enqueue(item: Item): void {
   setImmediate(commitBatch);
 }
 
-export function runOp(s: Store, op: WriterOp): unknown {
+/** Runs a request's checks, which only read (a throw there has written nothing), and returns
+ * its writes, to run once they passed (runOne says why the two are apart). */
+export function planOp(s: Store, op: WriterOp): () => unknown {
   switch (op.op) {
-    case 'reserve':
-      return reserveWrites(s, op.input, op.thread);
-    case 'settle':
-      return settleWrites(s, op.reservation, op.at, op.body, op.results, op.fault);
-    case 'mark':
-      return markFailedWrites(s, op.id, op.body);
-    case 'refund':
-      return refundWrites(s, op.id, op.at);
+    case 'reserve': {
+      const outcome = reserveChecks(s, op.input);
+      return outcome !== null ? () => outcome : () => reserveApply(s, op.input, op.thread);
+    }
+    case 'settle': {
+      const checked = settleChecks(s, op.reservation, op.at, op.body, op.fault);
+      return () => settleApply(s, op.reservation, op.at, checked, op.results, op.fault);
+    }
+    case 'mark': {
+      const current = markChecks(s, op.id);
+      return () => (current ? markApply(s, current, op.body) : undefined);
+    }
+    case 'refund': {
+      const r = refundChecks(s, op.id);
+      return () => (r.held ? refundHeld(s, r.reservation, op.at) : r.reservation);
+    }
   }
 }
 
@@ -129,24 +139,26 @@ function runOne(e: Entry): void {
   const target = targetOf(op);
   if (target !== null) settledAfter(target);
   if (target !== null && lost.has(target)) return;
-  // Straight in the batch's transaction, not in a child transaction of its own. Each request
-  // reads and checks before its first write, and the one refusal it throws (SettlementError: a
-  // settlement of a reservation no longer pending, the test's 'fail') comes before that write:
-  // it has nothing to undo, and the others in the batch go on. Any other throw (the store
-  // failing, after which LMDB fails the commit anyway; the test's 'fail-commit'; a bug) may
-  // come after a write: it fails the whole batch, as a commit that cannot be written does
-  // (below), so no half-run request is ever committed. Why no child transaction: LMDB mallocs
-  // a child's dirty list (2 MiB) and free-page list (1 MiB) at its start, and under
-  // MALLOC_MMAP_THRESHOLD_=32768 (npm start, docs/capacity.md "Memory") each is mapped and
-  // unmapped again, two children a call: 0.10-0.13 ms of the writer's CPU a capture, and the
+  // Straight in the batch's transaction, not in a child transaction of its own. A request's
+  // checks (planOp: the reads, the refusals, a settlement of a reservation no longer pending)
+  // run before its writes and write nothing, so a throw there (a refusal, a record that cannot
+  // be read) has nothing to undo: that request alone fails and the others go on. A throw in
+  // its writes (the store failing, after which LMDB fails the commit anyway; the test's
+  // 'fail-commit'; a bug) may come after a write: it fails the whole batch, as a commit that
+  // cannot be written does (below), so no half-run request is ever committed. Why no child
+  // transaction: LMDB mallocs a child's dirty list (2 MiB) and free-page list (1 MiB) at its
+  // start, and under MALLOC_MMAP_THRESHOLD_=32768 (npm start, docs/capacity.md "Memory") each
+  // is mapped and unmapped again, two children a call: 0.10-0.13 ms of the writer's CPU a capture, and the
   // unmapping flushes the TLBs of the cores running the other threads (the process used 5-6 %
   // more CPU a capture: bench/results/writer-children.md).
+  let writes: () => unknown;
   try {
-    e.out = { ok: true, value: runOp(store, op) };
+    writes = planOp(store, op);
   } catch (err) {
-    if (!(err instanceof SettlementError)) throw err;
     e.out = { ok: false, err };
+    return;
   }
+  e.out = { ok: true, value: writes() };
   if (op.op === 'reserve' && e.out.ok && (e.out.value as ReserveOutcome).kind !== 'replay') {
     // a replay reports a charge, which may be this batch's own settlement: it waits for the sync
     e.early = true;

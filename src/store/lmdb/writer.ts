@@ -14,8 +14,8 @@ import { fromWire, RESERVATION_HOLD_MS, SETTLE_HOLD, type SettleHold, type Write
 // thread of the process, started by the main thread (writer-thread.ts), commits the metering
 // writes of every API worker: each worker posts its reservation, settlement or refund as data
 // (with the audit lines queued on it), the writer runs everything that arrived while its last
-// commit synced in one transaction (a request refused before its first write leaves the others
-// whole; any other throw fails the batch: writer-thread.ts runOne) with one sync, and only then
+// commit synced in one transaction (a throw in a request's checks leaves the others whole; a
+// throw in its writes fails the batch: writer-thread.ts runOne) with one sync, and only then
 // answers each worker. So no API worker's event loop waits for a disk sync, and the more calls
 // are in flight, the more of them share one sync. The answer that reports a charge still leaves only after the commit recording
 // it is on disk: the writer answers a settlement (a refund, a mark) after transactionSync
