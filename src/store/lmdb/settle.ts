@@ -16,7 +16,8 @@ import { holdForever } from '../faults.ts';
 /** Internal to the settlement: its transaction refused (the reservation no longer pending, or
  * the test fault); caught below and turned into a settlement outcome, never answered as is.
  * Thrown by settleChecks, which only reads: the metering writer runs a request's checks apart
- * from its writes, without a child transaction, and has nothing to undo (writer-thread.ts runOne). */
+ * from its writes, without a child transaction, and has nothing to undo (writer-thread.ts
+ * runOne). */
 export class SettlementError extends Error {
   override name = 'SettlementError';
 }
@@ -141,8 +142,8 @@ export function settleApply(store: Store, reservation: Reservation, at: number, 
 
 /** The test's failing commit (SettleFault 'fail-commit'): an ENOSPC error, thrown after the
  * settlement's writes, that makes the metering writer's whole batch fail (writer-thread.ts
- * runOne: a throw in a request's writes fails the batch), as a commit that cannot be written does;
- * on the calling thread it fails the transaction the same way. */
+ * runOne: a throw in a request's writes fails the batch), as a commit that cannot be written
+ * does; on the calling thread it fails the transaction the same way. */
 function failedCommit(): Error {
   return Object.assign(new Error('injected commit failure: No space left on device'), { code: 'ENOSPC' });
 }
@@ -160,6 +161,7 @@ export function markChecks(store: Store, id: string): Reservation | undefined {
   return current && current.state === 'pending' ? current : undefined;
 }
 
+/** The mark's write, once markChecks found the reservation pending. */
 export function markApply(store: Store, current: Reservation, text: string | null): void {
   void store.db.reservations.put(current.id, { ...current, state: 'settlement_failed', unsaved_body: text });
 }

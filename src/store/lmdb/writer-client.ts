@@ -27,9 +27,9 @@ export interface WriterRequest {
 }
 
 /** `committed`: whether the batch's commit holds the request's audit lines (an op whose checks
- * threw, writer-thread.ts runOne, left the batch whole). A reservation is answered as
- * soon as its writes have run, before its batch commits (writer-thread.ts says why); every other
- * answer after the batch's commit and sync. */
+ * threw, writer-thread.ts runOne, left the batch whole). A reservation is answered as soon as
+ * its writes have run, before its batch commits (writer-thread.ts says why); every other answer
+ * after the batch's commit and sync. */
 export type WriterReply = { id: number; ok: true; value: unknown } | { id: number; ok: false; committed: boolean; error: WireError };
 
 /** An error as it crosses threads: what isStorageFailure and the logs read of it (name,

@@ -95,9 +95,9 @@ interface Entry {
 // answer that reports a charge; a reservation reports none (if the power fails before its
 // commit is synced, it is gone, nobody was answered a charge, its key is unbound), and lmdb-js
 // 3.5.6 has no commit without its sync (docs/metering.md). So the writer answers a reservation
-// as soon as its writes have run inside the batch's open transaction (the quota
-// check and the key's binding are as atomic as before: every later write sees them, in this
-// transaction or after its commit), and keeps that transaction open, holding LMDB's write lock,
+// as soon as its writes have run inside the batch's open transaction (the quota check and the
+// key's binding are as atomic as before: every later write sees them, in this transaction or
+// after its commit), and keeps that transaction open, holding LMDB's write lock,
 // until a write whose answer waits for the sync (a settlement, refund, mark or replay) joins
 // it, RESERVATION_HOLD_MS at most: the reservation then costs no sync of its own, usually
 // riding in the commit of its own call's settlement. Everything else is answered after the
@@ -148,9 +148,9 @@ function runOne(e: Entry): void {
   // cannot be written does (below), so no half-run request is ever committed. Why no child
   // transaction: LMDB mallocs a child's dirty list (2 MiB) and free-page list (1 MiB) at its
   // start, and under MALLOC_MMAP_THRESHOLD_=32768 (npm start, docs/capacity.md "Memory") each
-  // is mapped and unmapped again, two children a call: 0.10-0.13 ms of the writer's CPU a capture, and the
-  // unmapping flushes the TLBs of the cores running the other threads (the process used 5-6 %
-  // more CPU a capture: bench/results/writer-children.md).
+  // is mapped and unmapped again, two children a call: 0.10-0.13 ms of the writer's CPU a
+  // capture, and the unmapping flushes the TLBs of the cores running the other threads (the
+  // process used 5-6 % more CPU a capture: bench/results/writer-children.md).
   let writes: () => unknown;
   try {
     writes = planOp(store, op);
@@ -196,9 +196,9 @@ function commitRequests(batch: Entry[]): void {
       for (const { req } of batch) putAuditLines(store.db, req.lines.map((record: AuditRecord) => ({ record, done: () => undefined })));
     }, syncCommitFlags(store.root));
   } catch (err) {
-    // nothing of the batch was committed (a full disk, or a request that threw other than by
-    // refusing, runOne): the reservations answered early are gone, and every other request
-    // hears this failure
+    // nothing of the batch was committed (a full disk, or a throw in a request's writes,
+    // runOne): the reservations answered early are gone, and every other request hears this
+    // failure
     const error = toWire(err);
     const gone = new Set<string>();
     for (const e of batch) {

@@ -17,14 +17,14 @@ import { fromWire, RESERVATION_HOLD_MS, SETTLE_HOLD, type SettleHold, type Write
 // commit synced in one transaction (a throw in a request's checks leaves the others whole; a
 // throw in its writes fails the batch: writer-thread.ts runOne) with one sync, and only then
 // answers each worker. So no API worker's event loop waits for a disk sync, and the more calls
-// are in flight, the more of them share one sync. The answer that reports a charge still leaves only after the commit recording
-// it is on disk: the writer answers a settlement (a refund, a mark) after transactionSync
-// returned, and that returns after the sync (atomic.ts, SYNC_COMMIT_OVERLAPPED_FLUSH). A
-// reservation needs no sync of its own (docs/metering.md "Commits and durability"), and
-// lmdb-js has no commit without one: so the writer answers a reservation as soon as its writes
-// have run, before its batch commits, and keeps a batch of such reservations open
-// (bounded) until a write that must be synced joins it, so that they share its sync
-// (writer-thread.ts holdForCompany).
+// are in flight, the more of them share one sync. The answer that reports a charge still
+// leaves only after the commit recording it is on disk: the writer answers a settlement (a
+// refund, a mark) after transactionSync returned, and that returns after the sync (atomic.ts,
+// SYNC_COMMIT_OVERLAPPED_FLUSH). A reservation needs no sync of its own (docs/metering.md
+// "Commits and durability"), and lmdb-js has no commit without one: so the writer answers a
+// reservation as soon as its writes have run, before its batch commits, and keeps a batch of
+// such reservations open (bounded) until a write that must be synced joins it, so that they
+// share its sync (writer-thread.ts holdForCompany).
 //
 // Only the metering writes travel (reserve, settle, its settlement_failed mark, refund, and the
 // audit lines): every other write of an API worker (tokens, sessions, the login throttle) is
