@@ -121,8 +121,12 @@ export async function startPostgres(): Promise<TestPostgres> {
       await pg.start();
     },
     async stop() {
-      // the guard's group: the shell and the `cat` it waits on
-      if (guard.pid !== undefined) process.kill(-guard.pid, 'SIGKILL');
+      // the guard's group: the shell and the `cat` it waits on (gone already if it was killed)
+      try {
+        if (guard.pid !== undefined) process.kill(-guard.pid, 'SIGKILL');
+      } catch {
+        /* nothing left to stop */
+      }
       await pg.stop().catch(() => {});
       fs.rmSync(parent, { recursive: true, force: true });
     },

@@ -27,13 +27,20 @@ export async function reserve(store: Store, input: ReserveInput): Promise<Reserv
  * the calling thread, or the metering writer's batch, writer-thread.ts). `thread` is the API
  * worker that asked for it: recovery of a dead worker finds its reservations by it. */
 export function reserveWrites(store: Store, input: ReserveInput, thread: number): ReserveOutcome {
-  return reserveChecks(store, input) ?? reserveApply(store, input, thread);
+  return planReserve(store, input, thread)();
 }
 
-/** The reservation's checks, which only read: the outcome of a request that is not admitted
- * (a replay, a conflict, a refusal), or null when it is. The metering writer runs them apart
- * from the writes (writer-thread.ts runOne): a throw here has written nothing. */
-export function reserveChecks(store: Store, input: ReserveInput): ReserveOutcome | null {
+/** The reservation's checks, run now, which only read (a throw here has written nothing); then
+ * its writes, returned to run once they passed: a request that is not admitted (a replay, a
+ * conflict, a refusal) writes nothing. The metering writer runs the two apart
+ * (writer-thread.ts runOne). */
+export function planReserve(store: Store, input: ReserveInput, thread: number): () => ReserveOutcome {
+  const refused = reserveChecks(store, input);
+  return refused !== null ? () => refused : () => reserveApply(store, input, thread);
+}
+
+/** The outcome of a request that is not admitted, or null when it is. */
+function reserveChecks(store: Store, input: ReserveInput): ReserveOutcome | null {
   const { token, moduleId, units, idempotencyKey: key, fingerprint, at } = input;
   if (key !== null) {
     const rec = findKey(store, token.id, key);
@@ -64,7 +71,7 @@ export function reserveChecks(store: Store, input: ReserveInput): ReserveOutcome
 }
 
 /** The writes of an admitted reservation (reserveChecks passed in the same transaction). */
-export function reserveApply(store: Store, input: ReserveInput, thread: number): ReserveOutcome & { kind: 'reserved' } {
+function reserveApply(store: Store, input: ReserveInput, thread: number): ReserveOutcome & { kind: 'reserved' } {
   const { token, moduleId, units, requestId, idempotencyKey: key, fingerprint, at } = input;
   const windows = { day: windowKey('day', at), month: windowKey('month', at) };
   appendLedger(store, { request_id: requestId, token_id: token.id, module_id: moduleId, units, kind: 'charge', at, windows });

@@ -15,9 +15,9 @@ import { holdForever } from '../faults.ts';
 
 /** Internal to the settlement: its transaction refused (the reservation no longer pending, or
  * the test fault); caught below and turned into a settlement outcome, never answered as is.
- * Thrown by settleChecks, which only reads: the metering writer runs a request's checks apart
- * from its writes, without a child transaction, and has nothing to undo (writer-thread.ts
- * runOne). */
+ * Thrown by planSettle's checks, which only read: the metering writer runs a request's checks
+ * apart from its writes, without a child transaction, and has nothing to undo
+ * (writer-thread.ts runOne). */
 export class SettlementError extends Error {
   override name = 'SettlementError';
 }
@@ -115,29 +115,27 @@ function withOwnUnits(usage: UsageRecord[], r: Reservation, at: number): UsageRe
 /** The settlement's transaction body (this thread's atomically(), or the metering writer's
  * batch with `render` the answer already rendered). */
 export function settleWrites(store: Store, reservation: Reservation, at: number, render: ((usage: UsageRecord[]) => string) | string, results: unknown, fault: SettleFault): string {
-  return settleApply(store, reservation, at, settleChecks(store, reservation, at, render, fault), results, fault);
+  return planSettle(store, reservation, at, render, results, fault)();
 }
 
-/** The settlement's checks, which only read (the metering writer runs them apart from the
- * writes, writer-thread.ts runOne): the reservation still pending, and the answer to save. */
-export function settleChecks(store: Store, reservation: Reservation, at: number, render: ((usage: UsageRecord[]) => string) | string, fault: SettleFault): { current: Reservation; text: string } {
+/** The settlement's checks, run now, which only read (the reservation still pending, the answer
+ * to save; a throw here has written nothing); then its writes, returned to run once they
+ * passed. The metering writer runs the two apart (writer-thread.ts runOne). */
+export function planSettle(store: Store, reservation: Reservation, at: number, render: ((usage: UsageRecord[]) => string) | string, results: unknown, fault: SettleFault): () => string {
   const current = store.db.reservations.get(reservation.id);
   if (!current || current.state !== 'pending') throw new SettlementError(`reservation ${reservation.id} is ${current?.state ?? 'missing'}`);
   const text = typeof render === 'string' ? render : render(usageSnapshot(store, store.db.tokens.get(reservation.token_id)!, at));
   if (fault === 'fail') throw new SettlementError('injected settlement failure (TEST_SETTLEMENT_FAIL_PREFIX)');
-  return { current, text };
-}
-
-/** The settlement's writes, once settleChecks passed in the same transaction. */
-export function settleApply(store: Store, reservation: Reservation, at: number, { current, text }: { current: Reservation; text: string }, results: unknown, fault: SettleFault): string {
-  const iso = new Date(at).toISOString();
-  void store.db.reservations.put(reservation.id, { ...current, state: 'charged', settled_at: iso });
-  completeKey(store, reservation, iso, text);
-  void store.db.results.put(reservation.request_id, { at: iso, token_id: reservation.token_id, module_id: reservation.module_id, results });
-  // after the writes, as a commit's failure comes: none of them may be committed
-  if (fault === 'fail-commit') throw failedCommit();
-  if (fault === 'hold') holdForever('lmdb settlement transaction');
-  return text;
+  return () => {
+    const iso = new Date(at).toISOString();
+    void store.db.reservations.put(reservation.id, { ...current, state: 'charged', settled_at: iso });
+    completeKey(store, reservation, iso, text);
+    void store.db.results.put(reservation.request_id, { at: iso, token_id: reservation.token_id, module_id: reservation.module_id, results });
+    // after the writes, as a commit's failure comes: none of them may be committed
+    if (fault === 'fail-commit') throw failedCommit();
+    if (fault === 'hold') holdForever('lmdb settlement transaction');
+    return text;
+  };
 }
 
 /** The test's failing commit (SettleFault 'fail-commit'): an ENOSPC error, thrown after the
@@ -151,19 +149,14 @@ function failedCommit(): Error {
 /** A settlement that failed otherwise than for the disk: the reservation waits for an
  * operator, with the answer that could not be saved. */
 export function markFailedWrites(store: Store, id: string, text: string | null): void {
-  const current = markChecks(store, id);
-  if (current) markApply(store, current, text);
+  planMark(store, id, text)();
 }
 
-/** The mark's check, which only reads: the reservation if it is still pending. */
-export function markChecks(store: Store, id: string): Reservation | undefined {
+/** The mark's check, run now (the reservation still pending), and its write, returned. */
+export function planMark(store: Store, id: string, text: string | null): () => void {
   const current = store.db.reservations.get(id);
-  return current && current.state === 'pending' ? current : undefined;
-}
-
-/** The mark's write, once markChecks found the reservation pending. */
-export function markApply(store: Store, current: Reservation, text: string | null): void {
-  void store.db.reservations.put(current.id, { ...current, state: 'settlement_failed', unsaved_body: text });
+  if (!current || current.state !== 'pending') return () => {};
+  return () => void store.db.reservations.put(id, { ...current, state: 'settlement_failed', unsaved_body: text });
 }
 
 /** A settlement that could not be written: refund now, or (the store still failing) once
@@ -202,15 +195,15 @@ export async function refund(store: Store, reservationId: string, at: number): P
 
 /** The refund's transaction body. */
 export function refundWrites(store: Store, reservationId: string, at: number): Reservation | undefined {
-  const r = refundChecks(store, reservationId);
-  return r.held ? refundHeld(store, r.reservation, at) : r.reservation;
+  return planRefund(store, reservationId, at)();
 }
 
-/** The refund's check, which only reads: the reservation, and whether it still holds units. */
-export function refundChecks(store: Store, reservationId: string): { held: true; reservation: Reservation } | { held: false; reservation: Reservation | undefined } {
+/** The refund's check, run now (the reservation still holds units), and its writes, returned:
+ * a reservation that holds none is answered as it is. */
+export function planRefund(store: Store, reservationId: string, at: number): () => Reservation | undefined {
   const r = store.db.reservations.get(reservationId);
-  if (!r || (r.state !== 'pending' && r.state !== 'settlement_failed')) return { held: false, reservation: r };
-  return { held: true, reservation: r };
+  if (!r || (r.state !== 'pending' && r.state !== 'settlement_failed')) return () => r;
+  return () => refundHeld(store, r, at);
 }
 
 /** The writes of a refund; the caller's transaction has checked that `r` is still held. */

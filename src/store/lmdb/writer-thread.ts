@@ -6,8 +6,8 @@ import { putAuditLines } from './audit-queue.ts';
 import { openStore, type Store } from './open.ts';
 import type { ReserveOutcome } from '../backend.ts';
 import type { AuditRecord, Reservation } from '../records.ts';
-import { reserveApply, reserveChecks } from './reserve.ts';
-import { markApply, markChecks, refundChecks, refundHeld, settleApply, settleChecks } from './settle.ts';
+import { planReserve } from './reserve.ts';
+import { planMark, planRefund, planSettle, refundHeld } from './settle.ts';
 import { RESERVATION_LOST, settleHoldMs, toWire, type SettleHold, type WireError, type WriterOp, type WriterReply, type WriterRequest } from './writer-client.ts';
 
 const { dataDir, wake, holdMs, settleHold } = workerData as { dataDir: string; wake?: Int32Array; holdMs: number; settleHold: SettleHold };
@@ -53,22 +53,14 @@ function enqueue(item: Item): void {
  * its writes, to run once they passed (runOne says why the two are apart). */
 export function planOp(s: Store, op: WriterOp): () => unknown {
   switch (op.op) {
-    case 'reserve': {
-      const outcome = reserveChecks(s, op.input);
-      return outcome !== null ? () => outcome : () => reserveApply(s, op.input, op.thread);
-    }
-    case 'settle': {
-      const checked = settleChecks(s, op.reservation, op.at, op.body, op.fault);
-      return () => settleApply(s, op.reservation, op.at, checked, op.results, op.fault);
-    }
-    case 'mark': {
-      const current = markChecks(s, op.id);
-      return () => (current ? markApply(s, current, op.body) : undefined);
-    }
-    case 'refund': {
-      const r = refundChecks(s, op.id);
-      return () => (r.held ? refundHeld(s, r.reservation, op.at) : r.reservation);
-    }
+    case 'reserve':
+      return planReserve(s, op.input, op.thread);
+    case 'settle':
+      return planSettle(s, op.reservation, op.at, op.body, op.results, op.fault);
+    case 'mark':
+      return planMark(s, op.id, op.body);
+    case 'refund':
+      return planRefund(s, op.id, op.at);
   }
 }
 
