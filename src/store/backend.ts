@@ -1,5 +1,5 @@
 import type { ModuleId } from '../contract/index.ts';
-import type { AuditRecord, DailyTotal, KeyFile, KeyRevocation, LedgerEntry, Reservation, SessionRecord, TokenRecord, UsageRecord, UserRecord } from './records.ts';
+import type { AuditRecord, DailyTotal, KeyFile, KeyRevocation, LedgerEntry, RenderAnswer, Reservation, SessionRecord, TokenRecord, UsageRecord, UserRecord } from './records.ts';
 import type { AttemptSuccess, AttemptReservation, ThrottleView } from './throttle-rules.ts';
 import type { QuotaExceeded } from './quota.ts';
 import type { WriteHealth } from './write-health.ts';
@@ -214,7 +214,7 @@ export interface MeteringStore {
   reserve(input: ReserveInput): Promise<ReserveOutcome>;
   /** charged + key completed with the body `render` builds from the usage as of settlement
    * + result stored, in one transaction; on failure marks the reservation settlement_failed */
-  settle(reservation: Reservation, at: number, render: (usage: UsageRecord[]) => string, results: unknown): Promise<SettleOutcome>;
+  settle(reservation: Reservation, at: number, render: RenderAnswer, results: unknown): Promise<SettleOutcome>;
   /** gives held units back and releases the key; idempotent */
   refund(reservationId: string, at: number): Promise<Reservation | undefined>;
 }

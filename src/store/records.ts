@@ -179,6 +179,14 @@ export interface UsageRecord {
   reset_at: string | null;
 }
 
+/** What a settlement's `render` is given where the usage goes: the snapshot itself (LMDB), or
+ * a placeholder (PostgreSQL: a random JSON string) that the store's SQL replaces, in the text
+ * `render` returned, with the usage as of the settlement's own transaction. So `render` writes it
+ * with JSON.stringify and reads it only where it is an array. */
+export type UsagePlaceholder = string & { readonly usagePlaceholder: true };
+/** Renders a settlement's answer around the usage (UsagePlaceholder says what it may be). */
+export type RenderAnswer = (usage: UsageRecord[] | UsagePlaceholder) => string;
+
 /** Units of one UTC day (the console's usage chart). */
 export interface DailyTotal {
   /** YYYY-MM-DD, a UTC day */

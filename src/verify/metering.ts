@@ -1,5 +1,5 @@
 import { archiveDemoUpload } from '../metering/index.ts';
-import { type ReserveInput, type MeteringStore, type StoreStatus, type Reservation, type UsageRecord, isStorageFailure } from '../store/index.ts';
+import { type ReserveInput, type MeteringStore, type StoreStatus, type Reservation, type RenderAnswer, isStorageFailure } from '../store/index.ts';
 import { admittedOrThrow, settledOrThrow, UnrecordedCallError, type Admitted } from './store-outcomes.ts';
 
 /** The verify call's only way into metering: every reserve, settle and refund of a verify
@@ -12,7 +12,7 @@ export interface Metering {
    * error (`retryAfterSeconds`: the wait a request still in progress is told) */
   reserve(input: ReserveInput & { retryAfterSeconds: number }): Promise<Admitted>;
   /** `render` builds the answer from the usage snapshot taken inside the settlement */
-  settle(reservation: Reservation, at: number, render: (usage: UsageRecord[]) => string, results: unknown): Promise<string>;
+  settle(reservation: Reservation, at: number, render: RenderAnswer, results: unknown): Promise<string>;
   /** a refund the store could not write is owed (store.writes runs it once writes work) and
    * rejects with 503 store_unavailable saying so */
   refund(reservationId: string, at: number): Promise<unknown>;

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Test } from 'tap';
 import { PAIR_LIMIT, throttleWait } from '../../src/store/throttle-rules.ts';
-import type { Reservation, UsageRecord } from '../../src/store/records.ts';
+import type { RenderAnswer, Reservation, UsageRecord } from '../../src/store/records.ts';
 import { newKey, publicJwksOf, RETIRED_DELETE_MS } from '../../src/signing/keys.ts';
 import type { ReserveInput, ReserveOutcome, SettleOutcome, StoreBackend } from '../../src/store/backend.ts';
 import { injectSettlementFault } from '../../src/store/faults.ts';
@@ -17,7 +17,7 @@ import { reserveInput, T0, tokenRecord } from '../../bench/harness/records.ts';
 export { reserveInput, T0, tokenRecord };
 const id = (p: string) => `${p}_${randomBytes(6).toString('hex')}`;
 
-const render = (requestId: string) => (usage: UsageRecord[]) => JSON.stringify({ request_id: requestId, module_id: 'rgb_liveness', charged_units: 1, results: [{ capture_id: 'c"1', v: 0.5 }], usage });
+const render = (requestId: string): RenderAnswer => (usage) => JSON.stringify({ request_id: requestId, module_id: 'rgb_liveness', charged_units: 1, results: [{ capture_id: 'c"1', v: 0.5 }], usage });
 
 type Refusal = Exclude<ReserveOutcome, { kind: 'reserved' | 'replay' }>;
 

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Test } from 'tap';
 import type { ReserveInput, ReserveOutcome, StoreBackend } from '../../src/store/backend.ts';
 import type { DeviceSession } from '../../src/store/device-sessions.ts';
-import type { Grant, TokenRecord, UsageRecord } from '../../src/store/records.ts';
+import type { Grant, RenderAnswer, TokenRecord, UsageRecord } from '../../src/store/records.ts';
 
 // The device-session operations (issue 26) as both stores must keep them; run from
 // storeContract (contract.ts) against LMDB and PostgreSQL.
@@ -39,7 +39,7 @@ async function mint(store: StoreBackend, s: DeviceSession, at = Date.parse(s.cre
   return out.session;
 }
 
-const render = (requestId: string) => (usage: UsageRecord[]) => JSON.stringify({ request_id: requestId, module_id: 'rgb_liveness', charged_units: 1, results: [{ capture_id: 'c', score: 0.25 }], usage });
+const render = (requestId: string): RenderAnswer => (usage) => JSON.stringify({ request_id: requestId, module_id: 'rgb_liveness', charged_units: 1, results: [{ capture_id: 'c', score: 0.25 }], usage });
 
 export function deviceSessionContract(t: Test, store: StoreBackend): void {
   t.test('device sessions: minted, found by id and by hash, revoked once', async (t) => {

@@ -3,7 +3,7 @@ import { meteringWrite } from './writer.ts';
 import { RESERVATION_LOST, WRITER_LOST, type SettleFault } from './writer-client.ts';
 import { readLatest, type Store } from './open.ts';
 import { appendLedger } from './ledger.ts';
-import type { Reservation, UsageRecord } from '../records.ts';
+import type { RenderAnswer, Reservation, UsageRecord } from '../records.ts';
 import { completeKey, releaseKey, resolveKey } from './idempotency.ts';
 import { usageSnapshot } from './usage.ts';
 import { windowKey } from '../periods.ts';
@@ -36,7 +36,7 @@ export async function settle(
   store: Store,
   reservation: Reservation,
   at: number,
-  render: (usage: UsageRecord[]) => string,
+  render: RenderAnswer,
   results: unknown,
   fault: SettleFault = null,
 ): Promise<SettleOutcome> {
@@ -97,7 +97,7 @@ function chargedAt(store: Store, id: string, at: number): boolean {
  * The writer answers a reservation before its commit (writer-thread.ts), so a fast call may
  * settle while its own reservation is not committed yet: its units are then counted here, as
  * the commit will count them (the settlement changes no counter). */
-function renderNow(store: Store, r: Reservation, at: number, render: (usage: UsageRecord[]) => string): string {
+function renderNow(store: Store, r: Reservation, at: number, render: RenderAnswer): string {
   readLatest(store);
   const usage = usageSnapshot(store, store.db.tokens.get(r.token_id)!, at);
   return render(store.db.reservations.get(r.id) === undefined ? withOwnUnits(usage, r, at) : usage);
@@ -114,14 +114,14 @@ function withOwnUnits(usage: UsageRecord[], r: Reservation, at: number): UsageRe
 
 /** The settlement's transaction body (this thread's atomically(), or the metering writer's
  * batch with `render` the answer already rendered). */
-export function settleWrites(store: Store, reservation: Reservation, at: number, render: ((usage: UsageRecord[]) => string) | string, results: unknown, fault: SettleFault): string {
+export function settleWrites(store: Store, reservation: Reservation, at: number, render: RenderAnswer | string, results: unknown, fault: SettleFault): string {
   return planSettle(store, reservation, at, render, results, fault)();
 }
 
 /** The settlement's checks, run now, which only read (the reservation still pending, the answer
  * to save; a throw here has written nothing); then its writes, returned to run once they
  * passed. The metering writer runs the two apart (writer-thread.ts runOne). */
-export function planSettle(store: Store, reservation: Reservation, at: number, render: ((usage: UsageRecord[]) => string) | string, results: unknown, fault: SettleFault): () => string {
+export function planSettle(store: Store, reservation: Reservation, at: number, render: RenderAnswer | string, results: unknown, fault: SettleFault): () => string {
   const current = store.db.reservations.get(reservation.id);
   if (!current || current.state !== 'pending') throw new SettlementError(`reservation ${reservation.id} is ${current?.state ?? 'missing'}`);
   const text = typeof render === 'string' ? render : render(usageSnapshot(store, store.db.tokens.get(reservation.token_id)!, at));
@@ -173,7 +173,7 @@ async function giveBack(store: Store, reservation: Reservation, at: number, caus
   return { kind: 'not_recorded', refund: 'refunded', cause };
 }
 
-function safeRender(store: Store, r: Reservation, at: number, render: (u: UsageRecord[]) => string): string | null {
+function safeRender(store: Store, r: Reservation, at: number, render: RenderAnswer): string | null {
   try {
     const token = store.db.tokens.get(r.token_id)!;
     return render(usageSnapshot(store, token, at));

@@ -5,7 +5,7 @@ import { RefusalTally, type RowLost } from '../refusal-tally.ts';
 import type { ModuleId } from '../../contract/index.ts';
 import type { PageQuery, ReserveInput, ResolveAction, SearchQuery, StoreBackend, UserPatch } from '../backend.ts';
 import type { AttemptSuccess } from '../throttle-rules.ts';
-import type { AuditRecord, KeyFile, Reservation, SessionRecord, TokenRecord, UsageRecord, UserRecord } from '../records.ts';
+import type { AuditRecord, KeyFile, RenderAnswer, Reservation, SessionRecord, TokenRecord, UsageRecord, UserRecord } from '../records.ts';
 import { openPool, type Pg, type PgOptions } from './open.ts';
 import { RecentSettlements, restoreLostCommits, type LostCommit } from './lost-commits.ts';
 import { DatabaseUrlError, hostName, parseDatabaseUrl, type DatabaseTarget } from '../../config/index.ts';
@@ -174,7 +174,7 @@ export class PgBackend implements StoreBackend, FaultHooks {
     if (out.kind === 'reserved') this.recent.held.add(out.reservation.id);
     return out;
   }
-  async settle(reservation: Reservation, at: number, render: (usage: UsageRecord[]) => string, results: unknown) {
+  async settle(reservation: Reservation, at: number, render: RenderAnswer, results: unknown) {
     try {
       const out = await settle(this.db, reservation, at, render, results, this.settlementFault?.(results) ?? null);
       if (out.kind === 'settled') this.recent.remember(reservation, at, out.body, results);

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { ResolveAction, SettleOutcome } from '../backend.ts';
-import type { Reservation, UsageRecord } from '../records.ts';
+import type { RenderAnswer, Reservation, UsageRecord, UsagePlaceholder } from '../records.ts';
 import { isStorageFailure } from '../write-health.ts';
 import { resolveKey } from './idempotency.ts';
 import { StoreUnavailableError } from '../errors.ts';
@@ -115,13 +115,13 @@ export function reservationOf(r: Row): Reservation {
   };
 }
 
-export async function settle(db: Pg, reservation: Reservation, at: number, render: (usage: UsageRecord[]) => string, results: unknown, fault: 'fail' | 'hold' | null = null): Promise<SettleOutcome> {
+export async function settle(db: Pg, reservation: Reservation, at: number, render: RenderAnswer, results: unknown, fault: 'fail' | 'hold' | null = null): Promise<SettleOutcome> {
   const w = windowsOf(at);
   // The body is rendered here with a placeholder for the usage array, and the function
   // fills in the usage as of the settlement itself: one call, and the saved body is the
   // answer. The placeholder is random, so no client text can imitate it.
   const marker = `"__usage_${randomBytes(12).toString('hex')}__"`;
-  const template = render(JSON.parse(marker) as unknown as UsageRecord[]);
+  const template = render(JSON.parse(marker) as UsagePlaceholder);
   let cause: unknown;
   const args = settleArgs(reservation, at, template, marker, results);
   if (fault !== 'fail') {
@@ -180,7 +180,7 @@ export function settleArgs(r: Pick<Reservation, 'id' | 'token_id' | 'module_id'>
  * against whichever host accepts writes: at once if one answers, else by the node as soon as
  * one does (Pg.repairs, after the lease renewal that ends the outage). Never marked
  * settlement_failed: that would hold the key for an operator, though the service can tell. */
-async function settleUnknown(db: Pg, reservation: Reservation, job: Extract<Repair, { kind: 'settle' }>, render: (usage: UsageRecord[]) => string, cause: StoreUnavailableError): Promise<SettleOutcome> {
+async function settleUnknown(db: Pg, reservation: Reservation, job: Extract<Repair, { kind: 'settle' }>, render: RenderAnswer, cause: StoreUnavailableError): Promise<SettleOutcome> {
   try {
     const r = await resolveSettlement(db, reservation.id, job);
     if (!r.charged) return { kind: 'refused', refunded: r.refundedHere, cause: new Error(`settlement of ${reservation.id} was cut off before it committed (or its node lease lapsed meanwhile): refunded`, { cause }) };
