@@ -34,6 +34,7 @@ export const ConfigSchema = Type.Object({
   })),
   DATABASE_POOL_SIZE: Int(1, 10_000, 'PostgreSQL store: connections one node opens at most, shared out over its threads (at least one each: a node uses max(this, WORKERS + 1))'),
   NODE_LEASE_SECONDS: Int(2, 600, 'PostgreSQL store: a node that has not renewed its lease for this long is presumed dead and its pending reservations are refunded'),
+  STORE_STALL_SECONDS: Int(1, 3600, 'LMDB store: a commit of the metering writer still running after this long (a stuck disk) makes readiness 503 and new verify calls 503 store_unavailable until it ends'),
   TOKEN_CACHE_SECONDS: Int(0, 300, 'PostgreSQL store: a verify call may start from a token read this long ago (the reservation re-reads it); 0 reads it every call'),
   WORKERS: Int(1, MAX_WORKERS, 'API worker threads'),
   VERIFY_SLOTS: Int(1, MAX_SLOTS, 'verify calls the host admits at once, pooled over its API workers (a slot covers the whole upload); default 2 x WORKERS, the spec\'s 2 per API worker; set, it departs from that figure (docs/capacity.md)'),
@@ -159,6 +160,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     DATABASE_URL: opt(env.DATABASE_URL),
     DATABASE_POOL_SIZE: int('DATABASE_POOL_SIZE', env.DATABASE_POOL_SIZE, 24),
     NODE_LEASE_SECONDS: int('NODE_LEASE_SECONDS', env.NODE_LEASE_SECONDS, 15),
+    STORE_STALL_SECONDS: int('STORE_STALL_SECONDS', env.STORE_STALL_SECONDS, 10),
     TOKEN_CACHE_SECONDS: int('TOKEN_CACHE_SECONDS', env.TOKEN_CACHE_SECONDS, 5),
     // the default stays inside the accepted range, so a large host starts
     WORKERS: int('WORKERS', env.WORKERS, Math.min(Math.max(MIN_DEFAULT_WORKERS, cores * WORKERS_PER_CORE), MAX_WORKERS)),

@@ -151,7 +151,7 @@ export class WorkerMetrics {
     onStoreWriteFailure((op) => failures.inc({ op }));
     new client.Gauge({
       name: 'lv_store_writes_failing',
-      help: '1 while the store is failing writes and verify calls are answered 503 store_unavailable, else 0',
+      help: '1 while the store is failing writes (or, on LMDB, a commit has run STORE_STALL_SECONDS) and verify calls are answered 503 store_unavailable, else 0',
       registers: [this.registry],
       aggregator: 'max',
       collect() {

@@ -86,12 +86,12 @@ export const HealthLive = Type.Object({ status: Type.Literal('live') });
 export const HealthReady = Type.Object({
   status: Type.Union([Type.Literal('ready'), Type.Literal('not_ready')]),
   store: Type.Union([Type.Literal('ok'), Type.Literal('unavailable'), Type.Literal('writes_failing')], {
-    description: 'writes_failing: the store answers but cannot write (a full disk); verify calls get 503 store_unavailable until a write works again',
+    description: 'writes_failing: the store answers but cannot write (a full disk), or (LMDB) one commit of the metering writer has run STORE_STALL_SECONDS or longer (a stuck disk; store_writes.operation `stalled`); verify calls get 503 store_unavailable until a write works again',
   }),
   store_error: Type.Optional(Type.String({ description: 'present while the store is unavailable, when it knows why: with PostgreSQL, since when no database host accepted writes (a failover under way), or since when the node lease was not renewed. It names no host (this answer needs no credentials): what each host of DATABASE_URL answered is in the node\'s log (`not ready: the store is unavailable`, and `store has no writable host` when the outage began)' })),
   store_writes: Type.Optional(Type.Object({
     since: Type.String({ format: 'date-time' }),
-    operation: Type.String({ description: 'the write that failed first (reserve, settle, audit ...)' }),
+    operation: Type.String({ description: 'the write that failed first (reserve, settle, audit ...), or `stalled`: a commit still running since `since`' }),
     error: Type.String({ description: 'why the write failed, without the names it quoted (a file under DATA_DIR, a PostgreSQL data file): the whole message is in the node\'s log (`not ready: store writes are failing`)' }),
   }, { description: 'present while the store is failing writes' })),
   modules: Type.Record(Type.String(), ModuleHealth),

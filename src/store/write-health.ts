@@ -112,6 +112,9 @@ export interface WriteHealthOptions {
   freeBytes?: () => Promise<number>;
   /** below this many free bytes, writes count as failing before one has failed */
   minFreeBytes?: number;
+  /** a write that has not failed but has not ended either (LMDB: the metering writer in one
+   * commit for STORE_STALL_SECONDS, open.ts), counted as failing while it lasts */
+  stalled?: () => WriteFailure | null;
 }
 
 export class WriteHealth {
@@ -134,8 +137,9 @@ export class WriteHealth {
     live.add(this);
   }
 
+  /** A failed write (until a probe commits again), else a write that has not ended in time. */
   failing(): WriteFailure | null {
-    return this.failure;
+    return this.failure ?? this.opts.stalled?.() ?? null;
   }
 
   /** Looks at the free space now and then (at most once a second, without waiting for it):

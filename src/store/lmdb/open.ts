@@ -7,7 +7,7 @@ import type { AuditRecord, IdempotencyRecord, LedgerEntry, ModuleState, Reservat
 import type { FailureCount } from '../throttle-rules.ts';
 import { StoreError } from '../errors.ts';
 import { narrowToPrivate, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '../private-data.ts';
-import { guardCommit, guardLmdbCommitRejections, WriteHealth } from '../write-health.ts';
+import { guardCommit, guardLmdbCommitRejections, WriteHealth, type WriteFailure } from '../write-health.ts';
 import { AuditQueue, putAuditLines, type QueuedAuditLine } from './audit-queue.ts';
 import { writeAuditLines, writerClientFor, type WriterClient } from './writer-client.ts';
 
@@ -96,7 +96,7 @@ export interface Store {
 
 /** Opens (creating if needed) the LMDB environment under DATA_DIR/store. Every API worker
  * thread, the main thread and the CLI open the same files; LMDB serialises writers. */
-export function openStore(dataDir: string, opts: { commits?: LmdbCommits; auditDelayMs?: number; writer?: WriterClient } = {}): Store {
+export function openStore(dataDir: string, opts: { commits?: LmdbCommits; auditDelayMs?: number; writer?: WriterClient; stallMs?: number } = {}): Store {
   const dir = path.join(dataDir, 'store');
   fs.mkdirSync(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
   // permissionsMode: the mode of data.mdb and lock.mdb, passed on to mdb_env_open (lmdb-js
@@ -121,15 +121,22 @@ export function openStore(dataDir: string, opts: { commits?: LmdbCommits; auditD
     throw new StoreError(`store at ${dir} has schema version ${String(found)}, this build needs ${SCHEMA_VERSION}`);
   }
   guardLmdbCommitRejections();
-  const writes = new WriteHealth(path.resolve(dir), {
-    probe: () => probeWrites(db.meta, dir),
-    freeBytes: () => freeBytes(dir),
-    minFreeBytes: WRITE_PROBE_FREE_BYTES,
-  });
   // an API worker of a service with the metering writer (LMDB_COMMITS=sync) sends it its
   // metering writes; a worker started without one, or any other thread, commits its own
   // (`opts.writer`: a channel given directly, as the tests do)
   const writer = (opts.commits ?? 'sync') === 'sync' ? (opts.writer ?? writerClientFor(dir)) : null;
+  const stallMs = opts.stallMs ?? STORE_STALL_MS;
+  const writes = new WriteHealth(path.resolve(dir), {
+    probe: () => probeWrites(db.meta, dir),
+    freeBytes: () => freeBytes(dir),
+    minFreeBytes: WRITE_PROBE_FREE_BYTES,
+    // A commit that neither ends nor fails (a stuck disk) would hold every metering write of
+    // the process behind it, each call waiting without bound, while readiness said ready and
+    // new calls joined the queue: past STORE_STALL_SECONDS the writes count as failing, so a
+    // balancer takes the node out and new calls are refused before their upload, charged
+    // nothing. The calls already waiting wait on: their commit may still come.
+    stalled: writer ? () => stalledWriter(writer, stallMs) : undefined,
+  });
   // the queue's own commit goes through the metering writer, or lmdb-js's write thread: off the
   // event loop either way; a failure is counted like any failed write and rejects the lines,
   // which the caller logs whole
@@ -157,6 +164,16 @@ export function openStore(dataDir: string, opts: { commits?: LmdbCommits; auditD
       return Promise.race([root.close(), new Promise<void>((resolve) => setTimeout(resolve, CLOSE_WAIT_WHILE_FAILING_MS).unref())]);
     },
   };
+}
+
+/** STORE_STALL_SECONDS's default (config/env.ts), for a store opened without configuration. */
+export const STORE_STALL_MS = 10_000;
+
+function stalledWriter(writer: WriterClient, stallMs: number): WriteFailure | null {
+  const since = writer.commitRunningSince();
+  if (since === null) return null;
+  const ran = Date.now() - since;
+  return ran < stallMs ? null : { since, op: 'stalled', message: `a commit of the metering writer has been running for ${Math.floor(ran / 1000)} s (STORE_STALL_SECONDS ${stallMs / 1000}): a stuck disk?` };
 }
 
 /** Free bytes the store's file system must have before failing writes count as working again.

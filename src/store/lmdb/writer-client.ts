@@ -110,9 +110,17 @@ export function settleHoldMs(hold: SettleHold, answerToSettle: number, outstandi
 
 /** The first message on a new channel: the writer's wake-up word, which the client bumps and
  * notifies after each request, so that a writer holding a batch open (waiting on it with
- * Atomics.wait) takes the request at once. */
+ * Atomics.wait) takes the request at once; and its busy word (`busy`). */
 export interface WriterWake {
   wake: Int32Array;
+  busy: BigInt64Array;
+}
+
+/** The writer's busy word: the epoch ms at which the commit it is in began, 0 between commits
+ * (writer-thread.ts sets it around each transaction); any thread reads it (stalled writes,
+ * lmdb/open.ts). */
+export function writerBusyWord(): BigInt64Array {
+  return new BigInt64Array(new SharedArrayBuffer(8));
 }
 
 /** An API worker's end of its channel to the writer. */
@@ -121,11 +129,13 @@ export class WriterClient {
   private readonly waiting = new Map<number, (r: WriterReply) => void>();
   private lost: WireError | null = null;
   private readonly wake: Int32Array | null;
+  private readonly busy: BigInt64Array | null;
 
   constructor(private readonly port: MessagePort) {
     // MeteringWriter.connect posted it before handing the port over: it is already queued
     const first = receiveMessageOnPort(port)?.message as Partial<WriterWake> | undefined;
     this.wake = first?.wake instanceof Int32Array ? first.wake : null;
+    this.busy = first?.busy instanceof BigInt64Array ? first.busy : null;
     port.on('message', (r: WriterReply) => {
       const answer = this.waiting.get(r.id);
       if (!answer) return;
@@ -148,6 +158,13 @@ export class WriterClient {
 
   get alive(): boolean {
     return this.lost === null;
+  }
+
+  /** When the commit the writer is in began (epoch ms), or null: between commits, or gone. */
+  commitRunningSince(): number | null {
+    if (!this.busy || this.lost) return null;
+    const since = Number(Atomics.load(this.busy, 0));
+    return since === 0 ? null : since;
   }
 
   send(op: WriterOp | null, lines: AuditRecord[]): Promise<WriterReply> {

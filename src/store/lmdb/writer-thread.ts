@@ -10,7 +10,7 @@ import { planReserve } from './reserve.ts';
 import { planMark, planRefund, planSettle, refundHeld } from './settle.ts';
 import { RESERVATION_LOST, settleHoldMs, toWire, type SettleHold, type WireError, type WriterOp, type WriterReply, type WriterRequest } from './writer-client.ts';
 
-const { dataDir, wake, holdMs, settleHold } = workerData as { dataDir: string; wake?: Int32Array; holdMs: number; settleHold: SettleHold };
+const { dataDir, wake, busy, holdMs, settleHold } = workerData as { dataDir: string; wake?: Int32Array; busy?: BigInt64Array; holdMs: number; settleHold: SettleHold };
 const store = openStore(dataDir, { commits: 'sync' });
 
 /** Every API worker's peer, for the held batch to take their requests from (holdForCompany). */
@@ -166,9 +166,21 @@ const heldReservation = (e: Entry): boolean => e.early && (e.out as { value: Res
 /** Whether a run request's answer waits for the batch's sync. */
 const waitsForSync = (e: Entry): boolean => !e.early && e.req.op !== null;
 
+/** Runs `commit` (one transactionSync: the write lock, the batch, the commit and its sync) with
+ * the busy word saying since when: a commit that neither ends nor fails (a stuck disk) is seen
+ * by every API worker (stalled writes, lmdb/open.ts). */
+function timed(commit: () => void): void {
+  if (busy) Atomics.store(busy, 0, BigInt(Date.now()));
+  try {
+    commit();
+  } finally {
+    if (busy) Atomics.store(busy, 0, 0n);
+  }
+}
+
 function commitRequests(batch: Entry[]): void {
   try {
-    store.root.transactionSync(() => {
+    timed(() => store.root.transactionSync(() => {
       let next = 0;
       const runNew = (): boolean => {
         let urgent = false;
@@ -186,7 +198,7 @@ function commitRequests(batch: Entry[]): void {
       // and a batch with such a write, for the settlements soon to follow it
       if (batch.some(waitsForSync)) holdForSettlements(batch, runNew);
       for (const { req } of batch) putAuditLines(store.db, req.lines.map((record: AuditRecord) => ({ record, done: () => undefined })));
-    }, syncCommitFlags(store.root));
+    }, syncCommitFlags(store.root)));
   } catch (err) {
     // nothing of the batch was committed (a full disk, or a throw in a request's writes,
     // runOne): the reservations answered early are gone, and every other request hears this
@@ -353,14 +365,14 @@ function recoverWorker(peer: Peer): void {
   if (peer.open.size > 0) {
     try {
       const at = Date.now();
-      store.root.transactionSync(() => {
+      timed(() => store.root.transactionSync(() => {
         for (const id of peer.open) {
           const current = store.db.reservations.get(id);
           if (current?.state !== 'pending') continue;
           refundHeld(store, current, at);
           refunded.push(current);
         }
-      }, syncCommitFlags(store.root));
+      }, syncCommitFlags(store.root)));
     } catch (err) {
       // the main thread's scan, or start-up recovery, refunds them instead
       refunded.length = 0;

@@ -5,7 +5,7 @@ import type { Reservation } from '../records.ts';
 import { atomically } from './atomic.ts';
 import { settleAuditLines } from './audit-queue.ts';
 import type { Store } from './open.ts';
-import { fromWire, RESERVATION_HOLD_MS, SETTLE_HOLD, type SettleHold, type WriterOp, type WriterWake } from './writer-client.ts';
+import { fromWire, RESERVATION_HOLD_MS, SETTLE_HOLD, writerBusyWord, type SettleHold, type WriterOp, type WriterWake } from './writer-client.ts';
 
 // The process's metering writer (docs/metering.md "Commits and durability"). Under the default
 // LMDB_COMMITS=sync, every API worker used to commit its own reservations and settlements with
@@ -64,6 +64,8 @@ export class MeteringWriter {
 
   /** the wake-up word every API worker's client bumps after a request (WriterClient) */
   private readonly wake = new Int32Array(new SharedArrayBuffer(4));
+  /** since when the writer is in its current commit (writerBusyWord) */
+  private readonly busy = writerBusyWord();
 
   /** `holdMs`: how long a batch of early-answered reservations waits for company
    * (RESERVATION_HOLD_MS); `settleHold`: how long a batch with settlements waits for more
@@ -74,7 +76,7 @@ export class MeteringWriter {
     // API workers do, src/cluster/cluster.ts). A small young generation: its allocations are
     // a batch's few records.
     this.worker = new Worker(SOURCE_EXT === '.js' ? entry : new URL('thread-entry.mjs', SOURCE_DIR), {
-      workerData: { entry: entry.href, dataDir, wake: this.wake, holdMs, settleHold },
+      workerData: { entry: entry.href, dataDir, wake: this.wake, busy: this.busy, holdMs, settleHold },
       resourceLimits: { maxYoungGenerationSizeMb: 2 },
     });
     this.exit = new Promise((resolve) => {
@@ -103,7 +105,7 @@ export class MeteringWriter {
     if (this.exited) return null;
     const { port1, port2 } = new MessageChannel();
     // the first message the worker's client reads, synchronously, when it opens the channel
-    port1.postMessage({ wake: this.wake } satisfies WriterWake);
+    port1.postMessage({ wake: this.wake, busy: this.busy } satisfies WriterWake);
     this.worker.postMessage({ type: 'connect', port: port1 }, [port1]);
     return { port: port2, storeDir: this.storeDir };
   }

@@ -1,0 +1,82 @@
+// A commit of the LMDB metering writer that neither ends nor fails (a stuck disk): past
+// STORE_STALL_SECONDS the store's writes count as failing while it lasts, so readiness says so
+// and new verify calls are refused before their upload, charged nothing (docs/metering.md,
+// "Commits and durability"; src/store/lmdb/open.ts `stalledWriter`).
+import { MessageChannel } from 'node:worker_threads';
+import t from 'tap';
+import { LmdbBackend } from '../../src/store/lmdb/index.ts';
+import { WriterClient, writerBusyWord } from '../../src/store/lmdb/writer-client.ts';
+import { storeMetering } from '../../src/verify/metering.ts';
+import { postVerify, request, single } from '../helpers/captures.ts';
+import { bearer, makeToken, startServer, tempDir } from '../helpers/server.ts';
+import { waitFor } from '../helpers/wait.ts';
+
+t.test('the busy word: a commit running past the bound counts as failing writes, and only while it runs', async (t) => {
+  // a channel whose far end is the test's, its first message the writer's words, as
+  // MeteringWriter.connect sends them
+  const { port1, port2 } = new MessageChannel();
+  const busy = writerBusyWord();
+  port1.postMessage({ wake: new Int32Array(new SharedArrayBuffer(4)), busy });
+  const client = new WriterClient(port2);
+  const s = LmdbBackend.open(tempDir(), { writer: client, stallMs: 2_000 });
+  t.teardown(async () => {
+    port1.close();
+    await s.close();
+  });
+  const failing = () => s.writes.failing();
+  const metering = storeMetering(s);
+
+  t.equal(client.commitRunningSince(), null, 'between commits');
+  t.equal(failing(), null);
+  const now = Date.now();
+  Atomics.store(busy, 0, BigInt(now - 500));
+  t.equal(client.commitRunningSince(), now - 500, 'since when the running commit began');
+  t.equal(failing(), null, 'a commit running for less than the bound is no failure');
+  t.equal(metering.writesFailing?.(), false);
+  Atomics.store(busy, 0, BigInt(now - 60_000));
+  const stalled = failing();
+  t.match(stalled, { op: 'stalled', since: now - 60_000, message: /running for 60 s \(STORE_STALL_SECONDS 2\)/ }, 'past the bound: failing, since the commit began');
+  t.equal(metering.writesFailing?.(), true, 'new verify calls are refused');
+  Atomics.store(busy, 0, 0n);
+  t.equal(failing(), null, 'the commit ended: writes work again, with no probe to wait for');
+  t.equal(metering.writesFailing?.(), false);
+});
+
+t.test('through the server: a settlement held in the writer\'s commit turns readiness 503 (stalled) and refuses new calls, charging nothing', async (t) => {
+  // the settlement of a capture named hold-* stops inside the writer's transaction for good
+  // (the test fault), as a commit on a stuck disk would
+  const server = await startServer({ env: { TEST_SETTLEMENT_HOLD_PREFIX: 'hold-', STORE_STALL_SECONDS: '1', WORKERS: '2' }, ready: true });
+  t.teardown(() => server.stop('SIGKILL'));
+  const { token } = await makeToken(server, ['rgb_liveness:10:day']);
+  const used = async () => ((await (await fetch(`${server.baseUrl}/v1/me`, { headers: bearer(token) })).json()) as { usage: { used: number }[] }).usage[0]!.used;
+  const ready = async () => {
+    const res = await fetch(`${server.baseUrl}/health/ready`);
+    return { status: res.status, body: (await res.json()) as { status: string; store: string; store_writes?: { operation: string; since: string } } };
+  };
+
+  const first = await postVerify(server.baseUrl, token, 'rgb_liveness', request([single({ id: 'fine-1' })]));
+  t.equal(first.status, 200, first.text.slice(0, 300));
+  t.equal((await ready()).status, 200);
+
+  const held = postVerify(server.baseUrl, token, 'rgb_liveness', request([single({ id: 'hold-1' })])).catch((e: Error) => e);
+  await waitFor(() => server.logLines().some((l) => l.msg === 'test fault: holding'), { timeoutMs: 60_000, what: 'the settlement held in the writer\'s commit' });
+  const stalled = await waitFor(async () => {
+    const r = await ready();
+    return r.status === 503 ? r : null;
+  }, { timeoutMs: 30_000, intervalMs: 100, what: 'readiness to say the writes stalled' });
+  t.match(stalled.body, { status: 'not_ready', store: 'writes_failing', store_writes: { operation: 'stalled' } });
+  t.ok(Date.parse(stalled.body.store_writes!.since) <= Date.now() - 1_000, 'since the held commit began, at least the bound ago');
+  t.ok(server.logLines().some((l) => l.msg === 'not ready: store writes are failing' && l.operation === 'stalled'), 'the log says so');
+
+  const unitsBefore = await used();
+  // the answered call's unit, and the held call's if its reservation was committed before the
+  // held batch (it may ride in that batch, which never commits)
+  t.ok(unitsBefore >= 1 && unitsBefore <= 2, `units used: ${unitsBefore}`);
+  const refused = await postVerify(server.baseUrl, token, 'rgb_liveness', request([single({ id: 'new-1' })]));
+  t.equal(refused.status, 503, refused.text.slice(0, 300));
+  t.equal((JSON.parse(refused.text) as { error: { code: string } }).error.code, 'store_unavailable');
+  t.ok(refused.headers.get('retry-after'), 'with Retry-After');
+  t.equal(await used(), unitsBefore, 'the refused call charged nothing');
+  // the held call waits on (its commit might still come); the kill at teardown ends it
+  t.notOk(await Promise.race([held.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 200))]), 'the held call is still waiting');
+});
