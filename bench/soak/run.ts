@@ -5,7 +5,8 @@
 //              10), its report in bench/results/soak-<N>min-<store>.json with an RSS plot
 //              (.svg) beside it. `--only=overload --minutes N` runs the overload scenario N
 //              minutes instead, as before. `--server-env=K=V,...` adds to the long soak's server
-//              environment and `--tag=T` names its report soak-<N>min-<store>-<T>.json.
+//              environment (a WORKERS there also sizes the clients: twice its slots) and
+//              `--tag=T` names its report soak-<N>min-<store>-<T>.json.
 // The reliability suite: each scenario starts its own server on loopback (PORT=0, temporary
 // DATA_DIR), runs a bounded count of calls for a bounded time, stops by itself and prints its
 // figures; a JSON report goes to bench/results/soak.json (soak-quick.json with --quick).
@@ -76,7 +77,8 @@ const scenarios: { name: string; boundMs: number; run: () => Promise<ScenarioRes
     name: 'long',
     // the run, the server's start and the checks at the end (PostgreSQL's start included)
     boundMs: (minutes ?? 1) * 60_000 + 10 * 60_000,
-    run: () => runLongSoak({ minutes: minutes ?? 1, store, log, env: serverEnv }),
+    // a WORKERS given to the server also sizes the clients (twice its slots), as for the default
+    run: () => runLongSoak({ minutes: minutes ?? 1, store, log, env: serverEnv, ...(serverEnv.WORKERS ? { workers: Number(serverEnv.WORKERS) } : {}) }),
   },
   {
     name: 'slow-client',
