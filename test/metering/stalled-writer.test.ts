@@ -66,7 +66,9 @@ t.test('through the server: a settlement held in the writer\'s commit turns read
   }, { timeoutMs: 30_000, intervalMs: 100, what: 'readiness to say the writes stalled' });
   t.match(stalled.body, { status: 'not_ready', store: 'writes_failing', store_writes: { operation: 'stalled' } });
   t.ok(Date.parse(stalled.body.store_writes!.since) <= Date.now() - 1_000, 'since the held commit began, at least the bound ago');
-  t.ok(server.logLines().some((l) => l.msg === 'not ready: store writes are failing' && l.operation === 'stalled'), 'the log says so');
+  // the API worker logs it as it answers; the line reaches the test's pipe in its own time
+  await waitFor(() => server.logLines().some((l) => l.msg === 'not ready: store writes are failing' && l.operation === 'stalled'), { timeoutMs: 20_000, what: 'the log line of the stalled writes' });
+  t.pass('the log says so');
 
   const unitsBefore = await used();
   // the answered call's unit, and the held call's if its reservation was committed before the
