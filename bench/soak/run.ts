@@ -48,6 +48,11 @@ if (store !== 'lmdb' && store !== 'postgres') {
 }
 // --server-env=K=V,K=V: more environment for the long soak's server (a comparison run)
 const serverEnv = Object.fromEntries((process.argv.find((a) => a.startsWith('--server-env='))?.slice(13).split(',') ?? []).filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
+if (serverEnv.WORKERS !== undefined && !/^[1-9]\d*$/.test(serverEnv.WORKERS)) {
+  // it also sizes the clients: a typo would run a soak with none
+  process.stderr.write('--server-env=WORKERS= takes a positive whole number\n');
+  process.exit(2);
+}
 const tag = process.argv.find((a) => a.startsWith('--tag='))?.slice(6);
 // --minutes alone: the long soak only
 const selected = only ?? (minutes !== null ? ['long'] : ['kill-loop', 'fuzz', 'overload', 'slow-client']);

@@ -169,11 +169,13 @@ export function openStore(dataDir: string, opts: { commits?: LmdbCommits; auditD
 /** STORE_STALL_SECONDS's default (config/env.ts), for a store opened without configuration. */
 export const STORE_STALL_MS = 10_000;
 
+// The message names the bound, not the time run so far: readiness logs a failure once per
+// message, so one that changed every second would log each probe of a balancer for as long as
+// the stall lasts (`since` says how long).
 function stalledWriter(writer: WriterClient, stallMs: number): WriteFailure | null {
   const since = writer.commitRunningSince();
-  if (since === null) return null;
-  const ran = Date.now() - since;
-  return ran < stallMs ? null : { since, op: 'stalled', message: `a commit of the metering writer has been running for ${Math.floor(ran / 1000)} s (STORE_STALL_SECONDS ${stallMs / 1000}): a stuck disk?` };
+  if (since === null || Date.now() - since < stallMs) return null;
+  return { since, op: 'stalled', message: `a commit of the metering writer has run longer than STORE_STALL_SECONDS (${stallMs / 1000} s): a stuck disk?` };
 }
 
 /** Free bytes the store's file system must have before failing writes count as working again.
