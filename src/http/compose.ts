@@ -58,7 +58,7 @@ export function composeApiWorker(p: ApiWorkerParts): ApiWorker {
   const { config, store, log } = p;
   useGeoDatabase(p.geo);
   configurePasswordChecks(config);
-  const metrics = new WorkerMetrics(`api-${p.index}`, () => frameSlab().taken, config.VERIFY_SLOTS);
+  const metrics = new WorkerMetrics(`api-${p.index}`, frameSlab, config.VERIFY_SLOTS);
   const admission = new HostAdmission(
     p.admissionTable,
     p.index,

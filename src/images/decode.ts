@@ -4,7 +4,7 @@ import { ValidationFailure } from '../errors/index.ts';
 import type { ImageEncoding, ValidationIssue } from '../contract/index.ts';
 import { RGB8_BYTES } from '../contract/index.ts';
 import { ImageError } from './errors.ts';
-import { slotOf } from './frame-slab.ts';
+import { slotOf, slotWritten } from './frame-slab.ts';
 import { decodePng } from './png-decode.ts';
 import { rgb8ToPixels } from './rgb8.ts';
 
@@ -20,7 +20,13 @@ export function tryDecodeImage(encoding: ImageEncoding, bytes: Uint8Array, loc: 
   try {
     if (encoding !== 'png') return { pixels: rgb8ToPixels(bytes) };
     const slot = consume ? slotOf(bytes) : null;
-    return { pixels: decodePng(bytes, slot !== null && slot.length >= RGB8_BYTES ? slot : undefined) };
+    const into = slot !== null && slot.length >= RGB8_BYTES ? slot : undefined;
+    try {
+      return { pixels: decodePng(bytes, into) };
+    } finally {
+      // the pixels' bytes, or, for a PNG that failed, what it may have written before it failed
+      if (into !== undefined) slotWritten(into, RGB8_BYTES);
+    }
   } catch (err) {
     if (!(err instanceof ImageError)) throw err;
     return { issue: imageIssue(err, loc) };

@@ -29,23 +29,34 @@ export const THREAD_SLAB_SLOTS = 64;
 /** A slot on loan: `bytes` is the whole slot. give() is idempotent. */
 export interface SlabSlot {
   readonly bytes: Uint8Array;
+  /** Its holder has written the slot's bytes [0, end): they are resident from now on. */
+  wrote(end: number): void;
   give(): void;
 }
 
-/** every slab's memory -> its slot size (slotOf) */
-const slabs = new WeakMap<SharedArrayBuffer, number>();
+/** The page a slot's bytes become resident by (x86-64 and arm64 Linux base pages; transparent
+ * huge pages are off for this memory unless the host sets them to `always`). */
+const PAGE_BYTES = 4096;
+
+/** every slab's memory -> its slab (slotOf, slotWritten) */
+const slabs = new WeakMap<SharedArrayBuffer, FrameSlab>();
 
 export class FrameSlab {
   private readonly memory: SharedArrayBuffer;
   /** free slot indexes, most recently given back last (taken first: its pages are warm) */
   private readonly free: number[] = [];
+  /** per slot, the bytes from its start ever written, to the page: what the kernel keeps resident
+   * of it (a written page stays so until the process ends) */
+  private readonly written: Uint32Array;
+  private resident = 0;
 
   constructor(readonly slots: number, readonly slotBytes: number = SLOT_BYTES) {
     if (!Number.isSafeInteger(slots) || slots < 0 || !Number.isSafeInteger(slotBytes) || slotBytes <= 0) {
       throw new RangeError('a slab needs a whole number of slots of a positive size');
     }
     this.memory = new SharedArrayBuffer(slots * slotBytes);
-    slabs.set(this.memory, slotBytes);
+    this.written = new Uint32Array(slots);
+    slabs.set(this.memory, this);
     for (let i = slots - 1; i >= 0; i--) this.free.push(i);
   }
 
@@ -56,6 +67,7 @@ export class FrameSlab {
     let given = false;
     return {
       bytes: new Uint8Array(this.memory, index * this.slotBytes, this.slotBytes),
+      wrote: (end) => this.wrote(index, end),
       give: () => {
         if (given) return;
         given = true;
@@ -67,6 +79,24 @@ export class FrameSlab {
   /** slots on loan now */
   get taken(): number {
     return this.slots - this.free.length;
+  }
+
+  /** Bytes of this slab that have been written, and so are resident, to the page (to within a
+   * page a slot: the memory itself need not start on a page). What a slab costs in RSS is its
+   * high-water mark, not its size: it grows as deeper slots see their first parts (a burst of
+   * batches) and stops at `slots` x `slotBytes`. The soak subtracts it before judging whether
+   * memory grows without bound (bench/soak/long.ts). */
+  get residentBytes(): number {
+    return this.resident;
+  }
+
+  /** Slot `index` had its bytes [0, end) written. */
+  wrote(index: number, end: number): void {
+    const pages = Math.min(this.slotBytes, Math.ceil(end / PAGE_BYTES) * PAGE_BYTES);
+    const before = this.written[index]!;
+    if (pages <= before) return;
+    this.written[index] = pages;
+    this.resident += pages - before;
   }
 }
 
@@ -83,9 +113,18 @@ export function isSharedPixels(pixels: Uint8Array): boolean {
 export function slotOf(view: Uint8Array): Uint8Array | null {
   const buffer = view.buffer;
   if (!(buffer instanceof SharedArrayBuffer)) return null;
-  const slotBytes = slabs.get(buffer);
-  if (slotBytes === undefined || view.byteOffset % slotBytes !== 0) return null;
-  return new Uint8Array(buffer, view.byteOffset, slotBytes);
+  const slab = slabs.get(buffer);
+  if (slab === undefined || view.byteOffset % slab.slotBytes !== 0) return null;
+  return new Uint8Array(buffer, view.byteOffset, slab.slotBytes);
+}
+
+/** Notes that `view`'s first `end` bytes were written, when `view` starts at a slot (slotOf):
+ * for a writer that holds the slot's bytes but not the SlabSlot (a PNG decoded over its part). */
+export function slotWritten(view: Uint8Array, end: number): void {
+  const buffer = view.buffer;
+  if (!(buffer instanceof SharedArrayBuffer)) return;
+  const slab = slabs.get(buffer);
+  if (slab !== undefined && view.byteOffset % slab.slotBytes === 0) slab.wrote(view.byteOffset / slab.slotBytes, end);
 }
 
 let threadSlab: FrameSlab | undefined;

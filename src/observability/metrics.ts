@@ -117,9 +117,8 @@ export class WorkerMetrics {
     registers: [this.registry],
   });
 
-  /** `uploadSlotsTaken`: the thread's frame-slab slots on loan (src/images/frame-slab.ts),
-   * read at each scrape */
-  constructor(thread = 'api', uploadSlotsTaken: () => number = () => 0, slotsTotal = 0) {
+  /** `uploadSlab`: the thread's frame slab (src/images/frame-slab.ts), read at each scrape */
+  constructor(thread = 'api', uploadSlab: () => { taken: number; residentBytes: number } = () => ({ taken: 0, residentBytes: 0 }), slotsTotal = 0) {
     collectThreadDefaults(this.registry, thread);
     // every API worker reports the host's total; the merge keeps one (max), not the sum
     new client.Gauge({
@@ -136,7 +135,18 @@ export class WorkerMetrics {
       help: 'upload storage slots (frame slab) holding parts of calls in flight; 0 when no call is',
       registers: [this.registry],
       collect() {
-        this.set(uploadSlotsTaken());
+        this.set(uploadSlab().taken);
+      },
+    });
+    // what the slabs hold in RSS: their high-water mark, which rises as deeper slots see their
+    // first parts and stops at the slab's size; subtracted from RssAnon it leaves the memory
+    // that could grow without bound (the soak's verdict, docs/capacity.md "Upload storage")
+    new client.Gauge({
+      name: 'lv_upload_slab_resident_bytes',
+      help: 'bytes of upload storage (frame slabs) written at least once and so resident until the process ends; at most 20 MiB per API worker',
+      registers: [this.registry],
+      collect() {
+        this.set(uploadSlab().residentBytes);
       },
     });
     // a full disk (src/store/write-health.ts): failed writes by operation, and whether new

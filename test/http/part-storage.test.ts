@@ -6,7 +6,8 @@ import { createHash } from 'node:crypto';
 import t from 'tap';
 import { PartAccumulator } from '../../src/http/multipart/part.ts';
 import { MultipartParser } from '../../src/http/multipart/index.ts';
-import { FrameSlab, frameSlab } from '../../src/images/index.ts';
+import { RGB8_BYTES } from '../../src/contract/index.ts';
+import { encodePng, FrameSlab, frameSlab, slotWritten, tryDecodeImage } from '../../src/images/index.ts';
 
 const headers = { name: 'image_0', filename: 'a.bin', contentType: 'application/octet-stream' };
 const sha = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
@@ -96,4 +97,43 @@ t.test('a parser that is discarded gives back its finished parts and the unfinis
   p.discard();
   t.equal(frameSlab().taken, before, 'discard() gave both slots back');
   t.throws(() => p.write(Buffer.from('f')), 'a discarded parser is dead');
+});
+
+t.test('a slab counts what is resident of it: the pages written, each once, up to its size', async (t) => {
+  const slab = new FrameSlab(3, 16 * 1024);
+  t.equal(slab.residentBytes, 0, 'mapped but never written: nothing resident');
+  const part = new PartAccumulator(headers, 1 << 20, slab);
+  part.append(bytes(1));
+  t.equal(slab.residentBytes, 4096, 'one byte written: its page');
+  fill(part, bytes(5000), 1000);
+  t.equal(slab.residentBytes, 8192, 'the part grown to 5,001 bytes: two pages');
+  part.finish().release!();
+
+  const again = new PartAccumulator(headers, 1 << 20, slab);
+  fill(again, bytes(3000));
+  t.equal(slab.residentBytes, 8192, 'the same slot lent again (LIFO) and written less: nothing new');
+  const second = new PartAccumulator(headers, 1 << 20, slab);
+  fill(second, bytes(100));
+  t.equal(slab.residentBytes, 12288, 'a second slot, written for the first time: one page more');
+  const outgrown = new PartAccumulator(headers, 1 << 20, slab);
+  fill(outgrown, bytes(20 * 1024));
+  t.equal(slab.residentBytes, 12288 + 16 * 1024, 'a part that outgrew the third slot filled it first: the whole slot, no more');
+  outgrown.discard();
+  again.discard();
+  second.discard();
+  t.equal(slab.residentBytes, 12288 + 16 * 1024, 'given back, the slots stay resident: the high-water mark');
+
+  // a PNG decoded over its own part (decode.ts) writes the pixels past the part's bytes
+  const pngSlab = new FrameSlab(1, RGB8_BYTES + 4096);
+  const png = encodePng(new Uint8Array(RGB8_BYTES).fill(9), 320, 320);
+  const pngPart = new PartAccumulator(headers, 1 << 20, pngSlab);
+  fill(pngPart, png);
+  const before = pngSlab.residentBytes;
+  t.ok(before < RGB8_BYTES, 'the compressed part alone is smaller than its pixels');
+  const decoded = tryDecodeImage('png', pngPart.finish().data(), ['image_0'], true);
+  t.equal(decoded.pixels?.length, RGB8_BYTES);
+  t.equal(pngSlab.residentBytes, Math.ceil(RGB8_BYTES / 4096) * 4096, 'the pixels decoded into the slot count');
+  // a view that does not start at a slot, or is not a slab's, changes nothing
+  slotWritten(new Uint8Array(new SharedArrayBuffer(8192)), 8192);
+  t.equal(pngSlab.residentBytes, Math.ceil(RGB8_BYTES / 4096) * 4096);
 });

@@ -7,6 +7,7 @@
 // one server start): the slab is this process's, as it is each API worker thread's.
 
 import t from 'tap';
+import { RGB8_BYTES } from '../../src/contract/index.ts';
 import { postVerify, request, sequence, single } from '../helpers/captures.ts';
 import { startApi } from '../helpers/api.ts';
 import { makeToken } from '../helpers/server.ts';
@@ -24,6 +25,22 @@ async function slotsInUse(): Promise<number> {
 }
 
 const allBack = () => waitFor(async () => (await slotsInUse()) === 0, { what: 'every upload slot back (lv_upload_slab_slots_in_use 0)' });
+
+async function residentBytes(): Promise<number> {
+  const m = /^lv_upload_slab_resident_bytes (\S+)$/m.exec(await (await fetch(`${server.baseUrl}/metrics`)).text());
+  if (!m) throw new Error('lv_upload_slab_resident_bytes missing from /metrics');
+  return Number(m[1]);
+}
+
+// first: it counts the slab's pages from a slab nobody has written yet
+t.test('the slab\'s resident bytes: the pages its parts wrote, kept after the call', async (t) => {
+  t.equal(await residentBytes(), 0, 'no upload yet: the slab is mapped, nothing of it resident');
+  const { token } = await makeToken(server, ['rgb_liveness:unlimited:never']);
+  const ok = await postVerify(server.baseUrl, token, 'rgb_liveness', request([single({ encoding: 'rgb8' })]));
+  t.equal(ok.status, 200);
+  await allBack();
+  t.equal(await residentBytes(), 4096 + RGB8_BYTES, 'two fresh slots: the metadata part\'s page and the frame\'s 75 pages, still resident with both slots back');
+});
 
 t.test('every outcome gives its upload slots back', async (t) => {
   t.equal(await slotsInUse(), 0, 'idle: no slot on loan');

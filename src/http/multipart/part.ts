@@ -61,6 +61,7 @@ export class PartAccumulator {
     }
     if (end > this.bytes.length) this.grow(end);
     this.bytes.set(slice, this.size);
+    this.slot?.wrote(end);
     this.size = end;
     if (this.size - this.hashed >= HASH_BLOCK_BYTES) this.hashUpTo(this.size);
   }
