@@ -84,6 +84,18 @@ export function plateauOf(at: number[], values: number[], band = 0.05): Plateau 
   return { samples: n, mean, maxDeviation, slopePerHour: slope * 3_600_000, fittedRise, scatter, withinBand: maxDeviation <= band, noTrend: fittedRise <= 2 * scatter };
 }
 
+/** A plateau's figures for the report, named `<prefix>_mean` and so on. */
+function plateauFigures(prefix: string, p: Plateau): Record<string, string | number> {
+  const mib = (b: number) => Number((b / 1048576).toFixed(2));
+  return {
+    [`${prefix}_mean`]: fmtBytes(p.mean),
+    [`${prefix}_max_deviation_pct`]: Number((p.maxDeviation * 100).toFixed(2)),
+    [`${prefix}_slope_mib_per_hour`]: mib(p.slopePerHour),
+    [`${prefix}_fitted_rise_mib`]: mib(p.fittedRise),
+    [`${prefix}_scatter_mib`]: mib(p.scatter),
+  };
+}
+
 const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length ? s[Math.floor(s.length / 2)]! : 0;
@@ -310,7 +322,8 @@ export async function runLongSoak(opts: LongSoakOptions): Promise<ScenarioResult
     const rss = plateauOf(last.map((m) => m.at), last.map((m) => m.rss));
     const file = plateauOf(last.map((m) => m.at), last.map((m) => m.file));
     // for information beside the verdict (which stays on every 10-s sample): the one-minute
-    // medians of the window, which smooth out the calls in flight at the instant of a sample
+    // medians of the window (RssAnon less the slabs), which smooth out the calls in flight at the
+    // instant of a sample
     const minuteMedians = Array.from({ length: Math.floor(plateauMs / 60_000) }, (_, i) => median(last.filter((m) => m.at > tEnd - (i + 1) * 60_000 && m.at <= tEnd - i * 60_000).map((m) => m.anon - slabAt(m.at)))).reverse();
     const minuteMean = minuteMedians.reduce((a, b) => a + b, 0) / Math.max(minuteMedians.length, 1);
     const minuteDeviation = minuteMedians.length ? Math.max(...minuteMedians.map((v) => Math.abs(v - minuteMean))) / minuteMean : 0;
@@ -358,26 +371,18 @@ export async function runLongSoak(opts: LongSoakOptions): Promise<ScenarioResult
         rss_file_first: fmtBytes(memory[0]?.file ?? null),
         rss_file_last: fmtBytes(memory.at(-1)?.file ?? null),
         plateau_window_minutes: plateauMs / 60_000,
-        plateau_anon_mean: fmtBytes(anon.mean),
-        plateau_anon_max_deviation_pct: Number((anon.maxDeviation * 100).toFixed(2)),
-        plateau_anon_slope_mib_per_hour: Number((anon.slopePerHour / 1048576).toFixed(2)),
-        plateau_anon_fitted_rise_mib: Number((anon.fittedRise / 1048576).toFixed(2)),
-        plateau_anon_scatter_mib: Number((anon.scatter / 1048576).toFixed(2)),
+        ...plateauFigures('plateau_anon', anon),
         plateau_anon_within_5pct: anon.withinBand,
         // not judged (the trend is judged less the slabs, below)
         plateau_anon_no_trend: anon.noTrend,
         // judged: the band on RssAnon (above), the trend on RssAnon less the frame slabs
-        less_slab_mean: fmtBytes(lessSlab.mean),
-        less_slab_max_deviation_pct: Number((lessSlab.maxDeviation * 100).toFixed(2)),
-        less_slab_slope_mib_per_hour: Number((lessSlab.slopePerHour / 1048576).toFixed(2)),
-        less_slab_fitted_rise_mib: Number((lessSlab.fittedRise / 1048576).toFixed(2)),
-        less_slab_scatter_mib: Number((lessSlab.scatter / 1048576).toFixed(2)),
+        ...plateauFigures('less_slab', lessSlab),
         less_slab_no_trend: lessSlab.noTrend,
         slab_resident_first: fmtBytes(heaps.find((h) => Number.isFinite(h.slab))?.slab ?? null),
         slab_resident_last: fmtBytes(slabLast),
         slab_resident_cap: fmtBytes(slabCap),
-        plateau_anon_minute_medians_mib: minuteMedians.map((v) => (v / 1048576).toFixed(1)).join(' '),
-        plateau_anon_minute_medians_max_deviation_pct: Number((minuteDeviation * 100).toFixed(2)),
+        less_slab_minute_medians_mib: minuteMedians.map((v) => (v / 1048576).toFixed(1)).join(' '),
+        less_slab_minute_medians_max_deviation_pct: Number((minuteDeviation * 100).toFixed(2)),
         plateau_rss_max_deviation_pct: Number((rss.maxDeviation * 100).toFixed(2)),
         plateau_rss_slope_mib_per_hour: Number((rss.slopePerHour / 1048576).toFixed(2)),
         plateau_file_slope_mib_per_hour: Number((file.slopePerHour / 1048576).toFixed(2)),
