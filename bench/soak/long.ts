@@ -27,6 +27,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
 import { buildBatch, buildCapture, buildVerifyBody } from '../../src/client/index.ts';
+import { SLOT_BYTES, THREAD_SLAB_SLOTS } from '../../src/images/frame-slab.ts';
 import { openStore } from '../../src/store/lmdb/index.ts';
 import { startPostgres, type TestPostgres } from '../harness/postgres.ts';
 import { withServerStore } from '../harness/store.ts';
@@ -82,6 +83,13 @@ export function plateauOf(at: number[], values: number[], band = 0.05): Plateau 
   const fittedRise = slope * ((at.at(-1) ?? 0) - (at[0] ?? 0));
   const maxDeviation = Math.max(...values.map((v) => Math.abs(v - mean))) / mean;
   return { samples: n, mean, maxDeviation, slopePerHour: slope * 3_600_000, fittedRise, scatter, withinBand: maxDeviation <= band, noTrend: fittedRise <= 2 * scatter };
+}
+
+/** The frame slabs' resident bytes at a memory sample's time: the /metrics read taken with it,
+ * or (that read skipped, the host busy) the latest before it, as the figure only rises; 0 before
+ * the first. One reading for the verdict and the plot. */
+export function slabsAt(heaps: readonly { at: number; slab?: number }[]): (at: number) => number {
+  return (at) => heaps.reduce((v, h) => (h.at <= at && Number.isFinite(h.slab) ? Math.max(v, h.slab!) : v), 0);
 }
 
 /** A plateau's figures for the report, named `<prefix>_mean` and so on. */
@@ -310,10 +318,8 @@ export async function runLongSoak(opts: LongSoakOptions): Promise<ScenarioResult
     const tEnd = loaded.at(-1)!.at;
     const last = loaded.filter((m) => m.at >= tEnd - plateauMs);
     const before = loaded.filter((m) => m.at < tEnd - plateauMs && m.at >= tEnd - 2 * plateauMs);
-    // a sample's slab figure: the /metrics read taken with it, or (that read skipped, the host
-    // busy) the latest before it, as the figure only rises
-    const slabAt = (at: number) => heaps.reduce((v, h) => (h.at <= at && Number.isFinite(h.slab) ? Math.max(v, h.slab) : v), 0);
-    const slabCap = workers * 64 * 320 * 1024;
+    const slabAt = slabsAt(heaps);
+    const slabCap = workers * THREAD_SLAB_SLOTS * SLOT_BYTES;
     const slabLast = slabAt(tEnd);
     // the band on RssAnon as issue 44 states it (the swing of the calls in flight, a share of
     // the process's memory); the trend on RssAnon less the slabs, whose fill is bounded
@@ -488,9 +494,9 @@ export function memorySvg(memory: MemorySample[], title: string, heaps: { at: nu
   const line = (pick: (m: MemorySample) => number, color: string, name: string, row: number) =>
     `<polyline fill="none" stroke="${color}" stroke-width="1.5" points="${memory.map((m) => `${x(m.at / 60_000).toFixed(1)},${y(mib(pick(m))).toFixed(1)}`).join(' ')}"/>`
     + `<text x="${W - right + 8}" y="${top + 14 + row * 18}" fill="${color}">${name}</text>`;
-  // RssAnon less the frame slabs' resident bytes (the soak's verdict), where a sample has them
-  const slabOf = new Map(heaps.filter((h) => Number.isFinite(h.slab)).map((h) => [h.at, h.slab!]));
-  const slabbed = memory.filter((m) => slabOf.has(m.at)).map((m) => ({ at: m.at, v: m.anon - slabOf.get(m.at)! }));
+  // RssAnon less the frame slabs' resident bytes, as the verdict reads it (slabsAt)
+  const slabAt = slabsAt(heaps);
+  const slabbed = heaps.some((h) => Number.isFinite(h.slab)) ? memory.map((m) => ({ at: m.at, v: m.anon - slabAt(m.at) })) : [];
   const yTicks = Array.from({ length: 6 }, (_, i) => (yMax * i) / 5);
   const xStep = tMax > 20 ? 5 : tMax > 5 ? 1 : 0.5;
   const xTicks = Array.from({ length: Math.floor(tMax / xStep) + 1 }, (_, i) => i * xStep);

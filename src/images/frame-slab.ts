@@ -34,8 +34,9 @@ export interface SlabSlot {
   give(): void;
 }
 
-/** The page a slot's bytes become resident by (x86-64 and arm64 Linux base pages; transparent
- * huge pages are off for this memory unless the host sets them to `always`). */
+/** The page a slot's bytes become resident by: Linux's 4 KiB base page (x86-64, most arm64
+ * kernels; a 16 or 64 KiB arm64 kernel, or transparent huge pages set to `always`, makes the
+ * count below understate). */
 const PAGE_BYTES = 4096;
 
 /** every slab's memory -> its slab (slotOf, slotWritten) */
@@ -48,7 +49,6 @@ export class FrameSlab {
   /** per slot, the bytes from its start ever written, to the page: what the kernel keeps resident
    * of it (a written page stays so until the process ends) */
   private readonly written: Uint32Array;
-  private resident = 0;
 
   constructor(readonly slots: number, readonly slotBytes: number = SLOT_BYTES) {
     if (!Number.isSafeInteger(slots) || slots < 0 || !Number.isSafeInteger(slotBytes) || slotBytes <= 0) {
@@ -87,16 +87,15 @@ export class FrameSlab {
    * batches) and stops at `slots` x `slotBytes`. The soak subtracts it before judging whether
    * memory grows without bound (bench/soak/long.ts). */
   get residentBytes(): number {
-    return this.resident;
+    // summed when read (a scrape), not kept as a running total beside `written`
+    return this.written.reduce((a, b) => a + b, 0);
   }
 
   /** Slot `index` had its bytes [0, end) written. */
   wrote(index: number, end: number): void {
+    if (!(index >= 0 && index < this.slots)) return;
     const pages = Math.min(this.slotBytes, Math.ceil(end / PAGE_BYTES) * PAGE_BYTES);
-    const before = this.written[index]!;
-    if (pages <= before) return;
-    this.written[index] = pages;
-    this.resident += pages - before;
+    if (pages > this.written[index]!) this.written[index] = pages;
   }
 }
 
@@ -111,20 +110,24 @@ export function isSharedPixels(pixels: Uint8Array): boolean {
  * decoded: its pixels go over them, into the slot the part already holds, and reach the
  * inference thread by reference like an rgb8 part's. Only the slot's holder may write there. */
 export function slotOf(view: Uint8Array): Uint8Array | null {
-  const buffer = view.buffer;
-  if (!(buffer instanceof SharedArrayBuffer)) return null;
-  const slab = slabs.get(buffer);
-  if (slab === undefined || view.byteOffset % slab.slotBytes !== 0) return null;
-  return new Uint8Array(buffer, view.byteOffset, slab.slotBytes);
+  const at = locate(view);
+  return at && new Uint8Array(view.buffer, view.byteOffset, at.slab.slotBytes);
 }
 
 /** Notes that `view`'s first `end` bytes were written, when `view` starts at a slot (slotOf):
  * for a writer that holds the slot's bytes but not the SlabSlot (a PNG decoded over its part). */
 export function slotWritten(view: Uint8Array, end: number): void {
+  const at = locate(view);
+  at?.slab.wrote(at.index, end);
+}
+
+/** The slab and slot `view` starts at, if it starts at one. */
+function locate(view: Uint8Array): { slab: FrameSlab; index: number } | null {
   const buffer = view.buffer;
-  if (!(buffer instanceof SharedArrayBuffer)) return;
-  const slab = slabs.get(buffer);
-  if (slab !== undefined && view.byteOffset % slab.slotBytes === 0) slab.wrote(view.byteOffset / slab.slotBytes, end);
+  const slab = buffer instanceof SharedArrayBuffer ? slabs.get(buffer) : undefined;
+  if (slab === undefined || view.byteOffset % slab.slotBytes !== 0) return null;
+  const index = view.byteOffset / slab.slotBytes;
+  return index < slab.slots ? { slab, index } : null;
 }
 
 let threadSlab: FrameSlab | undefined;

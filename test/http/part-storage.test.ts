@@ -122,6 +122,9 @@ t.test('a slab counts what is resident of it: the pages written, each once, up t
   again.discard();
   second.discard();
   t.equal(slab.residentBytes, 12288 + 16 * 1024, 'given back, the slots stay resident: the high-water mark');
+  slab.wrote(3, 4096);
+  slab.wrote(-1, 4096);
+  t.equal(slab.residentBytes, 12288 + 16 * 1024, 'a slot index the slab does not have counts nothing');
 
   // a PNG decoded over its own part (decode.ts) writes the pixels past the part's bytes
   const pngSlab = new FrameSlab(1, RGB8_BYTES + 4096);
