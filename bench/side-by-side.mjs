@@ -380,7 +380,7 @@ try {
   const md = [
     `# Side-by-side: service vs peers (${when})`,
     '',
-    `Command: \`npm run build && ${process.env.PEERS_DIR ? `PEERS_DIR=${process.env.PEERS_DIR} ` : ""}node bench/side-by-side.mjs${process.argv.slice(2).length ? ` ${process.argv.slice(2).join(' ')}` : ''}\`. ` +
+    `Command: \`npm run build && ${process.env.PEERS_DIR ? `PEERS_DIR=${process.env.PEERS_DIR} ` : ""}${process.env.KINDS ? `KINDS='${process.env.KINDS}' ` : ''}node bench/side-by-side.mjs${process.argv.slice(2).length ? ` ${process.argv.slice(2).join(' ')}` : ''}\`. ` +
       (SET === 'tiny128' ? 'Graph ../shared/peers/model/tiny128.onnx (the service deploys it by manifest), ' : `Model set ${SET} (service only), `) +
       'client ../shared/peers/load.mjs, ' +
       `WORKERS=${WORKERS} / PEER_WORKERS=${WORKERS}, concurrency ${CONCURRENCY}, ${ROUNDS} interleaved round(s) of ${SECONDS} s (+${WARMUP} s warm-up); ` +
