@@ -338,6 +338,38 @@ export function storeContract(t: Test, store: StoreBackend): void {
     t.equal((await store.getReservation(held.id))!.state, 'pending');
   });
 
+  t.test('a prune of more keys than one batch holds: every expired key and settled reservation goes, the rest stay', async (t) => {
+    // 1,201 keys: more than one batch of either store's pruner (LMDB reads 1,000 a chunk and
+    // removes 500 a write; PostgreSQL removes 1,000 a statement), and not a multiple of any
+    const T1 = T0 + 100 * 86_400_000;
+    await store.pruneIdempotency(T1, 24); // what earlier cases left expires before T1 - 24 h
+    const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: null, period: 'never' }]);
+    await store.insertToken(tok);
+    const old: Reservation[] = [];
+    for (let i = 0; i < 1201; i += 50) {
+      // 50 at a time: concurrent calls share their stores' commits, so this takes seconds
+      old.push(...(await Promise.all(Array.from({ length: Math.min(50, 1201 - i) }, async (_, j) => {
+        const r = await reserved(store, reserveInput(tok, { idempotencyKey: `old-${i + j}`, fingerprint: 'fp', at: T1 }));
+        await settled(store.settle(r, T1, render(r.request_id), []));
+        return r;
+      }))));
+    }
+    const fresh = await reserved(store, reserveInput(tok, { idempotencyKey: 'fresh', fingerprint: 'fp', at: T1 + 2 * 3600_000 }));
+    const freshBody = await settled(store.settle(fresh, T1 + 2 * 3600_000, render(fresh.request_id), []));
+    const held = await reserved(store, reserveInput(tok, { idempotencyKey: 'held', fingerprint: 'fp', at: T1 }));
+
+    t.equal(await store.pruneIdempotency(T1 + 25 * 3600_000, 24), 1201, 'the 1,201 keys completed before the cutoff, no other');
+    for (const i of [0, 499, 500, 999, 1000, 1200]) {
+      t.equal(await store.getReservation(old[i]!.id), undefined, `the settled reservation of key ${i} went with it`);
+      t.equal((await store.reserve(reserveInput(tok, { idempotencyKey: `old-${i}`, fingerprint: 'other', at: T1 + 25 * 3600_000 }))).kind, 'reserved', `key ${i} is free again`);
+    }
+    t.same(await store.reserve(reserveInput(tok, { idempotencyKey: 'fresh', fingerprint: 'fp', at: T1 + 25 * 3600_000 })), { kind: 'replay', status: 200, body: freshBody }, 'a key completed after the cutoff still replays');
+    t.equal((await store.getReservation(fresh.id))!.state, 'charged');
+    t.equal((await refusal(store.reserve(reserveInput(tok, { idempotencyKey: 'held', fingerprint: 'fp', at: T1 + 25 * 3600_000 })))).kind, 'request_in_progress', 'a pending key is never pruned');
+    t.equal((await store.getReservation(held.id))!.state, 'pending');
+    t.equal(await store.pruneIdempotency(T1 + 25 * 3600_000, 24), 0, 'a second pass finds nothing');
+  });
+
   t.test('sessions', async (t) => {
     const s = { user_id: 'usr_s', username: 'root', role: 'admin' as const, csrf_token: 'c', created_at: T0, last_seen: T0, expires_at: T0 + 1000 };
     await store.putSession('k1', s);

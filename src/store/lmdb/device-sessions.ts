@@ -6,6 +6,7 @@ import {
   type DeviceSession, type DeviceSessionCall, type MintLimit, type MintOutcome,
 } from '../device-sessions.ts';
 import { readLatest, type Store } from './open.ts';
+import { pruneWhere } from './prune-scan.ts';
 import type { Reservation } from '../records.ts';
 
 // Device sessions in LMDB, two tables with typed keys:
@@ -78,34 +79,25 @@ export function listActiveDeviceSessions(store: Store, tokenId: string, at: numb
   return out;
 }
 
-const PRUNE_BATCH = 1000;
-
-/** Sessions expired before `cutoff` go with their calls, a batch per write transaction so the
- * write lock is never held long. */
-export async function pruneDeviceSessionsBefore(store: Store, cutoff: number): Promise<number> {
+/** Sessions expired before `cutoff` go with their calls: read in chunks and removed in short
+ * batches (prune-scan.ts), so the write lock is never held long. */
+export function pruneDeviceSessionsBefore(store: Store, cutoff: number): Promise<number> {
   const sessions = store.db.deviceSessions;
   const calls = store.db.deviceSessionCalls;
-  let removed = 0;
-  for (;;) {
-    const n = await atomically(store, () => {
-      let batch = 0;
-      for (const { value } of sessions.getRange({ start: ['id'], end: ['id\u0000'] })) {
-        const s = value as DeviceSession;
-        if (Date.parse(s.expires_at) >= cutoff) continue;
-        for (const { key, value: call } of calls.getRange({ start: ['s', s.id], end: ['s', `${s.id}\u0000`] })) {
-          void calls.remove(['r', (call as DeviceSessionCall).reservation_id]);
-          void calls.remove(key);
-        }
-        void sessions.remove(byToken(s.token_id, Date.parse(s.created_at), s.id));
-        void sessions.remove(['hash', s.hash]);
-        void sessions.remove(['id', s.id]);
-        if (++batch === PRUNE_BATCH) break;
+  return pruneWhere(store, sessions, (value) => Date.parse((value as DeviceSession).expires_at) < cutoff, {
+    range: { start: ['id'], end: ['id\u0000'] },
+    op: 'device_session',
+    remove: (_key, value) => {
+      const s = value as DeviceSession;
+      for (const { key, value: call } of calls.getRange({ start: ['s', s.id], end: ['s', `${s.id}\u0000`] })) {
+        void calls.remove(['r', (call as DeviceSessionCall).reservation_id]);
+        void calls.remove(key);
       }
-      return batch;
-    }, 'device_session');
-    removed += n;
-    if (n < PRUNE_BATCH) return removed;
-  }
+      void sessions.remove(byToken(s.token_id, Date.parse(s.created_at), s.id));
+      void sessions.remove(['hash', s.hash]);
+      void sessions.remove(['id', s.id]);
+    },
+  });
 }
 
 // Inside the reservation's transaction (reserve.ts) and the refund's (settle.ts):

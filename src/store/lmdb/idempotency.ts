@@ -1,5 +1,5 @@
-import { lmdbWrite } from './atomic.ts';
 import type { Store } from './open.ts';
+import { pruneWhere } from './prune-scan.ts';
 import type { IdempotencyRecord, Reservation } from '../records.ts';
 
 // Idempotency keys (contract "Idempotency"): a key is bound (pending) with the reservation
@@ -64,23 +64,11 @@ export function resolveKey(store: Store, r: Reservation, iso: string): void {
 }
 
 /** Completed idempotency records are kept at least the retention, then pruned; settled
- * reservations go with them. Pending ones are never pruned. */
+ * reservations go with them. Pending ones are never pruned. Read in chunks and removed in short
+ * batches (prune-scan.ts): never the whole tree inside one write. */
 export async function pruneIdempotency(store: Store, at: number, retentionHours: number): Promise<number> {
   const cutoff = at - retentionHours * 3600_000;
-  let pruned = 0;
-  await lmdbWrite(store, 'retention', store.db.idempotency.transaction(() => {
-    for (const { key, value } of store.db.idempotency.getRange({})) {
-      const rec = value;
-      if (rec.state === 'completed' && rec.completed_at !== null && Date.parse(rec.completed_at) < cutoff) {
-        // `void`: part of the transaction, whose commit lmdbWrite reports
-        void store.db.idempotency.remove(key);
-        pruned++;
-      }
-    }
-    for (const { key, value } of store.db.reservations.getRange({})) {
-      const r = value;
-      if ((r.state === 'charged' || r.state === 'refunded') && r.settled_at !== null && Date.parse(r.settled_at) < cutoff) void store.db.reservations.remove(key);
-    }
-  }));
+  const pruned = await pruneWhere(store, store.db.idempotency, (rec) => rec.state === 'completed' && rec.completed_at !== null && Date.parse(rec.completed_at) < cutoff);
+  await pruneWhere(store, store.db.reservations, (r) => (r.state === 'charged' || r.state === 'refunded') && r.settled_at !== null && Date.parse(r.settled_at) < cutoff);
   return pruned;
 }

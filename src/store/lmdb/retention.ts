@@ -1,12 +1,14 @@
 import type { Store } from './open.ts';
 import { atomically } from './atomic.ts';
+import { pruneWhere, REMOVE_BATCH } from './prune-scan.ts';
 
 // Store-level retention operations on LMDB: each removes records older than a cutoff in
 // bounded batches, one write transaction per batch, so a large first prune never holds the
-// single LMDB writer lock long enough to stall a verify call's reservation.
+// single LMDB writer lock long enough to stall a verify call's reservation. Trees keyed by time
+// (audit, ledger) are read as a key range; the others are read in chunks (prune-scan.ts).
 // The PostgreSQL store does the same as set-based statements (src/store/pg/retention.ts).
 
-const BATCH = 500;
+const BATCH = REMOVE_BATCH;
 
 /** Audit rows are keyed [epoch ms, request id]: a key range, nothing else to read. */
 export async function pruneAuditBefore(store: Store, cutoff: number): Promise<number> {
@@ -21,31 +23,10 @@ export async function pruneAuditBefore(store: Store, cutoff: number): Promise<nu
   }
 }
 
-/** Result JSON is keyed by request id with its time inside; a scan, removed in batches. */
-export async function pruneResultsBefore(store: Store, cutoff: number): Promise<number> {
-  let removed = 0;
-  let batch: unknown[] = [];
-  const flush = async () => {
-    const keys = batch;
-    batch = [];
-    if (keys.length === 0) return;
-    await atomically(store, () => {
-      for (const k of keys) {
-        // re-read inside the write: a record rewritten since the scan is judged again
-        const v = store.db.results.get(k as string) as { at?: string } | undefined;
-        if (v && Date.parse(v.at ?? '') < cutoff) {
-          void store.db.results.remove(k as string);
-          removed++;
-        }
-      }
-    });
-  };
-  for (const { key, value } of store.db.results.getRange({})) {
-    if (Date.parse((value as { at?: string }).at ?? '') < cutoff) batch.push(key);
-    if (batch.length >= BATCH) await flush();
-  }
-  await flush();
-  return removed;
+/** Result JSON is keyed by request id with its time inside: a read of the whole tree, in
+ * chunks, and removals in batches (prune-scan.ts). */
+export function pruneResultsBefore(store: Store, cutoff: number): Promise<number> {
+  return pruneWhere(store, store.db.results, (v) => Date.parse((v as { at?: string }).at ?? '') < cutoff);
 }
 
 type CounterKey = [token_id: string, module_id: string, period: string, window: string];

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { isoOf, type Pg, type Row } from './open.ts';
+import { PRUNE_BATCH, pruneBatches } from './retention.ts';
 
 // Idempotency keys (contract "Idempotency"), as in lmdb/idempotency.ts: a key is bound
 // (pending) with the reservation that admits its first call, completed with the exact answer
@@ -20,14 +21,22 @@ export async function resolveKey(c: pg.PoolClient, r: Row, at: number): Promise<
   }
 }
 
-/** Completed keys older than the retention, with their settled reservations; pending ones stay. */
+/** Completed keys older than the retention, with their settled reservations; pending ones stay.
+ * In batches (retention.ts pruneBatches): a day's keys in one statement held their rows and
+ * wrote their WAL in one long transaction, and a second node pruning at once waited on it. */
 export async function pruneIdempotency(db: Pg, at: number, retentionHours: number) {
   const cutoff = at - retentionHours * 3600_000;
-  const r = await db.q(
-    `WITH k AS (DELETE FROM idempotency WHERE state = 'completed' AND completed_ms < $1 RETURNING 1),
-          r AS (DELETE FROM reservations WHERE state IN ('charged', 'refunded') AND settled_ms < $1 RETURNING 1)
-     SELECT (SELECT count(*) FROM k)::int AS n, (SELECT count(*) FROM r)::int AS m`,
-    [cutoff],
-  );
-  return r.rows[0]!.n as number;
+  const pruned = await pruneBatches(db, `
+    WITH doomed AS (
+      DELETE FROM idempotency WHERE (token_id, key) IN (
+        SELECT token_id, key FROM idempotency WHERE state = 'completed' AND completed_ms < $1 ORDER BY completed_ms LIMIT ${PRUNE_BATCH} FOR UPDATE SKIP LOCKED)
+      RETURNING 1)
+    SELECT count(*)::int AS n FROM doomed`, [cutoff]);
+  await pruneBatches(db, `
+    WITH doomed AS (
+      DELETE FROM reservations WHERE id IN (
+        SELECT id FROM reservations WHERE state IN ('charged', 'refunded') AND settled_ms < $1 ORDER BY settled_ms LIMIT ${PRUNE_BATCH} FOR UPDATE SKIP LOCKED)
+      RETURNING 1)
+    SELECT count(*)::int AS n FROM doomed`, [cutoff]);
+  return pruned;
 }

@@ -1,7 +1,7 @@
 import { isoOf, type Pg } from './open.ts';
 
 /** rows per retention statement: short enough not to hold row locks for long */
-const PRUNE_BATCH = 1000;
+export const PRUNE_BATCH = 1000;
 
 // Retention: each batch is one statement (its own transaction), at most PRUNE_BATCH rows,
 // with SKIP LOCKED so nodes pruning at once take different rows and never wait on each other.

@@ -1,0 +1,63 @@
+// How long LMDB's hourly idempotency prune keeps the store's one writer from another thread:
+// fills a store with N completed keys (and their charged reservations, 1.7 KB answers, the
+// soak's size), then, while a second thread commits a small synced write every 5 ms (as the
+// metering writer commits verify calls), runs the prune with nothing expired, then with a
+// tenth of the keys expired. Prints the prune's time and the second thread's longest commit
+// during it, against its longest commit before. src/store/lmdb/prune-scan.ts says why.
+//
+//   node --import tsx bench/prune-lock.ts [N=200000]
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+import os from 'node:os';
+import path from 'node:path';
+import { Worker } from 'node:worker_threads';
+import { LmdbBackend } from '../src/store/lmdb/index.ts';
+
+const N = Number(process.argv[2] ?? 200_000);
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prune-lock-'));
+const store = LmdbBackend.open(dir);
+const { db } = store.store;
+const T = Date.parse('2026-06-01T00:00:00Z');
+const body = 'x'.repeat(1700);
+for (let b = 0; b < N; b += 5000) {
+  await db.idempotency.transaction(() => {
+    for (let i = b; i < Math.min(N, b + 5000); i++) {
+      // the first tenth completed a day before the rest
+      const iso = new Date(i < N / 10 ? T - 86_400_000 : T).toISOString();
+      void db.idempotency.put(['tok_1', `key-${i}`], { token_id: 'tok_1', key: `key-${i}`, state: 'completed', fingerprint: 'f'.repeat(64), request_id: `req_${i}`, reservation_id: `res_${i}`, created_at: iso, completed_at: iso, status: 200, body });
+      void db.reservations.put(`res_${i}`, { id: `res_${i}`, token_id: 'tok_1', module_id: 'rgb_liveness', units: 1, state: 'charged', created_at: iso, settled_at: iso, idempotency_key: `key-${i}`, request_id: `req_${i}` } as never);
+    }
+  });
+}
+
+// the second thread: plain lmdb-js on the same files, no loader
+const prober = new Worker(`
+  const { parentPort, workerData } = require('node:worker_threads');
+  const { open } = require(workerData.lmdb);
+  const root = open({ path: workerData.path, maxDbs: 32, mapSize: 2 * 1024 ** 3, compression: false });
+  const meta = root.openDB({ name: 'meta' });
+  let worst = 0, n = 0;
+  parentPort.on('message', (m) => { if (m === 'reset') worst = 0; else parentPort.postMessage({ worst, n }); });
+  const loop = () => { const t0 = performance.now(); meta.transactionSync(() => void meta.put('prune-lock-probe', n)); worst = Math.max(worst, performance.now() - t0); n++; setTimeout(loop, 5); };
+  loop();`, { eval: true, execArgv: [], workerData: { lmdb: createRequire(import.meta.url).resolve('lmdb'), path: path.join(dir, 'store') } });
+const ask = () => new Promise<{ worst: number; n: number }>((resolve) => {
+  prober.once('message', resolve);
+  prober.postMessage('report');
+});
+
+// retention 24 h: at T nothing has expired; at T + 1 h the tenth completed at T - 24 h has
+for (const [label, at] of [['nothing expired', T], [`${N / 10} expired`, T + 3600_000]] as const) {
+  prober.postMessage('reset');
+  await new Promise((r) => setTimeout(r, 1000));
+  const before = (await ask()).worst;
+  prober.postMessage('reset');
+  const t0 = performance.now();
+  const pruned = await store.pruneIdempotency(at, 24);
+  const took = performance.now() - t0;
+  await new Promise((r) => setTimeout(r, 20));
+  const { worst } = await ask();
+  console.log(`prune of ${N} keys, ${label}: ${took.toFixed(0)} ms (${pruned} removed); another thread's synced commit took at most ${worst.toFixed(1)} ms during it (${before.toFixed(1)} ms in the second before)`);
+}
+await prober.terminate();
+await store.close();
+fs.rmSync(dir, { recursive: true, force: true });

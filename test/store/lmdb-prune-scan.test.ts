@@ -1,0 +1,107 @@
+import t from 'tap';
+import { LmdbBackend } from '../../src/store/lmdb/index.ts';
+import { REMOVE_BATCH, SCAN_CHUNK } from '../../src/store/lmdb/prune-scan.ts';
+import type { IdempotencyRecord } from '../../src/store/records.ts';
+import { tempDir } from '../helpers/server.ts';
+
+// LMDB's pruners must never read a whole tree inside one write transaction: LMDB has one writer,
+// and the metering writer's commits (every verify call's reservation and settlement) wait for
+// as long as it is held (bench/prune-lock.ts measures it). What the store contract cannot see,
+// checked here on the real store: a large tree is read in chunks with a turn of the event loop
+// between them (a write transaction's callback never gives the loop a turn), and the removals
+// come in writes of at most REMOVE_BATCH. Correctness across batches is in the contract
+// (test/store/contract.ts, both stores).
+
+const T = Date.parse('2026-06-01T00:00:00Z');
+const HOUR = 3600_000;
+
+/** `n` completed keys with their charged reservations, `at` their completion, written directly. */
+async function fill(store: LmdbBackend, n: number, at: number, prefix: string): Promise<void> {
+  const { db } = store.store;
+  for (let b = 0; b < n; b += 2000) {
+    await db.idempotency.transaction(() => {
+      for (let i = b; i < Math.min(n, b + 2000); i++) {
+        const iso = new Date(at).toISOString();
+        const rec: IdempotencyRecord = { token_id: 'tok_p', key: `${prefix}-${i}`, state: 'completed', fingerprint: 'fp', request_id: `req_${prefix}_${i}`, reservation_id: `res_${prefix}_${i}`, created_at: iso, completed_at: iso, status: 200, body: '{}' };
+        void db.idempotency.put(['tok_p', rec.key], rec);
+        void db.reservations.put(rec.reservation_id, { id: rec.reservation_id, token_id: 'tok_p', state: 'charged', created_at: iso, settled_at: iso } as never);
+      }
+    });
+  }
+}
+
+/** The event loop's turns, counted while `body` runs. */
+async function countingTurns<T>(body: (turn: () => number) => Promise<T>): Promise<T> {
+  let turns = 0;
+  let on = true;
+  const tick = () => {
+    turns++;
+    if (on) setImmediate(tick);
+  };
+  setImmediate(tick);
+  try {
+    return await body(() => turns);
+  } finally {
+    on = false;
+  }
+}
+
+t.test('a prune reads a large tree in chunks, with a turn of the event loop between them', async (t) => {
+  const store = LmdbBackend.open(tempDir());
+  t.teardown(() => store.close());
+  const n = 5 * SCAN_CHUNK + 321;
+  await fill(store, n, T, 'kept'); // completed within the retention: nothing to remove
+  const tree = store.store.db.idempotency;
+  const reads: number[] = [];
+  await countingTurns(async (turn) => {
+    const getRange = tree.getRange.bind(tree);
+    tree.getRange = ((opts: Parameters<typeof getRange>[0]) => {
+      reads.push(turn());
+      return getRange(opts);
+    }) as typeof tree.getRange;
+    t.teardown(() => void (tree.getRange = getRange));
+    t.equal(await store.pruneIdempotency(T + 2 * HOUR, 24), 0, 'nothing expired');
+  });
+  t.equal(reads.length, Math.ceil(n / SCAN_CHUNK), `the tree of ${n} keys was read in chunks of ${SCAN_CHUNK}`);
+  t.ok(reads.every((at, i) => i === 0 || at > reads[i - 1]!), `the event loop turned between every two chunks (at turns ${reads.join(', ')})`);
+  t.equal(store.store.db.idempotency.getCount(), n, 'every key kept');
+});
+
+t.test(`what a prune removes goes in writes of at most ${REMOVE_BATCH}, each judged again inside the write`, async (t) => {
+  const store = LmdbBackend.open(tempDir());
+  t.teardown(() => store.close());
+  const expired = 2 * REMOVE_BATCH + 201;
+  await fill(store, expired, T, 'old');
+  await fill(store, 700, T + 2 * HOUR, 'new');
+  const tree = store.store.db.idempotency;
+  const removals = new Map<number, number>(); // event-loop turn -> keys removed in it
+  await countingTurns(async (turn) => {
+    const remove = tree.remove.bind(tree);
+    tree.remove = ((key: Parameters<typeof remove>[0]) => {
+      removals.set(turn(), (removals.get(turn()) ?? 0) + 1);
+      return remove(key);
+    }) as typeof tree.remove;
+    t.teardown(() => void (tree.remove = remove));
+    // one old key is written again, completed later, while the prune has already read it: the
+    // write that removes it reads it again and keeps it
+    const reread = tree.get.bind(tree);
+    let rewritten = false;
+    tree.get = ((key: Parameters<typeof reread>[0]) => {
+      const k = key as [string, string];
+      if (!rewritten && k[1] === 'old-7') {
+        rewritten = true;
+        const rec = reread(key)!;
+        void tree.put(key, { ...rec, completed_at: new Date(T + 3 * HOUR).toISOString() });
+      }
+      return reread(key);
+    }) as typeof tree.get;
+    t.teardown(() => void (tree.get = reread));
+    t.equal(await store.pruneIdempotency(T + 25 * HOUR, 24), expired - 1, 'every expired key but the one completed again');
+  });
+  const sizes = [...removals.values()];
+  t.ok(sizes.length >= Math.ceil((expired - 1) / REMOVE_BATCH), `removed in ${sizes.length} writes: ${sizes.join(', ')}`);
+  t.ok(sizes.every((s) => s <= REMOVE_BATCH), `none of more than ${REMOVE_BATCH}`);
+  t.ok(tree.get(['tok_p', 'old-7']), 'the key completed again after the read is kept');
+  t.equal(tree.getCount(), 700 + 1);
+  t.equal(store.store.db.reservations.getCount(), 700, 'the reservations settled before the cutoff went too (their own rule: old-7\'s was settled then)');
+});
