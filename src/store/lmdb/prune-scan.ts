@@ -5,7 +5,7 @@ import type { Store } from './open.ts';
 // How LMDB's pruners find and remove what has expired. LMDB has one writer per store: a pruner
 // that read a whole tree inside its write transaction held that writer for the whole read, and
 // every verify call's reservation and settlement (the metering writer's commits) waited behind
-// it: 1.2 s for 200,000 completed idempotency keys on this host, where an hour of the soak
+// it: 1.05-1.45 s for 200,000 completed idempotency keys on this host, where an hour of the soak
 // leaves 531,000 and a day of steady traffic millions (`bench/prune-lock.ts`). A read that never
 // yields also holds the main thread, where the pruners run, for as long. So a tree is read in
 // chunks, each in its own read snapshot, with a turn of the event loop between chunks, and no
