@@ -105,3 +105,34 @@ t.test(`what a prune removes goes in writes of at most ${REMOVE_BATCH}, each jud
   t.equal(tree.getCount(), 700 + 1);
   t.equal(store.store.db.reservations.getCount(), 700, 'the reservations settled before the cutoff went too (their own rule: old-7\'s was settled then)');
 });
+
+t.test("the operator's settlements list reads the reservations in chunks too, and finds every failed one", async (t) => {
+  // it runs in an API worker (the console's overview, GET /admin/api/settlements), and the
+  // reservations are kept as long as their keys: one block of reading held that worker's calls
+  const store = LmdbBackend.open(tempDir());
+  t.teardown(() => store.close());
+  const { db } = store.store;
+  const n = 2 * SCAN_CHUNK + 600;
+  const failed = new Map([[5, T + 3000], [1500, T + 1000], [n - 1, T + 2000]]); // index -> created
+  await db.reservations.transaction(() => {
+    for (let i = 0; i < n; i++) {
+      const id = `res_${String(i).padStart(6, '0')}`;
+      const at = new Date(failed.get(i) ?? T).toISOString();
+      void db.reservations.put(id, { id, token_id: 'tok_p', state: failed.has(i) ? 'settlement_failed' : 'charged', created_at: at, settled_at: at, unsaved_body: failed.has(i) ? '{}' : null } as never);
+    }
+  });
+  const tree = db.reservations;
+  const reads: number[] = [];
+  const list = await countingTurns(async (turn) => {
+    const getRange = tree.getRange.bind(tree);
+    tree.getRange = ((opts: Parameters<typeof getRange>[0]) => {
+      reads.push(turn());
+      return getRange(opts);
+    }) as typeof tree.getRange;
+    t.teardown(() => void (tree.getRange = getRange));
+    return store.listSettlementFailed();
+  });
+  t.same(list.map((r) => r.id), ['res_001500', 'res_002599', 'res_000005'], 'every failed settlement, oldest first, the first and last chunk\'s included');
+  t.equal(reads.length, Math.ceil(n / SCAN_CHUNK), `read in chunks of ${SCAN_CHUNK}`);
+  t.ok(reads.every((at, i) => i === 0 || at > reads[i - 1]!), `the event loop turned between chunks (at turns ${reads.join(', ')})`);
+});

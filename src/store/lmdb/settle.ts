@@ -2,6 +2,7 @@ import { atomically } from './atomic.ts';
 import { meteringWrite } from './writer.ts';
 import { RESERVATION_LOST, WRITER_LOST, type SettleFault } from './writer-client.ts';
 import { readLatest, type Store } from './open.ts';
+import { scanChunks } from './prune-scan.ts';
 import { appendLedger } from './ledger.ts';
 import type { RenderAnswer, Reservation, UsageRecord } from '../records.ts';
 import { completeKey, releaseKey, resolveKey } from './idempotency.ts';
@@ -242,10 +243,14 @@ export function getReservation(store: Store, id: string): Reservation | undefine
   return store.db.reservations.get(id);
 }
 
-/** What the operator's settlements list shows: the reservations waiting for a decision. */
-export function listSettlementFailed(store: Store): Reservation[] {
+/** What the operator's settlements list and the console's overview show: the reservations
+ * waiting for a decision. The reservations are kept as long as their idempotency keys (a day's
+ * calls and more), and this runs in an API worker: read in chunks with a turn of the event loop
+ * between them (prune-scan.ts), so the calls that worker serves are not held for the whole read
+ * (531,000 reservations took 1.2 s in one block). */
+export async function listSettlementFailed(store: Store): Promise<Reservation[]> {
   readLatest(store);
   const out: Reservation[] = [];
-  for (const { value } of store.db.reservations.getRange({})) if (value.state === 'settlement_failed') out.push(value);
+  for await (const { value } of scanChunks(store.db.reservations)) if (value.state === 'settlement_failed') out.push(value);
   return out.sort((a, b) => a.created_at.localeCompare(b.created_at));
 }
