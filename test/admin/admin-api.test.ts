@@ -2,6 +2,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { reserve } from '../../src/store/lmdb/index.ts';
+import { atomically } from '../../src/store/lmdb/atomic.ts';
+import { markFailedWrites } from '../../src/store/lmdb/settle.ts';
 import { getToken } from '../../src/store/lmdb/tokens.ts';
 import { startApi } from '../helpers/api.ts';
 import { bearer, tempDir } from '../helpers/server.ts';
@@ -302,7 +304,7 @@ t.test('settlements: list those needing an operator, resolve once', async (t) =>
   const { id } = await makeApiToken([['rgb_liveness', 10, 'day']]);
   const r = await charge(id, 'rgb_liveness', 2);
   const inflight = await charge(id, 'rgb_liveness', 1);
-  await store.db.reservations.put(r.id, { ...r, state: 'settlement_failed' });
+  await atomically(store, () => markFailedWrites(store, r.id, null)); // as a settlement that could not be written marks it
   const list = await admin('GET', '/admin/api/settlements');
   t.equal(list.status, 200);
   t.same(list.json.settlements.map((s: any) => s.id), [r.id], 'a pending (in flight) reservation is not listed');
@@ -330,7 +332,7 @@ t.test('settlements: two operators resolving the same record at once, only one t
   const used = async () => (await admin('GET', `/admin/api/tokens/${id}`)).json.usage[0].used;
   for (let round = 0; round < 4; round++) {
     const r = await charge(id, 'rgb_liveness', 1);
-    await store.db.reservations.put(r.id, { ...r, state: 'settlement_failed' });
+    await atomically(store, () => markFailedWrites(store, r.id, null)); // as a settlement that could not be written marks it
     const before = await used();
     const [a, b] = await Promise.all([
       admin('POST', `/admin/api/settlements/${r.id}/resolve`, { action: round % 2 ? 'refund' : 'charge' }),

@@ -25,6 +25,8 @@ const NAMES = [
   'tokensByName', 'dailyTotals', 'byToken',
   // device sessions and their calls (src/store/lmdb/device-sessions.ts)
   'deviceSessions', 'deviceSessionCalls',
+  // the reservations in settlement_failed, for the operator's list (settle.ts): derived, as above
+  'failedSettlements',
 ] as const;
 export type DbName = (typeof NAMES)[number];
 
@@ -65,6 +67,8 @@ export interface Databases {
   deviceSessions: Database<DeviceSession | string, Key>;
   /** the call by its key; ['r', reservation id] -> the call's key */
   deviceSessionCalls: Database<DeviceSessionCall | Key, Key>;
+  /** reservation id -> 1, while that reservation is settlement_failed */
+  failedSettlements: Database<1, string>;
 }
 
 /** Meta flags of the derived indexes: set when an index is complete (token-names.ts,
@@ -72,7 +76,8 @@ export interface Databases {
 export const TOKEN_NAME_INDEX_FLAG = 'token_name_index_v1';
 export const DAILY_TOTALS_FLAG = 'daily_totals_v1';
 export const BY_TOKEN_FLAG = 'by_token_index_v1';
-const DERIVED_INDEXES = [TOKEN_NAME_INDEX_FLAG, DAILY_TOTALS_FLAG, BY_TOKEN_FLAG];
+export const FAILED_SETTLEMENTS_FLAG = 'failed_settlements_index_v1';
+const DERIVED_INDEXES = [TOKEN_NAME_INDEX_FLAG, DAILY_TOTALS_FLAG, BY_TOKEN_FLAG, FAILED_SETTLEMENTS_FLAG];
 
 /** How metering writes commit (docs/metering.md): `sync` on the calling
  * thread, one disk sync each (lowest latency); `batched` through lmdb-js's write thread, which

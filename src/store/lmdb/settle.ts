@@ -1,8 +1,8 @@
 import { atomically } from './atomic.ts';
 import { meteringWrite } from './writer.ts';
 import { RESERVATION_LOST, WRITER_LOST, type SettleFault } from './writer-client.ts';
-import { readLatest, type Store } from './open.ts';
-import { scanChunks } from './prune-scan.ts';
+import { FAILED_SETTLEMENTS_FLAG, readLatest, type Store } from './open.ts';
+import { REMOVE_BATCH, scanChunks } from './prune-scan.ts';
 import { appendLedger } from './ledger.ts';
 import type { RenderAnswer, Reservation, UsageRecord } from '../records.ts';
 import { completeKey, releaseKey, resolveKey } from './idempotency.ts';
@@ -157,7 +157,10 @@ export function markFailedWrites(store: Store, id: string, text: string | null):
 export function planMark(store: Store, id: string, text: string | null): () => void {
   const current = store.db.reservations.get(id);
   if (!current || current.state !== 'pending') return () => {};
-  return () => void store.db.reservations.put(id, { ...current, state: 'settlement_failed', unsaved_body: text });
+  return () => {
+    void store.db.reservations.put(id, { ...current, state: 'settlement_failed', unsaved_body: text });
+    void store.db.failedSettlements.put(id, 1);
+  };
 }
 
 /** A settlement that could not be written: refund now, or (the store still failing) once
@@ -212,6 +215,7 @@ export function refundHeld(store: Store, r: Reservation, at: number): Reservatio
   appendLedger(store, { request_id: r.request_id, token_id: r.token_id, module_id: r.module_id, units: r.units, kind: 'refund', at, windows: r.windows });
   const next: Reservation = { ...r, state: 'refunded', settled_at: new Date(at).toISOString(), unsaved_body: null };
   void store.db.reservations.put(r.id, next);
+  if (r.state === 'settlement_failed') void store.db.failedSettlements.remove(r.id);
   releaseSessionCall(store, r.id);
   releaseKey(store, r);
   return next;
@@ -233,6 +237,7 @@ export async function resolveReservation(store: Store, id: string, action: 'char
     const iso = new Date(at).toISOString();
     const next: Reservation = { ...r, state: 'charged', settled_at: iso, unsaved_body: null };
     void store.db.reservations.put(id, next);
+    void store.db.failedSettlements.remove(id);
     resolveKey(store, r, iso);
     return next;
   });
@@ -244,13 +249,40 @@ export function getReservation(store: Store, id: string): Reservation | undefine
 }
 
 /** What the operator's settlements list and the console's overview show: the reservations
- * waiting for a decision. The reservations are kept as long as their idempotency keys (a day's
- * calls and more), and this runs in an API worker: read in chunks with a turn of the event loop
- * between them (prune-scan.ts), so the calls that worker serves are not held for the whole read
- * (531,000 reservations took 1.2 s in one block). */
+ * waiting for a decision, found through their index (`failedSettlements`, written in the same
+ * transaction as each change of state in or out of settlement_failed). The reservations are
+ * kept as long as their idempotency keys, and reading them all took an API worker 1.2 s in one
+ * block for 531,000 of them; the failed ones are few. */
 export async function listSettlementFailed(store: Store): Promise<Reservation[]> {
+  await ensureFailedSettlementsIndex(store);
   readLatest(store);
   const out: Reservation[] = [];
-  for await (const { value } of scanChunks(store.db.reservations)) if (value.state === 'settlement_failed') out.push(value);
+  for (const id of store.db.failedSettlements.getKeys({})) {
+    const r = store.db.reservations.get(id);
+    if (r?.state === 'settlement_failed') out.push(r);
+  }
   return out.sort((a, b) => a.created_at.localeCompare(b.created_at));
+}
+
+/** Builds the index once for a store written before it existed (a new store starts with it
+ * complete): the reservations read in chunks outside any write (prune-scan.ts), the failed
+ * ones indexed in batches, each judged again inside its write, then the flag. A reservation
+ * that fails meanwhile is indexed by its own mark; calls from several threads at once only
+ * repeat the same writes. */
+export async function ensureFailedSettlementsIndex(store: Store): Promise<void> {
+  if (store.db.meta.get(FAILED_SETTLEMENTS_FLAG) === true) return;
+  let batch: string[] = [];
+  const index = async () => {
+    const ids = batch;
+    batch = [];
+    await atomically(store, () => {
+      for (const id of ids) if (store.db.reservations.get(id)?.state === 'settlement_failed') void store.db.failedSettlements.put(id, 1);
+    });
+  };
+  for await (const { key, value } of scanChunks(store.db.reservations)) {
+    if (value.state === 'settlement_failed') batch.push(key as string);
+    if (batch.length >= REMOVE_BATCH) await index();
+  }
+  await index();
+  await atomically(store, () => void store.db.meta.put(FAILED_SETTLEMENTS_FLAG, true));
 }
