@@ -189,3 +189,27 @@ t.test('a store written before the index gets it built once, by a read in chunks
   });
   t.same(list.map((r) => r.id), ['res_000007', 'res_001007', 'res_002007']);
 });
+
+t.test('every start checks the index against its read of the reservations: a failure marked without the index is listed again', async (t) => {
+  // a build from before the index, run on a store that had it (a downgrade, then this build
+  // again), marks failures without indexing them, and the flag says the index is complete
+  const store = LmdbBackend.open(tempDir());
+  t.teardown(() => store.close());
+  const s = store.store;
+  const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: null, period: 'day' }]);
+  await store.insertToken(tok);
+  const reserveOne = async () => {
+    const out = await store.reserve(reserveInput(tok, { at: T }));
+    if (out.kind !== 'reserved') throw new Error(out.kind);
+    return out.reservation;
+  };
+  const unindexed = await reserveOne();
+  const indexed = await reserveOne();
+  await s.db.reservations.put(unindexed.id, { ...unindexed, state: 'settlement_failed', unsaved_body: '{}' }); // as the older build's mark
+  await atomically(s, () => markFailedWrites(s, indexed.id, '{}'));
+  await s.db.failedSettlements.put('res_gone', 1); // an entry whose reservation is not failed
+  t.same((await store.listSettlementFailed()).map((r) => r.id), [indexed.id], 'before: only the indexed one');
+  t.same(await store.recoverPending(T + 1000), [], 'none pending: nothing refunded');
+  t.same((await store.listSettlementFailed()).map((r) => r.id).sort(), [indexed.id, unindexed.id].sort(), 'after the start-up read: both');
+  t.same([...s.db.failedSettlements.getKeys({})].sort(), [indexed.id, unindexed.id].sort(), 'and the stray entry is gone');
+});

@@ -1,7 +1,7 @@
 import { currentProcess, holderAlive } from '../owner.ts';
 import { readLatest, type Store } from './open.ts';
 import type { Reservation } from '../records.ts';
-import { refund } from './settle.ts';
+import { refund, reindexFailedSettlements } from './settle.ts';
 
 /** Refunds the pending reservations whose process is gone (a reservation names its process,
  * owner.ts) and releases their keys. Recovery runs before this process serves, so a
@@ -10,13 +10,17 @@ import { refund } from './settle.ts';
 export async function recoverPending(store: Store, at: number): Promise<Reservation[]> {
   readLatest(store);
   const done: Reservation[] = [];
+  const failed: string[] = [];
   for (const { value } of store.db.reservations.getRange({})) {
     const r = value;
+    if (r.state === 'settlement_failed') failed.push(r.id);
     if (r.state !== 'pending' || holderAlive(r)) continue;
     const after = await refund(store, r.id, at);
     // refund is idempotent: only what this call gave back is reported
     if (after?.state === 'refunded' && after.settled_at === new Date(at).toISOString()) done.push(r);
   }
+  // the same read, which every start makes, checks the failed settlements' index (settle.ts)
+  await reindexFailedSettlements(store, failed);
   return done;
 }
 

@@ -264,6 +264,20 @@ export async function listSettlementFailed(store: Store): Promise<Reservation[]>
   return out.sort((a, b) => a.created_at.localeCompare(b.created_at));
 }
 
+/** Makes the index match `failed`, the reservations a read of them all found in
+ * settlement_failed (start-up recovery's, recovery.ts), each judged again inside the write, and
+ * marks it complete. Run at every start, it also mends what a build without the index did to
+ * a store that had it (a downgrade, then this build again): failures it marked are listed again. */
+export async function reindexFailedSettlements(store: Store, failed: readonly string[]): Promise<void> {
+  const found = new Set(failed);
+  await atomically(store, () => {
+    const failedNow = (id: string) => store.db.reservations.get(id)?.state === 'settlement_failed';
+    for (const id of store.db.failedSettlements.getKeys({})) if (!found.has(id) && !failedNow(id)) void store.db.failedSettlements.remove(id);
+    for (const id of found) if (failedNow(id)) void store.db.failedSettlements.put(id, 1);
+    void store.db.meta.put(FAILED_SETTLEMENTS_FLAG, true);
+  });
+}
+
 /** Builds the index once for a store written before it existed (a new store starts with it
  * complete): the reservations read in chunks outside any write (prune-scan.ts), the failed
  * ones indexed in batches, each judged again inside its write, then the flag. A reservation
