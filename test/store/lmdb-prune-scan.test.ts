@@ -1,4 +1,4 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { LmdbBackend } from '../../src/store/lmdb/index.ts';
 import { atomically } from '../../src/store/lmdb/atomic.ts';
 import { FAILED_SETTLEMENTS_FLAG } from '../../src/store/lmdb/open.ts';
@@ -50,20 +50,28 @@ async function countingTurns<T>(body: (turn: () => number) => Promise<T>): Promi
   }
 }
 
+/** Records, for each range read of `tree` from now until the test ends, the value of `at()`
+ * when it was made (the event loop's turn, or 0 to count only). */
+function recordReads(t: Test, tree: { getRange: (...args: never[]) => unknown }, at: () => number = () => 0): number[] {
+  const reads: number[] = [];
+  const getRange = tree.getRange.bind(tree);
+  tree.getRange = ((...args: never[]) => {
+    reads.push(at());
+    return getRange(...args);
+  }) as typeof tree.getRange;
+  t.teardown(() => void (tree.getRange = getRange));
+  return reads;
+}
+
 t.test('a prune reads a large tree in chunks, with a turn of the event loop between them', async (t) => {
   const store = LmdbBackend.open(tempDir());
   t.teardown(() => store.close());
   const n = 5 * SCAN_CHUNK + 321;
   await fill(store, n, T, 'kept'); // completed within the retention: nothing to remove
   const tree = store.store.db.idempotency;
-  const reads: number[] = [];
+  let reads: number[] = [];
   await countingTurns(async (turn) => {
-    const getRange = tree.getRange.bind(tree);
-    tree.getRange = ((opts: Parameters<typeof getRange>[0]) => {
-      reads.push(turn());
-      return getRange(opts);
-    }) as typeof tree.getRange;
-    t.teardown(() => void (tree.getRange = getRange));
+    reads = recordReads(t, tree, turn);
     t.equal(await store.pruneIdempotency(T + 2 * HOUR, 24), 0, 'nothing expired');
   });
   t.equal(reads.length, Math.ceil(n / SCAN_CHUNK), `the tree of ${n} keys was read in chunks of ${SCAN_CHUNK}`);
@@ -138,15 +146,9 @@ t.test("the operator's settlements list reads an index of the failed settlements
   });
   const ids = { oldest: failed[1]!, middle: failed[2]!, newest: failed[0]! };
   const tree = s.db.reservations;
-  let reads = 0;
-  const getRange = tree.getRange.bind(tree);
-  tree.getRange = ((opts: Parameters<typeof getRange>[0]) => {
-    reads++;
-    return getRange(opts);
-  }) as typeof tree.getRange;
-  t.teardown(() => void (tree.getRange = getRange));
+  const reads = recordReads(t, tree);
   t.same((await store.listSettlementFailed()).map((r) => r.id), [ids.oldest, ids.middle, ids.newest], 'every failed settlement, oldest first');
-  t.equal(reads, 0, 'found without reading the reservations');
+  t.equal(reads.length, 0, 'found without reading the reservations');
 
   // out of the list when an operator resolves it, and when it is refunded
   t.match(await resolveReservation(s, ids.oldest, 'charge', T + 5000), { state: 'charged' });
@@ -170,14 +172,9 @@ t.test('a store written before the index gets it built once, by a read in chunks
     void s.db.meta.remove(FAILED_SETTLEMENTS_FLAG);
   });
   const tree = s.db.reservations;
-  const reads: number[] = [];
+  let reads: number[] = [];
   const list = await countingTurns(async (turn) => {
-    const getRange = tree.getRange.bind(tree);
-    tree.getRange = ((opts: Parameters<typeof getRange>[0]) => {
-      reads.push(turn());
-      return getRange(opts);
-    }) as typeof tree.getRange;
-    t.teardown(() => void (tree.getRange = getRange));
+    reads = recordReads(t, tree, turn);
     const first = await store.listSettlementFailed();
     t.equal(reads.length, Math.ceil(n / SCAN_CHUNK), `built from a read in chunks of ${SCAN_CHUNK}`);
     t.ok(reads.every((at, i) => i === 0 || at > reads[i - 1]!), `the event loop turned between chunks (at turns ${reads.join(', ')})`);
