@@ -289,6 +289,7 @@ export async function ensureFailedSettlementsIndex(store: Store): Promise<void> 
   const index = async () => {
     const ids = batch;
     batch = [];
+    if (ids.length === 0) return;
     await atomically(store, () => {
       for (const id of ids) if (store.db.reservations.get(id)?.state === 'settlement_failed') void store.db.failedSettlements.put(id, 1);
     });
