@@ -2,7 +2,7 @@ import { atomically } from './atomic.ts';
 import { meteringWrite } from './writer.ts';
 import { RESERVATION_LOST, WRITER_LOST, type SettleFault } from './writer-client.ts';
 import { FAILED_SETTLEMENTS_FLAG, readLatest, type Store } from './open.ts';
-import { REMOVE_BATCH, scanChunks } from './prune-scan.ts';
+import { scanChunks } from './prune-scan.ts';
 import { appendLedger } from './ledger.ts';
 import type { RenderAnswer, Reservation, UsageRecord } from '../records.ts';
 import { completeKey, releaseKey, resolveKey } from './idempotency.ts';
@@ -278,26 +278,12 @@ export async function reindexFailedSettlements(store: Store, failed: readonly st
   });
 }
 
-/** Builds the index once for a store written before it existed (a new store starts with it
- * complete): the reservations read in chunks outside any write (prune-scan.ts), the failed
- * ones indexed in batches, each judged again inside its write, then the flag. A reservation
- * that fails meanwhile is indexed by its own mark; calls from several threads at once only
- * repeat the same writes. */
+/** Builds the index for a store written before it existed (a new store starts with it
+ * complete; a service start builds it with recovery's read, recovery.ts): the same check as at
+ * a start, on a read in chunks (prune-scan.ts). For a CLI run on a store an older build left. */
 export async function ensureFailedSettlementsIndex(store: Store): Promise<void> {
   if (store.db.meta.get(FAILED_SETTLEMENTS_FLAG) === true) return;
-  let batch: string[] = [];
-  const index = async () => {
-    const ids = batch;
-    batch = [];
-    if (ids.length === 0) return;
-    await atomically(store, () => {
-      for (const id of ids) if (store.db.reservations.get(id)?.state === 'settlement_failed') void store.db.failedSettlements.put(id, 1);
-    });
-  };
-  for await (const { key, value } of scanChunks(store.db.reservations)) {
-    if (value.state === 'settlement_failed') batch.push(key as string);
-    if (batch.length >= REMOVE_BATCH) await index();
-  }
-  await index();
-  await atomically(store, () => void store.db.meta.put(FAILED_SETTLEMENTS_FLAG, true));
+  const failed: string[] = [];
+  for await (const { key, value } of scanChunks(store.db.reservations)) if (value.state === 'settlement_failed') failed.push(key as string);
+  await reindexFailedSettlements(store, failed);
 }
