@@ -5,6 +5,7 @@ import type { AttemptSuccess } from '../throttle-rules.ts';
 import { listAudit, writeAudit } from './audit.ts';
 import { ledgerCounterDeltas, listLedger, verifyLedger } from './ledger.ts';
 import { pruneIdempotency } from './idempotency.ts';
+import { forgetExpiryIndex } from './expiry.ts';
 import { recoverPending, recoverThread } from './recovery.ts';
 import { reserve } from './reserve.ts';
 import { getReservation, listSettlementFailed, refund, resolveReservation, settle } from './settle.ts';
@@ -150,6 +151,10 @@ export class LmdbBackend implements StoreBackend, FaultHooks {
   async dailyTotals(q: Parameters<StoreBackend['dailyTotals']>[0]) {
     readLatest(this.store);
     return dailyTotals(this.store, q);
+  }
+  /** `db migrate`: the next pass of each pruner indexes its tree again (expiry.ts) */
+  forgetExpiryIndex() {
+    return forgetExpiryIndex(this.store);
   }
   async ensureConsoleIndexes() {
     await ensureTokenNameIndex(this.store);

@@ -1,4 +1,4 @@
-import type { Key } from 'lmdb';
+import type { Database, Key } from 'lmdb';
 import { atomically } from './atomic.ts';
 import type { ReserveInput, ReserveOutcome } from '../backend.ts';
 import {
@@ -6,7 +6,7 @@ import {
   type DeviceSession, type DeviceSessionCall, type MintLimit, type MintOutcome,
 } from '../device-sessions.ts';
 import { readLatest, type Store } from './open.ts';
-import { pruneWhere } from './prune-scan.ts';
+import { noteExpiry, pruneExpired } from './expiry.ts';
 import type { Reservation } from '../records.ts';
 
 // Device sessions in LMDB, two tables with typed keys:
@@ -43,6 +43,7 @@ export function createDeviceSession(store: Store, session: DeviceSession, limit:
     const refused = mintRefusal(recent, limit, at);
     if (refused) return refused;
     void db.put(['id', session.id], session);
+    noteExpiry(store, 'deviceSessions', session.expires_at, ['id', session.id]);
     void db.put(['hash', session.hash], session.id);
     void db.put(byToken(session.token_id, Date.parse(session.created_at), session.id), session.id);
     return { kind: 'created', session };
@@ -79,12 +80,13 @@ export function listActiveDeviceSessions(store: Store, tokenId: string, at: numb
   return out;
 }
 
-/** Sessions expired before `cutoff` go with their calls: read in chunks and removed in short
- * batches (prune-scan.ts), so the write lock is never held long. */
+/** Sessions expired before `cutoff` go with their calls: found through the expiry index and
+ * removed in short batches (expiry.ts), so the write lock is never held long. */
 export function pruneDeviceSessionsBefore(store: Store, cutoff: number): Promise<number> {
   const sessions = store.db.deviceSessions;
   const calls = store.db.deviceSessionCalls;
-  return pruneWhere(store, sessions, (value) => Date.parse((value as DeviceSession).expires_at) < cutoff, {
+  return pruneExpired(store, 'deviceSessions', sessions as Database<DeviceSession, Key>, cutoff, {
+    // a store not indexed yet: its sessions, not their other keys
     range: { start: ['id'], end: ['id\u0000'] },
     op: 'device_session',
     remove: (_key, value) => {

@@ -1,5 +1,5 @@
 import type { Store } from './open.ts';
-import { pruneWhere } from './prune-scan.ts';
+import { noteExpiry, pruneExpired } from './expiry.ts';
 import type { IdempotencyRecord, Reservation } from '../records.ts';
 
 // Idempotency keys (contract "Idempotency"): a key is bound (pending) with the reservation
@@ -41,6 +41,7 @@ export function completeKey(store: Store, r: Reservation, iso: string, body: str
   const k: KeyOf = [r.token_id, r.idempotency_key];
   const rec = store.db.idempotency.get(k)!;
   void store.db.idempotency.put(k, { ...rec, state: 'completed', completed_at: iso, status: 200, body });
+  noteExpiry(store, 'idempotency', iso, k);
 }
 
 /** Releases the key of a reservation whose units went back, so the same key may be retried;
@@ -59,16 +60,20 @@ export function resolveKey(store: Store, r: Reservation, iso: string): void {
   const k: KeyOf = [r.token_id, r.idempotency_key];
   const rec = store.db.idempotency.get(k);
   if (!rec || rec.reservation_id !== r.id) return;
-  if (r.unsaved_body !== null) void store.db.idempotency.put(k, { ...rec, state: 'completed', completed_at: iso, status: 200, body: r.unsaved_body });
-  else void store.db.idempotency.remove(k);
+  if (r.unsaved_body === null) {
+    void store.db.idempotency.remove(k);
+    return;
+  }
+  void store.db.idempotency.put(k, { ...rec, state: 'completed', completed_at: iso, status: 200, body: r.unsaved_body });
+  noteExpiry(store, 'idempotency', iso, k);
 }
 
 /** Completed idempotency records are kept at least the retention, then pruned; settled
- * reservations go with them. Pending ones are never pruned. Read in chunks and removed in short
- * batches (prune-scan.ts): never the whole tree inside one write. */
+ * reservations go with them. Pending ones are never pruned. Found through the expiry index and
+ * removed in short batches (expiry.ts): never a read of the whole tree. */
 export async function pruneIdempotency(store: Store, at: number, retentionHours: number): Promise<number> {
   const cutoff = at - retentionHours * 3600_000;
-  const pruned = await pruneWhere(store, store.db.idempotency, (rec) => rec.state === 'completed' && rec.completed_at !== null && Date.parse(rec.completed_at) < cutoff);
-  await pruneWhere(store, store.db.reservations, (r) => (r.state === 'charged' || r.state === 'refunded') && r.settled_at !== null && Date.parse(r.settled_at) < cutoff);
+  const pruned = await pruneExpired(store, 'idempotency', store.db.idempotency, cutoff);
+  await pruneExpired(store, 'reservations', store.db.reservations, cutoff);
   return pruned;
 }

@@ -5,6 +5,7 @@ import type { Store } from './open.ts';
 import { ledgerPrunedTotals } from './retention.ts';
 import { byTokenReady, indexLedgerByToken } from './by-token.ts';
 import { addToDailyTotals } from './daily-totals.ts';
+import { noteLedgerKey } from './held.ts';
 import { PERIODS } from '../periods.ts';
 import type { LedgerCheck, Page, PageQuery } from '../backend.ts';
 import type { LedgerEntry, LedgerKind, Period } from '../records.ts';
@@ -26,6 +27,7 @@ export function appendLedger(
     windows: e.windows,
   };
   void store.db.ledger.put([e.at, entry.id], entry);
+  noteLedgerKey(store, [e.at, entry.id]);
   indexLedgerByToken(store, entry, e.at);
   const delta = e.kind === 'charge' ? e.units : -e.units;
   for (const period of PERIODS) {

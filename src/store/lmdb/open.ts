@@ -27,14 +27,19 @@ const NAMES = [
   'deviceSessions', 'deviceSessionCalls',
   // the reservations in settlement_failed, for the operator's list (settle.ts): derived, as above
   'failedSettlements',
+  // [tree, epoch ms, ...key] -> key: when retention may remove a record (expiry.ts): derived
+  'expiry',
+  // the pending reservations, for recovery (held.ts): derived
+  'pendingReservations',
 ] as const;
 export type DbName = (typeof NAMES)[number];
 
 /** Each database with the record it holds and its key, so a read is typed by its database (no
  * `get(...) as X`). Three hold two kinds of entry, told apart by their key's first part. */
 export interface Databases {
-  /** schema_version and write_probe (numbers), the derived indexes' flags (true) */
-  meta: Database<number | boolean, string>;
+  /** schema_version and write_probe (numbers), the derived indexes' flags (true), ledger_high
+   * (a ledger key, held.ts) */
+  meta: Database<number | boolean | [ms: number, id: string], string>;
   users: Database<UserRecord, string>;
   /** username -> user id */
   usersByName: Database<string, string>;
@@ -69,6 +74,10 @@ export interface Databases {
   deviceSessionCalls: Database<DeviceSessionCall | Key, Key>;
   /** reservation id -> 1, while that reservation is settlement_failed */
   failedSettlements: Database<1, string>;
+  /** [tree, epoch ms, ...the record's key] -> the record's key (expiry.ts) */
+  expiry: Database<Key, Key>;
+  /** reservation id -> 1, while that reservation is pending (held.ts) */
+  pendingReservations: Database<1, string>;
 }
 
 /** Meta flags of the derived indexes: set when an index is complete (token-names.ts,
@@ -77,7 +86,14 @@ export const TOKEN_NAME_INDEX_FLAG = 'token_name_index_v1';
 export const DAILY_TOTALS_FLAG = 'daily_totals_v1';
 export const BY_TOKEN_FLAG = 'by_token_index_v1';
 export const FAILED_SETTLEMENTS_FLAG = 'failed_settlements_index_v1';
-const DERIVED_INDEXES = [TOKEN_NAME_INDEX_FLAG, DAILY_TOTALS_FLAG, BY_TOKEN_FLAG, FAILED_SETTLEMENTS_FLAG];
+export const PENDING_INDEX_FLAG = 'pending_reservations_index_v1';
+/** the highest ledger key written by a build that keeps the pending index (held.ts) */
+export const LEDGER_HIGH = 'ledger_high';
+/** The trees retention prunes through the expiry index (expiry.ts), each with its flag. */
+export const EXPIRING_TREES = ['idempotency', 'reservations', 'results', 'deviceSessions'] as const;
+export type ExpiringTree = (typeof EXPIRING_TREES)[number];
+export const expiryFlag = (tree: ExpiringTree): string => `expiry_index_${tree}_v1`;
+const DERIVED_INDEXES = [TOKEN_NAME_INDEX_FLAG, DAILY_TOTALS_FLAG, BY_TOKEN_FLAG, FAILED_SETTLEMENTS_FLAG, PENDING_INDEX_FLAG, ...EXPIRING_TREES.map(expiryFlag)];
 
 /** How metering writes commit (docs/metering.md): `sync` on the calling
  * thread, one disk sync each (lowest latency); `batched` through lmdb-js's write thread, which

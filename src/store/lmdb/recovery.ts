@@ -1,26 +1,62 @@
 import { currentProcess, holderAlive } from '../owner.ts';
 import { readLatest, type Store } from './open.ts';
 import type { Reservation } from '../records.ts';
-import { refund, reindexFailedSettlements } from './settle.ts';
+import { refund } from './settle.ts';
+import { scanChunks } from './prune-scan.ts';
+import { heldIndexed, rebuildHeld } from './held.ts';
+import { forgetExpiryIndex } from './expiry.ts';
 
 /** Refunds the pending reservations whose process is gone (a reservation names its process,
  * owner.ts) and releases their keys. Recovery runs before this process serves, so a
  * reservation of our own pid is a previous run's; one whose holder still runs (another
- * process on the same store: the CLI, a second service) is in flight and stays. */
+ * process on the same store: the CLI, a second service) is in flight and stays. The pending
+ * ones are read from their index (held.ts); a store another build wrote is read whole once,
+ * and its indexes rebuilt. */
 export async function recoverPending(store: Store, at: number): Promise<Reservation[]> {
-  readLatest(store);
+  if (!heldIndexed(store)) return recoverReadingAll(store, at);
   const done: Reservation[] = [];
-  const failed: string[] = [];
-  for (const { value } of store.db.reservations.getRange({})) {
-    const r = value;
-    if (r.state === 'settlement_failed') failed.push(r.id);
-    if (r.state !== 'pending' || holderAlive(r)) continue;
+  for (const r of pendingOnes(store)) {
+    if (holderAlive(r)) continue;
     const after = await refund(store, r.id, at);
     // refund is idempotent: only what this call gave back is reported
     if (after?.state === 'refunded' && after.settled_at === new Date(at).toISOString()) done.push(r);
   }
-  // the same read, which every start makes, checks the failed settlements' index (settle.ts)
-  await reindexFailedSettlements(store, failed);
+  return done;
+}
+
+/** The pending reservations, through their index, as of the latest commit. */
+function pendingOnes(store: Store): Reservation[] {
+  readLatest(store);
+  const out: Reservation[] = [];
+  for (const id of store.db.pendingReservations.getKeys({})) {
+    const r = store.db.reservations.get(id);
+    if (r?.state === 'pending') out.push(r);
+  }
+  return out;
+}
+
+/** Recovery on a store whose indexes do not hold every reservation (written before them, or by
+ * another build since): every reservation is read, in chunks, the dead holders' pending ones
+ * refunded, and both indexes rebuilt from the same read; the expiry index is built again too. */
+async function recoverReadingAll(store: Store, at: number): Promise<Reservation[]> {
+  readLatest(store);
+  const done: Reservation[] = [];
+  const pending: string[] = [];
+  const failed: string[] = [];
+  for await (const { value: r } of scanChunks(store.db.reservations)) {
+    if (r.state === 'settlement_failed') failed.push(r.id);
+    if (r.state !== 'pending') continue;
+    if (holderAlive(r)) {
+      pending.push(r.id);
+      continue;
+    }
+    const after = await refund(store, r.id, at);
+    if (after?.state === 'refunded' && after.settled_at === new Date(at).toISOString()) done.push(r);
+  }
+  await rebuildHeld(store, pending, failed);
+  // the same other build wrote settled keys, reservations and results without expiry entries:
+  // the next pass of each pruner reads its tree once and indexes them (expiry.ts)
+  await forgetExpiryIndex(store);
   return done;
 }
 
@@ -29,18 +65,13 @@ export async function recoverPending(store: Store, at: number): Promise<Reservat
  * touched: the live workers' reservations name the same process but another thread, and
  * recoverPending cannot tell them apart (holderAlive says the process runs). The dead thread
  * runs no more JavaScript, so none of these can be settled meanwhile; a settlement it had
- * already committed left the reservation settled, and refund() skips it. */
+ * already committed left the reservation settled, and refund() skips it. The reservations it
+ * made are indexed (this build made them, after the start's recovery built the index). */
 export async function recoverThread(store: Store, thread: number, at: number): Promise<Reservation[]> {
-  readLatest(store);
   const self = currentProcess();
   const done: Reservation[] = [];
-  let seen = 0;
-  for (const { value } of store.db.reservations.getRange({})) {
-    // this runs on the main thread while it serves (it relays inference): a day's reservations
-    // are scanned a slice at a time, not in one block of its event loop
-    if (++seen % 10_000 === 0) await new Promise((resolve) => setImmediate(resolve));
-    const r = value;
-    if (r.state !== 'pending' || r.thread !== thread || r.pid !== self.pid || (r.pid_start ?? null) !== self.pid_start) continue;
+  for (const r of pendingOnes(store)) {
+    if (r.thread !== thread || r.pid !== self.pid || (r.pid_start ?? null) !== self.pid_start) continue;
     const after = await refund(store, r.id, at);
     if (after?.state === 'refunded' && after.settled_at === new Date(at).toISOString()) done.push(r);
   }

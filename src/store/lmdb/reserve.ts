@@ -12,6 +12,7 @@ import type { Reservation } from '../records.ts';
 import { bindKey, findKey } from './idempotency.ts';
 import { counterKey } from './usage.ts';
 import { bookSessionCall, sessionRefusal } from './device-sessions.ts';
+import { notePending } from './held.ts';
 
 /** The idempotency lookup, the quota check and the reservation of the whole batch happen in
  * one LMDB write transaction. Writers are serialised across threads and processes, so two
@@ -93,6 +94,7 @@ function reserveApply(store: Store, input: ReserveInput, thread: number): Reserv
   };
   // `void`: a write inside the transaction is part of it; atomically() reports its commit
   void store.db.reservations.put(reservation.id, reservation);
+  notePending(store, reservation.id);
   bookSessionCall(store, input, reservation);
   // a request with a key always has its fingerprint (ReserveInput)
   if (key !== null) bindKey(store, reservation, fingerprint!);

@@ -1,11 +1,12 @@
 import type { Store } from './open.ts';
 import { atomically } from './atomic.ts';
-import { pruneWhere, REMOVE_BATCH } from './prune-scan.ts';
+import { REMOVE_BATCH } from './prune-scan.ts';
+import { pruneExpired } from './expiry.ts';
 
 // Store-level retention operations on LMDB: each removes records older than a cutoff in
 // bounded batches, one write transaction per batch, so a large first prune never holds the
 // single LMDB writer lock long enough to stall a verify call's reservation. Trees keyed by time
-// (audit, ledger) are read as a key range; the others are read in chunks (prune-scan.ts).
+// (audit, ledger) are read as a key range; the others through their expiry index (expiry.ts).
 // The PostgreSQL store does the same as set-based statements (src/store/pg/retention.ts).
 
 const BATCH = REMOVE_BATCH;
@@ -23,10 +24,10 @@ export async function pruneAuditBefore(store: Store, cutoff: number): Promise<nu
   }
 }
 
-/** Result JSON is keyed by request id with its time inside: a read of the whole tree, in
- * chunks, and removals in batches (prune-scan.ts). */
+/** Result JSON is keyed by request id with its time inside: found through the expiry index
+ * (expiry.ts), removed in batches. */
 export function pruneResultsBefore(store: Store, cutoff: number): Promise<number> {
-  return pruneWhere(store, store.db.results, (v) => Date.parse((v as { at?: string }).at ?? '') < cutoff);
+  return pruneExpired(store, 'results', store.db.results, cutoff);
 }
 
 type CounterKey = [token_id: string, module_id: string, period: string, window: string];

@@ -2,6 +2,7 @@ import { atomically } from './atomic.ts';
 import { meteringWrite } from './writer.ts';
 import { RESERVATION_LOST, WRITER_LOST, type SettleFault } from './writer-client.ts';
 import { FAILED_SETTLEMENTS_FLAG, readLatest, type Store } from './open.ts';
+import { clearPending, rebuildHeld } from './held.ts';
 import { scanChunks } from './prune-scan.ts';
 import { appendLedger } from './ledger.ts';
 import type { RenderAnswer, Reservation, UsageRecord } from '../records.ts';
@@ -12,6 +13,7 @@ import { remainingUnits } from '../quota.ts';
 import { isStorageFailure } from '../write-health.ts';
 import type { SettleOutcome } from '../backend.ts';
 import { releaseSessionCall } from './device-sessions.ts';
+import { noteExpiry } from './expiry.ts';
 import { holdForever } from '../faults.ts';
 
 /** Internal to the settlement: its transaction refused (the reservation no longer pending, or
@@ -130,8 +132,11 @@ export function planSettle(store: Store, reservation: Reservation, at: number, r
   return () => {
     const iso = new Date(at).toISOString();
     void store.db.reservations.put(reservation.id, { ...current, state: 'charged', settled_at: iso });
+    clearPending(store, reservation.id);
+    noteExpiry(store, 'reservations', iso, reservation.id);
     completeKey(store, reservation, iso, text);
     void store.db.results.put(reservation.request_id, { at: iso, token_id: reservation.token_id, module_id: reservation.module_id, results });
+    noteExpiry(store, 'results', iso, reservation.request_id);
     // after the writes, as a commit's failure comes: none of them may be committed
     if (fault === 'fail-commit') throw failedCommit();
     if (fault === 'hold') holdForever('lmdb settlement transaction');
@@ -159,6 +164,7 @@ export function planMark(store: Store, id: string, text: string | null): () => v
   if (!current || current.state !== 'pending') return () => {};
   return () => {
     void store.db.reservations.put(id, { ...current, state: 'settlement_failed', unsaved_body: text });
+    clearPending(store, id);
     void store.db.failedSettlements.put(id, 1);
   };
 }
@@ -215,7 +221,9 @@ export function refundHeld(store: Store, r: Reservation, at: number): Reservatio
   appendLedger(store, { request_id: r.request_id, token_id: r.token_id, module_id: r.module_id, units: r.units, kind: 'refund', at, windows: r.windows });
   const next: Reservation = { ...r, state: 'refunded', settled_at: new Date(at).toISOString(), unsaved_body: null };
   void store.db.reservations.put(r.id, next);
+  noteExpiry(store, 'reservations', next.settled_at!, r.id);
   if (r.state === 'settlement_failed') void store.db.failedSettlements.remove(r.id);
+  else clearPending(store, r.id);
   releaseSessionCall(store, r.id);
   releaseKey(store, r);
   return next;
@@ -237,6 +245,7 @@ export async function resolveReservation(store: Store, id: string, action: 'char
     const iso = new Date(at).toISOString();
     const next: Reservation = { ...r, state: 'charged', settled_at: iso, unsaved_body: null };
     void store.db.reservations.put(id, next);
+    noteExpiry(store, 'reservations', iso, id);
     void store.db.failedSettlements.remove(id);
     resolveKey(store, r, iso);
     return next;
@@ -264,26 +273,19 @@ export async function listSettlementFailed(store: Store): Promise<Reservation[]>
   return out.sort((a, b) => a.created_at.localeCompare(b.created_at));
 }
 
-/** Makes the index match `failed`, the reservations a read of them all found in
- * settlement_failed (start-up recovery's, recovery.ts), each judged again inside the write, and
- * marks it complete. Run at every start, it also mends what a build without the index did to
- * a store that had it (a downgrade, then this build again): failures it marked are listed again. */
-export async function reindexFailedSettlements(store: Store, failed: readonly string[]): Promise<void> {
-  const found = new Set(failed);
-  await atomically(store, () => {
-    const failedNow = (id: string) => store.db.reservations.get(id)?.state === 'settlement_failed';
-    for (const id of store.db.failedSettlements.getKeys({})) if (!found.has(id) && !failedNow(id)) void store.db.failedSettlements.remove(id);
-    for (const id of found) if (failedNow(id)) void store.db.failedSettlements.put(id, 1);
-    void store.db.meta.put(FAILED_SETTLEMENTS_FLAG, true);
-  });
-}
-
-/** Builds the index for a store written before it existed (a new store starts with it
- * complete; a service start builds it with recovery's read, recovery.ts): the same check as at
- * a start, on a read in chunks (prune-scan.ts). For a CLI run on a store an older build left. */
+/** Builds the indexes for a store an older build wrote (a service start builds them with
+ * recovery's read, recovery.ts): the same rebuild as at such a start, on a read in chunks
+ * (prune-scan.ts). For a CLI run on such a store. */
 export async function ensureFailedSettlementsIndex(store: Store): Promise<void> {
+  // the flag only: an API worker lists, and a count that differs (another build writing now)
+  // is start-up recovery's to mend
+  readLatest(store);
   if (store.db.meta.get(FAILED_SETTLEMENTS_FLAG) === true) return;
+  const pending: string[] = [];
   const failed: string[] = [];
-  for await (const { key, value } of scanChunks(store.db.reservations)) if (value.state === 'settlement_failed') failed.push(key as string);
-  await reindexFailedSettlements(store, failed);
+  for await (const { key, value } of scanChunks(store.db.reservations)) {
+    if (value.state === 'pending') pending.push(key as string);
+    if (value.state === 'settlement_failed') failed.push(key as string);
+  }
+  await rebuildHeld(store, pending, failed);
 }
