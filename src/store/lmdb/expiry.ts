@@ -4,7 +4,7 @@ import { EXPIRING_TREES, expiryFlag, readLatest, type ExpiringTree, type Store }
 import { scanChunks } from './prune-scan.ts';
 
 // The expiry index: for each record that retention removes from a tree not keyed by time, an
-// entry [tree, epoch ms, ...the record's key] -> the record's key, written in the transaction
+// entry [tree, epoch ms, ...the record's key] (the value is unused), written in the transaction
 // that gives the record its time (a key completed, a reservation settled, a result stored, a
 // device session minted). A pruner then reads only what has expired, as a key range, where it
 // read the whole tree every hour: a day of steady traffic keeps millions of idempotency keys
@@ -30,13 +30,19 @@ export const EXPIRING = {
   deviceSessions: (v: { expires_at: string }) => v.expires_at,
 } satisfies Record<ExpiringTree, unknown>;
 
+// A record's key is a string (reservations, results) or an array of two parts (idempotency:
+// token and key; device sessions: 'id' and id); the entry's key ends with its parts.
 const parts = (key: Key): Key[] => (Array.isArray(key) ? key : [key]);
+const recordKey = (entry: Key): Key => {
+  const rest = (entry as Key[]).slice(2);
+  return rest.length === 1 ? rest[0]! : rest;
+};
 
 /** Writes the entry of `key`, a record of `tree` whose time is now `iso`; inside the write that
  * gives it that time. */
 export function noteExpiry(store: Store, tree: ExpiringTree, iso: string, key: Key): void {
   // `void`: part of the caller's transaction, whose commit reports it
-  void store.db.expiry.put([tree, Date.parse(iso), ...parts(key)], key);
+  void store.db.expiry.put([tree, Date.parse(iso), ...parts(key)], 1);
 }
 
 /** Records judged per write transaction. Removal goes in time order, which is random order in
@@ -70,11 +76,12 @@ export async function pruneExpired<V>(store: Store, tree: ExpiringTree, db: Data
   for (;;) {
     // the latest commit: the previous batch's removals must not be read again
     readLatest(store);
-    const entries = [...store.db.expiry.getRange({ start: [tree, 0], end: [tree, cutoff], limit: EXPIRY_BATCH })];
+    const entries = [...store.db.expiry.getKeys({ start: [tree, 0], end: [tree, cutoff], limit: EXPIRY_BATCH })];
     if (entries.length === 0) return removed;
     removed += await atomically(store, () => {
       let n = 0;
-      for (const { key: entry, value: key } of entries) {
+      for (const entry of entries) {
+        const key = recordKey(entry);
         const value = db.get(key);
         if (value !== undefined && expired(value)) {
           remove(key, value);

@@ -70,7 +70,8 @@ export async function rebuildHeld(store: Store, pending: readonly string[], fail
     const stateOf = (id: string) => store.db.reservations.get(id)?.state;
     const sync = (index: Store['db']['pendingReservations'], found: readonly string[], state: string) => {
       const set = new Set(found);
-      for (const id of index.getKeys({})) if (!set.has(id) && stateOf(id) !== state) void index.remove(id);
+      // the keys read first: no removal under a live cursor
+      for (const id of [...index.getKeys({})]) if (!set.has(id) && stateOf(id) !== state) void index.remove(id);
       for (const id of set) if (stateOf(id) === state) void index.put(id, 1);
     };
     sync(store.db.pendingReservations, pending, 'pending');

@@ -27,7 +27,7 @@ const NAMES = [
   'deviceSessions', 'deviceSessionCalls',
   // the reservations in settlement_failed, for the operator's list (settle.ts): derived, as above
   'failedSettlements',
-  // [tree, epoch ms, ...key] -> key: when retention may remove a record (expiry.ts): derived
+  // [tree, epoch ms, ...key] -> 1: when retention may remove a record (expiry.ts): derived
   'expiry',
   // the pending reservations, for recovery (held.ts): derived
   'pendingReservations',
@@ -74,8 +74,8 @@ export interface Databases {
   deviceSessionCalls: Database<DeviceSessionCall | Key, Key>;
   /** reservation id -> 1, while that reservation is settlement_failed */
   failedSettlements: Database<1, string>;
-  /** [tree, epoch ms, ...the record's key] -> the record's key (expiry.ts) */
-  expiry: Database<Key, Key>;
+  /** [tree, epoch ms, ...the record's key] -> 1 (expiry.ts) */
+  expiry: Database<1, Key>;
   /** reservation id -> 1, while that reservation is pending (held.ts) */
   pendingReservations: Database<1, string>;
 }
