@@ -277,8 +277,8 @@ export async function listSettlementFailed(store: Store): Promise<Reservation[]>
  * recovery's read, recovery.ts): the same rebuild as at such a start, on a read in chunks
  * (prune-scan.ts). For a CLI run on such a store. */
 export async function ensureFailedSettlementsIndex(store: Store): Promise<void> {
-  // the flag only: an API worker lists, and a count that differs (another build writing now)
-  // is start-up recovery's to mend
+  // the flag only: an API worker lists, and calls another build has made since are start-up
+  // recovery's to find (held.ts)
   readLatest(store);
   if (store.db.meta.get(FAILED_SETTLEMENTS_FLAG) === true) return;
   const pending: string[] = [];
