@@ -54,7 +54,7 @@ async function main(): Promise<void> {
     await control.step('the administrator bootstrap');
     await bootstrapAdmin(store, config, log);
     const refunds = new RefundMetrics();
-    await control.step('start-up recovery (signing key, pending reservations, idempotency pruning)');
+    await control.step('start-up recovery (signing key, pending reservations)');
     await startupHooks(store, config, log, (module, units) => refunds.refunded(module, units));
     await control.step('the inference engine to start');
     const retention = startRetention(store, config, log);

@@ -145,7 +145,9 @@ export async function startApi(opts: ApiOptions = {}): Promise<ApiHandle> {
   const store = await openConfiguredStore(config, (err) => log.warn({ err: { message: err.message } }, 'store connection error'), log);
   const refunds = new RefundMetrics();
   await bootstrapAdmin(store, config, log);
-  await startupHooks(store, config, log, (module, units) => refunds.refunded(module, units));
+  // its first prune awaited too: a test's first calls find the store as a started service's
+  // soon does (src/main.ts does not wait for it)
+  await (await startupHooks(store, config, log, (module, units) => refunds.refunded(module, units))).firstPrune;
 
   const none = { readiness: () => [], infer: () => Promise.reject(new Error('startApi: no engine (engine: none)')), poolTimes: () => null, poolMetrics: () => [] as unknown[][] };
   const engine = opts.engine === 'real' ? startEngine(config, log, (id) => store.moduleEnabled(id)) : null;

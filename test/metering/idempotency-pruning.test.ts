@@ -10,7 +10,7 @@ import { tempDir } from '../helpers/server.ts';
 import { addToken, call, lmdbStore, world } from '../verify/world.ts';
 
 // Completed idempotency records are kept IDEMPOTENCY_RETENTION_HOURS (24), then pruned by the
-// start-up hooks every process runs before serving (src/startup.ts), in process: the verify
+// start-up hooks every process runs as it starts serving (src/startup.ts), in process: the verify
 // use case on a real LMDB store in a temporary folder (test/verify/world.ts), the hooks run as
 // src/main.ts runs them at each start, the service's clock (src/clock.ts, CLOCK_FILE's) moved
 // between them.
@@ -31,7 +31,8 @@ async function start(store: Parameters<typeof startupHooks>[0], iso: string) {
   fs.writeFileSync(clockFile, iso);
   const lines: { msg: string; obj: Record<string, unknown> }[] = [];
   const log = { info: (obj: Record<string, unknown>, msg: string) => void lines.push({ msg, obj }), warn: () => {}, error: () => {} } as unknown as Logger;
-  await startupHooks(store, config, log);
+  // the first prune runs beside serving (src/startup.ts); awaited here, as the checks need it done
+  await (await startupHooks(store, config, log)).firstPrune;
   return lines;
 }
 
@@ -59,4 +60,30 @@ t.test('completed idempotency records are kept 24 hours, then pruned', async (t)
   t.equal(fresh.status, 200);
   t.equal(fresh.headers?.['Idempotency-Replayed'], undefined, 'pruned after 24 h: the key runs as new');
   t.not(JSON.parse(fresh.body as string).request_id, JSON.parse(first.body as string).request_id);
+});
+
+t.test('the start does not wait for the first prune (on LMDB it may index millions of keys), and a failed one is logged', async (t) => {
+  const s = lmdbStore(t);
+  let finish!: (n: number) => void;
+  let fail!: (err: Error) => void;
+  const passes: Promise<number>[] = [];
+  const slow = Object.create(s.store) as typeof s.store;
+  slow.pruneIdempotency = () => {
+    const pass = new Promise<number>((resolve, reject) => {
+      finish = resolve;
+      fail = reject;
+    });
+    passes.push(pass);
+    return pass;
+  };
+  const errors: string[] = [];
+  const log = { info: () => {}, warn: () => {}, error: (_: unknown, msg: string) => void errors.push(msg) } as unknown as Logger;
+  const { firstPrune } = await startupHooks(slow, config, log);
+  t.equal(passes.length, 1, 'the start began the prune, and returned while it runs');
+  finish(0);
+  await firstPrune;
+  const second = await startupHooks(slow, config, log);
+  fail(new Error('disk gone'));
+  await second.firstPrune;
+  t.same(errors, ['idempotency prune failed'], 'a failed pass is logged, not thrown at the start');
 });

@@ -67,7 +67,7 @@ if (!canRun) {
     const config = loadConfig({ DATA_DIR: tempDir(), DATABASE_URL: url('lv_restored'), WORKERS: '1' });
     const store = await openConfiguredStore(config);
     t.teardown(() => store.close());
-    await startupHooks(store, config, { info: () => {}, warn: () => {}, error: () => {} } as unknown as Logger);
+    await (await startupHooks(store, config, { info: () => {}, warn: () => {}, error: () => {} } as unknown as Logger)).firstPrune;
     const w = world(store);
     w.clock.at = Date.now();
     const record = await store.getTokenByHash(hashToken(token));

@@ -119,7 +119,7 @@ t.test('a backup of the live store, restored, serves the same tokens, usage and 
   t.teardown(() => store.close());
   const logged: string[] = [];
   const log = { info: () => {}, warn: (_: unknown, msg: string) => void logged.push(msg), error: () => {} } as unknown as Logger;
-  await startupHooks(store, config, log);
+  await (await startupHooks(store, config, log)).firstPrune;
   t.ok(logged.some((msg) => /crash recovery/.test(msg)), 'the call pending in the copy was recovered (refunded) at start');
   const w = world(store);
   w.clock.at = Date.now();
