@@ -10,8 +10,10 @@ import {
   recordLoginSuccess,
   sweepFailures,
   WINDOW_MS,
+  type FailureCount,
 } from '../../src/store/lmdb/login-throttle.ts';
 import { openStore } from '../../src/store/lmdb/open.ts';
+import { REMOVE_BATCH, SCAN_CHUNK } from '../../src/store/lmdb/prune-scan.ts';
 import { tempDir } from '../helpers/server.ts';
 
 const store = openStore(tempDir());
@@ -80,4 +82,50 @@ t.test('stale counts are swept, live ones kept', async (t) => {
   await recordLoginFailure(s, '192.0.2.99', 'late', T0 + WINDOW_MS);
   await sweepFailures(s, T0 + WINDOW_MS + 1);
   t.same([...s.db.loginFailures.getKeys({})].sort(), ['addr:192.0.2.99', 'known:early|192.0.2.1', 'pair:192.0.2.99|late', 'user:late']);
+});
+
+t.test('a sweep of a spray: read in chunks with the event loop turning between them, removed in writes of at most REMOVE_BATCH', async (t) => {
+  // it runs at each administrator login, on an API worker that also answers verify calls
+  const s = openStore(tempDir());
+  t.teardown(() => s.close());
+  const stale = 2 * REMOVE_BATCH + 37;
+  const live = SCAN_CHUNK + 5;
+  const staleCount: FailureCount = { count: 1, window_start: T0, last_failure: T0 };
+  const liveCount: FailureCount = { count: 1, window_start: T0 + WINDOW_MS, last_failure: T0 + WINDOW_MS };
+  const db = s.db.loginFailures;
+  await db.transaction(() => {
+    for (let i = 0; i < stale; i++) void db.put(`addr:2001:db8:0:${i.toString(16)}::/64`, staleCount);
+    for (let i = 0; i < live; i++) void db.put(`addr:2001:db8:1:${i.toString(16)}::/64`, liveCount);
+  });
+  let turns = 0;
+  let on = true;
+  const tick = () => {
+    turns++;
+    if (on) setImmediate(tick);
+  };
+  setImmediate(tick);
+  const reads: number[] = [];
+  const removals = new Map<number, number>(); // event-loop turn -> counts removed in it
+  const getRange = db.getRange.bind(db);
+  const remove = db.remove.bind(db);
+  db.getRange = ((...args: Parameters<typeof getRange>) => {
+    reads.push(turns);
+    return getRange(...args);
+  }) as typeof db.getRange;
+  db.remove = ((...args: Parameters<typeof remove>) => {
+    removals.set(turns, (removals.get(turns) ?? 0) + 1);
+    return remove(...args);
+  }) as typeof db.remove;
+  try {
+    await sweepFailures(s, T0 + WINDOW_MS + 1);
+  } finally {
+    on = false;
+    db.getRange = getRange;
+    db.remove = remove;
+  }
+  t.equal(reads.length, Math.ceil((stale + live) / SCAN_CHUNK), `read in chunks of ${SCAN_CHUNK}`);
+  t.ok(reads.every((at, i) => i === 0 || at > reads[i - 1]!), `the event loop turned between chunks (at turns ${reads.join(', ')})`);
+  const sizes = [...removals.values()];
+  t.ok(sizes.length >= Math.ceil(stale / REMOVE_BATCH) && sizes.every((n) => n <= REMOVE_BATCH), `removed in writes of ${sizes.join(', ')}`);
+  t.equal(db.getCount(), live, 'every stale count went, every live one stayed');
 });
