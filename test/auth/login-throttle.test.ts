@@ -15,6 +15,7 @@ import {
 import { openStore } from '../../src/store/lmdb/open.ts';
 import { REMOVE_BATCH, SCAN_CHUNK } from '../../src/store/lmdb/prune-scan.ts';
 import { tempDir } from '../helpers/server.ts';
+import { countingTurns, recordReads, recordRemovals } from '../helpers/store-reads.ts';
 
 const store = openStore(tempDir());
 t.teardown(() => store.close());
@@ -97,32 +98,13 @@ t.test('a sweep of a spray: read in chunks with the event loop turning between t
     for (let i = 0; i < stale; i++) void db.put(`addr:2001:db8:0:${i.toString(16)}::/64`, staleCount);
     for (let i = 0; i < live; i++) void db.put(`addr:2001:db8:1:${i.toString(16)}::/64`, liveCount);
   });
-  let turns = 0;
-  let on = true;
-  const tick = () => {
-    turns++;
-    if (on) setImmediate(tick);
-  };
-  setImmediate(tick);
-  const reads: number[] = [];
-  const removals = new Map<number, number>(); // event-loop turn -> counts removed in it
-  const getRange = db.getRange.bind(db);
-  const remove = db.remove.bind(db);
-  db.getRange = ((...args: Parameters<typeof getRange>) => {
-    reads.push(turns);
-    return getRange(...args);
-  }) as typeof db.getRange;
-  db.remove = ((...args: Parameters<typeof remove>) => {
-    removals.set(turns, (removals.get(turns) ?? 0) + 1);
-    return remove(...args);
-  }) as typeof db.remove;
-  try {
+  let reads: number[] = [];
+  const removals = await countingTurns(async (turn) => {
+    reads = recordReads(t, db, turn);
+    const removals = recordRemovals(t, db, turn);
     await sweepFailures(s, T0 + WINDOW_MS + 1);
-  } finally {
-    on = false;
-    db.getRange = getRange;
-    db.remove = remove;
-  }
+    return removals;
+  });
   t.equal(reads.length, Math.ceil((stale + live) / SCAN_CHUNK), `read in chunks of ${SCAN_CHUNK}`);
   t.ok(reads.every((at, i) => i === 0 || at > reads[i - 1]!), `the event loop turned between chunks (at turns ${reads.join(', ')})`);
   const sizes = [...removals.values()];

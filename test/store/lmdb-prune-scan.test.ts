@@ -1,4 +1,4 @@
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { LmdbBackend } from '../../src/store/lmdb/index.ts';
 import { atomically } from '../../src/store/lmdb/atomic.ts';
 import { expiryFlag, FAILED_SETTLEMENTS_FLAG } from '../../src/store/lmdb/open.ts';
@@ -7,6 +7,7 @@ import { REMOVE_BATCH, SCAN_CHUNK } from '../../src/store/lmdb/prune-scan.ts';
 import { markFailedWrites, refund, resolveReservation } from '../../src/store/lmdb/settle.ts';
 import type { IdempotencyRecord } from '../../src/store/records.ts';
 import { tempDir } from '../helpers/server.ts';
+import { countingTurns, recordReads, recordRemovals } from '../helpers/store-reads.ts';
 import { reserveInput, tokenRecord } from './contract.ts';
 
 // LMDB's pruners must never read a whole tree inside one write transaction: LMDB has one writer,
@@ -41,47 +42,6 @@ async function fill(store: LmdbBackend, n: number, at: number, prefix: string, i
       }
     });
   }
-}
-
-/** The event loop's turns, counted while `body` runs. */
-async function countingTurns<T>(body: (turn: () => number) => Promise<T>): Promise<T> {
-  let turns = 0;
-  let on = true;
-  const tick = () => {
-    turns++;
-    if (on) setImmediate(tick);
-  };
-  setImmediate(tick);
-  try {
-    return await body(() => turns);
-  } finally {
-    on = false;
-  }
-}
-
-/** Records, for each range read of `tree` from now until the test ends, the value of `at()`
- * when it was made (the event loop's turn, or 0 to count only). */
-function recordReads(t: Test, tree: { getRange: (...args: never[]) => unknown }, at: () => number = () => 0): number[] {
-  const reads: number[] = [];
-  const getRange = tree.getRange.bind(tree);
-  tree.getRange = ((...args: never[]) => {
-    reads.push(at());
-    return getRange(...args);
-  }) as typeof tree.getRange;
-  t.teardown(() => void (tree.getRange = getRange));
-  return reads;
-}
-
-/** Counts, per event-loop turn, the removals from `tree` until the test ends. */
-function recordRemovals(t: Test, tree: { remove: (...args: never[]) => unknown }, turn: () => number): Map<number, number> {
-  const removals = new Map<number, number>();
-  const remove = tree.remove.bind(tree);
-  tree.remove = ((...args: never[]) => {
-    removals.set(turn(), (removals.get(turn()) ?? 0) + 1);
-    return remove(...args);
-  }) as typeof tree.remove;
-  t.teardown(() => void (tree.remove = remove));
-  return removals;
 }
 
 const entriesOf = (store: LmdbBackend, tree: string) => store.store.db.expiry.getCount({ start: [tree, 0], end: [tree, Number.MAX_SAFE_INTEGER] });
