@@ -3,6 +3,7 @@ import path from 'node:path';
 import { Type, type Static } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { DatabaseUrlError, parseDatabaseUrl } from './database-url.ts';
+import { DEFAULT_LMDB_MAP_SIZE_GIB } from './lmdb-map.ts';
 
 // Start-up variables: contract.md "Running it" fixes HOST, PORT, DATA_DIR, WORKERS,
 // COOKIE_PREFIX, COOKIE_SECURE, ADMIN_USERNAME/PASSWORD; the rest are documented in docs/configuration.md.
@@ -34,6 +35,7 @@ export const ConfigSchema = Type.Object({
   })),
   DATABASE_POOL_SIZE: Int(1, 10_000, 'PostgreSQL store: connections one node opens at most, shared out over its threads (at least one each: a node uses max(this, WORKERS + 1))'),
   NODE_LEASE_SECONDS: Int(2, 600, 'PostgreSQL store: a node that has not renewed its lease for this long is presumed dead and its pending reservations are refunded'),
+  LMDB_MAP_SIZE_GIB: Int(1, 65_536, 'LMDB store: address space mapped for the store file at start, not disk (the file grows as written); a file that outgrows it is mapped again at twice its size with the old mapping kept, and RssFile counts its pages twice'),
   STORE_STALL_SECONDS: Int(1, 3600, 'LMDB store: a commit of the metering writer still running after this long (a stuck disk) makes readiness 503 and new verify calls 503 store_unavailable until it ends'),
   TOKEN_CACHE_SECONDS: Int(0, 300, 'PostgreSQL store: a verify call may start from a token read this long ago (the reservation re-reads it); 0 reads it every call'),
   WORKERS: Int(1, MAX_WORKERS, 'API worker threads'),
@@ -160,6 +162,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     DATABASE_URL: opt(env.DATABASE_URL),
     DATABASE_POOL_SIZE: int('DATABASE_POOL_SIZE', env.DATABASE_POOL_SIZE, 24),
     NODE_LEASE_SECONDS: int('NODE_LEASE_SECONDS', env.NODE_LEASE_SECONDS, 15),
+    LMDB_MAP_SIZE_GIB: int('LMDB_MAP_SIZE_GIB', env.LMDB_MAP_SIZE_GIB, DEFAULT_LMDB_MAP_SIZE_GIB),
     STORE_STALL_SECONDS: int('STORE_STALL_SECONDS', env.STORE_STALL_SECONDS, 10),
     TOKEN_CACHE_SECONDS: int('TOKEN_CACHE_SECONDS', env.TOKEN_CACHE_SECONDS, 5),
     // the default stays inside the accepted range, so a large host starts

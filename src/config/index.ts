@@ -1,2 +1,3 @@
 export { loadConfig, ConfigError, ConfigSchema, DEFAULT_RETRY_AFTER_SECONDS, SLOTS_PER_WORKER, testingSettings, type Config } from './env.ts';
 export { DatabaseUrlError, hostName, hostUrl, parseDatabaseUrl, type DatabaseHost, type DatabaseTarget } from './database-url.ts';
+export { DEFAULT_LMDB_MAP_SIZE_GIB } from './lmdb-map.ts';
