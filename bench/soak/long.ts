@@ -11,7 +11,8 @@
 // Guarantees checked at the end:
 // - answers are 200, or 503 server_busy with Retry-After; nothing else, no client error;
 // - units used (CLI) = the units the 200 answers report charged; the ledger verifies;
-// - plateau: over the last `plateauMinutes` (10) the RssAnon samples are all within 5 % of
+// - plateau: over the last `plateauMinutes` (plateauMinutesFor: a third of the run, 10 to 20
+//   minutes; the second half of a trial run under 30) the RssAnon samples are all within 5 % of
 //   their mean, and the least-squares trend of RssAnon less the frame slabs' resident bytes
 //   (lv_upload_slab_resident_bytes: a fill bounded at 20 MiB per API worker, which takes tens of
 //   minutes, bench/results/soak-30min.md) over that window rises no more than twice the
@@ -63,6 +64,16 @@ export interface Plateau {
   scatter: number;
   withinBand: boolean;
   noTrend: boolean;
+}
+
+/** The window judged, at the end of a run of `minutes`: the last third, 10 minutes at least
+ * and 20 at most; a short trial run (under 30 minutes) its second half, 10 minutes at most.
+ * The trend rule asks a fitted rise larger than twice the scatter, so the longer the window, the
+ * slower a rise it sees: an hour-long run judged on its last 10 minutes let a rise of about
+ * 50 MiB/h pass unseen at a scatter of 4 MiB; judged on 20, about 25 MiB/h. Not longer: V8's
+ * heaps still grow over a run's first 20 minutes (bench/results/soak-30min.md). */
+export function plateauMinutesFor(minutes: number): number {
+  return minutes < 30 ? Math.min(10, minutes / 2) : Math.min(20, Math.max(10, minutes / 3));
 }
 
 /** The plateau verdict of `values` taken at `at` (ms): every value within `band` of their
@@ -147,8 +158,7 @@ export async function runLongSoak(opts: LongSoakOptions): Promise<ScenarioResult
   const workers = opts.workers ?? 2;
   const slots = workers * 2;
   const clients = slots * (opts.multiplier ?? 2);
-  // the last 10 minutes; a short trial run judges its second half
-  const plateauMs = (opts.plateauMinutes ?? Math.min(10, opts.minutes / 2)) * 60_000;
+  const plateauMs = (opts.plateauMinutes ?? plateauMinutesFor(opts.minutes)) * 60_000;
   const rand = prng(opts.seed ?? 44);
   let postgres: TestPostgres | null = null;
   // as `npm start` runs the service (package.json; docs/capacity.md "Memory")

@@ -2,7 +2,7 @@
 //              [-- --slow-profile=target|uws_builtin]
 // npm run soak -- --minutes N [--store=lmdb|postgres]: the long soak alone (long.ts: mixed
 //              traffic at twice the slots for N minutes, the RssAnon plateau judged on the last
-//              10), its report in bench/results/soak-<N>min-<store>.json with an RSS plot
+//              third, 10 to 20 minutes), its report in bench/results/soak-<N>min-<store>.json with an RSS plot
 //              (.svg) beside it. `--only=overload --minutes N` runs the overload scenario N
 //              minutes instead, as before. `--server-env=K=V,...` adds to the long soak's server
 //              environment (a WORKERS there also sizes the clients: twice its slots) and
