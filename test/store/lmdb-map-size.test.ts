@@ -33,20 +33,20 @@ t.test('LMDB_MAP_SIZE_GIB is 1024 by default, a whole number from 1 to 65536', a
   for (const bad of ['0', '65537', '1.5', '-1', '2G']) t.throws(() => loadConfig({ LMDB_MAP_SIZE_GIB: bad }, '/srv', 2), /LMDB_MAP_SIZE_GIB/, bad);
 });
 
-t.test('the service maps its store once, at the configured size, and serves from it', { skip: process.platform !== 'linux' && 'reads /proc' }, async (t) => {
-  const api = await startApi({ engine: 'real', ready: true, env: { LMDB_MAP_SIZE_GIB: '3' } });
+t.test('the service maps its store once, 1 TiB by default, and serves from it', { skip: process.platform !== 'linux' && 'reads /proc' }, async (t) => {
+  const api = await startApi({ engine: 'real', ready: true });
   t.teardown(() => api.stop());
   const tok = await makeToken(api, ['rgb_liveness:10:day']);
   t.equal((await postVerify(api.baseUrl, tok.token, 'rgb_liveness', request([single({ encoding: 'rgb8' })]))).status, 200, 'a charged call commits through the map');
-  t.same(storeMappings('self', api.dataDir), [3 * GiB], 'one mapping of 3 GiB: its threads share the environment the first opener mapped');
+  t.same(storeMappings('self', api.dataDir), [1024 * GiB], 'one mapping of 1 TiB');
 });
 
-// The default, in the service's own process: its main thread opens the store first, and the
-// metering writer and the API workers share that environment.
-t.test('a started service maps 1 TiB by default, once', { skip: process.platform !== 'linux' && 'reads /proc' }, async (t) => {
-  const server = await startServer({ ready: true, env: { WORKERS: '2' } });
+// In the service's own process: its main thread opens the store first, and the metering writer
+// and the API workers share that environment, so the setting reaches the one mapping.
+t.test('a started service maps LMDB_MAP_SIZE_GIB, once', { skip: process.platform !== 'linux' && 'reads /proc' }, async (t) => {
+  const server = await startServer({ ready: true, env: { WORKERS: '2', LMDB_MAP_SIZE_GIB: '3' } });
   t.teardown(() => server.stop());
   const tok = await makeToken(server, ['rgb_liveness:10:day']);
   t.equal((await postVerify(server.baseUrl, tok.token, 'rgb_liveness', request([single({ encoding: 'rgb8' })]))).status, 200);
-  t.same(storeMappings(server.proc.pid!, server.dataDir), [1024 * GiB]);
+  t.same(storeMappings(server.proc.pid!, server.dataDir), [3 * GiB], 'one mapping of 3 GiB, shared by its threads');
 });
