@@ -3,7 +3,6 @@ import path from 'node:path';
 import { Type, type Static } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { DatabaseUrlError, parseDatabaseUrl } from './database-url.ts';
-import { DEFAULT_LMDB_MAP_SIZE_GIB } from './lmdb-map.ts';
 
 // Start-up variables: contract.md "Running it" fixes HOST, PORT, DATA_DIR, WORKERS,
 // COOKIE_PREFIX, COOKIE_SECURE, ADMIN_USERNAME/PASSWORD; the rest are documented in docs/configuration.md.
@@ -23,6 +22,13 @@ const WORKERS_PER_CORE = 8;
 const MIN_DEFAULT_WORKERS = 8;
 const MAX_SLOTS = 2 * MAX_WORKERS;
 const MAX_INFERENCE_THREADS = 256;
+// LMDB's map is address space, not memory or disk: lmdb-js maps the whole of it at open and
+// the file grows only as pages are written. A store that outgrows it is mapped again at twice
+// the size and the old mapping is kept (lmdb-js leaves it for readers still on it), so every
+// page read since is resident twice as RssFile counts it: at the former 2 GiB a store passed
+// it within an hour of a W16 soak (bench/results/soak-30min.md). 1 TiB is the steady state of
+// about 2.5 million charged calls a day at the default retentions (docs/capacity.md, Sizing).
+export const DEFAULT_LMDB_MAP_SIZE_GIB = 1024;
 const Int = (min: number, max: number, description: string) => Type.Integer({ minimum: min, maximum: max, description });
 
 export const ConfigSchema = Type.Object({

@@ -6,7 +6,7 @@ import type { DeviceSession, DeviceSessionCall } from '../device-sessions.ts';
 import type { AuditRecord, IdempotencyRecord, LedgerEntry, ModuleState, Reservation, SessionRecord, TokenRecord, UserRecord } from '../records.ts';
 import type { FailureCount } from '../throttle-rules.ts';
 import { StoreError } from '../errors.ts';
-import { DEFAULT_LMDB_MAP_SIZE_GIB } from '../../config/lmdb-map.ts';
+import { DEFAULT_LMDB_MAP_SIZE_GIB } from '../../config/index.ts';
 import { narrowToPrivate, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '../private-data.ts';
 import { guardCommit, guardLmdbCommitRejections, WriteHealth, type WriteFailure } from '../write-health.ts';
 import { AuditQueue, putAuditLines, type QueuedAuditLine } from './audit-queue.ts';
@@ -123,7 +123,7 @@ export function openStore(dataDir: string, opts: { commits?: LmdbCommits; auditD
   fs.mkdirSync(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
   // permissionsMode: the mode of data.mdb and lock.mdb, passed on to mdb_env_open (lmdb-js
   // reads it, its typings lack it; the default is 0664); a store made earlier is narrowed
-  // mapSize: LMDB_MAP_SIZE_GIB (config/lmdb-map.ts says why it is large). lmdb-js shares one
+  // mapSize: LMDB_MAP_SIZE_GIB (config/env.ts says why it is large). lmdb-js shares one
   // environment among a process's threads, so the first to open the store maps it: in the
   // service the main thread, before it starts the writer and the API workers.
   const options = { path: dir, maxDbs: 32, mapSize: opts.mapBytes ?? DEFAULT_MAP_BYTES, compression: false, permissionsMode: PRIVATE_FILE_MODE };
