@@ -1,6 +1,6 @@
 import { lmdbWrite } from './atomic.ts';
 import type { Store } from './open.ts';
-import { REMOVE_BATCH, scanChunks } from './prune-scan.ts';
+import { removeWhere } from './prune-scan.ts';
 import {
   addressKey,
   countFailure,
@@ -119,34 +119,16 @@ export async function releaseLoginAttempt(store: Store, address: string, usernam
 
 /** Deletes counts that no longer matter and known addresses past their time. It runs at each
  * administrator login, on an API worker, and a spray of failed logins from many networks (an
- * IPv6 /48 holds 65,536 /64s) leaves tens of thousands of counts: so the tree is read in chunks
- * with the event loop turning between them, and the stale ones removed REMOVE_BATCH to a write,
- * each judged again inside it (a count may have moved meanwhile), as the pruners do
- * (prune-scan.ts). */
+ * IPv6 /48 holds 65,536 /64s) leaves tens of thousands of counts: so it reads and removes them
+ * as the pruners read a tree (prune-scan.ts removeWhere: chunks with the event loop turning
+ * between them, REMOVE_BATCH removals to a write, each count judged again inside it). */
 export async function sweepFailures(store: Store, at: number): Promise<void> {
-  const db = store.db.loginFailures;
-  const dead = (k: string, value: FailureCount | { at: number }) =>
-    k.startsWith('known:')
+  await removeWhere(store, store.db.loginFailures, (key, value) => {
+    const k = key as string;
+    return k.startsWith('known:')
       ? at - (value as { at: number }).at >= KNOWN_ADDRESS_MS
       : k.startsWith('user:')
         ? !nameLive(value as FailureCount, at)
         : !windowLive(value as FailureCount, at);
-  let stale: string[] = [];
-  const flush = async () => {
-    const keys = stale;
-    stale = [];
-    if (keys.length === 0) return;
-    await lmdbWrite(store, 'login_throttle', db.transaction(() => {
-      for (const k of keys) {
-        const value = db.get(k);
-        if (value !== undefined && dead(k, value)) void db.remove(k);
-      }
-    }));
-  };
-  store.root.resetReadTxn();
-  for await (const { key, value } of scanChunks(db)) {
-    if (dead(key as string, value)) stale.push(key as string);
-    if (stale.length >= REMOVE_BATCH) await flush();
-  }
-  await flush();
+  }, 'login_throttle');
 }

@@ -1,7 +1,10 @@
 import type { Database, Key, RangeOptions } from 'lmdb';
+import { atomically } from './atomic.ts';
+import { readLatest, type Store } from './open.ts';
 
 // How LMDB reads a whole tree when it must (a pruner's first pass over a store not yet
-// indexed, expiry.ts; the failed settlements' index built for an older store, settle.ts).
+// indexed, expiry.ts; the failed settlements' index built for an older store, settle.ts; the
+// login throttle's sweep, login-throttle.ts).
 // LMDB has one writer per store: a pruner that read a whole tree inside its write transaction
 // held that writer for the whole read, and every verify call's reservation and settlement (the
 // metering writer's commits) waited behind it: 1.05-1.45 s for 200,000 completed idempotency
@@ -30,4 +33,35 @@ export async function* scanChunks<V>(db: Database<V, Key>, range: Pick<RangeOpti
     first = false;
     await new Promise<void>((resolve) => setImmediate(resolve));
   }
+}
+
+/** Removes the entries of `db` that `dead` calls so, found by scanChunks (from the latest
+ * commit) and removed REMOVE_BATCH to a write transaction; inside each write an entry is read
+ * again and removed only if it is still there and still dead (it may have changed since the
+ * chunk was read). Returns how many went. `op` names the writes in the store's failure figures. */
+export async function removeWhere<V>(store: Store, db: Database<V, Key>, dead: (key: Key, value: V) => boolean, op: string): Promise<number> {
+  let removed = 0;
+  let batch: Key[] = [];
+  const flush = async () => {
+    const keys = batch;
+    batch = [];
+    if (keys.length === 0) return;
+    removed += await atomically(store, () => {
+      let n = 0;
+      for (const key of keys) {
+        const value = db.get(key);
+        if (value === undefined || !dead(key, value)) continue;
+        void db.remove(key);
+        n++;
+      }
+      return n;
+    }, op);
+  };
+  readLatest(store);
+  for await (const { key, value } of scanChunks(db)) {
+    if (dead(key, value)) batch.push(key);
+    if (batch.length >= REMOVE_BATCH) await flush();
+  }
+  await flush();
+  return removed;
 }
