@@ -7,8 +7,8 @@ import type { PgOptions } from './pg/index.ts';
 
 /** Opens the configured store: PostgreSQL (migrated under the advisory lock, this process
  * registered as a node with a lease) when a URL is given, else LMDB under `dataDir`. */
-export async function openBackend(opts: { databaseUrl: string | undefined; dataDir: string; pg?: PgOptions; lmdbCommits?: LmdbCommits; lmdbStallMs?: number; lmdbMapBytes?: number }): Promise<StoreBackend> {
-  if (opts.databaseUrl === undefined) return LmdbBackend.open(opts.dataDir, { commits: opts.lmdbCommits, stallMs: opts.lmdbStallMs, mapBytes: opts.lmdbMapBytes });
+export async function openBackend(opts: { databaseUrl: string | undefined; dataDir: string; pg?: PgOptions; lmdbCommits?: LmdbCommits; lmdbStallMs?: number; lmdbMapGiB?: number }): Promise<StoreBackend> {
+  if (opts.databaseUrl === undefined) return LmdbBackend.open(opts.dataDir, { commits: opts.lmdbCommits, stallMs: opts.lmdbStallMs, mapGiB: opts.lmdbMapGiB });
   // loaded only when configured: a thread of an LMDB service does not carry the pg client
   const { PgBackend } = await import('./pg/index.ts');
   return PgBackend.open(opts.databaseUrl, opts.pg);
@@ -54,7 +54,7 @@ export async function openConfiguredStore(config: StoreConfig, onError?: (err: E
       onSettlementResolved: (r) => log.warn(r, `settlement of unknown outcome resolved: ${r.outcome}${r.already ? ' (it had committed before the connection broke)' : ''}`),
     }
     : {};
-  const store = await openBackend({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, lmdbCommits: config.LMDB_COMMITS, lmdbStallMs: config.STORE_STALL_SECONDS === undefined ? undefined : config.STORE_STALL_SECONDS * 1000, lmdbMapBytes: config.LMDB_MAP_SIZE_GIB === undefined ? undefined : config.LMDB_MAP_SIZE_GIB * 1024 ** 3, pg: { leaseMs: config.NODE_LEASE_SECONDS * 1000, poolSize: poolSizePerThread(config), ...(onError ? { onError } : {}), ...events } });
+  const store = await openBackend({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, lmdbCommits: config.LMDB_COMMITS, lmdbStallMs: config.STORE_STALL_SECONDS === undefined ? undefined : config.STORE_STALL_SECONDS * 1000, lmdbMapGiB: config.LMDB_MAP_SIZE_GIB, pg: { leaseMs: config.NODE_LEASE_SECONDS * 1000, poolSize: poolSizePerThread(config), ...(onError ? { onError } : {}), ...events } });
   injectSettlementFault(store, settlementFaultFor(config.TEST_SETTLEMENT_FAIL_PREFIX, config.TEST_SETTLEMENT_HOLD_PREFIX));
   return store;
 }

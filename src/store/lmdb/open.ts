@@ -118,7 +118,7 @@ export interface Store {
 
 /** Opens (creating if needed) the LMDB environment under DATA_DIR/store. Every API worker
  * thread, the main thread and the CLI open the same files; LMDB serialises writers. */
-export function openStore(dataDir: string, opts: { commits?: LmdbCommits; auditDelayMs?: number; writer?: WriterClient; stallMs?: number; mapBytes?: number } = {}): Store {
+export function openStore(dataDir: string, opts: { commits?: LmdbCommits; auditDelayMs?: number; writer?: WriterClient; stallMs?: number; mapGiB?: number } = {}): Store {
   const dir = path.join(dataDir, 'store');
   fs.mkdirSync(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
   // permissionsMode: the mode of data.mdb and lock.mdb, passed on to mdb_env_open (lmdb-js
@@ -126,7 +126,7 @@ export function openStore(dataDir: string, opts: { commits?: LmdbCommits; auditD
   // mapSize: LMDB_MAP_SIZE_GIB (config/env.ts says why it is large). lmdb-js shares one
   // environment among a process's threads, so the first to open the store maps it: in the
   // service the main thread, before it starts the writer and the API workers.
-  const options = { path: dir, maxDbs: 32, mapSize: opts.mapBytes ?? DEFAULT_MAP_BYTES, compression: false, permissionsMode: PRIVATE_FILE_MODE };
+  const options = { path: dir, maxDbs: 32, mapSize: (opts.mapGiB ?? DEFAULT_LMDB_MAP_SIZE_GIB) * 1024 ** 3, compression: false, permissionsMode: PRIVATE_FILE_MODE };
   const root = open(options);
   narrowToPrivate([path.join(dir, 'data.mdb'), path.join(dir, 'lock.mdb')]);
   // each opened with the record type Databases names for it (lmdb-js does not check values)
@@ -193,7 +193,6 @@ export function openStore(dataDir: string, opts: { commits?: LmdbCommits; auditD
 
 /** STORE_STALL_SECONDS's default (config/env.ts), for a store opened without configuration. */
 export const STORE_STALL_MS = 10_000;
-const DEFAULT_MAP_BYTES = DEFAULT_LMDB_MAP_SIZE_GIB * 1024 ** 3;
 
 // The message names the bound, not the time run so far: readiness logs a failure once per
 // message, so one that changed every second would log each probe of a balancer for as long as
