@@ -115,7 +115,8 @@ function plateauFigures(prefix: string, p: Plateau): Record<string, string | num
   };
 }
 
-const median = (xs: number[]) => {
+/** The middle sample (the upper one of an even count); 0 for none. */
+export const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length ? s[Math.floor(s.length / 2)]! : 0;
 };
