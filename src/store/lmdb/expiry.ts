@@ -1,7 +1,7 @@
 import type { Database, Key } from 'lmdb';
 import { atomically } from './atomic.ts';
 import { EXPIRING_TREES, expiryFlag, readLatest, type ExpiringTree, type Store } from './open.ts';
-import { scanChunks } from './prune-scan.ts';
+import { judgeInChunks } from './prune-scan.ts';
 
 // The expiry index: for each record that retention removes from a tree not keyed by time, an
 // entry [tree, epoch ms, ...the record's key] (the value is unused), written in the transaction
@@ -100,33 +100,21 @@ export async function pruneExpired<V>(store: Store, tree: ExpiringTree, db: Data
  * their entries already: whatever gives a record its time writes one. */
 async function indexWhilePruning<V>(store: Store, tree: ExpiringTree, db: Database<V, Key>, expired: (v: V) => boolean, remove: (key: Key, v: V) => void, op: string, range?: { start: Key; end: Key }): Promise<number> {
   const timeOf = EXPIRING[tree] as (v: V) => string | null;
-  let removed = 0;
-  let batch: Key[] = [];
-  const flush = async () => {
-    const keys = batch;
-    batch = [];
-    if (keys.length === 0) return;
-    removed += await atomically(store, () => {
-      let n = 0;
-      for (const key of keys) {
-        const value = db.get(key);
-        if (value === undefined) continue;
-        if (expired(value)) {
-          remove(key, value);
-          n++;
-          continue;
-        }
-        const iso = timeOf(value);
-        if (typeof iso === 'string') noteExpiry(store, tree, iso, key);
+  const removed = await judgeInChunks(store, db, {
+    take: (_key, value) => expired(value) || typeof timeOf(value) === 'string',
+    write: (key, value) => {
+      if (expired(value)) {
+        remove(key, value);
+        return true;
       }
-      return n;
-    }, op);
-  };
-  for await (const { key, value } of scanChunks(db, range)) {
-    if (expired(value) || typeof timeOf(value) === 'string') batch.push(key);
-    if (batch.length >= EXPIRY_BATCH) await flush();
-  }
-  await flush();
+      const iso = timeOf(value);
+      if (typeof iso === 'string') noteExpiry(store, tree, iso, key);
+      return false;
+    },
+    batch: EXPIRY_BATCH,
+    op,
+    ...(range ? { range } : {}),
+  });
   await atomically(store, () => void store.db.meta.put(expiryFlag(tree), true), op);
   return removed;
 }

@@ -35,33 +35,46 @@ export async function* scanChunks<V>(db: Database<V, Key>, range: Pick<RangeOpti
   }
 }
 
-/** Removes the entries of `db` that `dead` calls so, found by scanChunks (from the latest
- * commit) and removed REMOVE_BATCH to a write transaction; inside each write an entry is read
- * again and removed only if it is still there and still dead (it may have changed since the
- * chunk was read). Returns how many went. `op` names the writes in the store's failure figures. */
-export async function removeWhere<V>(store: Store, db: Database<V, Key>, dead: (key: Key, value: V) => boolean, op: string): Promise<number> {
+/** The entries of `db` (in `range`) that `take` picks from scanChunks (from the latest commit),
+ * handed to `write` `batch` to a write transaction, each read again inside it: an entry gone
+ * meanwhile is skipped, and `write` judges the current value again (it may have changed since
+ * the chunk was read). Returns how many times `write` said it removed its entry. `op` names
+ * the writes in the store's failure figures. */
+export async function judgeInChunks<V>(store: Store, db: Database<V, Key>, opts: { take: (key: Key, value: V) => boolean; write: (key: Key, value: V) => boolean; batch: number; op: string; range?: Pick<RangeOptions, 'start' | 'end'> }): Promise<number> {
   let removed = 0;
-  let batch: Key[] = [];
+  let keys: Key[] = [];
   const flush = async () => {
-    const keys = batch;
-    batch = [];
-    if (keys.length === 0) return;
+    const batch = keys;
+    keys = [];
+    if (batch.length === 0) return;
     removed += await atomically(store, () => {
       let n = 0;
-      for (const key of keys) {
+      for (const key of batch) {
         const value = db.get(key);
-        if (value === undefined || !dead(key, value)) continue;
-        void db.remove(key);
-        n++;
+        if (value !== undefined && opts.write(key, value)) n++;
       }
       return n;
-    }, op);
+    }, opts.op);
   };
   readLatest(store);
-  for await (const { key, value } of scanChunks(db)) {
-    if (dead(key, value)) batch.push(key);
-    if (batch.length >= REMOVE_BATCH) await flush();
+  for await (const { key, value } of scanChunks(db, opts.range)) {
+    if (opts.take(key, value)) keys.push(key);
+    if (keys.length >= opts.batch) await flush();
   }
   await flush();
   return removed;
+}
+
+/** Removes the entries of `db` that `dead` calls so, REMOVE_BATCH to a write (judgeInChunks). */
+export function removeWhere<V>(store: Store, db: Database<V, Key>, dead: (key: Key, value: V) => boolean, op: string): Promise<number> {
+  return judgeInChunks(store, db, {
+    take: dead,
+    write: (key, value) => {
+      if (!dead(key, value)) return false;
+      void db.remove(key);
+      return true;
+    },
+    batch: REMOVE_BATCH,
+    op,
+  });
 }
