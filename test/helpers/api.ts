@@ -66,6 +66,8 @@ export interface ApiHandle {
   lmdb: import('../../src/store/lmdb/index.ts').LmdbBackend['store'] | null;
   /** the router as registered (tests of the route table) */
   router: import('../../src/http/router.ts').Router;
+  /** the worker's background sweep of the login throttle (src/auth/throttle-sweep.ts) */
+  throttleSweep: import('../../src/auth/index.ts').ThrottleSweep;
   logs: string[];
   /** parsed JSON log lines */
   logLines(): any[];
@@ -202,6 +204,7 @@ export async function startApi(opts: ApiOptions = {}): Promise<ApiHandle> {
     store,
     lmdb: store.kind === 'lmdb' ? (store as unknown as import('../../src/store/lmdb/index.ts').LmdbBackend).store : null,
     router: api.router,
+    throttleSweep: api.throttleSweep,
     logs,
     logLines: () => jsonLines(logs),
     // the CLI runs on this harness's own store: never a second handle on its LMDB path here
@@ -212,6 +215,7 @@ export async function startApi(opts: ApiOptions = {}): Promise<ApiHandle> {
       api.handle.startDrain();
       uws.us_listen_socket_close(socket);
       closeApp(api.handle.app);
+      api.throttleSweep.stop();
       channel.port1.close();
       channel.port2.close();
       await engine?.close().catch(() => {});

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Test } from 'tap';
-import { PAIR_LIMIT, throttleWait } from '../../src/store/throttle-rules.ts';
+import { KNOWN_ADDRESS_MS, PAIR_LIMIT, throttleWait, WINDOW_MS } from '../../src/store/throttle-rules.ts';
 import type { RenderAnswer, Reservation, UsageRecord } from '../../src/store/records.ts';
 import { newKey, publicJwksOf, RETIRED_DELETE_MS } from '../../src/signing/keys.ts';
 import type { ReserveInput, ReserveOutcome, SettleOutcome, StoreBackend } from '../../src/store/backend.ts';
@@ -401,6 +401,42 @@ export function storeContract(t: Test, store: StoreBackend): void {
     await store.sweepLoginThrottle(T0 + 24 * 3600_000);
     const swept = await store.readThrottle(addr, 'target', T0 + 24 * 3600_000);
     t.same([swept.address, swept.pair], [undefined, undefined]);
+  });
+
+  t.test('the login throttle sweep removes what the rules no longer count, and only that, in any number', async (t) => {
+    // the rules (throttle-rules.ts): an address or pair count lives WINDOW_MS from its window's
+    // start, a name's count WINDOW_MS from its last failure, a known address KNOWN_ADDRESS_MS
+    const S = T0 + 40 * 24 * 3600_000;
+    const at = S + WINDOW_MS;
+    await store.recordLoginFailure('192.0.2.1', 'slowname', S);
+    // the name's second failure moves its last failure on, not its window
+    await store.recordLoginFailure('192.0.2.2', 'slowname', S + 1);
+    await store.recordLoginFailure('192.0.2.3', 'edge', S + 1);
+    const old = await store.readThrottle('192.0.2.1', 'slowname', at);
+    t.ok(old.address && old.pair && old.name, 'the counts are there before the sweep');
+    await store.recordLoginSuccess('198.51.100.20', 'knownold', at - KNOWN_ADDRESS_MS);
+    await store.recordLoginSuccess('198.51.100.21', 'knownnew', at - KNOWN_ADDRESS_MS + 1);
+    // a spray from many networks: more than a statement of the PostgreSQL sweep deletes
+    const spray = 1100;
+    const net = (i: number) => `2001:db8:5:${i.toString(16)}::/64`;
+    for (let i = 0; i < spray; i += 50) await Promise.all(Array.from({ length: Math.min(50, spray - i) }, (_, j) => store.recordLoginFailure(net(i + j), `sprayed${i + j}`, S - 1)));
+    await store.sweepLoginThrottle(at);
+    const first = await store.readThrottle('192.0.2.1', 'slowname', at);
+    t.same([first.address, first.pair], [undefined, undefined], 'an address and a pair count whose window began WINDOW_MS ago are gone');
+    t.ok(first.name, 'the name count stays: its last failure is younger than WINDOW_MS');
+    const second = await store.readThrottle('192.0.2.2', 'slowname', at);
+    t.same([second.address?.count, second.pair?.count], [1, 1], 'counts whose window began WINDOW_MS - 1 ago stay');
+    const edge = await store.readThrottle('192.0.2.3', 'edge', at);
+    t.same([edge.address?.count, edge.pair?.count, edge.name?.count], [1, 1, 1], 'likewise the name of a last failure WINDOW_MS - 1 ago');
+    for (const i of [0, 1, spray - 1]) {
+      const v = await store.readThrottle(net(i), `sprayed${i}`, at);
+      t.same([v.address, v.pair, v.name], [undefined, undefined, undefined], `sprayed network ${i}: its counts swept`);
+    }
+    // read as of the success, a known address that was swept reads as unknown
+    t.equal((await store.readThrottle('198.51.100.20', 'knownold', at - KNOWN_ADDRESS_MS)).known, false, 'a known address KNOWN_ADDRESS_MS old is gone');
+    t.equal((await store.readThrottle('198.51.100.21', 'knownnew', at - KNOWN_ADDRESS_MS + 1)).known, true, 'one a millisecond younger stays');
+    await store.sweepLoginThrottle(at + WINDOW_MS);
+    t.equal((await store.readThrottle('192.0.2.1', 'slowname', at + WINDOW_MS)).name, undefined, 'the name count goes WINDOW_MS after its last failure');
   });
 
   t.test('login attempts are reserved before the password check: concurrent ones never pass the limit', async (t) => {

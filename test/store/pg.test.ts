@@ -3,6 +3,7 @@ import { PgBackend, StoreUnavailableError } from '../../src/store/pg/index.ts';
 import { migrate } from '../../src/store/pg/migrate.ts';
 import { MIGRATIONS } from '../../src/store/pg/migrations.ts';
 import { AUDIT_INSERT } from '../../src/store/pg/audit.ts';
+import { countOneFailure } from '../../src/store/pg/login-throttle.ts';
 import { startPostgres } from '../helpers/postgres.ts';
 import { reserveInput, storeContract, T0, tokenRecord } from './contract.ts';
 
@@ -113,4 +114,21 @@ t.test('audit lines commit unsynced; the setting does not leak to the connection
   // and through the store's own method
   await store.writeAudit({ request_id: 'req_sync_store', at: new Date(T0).toISOString(), token_id: null, module_id: 'rgb_liveness', client_ip: '192.0.2.1', country: null, status: 200, error_code: null, captures: 1, charged_units: 1, latency_ms: 1 });
   t.equal((await client.query(`SELECT count(*)::int AS n FROM audit WHERE request_id = 'req_sync_store'`)).rows[0].n, 1);
+});
+
+t.test('login throttle: a failure whose count a sweep deleted between its attempt\'s INSERT and its locking read is still counted', async (t) => {
+  // lockThrottleRows makes the rows with INSERT ... ON CONFLICT DO NOTHING, which takes no lock
+  // on a row that exists, then locks them: a sweep deleting a stale row between the two leaves
+  // the attempt with no count for it (as a stale count would read), and countOneFailure must
+  // write the count whether or not the row is still there
+  const c = await store.pool.connect();
+  try {
+    await c.query('BEGIN');
+    await countOneFailure(c, new Map(), '192.0.2.77', 'racer', T0);
+    await c.query('COMMIT');
+  } finally {
+    c.release();
+  }
+  const v = await store.readThrottle('192.0.2.77', 'racer', T0);
+  t.same([v.address?.count, v.pair?.count, v.name?.count], [1, 1, 1], 'each of the three counts written');
 });

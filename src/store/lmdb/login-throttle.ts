@@ -46,7 +46,6 @@ function viewOf(store: Store, address: string, username: string, at: number): Th
  * concurrent attempts are counted one after another and the limit's next one is refused
  * (see AttemptSuccess in throttle-rules.ts). */
 export async function reserveLoginAttempt(store: Store, address: string, username: string, at: number): Promise<AttemptReservation> {
-  await maybeSweep(store, at);
   const db = store.db.loginFailures;
   return lmdbWrite(store, 'login_throttle', db.transaction(() => {
     const view = viewOf(store, address, username, at);
@@ -59,16 +58,6 @@ export async function reserveLoginAttempt(store: Store, address: string, usernam
 /** Seconds until the login may be tried again, or 0 when it may be tried now. */
 export function loginWait(store: Store, address: string, username: string, at: number): number {
   return throttleWait(readThrottle(store, address, username, at), at);
-}
-
-let failuresSinceSweep = 0;
-
-// a spray of made-up usernames leaves records; they are swept now and then
-async function maybeSweep(store: Store, at: number): Promise<void> {
-  if (++failuresSinceSweep >= 256) {
-    failuresSinceSweep = 0;
-    await sweepFailures(store, at);
-  }
 }
 
 /** Inside a write transaction: one more failure on the address, the pair and the name. */
@@ -85,7 +74,6 @@ function countOne(store: Store, address: string, username: string, at: number): 
 }
 
 export async function recordLoginFailure(store: Store, address: string, username: string, at: number): Promise<void> {
-  await maybeSweep(store, at);
   await lmdbWrite(store, 'login_throttle', store.db.loginFailures.transaction(() => countOne(store, address, username, at)));
 }
 
@@ -117,11 +105,13 @@ export async function releaseLoginAttempt(store: Store, address: string, usernam
   }));
 }
 
-/** Deletes counts that no longer matter and known addresses past their time. It runs at each
- * administrator login, on an API worker, and a spray of failed logins from many networks (an
- * IPv6 /48 holds 65,536 /64s) leaves tens of thousands of counts: so it reads and removes them
- * as the pruners read a tree (prune-scan.ts removeWhere: chunks with the event loop turning
- * between them, REMOVE_BATCH removals to a write, each count judged again inside it). */
+/** Deletes counts that no longer matter and known addresses past their time. Each API worker
+ * runs it in the background (auth/throttle-sweep.ts: at each administrator login and every
+ * SWEEP_EVERY password checks), beside the verify calls it answers, and a spray of failed
+ * logins from many networks (an IPv6 /48 holds 65,536 /64s) leaves tens of thousands of
+ * counts: so it reads and removes them as the pruners read a tree (prune-scan.ts removeWhere:
+ * chunks with the event loop turning between them, REMOVE_BATCH removals to a write, each
+ * count judged again inside it). */
 export async function sweepFailures(store: Store, at: number): Promise<void> {
   await removeWhere(store, store.db.loginFailures, (key, value) => {
     const k = key as string;

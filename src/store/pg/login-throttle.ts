@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { addressKey, countFailure, KNOWN_ADDRESS_MS, nameKey, nameLive, pairKey, throttleName, throttleWait, windowLive, type AttemptReservation, type AttemptSuccess, type FailureCount, type ThrottleView } from '../throttle-rules.ts';
+import { addressKey, countFailure, KNOWN_ADDRESS_MS, nameKey, nameLive, pairKey, throttleName, throttleWait, WINDOW_MS, windowLive, type AttemptReservation, type AttemptSuccess, type FailureCount, type ThrottleView } from '../throttle-rules.ts';
 import type { Pg } from './open.ts';
 
 // The login throttle (rules in throttle-rules.ts): the counts are shared by every node, so N
@@ -70,7 +70,13 @@ export async function countOneFailure(c: pg.PoolClient, counts: Map<string, Fail
   ] as const) {
     const f = counts.get(k);
     const next = countFailure(f, live(f, at), at);
-    await c.query('UPDATE login_throttle SET count = $2, window_start = $3, last_failure = $4 WHERE key = $1', [k, next.count, next.window_start, next.last_failure]);
+    // written whether or not the row is still there: a sweep may have deleted it, stale, after
+    // lockThrottleRows's INSERT found it (a conflict takes no lock) and before its locking
+    // read; the read then found no count, as the stale row would have counted as none
+    await c.query(
+      'INSERT INTO login_throttle (key, count, window_start, last_failure) VALUES ($1, $2, $3, $4) ON CONFLICT (key) DO UPDATE SET count = EXCLUDED.count, window_start = EXCLUDED.window_start, last_failure = EXCLUDED.last_failure',
+      [k, next.count, next.window_start, next.last_failure],
+    );
   }
 }
 
@@ -97,11 +103,30 @@ export async function lockOrdered(c: pg.PoolClient, keys: string[]): Promise<voi
   await c.query('SELECT key FROM login_throttle WHERE key = ANY($1) ORDER BY key FOR UPDATE', [keys]);
 }
 
+/** Rows one statement of the sweep deletes at most: a spray's tens of thousands of stale counts
+ * go in several short statements, none holding a long run of row locks. */
+const SWEEP_BATCH = 1000;
+
+/** Deletes counts that no longer matter and known addresses past their time (the LMDB store's
+ * sweepFailures; auth/throttle-sweep.ts runs it in the background). The staleness is judged in
+ * the statement, on each row as it is deleted, rather than read first and deleted by key: a
+ * count a concurrent attempt brought back to life meanwhile is re-checked by PostgreSQL once
+ * that attempt commits, and stays. The rules are throttle-rules.ts's windowLive (address and
+ * pair counts: their window from its first failure) and nameLive (a name's count: from its
+ * last failure), negated; WINDOW_MS and KNOWN_ADDRESS_MS come from there. */
 export async function sweepLoginThrottle(db: Pg, at: number) {
-  const rows = (await db.q('SELECT key, count, window_start, last_failure FROM login_throttle')).rows;
-  const stale = rows.filter((r) => (String(r.key).startsWith('user:') ? !nameLive(r as FailureCount, at) : !windowLive(r as FailureCount, at))).map((r) => r.key as string);
-  if (stale.length > 0) await db.q('DELETE FROM login_throttle WHERE key = ANY($1)', [stale]);
-  await db.q('DELETE FROM login_known WHERE at_ms <= $1', [at - KNOWN_ADDRESS_MS]);
+  const stale = `(CASE WHEN key LIKE 'user:%' THEN $1::bigint - last_failure ELSE $1::bigint - window_start END) >= $2::bigint`;
+  for (;;) {
+    const { rowCount } = await db.q(`DELETE FROM login_throttle WHERE key IN (SELECT key FROM login_throttle WHERE ${stale} LIMIT $3) AND ${stale}`, [at, WINDOW_MS, SWEEP_BATCH]);
+    if ((rowCount ?? 0) < SWEEP_BATCH) break;
+  }
+  for (;;) {
+    const { rowCount } = await db.q(
+      'DELETE FROM login_known WHERE (name, address) IN (SELECT name, address FROM login_known WHERE at_ms <= $1 LIMIT $2) AND at_ms <= $1',
+      [at - KNOWN_ADDRESS_MS, SWEEP_BATCH],
+    );
+    if ((rowCount ?? 0) < SWEEP_BATCH) break;
+  }
 }
 
 /** One throttle transaction. It first takes transaction-scoped advisory locks on its address
