@@ -24,7 +24,7 @@ const inference = new RemoteInference(main, config.INFERENCE_TIMEOUT_SECONDS * 1
 let nextMetricsId = 1;
 const metricsWaiters = new Map<number, (r: { text: string; contentType: string }) => void>();
 
-const { handle, metrics, throttleSweep } = composeApiWorker({
+const { handle, metrics } = composeApiWorker({
   config,
   uws,
   store,
@@ -105,7 +105,6 @@ function retire(end: () => void): void {
     ended = true;
     clearTimeout(timer);
     closeAppOnce();
-    throttleSweep.stop();
     // a store that fails to close is the next start's concern; the thread ends either way.
     // Spans still queued are exported first (bounded, never rejects): a stop loses none of them.
     void stopThreadTracing().catch(() => {}).then(() => store.close()).catch(() => {}).finally(end);

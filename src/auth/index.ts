@@ -10,4 +10,3 @@ export { clearedCookie, readSessionCookie, sessionCookie } from './session-cooki
 export { destroySession, destroyUserSessions, findSession, sessionKey } from './session.ts';
 export type { SessionRecord } from './session.ts';
 export { ReadCache } from './read-cache.ts';
-export { SWEEP_EVERY, ThrottleSweep } from './throttle-sweep.ts';

@@ -5,7 +5,6 @@ import type { AdminSessions, LoginThrottle, UserAccounts, UserRecord } from '../
 import { hashPassword, needsRehash, verifyPassword } from './password.ts';
 import { LoginSchema } from './schemas.ts';
 import { createSession, sweepSessions, type SessionRecord } from './session.ts';
-import type { ThrottleSweep } from './throttle-sweep.ts';
 
 export interface SessionBody {
   username: string;
@@ -31,12 +30,9 @@ export const parseLogin = bodyParser(LoginSchema);
  *    disabled account) so every wrong answer costs the same time;
  *  - right: the success clears what the rules say and gives the address count back; wrong:
  *    the reservation stays as the failure; never checked (503 from the hash gate, a store
- *    failure): the reservation is given back;
- *  - every check counts towards the worker's next sweep of stale counts (`sweep`), which runs
- *    in the background: no attempt waits for it.
+ *    failure): the reservation is given back.
  * Returns the user for a right password of an enabled account, else undefined. */
-export async function checkPasswordThrottled(store: LoginThrottle & Pick<UserAccounts, 'getUserByName'>, sweep: ThrottleSweep, username: string, password: string, address: string, at: number): Promise<UserRecord | undefined> {
-  sweep.checked(at);
+export async function checkPasswordThrottled(store: LoginThrottle & Pick<UserAccounts, 'getUserByName'>, username: string, password: string, address: string, at: number): Promise<UserRecord | undefined> {
   const { wait, known } = await store.reserveLoginAttempt(address, username, at);
   if (wait > 0) throw new ServiceError('too_many_attempts', undefined, retryAfter(wait));
   let user: UserRecord | undefined;
@@ -77,15 +73,12 @@ async function rehashIfOld(store: Pick<UserAccounts, 'updateUser'>, user: UserRe
 }
 
 /** contract.md "Authentication and sessions". The throttle and the password check are
- * checkPasswordThrottled's; the role is revealed only to someone who knows the password. An
- * administrator's login also starts a sweep of the throttle's stale counts, in the background
- * (throttle-sweep.ts). */
-export async function login(store: LoginThrottle & Pick<UserAccounts, 'getUserByName' | 'updateUser'> & AdminSessions, sweep: ThrottleSweep, config: Config, input: { username: string; password: string }, address: string, at: number): Promise<{ id: string; session: SessionRecord }> {
-  const user = await checkPasswordThrottled(store, sweep, input.username, input.password, address, at);
+ * checkPasswordThrottled's; the role is revealed only to someone who knows the password. */
+export async function login(store: LoginThrottle & Pick<UserAccounts, 'getUserByName' | 'updateUser'> & AdminSessions, config: Config, input: { username: string; password: string }, address: string, at: number): Promise<{ id: string; session: SessionRecord }> {
+  const user = await checkPasswordThrottled(store, input.username, input.password, address, at);
   if (!user) throw new ServiceError('invalid_credentials');
   await rehashIfOld(store, user, input.password);
   if (user.role !== 'admin') throw new ServiceError('login_disabled');
   await sweepSessions(store, config, at);
-  sweep.start(at);
   return createSession(store, config, user, at);
 }

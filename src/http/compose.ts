@@ -1,4 +1,4 @@
-import { configurePasswordChecks, ReadCache, sessionReader, ThrottleSweep, type SessionWithParent } from '../auth/index.ts';
+import { configurePasswordChecks, ReadCache, sessionReader, type SessionWithParent } from '../auth/index.ts';
 import type { Config } from '../config/index.ts';
 import { frameSlab } from '../images/index.ts';
 import type { ActivationRequest, InferenceService } from '../inference/index.ts';
@@ -50,8 +50,6 @@ export interface ApiWorker {
   handle: AppHandle;
   router: Router;
   metrics: WorkerMetrics;
-  /** the worker's background sweep of the login throttle: stopped before its store closes */
-  throttleSweep: ThrottleSweep;
 }
 
 /** Builds one API worker's app (not listening yet: the caller listens, on its own terms). It
@@ -78,15 +76,12 @@ export function composeApiWorker(p: ApiWorkerParts): ApiWorker {
   const tokenCache = cached ? new ReadCache((hash) => store.getTokenByHash(hash), config.TOKEN_CACHE_SECONDS * 1000) : null;
   const sessionCache = cached ? new ReadCache<SessionWithParent>(sessionReader(store), config.TOKEN_CACHE_SECONDS * 1000) : null;
 
-  const throttleSweep = new ThrottleSweep(store, (err) => log.warn({ err: { message: (err as Error).message } }, 'login throttle sweep failed; the next one tries again'));
-
   const router = buildRouter({
     config,
     store,
     tokens: tokenCache ? (hash) => tokenCache.get(hash) : (hash) => store.getTokenByHash(hash),
     sessions: sessionCache ? (hash) => sessionCache.get(hash) : undefined,
     log,
-    throttleSweep,
     metrics,
     inference: p.inference,
     admission,
@@ -102,5 +97,5 @@ export function composeApiWorker(p: ApiWorkerParts): ApiWorker {
     connections: new ConnectionCap(config),
     retryAfterSeconds: config.RETRY_AFTER_SECONDS,
   });
-  return { handle, router, metrics, throttleSweep };
+  return { handle, router, metrics };
 }

@@ -1,4 +1,4 @@
-import type { SessionLookup, ThrottleSweep } from '../auth/index.ts';
+import type { SessionLookup } from '../auth/index.ts';
 import type { Config } from '../config/index.ts';
 import type { ActivationRequest, InferenceService } from '../inference/index.ts';
 import type { Logger, WorkerMetrics } from '../observability/index.ts';
@@ -17,8 +17,6 @@ export interface Services {
   /** device sessions with their parent token for verify calls, likewise */
   sessions?: SessionLookup;
   log: Logger;
-  /** this worker's sweep of the login throttle's stale counts (auth/throttle-sweep.ts) */
-  throttleSweep: ThrottleSweep;
   metrics: WorkerMetrics;
   inference: InferenceService;
   /** verify slots of the whole host, with the per-address and per-token caps */

@@ -86,8 +86,7 @@ t.test('stale counts are swept, live ones kept', async (t) => {
 });
 
 t.test('a sweep of a spray: read in chunks with the event loop turning between them, removed in writes of at most REMOVE_BATCH', async (t) => {
-  // it runs in the background of an API worker that also answers verify calls
-  // (src/auth/throttle-sweep.ts: at each administrator login and every SWEEP_EVERY password checks)
+  // it runs once a minute on the main thread (src/startup.ts), which also relays inference
   const s = openStore(tempDir());
   t.teardown(() => s.close());
   const stale = 2 * REMOVE_BATCH + 37;

@@ -51,6 +51,8 @@ export interface ApiOptions {
   engine?: 'real' | 'none';
   /** wait until /health/ready answers 200 (engine: real, its warm-up done) */
   ready?: boolean;
+  /** how often the login throttle is swept (startupHooks; default THROTTLE_SWEEP_MS) */
+  throttleSweepMs?: number;
 }
 
 export interface ApiHandle {
@@ -66,8 +68,8 @@ export interface ApiHandle {
   lmdb: import('../../src/store/lmdb/index.ts').LmdbBackend['store'] | null;
   /** the router as registered (tests of the route table) */
   router: import('../../src/http/router.ts').Router;
-  /** the worker's background sweep of the login throttle (src/auth/throttle-sweep.ts) */
-  throttleSweep: import('../../src/auth/index.ts').ThrottleSweep;
+  /** what the start-up hooks left running (src/startup.ts), stopped by stop() */
+  jobs: import('../../src/startup.ts').StartupJobs;
   logs: string[];
   /** parsed JSON log lines */
   logLines(): any[];
@@ -149,7 +151,8 @@ export async function startApi(opts: ApiOptions = {}): Promise<ApiHandle> {
   await bootstrapAdmin(store, config, log);
   // its first prune awaited too: a test's first calls find the store as a started service's
   // soon does (src/main.ts does not wait for it)
-  await (await startupHooks(store, config, log, (module, units) => refunds.refunded(module, units))).firstPrune;
+  const jobs = await startupHooks(store, config, log, (module, units) => refunds.refunded(module, units), opts.throttleSweepMs);
+  await jobs.firstPrune;
 
   const none = { readiness: () => [], infer: () => Promise.reject(new Error('startApi: no engine (engine: none)')), poolTimes: () => null, poolMetrics: () => [] as unknown[][] };
   const engine = opts.engine === 'real' ? startEngine(config, log, (id) => store.moduleEnabled(id)) : null;
@@ -204,7 +207,7 @@ export async function startApi(opts: ApiOptions = {}): Promise<ApiHandle> {
     store,
     lmdb: store.kind === 'lmdb' ? (store as unknown as import('../../src/store/lmdb/index.ts').LmdbBackend).store : null,
     router: api.router,
-    throttleSweep: api.throttleSweep,
+    jobs,
     logs,
     logLines: () => jsonLines(logs),
     // the CLI runs on this harness's own store: never a second handle on its LMDB path here
@@ -215,7 +218,7 @@ export async function startApi(opts: ApiOptions = {}): Promise<ApiHandle> {
       api.handle.startDrain();
       uws.us_listen_socket_close(socket);
       closeApp(api.handle.app);
-      api.throttleSweep.stop();
+      jobs.stop();
       channel.port1.close();
       channel.port2.close();
       await engine?.close().catch(() => {});

@@ -35,7 +35,7 @@ async function requireCurrentPassword(ctx: HttpContext, s: Services, who: AdminS
   let checked;
   try {
     // counted by network as logins are (routes/auth.ts): an IPv6 /64 is one address
-    checked = await checkPasswordThrottled(s.store, s.throttleSweep, who.user.username, current, addressKey(address), now());
+    checked = await checkPasswordThrottled(s.store, who.user.username, current, addressKey(address), now());
   } catch (err) {
     if (err instanceof ServiceError) s.log.warn({ request_id: ctx.requestId, username: who.user.username, client_address: address, code: err.code }, 'password check failed');
     throw err;

@@ -20,7 +20,7 @@ export function authRoutes(router: Router, s: Services): void {
       // The throttle counts by network, as capacity does: an IPv6 host picks any address of
       // its /64 (privacy extensions, or on purpose), so a full-address key gave one guesser
       // 2^64 fresh addresses. The log keeps the full address.
-      out = await login(s.store, s.throttleSweep, s.config, input, addressKey(address), now());
+      out = await login(s.store, s.config, input, addressKey(address), now());
     } catch (err) {
       // who was tried and from where (never the password), so an operator can see a guesser
       if (err instanceof ServiceError) s.log.warn({ request_id: ctx.requestId, username: input.username, client_address: address, code: err.code }, 'login failed');

@@ -105,11 +105,10 @@ export async function releaseLoginAttempt(store: Store, address: string, usernam
   }));
 }
 
-/** Deletes counts that no longer matter and known addresses past their time. Each API worker
- * runs it in the background (auth/throttle-sweep.ts: at each administrator login and every
- * SWEEP_EVERY password checks), beside the verify calls it answers, and a spray of failed
- * logins from many networks (an IPv6 /48 holds 65,536 /64s) leaves tens of thousands of
- * counts: so it reads and removes them as the pruners read a tree (prune-scan.ts removeWhere:
+/** Deletes counts that no longer matter and known addresses past their time. The process runs
+ * it once a minute (src/startup.ts, THROTTLE_SWEEP_MS) on its main thread, beside the inference
+ * it relays, and a spray of failed logins from many networks (an IPv6 /48 holds 65,536 /64s)
+ * leaves tens of thousands of counts: so it reads and removes them as the pruners read a tree (prune-scan.ts removeWhere:
  * chunks with the event loop turning between them, REMOVE_BATCH removals to a write, each
  * count judged again inside it). */
 export async function sweepFailures(store: Store, at: number): Promise<void> {

@@ -104,11 +104,13 @@ export async function lockOrdered(c: pg.PoolClient, keys: string[]): Promise<voi
 }
 
 /** Rows one statement of the sweep deletes at most: a spray's tens of thousands of stale counts
- * go in several short statements, none holding a long run of row locks. */
+ * go in several short statements, none holding a long run of row locks. Taken with SKIP
+ * LOCKED, as the pruners take theirs: nodes sweeping at once take different rows, and a row an
+ * attempt holds (it is renewing it) is left for it. */
 const SWEEP_BATCH = 1000;
 
 /** Deletes counts that no longer matter and known addresses past their time (the LMDB store's
- * sweepFailures; auth/throttle-sweep.ts runs it in the background). The staleness is judged in
+ * sweepFailures; each node runs it once a minute, src/startup.ts). The staleness is judged in
  * the statement, on each row as it is deleted, rather than read first and deleted by key: a
  * count a concurrent attempt brought back to life meanwhile is re-checked by PostgreSQL once
  * that attempt commits, and stays. The rules are throttle-rules.ts's windowLive (address and
@@ -117,12 +119,12 @@ const SWEEP_BATCH = 1000;
 export async function sweepLoginThrottle(db: Pg, at: number) {
   const stale = `(CASE WHEN key LIKE 'user:%' THEN $1::bigint - last_failure ELSE $1::bigint - window_start END) >= $2::bigint`;
   for (;;) {
-    const { rowCount } = await db.q(`DELETE FROM login_throttle WHERE key IN (SELECT key FROM login_throttle WHERE ${stale} LIMIT $3) AND ${stale}`, [at, WINDOW_MS, SWEEP_BATCH]);
+    const { rowCount } = await db.q(`DELETE FROM login_throttle WHERE key IN (SELECT key FROM login_throttle WHERE ${stale} LIMIT $3 FOR UPDATE SKIP LOCKED) AND ${stale}`, [at, WINDOW_MS, SWEEP_BATCH]);
     if ((rowCount ?? 0) < SWEEP_BATCH) break;
   }
   for (;;) {
     const { rowCount } = await db.q(
-      'DELETE FROM login_known WHERE (name, address) IN (SELECT name, address FROM login_known WHERE at_ms <= $1 LIMIT $2) AND at_ms <= $1',
+      'DELETE FROM login_known WHERE (name, address) IN (SELECT name, address FROM login_known WHERE at_ms <= $1 LIMIT $2 FOR UPDATE SKIP LOCKED) AND at_ms <= $1',
       [at - KNOWN_ADDRESS_MS, SWEEP_BATCH],
     );
     if ((rowCount ?? 0) < SWEEP_BATCH) break;
