@@ -44,7 +44,7 @@ export class Cluster {
   private readiness: SharedArrayBuffer;
 
   constructor(private config: Config, private log: Logger, private engine: EngineHost, private store: StoreBackend, private stopRetention: () => Promise<void>, private refunds: RefundMetrics) {
-    this.metrics = new MainMetrics(engine, describeUwsBuild());
+    this.metrics = new MainMetrics(engine, describeUwsBuild(), store);
     this.admission = createAdmissionTable(config.VERIFY_SLOTS);
     this.balance = createBalanceTable(config.WORKERS);
     this.geo = geoDatabase();

@@ -216,9 +216,11 @@ const QUANTILES = [['0.5', 'p50'], ['0.9', 'p90'], ['0.99', 'p99'], ['1', 'max']
 export class MainMetrics {
   readonly registry = new client.Registry();
 
-  /** `uws`: the uWebSockets.js build that serves (src/http/uws.ts describeUwsBuild) */
-  constructor(stats: InferenceStats, uws: string | null = null) {
+  /** `uws`: the uWebSockets.js build that serves (src/http/uws.ts describeUwsBuild); `store`:
+   * the LMDB store's sizes (StoreStatus.sizes; absent on PostgreSQL) */
+  constructor(stats: InferenceStats, uws: string | null = null, store: { sizes?(): { usedBytes: number; mapBytes: number } } = {}) {
     collectThreadDefaults(this.registry, 'main');
+    if (store.sizes) storeSizeMetrics(this.registry, store.sizes.bind(store));
     new client.Gauge({
       name: 'lv_model_ready',
       help: '1 when the module\'s graphs are loaded and warmed, else 0',
@@ -269,6 +271,30 @@ export class MainMetrics {
   snapshot(): Promise<MetricsSnapshot> {
     return this.registry.getMetricsAsJSON();
   }
+}
+
+/** The LMDB store's file and map, read at each scrape by the main thread (one process, one
+ * environment: the API workers report none). The map is address space, not memory; a store
+ * that outgrows it is mapped again at twice the size while the old mapping stays, and what is
+ * read through both is counted twice in RSS (docs/capacity.md, "Memory"): alert before
+ * lv_store_used_bytes reaches lv_store_map_bytes. */
+function storeSizeMetrics(registry: client.Registry, sizes: () => { usedBytes: number; mapBytes: number }): void {
+  new client.Gauge({
+    name: 'lv_store_used_bytes',
+    help: 'LMDB: bytes of data.mdb up to its last page in use (the file never shrinks; freed pages are reused)',
+    registers: [registry],
+    collect() {
+      this.set(sizes().usedBytes);
+    },
+  });
+  new client.Gauge({
+    name: 'lv_store_map_bytes',
+    help: 'LMDB: bytes of address space mapped for data.mdb (LMDB_MAP_SIZE_GIB; twice that each time the store outgrew it)',
+    registers: [registry],
+    collect() {
+      this.set(sizes().mapBytes);
+    },
+  });
 }
 
 /** The store's outages (PostgreSQL: no writable host, e.g. while a standby is promoted; see

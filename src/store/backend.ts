@@ -163,6 +163,17 @@ export interface StoreStatus {
   unavailableReason?(): { reason: string; detail: string } | null;
   /** whether writes are failing (a full disk), the repairs owed, the probe (write-health.ts) */
   readonly writes: WriteHealth;
+  /** LMDB: how far its file is used and how much address space its map holds (metrics); absent
+   * on PostgreSQL, whose size is the database server's to report */
+  sizes?(): StoreSizes;
+}
+
+/** An LMDB store's size: `usedBytes`, data.mdb up to its last page in use (the file never
+ * shrinks: pages freed are reused), and `mapBytes`, the map LMDB holds for it (LMDB_MAP_SIZE_GIB,
+ * or twice that each time the store outgrew it: docs/capacity.md). */
+export interface StoreSizes {
+  usedBytes: number;
+  mapBytes: number;
 }
 
 /** Identifying a caller: its business token by hash, a device session and its parent token. */

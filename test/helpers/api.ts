@@ -157,7 +157,7 @@ export async function startApi(opts: ApiOptions = {}): Promise<ApiHandle> {
   const none = { readiness: () => [], infer: () => Promise.reject(new Error('startApi: no engine (engine: none)')), poolTimes: () => null, poolMetrics: () => [] as unknown[][] };
   const engine = opts.engine === 'real' ? startEngine(config, log, (id) => store.moduleEnabled(id)) : null;
   const stats = engine ?? none;
-  const main = new MainMetrics(stats, describeUwsBuild());
+  const main = new MainMetrics(stats, describeUwsBuild(), store);
   // the thread hop of src/worker.ts and src/cluster/cluster.ts, both ends in this thread
   const channel = new MessageChannel();
   let inference: import('../../src/inference/index.ts').InferenceService = none;

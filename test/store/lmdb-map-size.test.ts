@@ -10,6 +10,7 @@ import t from 'tap';
 import { loadConfig } from '../../src/config/index.ts';
 import { request, single, postVerify } from '../helpers/captures.ts';
 import { startApi } from '../helpers/api.ts';
+import { metric } from '../helpers/metrics.ts';
 import { makeToken, startServer } from '../helpers/server.ts';
 
 const GiB = 1024 ** 3;
@@ -39,6 +40,7 @@ t.test('the service maps its store once, 1 TiB by default, and serves from it', 
   const tok = await makeToken(api, ['rgb_liveness:10:day']);
   t.equal((await postVerify(api.baseUrl, tok.token, 'rgb_liveness', request([single({ encoding: 'rgb8' })]))).status, 200, 'a charged call commits through the map');
   t.same(storeMappings('self', api.dataDir), [1024 * GiB], 'one mapping of 1 TiB');
+  t.equal(await metric(api.baseUrl, 'lv_store_map_bytes'), 1024 * GiB, '/metrics reports the map');
 });
 
 // In the service's own process: its main thread opens the store first, and the metering writer
@@ -49,4 +51,12 @@ t.test('a started service maps LMDB_MAP_SIZE_GIB, once', { skip: process.platfor
   const tok = await makeToken(server, ['rgb_liveness:10:day']);
   t.equal((await postVerify(server.baseUrl, tok.token, 'rgb_liveness', request([single({ encoding: 'rgb8' })]))).status, 200);
   t.same(storeMappings(server.proc.pid!, server.dataDir), [3 * GiB], 'one mapping of 3 GiB, shared by its threads');
+  t.equal(await metric(server.baseUrl, 'lv_store_map_bytes'), 3 * GiB, '/metrics reports the map, once for the process');
+  const used = await metric(server.baseUrl, 'lv_store_used_bytes');
+  const file = fs.statSync(path.join(server.dataDir, 'store', 'data.mdb')).size;
+  t.ok(used > 0 && used % 4096 === 0 && used <= file, `and the store's pages in use: ${used} bytes of a ${file}-byte file`);
+  // charged calls grow the store: 20 batches of 32 captures
+  const more = await makeToken(server, ['rgb_liveness:1000:day']);
+  for (let i = 0; i < 20; i++) t.equal((await postVerify(server.baseUrl, more.token, 'rgb_liveness', request(Array.from({ length: 32 }, () => single({ encoding: 'rgb8' }))))).status, 200);
+  t.ok((await metric(server.baseUrl, 'lv_store_used_bytes')) > used, 'which grow as calls are charged');
 });

@@ -46,6 +46,11 @@ export class LmdbBackend implements StoreBackend, FaultHooks {
   async healthy() {
     return storeHealthy(this.store);
   }
+  sizes() {
+    // the environment's info and the main tree's stat: a few fields, no tree walked
+    const s = this.store.root.getStats() as { pageSize: number; lastPageNumber: number; mapSize: number };
+    return { usedBytes: (s.lastPageNumber + 1) * s.pageSize, mapBytes: s.mapSize };
+  }
   get writes() {
     return this.store.writes;
   }
