@@ -55,10 +55,12 @@ async function main(): Promise<void> {
     await bootstrapAdmin(store, config, log);
     const refunds = new RefundMetrics();
     await control.step('start-up recovery (signing key, pending reservations)');
-    await startupHooks(store, config, log, (module, units) => refunds.refunded(module, units));
+    const jobs = await startupHooks(store, config, log, (module, units) => refunds.refunded(module, units));
     await control.step('the inference engine to start');
     const retention = startRetention(store, config, log);
-    open.stopRetention = retention;
+    // the store's background jobs stop before it closes: the pruners' next passes, and the
+    // login throttle's sweep, whose run under way is waited for
+    open.stopRetention = () => Promise.all([retention(), jobs.stop()]).then(() => undefined);
     // the module switch: a model-set activation may leave only disabled modules unready
     const engine = startEngine(config, log, (id) => store.moduleEnabled(id));
     open.engine = engine;

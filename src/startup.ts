@@ -11,13 +11,16 @@ type StartupStore = Pick<StoreStatus, 'kind'> & SigningKeys & Pick<Recovery, 're
 export const THROTTLE_SWEEP_MS = 60_000;
 
 /** A job that runs beside serving, one run at a time: asked again while a run is going, it
- * answers that run instead of starting a second. */
-function oneAtATime(run: () => Promise<void>): () => Promise<void> {
+ * answers that run instead of starting a second. `idle`: the run going on, if any. */
+function oneAtATime(run: () => Promise<void>): { start(): Promise<void>; idle(): Promise<void> } {
   let running: Promise<void> | null = null;
-  return () =>
-    (running ??= run().finally(() => {
-      running = null;
-    }));
+  return {
+    start: () =>
+      (running ??= run().finally(() => {
+        running = null;
+      })),
+    idle: () => running ?? Promise.resolve(),
+  };
 }
 
 /** What startupHooks leaves running. */
@@ -26,8 +29,10 @@ export interface StartupJobs {
   firstPrune: Promise<void>;
   /** a sweep of the login throttle's stale counts now, or the one running */
   sweepThrottle(): Promise<void>;
-  /** stops the periodic jobs (a run going on ends on its own) */
-  stop(): void;
+  /** stops the periodic jobs; resolves when a throttle sweep under way has ended (the store
+   * closes after it). The idempotency prune's first pass may index a large store for minutes:
+   * it is not waited for, and a stop cuts it short as it would any read. */
+  stop(): Promise<void>;
 }
 
 /** Refunds what dead holders left pending, logging each (the holder as holder_pid or
@@ -77,8 +82,8 @@ export async function startupHooks(
   // a minimum), and the first pass over an LMDB store written before the expiry index reads
   // and indexes every key (src/store/lmdb/expiry.ts), minutes for millions of them, which must
   // neither hold the start nor run into START_TIMEOUT_SECONDS.
-  const firstPrune = prune();
-  timers.push(setInterval(() => void prune(), 3600_000).unref());
+  const firstPrune = prune.start();
+  timers.push(setInterval(() => void prune.start(), 3600_000).unref());
   // The login throttle's counts past their time (a spray from an IPv6 /48's 65,536 networks
   // leaves tens of thousands). Swept here, by the process on a clock, rather than by the logins:
   // a sweep reads every count, so one started every so many attempts on each API worker made a
@@ -86,15 +91,18 @@ export async function startupHooks(
   // awaited at a login made that login wait for it. A minute apart, the counts stay within their
   // window plus that minute, and a spray costs one pass a minute per process, however fast it
   // comes. The throttle's decisions never depend on a sweep: a stale count reads as none.
-  const sweepThrottle = oneAtATime(() =>
-    store.sweepLoginThrottle(now()).catch((err: unknown) => log.warn({ err: { message: (err as Error).message } }, 'login throttle sweep failed; the next one tries again')),
+  let stopped = false;
+  const sweep = oneAtATime(() =>
+    stopped ? Promise.resolve() : store.sweepLoginThrottle(now()).catch((err: unknown) => log.warn({ err: { message: (err as Error).message } }, 'login throttle sweep failed; the next one tries again')),
   );
-  timers.push(setInterval(() => void sweepThrottle(), throttleSweepMs).unref());
+  timers.push(setInterval(() => void sweep.start(), throttleSweepMs).unref());
   return {
     firstPrune,
-    sweepThrottle,
+    sweepThrottle: sweep.start,
     stop: () => {
+      stopped = true;
       for (const timer of timers) clearInterval(timer);
+      return sweep.idle();
     },
   };
 }

@@ -218,7 +218,7 @@ export async function startApi(opts: ApiOptions = {}): Promise<ApiHandle> {
       api.handle.startDrain();
       uws.us_listen_socket_close(socket);
       closeApp(api.handle.app);
-      jobs.stop();
+      await jobs.stop();
       channel.port1.close();
       channel.port2.close();
       await engine?.close().catch(() => {});

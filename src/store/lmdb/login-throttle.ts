@@ -108,9 +108,9 @@ export async function releaseLoginAttempt(store: Store, address: string, usernam
 /** Deletes counts that no longer matter and known addresses past their time. The process runs
  * it once a minute (src/startup.ts, THROTTLE_SWEEP_MS) on its main thread, beside the inference
  * it relays, and a spray of failed logins from many networks (an IPv6 /48 holds 65,536 /64s)
- * leaves tens of thousands of counts: so it reads and removes them as the pruners read a tree (prune-scan.ts removeWhere:
- * chunks with the event loop turning between them, REMOVE_BATCH removals to a write, each
- * count judged again inside it). */
+ * leaves tens of thousands of counts: so it reads and removes them as the pruners read a tree
+ * (prune-scan.ts removeWhere: chunks with the event loop turning between them, REMOVE_BATCH
+ * removals to a write, each count judged again inside it). */
 export async function sweepFailures(store: Store, at: number): Promise<void> {
   await removeWhere(store, store.db.loginFailures, (key, value) => {
     const k = key as string;

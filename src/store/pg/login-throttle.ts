@@ -104,18 +104,19 @@ export async function lockOrdered(c: pg.PoolClient, keys: string[]): Promise<voi
 }
 
 /** Rows one statement of the sweep deletes at most: a spray's tens of thousands of stale counts
- * go in several short statements, none holding a long run of row locks. Taken with SKIP
- * LOCKED, as the pruners take theirs: nodes sweeping at once take different rows, and a row an
- * attempt holds (it is renewing it) is left for it. */
+ * go in several short statements, none holding a long run of row locks. */
 const SWEEP_BATCH = 1000;
 
 /** Deletes counts that no longer matter and known addresses past their time (the LMDB store's
- * sweepFailures; each node runs it once a minute, src/startup.ts). The staleness is judged in
- * the statement, on each row as it is deleted, rather than read first and deleted by key: a
- * count a concurrent attempt brought back to life meanwhile is re-checked by PostgreSQL once
- * that attempt commits, and stays. The rules are throttle-rules.ts's windowLive (address and
- * pair counts: their window from its first failure) and nameLive (a name's count: from its
- * last failure), negated; WINDOW_MS and KNOWN_ADDRESS_MS come from there. */
+ * sweepFailures; each node runs it once a minute, src/startup.ts). Staleness is judged in the
+ * statement, on rows it locks (FOR UPDATE SKIP LOCKED, as the pruners take theirs), not read
+ * first and deleted by key afterwards, which could delete a count an attempt had renewed in
+ * between: a row an attempt holds is skipped (it is being renewed), nodes sweeping at once take
+ * different rows, and an attempt that comes for a row the sweep holds waits, finds it gone and
+ * counts afresh (countOneFailure writes it back), as the stale count would have counted. The
+ * rules are throttle-rules.ts's windowLive (address and pair counts: their window from its
+ * first failure) and nameLive (a name's count: from its last failure), negated, with its
+ * WINDOW_MS and KNOWN_ADDRESS_MS; the store contract holds both stores to the same edges. */
 export async function sweepLoginThrottle(db: Pg, at: number) {
   const stale = `(CASE WHEN key LIKE 'user:%' THEN $1::bigint - last_failure ELSE $1::bigint - window_start END) >= $2::bigint`;
   for (;;) {
