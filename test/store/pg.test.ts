@@ -132,3 +132,26 @@ t.test('login throttle: a failure whose count a sweep deleted between its attemp
   const v = await store.readThrottle('192.0.2.77', 'racer', T0);
   t.same([v.address?.count, v.pair?.count, v.name?.count], [1, 1, 1], 'each of the three counts written');
 });
+
+t.test('login throttle sweep: a row an attempt holds is skipped, not waited for; the next sweep takes it', async (t) => {
+  const at = T0 + 90 * 24 * 3600_000;
+  await store.recordLoginFailure('192.0.2.88', 'held', at - 20 * 60_000);
+  await store.recordLoginFailure('192.0.2.89', 'free', at - 20 * 60_000);
+  // an attempt's transaction holding the address row, as lockThrottleRows does
+  const c = await store.pool.connect();
+  try {
+    await c.query('BEGIN');
+    await c.query('SELECT key FROM login_throttle WHERE key = $1 FOR UPDATE', ['addr:192.0.2.88']);
+    // no statement timeout here: a sweep that waited for the lock would hang the test
+    await store.sweepLoginThrottle(at);
+    const held = await store.readThrottle('192.0.2.88', 'held', at);
+    t.ok(held.address, 'the held row is still there: skipped');
+    t.equal(held.pair, undefined, 'the same attempt\'s rows that nobody holds are swept');
+    t.equal((await store.readThrottle('192.0.2.89', 'free', at)).address, undefined, 'and the others');
+    await c.query('COMMIT');
+  } finally {
+    c.release();
+  }
+  await store.sweepLoginThrottle(at);
+  t.equal((await store.readThrottle('192.0.2.88', 'held', at)).address, undefined, 'the next sweep takes it once it is free');
+});
