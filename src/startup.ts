@@ -1,6 +1,7 @@
 import { now } from './clock.ts';
 import type { Config } from './config/index.ts';
 import type { Logger } from './observability/index.ts';
+import { periodic } from './retention/index.ts';
 import { keySourceFor } from './signing/index.ts';
 import type { LoginThrottle, Recovery, Retention, SigningKeys, StoreStatus } from './store/index.ts';
 
@@ -9,19 +10,6 @@ type StartupStore = Pick<StoreStatus, 'kind'> & SigningKeys & Pick<Recovery, 're
 
 /** How often a process sweeps the login throttle's stale counts (startupHooks). */
 export const THROTTLE_SWEEP_MS = 60_000;
-
-/** A job that runs beside serving, one run at a time: asked again while a run is going, it
- * answers that run instead of starting a second. `idle`: the run going on, if any. */
-function oneAtATime(run: () => Promise<void>): { start(): Promise<void>; idle(): Promise<void> } {
-  let running: Promise<void> | null = null;
-  return {
-    start: () =>
-      (running ??= run().finally(() => {
-        running = null;
-      })),
-    idle: () => running ?? Promise.resolve(),
-  };
-}
 
 /** What startupHooks leaves running. */
 export interface StartupJobs {
@@ -65,25 +53,26 @@ export async function startupHooks(
   await keySourceFor(store, config.DATA_DIR).current(now());
   const recovered = await recover(store, log, onRefund);
   if (recovered > 0) log.warn({ recovered }, 'crash recovery finished');
-  const timers: NodeJS.Timeout[] = [];
-  if (store.kind === 'postgres') {
-    timers.push(setInterval(() => void recover(store, log, onRefund).catch((err) => log.warn({ err: { message: (err as Error).message } }, 'lease sweep failed')), (config.NODE_LEASE_SECONDS * 1000) / 2).unref());
-  }
+  const leaseSweep =
+    store.kind === 'postgres'
+      ? periodic(() => recover(store, log, onRefund).then(() => undefined, (err: unknown) => log.warn({ err: { message: (err as Error).message } }, 'lease sweep failed')), (config.NODE_LEASE_SECONDS * 1000) / 2)
+      : null;
   // one pass at a time: a first pass that indexes a large store may outlast the hour
-  const prune = oneAtATime(() =>
-    store.pruneIdempotency(now(), config.IDEMPOTENCY_RETENTION_HOURS).then(
-      (pruned) => {
-        if (pruned > 0) log.info({ pruned }, 'pruned completed idempotency records');
-      },
-      (err: unknown) => log.error({ err }, 'idempotency prune failed'),
-    ),
+  const prune = periodic(
+    () =>
+      store.pruneIdempotency(now(), config.IDEMPOTENCY_RETENTION_HOURS).then(
+        (pruned) => {
+          if (pruned > 0) log.info({ pruned }, 'pruned completed idempotency records');
+        },
+        (err: unknown) => log.error({ err }, 'idempotency prune failed'),
+      ),
+    3600_000,
   );
   // Not awaited: a record past its retention may be replayed a little longer (the retention is
   // a minimum), and the first pass over an LMDB store written before the expiry index reads
   // and indexes every key (src/store/lmdb/expiry.ts), minutes for millions of them, which must
   // neither hold the start nor run into START_TIMEOUT_SECONDS.
-  const firstPrune = prune.start();
-  timers.push(setInterval(() => void prune.start(), 3600_000).unref());
+  const firstPrune = prune.run();
   // The login throttle's counts past their time (a spray from an IPv6 /48's 65,536 networks
   // leaves tens of thousands). Swept here, by the process on a clock, rather than by the logins:
   // a sweep reads every count, so one started every so many attempts on each API worker made a
@@ -91,18 +80,19 @@ export async function startupHooks(
   // awaited at a login made that login wait for it. A minute apart, the counts stay within their
   // window plus that minute, and a spray costs one pass a minute per process, however fast it
   // comes. The throttle's decisions never depend on a sweep: a stale count reads as none.
-  let stopped = false;
-  const sweep = oneAtATime(() =>
-    stopped ? Promise.resolve() : store.sweepLoginThrottle(now()).catch((err: unknown) => log.warn({ err: { message: (err as Error).message } }, 'login throttle sweep failed; the next one tries again')),
+  const sweep = periodic(
+    () => store.sweepLoginThrottle(now()).catch((err: unknown) => log.warn({ err: { message: (err as Error).message } }, 'login throttle sweep failed; the next one tries again')),
+    throttleSweepMs,
   );
-  timers.push(setInterval(() => void sweep.start(), throttleSweepMs).unref());
   return {
     firstPrune,
-    sweepThrottle: sweep.start,
+    sweepThrottle: sweep.run,
     stop: () => {
-      stopped = true;
-      for (const timer of timers) clearInterval(timer);
-      return sweep.idle();
+      // the prune's and the lease sweep's runs are not waited for (the first prune may index a
+      // large store for minutes): only their schedules end
+      void prune.stop();
+      void leaseSweep?.stop();
+      return sweep.stop();
     },
   };
 }

@@ -3,6 +3,9 @@ import type { Config } from '../config/index.ts';
 import type { Logger } from '../observability/index.ts';
 import type { Retention } from '../store/index.ts';
 import { pruneArchiveBefore } from './archive.ts';
+import { periodic } from './periodic.ts';
+
+export { periodic, type Periodic } from './periodic.ts';
 
 const DAY_MS = 86_400_000;
 
@@ -38,29 +41,15 @@ export async function pruneOnce(backend: Retention, config: RetentionConfig, at 
 /** The service's pruner: once at start, then hourly, in the main thread only (one pass per
  * process, never one per API worker). Failures are logged and retried at the next tick. */
 export function startRetention(store: Retention, config: RetentionConfig, log: Logger, everyMs = 3600_000): () => Promise<void> {
-  let running: Promise<void> | null = null;
-  let stopped = false;
-  const tick = () => {
-    if (running || stopped) return;
-    running = pass().finally(() => {
-      running = null;
-    });
-  };
-  const pass = async () => {
+  const job = periodic(async () => {
     try {
       const report = await pruneOnce(store, config);
       if (report.audit || report.results || report.ledger || report.archive || report.sessions) log.info({ pruned: report }, 'retention: pruned');
     } catch (err) {
       log.error({ err }, 'retention: prune failed');
     }
-  };
-  tick();
-  const timer = setInterval(tick, everyMs);
-  timer.unref();
+  }, everyMs);
+  void job.run();
   // stop: no new pass; resolves when a pass under way ends, so the store closes after it
-  return async () => {
-    stopped = true;
-    clearInterval(timer);
-    await running;
-  };
+  return job.stop;
 }
