@@ -105,6 +105,8 @@ export interface Store {
   readonly root: RootDatabase;
   readonly commits: LmdbCommits;
   readonly dir: string;
+  /** the map this thread asked for (LMDB_MAP_SIZE_GIB): the metering writer opens with it too */
+  readonly mapGiB: number;
   readonly db: Databases;
   /** failed writes, refusal of new calls while they fail, the probe that sees them work again */
   readonly writes: WriteHealth;
@@ -126,7 +128,8 @@ export function openStore(dataDir: string, opts: { commits?: LmdbCommits; auditD
   // mapSize: LMDB_MAP_SIZE_GIB (config/env.ts says why it is large). lmdb-js shares one
   // environment among a process's threads, so the first to open the store maps it: in the
   // service the main thread, before it starts the writer and the API workers.
-  const options = { path: dir, maxDbs: 32, mapSize: (opts.mapGiB ?? DEFAULT_LMDB_MAP_SIZE_GIB) * 1024 ** 3, compression: false, permissionsMode: PRIVATE_FILE_MODE };
+  const mapGiB = opts.mapGiB ?? DEFAULT_LMDB_MAP_SIZE_GIB;
+  const options = { path: dir, maxDbs: 32, mapSize: mapGiB * 1024 ** 3, compression: false, permissionsMode: PRIVATE_FILE_MODE };
   const root = open(options);
   narrowToPrivate([path.join(dir, 'data.mdb'), path.join(dir, 'lock.mdb')]);
   // each opened with the record type Databases names for it (lmdb-js does not check values)
@@ -173,7 +176,7 @@ export function openStore(dataDir: string, opts: { commits?: LmdbCommits; auditD
     opts.auditDelayMs,
   );
   return {
-    root, dir, db, commits: opts.commits ?? 'sync', writes, audit, writer,
+    root, dir, mapGiB, db, commits: opts.commits ?? 'sync', writes, audit, writer,
     close: async () => {
       // the queued lines first, so a clean stop loses none (bounded like the close below
       // while writes fail: a commit that cannot be written is not waited for)

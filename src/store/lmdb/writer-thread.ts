@@ -10,8 +10,8 @@ import { planReserve } from './reserve.ts';
 import { planMark, planRefund, planSettle, refundHeld } from './settle.ts';
 import { RESERVATION_LOST, settleHoldMs, toWire, type SettleHold, type WireError, type WriterOp, type WriterReply, type WriterRequest } from './writer-client.ts';
 
-const { dataDir, wake, busy, holdMs, settleHold } = workerData as { dataDir: string; wake?: Int32Array; busy?: BigInt64Array; holdMs: number; settleHold: SettleHold };
-const store = openStore(dataDir, { commits: 'sync' });
+const { dataDir, wake, busy, holdMs, settleHold, mapGiB } = workerData as { dataDir: string; wake?: Int32Array; busy?: BigInt64Array; holdMs: number; settleHold: SettleHold; mapGiB?: number };
+const store = openStore(dataDir, { commits: 'sync', mapGiB });
 
 /** Every API worker's peer, for the held batch to take their requests from (holdForCompany). */
 const peers = new Set<Peer>();

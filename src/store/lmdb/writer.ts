@@ -70,13 +70,15 @@ export class MeteringWriter {
   /** `holdMs`: how long a batch of early-answered reservations waits for company
    * (RESERVATION_HOLD_MS); `settleHold`: how long a batch with settlements waits for more
    * (SETTLE_HOLD); tests set them */
-  constructor(readonly dataDir: string, readonly storeDir: string, holdMs = RESERVATION_HOLD_MS, settleHold: SettleHold = SETTLE_HOLD) {
+  constructor(readonly dataDir: string, readonly storeDir: string, holdMs = RESERVATION_HOLD_MS, settleHold: SettleHold = SETTLE_HOLD, mapGiB?: number) {
     const entry = threadEntry('lmdb-writer.bundle.mjs', 'store/lmdb/writer-thread.ts');
     // Compiled, the thread runs its bundle; under tsx it registers the loader first (as the
     // API workers do, src/cluster/cluster.ts). A small young generation: its allocations are
     // a batch's few records.
     this.worker = new Worker(SOURCE_EXT === '.js' ? entry : new URL('thread-entry.mjs', SOURCE_DIR), {
-      workerData: { entry: entry.href, dataDir, wake: this.wake, busy: this.busy, holdMs, settleHold },
+      // mapGiB: the main thread's (it opened the environment first, and lmdb-js shares it), so
+      // that no thread of the process asks for another map
+      workerData: { entry: entry.href, dataDir, wake: this.wake, busy: this.busy, holdMs, settleHold, mapGiB },
       resourceLimits: { maxYoungGenerationSizeMb: 2 },
     });
     this.exit = new Promise((resolve) => {
@@ -152,7 +154,7 @@ export function meteringWriterOf(store: Store, holdMs?: number, settleHold?: Set
   if (!isMainThread || store.commits !== 'sync') return null;
   let w = writers.get(store);
   if (!w) {
-    w = new MeteringWriter(path.dirname(store.dir), store.dir, holdMs, settleHold);
+    w = new MeteringWriter(path.dirname(store.dir), store.dir, holdMs, settleHold, store.mapGiB);
     writers.set(store, w);
   }
   return w;
