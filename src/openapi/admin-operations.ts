@@ -268,6 +268,7 @@ export const ADMIN_OPERATIONS: Operation[] = [
   {
     method: 'post', path: '/admin/api/settlements/{id}/resolve', operationId: 'adminResolveSettlement', tag: 'admin', auth: 'session', csrf: true,
     summary: 'Charge or refund a settlement that failed',
+    description: 'charge: the units stay, and the answer that could not be saved (has_saved_answer) completes the idempotency key (the retry replays it) and its results are stored (GET /v1/sessions/{id}, GET /admin/api/results/{id}); without a saved answer the key is released. refund: the units come back and the key is released.',
     parameters: [settlementId],
     body: { schema: 'SettlementResolve', example: { action: 'refund' } },
     success: { status: '200', description: 'The resolved settlement', schema: 'Settlement', example: { ...ex.settlement, state: 'refunded' } },

@@ -13,7 +13,7 @@ export const ADMIN = { username: 'root', password: 'correct horse battery' };
 export const ENV = {
   ADMIN_USERNAME: ADMIN.username, ADMIN_PASSWORD: ADMIN.password,
   SESSION_MINT_LIMIT: '4', SESSION_MINT_WINDOW_SECONDS: '60', SESSION_MAX_TTL_SECONDS: '600', SESSION_MAX_CAPTURES: '10',
-  TEST_INFERENCE_FAIL_PREFIX: 'fail-',
+  TEST_INFERENCE_FAIL_PREFIX: 'fail-', TEST_SETTLEMENT_FAIL_PREFIX: 'sfail-',
 };
 export const START = '2026-06-10T08:00:00.000Z';
 
@@ -182,6 +182,28 @@ export function sessionRules(t: Test, { server, clock, storeHolds }: Setup): voi
     t.match(await call('GET', '/v1/sessions/ses_AAAAAAAAAAAA', p.token), { status: 404, json: { error: { code: 'session_not_found' } } });
     t.match(await call('GET', `/v1/sessions/${encodeURIComponent('ses_\u0000x')}`, p.token), { status: 404 });
     t.match(await call('GET', `/v1/sessions/${s.session_id}`, null), { status: 401, json: { error: { code: 'invalid_token' } } });
+  });
+
+  t.test('a call whose settlement failed, charged by the operator: the parent reads the results the device\'s retry replays', async (t) => {
+    const p = await parent();
+    const s = await mint(p.token, { module_id: 'rgb_liveness', max_captures: 2 });
+    const body = request([single({ id: `sfail-${randomUUID()}`, seed: 6 })]);
+    const key = { 'idempotency-key': `k-${randomUUID()}` };
+    const failed = await postVerify(base, s.session_token, 'rgb_liveness', body, key);
+    t.match(failed, { status: 500, json: { error: { code: 'settlement_failed' } } });
+    const held = await call('GET', `/v1/sessions/${s.session_id}`, p.token);
+    t.match(held.json.results, [{ request_id: failed.json.request_id, status: 'settlement_failed', charged_units: 1, results: null }], 'held for the operator');
+    const listed = (await admin('GET', '/admin/api/settlements')).json.settlements.find((x: Json) => x.request_id === failed.json.request_id);
+    t.match(listed, { has_saved_answer: true });
+    t.equal((await admin('POST', `/admin/api/settlements/${listed.id}/resolve`, { action: 'charge' })).status, 200);
+    const replay = await postVerify(base, s.session_token, 'rgb_liveness', body, key);
+    t.equal(replay.status, 200);
+    t.equal(replay.headers.get('idempotency-replayed'), 'true');
+    t.equal(replay.json.results.length, 1);
+    const status = await call('GET', `/v1/sessions/${s.session_id}`, p.token);
+    t.same(status.json.results, [{ request_id: failed.json.request_id, status: 'completed', charged_units: 1, results: replay.json.results }],
+      'the verdict the call could not save is read as the replay gives it, not completed without results');
+    t.equal((await admin('GET', `/admin/api/results/${failed.json.request_id}`)).status, 200, 'and the console shows them');
   });
 
   t.test('DELETE revokes at once; expiry follows the clock', async (t) => {

@@ -199,6 +199,8 @@ export function storeContract(t: Test, store: StoreBackend): void {
     t.same((await store.usageSnapshot(tok, T0)).map((u) => u.used), [2], 'the units stay used');
     t.same((await store.listLedger({ token_id: tok.id })).items.map((e) => [e.kind, e.units]), [['charge', 2]], 'nothing more in the ledger');
     t.same(await store.reserve(reserveInput(tok, { idempotencyKey: 'k-charge', fingerprint: 'fp' })), { kind: 'replay', status: 200, body: saved }, 'the key replays the kept answer');
+    t.same(await store.getResults(r.request_id), { at: new Date(T0 + 5).toISOString(), token_id: tok.id, module_id: 'rgb_liveness', results: JSON.parse(saved).results },
+      "the kept answer's results are stored, as the settlement would have stored them (a session's backend reads them)");
     t.equal(await store.resolveReservation(r.id, 'charge', T0 + 6), 'not_pending', 'resolved once');
     t.equal(await store.resolveReservation(r.id, 'refund', T0 + 6), 'not_pending', 'and not refunded after');
     t.same((await store.usageSnapshot(tok, T0)).map((u) => u.used), [2]);
@@ -213,6 +215,7 @@ export function storeContract(t: Test, store: StoreBackend): void {
     t.match(done, { id: r.id, state: 'refunded', settled_at: new Date(T0 + 5).toISOString(), unsaved_body: null });
     t.same(await store.getReservation(r.id), done, 'as stored');
     t.notOk((await store.listSettlementFailed()).some((x) => x.id === r.id), 'off the operator list');
+    t.equal(await store.getResults(r.request_id), undefined, 'no results stored for a call nobody pays');
     t.same((await store.usageSnapshot(tok, T0)).map((u) => u.used), [0], 'the units are back');
     t.same((await store.listLedger({ token_id: tok.id })).items.map((e) => [e.kind, e.units]), [['charge', 2], ['refund', 2]]);
     const retry = await store.reserve(reserveInput(tok, { idempotencyKey: 'k-refund', fingerprint: 'fp', units: 2 }));

@@ -15,6 +15,7 @@ import type { SettleOutcome } from '../backend.ts';
 import { releaseSessionCall } from './device-sessions.ts';
 import { noteExpiry } from './expiry.ts';
 import { holdForever } from '../faults.ts';
+import { keptResults } from '../kept-answer.ts';
 
 /** Internal to the settlement: its transaction refused (the reservation no longer pending, or
  * the test fault); caught below and turned into a settlement outcome, never answered as is.
@@ -231,7 +232,9 @@ export function refundHeld(store: Store, r: Reservation, at: number): Reservatio
 
 /** Operator resolution of a settlement_failed reservation. "charge" keeps the units and, when
  * the answer was kept, completes the idempotency key with it so the client's retry replays
- * it; without a kept answer the key is released. "refund" gives the units back. */
+ * it, and stores its results as the settlement would have (a device session's backend reads
+ * its verdict there); without a kept answer the key is released. "refund" gives the units
+ * back. */
 export async function resolveReservation(store: Store, id: string, action: 'charge' | 'refund', at: number): Promise<Reservation | undefined | 'not_pending'> {
   // Checked inside the write: two operators may resolve the same record at once, and only the
   // first resolution may take effect. Only what the operator list shows is resolvable: a
@@ -248,6 +251,12 @@ export async function resolveReservation(store: Store, id: string, action: 'char
     noteExpiry(store, 'reservations', iso, id);
     void store.db.failedSettlements.remove(id);
     resolveKey(store, r, iso);
+    // the results the failed settlement could not store, as it would have stored them
+    const results = keptResults(r.unsaved_body);
+    if (results !== undefined) {
+      void store.db.results.put(r.request_id, { at: iso, token_id: r.token_id, module_id: r.module_id, results });
+      noteExpiry(store, 'results', iso, r.request_id);
+    }
     return next;
   });
 }

@@ -7,6 +7,7 @@ import { StoreUnavailableError } from '../errors.ts';
 import { isoOf, type Pg, type Repair, type Row } from './open.ts';
 import { windowsOf } from './usage.ts';
 import { holdForever } from '../faults.ts';
+import { keptResults } from '../kept-answer.ts';
 
 // PostgreSQL's settlement and refund rules: stored functions (each one round trip under the
 // reservation's row lock), written here beside the jobs that call them as lmdb/settle.ts holds
@@ -273,6 +274,12 @@ export async function resolveReservation(db: Pg, id: string, action: ResolveActi
     }
     const next = (await c.query(`UPDATE reservations SET state = 'charged', settled_at = $2, settled_ms = $3, unsaved_body = NULL WHERE id = $1 RETURNING *`, [id, isoOf(at), at])).rows[0]!;
     await resolveKey(c, r, at);
+    // the results the failed settlement could not store, as lv_settle would have stored them
+    const results = keptResults(r.unsaved_body);
+    if (results !== undefined) {
+      await c.query('INSERT INTO results (request_id, record) VALUES ($1, $2) ON CONFLICT (request_id) DO NOTHING',
+        [r.request_id, { at: isoOf(at), token_id: r.token_id, module_id: r.module_id, results }]);
+    }
     return reservationOf(next);
   });
 }
