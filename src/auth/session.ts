@@ -49,11 +49,13 @@ export async function findSession(store: AdminSessions, config: Config, id: stri
     return undefined;
   }
   if (at - session.last_seen >= TOUCH_MS) {
-    session.last_seen = at;
     // Awaited (at most once per TOUCH_MS per session, admin traffic only): a write still in
     // flight when the next call of the session reaches another API worker or node would
-    // have it judge idleness by the old time.
-    await store.putSession(key, session);
+    // have it judge idleness by the old time. Only the idle clock is written, and only where
+    // the session still exists: writing back the record read above recreated a session that
+    // a logout, a password change or a disabled account had deleted in between.
+    if (!(await store.touchSession(key, at))) return undefined;
+    session.last_seen = at;
   }
   return { key, session };
 }

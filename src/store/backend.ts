@@ -293,6 +293,9 @@ export interface Recovery {
 export interface AdminSessions {
   putSession(key: string, session: SessionRecord): Promise<void>;
   getSession(key: string): Promise<SessionRecord | undefined>;
+  /** moves a session's idle clock to `lastSeen` (never back) if the session still exists, in
+   * one write; false when it does not (a logout, a password change or a sweep ended it) */
+  touchSession(key: string, lastSeen: number): Promise<boolean>;
   deleteSession(key: string): Promise<void>;
   /** ends a user's sessions except `keep`; returns how many */
   deleteUserSessions(userId: string, keep?: string): Promise<number>;

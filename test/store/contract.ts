@@ -390,6 +390,20 @@ export function storeContract(t: Test, store: StoreBackend): void {
     t.equal(await store.getSession('k2'), undefined);
   });
 
+  t.test('touching a session moves its idle clock forward only, and never brings a deleted one back', async (t) => {
+    const s = { user_id: 'usr_t', username: 'root', role: 'admin' as const, csrf_token: 'c', created_at: T0, last_seen: T0, expires_at: T0 + 1000 };
+    await store.putSession('t1', s);
+    t.equal(await store.touchSession('t1', T0 + 20), true);
+    t.same(await store.getSession('t1'), { ...s, last_seen: T0 + 20 }, 'only the idle clock moved');
+    t.equal(await store.touchSession('t1', T0 + 10), true);
+    t.equal((await store.getSession('t1'))!.last_seen, T0 + 20, 'never back');
+    await store.deleteUserSessions('usr_t');
+    t.equal(await store.touchSession('t1', T0 + 30), false, 'gone: says so');
+    t.equal(await store.getSession('t1'), undefined, 'and writes nothing');
+    t.equal(await store.touchSession('never-was', T0), false);
+    t.equal(await store.getSession('never-was'), undefined);
+  });
+
   t.test('login throttle counts are shared through the store', async (t) => {
     const addr = '198.51.100.7';
     for (let i = 0; i < PAIR_LIMIT; i++) await store.recordLoginFailure(addr, 'Target', T0 + i);

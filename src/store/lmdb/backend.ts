@@ -20,7 +20,7 @@ import { openStore, readLatest, storeHealthy, type LmdbCommits, type Store } fro
 import { pruneAuditBefore, pruneLedgerBefore, pruneResultsBefore } from './retention.ts';
 import type { SessionRecord, TokenRecord, UserRecord } from '../records.ts';
 import { searchTokens, searchUsers } from './search.ts';
-import { deleteSession, deleteUserSessions, getSession, putSession, sweepSessions } from './sessions.ts';
+import { deleteSession, deleteUserSessions, getSession, putSession, sweepSessions, touchSession } from './sessions.ts';
 import { createFirstSigningKey, listSigningKeys, revokeSigningKey, rotateSigningKey } from './keys.ts';
 import { ensureTokenNameIndex } from './token-names.ts';
 import { dailyTotals, ensureDailyTotals } from './daily-totals.ts';
@@ -194,6 +194,9 @@ export class LmdbBackend implements StoreBackend, FaultHooks {
   }
   async getSession(key: string) {
     return getSession(this.store, key);
+  }
+  touchSession(key: string, lastSeen: number) {
+    return touchSession(this.store, key, lastSeen);
   }
   deleteSession(key: string) {
     return deleteSession(this.store, key);

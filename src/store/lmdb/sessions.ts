@@ -9,6 +9,18 @@ export async function putSession(store: Store, key: string, session: SessionReco
   await lmdbWrite(store, 'session', store.db.sessions.put(key, session));
 }
 
+/** The idle clock moved on only where the session is still there: checked in the write, so a
+ * delete that commits after the caller read the session is never undone by the touch. */
+export async function touchSession(store: Store, key: string, lastSeen: number): Promise<boolean> {
+  const db = store.db.sessions;
+  return lmdbWrite(store, 'session', db.transaction(() => {
+    const s = db.get(key);
+    if (!s) return false;
+    if (lastSeen > s.last_seen) void db.put(key, { ...s, last_seen: lastSeen });
+    return true;
+  }));
+}
+
 export function getSession(store: Store, key: string): SessionRecord | undefined {
   readLatest(store);
   return store.db.sessions.get(key);

@@ -24,7 +24,7 @@ import { searchTokens, searchUsers } from './search.ts';
 import { dailyTotals } from './daily-totals.ts';
 import { pruneAuditBefore, pruneLedgerBefore, pruneResultsBefore } from './retention.ts';
 import { recoverPending, recoverThread } from './recovery.ts';
-import { deleteSession, deleteUserSessions, getSession, putSession, sweepSessions } from './sessions.ts';
+import { deleteSession, deleteUserSessions, getSession, putSession, sweepSessions, touchSession } from './sessions.ts';
 import { readThrottle, recordLoginFailure, recordLoginSuccess, releaseLoginAttempt, reserveLoginAttempt, sweepLoginThrottle } from './login-throttle.ts';
 import { createFirstSigningKey, listSigningKeys, revokeSigningKey, rotateSigningKey } from './keys.ts';
 import * as deviceSessions from './device-sessions.ts';
@@ -263,6 +263,9 @@ export class PgBackend implements StoreBackend, FaultHooks {
   }
   getSession(key: string) {
     return getSession(this.db, key);
+  }
+  touchSession(key: string, lastSeen: number) {
+    return touchSession(this.db, key, lastSeen);
   }
   deleteSession(key: string) {
     return deleteSession(this.db, key);
