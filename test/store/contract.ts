@@ -107,6 +107,7 @@ export function storeContract(t: Test, store: StoreBackend): void {
     t.equal((await refusal(store.reserve(reserveInput(tok, { moduleId: 'color_liveness' })))).kind, 'module_forbidden');
     await store.updateToken(tok.id, (x) => ({ ...x, revoked: true, enabled: false }));
     t.equal((await refusal(store.reserve(reserveInput(tok)))).kind, 'invalid_token', 'revoked during the upload');
+    t.equal((await refusal(store.reserve(reserveInput(tok, { idempotencyKey: 'k-dead', fingerprint: 'fp' })))).kind, 'invalid_token', 'a keyed call too');
     const expired = tokenRecord([{ module_id: 'rgb_liveness', limit: null, period: 'month' }], { expires_at: new Date(T0).toISOString() });
     await store.insertToken(expired);
     t.equal((await refusal(store.reserve(reserveInput(expired)))).kind, 'invalid_token', 'expired at the reservation time');
@@ -137,6 +138,13 @@ export function storeContract(t: Test, store: StoreBackend): void {
     t.equal((await store.getReservation(r.id))!.state, 'charged');
     t.not((await store.settle(r, T0 + 2000, render(input.requestId), [])).kind, 'settled', 'a charged reservation is not settled twice');
     t.equal((await store.getReservation(r.id))!.state, 'charged');
+    // the contract's order: token (401) and grant (403) before the key (409, a replay), as
+    // when the call starts; here the token changed during the upload
+    await store.updateToken(tok.id, (x) => ({ ...x, grants: x.grants.filter((g) => g.module_id !== 'rgb_liveness') }));
+    t.equal((await refusal(store.reserve(reserveInput(tok, { idempotencyKey: 'k-1', fingerprint: 'fp-1' })))).kind, 'module_forbidden', 'the grant removed: no replay');
+    await store.updateToken(tok.id, (x) => ({ ...x, revoked: true, enabled: false }));
+    t.equal((await refusal(store.reserve(reserveInput(tok, { idempotencyKey: 'k-1', fingerprint: 'fp-1' })))).kind, 'invalid_token', 'revoked: no replay');
+    t.equal((await refusal(store.reserve(reserveInput(tok, { idempotencyKey: 'k-1', fingerprint: 'other' })))).kind, 'invalid_token', 'nor a conflict');
   });
 
   t.test('refund gives units back once and releases the key', async (t) => {

@@ -125,6 +125,24 @@ export function deviceSessionContract(t: Test, store: StoreBackend): void {
     t.same(await store.listDeviceSessionCalls(s.id), []);
   });
 
+  t.test('device sessions: a dead session is refused before its key: no replay, whatever the key holds', async (t) => {
+    const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: null, period: 'never' }]);
+    await store.insertToken(tok);
+    const s = await mint(store, session(tok));
+    const done = await store.reserve(input(tok, s, { idempotencyKey: 'dead-k', fingerprint: 'fp' }));
+    if (done.kind !== 'reserved') throw new Error('not reserved');
+    const settled = await store.settle(done.reservation, T0 + 1000, render(done.reservation.request_id), []);
+    if (settled.kind !== 'settled') throw new Error(`not settled: ${settled.kind}`);
+    const held = await store.reserve(input(tok, s, { idempotencyKey: 'held-k', fingerprint: 'fp' }));
+    t.equal(held.kind, 'reserved', 'a second call, still in flight');
+    t.equal(await code(store.reserve(input(tok, s, { idempotencyKey: 'dead-k', fingerprint: 'fp', at: T0 + 300_000 }))), 'invalid_session_token', 'expired: not replayed');
+    await store.revokeDeviceSession(s.id, T0 + 2000);
+    t.equal(await code(store.reserve(input(tok, s, { idempotencyKey: 'dead-k', fingerprint: 'fp', at: T0 + 3000 }))), 'invalid_session_token', 'revoked (during the upload): not replayed');
+    t.equal(await code(store.reserve(input(tok, s, { idempotencyKey: 'held-k', fingerprint: 'fp', at: T0 + 3000 }))), 'invalid_session_token', 'nor told to wait for a call in flight');
+    t.equal(await code(store.reserve(input(tok, s, { idempotencyKey: 'dead-k', fingerprint: 'other', at: T0 + 3000 }))), 'invalid_session_token', 'nor told of a conflict');
+    t.same(await store.reserve(input(tok, null, { idempotencyKey: 'dead-k', fingerprint: 'fp', at: T0 + 3000 })), { kind: 'replay', status: 200, body: settled.body }, 'the live parent token still replays its key');
+  });
+
   t.test('device sessions: concurrent calls of one session never pass max_captures', async (t) => {
     const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: null, period: 'never' }]);
     await store.insertToken(tok);

@@ -115,6 +115,14 @@ export function sessionRefusal(store: Store, input: ReserveInput): Extract<Reser
   return code === null ? null : { kind: code };
 }
 
+/** Whether the call is made with a session that can no longer be used (revoked, expired, not
+ * its token's), whatever its captures: such a call is refused before its key is looked up. */
+export function deadSession(store: Store, input: ReserveInput): boolean {
+  if (!input.sessionId) return false;
+  const s = store.db.deviceSessions.get(['id', input.sessionId]) as DeviceSession | undefined;
+  return sessionReservationRefusal(s, input.token.id, 0, input.at) === 'invalid_session_token';
+}
+
 /** Counts the admitted call's captures on its session and records the call. */
 export function bookSessionCall(store: Store, input: ReserveInput, reservation: Reservation): void {
   if (!input.sessionId) return;

@@ -11,7 +11,7 @@ import type { ReserveInput, ReserveOutcome } from '../backend.ts';
 import type { Reservation } from '../records.ts';
 import { bindKey, findKey } from './idempotency.ts';
 import { counterKey } from './usage.ts';
-import { bookSessionCall, sessionRefusal } from './device-sessions.ts';
+import { bookSessionCall, deadSession, sessionRefusal } from './device-sessions.ts';
 import { notePending } from './held.ts';
 
 /** The idempotency lookup, the quota check and the reservation of the whole batch happen in
@@ -43,6 +43,15 @@ export function planReserve(store: Store, input: ReserveInput, thread: number): 
 /** The outcome of a request that is not admitted, or null when it is. */
 function reserveChecks(store: Store, input: ReserveInput): ReserveOutcome | null {
   const { token, moduleId, units, idempotencyKey: key, fingerprint, at } = input;
+  // The token, its grant and the session are read again inside the transaction, before the
+  // key: an upload can take a while, and an operator may have revoked, disabled or re-granted
+  // the token, or revoked the session, meanwhile. A dead credential hears 401 on every call,
+  // a replay included, as it does when the call starts (verify's accept step).
+  const fresh = store.db.tokens.get(token.id);
+  if (!fresh || !isTokenLive(fresh, at)) return { kind: 'invalid_token' };
+  const grant = fresh.grants.find((g) => g.module_id === moduleId);
+  if (!grant) return { kind: 'module_forbidden' };
+  if (deadSession(store, input)) return { kind: 'invalid_session_token' };
   if (key !== null) {
     const rec = findKey(store, token.id, key);
     if (rec) {
@@ -57,12 +66,7 @@ function reserveChecks(store: Store, input: ReserveInput): ReserveOutcome | null
       return { kind: 'replay', status: rec.status ?? 200, body: rec.body ?? '' };
     }
   }
-  // The token and its grant are read again inside the transaction: an upload can take a
-  // while, and an operator may have revoked, disabled or re-granted the token meanwhile.
-  const fresh = store.db.tokens.get(token.id);
-  if (!fresh || !isTokenLive(fresh, at)) return { kind: 'invalid_token' };
-  const grant = fresh.grants.find((g) => g.module_id === moduleId);
-  if (!grant) return { kind: 'module_forbidden' };
+  // a used-up quota or session still replays (above): only an admission is counted
   const used = store.db.counters.get(counterKey(token.id, moduleId, grant.period, at)) ?? 0;
   const refusal = quotaRefusal(moduleId, grant, used, units, at);
   if (refusal) return refusal;

@@ -9,10 +9,11 @@ import { ACTIVE_SESSIONS_LISTED, mintRefusal, type DeviceSession, type DeviceSes
 //
 // lv_reserve itself (reserve.ts) knows nothing of sessions: a call made with a session goes
 // through lv_reserve_session, which locks the session's row (so its calls queue and cannot pass
-// max_captures together), runs lv_reserve, and when that admits the call checks the session in
-// the same transaction; a refusal raises, which rolls back lv_reserve's writes, so nothing is
-// charged. Idempotent replays come from lv_reserve before any admission, so a device retrying
-// with its key replays even when the session is used up. A reservation that becomes refunded,
+// max_captures together), refuses a dead session (revoked, expired) before anything else, runs
+// lv_reserve, and when that admits the call checks the session's captures in the same
+// transaction; a refusal raises, which rolls back lv_reserve's writes, so nothing is charged.
+// Idempotent replays come from lv_reserve before any admission, so a device retrying with its
+// key replays even when the session is used up (never once it is dead). A reservation that becomes refunded,
 // whoever refunds it (lv_refund, the lease sweep), gives its captures back to the session
 // through the trigger.
 
@@ -48,12 +49,13 @@ DECLARE
   r jsonb;
 BEGIN
   SELECT * INTO s FROM device_sessions WHERE id = p_session FOR UPDATE;
+  -- a dead session hears 401 before its key is looked up: a replay included
+  IF s.id IS NULL OR s.token_id <> p_token OR s.revoked_at IS NOT NULL OR s.expires_ms <= p_at_ms THEN
+    RETURN jsonb_build_object('kind', 'error', 'code', 'invalid_session_token');
+  END IF;
   BEGIN
     r := lv_reserve(p_token, p_module, p_units, p_request, p_key, p_fp, p_at_ms, p_created, p_day, p_month, p_rsv, p_led, p_node);
     IF r->>'kind' = 'reserved' THEN
-      IF s.id IS NULL OR s.token_id <> p_token OR s.revoked_at IS NOT NULL OR s.expires_ms <= p_at_ms THEN
-        RAISE EXCEPTION 'session unusable' USING ERRCODE = 'LV001';
-      END IF;
       IF s.captures_used + p_units > s.max_captures THEN
         RAISE EXCEPTION 'session captures exceeded' USING ERRCODE = 'LV002';
       END IF;
@@ -63,8 +65,6 @@ BEGIN
     END IF;
     RETURN r;
   EXCEPTION
-    WHEN SQLSTATE 'LV001' THEN
-      RETURN jsonb_build_object('kind', 'error', 'code', 'invalid_session_token');
     WHEN SQLSTATE 'LV002' THEN
       RETURN jsonb_build_object('kind', 'error', 'code', 'session_captures_exceeded', 'used', s.captures_used, 'max', s.max_captures);
   END;

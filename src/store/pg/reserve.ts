@@ -29,6 +29,16 @@ DECLARE
   g jsonb;
   used_now bigint;
 BEGIN
+  -- the token is read again here, before the key: it may have been revoked or re-granted
+  -- during the upload, and a dead token hears 401 on every call, a replay included
+  SELECT record INTO tok FROM tokens WHERE id = p_token;
+  IF NOT FOUND THEN RETURN jsonb_build_object('kind', 'error', 'code', 'invalid_token'); END IF;
+  IF NOT (tok->>'enabled')::boolean OR (tok->>'revoked')::boolean
+     OR (tok->>'expires_at' IS NOT NULL AND (extract(epoch FROM (tok->>'expires_at')::timestamptz) * 1000) <= p_at_ms) THEN
+    RETURN jsonb_build_object('kind', 'error', 'code', 'invalid_token');
+  END IF;
+  SELECT x INTO g FROM jsonb_array_elements(tok->'grants') x WHERE x->>'module_id' = p_module;
+  IF NOT FOUND THEN RETURN jsonb_build_object('kind', 'error', 'code', 'module_forbidden'); END IF;
   IF p_key IS NOT NULL THEN
     SELECT * INTO rec FROM idempotency WHERE token_id = p_token AND key = p_key;
     IF FOUND THEN
@@ -41,15 +51,6 @@ BEGIN
       RETURN jsonb_build_object('kind', 'replay', 'status', rec.status, 'body', rec.body);
     END IF;
   END IF;
-  -- the token is read again here: it may have been revoked or re-granted during the upload
-  SELECT record INTO tok FROM tokens WHERE id = p_token;
-  IF NOT FOUND THEN RETURN jsonb_build_object('kind', 'error', 'code', 'invalid_token'); END IF;
-  IF NOT (tok->>'enabled')::boolean OR (tok->>'revoked')::boolean
-     OR (tok->>'expires_at' IS NOT NULL AND (extract(epoch FROM (tok->>'expires_at')::timestamptz) * 1000) <= p_at_ms) THEN
-    RETURN jsonb_build_object('kind', 'error', 'code', 'invalid_token');
-  END IF;
-  SELECT x INTO g FROM jsonb_array_elements(tok->'grants') x WHERE x->>'module_id' = p_module;
-  IF NOT FOUND THEN RETURN jsonb_build_object('kind', 'error', 'code', 'module_forbidden'); END IF;
   INSERT INTO counters AS c (token_id, module_id, period, win, used)
     VALUES (p_token, p_module, 'day', p_day, 0), (p_token, p_module, 'month', p_month, 0), (p_token, p_module, 'never', 'all', 0)
     ON CONFLICT (token_id, module_id, period, win) DO UPDATE SET used = c.used;
