@@ -1,6 +1,7 @@
 import { parseArgs } from 'node:util';
+import { Value } from '@sinclair/typebox/value';
 import { isNameText } from '../packets/index.ts';
-import { createToken, DuplicateTokenNameError, duplicateGrantIndex, listTokenViews, patchToken, removeGrant, revokeToken, RevokedTokenError, setGrant, tokenDetail, addUser, listUserViews, isModuleId } from '../admin/index.ts';
+import { adminSchemas, createToken, DuplicateTokenNameError, duplicateGrantIndex, listTokenViews, patchToken, removeGrant, revokeToken, RevokedTokenError, setGrant, tokenDetail, addUser, listUserViews, isModuleId } from '../admin/index.ts';
 import { clockOffset, isoNow, now, setClockFile, setClockOffset } from '../clock.ts';
 import { loadConfig } from '../config/index.ts';
 import { MODULE_IDS, type ModuleId } from '../contract/index.ts';
@@ -43,10 +44,14 @@ function grantOf(spec: string): Grant {
   return { module_id: moduleId(m), limit: limitOf(l), period: periodOf(p) };
 }
 
+/** A time as the administration API takes it (adminSchemas.ExpiresAtSchema): with its zone
+ * (`Z` or an offset) and a four-digit UTC year. Date.parse alone read a time without a zone as
+ * the host's local time, so the same command stored different instants on different hosts. */
 function isoOf(v: string, what: string): string {
-  const ms = Date.parse(v);
-  if (Number.isNaN(ms)) throw new UsageError(`${what} must be an ISO 8601 time (got ${v})`);
-  return new Date(ms).toISOString();
+  if (!Value.Check(adminSchemas.ExpiresAtSchema, v)) {
+    throw new UsageError(`${what} must be an ISO 8601 time with its zone, Z or an offset, e.g. 2027-01-01T10:00:00Z (got ${v})`);
+  }
+  return new Date(Date.parse(v)).toISOString();
 }
 
 function need<T>(value: T | undefined, what: string): T {
@@ -81,8 +86,11 @@ const commands: Record<string, Command> = {
       const username = positionals[0];
       if (!username) throw new UsageError('username required');
       if (values.role !== 'admin' && values.role !== 'user') throw new UsageError('role must be admin or user');
+      // the rules of POST /admin/api/users and ADMIN_USERNAME/ADMIN_PASSWORD: an account made
+      // here with a longer password could never log in (the login takes 1,024 characters)
+      if (!Value.Check(adminSchemas.UsernameSchema, username)) throw new UsageError('username must be 1 to 64 of A-Z a-z 0-9 _ . @ -');
       const password = (await readStdin(ctx.stdin)).split(/\r?\n/)[0] ?? '';
-      if (password.length < 8) throw new UsageError('password (first line of stdin) must have at least 8 characters');
+      if (!Value.Check(adminSchemas.PasswordSchema, password)) throw new UsageError('password (first line of stdin) must have 8 to 1024 characters');
       try {
         return await addUser(store, { username, password, role: values.role });
       } catch (e) {

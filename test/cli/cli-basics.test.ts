@@ -47,6 +47,32 @@ t.test('tokens by id or by name; not found 3, conflict 4', async (t) => {
   t.equal((await runCli(dataDir, ['settlements', 'resolve', 'rsv_nope', 'refund'])).code, 3);
 });
 
+t.test('the CLI takes what the API takes: user names, passwords, times with their zone (usage error 2 otherwise, nothing written)', async (t) => {
+  for (const name of ['has space', 'a<b>', 'x'.repeat(65)]) {
+    const r = await runCli(dataDir, ['user', 'create', name], 'a-long-password\n');
+    t.equal(r.code, 2, `username ${JSON.stringify(name)}`);
+  }
+  t.match((await runCli(dataDir, ['user', 'create', 'has space'], 'a-long-password\n')).stderr, /username must be 1 to 64 of A-Z a-z 0-9 _ \. @ -/);
+  const long = await runCli(dataDir, ['user', 'create', 'long-pw'], `${'p'.repeat(1025)}\n`);
+  t.equal(long.code, 2, 'a password the login would refuse (over 1,024 characters)');
+  t.match(long.stderr, /8 to 1024 characters/);
+  t.equal((await runCli(dataDir, ['user', 'create', 'short-pw'], 'short\n')).code, 2);
+  t.equal((await runCli(dataDir, ['user', 'create', 'max-pw'], `${'p'.repeat(1024)}\n`)).code, 0, '1,024 characters are taken');
+  t.notOk((await runCli(dataDir, ['user', 'list'])).json.users.some((u: { username: string }) => ['has space', 'long-pw', 'short-pw'].includes(u.username)), 'none of the refused was made');
+
+  for (const at of ['2027-01-01T10:00', '2027-01-01', 'tomorrow', '2027-01-01T10:00:00+1']) {
+    const r = await runCli(dataDir, ['token', 'create', '--name', `tz-${at}`, '--expires', at]);
+    t.equal(r.code, 2, `--expires ${at}: no zone, no time`);
+    t.match(r.stderr, /with its zone/);
+  }
+  // with its zone, one text is one instant on any host, as the API stores it
+  const made = await runCli(dataDir, ['token', 'create', '--name', 'tz-ok', '--expires', '2027-01-01T10:00:00+09:00']);
+  t.equal(made.code, 0, made.stderr);
+  t.equal(made.json.expires_at, '2027-01-01T01:00:00.000Z');
+  t.equal((await runCli(dataDir, ['token', 'expire', 'tz-ok', '--at', '2027-02-01T00:00'])).code, 2, 'token expire --at likewise');
+  t.equal((await runCli(dataDir, ['token', 'expire', 'tz-ok', '--at', '2027-02-01T00:00:00Z'])).json.expires_at, '2027-02-01T00:00:00.000Z');
+});
+
 t.test('a store that cannot be opened: 5', async (t) => {
   const r = await runCli(dataDir, ['token', 'list'], '', { DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' });
   t.equal(r.code, 5, r.stderr);
