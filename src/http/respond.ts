@@ -134,6 +134,20 @@ function answerBeforeBodyEnd(ctx: HttpContext, reply: Reply, payload: string | B
 
 const CLIENT_CLOSES = /(?:^|,)\s*close\s*(?:,|$)/i;
 
+/** Ends a HEAD answer: its length said, nothing sent. uWS 20.30's own way, endWithoutBody(n)
+ * with n > 0, leaves the response waiting for n bytes (the connection's next request was never
+ * answered), and an `undefined` length with a close aborts the process; so the header is written
+ * here and the response ended without a length of uWS's. A HEAD answer that closes its
+ * connection says length 0 instead: nothing can follow it to be misread. */
+function endHead(ctx: HttpContext, length: number, close: boolean): void {
+  if (close) {
+    ctx.res.endWithoutBody(0, true);
+    return;
+  }
+  ctx.res.writeHeader('Content-Length', String(length));
+  ctx.res.endWithoutBody();
+}
+
 function write(ctx: HttpContext, reply: Reply, payload: string | Buffer | Uint8Array, type: string | undefined, close: boolean): void {
   if (ctx.aborted) return;
   ctx.res.cork(() => {
@@ -148,6 +162,9 @@ function write(ctx: HttpContext, reply: Reply, payload: string | Buffer | Uint8A
     if (ctx.responseHeaders) for (const [k, v] of Object.entries(ctx.responseHeaders)) ctx.res.writeHeader(k, v);
     if (reply.headers) for (const [k, v] of Object.entries(reply.headers)) ctx.res.writeHeader(k, v);
     if (reply.status === 204) ctx.res.endWithoutBody(0, close);
+    // HEAD (routed to GET's handler): the GET answer's headers and length, no content (RFC
+    // 9110 9.3.2); its body written anyway was read by a keep-alive client as the next answer
+    else if (ctx.method === 'HEAD') endHead(ctx, typeof payload === 'string' ? Buffer.byteLength(payload) : payload.byteLength, close);
     else ctx.res.end(payload, close);
   });
   ctx.settle();
