@@ -2,6 +2,7 @@ import { ValidationFailure } from '../errors/index.ts';
 import { AUDIT_OUTCOMES, type AuditOutcome, type AuditRecord, type PageQuery } from '../store/index.ts';
 import { MODULE_IDS, type ValidationIssue } from '../contract/index.ts';
 import { isModuleId } from './modules.ts';
+import { isCalendarText } from './calendar.ts';
 
 export const MAX_PAGE = 1000;
 /** Widest range of GET /admin/api/usage/daily, so one call stays one short read. */
@@ -61,7 +62,7 @@ function reader(params: URLSearchParams, known: readonly string[]) {
     time(name: string): number | undefined {
       const v = values.get(name);
       if (v === undefined) return undefined;
-      const ms = ISO.test(v) ? Date.parse(v) : NaN;
+      const ms = ISO.test(v) && isCalendarText(v) ? Date.parse(v) : NaN;
       if (Number.isNaN(ms)) {
         fail(name, 'Input should be an ISO 8601 date or time', { type: 'datetime_parsing' });
         return undefined;

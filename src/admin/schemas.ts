@@ -1,5 +1,6 @@
 import { FormatRegistry, Type, type Static } from '@sinclair/typebox';
 import { NAME_TEXT } from '../packets/index.ts';
+import { isCalendarText } from './calendar.ts';
 
 // Bodies of the administration API (contract.md "Administration API"). Unknown fields are
 // rejected everywhere (additionalProperties: false), as the contract requires.
@@ -10,7 +11,7 @@ const FIRST_INSTANT = Date.parse('0000-01-01T00:00:00Z');
 const LAST_INSTANT = Date.parse('9999-12-31T23:59:59.999Z');
 if (!FormatRegistry.Has('date-time')) {
   FormatRegistry.Set('date-time', (v) => {
-    if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/.test(v)) return false;
+    if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/.test(v) || !isCalendarText(v)) return false;
     const ms = Date.parse(v);
     return ms >= FIRST_INSTANT && ms <= LAST_INSTANT;
   });

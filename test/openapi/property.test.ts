@@ -331,6 +331,14 @@ t.test('document and behaviour agree on edge values (the document allows exactly
     { op: 'adminCreateToken', what: 'an expiry past year 9999 by its offset', body: { name: `late-${Date.now()}`, expires_at: '9999-12-31T23:59:59-23:59', grants: [] }, agree: false },
     { op: 'adminCreateToken', what: 'an expiry before year 0 by its offset', body: { name: `early-${Date.now()}`, expires_at: '0000-01-01T00:00:00+00:01', grants: [] }, agree: false },
     { op: 'adminCreateToken', what: 'the last expiry allowed', body: { name: `last-${Date.now()}`, expires_at: '9999-12-31T23:59:59Z', grants: [] } },
+    // dates that do not exist were answered 201 and stored as another instant (V8's Date.parse
+    // rolls 30 February over to 2 March, T24:00 to the next midnight)
+    { op: 'adminCreateToken', what: 'an expiry on 30 February', body: { name: `feb30-${Date.now()}`, expires_at: '2027-02-30T00:00:00Z', grants: [] } },
+    { op: 'adminCreateToken', what: 'an expiry on 29 February of a common year', body: { name: `feb29-${Date.now()}`, expires_at: '2027-02-29T00:00:00Z', grants: [] } },
+    { op: 'adminCreateToken', what: 'an expiry on 29 February of a leap year', body: { name: `leap-${Date.now()}`, expires_at: '2028-02-29T00:00:00Z', grants: [] } },
+    { op: 'adminCreateToken', what: 'an expiry at 24:00', body: { name: `h24-${Date.now()}`, expires_at: '2027-01-01T24:00:00Z', grants: [] } },
+    { op: 'adminUsageDaily', what: 'a day that does not exist', query: [['from', '2027-02-30']] },
+    { op: 'adminListAudit', what: 'a time on 31 April', query: [['to', '2027-04-31T12:00:00Z']] },
     // ids past the store's key size were a 500 (found with PROPERTY_SEED=3)
     { op: 'adminGetToken', what: 'a token id of 5000 characters', path: { id: 'a'.repeat(5000) } },
     { op: 'adminPatchToken', what: 'a token id of 5000 characters', path: { id: 'a'.repeat(5000) }, body: { enabled: true } },
