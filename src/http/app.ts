@@ -1,6 +1,7 @@
 import { messageOf, retryAfter, ServiceError, ValidationFailure } from '../errors/index.ts';
 import { type Logger, type WorkerMetrics, requestFacts } from '../observability/index.ts';
 import { StoreUnavailableError } from '../store/index.ts';
+import { ClientGoneError } from '../verify/index.ts';
 import { HttpContext } from './context.ts';
 import type { ConnectionCap } from './connections.ts';
 import type { Cors } from './cors.ts';
@@ -45,7 +46,7 @@ export function createApp(uws: UwsModule, router: Router, log: Logger, metrics: 
   // is answered 503 and logged as what it is, with the database's message.
   const failed = (ctx: HttpContext, err: unknown): Reply => {
     if (err instanceof StoreUnavailableError) log.warn({ request_id: ctx.requestId, err }, 'store not answering');
-    else if (!(err instanceof ServiceError || err instanceof ValidationFailure)) log.error({ request_id: ctx.requestId, err }, 'handler failed');
+    else if (!(err instanceof ServiceError || err instanceof ValidationFailure || err instanceof ClientGoneError)) log.error({ request_id: ctx.requestId, err }, 'handler failed');
     return errorReply(ctx, err, retryAfterSeconds);
   };
 

@@ -1,5 +1,6 @@
 import { ServiceError, ValidationFailure } from '../errors/index.ts';
 import type { HttpContext } from './context.ts';
+import { ClientGoneError } from '../verify/index.ts';
 
 /** Declared Content-Length, checked before any byte is read: malformed -> 400, above the
  * body limit -> 413. Absent (chunked) bodies are counted while they stream. */
@@ -23,7 +24,8 @@ export function readBody(ctx: HttpContext, limit: number): Promise<Buffer> {
     const chunks: Buffer[] = [];
     let size = 0;
     let failed = false;
-    ctx.onAbort(() => reject(new Error('client aborted')));
+    // the client left (or uWS's idle timer closed a stalled body): nobody to answer, no failure
+    ctx.onAbort(() => reject(new ClientGoneError('client disconnected during the body')));
     ctx.readBody((chunk, isLast) => {
       if (failed) return;
       size += chunk.byteLength;
@@ -45,6 +47,7 @@ export function readBody(ctx: HttpContext, limit: number): Promise<Buffer> {
 // invalid (contract: malformed body -> 422). An HTML form cannot leave the type out, so a
 // cross-site form still cannot post a login.
 const JSON_TYPE = /^application\/(?:[\w.-]+\+)?json\s*(?:;|$)/i;
+const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /** Reads and parses a JSON body; a wrong type or malformed JSON is a 422 like any other body error. */
 export async function readJson(ctx: HttpContext, limit = 64 * 1024): Promise<unknown> {
@@ -55,8 +58,12 @@ export async function readJson(ctx: HttpContext, limit = 64 * 1024): Promise<unk
     throw new ValidationFailure([{ loc: ['body'], msg: 'The body must be JSON: send Content-Type application/json', type: 'json_type', input: type.slice(0, 100) }]);
   }
   try {
-    return buf.length === 0 ? undefined : JSON.parse(buf.toString('utf8'));
+    // strict: JSON is UTF-8 (RFC 8259); a lenient decode turned invalid bytes into U+FFFD, so a
+    // name was stored otherwise than sent and different password bytes became one password.
+    // A BOM is kept, so JSON.parse refuses it as before.
+    return buf.length === 0 ? undefined : JSON.parse(STRICT_UTF8.decode(buf));
   } catch (e) {
+    if (e instanceof TypeError) throw new ValidationFailure([{ loc: ['body'], msg: 'JSON decode error: the body is not valid UTF-8', type: 'json_invalid' }]);
     throw new ValidationFailure([{ loc: ['body'], msg: `JSON decode error: ${(e as Error).message}`, type: 'json_invalid' }]);
   }
 }

@@ -1,5 +1,6 @@
 import { ERRORS, errorBody, ServiceError, storeNotAnswering, ValidationFailure } from '../errors/index.ts';
 import { StoreUnavailableError } from '../store/index.ts';
+import { ClientGoneError } from '../verify/index.ts';
 import type { HttpContext } from './context.ts';
 import { statusLine } from './status.ts';
 
@@ -33,6 +34,11 @@ export function errorReply(ctx: HttpContext, err: unknown, retryAfterSeconds: nu
   if (err instanceof ServiceError) {
     ctx.errorCode = err.code;
     return { status: err.status, body: errorBody(err.code, err.message, ctx.requestId), headers: err.headers };
+  }
+  // the client left while its body came (admin and login JSON): logged as that, answered to nobody
+  if (err instanceof ClientGoneError) {
+    ctx.errorCode = 'client_disconnected';
+    return { status: 499 };
   }
   ctx.errorCode = 'internal_error';
   return { status: 500, body: errorBody('internal_error', ERRORS.internal_error.message, ctx.requestId) };
