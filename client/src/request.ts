@@ -30,14 +30,17 @@ export async function request<T>(o: RequestTarget, method: string, path: string,
   const headers: Record<string, string> = { authorization: `Bearer ${o.token}`, accept: 'application/json' };
   if (body !== undefined) headers['content-type'] = 'application/json';
   let res: Response;
+  let text: string;
   try {
     res = await doFetch(`${o.baseUrl.replace(/\/+$/, '')}${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), signal });
+    // the body read too: a connection cut while the answer arrives is a network error like one
+    // cut before it (it threw out of the call, which promises an outcome)
+    text = await res.text();
   } catch (err) {
     if (signal?.aborted) throw err;
     return { kind: 'error', httpStatus: 0, code: 'network_error', message: (err as Error).message ?? String(err), retryAfterMs: null, requestId: null };
   }
   const requestId = res.headers.get('x-request-id');
-  const text = await res.text();
   let json: unknown;
   try {
     json = text.length > 0 ? JSON.parse(text) : undefined;

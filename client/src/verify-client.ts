@@ -161,9 +161,13 @@ export function createVerifyClient(options: VerifyClientOptions): VerifyClient {
 
     let last: VerifyFailed | undefined;
     for (let attempt = 1; attempt <= maxAttempts; attempt++) {
-      let res: Response;
+      let outcome: VerifyOutcome;
       try {
-        res = await doFetch(url, { method: 'POST', headers, body: payload, signal: call.signal });
+        const res = await doFetch(url, { method: 'POST', headers, body: payload, signal: call.signal });
+        // the answer's body read here too: a connection cut while it arrives is a network error
+        // like one cut before it, retried with the same key (the service replays a saved answer);
+        // it threw out of verify(), which promises an outcome
+        outcome = await readOutcome(res, key, attempt);
       } catch (err) {
         if (call.signal?.aborted) throw err;
         last = {
@@ -174,7 +178,6 @@ export function createVerifyClient(options: VerifyClientOptions): VerifyClient {
         continue;
       }
 
-      const outcome = await readOutcome(res, key, attempt);
       if (outcome.kind === 'completed') return outcome;
       last = outcome;
       if (!outcome.retryable || attempt === maxAttempts) break;

@@ -10,6 +10,8 @@ interface Scripted {
   headers?: Record<string, string>;
   /** drop the connection without answering */
   destroy?: boolean;
+  /** send the head and half the body, then drop the connection */
+  truncate?: boolean;
 }
 
 interface Seen {
@@ -33,7 +35,11 @@ async function fakeService(t: Test, script: Scripted[]) {
         return;
       }
       const text = typeof step.body === 'string' ? step.body : JSON.stringify(step.body ?? {});
-      res.writeHead(step.status, { 'content-type': 'application/json', 'x-request-id': `req-${seen.length}`, ...step.headers });
+      res.writeHead(step.status, { 'content-type': 'application/json', 'x-request-id': `req-${seen.length}`, 'content-length': String(Buffer.byteLength(text)), ...step.headers });
+      if (step.truncate) {
+        res.write(text.slice(0, text.length >> 1), () => req.socket.destroy());
+        return;
+      }
       res.end(text);
     });
   });
@@ -132,6 +138,25 @@ t.test('module_unavailable, request_timeout and internal_error are retried too; 
   t.same(delays, [50, 100, 200, 400], 'backoff doubles: 0.5 * 100, 0.5 * 200, 0.5 * 400, 0.5 * 800');
   t.equal(svc.seen.length, 5);
   t.equal(new Set(svc.seen.map((s) => s.bodySha)).size, 1);
+});
+
+t.test('an answer cut off in its body is a network failure, retried with the same key and bytes; reads say network_error', async (t) => {
+  const svc = await fakeService(t, [
+    { status: 200, body: okBody(result('cap-1', 'ok', true)), truncate: true },
+    { status: 503, body: err('server_busy'), headers: { 'retry-after': '1' }, truncate: true },
+    { status: 200, body: okBody(result('cap-1', 'ok', true)), headers: { 'idempotency-replayed': 'true' } },
+  ]);
+  const { c, delays } = client(svc.baseUrl);
+  const out = await c.verify('rgb_liveness', packet().metadata, packet().files, { idempotencyKey: 'k-cut' });
+  t.equal(out.kind, 'completed', 'it threw (TypeError: terminated) out of verify(), which promises an outcome');
+  t.same(out.kind === 'completed' && out.verdicts.map((v) => v.verdict), ['live']);
+  t.equal(svc.seen.length, 3);
+  t.same(svc.seen.map((s) => s.headers['idempotency-key']), ['k-cut', 'k-cut', 'k-cut'], 'the same key: the service replays the answer it saved');
+  t.equal(new Set(svc.seen.map((s) => s.bodySha)).size, 1);
+  t.same(delays, [50, 100], 'backoff, as for a connection lost before the answer');
+
+  const reads = await fakeService(t, [{ status: 200, body: { token: { id: 'tok_1', name: 'k', expires_at: null, demo: false }, usage: [] }, truncate: true }]);
+  t.match(await client(reads.baseUrl).c.me(), { kind: 'error', httpStatus: 0, code: 'network_error' }, 'a read cut off: an outcome, not a throw');
 });
 
 t.test('retries stop at maxAttempts and the last error is returned as retryable', async (t) => {
