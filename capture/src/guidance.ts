@@ -4,7 +4,7 @@
 import type { FaceFinding, Point } from './engine.ts';
 
 export type Guidance =
-  | 'loading' | 'starting_camera' | 'no_face' | 'move_closer' | 'move_back' | 'turn_to_camera' | 'too_dark'
+  | 'loading' | 'starting_camera' | 'no_face' | 'move_to_centre' | 'straighten_head' | 'move_closer' | 'move_back' | 'turn_to_camera' | 'too_dark'
   | 'hold_still' | 'capturing' | 'flash_warning' | 'checking' | 'done' | 'try_again' | 'failed' | 'camera_denied'
   | 'camera_unavailable' | 'cancelled';
 
@@ -13,6 +13,8 @@ export const TEXTS: Record<Guidance, string> = {
   loading: 'Getting ready…',
   starting_camera: 'Starting the camera. Allow access when your browser asks.',
   no_face: 'No face found. Look straight at the camera.',
+  move_to_centre: 'Move your face to the middle of the picture.',
+  straighten_head: 'Hold your head upright.',
   move_closer: 'Move closer to the camera.',
   move_back: 'Move back a little.',
   turn_to_camera: 'Turn your face to the camera.',
@@ -94,10 +96,26 @@ export function yawOf(p: readonly Point[]): number {
   return (a - b) / (a + b);
 }
 
+/** Whether the eyes can be sent as they were found: both inside the frame ([0, w] x [0, h], the
+ * service's rule) and more side by side than one above the other (sorted by x, the service
+ * needs x1 - x0 >= 2; a head rolled past 45 degrees is asked to straighten first). */
+export function eyesPlaced(eyes: readonly [Point, Point], frameWidth: number, frameHeight: number): 'inside' | 'outside' | 'rolled' {
+  for (const [x, y] of eyes) if (!(x >= 0 && x <= frameWidth && y >= 0 && y <= frameHeight)) return 'outside';
+  const dx = Math.abs(eyes[1][0] - eyes[0][0]);
+  const dy = Math.abs(eyes[1][1] - eyes[0][1]);
+  return dx < 2 || dy > dx ? 'rolled' : 'inside';
+}
+
 /** The advice for one frame; null when the face is fine for a capture. `previous` is the last
- * frame's finding, for "hold still". */
-export function advise(f: FaceFinding | null, frameWidth: number, luma: number, previous: FaceFinding | null, limits: GuidanceLimits = DEFAULT_LIMITS): Guidance | null {
+ * frame's finding, for "hold still". `frameHeight` (the frame's, for the eyes' place; a caller
+ * of the former signature gives none and gets only the width checked). */
+export function advise(f: FaceFinding | null, frameWidth: number, luma: number, previous: FaceFinding | null, limits: GuidanceLimits = DEFAULT_LIMITS, frameHeight = Infinity): Guidance | null {
   if (!f) return 'no_face';
+  // eyes the service would refuse, or that a clamp would move: the crop is cut from where the
+  // eyes are, never from a point moved inside the frame
+  const placed = eyesPlaced(f.eyes, frameWidth, frameHeight);
+  if (placed === 'outside') return 'move_to_centre';
+  if (placed === 'rolled') return 'straighten_head';
   // the turn first: a turned head also shows its eyes closer together, and "move closer" would
   // be the wrong advice for it
   if (Math.abs(f.yaw) > limits.maxTurn) return 'turn_to_camera';

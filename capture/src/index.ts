@@ -7,14 +7,14 @@
 // models and WASM files fetched from `assetsUrl` (the integrator's origin).
 
 import {
-  buildCapture, createVerifyClient, eyeCrop320,
+  buildCapture, createVerifyClient, eyeCrop320, LIMITS,
   type FrameInput, type Mode, type ModuleId, type Phase, type VerifyClientOptions, type VerifyResponse,
 } from '../../client/src/index.ts';
 import type { Engine, EngineOptions, FaceFinding, Point } from './engine.ts';
 import { FrameSource, painted, type GrabbedFrame } from './frames.ts';
-import { DEFAULT_LIMITS, MAX_TURN, TEXTS, advise, boxLuma, yawOf, type Guidance, type GuidanceLimits } from './guidance.ts';
+import { DEFAULT_LIMITS, MAX_TURN, TEXTS, advise, boxLuma, eyesPlaced, yawOf, type Guidance, type GuidanceLimits } from './guidance.ts';
 
-export { TEXTS, DEFAULT_LIMITS, MAX_TURN, advise, yawOf, type Guidance, type GuidanceLimits };
+export { TEXTS, DEFAULT_LIMITS, MAX_TURN, advise, eyesPlaced, yawOf, type Guidance, type GuidanceLimits };
 export type { FaceFinding, Point, Engine };
 
 export interface CaptureOptions {
@@ -171,7 +171,8 @@ export function mountCapture(container: HTMLElement, options: CaptureOptions): C
     };
     if (options.mode === 'color') {
       // asked before anything flashes, and before the camera opens
-      if (!(await askFlashConsent(signal))) return ended('flash_opt_out', 'cancelled');
+      // a cancel (the button, Escape, destroy) while the warning shows is a cancel, not "skip"
+      if (!(await askFlashConsent(signal))) return signal.aborted ? ended('cancelled', 'cancelled') : ended('flash_opt_out', 'cancelled');
     }
     say('loading');
     const base = options.assetsUrl ?? scriptBase();
@@ -203,7 +204,12 @@ export function mountCapture(container: HTMLElement, options: CaptureOptions): C
 
     const analyse = async (f: GrabbedFrame): Promise<FaceFinding | null> => {
       frames.canvas.getContext('2d')!.putImageData(f.image, 0, 0);
-      return engine.find(frames.canvas);
+      try {
+        return await engine.find(frames.canvas);
+      } catch (e) {
+        // reported as the engine's failure, not the camera's (start()'s catch)
+        throw new EngineFailure(e);
+      }
     };
 
     // guidance until the face has been fine for steadyFrames analysed frames in a row
@@ -217,7 +223,7 @@ export function mountCapture(container: HTMLElement, options: CaptureOptions): C
       if (performance.now() > deadline) return ended('no_face', shown === 'no_face' || shown === null ? 'no_face' : shown);
       const frame = await frames.next(signal);
       const finding = await analyse(frame);
-      const advice = advise(finding, frames.width, finding ? boxLuma(frame.image, finding.box) : 0, previous, limits);
+      const advice = advise(finding, frames.width, finding ? boxLuma(frame.image, finding.box) : 0, previous, limits, frames.height);
       previous = finding;
       if (advice) {
         good = 0;
@@ -237,19 +243,25 @@ export function mountCapture(container: HTMLElement, options: CaptureOptions): C
     const addFrame = (frame: GrabbedFrame, finding: FaceFinding | null, extra: ColourFields = {}) => {
       const source_index = frame.counter - firstCounter;
       const timestamp_us = us(frame.time);
-      if (!finding) {
+      const eyes = finding ? byX(finding.eyes) : null;
+      // no face, or eyes the service would refuse (outside the frame, one above the other):
+      // the frame has no usable face, said as such; never eyes moved to fit (the crop would be
+      // cut from a point the eyes are not at)
+      if (!eyes || eyesPlaced(eyes, size[0], size[1]) !== 'inside') {
         inputs.push({ source_index, timestamp_us, status: 'face_unavailable', ...extra });
         return;
       }
-      const eyes = clampEyes(finding.eyes, size);
       const crop = eyeCrop320(frame.image, eyes);
       options.onFrame?.({ source_index, timestamp_us, image: frame.image, eyes, crop });
       inputs.push({ source_index, timestamp_us, status: 'ok', source_size: size, eyes_xy: eyes, image: { bytes: crop }, ...extra });
     };
     // frames the page never saw (a gap in the counter) are reported as dropped, never renumbered;
-    // their exposure times are spread evenly between their neighbours'
+    // their exposure times are spread evenly between their neighbours'. A capture holds at most
+    // LIMITS.eventsPerCapture events (413 past it): on a page too slow to keep up, the dropped
+    // frames that would pass it, leaving room for the frame after them, are left out, and the
+    // service reads the gap in source_index as the missing frames it is (a reset, missing_index)
     const addDropped = (from: GrabbedFrame, to: GrabbedFrame) => {
-      const gap = to.counter - from.counter - 1;
+      const gap = Math.min(to.counter - from.counter - 1, LIMITS.eventsPerCapture - 1 - inputs.length);
       for (let k = 1; k <= gap; k++) {
         inputs.push({ source_index: from.counter + k - firstCounter, timestamp_us: us(from.time + ((to.time - from.time) * k) / (gap + 1)), status: 'dropped' });
       }
@@ -260,17 +272,18 @@ export function mountCapture(container: HTMLElement, options: CaptureOptions): C
     } else if (options.mode === 'rgb_sequence') {
       // the steady frame opens the sequence; the rest are recorded first (each grabbed in its
       // own frame callback) and analysed after, so a slow analysis drops no frame
-      const n = Math.max(2, options.sequenceFrames ?? 8);
+      const n = Math.min(LIMITS.eventsPerCapture, Math.max(2, options.sequenceFrames ?? 8));
       const recorded = [last!.frame, ...(await frames.record(n - 1, signal))];
       let prev: GrabbedFrame | null = null;
       for (const frame of recorded) {
+        if (inputs.length >= LIMITS.eventsPerCapture) break;
         if (prev) addDropped(prev, frame);
         addFrame(frame, frame === last!.frame ? last!.finding : await analyse(frame));
         prev = frame;
       }
       // a sequence that ends on a frame without a face is a retry: a few more frames, each
       // analysed at once, until one with a face closes it
-      for (let extra = 0; extra < 15 && inputs[inputs.length - 1]!.status !== 'ok'; extra++) {
+      for (let extra = 0; extra < 15 && inputs.length < LIMITS.eventsPerCapture && inputs[inputs.length - 1]!.status !== 'ok'; extra++) {
         const frame = await frames.next(signal);
         addDropped(prev!, frame);
         addFrame(frame, await analyse(frame));
@@ -371,7 +384,11 @@ export function mountCapture(container: HTMLElement, options: CaptureOptions): C
             return { kind: 'ended', reason: 'cancelled', message: texts.cancelled };
           }
           say('failed');
-          return { kind: 'ended', reason: 'camera_unavailable', message: `${texts.failed} (${e instanceof Error ? e.message : String(e)})` };
+          // what failed, as far as it is known: the landmark engine on a frame, else the camera
+          // (the verify call itself ends in an outcome, never a throw)
+          const reason = e instanceof EngineFailure ? 'engine_failed' : 'camera_unavailable';
+          const cause = e instanceof EngineFailure ? e.cause : e;
+          return { kind: 'ended', reason, message: `${texts.failed} (${cause instanceof Error ? cause.message : String(cause)})` };
         })
         .finally(() => {
           releaseCamera();
@@ -398,12 +415,16 @@ export function mountCapture(container: HTMLElement, options: CaptureOptions): C
   return handle;
 }
 
-/** Eye points kept inside the image, as the service requires ([0, w] x [0, h]), sorted by x. */
-function clampEyes(eyes: [Point, Point], [w, h]: [number, number]): [Point, Point] {
-  const c = (p: Point): Point => [Math.min(w, Math.max(0, p[0])), Math.min(h, Math.max(0, p[1]))];
-  const a = c(eyes[0]);
-  const b = c(eyes[1]);
+/** The eye points sorted by x, as the service requires. */
+function byX([a, b]: [Point, Point]): [Point, Point] {
   return a[0] <= b[0] ? [a, b] : [b, a];
+}
+
+/** A failure of the landmark engine while it analysed a frame. */
+class EngineFailure extends Error {
+  constructor(readonly cause: unknown) {
+    super('the landmark engine failed on a frame');
+  }
 }
 
 /** The landmark engine alone (lazy, like the component's): for pages that want eye points

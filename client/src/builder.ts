@@ -65,9 +65,12 @@ export interface BuiltRequest<M> {
 /** A synchronous SHA-256 (lowercase hex), for callers that have one (node:crypto). */
 export type SyncDigest = (bytes: Uint8Array) => string;
 
-/** PNG files start with the 8-byte signature \x89PNG\r\n\x1a\n. */
+const PNG_SIGNATURE = [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a];
+
+/** PNG files start with the 8-byte signature \x89PNG\r\n\x1a\n, all eight checked: an rgb8
+ * crop whose first pixel and a half read 89 50 4E 47 was sent as PNG and refused 422. */
 export function isPng(bytes: Uint8Array): boolean {
-  return bytes.length >= 8 && bytes[0] === 0x89 && bytes[1] === 0x50 && bytes[2] === 0x4e && bytes[3] === 0x47;
+  return bytes.length >= 8 && PNG_SIGNATURE.every((b, i) => bytes[i] === b);
 }
 
 /** One capture; every image hashed with Web Crypto. */

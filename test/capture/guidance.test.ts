@@ -1,5 +1,5 @@
 import t from 'tap';
-import { DEFAULT_LIMITS, MAX_TURN, TEXTS, advise, boxLuma, yawOf } from '../../capture/src/guidance.ts';
+import { DEFAULT_LIMITS, MAX_TURN, TEXTS, advise, boxLuma, eyesPlaced, yawOf } from '../../capture/src/guidance.ts';
 import type { FaceFinding, Point } from '../../capture/src/engine.ts';
 
 // The capture component's guidance rules, without a camera: what the person is told for each
@@ -26,8 +26,22 @@ t.equal(advise(good, 640, 120, face([[285, 200], [355, 200]])), 'hold_still', 't
 t.equal(advise(good, 640, 120, face([[282, 201], [362, 201]])), null, 'steady');
 t.equal(advise(good, 640, 120, null), null, 'a first good frame');
 t.equal(advise(face([[280, 200], [360, 260]]), 640, 120, null), null, 'a tilted head is fine: the crop turns with the eyes');
+// eyes the service would refuse (it answered 422 eyes_too_close for a head rolled on its side)
+// or that a clamp would have moved into the frame (the crop cut from where the eyes are not)
+t.equal(advise(face([[320, 200], [321, 260]]), 640, 120, null, DEFAULT_LIMITS, 480), 'straighten_head', 'a head rolled on its side: x1 - x0 is 1');
+t.equal(advise(face([[320, 200], [350, 260]]), 640, 120, null, DEFAULT_LIMITS, 480), 'straighten_head', 'rolled past 45 degrees');
+t.equal(advise(face([[320, 200], [380, 259]]), 640, 120, null, DEFAULT_LIMITS, 480), null, 'rolled under 45 degrees: the crop turns with the eyes');
+t.equal(advise(face([[-12, 200], [48, 201]]), 640, 120, null, DEFAULT_LIMITS, 480), 'move_to_centre', 'an eye left of the frame');
+t.equal(advise(face([[600, 200], [660, 201]]), 640, 120, null, DEFAULT_LIMITS, 480), 'move_to_centre', 'an eye right of it');
+t.equal(advise(face([[280, 450], [360, 490]]), 640, 120, null, DEFAULT_LIMITS, 480), 'move_to_centre', 'an eye below it');
+t.equal(advise(face([[280, 450], [360, 490]]), 640, 120, null), null, 'the former signature (no height) checks the width only');
+t.equal(advise(face([[0, 0], [80, 0]]), 640, 120, null, DEFAULT_LIMITS, 480), null, 'the frame\'s edges are inside, as the service says');
+t.equal(eyesPlaced([[0, 0], [640, 480]], 640, 480), 'inside');
+t.equal(eyesPlaced([[0, 0], [640.5, 10]], 640, 480), 'outside');
+t.equal(eyesPlaced([[10, 10], [11, 10]], 640, 480), 'rolled', 'x1 - x0 under 2');
+t.equal(eyesPlaced([[10, 10], [Number.NaN, 10]], 640, 480), 'outside', 'not a number is not inside');
 t.same(Object.keys(DEFAULT_LIMITS).sort(), ['maxEyeFraction', 'maxMove', 'maxTurn', 'minEyeDistance', 'minLuma']);
-for (const g of ['no_face', 'move_closer', 'move_back', 'hold_still', 'turn_to_camera', 'too_dark'] as const) t.ok(TEXTS[g].length > 5, `${g}: ${TEXTS[g]}`);
+for (const g of ['no_face', 'move_to_centre', 'straighten_head', 'move_closer', 'move_back', 'hold_still', 'turn_to_camera', 'too_dark'] as const) t.ok(TEXTS[g].length > 5, `${g}: ${TEXTS[g]}`);
 
 t.test('yawOf: the nose line between the outer eye corners, along the eye line', async (t) => {
   // a schematic 68-point face: eyes 36-41 and 42-47 (outer corners 36 and 45), nose 27-30

@@ -129,6 +129,19 @@ export const mountCapture = (root, options) => mount(root, { ...options, faceTim
     t.same(await used(), before, 'nothing charged');
   });
 
+  t.test('color: Cancel while the warning shows is a cancel, not a skip', async (t) => {
+    const before = await used();
+    const { page, verifies } = await open(face, 'F', 'color');
+    await page.waitForSelector('.lvc-warning:not([hidden])');
+    await page.keyboard.press('Escape');
+    const { component, outcome, camera } = await outcomeOf(page);
+    t.equal(component, 'ended');
+    t.equal(outcome.reason, 'cancelled', 'it was flash_opt_out: the person did not choose to skip the check');
+    t.equal(camera, false);
+    t.equal(verifies.length, 0, 'no call');
+    t.same(await used(), before, 'nothing charged');
+  });
+
   t.test('a camera without a face: the guidance says so and nothing is sent', async (t) => {
     const before = await used();
     const { page, verifies } = await open(face, '.', 'rgb_single', '&autostart=1', 15, false, faceTimeout(FACE_TIMEOUT_MS));

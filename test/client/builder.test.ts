@@ -35,6 +35,16 @@ t.test('buildCapture fills the protocol constants, the profile of the mode and e
   t.not((await buildCapture({ mode: 'rgb_single', frames: [] })).metadata.capture_id, (await buildCapture({ mode: 'rgb_single', frames: [] })).metadata.capture_id, 'a new capture, a new id');
 });
 
+t.test('the default encoding reads the whole PNG signature: rgb8 bytes that begin like one stay rgb8', async (t) => {
+  // first pixel (137, 80, 78), then red 71: "\x89PNG", but not the 8-byte signature
+  const raw = rgb(5);
+  raw.set([0x89, 0x50, 0x4e, 0x47, 1, 2, 3, 4]);
+  const { metadata } = await buildCapture({ mode: 'rgb_single', frames: [okFrame(0, raw)] });
+  t.equal(metadata.frames[0].image?.encoding, 'rgb8', 'it was sent as png, and refused 422 png_invalid_signature');
+  const png = encodePng(rgb(6));
+  t.equal((await buildCapture({ mode: 'rgb_single', frames: [okFrame(0, png)] })).metadata.frames[0].image?.encoding, 'png');
+});
+
 t.test('colour captures keep phase and display time; profiles follow the mode', async (t) => {
   const phases = ['white', 'red', 'green', 'blue'] as const;
   const { metadata } = await buildCapture({
