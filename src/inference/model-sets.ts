@@ -4,7 +4,8 @@
 // starts and finishes on it, so in-flight calls end on the old set (their results carry
 // its model_set); the old engine closes when its last call has finished. A set that fails
 // to load, fails its graph checks, or would leave a module unready that the old set
-// serves is refused, closed, and the old set keeps serving.
+// serves (or is to serve: warming up, or failed to start) is refused, closed, and the old set
+// keeps serving; under REQUIRE_TRAINED_MODELS an untrained set is refused before it loads.
 //
 // Only modules the operator has enabled count: a disabled module answers 403 module_disabled
 // whatever the set, so a set that does not describe it can be activated (the README's deploy
@@ -158,6 +159,31 @@ class Switch implements ModelSetSwitch {
     this.discarding.add(closing);
   }
 
+  /** The modules the set serves (ready) or is to serve (described by its manifest, of those
+   * the engine loads: EngineOptions.enabledModules). */
+  private servedBy(modelSet: string, readiness: ModuleReadiness[]): ModuleId[] {
+    let described: ModuleId[] = [];
+    try {
+      const loads = this.opts.enabledModules;
+      described = (Object.keys(loadManifest(join(this.opts.modelsDir, modelSet)).modules) as ModuleId[]).filter((id) => !loads || loads.includes(id));
+    } catch {
+      // a manifest that no longer loads: what is ready is what it serves
+    }
+    return [...new Set([...readiness.filter((m) => m.ready).map((m) => m.module_id), ...described])];
+  }
+
+  /** Why `modelSet` may not be switched to under REQUIRE_TRAINED_MODELS; null when it may (a
+   * manifest that does not load is the engine's to refuse, with its own reason). */
+  private untrained(modelSet: string): string | null {
+    if (!this.opts.requireTrained) return null;
+    try {
+      if (loadManifest(join(this.opts.modelsDir, modelSet)).trained) return null;
+    } catch {
+      return null;
+    }
+    return `model set ${modelSet} is untrained (its manifest says trained: false) and REQUIRE_TRAINED_MODELS is set: it cannot be switched to`;
+  }
+
   /** The modules the operator has enabled, of `ids`; a failed read counts as enabled. */
   private async enabledOf(ids: ModuleId[]): Promise<ModuleId[]> {
     const ask = this.switchOpts.moduleEnabled;
@@ -227,11 +253,18 @@ class Switch implements ModelSetSwitch {
     const old = this.current;
     this.activating = { modelSet, engine: null };
     try {
-      // what the serving set serves that the operator has enabled: only that may not be lost
-      // (a disabled module answers 403 module_disabled on any set)
-      const oldReady = this.startFailure !== null ? [] : await this.enabledOf(old.engine.readiness().filter((m) => m.ready).map((m) => m.module_id));
+      // what the serving set serves, or is to serve, that the operator has enabled: only that
+      // may not be lost (a disabled module answers 403 module_disabled on any set). "Is to
+      // serve": the modules its manifest describes count while it warms up, or after it failed
+      // to start, too; counting the ready ones alone let a switch made then drop an enabled
+      // module for good (nothing was ready, so nothing could be lost)
+      const oldReady = await this.enabledOf(this.servedBy(old.modelSet, old.engine.readiness()));
       if (modelSet === old.modelSet && this.startFailure === null && old.engine.readiness().some((m) => m.ready)) return this.done(modelSet, 'unchanged', null);
       if (this.closing) return this.done(modelSet, 'refused', 'the inference engine is closing');
+      // REQUIRE_TRAINED_MODELS: such a set can neither serve nor be switched to, whatever is
+      // enabled (its modules would be unready, and enabling one later would find it so)
+      const untrained = this.untrained(modelSet);
+      if (untrained) return this.done(modelSet, 'refused', untrained);
       let engine: InferenceEngine;
       try {
         engine = this.engine({ ...this.opts, modelSet });

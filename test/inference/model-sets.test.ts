@@ -123,6 +123,49 @@ t.test('a set that would leave a served module unready is refused', async (t) =>
   t.same(sw.readiness().map((m) => [m.module_id, m.ready, m.model_set]), [['rgb_liveness', true, 'raw_v1'], ['color_liveness', true, 'raw_v1']]);
 });
 
+t.test('while the serving set warms up, a set that would leave its enabled modules unready is refused too', async (t) => {
+  const root = modelsRoot(t);
+  // raw_v1's start held: it is warming up (nothing ready yet) when the activation comes
+  let warmed!: () => void;
+  const held = new Promise<void>((r) => (warmed = r));
+  const create = (o: EngineOptions): InferenceEngine => {
+    const e = createInferenceEngine(o);
+    if (o.modelSet !== 'raw_v1') return e;
+    return Object.assign(Object.create(e) as InferenceEngine, { start: () => held.then(() => e.start()), close: () => e.close(), readiness: () => e.readiness() });
+  };
+  const sw = createModelSetSwitch({ modelsDir: root, modelSet: 'raw_v1', backend: 'wasm', threads: 1, warmupRuns: 1 }, { create });
+  t.teardown(() => sw.close());
+  const started = sw.start();
+  t.same(sw.readiness().map((m) => m.ready), [false, false], 'warming up');
+  const r = await sw.activate('bgr80_ensemble_v1');
+  t.match(r, { outcome: 'refused', reason: /^model set bgr80_ensemble_v1 does not describe color_liveness, which is enabled and served by raw_v1/ },
+    'it was switched to: nothing being ready, nothing counted as lost, and color_liveness stayed unready for good');
+  t.match(sw.status(), { active: 'raw_v1' });
+  warmed();
+  await started;
+  t.same(sw.readiness().map((m) => [m.module_id, m.ready, m.model_set]), [['rgb_liveness', true, 'raw_v1'], ['color_liveness', true, 'raw_v1']], 'the serving set came up');
+});
+
+t.test('REQUIRE_TRAINED_MODELS: an untrained set is never switched to, whatever is enabled; a trained one is', async (t) => {
+  const root = modelsRoot(t);
+  for (const [from, to, trained] of [['raw_v1', 'trained_v1', true], ['bgr80_ensemble_v1', 'rgb_trained_v1', true]] as const) {
+    cpSync(join(root, from), join(root, to), { recursive: true });
+    const file = join(root, to, 'manifest.json');
+    writeFileSync(file, JSON.stringify({ ...JSON.parse(readFileSync(file, 'utf8')), model_set: to, trained }));
+  }
+  const enabled = new Set(['rgb_liveness']);
+  const sw = createModelSetSwitch({ modelsDir: root, modelSet: 'trained_v1', backend: 'wasm', threads: 1, warmupRuns: 1, requireTrained: true }, { moduleEnabled: (id) => enabled.has(id) });
+  t.teardown(() => sw.close());
+  await sw.start();
+  t.match(await sw.activate('bgr80_ensemble_v1'), { outcome: 'refused', reason: 'model set bgr80_ensemble_v1 is untrained (its manifest says trained: false) and REQUIRE_TRAINED_MODELS is set: it cannot be switched to' },
+    'refused, where it was switched to (its rgb module unready, color disabled: nothing "lost")');
+  enabled.clear();
+  t.match(await sw.activate('raw_v1'), { outcome: 'refused', reason: /is untrained/ }, 'with no module enabled too');
+  t.match(sw.status(), { active: 'trained_v1' });
+  enabled.add('rgb_liveness');
+  t.match(await sw.activate('rgb_trained_v1'), { outcome: 'active' }, 'a trained set is switched to');
+});
+
 t.test('a module the operator disabled does not hold an activation back', async (t) => {
   const root = modelsRoot(t);
   const enabled = new Set(['rgb_liveness', 'color_liveness']);
