@@ -4,8 +4,8 @@
 // starts and finishes on it, so in-flight calls end on the old set (their results carry
 // its model_set); the old engine closes when its last call has finished. A set that fails
 // to load, fails its graph checks, or would leave a module unready that the old set
-// serves (or is to serve: warming up, or failed to start) is refused, closed, and the old set
-// keeps serving; under REQUIRE_TRAINED_MODELS an untrained set is refused before it loads.
+// serves (or is warming up to serve) is refused, closed, and the old set keeps serving; under
+// REQUIRE_TRAINED_MODELS an untrained set is refused before it loads.
 //
 // Only modules the operator has enabled count: a disabled module answers 403 module_disabled
 // whatever the set, so a set that does not describe it can be activated (the README's deploy
@@ -159,17 +159,12 @@ class Switch implements ModelSetSwitch {
     this.discarding.add(closing);
   }
 
-  /** The modules the set serves (ready) or is to serve (described by its manifest, of those
-   * the engine loads: EngineOptions.enabledModules). */
-  private servedBy(modelSet: string, readiness: ModuleReadiness[]): ModuleId[] {
-    let described: ModuleId[] = [];
-    try {
-      const loads = this.opts.enabledModules;
-      described = (Object.keys(loadManifest(join(this.opts.modelsDir, modelSet)).modules) as ModuleId[]).filter((id) => !loads || loads.includes(id));
-    } catch {
-      // a manifest that no longer loads: what is ready is what it serves
-    }
-    return [...new Set([...readiness.filter((m) => m.ready).map((m) => m.module_id), ...described])];
+  /** The modules a set serves (ready) or is about to serve (warming up: not ready, and no
+   * error). One that cannot serve (a module its manifest lacks, an untrained set under
+   * REQUIRE_TRAINED_MODELS, a start that failed or overran its bound) is not counted: switching
+   * away from it is how an operator gets out of that. */
+  private servedBy(readiness: ModuleReadiness[]): ModuleId[] {
+    return readiness.filter((m) => m.ready || m.error === null).map((m) => m.module_id);
   }
 
   /** Why `modelSet` may not be switched to under REQUIRE_TRAINED_MODELS; null when it may (a
@@ -253,12 +248,12 @@ class Switch implements ModelSetSwitch {
     const old = this.current;
     this.activating = { modelSet, engine: null };
     try {
-      // what the serving set serves, or is to serve, that the operator has enabled: only that
-      // may not be lost (a disabled module answers 403 module_disabled on any set). "Is to
-      // serve": the modules its manifest describes count while it warms up, or after it failed
-      // to start, too; counting the ready ones alone let a switch made then drop an enabled
-      // module for good (nothing was ready, so nothing could be lost)
-      const oldReady = await this.enabledOf(this.servedBy(old.modelSet, old.engine.readiness()));
+      // what the serving set serves, or is about to serve, that the operator has enabled: only
+      // that may not be lost (a disabled module answers 403 module_disabled on any set). "About
+      // to": the modules still warming up count too; counting the ready ones alone let a switch
+      // made during the warm-up drop an enabled module for good (nothing was ready yet, so
+      // nothing could be lost)
+      const oldReady = await this.enabledOf(this.servedBy(this.readiness()));
       if (modelSet === old.modelSet && this.startFailure === null && old.engine.readiness().some((m) => m.ready)) return this.done(modelSet, 'unchanged', null);
       if (this.closing) return this.done(modelSet, 'refused', 'the inference engine is closing');
       // REQUIRE_TRAINED_MODELS: such a set can neither serve nor be switched to, whatever is
