@@ -50,6 +50,13 @@ export function outputProblem(spec: Pick<GraphSpec, 'output' | 'output_kind' | '
   const live = spec.live_index ?? 0;
   if (width < 2) return `${name} has ${width} value per item; output_kind "${kind}" needs at least two classes`;
   if (live >= width) return `live_index ${live} is out of range: ${name} has ${width} classes (0 to ${width - 1})`;
+  // the reverse mistake: probabilities declared as logits pass every bound, and the service's
+  // softmax over them squashes each score towards 1/k (a live 0.95 of two classes served as
+  // 0.56). Every check item's row a distribution (in [0, 1], summing to 1) is what a softmax
+  // gives and logits of these four crops never do; `models import` asks the same question.
+  if (kind === 'logits' && rowsAreDistributions(data, batch, width)) {
+    return `${name} gives rows of probabilities (each value in [0, 1], each row summing to 1) on every check input, but output_kind is "logits" (is it "softmax"?)`;
+  }
   if (kind === 'softmax') {
     for (let b = 0; b < batch; b++) {
       let sum = 0;
@@ -66,6 +73,20 @@ export function outputProblem(spec: Pick<GraphSpec, 'output' | 'output_kind' | '
     }
   }
   return null;
+}
+
+/** Whether every item's row of `width` values lies in [0, 1] and sums to 1. */
+function rowsAreDistributions(data: ArrayLike<number>, batch: number, width: number): boolean {
+  for (let b = 0; b < batch; b++) {
+    let sum = 0;
+    for (let k = 0; k < width; k++) {
+      const v = data[b * width + k];
+      if (v < -PROBABILITY_SLACK || v > 1 + PROBABILITY_SLACK) return false;
+      sum += v;
+    }
+    if (Math.abs(sum - 1) > SOFTMAX_SUM_TOLERANCE) return false;
+  }
+  return true;
 }
 
 /** Fixed 320 crops: flat grey, black, white and noise, the extremes a camera can send. */

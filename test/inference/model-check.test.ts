@@ -122,6 +122,18 @@ t.test('outputProblem reads widths, sums and ranges', async (t) => {
   t.match(outputProblem({ output: 'p', output_kind: 'probability' }, [1.5], 1), /outside \[0, 1\]/);
   t.equal(outputProblem({ output: 'p', output_kind: 'logit' }, [-40, 40], 2), null);
   t.match(outputProblem({ output: 'p', output_kind: 'logit' }, [1, 2, 3], 2), /3 values for a batch of 2/);
+  // probabilities declared as logits: squashed towards 1/k when served (0.95 of two served as 0.56)
+  const lg = { output: 'p', output_kind: 'logits' as const, live_index: 1 };
+  t.match(outputProblem(lg, [0.05, 0.95, 0.4, 0.6], 2), /gives rows of probabilities .* but output_kind is "logits" \(is it "softmax"\?\)/);
+  t.equal(outputProblem(lg, [0.05, 0.95, -1.2, 3.4], 2), null, 'one row that is no distribution: logits');
+  t.equal(outputProblem(lg, [0.2, 0.3, 0.1, 0.6], 2), null, 'rows in [0, 1] that do not sum to 1: logits');
+});
+
+t.test('a softmax graph declared as "logits" fails its check, naming the fix', async (t) => {
+  const root = variant(t, 'bgr80_ensemble_v1', (m) => { m.modules.rgb_liveness.graphs[0].output_kind = 'logits'; });
+  const r = await checkModelSet(join(root, 'bgr80_ensemble_v1'));
+  t.equal(r.ok, false, 'it passed as ok, and served scores squashed towards 1/3');
+  t.match(r.report, /rgb_liveness: FAILED: modules\.rgb_liveness\.graphs\[0\]: .*output "probs" gives rows of probabilities/);
 });
 
 t.test('the temporal head is checked on the features the frame graphs really give', async (t) => {
