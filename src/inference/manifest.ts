@@ -2,7 +2,7 @@
 // Operators deploy trained graphs by replacing files and editing this, so a wrong
 // manifest must fail at start with a message that names the field.
 import { existsSync, readFileSync, statSync } from 'node:fs';
-import { isAbsolute, join, normalize } from 'node:path';
+import { basename, isAbsolute, join, normalize, resolve } from 'node:path';
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { TypeCompiler, type TypeCheck } from '@sinclair/typebox/compiler';
 import { ValueErrorType, type ValueError } from '@sinclair/typebox/errors';
@@ -311,6 +311,13 @@ export function loadManifest(dir: string): Manifest {
   for (const id of ['rgb_liveness', 'color_liveness'] as const) {
     const mod = modules[id];
     if (mod) checkModuleGraphs(id, mod, dir);
+  }
+  // the name every verdict and /health/ready echo is the name the set is activated by: a copy
+  // of a set under a new folder that kept the old name served its own thresholds under the
+  // other set's name, so the two could not be told apart in any result
+  const folder = basename(resolve(dir));
+  if (manifest.model_set !== folder) {
+    throw new ManifestError(`model_set is "${manifest.model_set}" but the set's folder is "${folder}": they must be the same (the name is echoed in every result)`);
   }
   return { ...manifest, dir };
 }

@@ -73,3 +73,16 @@ t.test('an unreadable manifest says so', async (t) => {
   writeFileSync(join(dir, 'manifest.json'), '{not json');
   t.throws(() => loadManifest(dir), { message: /^manifest\.json: cannot be read/ });
 });
+
+t.test('model_set is the name of its folder: a copy that kept the old name is refused, naming both', async (t) => {
+  // a copy of raw_v1 as raw_copy, its threshold changed, its name left: it served every
+  // verdict as "raw_v1" with raw_copy's threshold, and the two could not be told apart
+  const dir = variant(t, RAW, (m) => { m.modules.rgb_liveness.modes.rgb_single.threshold = 0.1; });
+  const copy = join(dir, '..', `raw_copy_${process.pid}`);
+  cpSync(dir, copy, { recursive: true });
+  t.teardown(() => rmSync(copy, { recursive: true, force: true }));
+  t.throws(() => loadManifest(copy), { message: `manifest.json: model_set is "raw_v1" but the set's folder is "raw_copy_${process.pid}": they must be the same (the name is echoed in every result)` });
+  const m = JSON.parse(readFileSync(join(copy, 'manifest.json'), 'utf8'));
+  writeFileSync(join(copy, 'manifest.json'), JSON.stringify({ ...m, model_set: `raw_copy_${process.pid}` }));
+  t.equal(loadManifest(copy).model_set, `raw_copy_${process.pid}`, 'renamed, it loads');
+});

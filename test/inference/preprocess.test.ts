@@ -102,8 +102,10 @@ t.test('a crop of the wrong size is refused', async (t) => {
 });
 
 t.test('the manifest takes resize "area" or "bilinear" per image graph, and nothing else', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'resize-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const root = mkdtempSync(join(tmpdir(), 'resize-'));
+  t.teardown(() => rmSync(root, { recursive: true, force: true }));
+  // the set's folder is named as its manifest names it (loadManifest holds them to it)
+  const dir = join(root, 'raw_v1');
   cpSync(join(import.meta.dirname, '../../models/raw_v1'), dir, { recursive: true });
   const original = JSON.parse(readFileSync(join(dir, 'manifest.json'), 'utf8'));
   const write = (resize: unknown) => {
