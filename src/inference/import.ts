@@ -181,6 +181,11 @@ export function planImport(modelsDir: string, file: string, facts: GraphFacts, a
       throw new ImportError(`--output-kind ${a.output_kind}: the graph's ${facts.width}-value rows ${facts.rowsSumToOne ? 'sum to 1 (softmax)' : 'do not sum to 1 (logits)'}`);
     }
   }
+  // a size the graph fixes is held to the manifest's range here, before anything is written:
+  // past it the set could never load, and `--force` had already deleted the set it replaced
+  if (facts.size !== null && !(Number.isInteger(facts.size) && facts.size >= 8 && facts.size <= 320)) {
+    throw new ImportError(`the graph's input is ${facts.size} px square; the service feeds graphs 8 to 320 px (a crop is 320 px): export it for 320 px or less`);
+  }
   const graph: Record<string, unknown> = {
     role: 'frame',
     file: 'frame.onnx',

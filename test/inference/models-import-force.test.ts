@@ -32,3 +32,20 @@ t.test('models import --force replaces model sets only: never models/builder or 
   t.equal(again.code, 0, again.stderr);
   t.match(again.json.manifest.modules.rgb_liveness.modes.rgb_single, { threshold: 0.7 }, 'replaced');
 });
+
+t.test('a graph whose fixed size the service cannot feed is refused before --force removes anything', async (t) => {
+  const dir = tempDir('force-size-');
+  const models = join(dir, 'models');
+  const env = { MODELS_DIR: models };
+  const flags = ['--crop-fraction', '1', '--resize', 'area', '--channel-order', 'RGB', '--scale', '1', '--mean', '0,0,0', '--std', '1,1,1', '--output-kind', 'logit', '--force'];
+  const good = join(dir, 'good.onnx');
+  writeFileSync(good, brightnessGraph('logit', 32, 8, 0.5));
+  t.equal((await runCli(join(dir, 'data'), ['models', 'import', good, '--name', 'kiosk_v1', ...flags], '', env)).code, 0);
+  const big = join(dir, 'big.onnx');
+  writeFileSync(big, brightnessGraph('logit', 384, 8, 0.5));
+  const r = await runCli(join(dir, 'data'), ['models', 'import', big, '--name', 'kiosk_v1', ...flags], '', env);
+  t.equal(r.code, 2, r.stderr);
+  t.match(r.stderr, /the graph's input is 384 px square; the service feeds graphs 8 to 320 px/);
+  t.ok(existsSync(join(models, 'kiosk_v1', 'manifest.json')), 'the working set is still there (it was deleted, then the new one failed its check)');
+  t.equal((await runCli(join(dir, 'data'), ['models', 'check', join(models, 'kiosk_v1')], '', env)).code, 0, 'and still passes its check');
+});
