@@ -2,7 +2,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { encodePng } from '../../src/images/index.ts';
-import { curve, equalErrorRate, probit, ratesAt, sampleWarnings, thresholdForBpcer } from '../../src/inference/calibration/index.ts';
+import { curve, equalErrorRate, probit, ratesAt, sampleWarnings, summary, thresholdForBpcer, type CalibrationReport } from '../../src/inference/calibration/index.ts';
 import { sigmoid } from '../../src/inference/scores.ts';
 import { postVerify, request } from '../helpers/captures.ts';
 import { startApi } from '../helpers/api.ts';
@@ -79,7 +79,7 @@ t.test('models calibrate scores crops through the serving path and reports the e
   t.ok(Math.abs(report.eer.threshold - expected(120)) < 1e-5);
   t.same(r.json.manifest_threshold, report.manifest_threshold, 'stdout carries the figures');
   t.notOk('scores' in r.json, 'per-crop scores only in the report file');
-  t.match(r.stderr, /manifest threshold\s+0\.5000\s+20\.00%\s+20\.00%\s+20\.00%/);
+  t.match(r.stderr, /manifest threshold\s+0\.5\s+20\.00%\s+20\.00%\s+20\.00%/);
   t.match(r.stderr, /EER 20\.00%/);
   // issue 39: 5 and 5 crops gave confident-looking thresholds with no word on their worth
   t.match(report.warnings, [/^small sample: 5 bona fide crops cannot support BPCER 1 % \(needs at least 300\), BPCER 5 % \(needs at least 60\), BPCER 10 % \(needs at least 30\)/, /^small sample: 5 attack crops/]);
@@ -129,4 +129,17 @@ t.test('models calibrate refuses crops the service would refuse, naming the file
   t.match(empty.stderr, /attack folder .*nowhere does not exist/);
   const usage = await runCli(join(work, 'data'), ['models', 'calibrate', set.dir, '--live', join(work, 'live')], '', env);
   t.match(usage.stderr, /--live <dir> and --attack <dir> are both required/);
+});
+
+t.test('the terminal summary prints each target threshold exactly: the printed value meets the target', async (t) => {
+  // a bona fide score just above the exact threshold: 0.73456 rounded to 0.7346 rejects it too
+  const live = [0.7, 0.73459, ...Array<number>(98).fill(0.9)];
+  const attack = [0.73456, ...Array<number>(29).fill(0.5)];
+  const target = thresholdForBpcer(live, attack, 0.01)!;
+  t.equal(target.threshold, 0.73456);
+  const text = summary({ model_set: 'x', set_dir: 'd', trained: true, module_id: 'rgb_liveness', mode: 'rgb_single', decision: 'alive when score > threshold', execution_provider: 'wasm', counts: { bona_fide: 100, attack: 30 }, manifest_threshold: ratesAt(live, attack, 0.5), targets: [target], eer: null, plot: 'p', report: 'r', warnings: [], scores: [] } as unknown as CalibrationReport);
+  const row = text.split('\n').find((l) => l.startsWith('target BPCER 1%'))!;
+  const printed = Number(row.slice(26).trim().split(/\s+/)[0]);
+  t.equal(printed, 0.73456, 'it read 0.7346');
+  t.ok(ratesAt(live, attack, printed).bpcer <= 0.01, 'the printed threshold meets the BPCER the row states');
 });
