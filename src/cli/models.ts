@@ -24,6 +24,7 @@ import {
 } from '../inference/index.ts';
 import { ConflictError, EXIT, NotFoundError, UsageError } from './errors.ts';
 import type { Command } from './command.ts';
+import { runningServer } from '../lifecycle.ts';
 
 export const modelCommands: Record<string, Command> = {
   'models check': {
@@ -147,7 +148,13 @@ export const modelCommands: Record<string, Command> = {
           trained[set] = null; // a manifest that does not load: `models check` says why
         }
       }
-      return { ...state, trained };
+      // the state file outlives the server that wrote it: said, so a stopped server's set is not
+      // read as one being served
+      const running = runningServer(config.DATA_DIR) !== null;
+      const stale = state.active !== null && !running
+        ? { note: 'no server is running on this DATA_DIR: active is the set the last one served (a start serves it again while MODEL_SET is unchanged)' }
+        : {};
+      return { ...state, running, ...stale, trained };
     },
   },
   'models activate': {

@@ -4,7 +4,7 @@ import { get } from 'node:http';
 import t from 'tap';
 import { color, crop, postVerify, request, single } from '../helpers/captures.ts';
 import { startApi } from '../helpers/api.ts';
-import { makeToken, startServer, tempDir } from '../helpers/server.ts';
+import { makeToken, runCli, startServer, tempDir } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { brightnessGraph } from './test-graphs.ts';
 
@@ -90,6 +90,9 @@ t.test('import, activate, verify, restart: the README path from the default conf
   t.equal(c.status, 403, 'the disabled module says so');
   t.match(c.json, { error: { code: 'module_disabled' } });
   await server.stop();
+  // with no server, status says the set is the last one's, not one being served
+  const stopped = await runCli(dataDir, ['models', 'status'], '', env);
+  t.match(stopped.json, { active: 'kiosk_v1', running: false, note: /^no server is running on this DATA_DIR: active is the set the last one served/ });
 
   // README: "the switch outlives a restart while MODEL_SET stays what it replaced"
   const again = await startServer({ dataDir, env, ready: true });
@@ -103,7 +106,8 @@ t.test('import, activate, verify, restart: the README path from the default conf
   t.match(v2.json.results[0], { model_set: 'kiosk_v1' });
   t.ok(Math.abs(v2.json.results[0].score - expectedScore(5)) < 1e-4);
   const status = await again.cli(['models', 'status']);
-  t.match(status.json, { active: 'kiosk_v1', available: ['kiosk_v1', 'raw_v1'] });
+  t.match(status.json, { active: 'kiosk_v1', running: true, available: ['kiosk_v1', 'raw_v1'] });
+  t.notOk('note' in status.json, 'served: no note');
 
   // A module disabled on the serving set did not hold the activation back above (before: it
   // was refused for the module that was ready but disabled). Enabling it again while the set
