@@ -66,10 +66,27 @@ export function startEngine(config: Config, log: Logger, moduleEnabled?: (id: Mo
   }
   let closing = false;
   const requests = serveActivationRequests(config.DATA_DIR, config.MODELS_DIR, engine, (obj, msg) => log.info(obj, msg), { configured: config.MODEL_SET });
+  // An activated set whose manifest loads but none of whose modules can serve once started (a
+  // graph truncated or removed since it was activated) gives way to the configured one too, as
+  // one whose manifest no longer loads does above: it was served unready until an operator
+  // activated another set by hand.
+  const fallBack = async (): Promise<void> => {
+    if (closing || start.model_set === config.MODEL_SET) return;
+    const modules = engine.readiness();
+    if (modules.length === 0 || modules.some((m) => m.ready || m.error === null)) return;
+    log.error({ model_set: start.model_set, errors: modules.map((m) => `${m.module_id}: ${m.error}`) }, `the activated model set does not serve: serving MODEL_SET ${config.MODEL_SET}`);
+    const r = await engine.activate(config.MODEL_SET);
+    if (r.outcome !== 'active' && !closing) log.error({ model_set: config.MODEL_SET, outcome: r.outcome, reason: r.reason }, 'MODEL_SET could not be served either');
+  };
   // a stop during warm-up rejects start(); only a failure while serving is an error
-  engine.start().catch((err: Error) => {
-    if (!closing) log.error({ err }, 'inference engine failed to start');
-  });
+  engine.start()
+    .catch((err: Error) => {
+      if (!closing) log.error({ err }, 'inference engine failed to start');
+    })
+    .then(fallBack)
+    .catch((err: unknown) => {
+      if (!closing) log.error({ err }, 'falling back to MODEL_SET failed');
+    });
   const delay = config.TEST_INFERENCE_DELAY_MS;
   const failPrefix = config.TEST_INFERENCE_FAIL_PREFIX;
   return {

@@ -1,4 +1,4 @@
-import { cpSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { startupModelSet } from '../../src/inference/index.ts';
@@ -7,6 +7,7 @@ import { startEngine } from '../../src/cluster/index.ts';
 import { ConfigError, loadConfig } from '../../src/config/index.ts';
 import type { Logger } from '../../src/observability/index.ts';
 import { ROOT, runCli, tempDir } from '../helpers/server.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 // Issue 25: an activation outlives a restart while MODEL_SET is what it replaced; a changed
 // MODEL_SET wins; a mistyped one is a one-line error.
@@ -65,4 +66,28 @@ t.test('a mistyped MODEL_SET: one line naming the sets there, exit 1', async (t)
   const message = (refused as Error | null)?.message ?? '';
   t.match(message, /^MODEL_SET raw_v2: manifest\.json: cannot be read .* \(model sets in .*: bgr80_copy, bgr80_ensemble_v1, raw_v1\)$/);
   t.notMatch(message, /\n/, 'one line');
+});
+
+// An activated set whose manifest still loads but whose graph no longer does (truncated since
+// its activation): the start falls back to MODEL_SET, as for a manifest that no longer loads.
+// It was served unready (/health/ready 503) until an operator activated another set by hand.
+t.test('an activated set whose graph no longer loads gives way to MODEL_SET at the next start', async (t) => {
+  const models = tempDir('models-broken-');
+  cpSync(join(MODELS, 'bgr80_ensemble_v1'), join(models, 'bgr80_ensemble_v1'), { recursive: true });
+  cpSync(join(MODELS, 'bgr80_ensemble_v1'), join(models, 'persist_v1'), { recursive: true });
+  const manifest = join(models, 'persist_v1', 'manifest.json');
+  writeFileSync(manifest, JSON.stringify({ ...JSON.parse(readFileSync(manifest, 'utf8')), model_set: 'persist_v1' }));
+  writeFileSync(join(models, 'persist_v1', 'bgr80_b.onnx'), readFileSync(join(models, 'persist_v1', 'bgr80_b.onnx')).subarray(0, 100));
+  const data = tempDir();
+  mkdirSync(join(data, 'model-set'), { recursive: true });
+  writeFileSync(join(data, 'model-set', 'active.json'), JSON.stringify({ model_set: 'persist_v1', over: 'bgr80_ensemble_v1', at: '2026-11-30T12:00:00.000Z' }));
+  const config = loadConfig({ ...env, MODELS_DIR: models, DATA_DIR: data, WORKERS: '1' }, ROOT, 2);
+  const lines: { level: string; obj: Record<string, unknown>; msg: string }[] = [];
+  const at = (level: string) => (obj: Record<string, unknown>, msg: string) => void lines.push({ level, obj, msg });
+  const log = { info: at('info'), warn: at('warn'), error: at('error'), fatal: at('fatal'), debug() {} } as unknown as Logger;
+  const engine = startEngine(config, log, async (id) => id === 'rgb_liveness');
+  t.teardown(() => engine.close());
+  const served = await waitFor(() => engine.readiness().find((m) => m.module_id === 'rgb_liveness' && m.ready), { what: 'rgb_liveness ready', timeoutMs: 120_000 });
+  t.equal(served.model_set, 'bgr80_ensemble_v1', 'MODEL_SET serves; it stayed on persist_v1, unready');
+  t.ok(lines.some((l) => l.level === 'error' && l.msg === 'the activated model set does not serve: serving MODEL_SET bgr80_ensemble_v1'), 'said, as an error');
 });
