@@ -20,6 +20,8 @@ const STATUSES: readonly string[] = ['ok', 'face_unavailable', 'dropped'];
 const ENCODINGS: readonly string[] = ['png', 'rgb8'];
 const SHA256_HEX = /^[0-9a-f]{64}$/;
 const OK_FIELDS = ['source_size', 'eyes_xy', 'image'] as const;
+// with the u flag a paired surrogate is one code point, so Cs matches lone ones only
+const LONE_SURROGATE = /\p{Cs}/u;
 
 /** State shared by all captures of one request: the uniqueness rules span the batch. */
 export interface RequestScope {
@@ -63,6 +65,14 @@ export function checkCapture(capture: unknown, captureIndex: number, loc: Loc, s
     out.issue([...loc, 'capture_profile'], 'capture_profile_mismatch',
       `Mode '${mode}' requires capture_profile '${CAPTURE_PROFILE[mode]}'`,
       { mode, expected: CAPTURE_PROFILE[mode] }, capture.capture_profile);
+  }
+
+  // A lone surrogate ("\ud800" in the JSON) is not text: it cannot be encoded as UTF-8, so
+  // PostgreSQL's jsonb refused the saved answer (a 500 settlement_failed after the charge, and
+  // an operator's queue anyone could fill) and LMDB kept it mangled (U+FFFD in the console).
+  if (typeof capture.capture_id === 'string' && LONE_SURROGATE.test(capture.capture_id)) {
+    out.issue([...loc, 'capture_id'], 'string_unicode', 'Input should be well-formed Unicode text (it holds a lone surrogate)', undefined,
+      capture.capture_id.length <= 256 ? capture.capture_id : undefined);
   }
 
   if (typeof capture.capture_id === 'string' && capture.capture_id.length > 0) {

@@ -82,7 +82,7 @@ export const CapturePacketSchema = Type.Object(
       // the id is kept with the saved answer, and PostgreSQL text holds no U+0000: a NUL here
       // failed the settlement after the charge (issue 29)
       pattern: '^[^\\u0000]*$',
-      description: '1 to 128 characters (Unicode code points), no U+0000; unique within the request; a new capture uses a new id.',
+      description: '1 to 128 characters (Unicode code points), no U+0000 and no lone surrogate (422 string_unicode); unique within the request; a new capture uses a new id.',
     }),
     mode: Type.Union([Type.Literal('rgb_single'), Type.Literal('rgb_sequence'), Type.Literal('color')], {
       description: '`rgb_single` and `rgb_sequence` need module rgb_liveness, `color` needs color_liveness.',

@@ -59,6 +59,16 @@ t.test('verify: a NUL in a capture id or the module id', async (t) => {
     method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': body.contentType, 'idempotency-key': 'pg-text-1' }, body: body.body as unknown as BodyInit,
   });
   t.equal(v.status, 422, `a capture id with a NUL (once charged, then a 500 settlement_failed): ${v.status} ${(await v.text()).slice(0, 200)}`);
+  // a lone surrogate ("\ud800" in the JSON): jsonb refused the saved answer, a 500
+  // settlement_failed after the charge, and the operator's "charge" failed the same way
+  const lone = request([single({ id: 'a\ud800b', seed: 4 })]);
+  const s = await fetch(`${base}/v1/modules/rgb_liveness/verify`, {
+    method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': lone.contentType, 'idempotency-key': 'pg-text-2' }, body: lone.body as unknown as BodyInit,
+  });
+  const text = await s.text();
+  t.equal(s.status, 422, `a capture id with a lone surrogate: ${s.status} ${text.slice(0, 200)}`);
+  t.match(JSON.parse(text), { detail: [{ loc: ['body', 'metadata', 'capture_id'], type: 'string_unicode' }] });
+  t.same((await admin('GET', '/admin/api/settlements')).json.settlements, [], 'nothing left for an operator');
 });
 
 t.test('login: a NUL in the username', async (t) => {

@@ -14,6 +14,9 @@ t.test('capture_id: 1 to 128 code points', async (t) => {
   t.same(over[0].ctx, { max_length: 128, actual_length: 129 });
   t.same(issuesOf(single({ capture_id: 'é'.repeat(128) })), [], 'BMP characters count one each');
   t.same(brief(issuesOf(single({ capture_id: 5 }))), ['body.metadata.capture_id:string_type']);
+  t.same(brief(issuesOf(single({ capture_id: 'a\ud800b' }))), ['body.metadata.capture_id:string_unicode'], 'a lone high surrogate is not text');
+  t.same(brief(issuesOf(single({ capture_id: '\udc00' }))), ['body.metadata.capture_id:string_unicode'], 'nor a lone low one');
+  t.same(issuesOf(single({ capture_id: '\ud83d\ude00 \u2028\u202e' })), [], 'a pair is a character; other code points are text');
 });
 
 t.test('capture_id is unique within the request', async (t) => {
