@@ -20,12 +20,14 @@ import { MIGRATIONS_BEFORE_RULES } from './pg-migrations-before-rules.ts';
  * start on the database rather than put their rules back). */
 const DIGESTS: Record<number, string> = {
   1: 'ad91e75c93f0b4d62545d837d7fb9ab7ffe0fbaadc9a99c77517e23165beec99',
-  // lv_reserve and lv_reserve_session refuse a dead token, grant or session before the key
-  2: 'b0c0d1072d60062d0fb68cffa976df4b77bde9e1ecb3ea5464985b3ef8e48dd7',
+  // lv_reserve and lv_reserve_session refuse a dead token, grant or session before the key, and
+  // lv_reserve looks the key up again once the counters are locked; lv_refund_held locks the
+  // counters in lv_reserve's order; lv_sweep_expired takes reservations whose node row is gone
+  2: 'bd28ae52784ef1bac763c46145b6fceb875383bfa2155f9226aecba77c37c5b1',
 };
 
 /** The functions whose text changed after the move into rules.ts (version 1), by version. */
-const CHANGED_SINCE_MOVE: Record<number, string[]> = { 2: ['lv_reserve', 'lv_reserve_session'] };
+const CHANGED_SINCE_MOVE: Record<number, string[]> = { 2: ['lv_reserve', 'lv_reserve_session', 'lv_refund_held', 'lv_sweep_expired'] };
 
 const server = await startPostgres();
 t.teardown(() => server.stop());

@@ -117,14 +117,20 @@ export function openPool(target: DatabaseTarget, opts: PgOptions): Pg {
     leaseOkUntil: 0,
     repairs: new Map(),
     async q(text, values = [], name) {
-      try {
-        const r = await db.pool.query(name === undefined ? { text, values } : { name, text, values });
-        db.hosts.answered();
-        return r;
-      } catch (err) {
-        // a full disk (53100) and the like: counted, new verify calls refused until a write works
-        db.writes.noteFailure(name ?? 'write', err);
-        throw lost(db, unavailable(err));
+      for (let attempt = 1; ; attempt++) {
+        try {
+          const r = await db.pool.query(name === undefined ? { text, values } : { name, text, values });
+          db.hosts.answered();
+          return r;
+        } catch (err) {
+          // A deadlock or a serialization failure aborted the statement, which is its own
+          // transaction here: nothing of it was written, so it runs again. Unretried, a refund
+          // that lost a deadlock left the call's units held and its key stuck pending.
+          if (attempt < CONFLICT_ATTEMPTS && isConflict(err)) continue;
+          // a full disk (53100) and the like: counted, new verify calls refused until a write works
+          db.writes.noteFailure(name ?? 'write', err);
+          throw lost(db, unavailable(err));
+        }
       }
     },
     async tx(fn) {
@@ -154,6 +160,16 @@ export function openPool(target: DatabaseTarget, opts: PgOptions): Pg {
     opts.onError?.(err);
   });
   return db;
+}
+
+/** Runs of one statement that a deadlock or serialization failure aborted (db.q). */
+const CONFLICT_ATTEMPTS = 3;
+
+/** SQLSTATE 40P01 (deadlock_detected) or 40001 (serialization_failure): the server aborted the
+ * transaction to break a conflict between transactions; running it again is the remedy. */
+function isConflict(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === '40P01' || code === '40001';
 }
 
 /** A statement that failed because the server went away (not one that timed out, nor a full

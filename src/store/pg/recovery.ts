@@ -10,7 +10,10 @@ import { reservationOf } from './settle.ts';
 
 // Crash recovery without pids: pending reservations of nodes whose lease expired (database
 // clock) are refunded by whichever node sweeps first; SKIP LOCKED lets sweepers and
-// late settlements pass each other instead of queueing.
+// late settlements pass each other instead of queueing. A reservation whose node row is gone
+// is taken too: a node's close() deletes its row once it holds nothing pending, and a
+// reservation committing just after that check was left pending for ever (lv_settle refuses a
+// node without a live row, so nobody else could end it).
 const LV_SWEEP_EXPIRED = `CREATE OR REPLACE FUNCTION lv_sweep_expired(p_at_ms bigint, p_iso text) RETURNS SETOF reservations LANGUAGE plpgsql AS $$
 DECLARE
   r reservations%ROWTYPE;
@@ -18,8 +21,8 @@ BEGIN
   FOR r IN
     UPDATE reservations SET state = 'refunded', settled_at = p_iso, settled_ms = p_at_ms
       WHERE id IN (
-        SELECT x.id FROM reservations x JOIN nodes n ON n.id = x.node_id
-          WHERE x.state = 'pending' AND n.lease_until <= now()
+        SELECT x.id FROM reservations x LEFT JOIN nodes n ON n.id = x.node_id
+          WHERE x.state = 'pending' AND (n.id IS NULL OR n.lease_until <= now())
           FOR UPDATE OF x SKIP LOCKED)
       RETURNING *
   LOOP

@@ -54,6 +54,13 @@ BEGIN
   INSERT INTO counters AS c (token_id, module_id, period, win, used)
     VALUES (p_token, p_module, 'day', p_day, 0), (p_token, p_module, 'month', p_month, 0), (p_token, p_module, 'never', 'all', 0)
     ON CONFLICT (token_id, module_id, period, win) DO UPDATE SET used = c.used;
+  -- The key again, now that the counters are locked: a call with the same key on another node
+  -- may have been admitted while this one waited for those locks, and its units are in the
+  -- counters read below. Judged on them alone, this call was refused 429 quota_exceeded where
+  -- it is the same call in progress (409, or its replay): answered as if seen above.
+  IF p_key IS NOT NULL AND EXISTS (SELECT 1 FROM idempotency WHERE token_id = p_token AND key = p_key) THEN
+    RETURN jsonb_build_object('kind', 'retry');
+  END IF;
   SELECT used INTO used_now FROM counters
     WHERE token_id = p_token AND module_id = p_module AND period = g->>'period'
       AND win = CASE g->>'period' WHEN 'day' THEN p_day WHEN 'month' THEN p_month ELSE 'all' END;

@@ -67,6 +67,14 @@ const LV_REFUND_HELD = `CREATE OR REPLACE FUNCTION lv_refund_held(r reservations
 BEGIN
   INSERT INTO ledger (id, at_ms, request_id, token_id, module_id, units, kind, day, month, reservation_id)
     VALUES (p_led, p_at_ms, r.request_id, r.token_id, r.module_id, r.units, 'refund', r.day, r.month, r.id);
+  -- the token's counter rows locked in lv_reserve's order (day, month, never: its upsert's
+  -- VALUES), before the UPDATE, whose plan locks them in whatever order they lie on disk: in
+  -- that order a refund and a reservation of one token deadlocked
+  PERFORM 1 FROM counters
+    WHERE token_id = r.token_id AND module_id = r.module_id
+      AND (period, win) IN (('day', r.day), ('month', r.month), ('never', 'all'))
+    ORDER BY CASE period WHEN 'day' THEN 0 WHEN 'month' THEN 1 ELSE 2 END
+    FOR UPDATE;
   UPDATE counters SET used = used - r.units
     WHERE token_id = r.token_id AND module_id = r.module_id
       AND (period, win) IN (('day', r.day), ('month', r.month), ('never', 'all'));
