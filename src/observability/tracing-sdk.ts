@@ -102,7 +102,7 @@ export function startSdk({ env, log, onDropped }: TracingOptions): Tracing {
   const provider = new TracerProvider({ resource, sampler, idGenerator: ids, spanProcessors: [processor] });
   const tracer = provider.getTracer('liveness-service', SERVICE_VERSION);
   log.info({
-    endpoint: getStringFromEnv('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT') ?? getStringFromEnv('OTEL_EXPORTER_OTLP_ENDPOINT') ?? 'http://localhost:4318',
+    endpoint: endpointForLog(getStringFromEnv('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT') ?? getStringFromEnv('OTEL_EXPORTER_OTLP_ENDPOINT') ?? 'http://localhost:4318'),
     sampler: env.OTEL_TRACES_SAMPLER ?? 'parentbased_always_on',
     sampler_arg: env.OTEL_TRACES_SAMPLER_ARG,
   }, 'tracing verify calls (OTLP http/protobuf)');
@@ -266,4 +266,18 @@ function within<T>(span: Span, run: () => T, after: () => void): T {
   span.end(now());
   after();
   return out;
+}
+
+/** The OTLP endpoint as the log may show it: scheme, host, port and path. A user and password
+ * in it are a working credential (the exporter sends them as Basic authorization) and a query
+ * may carry an API key; both were logged word for word at every API worker's first call. */
+export function endpointForLog(endpoint: string): string {
+  let u: URL;
+  try {
+    u = new URL(endpoint);
+  } catch {
+    return '[not a URL]';
+  }
+  const credentials = u.username !== '' || u.password !== '' ? '[redacted]@' : '';
+  return `${u.protocol}//${credentials}${u.host}${u.pathname}${u.search !== '' ? '?[redacted]' : ''}`;
 }

@@ -8,6 +8,7 @@ import { startApi } from '../helpers/api.ts';
 import { makeToken, startServer } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { SERVICE_VERSION } from '../../src/version.ts';
+import { endpointForLog } from '../../src/observability/tracing-sdk.ts';
 
 // The operator's view of a real server: its /metrics, its log lines and its traces, on one
 // server start (issue 43: test/observability/metrics-logs.test.ts, a server start of its own,
@@ -101,10 +102,13 @@ const VERIFY_ROUTE = '/v1/modules/:module_id/verify';
 
 // TEST_WORKER_FAULTS (a header crashes a handler: no call here sends it) and
 // TEST_PASSWORD_SCRYPT_N (no login here) are set for the start-up warning
+// the collector's endpoint carries a user and password (the exporter sends them as Basic
+// authorization): the log must not show them
+const withPassword = endpoint.replace('http://', 'http://otlp-user:otlp-S3cret-pw@');
 const server = await startServer({
   ready: true,
   env: {
-    OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_SERVICE_NAME: 'lv-traces-test', OTEL_BSP_SCHEDULE_DELAY: '50', TEST_INFERENCE_FAIL_PREFIX: 'fail-',
+    OTEL_EXPORTER_OTLP_ENDPOINT: withPassword, OTEL_SERVICE_NAME: 'lv-traces-test', OTEL_BSP_SCHEDULE_DELAY: '50', TEST_INFERENCE_FAIL_PREFIX: 'fail-',
     TEST_WORKER_FAULTS: '1', TEST_PASSWORD_SCRYPT_N: '1024',
   },
 });
@@ -348,4 +352,14 @@ t.test('a collector that never answers costs dropped spans, counted, and no call
   t.ok(dropped(metrics, 'queue_full') > 0, `spans past the queue of 2 dropped: ${dropped(metrics, 'queue_full')}`);
   t.ok(dropped(metrics, 'export_failed') > 0, `spans of timed-out exports counted: ${dropped(metrics, 'export_failed')}`);
   t.ok(held.length > 0, 'the exports did reach the hung collector');
+});
+
+t.test('the collector\'s password never reaches the log; its host does', async (t) => {
+  const v = await postVerify(server.baseUrl, (await makeToken(server, ['rgb_liveness:5:day'])).token, 'rgb_liveness', request([single({ id: 'otlp-log' })]));
+  t.equal(v.status, 200);
+  const line = await waitFor(() => server.logLines().find((l) => l.msg === 'tracing verify calls (OTLP http/protobuf)'), { what: 'the tracing line' });
+  t.equal(line.endpoint, `http://[redacted]@${endpoint.slice('http://'.length)}/`, 'scheme, host, port and path; it was the endpoint word for word');
+  t.notOk(server.logs.some((l) => l.includes('otlp-S3cret-pw')), 'no log line holds the password');
+  t.equal(endpointForLog('https://collector.example:4318/v1/traces?api_key=k3y&x=1'), 'https://collector.example:4318/v1/traces?[redacted]', 'a query may hold a key');
+  t.equal(endpointForLog('not a url'), '[not a URL]');
 });
