@@ -545,6 +545,13 @@ export function storeContract(t: Test, store: StoreBackend): void {
     }
     const refunded = await reserved(store, reserveInput(tok, { at: old + 2 }));
     await store.refund(refunded.id, old + 3);
+    // a charge just before the cutoff whose refund comes just after it: the pruner takes the
+    // charge and keeps the refund
+    const straddling = await reserved(store, reserveInput(tok, { at: cutoff - 1 }));
+    await store.refund(straddling.id, cutoff + 1);
+    const dayOf = (ms: number) => new Date(ms).toISOString().slice(0, 10);
+    const units = async () => (await store.dailyTotals({ fromDay: dayOf(old), toDay: dayOf(recent), token_id: tok.id })).map((d) => [d.day, d.units]);
+    const unitsBefore = await units();
     for (const at of [old, recent]) {
       await store.writeAudit({ request_id: `req_ret_${at}_${tok.id}`, at: new Date(at).toISOString(), token_id: tok.id, module_id: 'rgb_liveness', client_ip: '192.0.2.1', country: null, status: 200, error_code: null, captures: 1, charged_units: 1, latency_ms: 1 });
     }
@@ -555,9 +562,10 @@ export function storeContract(t: Test, store: StoreBackend): void {
     t.ok((await store.pruneLedgerBefore(cutoff)) >= 4, 'the old charges, the old charge of the refund and the refund went');
     t.ok((await store.pruneResultsBefore(cutoff)) >= 2);
     t.ok((await store.pruneAuditBefore(cutoff)) >= 1);
-    t.same((await store.listLedger({ token_id: tok.id })).items.map((e) => e.at), [new Date(recent).toISOString()], 'only the recent entry is left');
+    t.same((await store.listLedger({ token_id: tok.id })).items.map((e) => [e.kind, e.at]), [['refund', new Date(cutoff + 1).toISOString()], ['charge', new Date(recent).toISOString()]], 'only the entries after the cutoff are left');
     t.same((await store.listAudit({ token_id: tok.id })).items.map((a) => a.at), [new Date(recent).toISOString()]);
     t.equal(await used(), usedBefore, 'usage counters are untouched');
+    t.same(await units(), unitsBefore, 'the daily totals are untouched: every day\'s units as before, the straddling day 0 (PostgreSQL read the pruned days as gone, that day as -1)');
     const check = await store.verifyLedger();
     t.equal(check.ok, true, `counters = pruned totals + remaining entries ${JSON.stringify(check.mismatches)}`);
     t.same([await store.pruneLedgerBefore(cutoff), await store.pruneResultsBefore(cutoff), await store.pruneAuditBefore(cutoff)], [0, 0, 0], 'a second pass finds nothing');
