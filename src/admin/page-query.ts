@@ -105,7 +105,8 @@ const CURSOR_MSG = 'Input should be a next_cursor returned by this endpoint';
 // [1e300, ...] with a 500), strings without NUL and no longer than an id or a name.
 const MAX_TIME = 8.64e15;
 const keyText = (v: unknown, max: number) => typeof v === 'string' && !v.includes('\u0000') && [...v].length <= max;
-const timeKey = (k: unknown) => Array.isArray(k) && k.length === 2 && Number.isFinite(k[0]) && Math.abs(k[0] as number) <= MAX_TIME && keyText(k[1], MAX_ID_CHARS);
+// an integer time: the keys are epoch milliseconds (PostgreSQL's bigint refused 1.5 with a 500)
+const timeKey = (k: unknown) => Array.isArray(k) && k.length === 2 && Number.isSafeInteger(k[0]) && Math.abs(k[0] as number) <= MAX_TIME && keyText(k[1], MAX_ID_CHARS);
 const nameKey = (k: unknown) => Array.isArray(k) && k.length === 2 && keyText(k[0], MAX_NAME_CHARS) && keyText(k[1], MAX_ID_CHARS);
 
 /** Query of GET /admin/api/usage: `from` (inclusive) and `to` (exclusive) are ISO 8601 times,

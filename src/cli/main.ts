@@ -10,6 +10,7 @@ import { type CallerReads, type StoreBackend, type TokenAdmin, openConfiguredSto
 import { extraCommands } from './extra.ts';
 import { ConflictError, EXIT, exitCodeOf, NotFoundError, UsageError } from './errors.ts';
 import { TextOutput, type CliIo, type Command } from './command.ts';
+import { tokenId } from './token-ref.ts';
 import { captureCommands } from './capture.ts';
 import { SERVICE_VERSION } from '../version.ts';
 
@@ -57,19 +58,6 @@ function isoOf(v: string, what: string): string {
 function need<T>(value: T | undefined, what: string): T {
   if (value === undefined) throw new NotFoundError(`unknown ${what}`);
   return value;
-}
-
-/** A token by id or by name (names are unique, case ignored), as an operator knows it. */
-async function tokenId(store: Pick<CallerReads, 'getToken'> & Pick<TokenAdmin, 'listTokens'>, ref: string | undefined): Promise<string> {
-  if (!ref) throw new UsageError('a token id or name is required');
-  if (await store.getToken(ref)) return ref;
-  const all = await store.listTokens();
-  let named = all.filter((t) => t.name === ref);
-  if (named.length === 0) named = all.filter((t) => t.name.toLowerCase() === ref.toLowerCase());
-  if (named.length === 0) throw new NotFoundError(`unknown token ${JSON.stringify(ref)} (neither an id nor a name)`);
-  // stores written before names were unique may hold duplicates: the id tells them apart
-  if (named.length > 1) throw new ConflictError(`${named.length} tokens are named ${JSON.stringify(ref)}: use the id (${named.map((t) => t.id).join(', ')})`);
-  return named[0]!.id;
 }
 
 async function readStdin(stdin: CliIo['stdin']): Promise<string> {

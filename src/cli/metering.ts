@@ -5,12 +5,16 @@ import { ValidationFailure } from '../errors/index.ts';
 import type { PageQuery } from '../store/index.ts';
 import { EXIT, NotFoundError, ConflictError, UsageError } from './errors.ts';
 import type { Command } from './command.ts';
+import { tokenId } from './token-ref.ts';
 
 
 /** The admin API's query rules (ISO times, limit 1..1000, cursors it issued), so a bad
- * --limit or --cursor is a usage error here too. */
-function pageArgs(args: string[]): PageQuery {
+ * --limit or --cursor is a usage error here too. --token is an id or a name, as everywhere in
+ * the CLI: a name went through as an id, and the list answered empty with exit 0 (a billing
+ * script read no usage); an unknown token is exit 3. */
+async function pageArgs(store: Parameters<typeof tokenId>[0], args: string[]): Promise<PageQuery> {
   const { values } = parseArgs({ args, options: { token: { type: 'string' }, module: { type: 'string' }, from: { type: 'string' }, to: { type: 'string' }, limit: { type: 'string' }, cursor: { type: 'string' } } });
+  if (values.token !== undefined) values.token = await tokenId(store, values.token);
   const names = { token: 'token_id', module: 'module_id', from: 'from', to: 'to', limit: 'limit', cursor: 'cursor' } as const;
   const params = new URLSearchParams();
   for (const [k, v] of Object.entries(values)) if (v !== undefined) params.set(names[k as keyof typeof names], v as string);
@@ -31,8 +35,8 @@ export const meteringCommands: Record<string, Command> = {
       return check;
     },
   },
-  'ledger list': { usage: 'ledger list [--token ID] [--module ID] [--from ISO] [--to ISO] [--limit N] [--cursor C]', run: async (store, args) => store.listLedger(pageArgs(args)) },
-  'audit list': { usage: 'audit list [--token ID] [--module ID] [--from ISO] [--to ISO] [--limit N] [--cursor C]', run: async (store, args) => store.listAudit(pageArgs(args)) },
+  'ledger list': { usage: 'ledger list [--token ID|NAME] [--module ID] [--from ISO] [--to ISO] [--limit N] [--cursor C]', run: async (store, args) => store.listLedger(await pageArgs(store, args)) },
+  'audit list': { usage: 'audit list [--token ID|NAME] [--module ID] [--from ISO] [--to ISO] [--limit N] [--cursor C]', run: async (store, args) => store.listAudit(await pageArgs(store, args)) },
   'settlements list': { usage: 'settlements list   (reservations whose settlement failed)', run: async (store) => ({ settlements: await listPendingSettlements(store) }) },
   'settlements resolve': {
     usage: 'settlements resolve <reservation_id> charge|refund',

@@ -45,6 +45,16 @@ t.test('tokens by id or by name; not found 3, conflict 4', async (t) => {
   t.equal((await runCli(dataDir, ['token', 'revoke', made.json.id])).code, 0);
   t.equal((await runCli(dataDir, ['token', 'enable', 'Lobby Kiosk'])).code, 4, 'a revoked token cannot be enabled: conflict');
   t.equal((await runCli(dataDir, ['settlements', 'resolve', 'rsv_nope', 'refund'])).code, 3);
+  // the lists take a token by name too; an unknown one is not an empty list (exit 0, read by a
+  // billing script as no usage) but exit 3
+  for (const list of ['ledger', 'audit']) {
+    const byName = await runCli(dataDir, [list, 'list', '--token', 'lobby kiosk']);
+    t.equal(byName.code, 0, byName.stderr);
+    t.same(byName.json, (await runCli(dataDir, [list, 'list', '--token', made.json.id])).json, `${list} list: the name reads the id's list`);
+    const unknown = await runCli(dataDir, [list, 'list', '--token', 'nobody']);
+    t.equal(unknown.code, 3, `${list} list --token nobody: not found`);
+    t.match(unknown.stderr, /unknown token "nobody" \(neither an id nor a name\)/);
+  }
 });
 
 t.test('the CLI takes what the API takes: user names, passwords, times with their zone (usage error 2 otherwise, nothing written)', async (t) => {

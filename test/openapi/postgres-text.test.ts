@@ -34,6 +34,8 @@ t.test('NUL characters and impossible cursor times are refused, not a 500', asyn
     ['GET', `/admin/api/usage?cursor=${cursor([0, '\u0000'])}`, undefined, 422],
     ['GET', `/admin/api/usage?cursor=${cursor([1e300, 'x'])}`, undefined, 422],
     ['GET', `/admin/api/audit?cursor=${cursor([-1e300, 'x'])}`, undefined, 422],
+    // a time that is not whole milliseconds: bigint refused it, a 500
+    ['GET', `/admin/api/usage?cursor=${cursor([1.5, 'x'])}`, undefined, 422],
     ['GET', `/admin/api/tokens?cursor=${cursor(['\u0000', 'x'])}`, undefined, 422],
   ];
   for (const [method, path, body, status] of cases) {

@@ -261,6 +261,18 @@ export function storeContract(t: Test, store: StoreBackend): void {
     }
     t.same(seen, [0, 1, 2, 3, 4].map((i) => new Date(T0 + i * 1000).toISOString()), 'every entry once, in time order');
     t.equal((await store.listLedger({ token_id: tok.id, from: T0 + 1000, to: T0 + 3000 })).items.length, 2, 'from inclusive, to exclusive');
+    // a cursor from outside the range (another query's, or forged) starts at the range's bound:
+    // on LMDB it replaced the bound, and rows outside from/to came back
+    const key = (k: unknown) => Buffer.from(JSON.stringify(k)).toString('base64url');
+    const inRange = [1, 2].map((i) => new Date(T0 + i * 1000).toISOString());
+    for (const [order, cursor] of [['asc', key([0, ''])], ['desc', key([8e15, ''])]] as const) {
+      for (const token_id of [tok.id, undefined]) {
+        const page = await store.listLedger({ ...(token_id ? { token_id } : {}), from: T0 + 1000, to: T0 + 3000, order, cursor, limit: 1000 });
+        const mine = page.items.filter((e) => e.token_id === tok.id).map((e) => e.at).sort();
+        t.same(mine, inRange, `${order}, ${token_id ? 'one token' : 'every token'}: only the range`);
+        t.ok(page.items.every((e) => Date.parse(e.at) >= T0 + 1000 && Date.parse(e.at) < T0 + 3000), 'nothing outside it');
+      }
+    }
     for (let i = 0; i < 3; i++) {
       await store.writeAudit({ request_id: `req_audit_${i}_${tok.id}`, at: new Date(T0 + i).toISOString(), token_id: tok.id, module_id: 'rgb_liveness', client_ip: '192.0.2.1', country: null, status: 200, error_code: null, captures: 1, charged_units: 1, latency_ms: 1.5 });
     }

@@ -69,8 +69,14 @@ export function pageByTime<T extends { token_id: string | null; module_id: strin
   let exclusiveStart: string | undefined;
   if (q.cursor) {
     const key = JSON.parse(Buffer.from(q.cursor, 'base64url').toString('utf8')) as [number, string];
-    start = key;
-    exclusiveStart = JSON.stringify(key);
+    // a cursor before the range (after it, walking back) starts at the range's bound: it
+    // replaced that bound, and a cursor from another query read rows outside from/to (the
+    // opposite bound is the range's end either way); PostgreSQL applies both bounds too
+    const outside = desc ? q.to !== undefined && key[0] >= q.to : q.from !== undefined && key[0] < q.from;
+    if (!outside) {
+      start = key;
+      exclusiveStart = JSON.stringify(key);
+    }
   }
   // one token's rows come from its range of the byToken index (same [ms, id] keys)
   const indexed = q.token_id !== undefined && byTokenReady(store);
