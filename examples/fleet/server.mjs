@@ -2,6 +2,12 @@
 // device session per visit, serves the page and the capture component, and after the capture
 // reads the result from the service itself (server to server), which is what it decides on;
 // the page's own claim is never trusted.
+//
+// What this example leaves to you: it mints a session for every page load, with no login of
+// its own. Anyone who can load the page gets a session token worth max_captures units of the
+// business token's quota, and a script loading it in a loop spends the token's mint limit
+// (SESSION_MINT_LIMIT a minute) for every real visitor. Your backend mints a session only for
+// a visitor it has authenticated (its own login, its own rate limit per account).
 //   LIVENESS_TOKEN=lvk_... node examples/fleet/server.mjs [--service http://127.0.0.1:8080] [--port 5180]
 // The service must list this page's origin in CORS_ORIGINS (the start line prints it). Open
 //   http://127.0.0.1:5180/?mode=rgb_single      (or rgb_sequence, color; &autostart=1 starts at once)
@@ -11,7 +17,7 @@ import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { buildCapture } from '../../capture/build.mjs';
-import { createSession, getSession } from '../../client/src/index.ts';
+import { createSession, getSession, revokeSession } from '../../client/src/index.ts';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const MODULE_OF = { rgb_single: 'rgb_liveness', rgb_sequence: 'rgb_liveness', color: 'color_liveness' };
@@ -32,7 +38,9 @@ export async function startFleetExample({ serviceUrl, businessToken, port = 0, h
   async function handle(req, res) {
     const url = new URL(req.url ?? '/', 'http://x');
     if (req.method === 'GET' && url.pathname === '/') {
-      const mode = MODULE_OF[url.searchParams.get('mode')] ? url.searchParams.get('mode') : 'rgb_single';
+      // own keys only: ?mode=toString found Object.prototype's, and the mint failed 422
+      const asked = url.searchParams.get('mode');
+      const mode = asked !== null && Object.hasOwn(MODULE_OF, asked) ? asked : 'rgb_single';
       // one session per visit: short-lived, one module, a few captures
       const minted = await createSession(service, { module_id: MODULE_OF[mode], ttl_seconds: SESSION_TTL_S, max_captures: 3 });
       if (minted.kind !== 'ok') return send(res, 502, 'text/plain', `could not mint a session: ${minted.code} ${minted.message}`);
@@ -51,8 +59,21 @@ export async function startFleetExample({ serviceUrl, businessToken, port = 0, h
       const read = await getSession(service, sessionId);
       if (read.kind !== 'ok') return send(res, 502, 'application/json', JSON.stringify({ error: read.code }));
       const s = read.value;
+      // docs/sessions.md: the decision is status plus alive of each record of a completed call;
+      // here the last call decides. A call still pending, refunded, held for an operator, or
+      // answered retry is no verdict: live stays false, and the person may capture again.
+      const last = s.results.at(-1);
+      const records = last?.status === 'completed' ? (last.results ?? []) : [];
+      const decided = records.length > 0 && records.every((r) => r.status === 'ok');
+      const live = decided && records.every((r) => r.alive === true);
+      // a verdict ends the visit: the session's unused captures are no use to anyone now
+      if (decided) {
+        const revoked = await revokeSession(service, s.session_id);
+        if (revoked.kind !== 'ok') console.error(`could not revoke session ${s.session_id}: ${revoked.code}`);
+      }
       return send(res, 200, 'application/json', JSON.stringify({
-        session_id: s.session_id, state: s.state,
+        session_id: s.session_id, state: s.state, live, decided,
+        calls: s.results.map((r) => ({ request_id: r.request_id, status: r.status })),
         request_ids: s.results.map((r) => r.request_id),
         results: s.results.flatMap((r) => r.results ?? []),
       }));

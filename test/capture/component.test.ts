@@ -19,7 +19,7 @@ if (missing) {
   t.setTimeout(600_000);
   const work = tempDir('lv-capture-');
   t.teardown(() => fs.rmSync(work, { recursive: true, force: true }));
-  const { used, open } = await startFleet(t, work);
+  const { used, open, server, example } = await startFleet(t, work);
   const face = FACES.find((f) => f.name === 'f2')!;
   const sha = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
   /** Records, before the page loads, the captureTime Chromium gives each camera frame the
@@ -51,6 +51,14 @@ if (missing) {
     t.equal(backend.request_ids[0], outcome.requestId, 'the one the page made');
     t.equal(backend.results[0]!.status, 'ok');
     t.equal(typeof backend.results[0]!.alive, 'boolean');
+    t.same(backend.calls, [{ request_id: outcome.requestId, status: 'completed' }], 'each call with its status');
+    t.same([backend.decided, backend.live], [true, backend.results[0]!.alive === true], 'the backend decides from status and alive');
+    const sessionToken = await page.evaluate(() => (JSON.parse(document.getElementById('config')!.textContent!) as { sessionToken: string }).sessionToken);
+    const me = await fetch(`${server.baseUrl}/v1/me`, { headers: { authorization: `Bearer ${sessionToken}` } });
+    t.equal(me.status, 401, 'a verdict ends the visit: the session is revoked');
+    // a mode the example does not know falls back to rgb_single, Object.prototype's names too
+    // (?mode=toString passed as known, and the mint failed 422)
+    for (const mode of ['toString', '__proto__', 'nope']) t.equal((await fetch(`${example.url}/?mode=${mode}`)).status, 200, `?mode=${mode}`);
     t.equal(camera, false, 'the camera is released');
     t.equal((await used()).rgb_liveness! - before.rgb_liveness!, 1, 'one unit charged');
 

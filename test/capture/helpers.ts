@@ -222,6 +222,10 @@ export interface BackendReading {
   session_id: string;
   state: string;
   request_ids: string[];
+  /** the example's decision (docs/sessions.md): a completed last call whose records are all ok */
+  decided: boolean;
+  live: boolean;
+  calls: { request_id: string; status: string }[];
   results: { capture_id: string; status: string; alive: boolean | null; reason: string | null; mode: string; reset_events: { source_index: number; reason: string }[] }[];
 }
 
