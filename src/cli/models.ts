@@ -79,7 +79,11 @@ export const modelCommands: Record<string, Command> = {
           }
         }
         const plan = planImport(config.MODELS_DIR, file, facts, answers);
-        writeImport(plan, graphFile, v.force === true);
+        try {
+          writeImport(plan, graphFile, v.force === true);
+        } catch (e) {
+          throw importWriteError(e, config.MODELS_DIR);
+        }
         const check = await checkModelSet(plan.dir);
         stderr.write(`${check.report}\n`);
         if (!check.ok) ctx.exitCode = EXIT.failed;
@@ -184,3 +188,11 @@ export const modelCommands: Record<string, Command> = {
     },
   },
 };
+
+/** A MODELS_DIR this user cannot write (deploy/README.md: root owns /opt/liveness) is one line
+ * that says what to do, a usage error (exit 2), not a stack trace; anything else as it is. */
+export function importWriteError(e: unknown, modelsDir: string): unknown {
+  const code = (e as NodeJS.ErrnoException | null)?.code;
+  if (code !== 'EACCES' && code !== 'EPERM' && code !== 'EROFS') return e;
+  return new UsageError(`cannot write the model set into ${modelsDir} (${code}): run the import as a user who can, or set MODELS_DIR to a folder this user can write (and the service's MODELS_DIR with it)`);
+}

@@ -3,6 +3,8 @@ import { join } from 'node:path';
 import t from 'tap';
 import { runCli, tempDir } from '../helpers/server.ts';
 import { brightnessGraph } from './test-graphs.ts';
+import { importWriteError } from '../../src/cli/models.ts';
+import { UsageError } from '../../src/cli/errors.ts';
 
 // Issue 40 finding 10: `models import --force` deleted any folder of that name in MODELS_DIR,
 // models/builder (the shipped sets' builder) included.
@@ -48,4 +50,15 @@ t.test('a graph whose fixed size the service cannot feed is refused before --for
   t.match(r.stderr, /the graph's input is 384 px square; the service feeds graphs 8 to 320 px/);
   t.ok(existsSync(join(models, 'kiosk_v1', 'manifest.json')), 'the working set is still there (it was deleted, then the new one failed its check)');
   t.equal((await runCli(join(dir, 'data'), ['models', 'check', join(models, 'kiosk_v1')], '', env)).code, 0, 'and still passes its check');
+});
+
+
+t.test('a MODELS_DIR this user cannot write is a usage error saying what to do, not a stack trace', async (t) => {
+  // the mapping (this test runs as root, for whom permissions refuse nothing)
+  const denied = Object.assign(new Error("EACCES: permission denied, mkdir '/opt/liveness/models/kiosk_v3'"), { code: 'EACCES' });
+  const e = importWriteError(denied, '/opt/liveness/models');
+  t.ok(e instanceof UsageError, 'exit 2');
+  t.match((e as Error).message, /^cannot write the model set into \/opt\/liveness\/models \(EACCES\): run the import as a user who can, or set MODELS_DIR/);
+  const other = Object.assign(new Error('disk on fire'), { code: 'EIO' });
+  t.equal(importWriteError(other, '/m'), other, 'anything else passes as it is');
 });
