@@ -2,7 +2,7 @@ import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { calculateJwkThumbprint, type JWK } from 'jose';
-import type { KeyFile, KeyRevocation } from '../store/index.ts';
+import { currentProcess, holderAlive, type KeyFile, type KeyRevocation, type ProcessIdentity } from '../store/index.ts';
 
 // Verdict signing keys live in DATA_DIR/keys: one file per key (private JWK, mode 0600) and
 // a `current` file naming the kid that signs. A rotated key stays published in the JWKS for
@@ -126,7 +126,11 @@ export function publicJwksOf(all: KeyFile[], at: number): { keys: JWK[] } {
 /** New current key; the old one is marked retired (still published for a while), and keys
  * retired long ago are deleted. The new key file exists before `current` names it, so a
  * JWKS read never misses the kid a fresh signature carries. */
-export async function rotateSigningKey(dataDir: string, at = Date.now()): Promise<{ kid: string; retired: string | null; deleted: string[] }> {
+export function rotateSigningKey(dataDir: string, at = Date.now()): Promise<{ kid: string; retired: string | null; deleted: string[] }> {
+  return withKeysLock(dataDir, () => rotateLocked(dataDir, at));
+}
+
+async function rotateLocked(dataDir: string, at: number): Promise<{ kid: string; retired: string | null; deleted: string[] }> {
   const old = await ensureSigningKey(dataDir, at);
   const key = await newKeyFile(dataDir, at);
   writeAtomic(currentFile(dataDir), key.kid);
@@ -152,7 +156,11 @@ export function publicPart(jwk: JWK): JWK {
  * current key, a new key is made current first (API workers sign with it within CHECK_MS).
  * The key file is rewritten without its private part and with who revoked it and when: it
  * stays as the record of the revocation. Revoking a revoked key changes nothing. */
-export async function revokeSigningKey(dataDir: string, kid: string, by: string, at = Date.now()): Promise<KeyRevocation> {
+export function revokeSigningKey(dataDir: string, kid: string, by: string, at = Date.now()): Promise<KeyRevocation> {
+  return withKeysLock(dataDir, () => revokeLocked(dataDir, kid, by, at));
+}
+
+async function revokeLocked(dataDir: string, kid: string, by: string, at: number): Promise<KeyRevocation> {
   const key = KID_PATTERN.test(kid) ? listKeys(dataDir).find((k) => k.kid === kid) : undefined;
   if (!key) throw new UnknownSigningKeyError(`no signing key ${JSON.stringify(kid)} in ${keysDir(dataDir)} (keys list shows them)`);
   if (key.revoked_at) return { kid, revoked_at: key.revoked_at, revoked_by: key.revoked_by ?? null, current: readCurrentKid(dataDir) ?? null, already_revoked: true };
@@ -166,4 +174,57 @@ export async function revokeSigningKey(dataDir: string, kid: string, by: string,
   const record: KeyFile = { kid, created_at: key.created_at, retired_at: key.retired_at ?? revokedAt, revoked_at: revokedAt, revoked_by: by, jwk: publicPart(key.jwk) };
   writeAtomic(keyFile(dataDir, kid), JSON.stringify(record));
   return { kid, revoked_at: revokedAt, revoked_by: by, current, already_revoked: false };
+}
+
+// Rotations and revocations, one at a time, in this process and across processes (two CLI
+// commands, an operator's emergency revoke during a scheduled rotation). Each reads the keys,
+// then rewrites them: run together, a rotation wrote back its stale copy of the key a
+// revocation had just stripped (the revoked key published again, its private part back on
+// disk), and two rotations left a second new key that was never retired. The lock is a file
+// made with O_EXCL beside the keys folder (a backup's keys folder holds key files only),
+// naming its holder; one whose holder is gone (a killed command) is taken over.
+let inProcess: Promise<unknown> = Promise.resolve();
+const KEYS_LOCK_WAIT_MS = 30_000;
+
+function withKeysLock<T>(dataDir: string, work: () => Promise<T>): Promise<T> {
+  const run = inProcess.then(async () => {
+    const release = await takeKeysLock(dataDir);
+    try {
+      return await work();
+    } finally {
+      release();
+    }
+  });
+  inProcess = run.catch(() => {});
+  return run;
+}
+
+async function takeKeysLock(dataDir: string): Promise<() => void> {
+  const file = path.join(dataDir, 'keys.lock');
+  fs.mkdirSync(dataDir, { recursive: true });
+  const me = currentProcess();
+  const deadline = Date.now() + KEYS_LOCK_WAIT_MS;
+  for (;;) {
+    try {
+      fs.writeFileSync(file, JSON.stringify(me), { flag: 'wx', mode: 0o600 });
+      return () => fs.rmSync(file, { force: true });
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+    }
+    let holder: ProcessIdentity | null = null;
+    try {
+      holder = JSON.parse(fs.readFileSync(file, 'utf8')) as ProcessIdentity;
+    } catch {
+      // removed, or half written by a holder just starting: looked at again
+    }
+    // another process of this pid number (a restart) left it, or a holder that is gone
+    const gone = holder !== null && !(holder.pid === me.pid && holder.pid_start === me.pid_start) && !holderAlive(holder);
+    if (gone) {
+      fs.rmSync(file, { force: true });
+      continue;
+    }
+    if (Date.now() > deadline) throw new Error(`another key command holds ${file} (pid ${holder?.pid ?? 'unknown'}); try again once it has finished`);
+    // polled: a lock file gives no event to wait for; key commands are rare and short
+    await new Promise((r) => setTimeout(r, 25));
+  }
 }
