@@ -35,9 +35,41 @@ export function watchParent(log: Logger, stop: () => void): void {
  * and start time then name no live process, and the file is ignored. */
 const serverFile = (dataDir: string) => path.join(dataDir, 'server.json');
 
+/** A server started on a DATA_DIR another live server holds. */
+export class ServerRunningError extends Error {}
+
+/** Marks this process as the server of `dataDir`, or refuses (ServerRunningError) when a live
+ * server already is: one server per DATA_DIR. The mark is made with O_EXCL, so of two servers
+ * starting at once one is refused; one a crashed server left is replaced. The returned remover
+ * deletes it only while it still names this process. Before, a second server overwrote the
+ * first one's mark and removed it on its way out (a start refused for its port, or a stop):
+ * `restore` then ran under the live server, and the charges it answered went into the store
+ * restore moved aside. */
 export function markRunning(dataDir: string): () => void {
-  fs.writeFileSync(serverFile(dataDir), `${JSON.stringify({ ...currentProcess(), started_at: new Date().toISOString() })}\n`);
-  return () => fs.rmSync(serverFile(dataDir), { force: true });
+  const file = serverFile(dataDir);
+  const me = currentProcess();
+  fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  for (;;) {
+    try {
+      fs.writeFileSync(file, `${JSON.stringify({ ...me, started_at: new Date().toISOString() })}\n`, { flag: 'wx' });
+      break;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+    }
+    const other = runningServer(dataDir);
+    if (other) throw new ServerRunningError(`a server (pid ${other.pid}, started ${other.started_at}) already runs on DATA_DIR ${dataDir}: one server per DATA_DIR (stop it first, or give this one another DATA_DIR)`);
+    // a crashed server's mark (or one half written by a server starting this instant: then
+    // the next look finds it live, or gone)
+    fs.rmSync(file, { force: true });
+  }
+  return () => {
+    try {
+      const s = JSON.parse(fs.readFileSync(file, 'utf8')) as { pid?: unknown; pid_start?: unknown };
+      if (s.pid === me.pid && (s.pid_start ?? null) === (me.pid_start ?? null)) fs.rmSync(file, { force: true });
+    } catch {
+      // gone already, or not ours to judge: left alone
+    }
+  };
 }
 
 /** The server running on `dataDir`, or null. */

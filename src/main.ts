@@ -3,7 +3,7 @@ import { announceListening, Cluster, ProcessControl, probePort, startEngine, tun
 import { ConfigError, loadConfig, testingSettings, type Config } from './config/index.ts';
 import { checkTls, compileTrust, loadUws, NativeBindingError } from './http/index.ts';
 import { createLogger, RefundMetrics } from './observability/index.ts';
-import { markRunning } from './lifecycle.ts';
+import { markRunning, ServerRunningError } from './lifecycle.ts';
 import { startRetention } from './retention/index.ts';
 import { openConfiguredStore, privateDataDir, StoreError } from './store/index.ts';
 import { startupHooks } from './startup.ts';
@@ -46,11 +46,17 @@ async function main(): Promise<void> {
     // never pass unnoticed: a production build reads them too (src/config/env.ts, issue 40)
     const testing = testingSettings();
     if (testing.length > 0) log.warn({ testing_settings: testing }, `TESTING ONLY settings are set (${testing.join(', ')}): they weaken or fake parts of the service; never set them in production (docs/configuration.md)`);
+    // one server per DATA_DIR (restore refuses a DATA_DIR with a running server); the mark
+    // goes with the process, before the store opens, so a second server touches nothing
+    try {
+      process.once('exit', markRunning(config.DATA_DIR));
+    } catch (e) {
+      if (e instanceof ServerRunningError) throw new ConfigError(e.message);
+      throw e;
+    }
     await control.step(config.DATABASE_URL ? 'the PostgreSQL store to open' : 'the LMDB store to open');
     const store = await openConfiguredStore(config, (err) => log.warn({ err: { message: err.message } }, 'store connection error'), log);
     open.store = store;
-    // restore refuses a DATA_DIR with a running server; the mark goes with the process
-    process.once('exit', markRunning(config.DATA_DIR));
     await control.step('the administrator bootstrap');
     await bootstrapAdmin(store, config, log);
     const refunds = new RefundMetrics();

@@ -80,6 +80,10 @@ t.test('a backup of the live store, restored, serves the same tokens, usage and 
   t.equal(refused.code, 4, 'restore on a running server: conflict');
   t.match(refused.stderr, /a server \(pid \d+, started .*\) is running on .*: stop it first/);
   t.equal((await slow).status, 200, 'the service went on serving during the backup');
+  // a second server on the same DATA_DIR is refused before it touches anything; it used to
+  // overwrite the mark and remove it on its way out, and restore then ran under the live server
+  await t.rejects(startServer({ dataDir, env }), /server exited with 1:[\s\S]*a server \(pid \d+, started .*\) already runs on DATA_DIR .*: one server per DATA_DIR/);
+  t.equal((await a.cli(['restore', file])).code, 4, 'and restore still refuses: the live server\'s mark is there');
 
   // DATA_DIR private (security issue 29): a demo token's upload is archived under
   // DATA_DIR/archive; then a key rotation and a backup into DATA_DIR
