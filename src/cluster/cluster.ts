@@ -18,6 +18,10 @@ import type { FromWorker, ToWorker, WorkerData } from './protocol.ts';
 import { relayInference } from './relay.ts';
 import { createReadinessBoard, publishReadiness } from './shared-readiness.ts';
 
+/** How long a stop waits for the engine and the store to close, once the calls have drained:
+ * with DRAIN_TIMEOUT_MS (30 s), under deploy/liveness.service's TimeoutStopSec (45 s). */
+const CLOSE_WAIT_MS = 10_000;
+
 /** More worker losses than this within REPLACEMENT_WINDOW_MS is a crash loop, not a bad
  * request: the process then stops (exit 1) and leaves it to the supervisor. */
 const MAX_REPLACEMENTS = 5;
@@ -29,6 +33,8 @@ export class Cluster {
   private port = 0;
   /** when recent workers were lost, for the crash-loop bound */
   private losses: number[] = [];
+  /** workers whose thread has ended (stop() waits for no 'exit' of theirs: it came already) */
+  private readonly exited = new WeakSet<Worker>();
   /** /metrics: one broadcast to the API workers shared by the scrapes made meanwhile, with a
    * deadline (metrics-gathering.ts) */
   private readonly gathering: MetricsGathering<Worker, { text: string; contentType: string }>;
@@ -112,6 +118,7 @@ export class Cluster {
     // threadId reads -1 once the thread has exited: kept here for the recovery of what it held
     const thread = worker.threadId;
     worker.on('exit', (code) => {
+      this.exited.add(worker);
       if (!this.draining) this.replace(index, worker, code, listening, thread);
     });
     return started;
@@ -209,13 +216,31 @@ export class Cluster {
     if (this.draining) return new Promise(() => {});
     this.draining = true;
     this.log.info({ workers: this.workers.length }, 'draining');
-    const exits = this.workers.map((w) => new Promise<void>((r) => { w.once('exit', () => r()); }));
-    for (const w of this.workers) w.postMessage({ type: 'drain' } satisfies ToWorker);
-    const timeout = new Promise<void>((r) => setTimeout(r, DRAIN_TIMEOUT_MS).unref());
+    // A worker that has exited already (the one whose death stops a crash loop) sends no 'exit'
+    // again: waiting for it left the process with nothing to wait on but an unref'd timer, so
+    // node ended by itself with code 0 (no restart under Restart=on-failure), before the engine
+    // and the store were closed.
+    const exits = this.workers.map((w) => (this.exited.has(w) ? Promise.resolve() : new Promise<void>((r) => { w.once('exit', () => r()); })));
+    for (const w of this.workers) if (!this.exited.has(w)) w.postMessage({ type: 'drain' } satisfies ToWorker);
+    // ref'd, these bounds: the process lives until process.exit below, whatever else it holds
+    const timeout = new Promise<void>((r) => setTimeout(r, DRAIN_TIMEOUT_MS));
     await Promise.race([Promise.all([...exits, this.stopRetention()]), timeout]);
-    await this.engine.close().catch(() => {});
-    await this.store.close().catch(() => {});
-    this.log.info({ code }, 'stopped');
-    process.exit(code);
+    // The engine and the store close within CLOSE_WAIT_MS together: a store whose metering
+    // writer is stuck inside a commit (a disk that does not answer) never closed, and the stop
+    // never ended. What that commit held was never answered; start-up recovery refunds it.
+    const closed = await new Promise<boolean>((resolve) => {
+      const bound = setTimeout(() => resolve(false), CLOSE_WAIT_MS);
+      void (async () => {
+        await this.engine.close().catch(() => {});
+        await this.store.close().catch(() => {});
+      })().then(() => {
+        clearTimeout(bound);
+        resolve(true);
+      });
+    });
+    if (!closed) this.log.error({ waited_ms: CLOSE_WAIT_MS }, 'the engine or the store did not close in time (a stuck disk?); exiting: the next start recovers what was pending');
+    const exitCode = closed ? code : Math.max(code, 1);
+    this.log.info({ code: exitCode }, 'stopped');
+    process.exit(exitCode);
   }
 }

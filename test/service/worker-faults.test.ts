@@ -172,3 +172,25 @@ t.test('faults in one API worker never end the process', async (t) => {
   }
   t.notOk(exitedEarly, 'the process is still up');
 });
+
+// More than MAX_REPLACEMENTS losses within a minute: a crash loop, which stops the process for
+// its supervisor to restart. It used to end with code 0 (a restart-on-failure unit left it
+// down) and no "stopped": stop() waited for an 'exit' the dead worker had already sent, and node
+// ended by itself, with only an unref'd timer left, before the engine and the store closed.
+t.test('a crash loop stops the process with exit 1, the engine and store closed', async (t) => {
+  const s = await startServer({ ready: true, env: { WORKERS: '2', TEST_WORKER_FAULTS: '1' } });
+  t.teardown(() => s.stop());
+  let code: number | null | undefined;
+  void s.exited.then((c) => (code = c));
+  const LOST = /^API worker exited/;
+  for (let fault = 0; fault < 20 && code === undefined; fault++) {
+    const lostBefore = s.logLines().filter((l) => LOST.test(l.msg ?? '')).length;
+    await fetch(`${s.baseUrl}/health/live`, { headers: { 'x-test-fault': 'exit' } }).catch(() => undefined);
+    // the loss, then its replacement listening (or the stop)
+    await waitFor(() => s.logLines().filter((l) => LOST.test(l.msg ?? '')).length > lostBefore || code !== undefined, { what: 'a worker loss', timeoutMs: 60_000 });
+    await waitFor(() => code !== undefined || s.logLines().filter((l) => l.msg === 'API worker replaced').length >= fault + 1, { what: 'the replacement or the stop', timeoutMs: 120_000 });
+  }
+  t.equal(await s.exited, 1, 'exit 1: the supervisor restarts it');
+  t.ok(s.logLines().some((l) => l.level === 60 && /API workers lost within 60 s\); shutting down/.test(l.msg ?? '')), 'the crash loop is said, fatal');
+  t.match(s.logLines().find((l) => l.msg === 'stopped'), { code: 1 }, 'and the stop ran to its end');
+});
