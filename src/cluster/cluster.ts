@@ -238,9 +238,16 @@ export class Cluster {
         resolve(true);
       });
     });
-    if (!closed) this.log.error({ waited_ms: CLOSE_WAIT_MS }, 'the engine or the store did not close in time (a stuck disk?); exiting: the next start recovers what was pending');
-    const exitCode = closed ? code : Math.max(code, 1);
-    this.log.info({ code: exitCode }, 'stopped');
-    process.exit(exitCode);
+    if (!closed) {
+      this.log.error({ waited_ms: CLOSE_WAIT_MS }, 'the engine or the store did not close in time (a stuck disk?); killing the process: the next start recovers what was pending');
+      this.log.info({ code: 'SIGKILL' }, 'stopped');
+      // process.exit would wait too: its teardown joins the threads and closes the LMDB
+      // environment, and the thread stuck inside the commit holds both (seen: still alive
+      // 90 s after its SIGTERM). Nothing answered is lost: what the stuck commit held was
+      // never answered, and start-up recovery refunds it.
+      process.kill(process.pid, 'SIGKILL');
+    }
+    this.log.info({ code }, 'stopped');
+    process.exit(code);
   }
 }
