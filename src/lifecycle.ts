@@ -35,6 +35,18 @@ export function watchParent(log: Logger, stop: () => void): void {
  * and start time then name no live process, and the file is ignored. */
 const serverFile = (dataDir: string) => path.join(dataDir, 'server.json');
 
+/** How old a mark that does not read may be and still be a server starting (made, not yet
+ * written); an older one is a crash's leftover. */
+const UNWRITTEN_MARK_MS = 5_000;
+
+function readsAsMark(file: string): boolean {
+  try {
+    return typeof (JSON.parse(fs.readFileSync(file, 'utf8')) as { pid?: unknown }).pid === 'number';
+  } catch {
+    return false;
+  }
+}
+
 /** A server started on a DATA_DIR another live server holds. */
 export class ServerRunningError extends Error {}
 
@@ -58,8 +70,11 @@ export function markRunning(dataDir: string): () => void {
     }
     const other = runningServer(dataDir);
     if (other) throw new ServerRunningError(`a server (pid ${other.pid}, started ${other.started_at}) already runs on DATA_DIR ${dataDir}: one server per DATA_DIR (stop it first, or give this one another DATA_DIR)`);
-    // a crashed server's mark (or one half written by a server starting this instant: then
-    // the next look finds it live, or gone)
+    // a mark that does not read is one a server starting this instant has made and not yet
+    // written (refused: it is the server), unless it is old (a crash at that instant)
+    const age = Date.now() - (fs.statSync(file, { throwIfNoEntry: false })?.mtimeMs ?? 0);
+    if (!readsAsMark(file) && age < UNWRITTEN_MARK_MS) throw new ServerRunningError(`another server is starting on DATA_DIR ${dataDir}: one server per DATA_DIR`);
+    // a crashed server's mark
     fs.rmSync(file, { force: true });
   }
   return () => {
