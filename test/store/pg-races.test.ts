@@ -1,4 +1,4 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import pg from 'pg';
 import { PgBackend } from '../../src/store/pg/index.ts';
 import { windowKey } from '../../src/store/periods.ts';
@@ -26,6 +26,22 @@ async function lockWaiters(c: pg.Client, n: number): Promise<void> {
   }, { what: `${n} rule(s) waiting for a lock`, timeoutMs: 30_000, intervalMs: 5 });
 }
 
+/** Two nodes on the server's database, closed after the test. */
+async function twoNodes(t: Test) {
+  const a = await PgBackend.open(server.url);
+  const b = await PgBackend.open(server.url);
+  t.teardown(() => Promise.all([a.close(), b.close()]));
+  return { a, b };
+}
+
+/** Two plain connections of the test (one holds rows, one looks), closed after it. */
+async function twoClients(t: Test, url = server.url) {
+  const c1 = await client(url);
+  const c2 = await client(url);
+  t.teardown(() => Promise.all([c1.end(), c2.end()]));
+  return { c1, c2 };
+}
+
 const counterKeys = (tokenId: string) => [
   [tokenId, 'rgb_liveness', 'day', windowKey('day', T0)],
   [tokenId, 'rgb_liveness', 'month', windowKey('month', T0)],
@@ -46,9 +62,7 @@ t.test('a refund locks the token\'s counter rows in the reservation\'s order (da
   await store.insertToken(tok);
   const out = await store.reserve(reserveInput(tok));
   if (out.kind !== 'reserved') throw new Error('not reserved');
-  const c1 = await client(url);
-  const c2 = await client(url);
-  t.teardown(() => Promise.all([c1.end(), c2.end()]));
+  const { c1, c2 } = await twoClients(t, url);
   // the day row written again: it now lies after month's and never's on disk (a new tuple,
   // not a HOT version, whose index entry would still point at its old place), the order a
   // plain UPDATE of the three takes them in, as ordinary traffic leaves rows anywhere
@@ -70,9 +84,7 @@ t.test('a refund locks the token\'s counter rows in the reservation\'s order (da
 });
 
 t.test('a pending reservation whose node row is gone is swept like one whose lease lapsed', async (t) => {
-  const a = await PgBackend.open(server.url);
-  const b = await PgBackend.open(server.url);
-  t.teardown(() => Promise.all([a.close(), b.close()]));
+  const { a, b } = await twoNodes(t);
   const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 1, period: 'never' }]);
   await a.insertToken(tok);
   const out = await a.reserve(reserveInput(tok, { idempotencyKey: 'k-orphan', fingerprint: 'fp' }));
@@ -88,14 +100,10 @@ t.test('a pending reservation whose node row is gone is swept like one whose lea
 });
 
 t.test('the same key on two nodes at once, the quota room for one: the second hears 409, not 429', async (t) => {
-  const a = await PgBackend.open(server.url);
-  const b = await PgBackend.open(server.url);
-  t.teardown(() => Promise.all([a.close(), b.close()]));
+  const { a, b } = await twoNodes(t);
   const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 1, period: 'never' }]);
   await a.insertToken(tok);
-  const c1 = await client();
-  const c2 = await client();
-  t.teardown(() => Promise.all([c1.end(), c2.end()]));
+  const { c1, c2 } = await twoClients(t);
   for (const k of counterKeys(tok.id)) await c1.query('INSERT INTO counters (token_id, module_id, period, win, used) VALUES ($1, $2, $3, $4, 0)', [...k]);
   // both calls look their key up (nobody has it yet), then wait for the counters
   await c1.query('BEGIN');
@@ -115,9 +123,7 @@ t.test('a statement a deadlock aborted runs again: the refund that lost one stil
   await store.insertToken(tok);
   const out = await store.reserve(reserveInput(tok));
   if (out.kind !== 'reserved') throw new Error('not reserved');
-  const c1 = await client();
-  const c2 = await client();
-  t.teardown(() => Promise.all([c1.end(), c2.end()]));
+  const { c1, c2 } = await twoClients(t);
   // this side waits longest before looking for a deadlock: the refund is the one aborted
   await c1.query(`SET deadlock_timeout = '20s'`);
   await c1.query('BEGIN');

@@ -104,23 +104,26 @@ export function pruneDeviceSessionsBefore(store: Store, cutoff: number): Promise
 
 // Inside the reservation's transaction (reserve.ts) and the refund's (settle.ts):
 
-/** The session's rule, checked where the quota is, once the call would otherwise be admitted. */
-export function sessionRefusal(store: Store, input: ReserveInput): Extract<ReserveOutcome, { kind: 'invalid_session_token' | 'session_captures_exceeded' }> | null {
-  if (!input.sessionId) return null;
+/** The call's session (none without one), read once in the reservation's transaction and
+ * judged twice: dead (revoked, expired, not its token's) before the key is looked up, so no
+ * replay answers a dead session; its captures where the quota is, once the call would
+ * otherwise be admitted, so a used-up session still replays. */
+export function sessionOf(store: Store, input: ReserveInput): {
+  dead: boolean;
+  refusal(units: number): Extract<ReserveOutcome, { kind: 'invalid_session_token' | 'session_captures_exceeded' }> | null;
+} {
+  if (!input.sessionId) return { dead: false, refusal: () => null };
   const s = store.db.deviceSessions.get(['id', input.sessionId]) as DeviceSession | undefined;
-  const code = sessionReservationRefusal(s, input.token.id, input.units, input.at);
-  if (code === 'session_captures_exceeded') {
-    return { kind: code, message: `The request has ${input.units} captures and the session has ${s!.max_captures - s!.captures_used} of ${s!.max_captures} left; nothing was charged` };
-  }
-  return code === null ? null : { kind: code };
-}
-
-/** Whether the call is made with a session that can no longer be used (revoked, expired, not
- * its token's), whatever its captures: such a call is refused before its key is looked up. */
-export function deadSession(store: Store, input: ReserveInput): boolean {
-  if (!input.sessionId) return false;
-  const s = store.db.deviceSessions.get(['id', input.sessionId]) as DeviceSession | undefined;
-  return sessionReservationRefusal(s, input.token.id, 0, input.at) === 'invalid_session_token';
+  return {
+    dead: sessionReservationRefusal(s, input.token.id, 0, input.at) === 'invalid_session_token',
+    refusal(units) {
+      const code = sessionReservationRefusal(s, input.token.id, units, input.at);
+      if (code === 'session_captures_exceeded') {
+        return { kind: code, message: `The request has ${units} captures and the session has ${s!.max_captures - s!.captures_used} of ${s!.max_captures} left; nothing was charged` };
+      }
+      return code === null ? null : { kind: code };
+    },
+  };
 }
 
 /** Counts the admitted call's captures on its session and records the call. */

@@ -11,7 +11,7 @@ import type { ReserveInput, ReserveOutcome } from '../backend.ts';
 import type { Reservation } from '../records.ts';
 import { bindKey, findKey } from './idempotency.ts';
 import { counterKey } from './usage.ts';
-import { bookSessionCall, deadSession, sessionRefusal } from './device-sessions.ts';
+import { bookSessionCall, sessionOf } from './device-sessions.ts';
 import { notePending } from './held.ts';
 
 /** The idempotency lookup, the quota check and the reservation of the whole batch happen in
@@ -51,7 +51,8 @@ function reserveChecks(store: Store, input: ReserveInput): ReserveOutcome | null
   if (!fresh || !isTokenLive(fresh, at)) return { kind: 'invalid_token' };
   const grant = fresh.grants.find((g) => g.module_id === moduleId);
   if (!grant) return { kind: 'module_forbidden' };
-  if (deadSession(store, input)) return { kind: 'invalid_session_token' };
+  const session = sessionOf(store, input);
+  if (session.dead) return { kind: 'invalid_session_token' };
   if (key !== null) {
     const rec = findKey(store, token.id, key);
     if (rec) {
@@ -70,9 +71,7 @@ function reserveChecks(store: Store, input: ReserveInput): ReserveOutcome | null
   const used = store.db.counters.get(counterKey(token.id, moduleId, grant.period, at)) ?? 0;
   const refusal = quotaRefusal(moduleId, grant, used, units, at);
   if (refusal) return refusal;
-  const sessionRefused = sessionRefusal(store, input);
-  if (sessionRefused) return sessionRefused;
-  return null;
+  return session.refusal(units);
 }
 
 /** The writes of an admitted reservation (reserveChecks passed in the same transaction). */
