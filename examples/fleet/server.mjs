@@ -67,12 +67,14 @@ export async function startFleetExample({ serviceUrl, businessToken, port = 0, h
       const decided = records.length > 0 && records.every((r) => r.status === 'ok');
       const live = decided && records.every((r) => r.alive === true);
       // a verdict ends the visit: the session's unused captures are no use to anyone now
-      if (decided) {
+      let state = s.state;
+      if (decided && state !== 'revoked') {
         const revoked = await revokeSession(service, s.session_id);
-        if (revoked.kind !== 'ok') console.error(`could not revoke session ${s.session_id}: ${revoked.code}`);
+        if (revoked.kind === 'ok') state = 'revoked'; // what the page shows is the session as it now is
+        else console.error(`could not revoke session ${s.session_id}: ${revoked.code}`);
       }
       return send(res, 200, 'application/json', JSON.stringify({
-        session_id: s.session_id, state: s.state, live, decided,
+        session_id: s.session_id, state, live, decided,
         calls: s.results.map((r) => ({ request_id: r.request_id, status: r.status })),
         request_ids: s.results.map((r) => r.request_id),
         results: s.results.flatMap((r) => r.results ?? []),

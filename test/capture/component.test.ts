@@ -56,6 +56,7 @@ if (missing) {
     const sessionToken = await page.evaluate(() => (JSON.parse(document.getElementById('config')!.textContent!) as { sessionToken: string }).sessionToken);
     const me = await fetch(`${server.baseUrl}/v1/me`, { headers: { authorization: `Bearer ${sessionToken}` } });
     t.equal(me.status, 401, 'a verdict ends the visit: the session is revoked');
+    t.equal(backend.state, 'revoked', 'and the reading says so (it showed "active", read before the revocation)');
     // a mode the example does not know falls back to rgb_single, Object.prototype's names too
     // (?mode=toString passed as known, and the mint failed 422)
     for (const mode of ['toString', '__proto__', 'nope']) t.equal((await fetch(`${example.url}/?mode=${mode}`)).status, 200, `?mode=${mode}`);
