@@ -4,9 +4,7 @@ import { Worker } from 'node:worker_threads';
 import type { Logger } from './observability/index.ts';
 import { currentProcess, holderAlive } from './store/index.ts';
 
-/** The longest a drain waits for in-flight calls before the process stops anyway; the
- * systemd unit's TimeoutStopSec must stay above it (test/deploy/systemd-unit.test.ts checks). */
-export const DRAIN_TIMEOUT_MS = 30_000;
+export { DRAIN_TIMEOUT_MS } from './config/index.ts';
 
 /**
  * `npm start` runs the script through `sh -c`; Debian's dash does not exec a lone command,

@@ -2,7 +2,6 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { RemoteInference, type FromWorker, type ToWorker, type WorkerData } from './cluster/index.ts';
 import { closeApp, composeApiWorker, listen, loadUws, LISTEN_SHARED, type us_listen_socket } from './http/index.ts';
 import { createLogger, stopThreadTracing } from './observability/index.ts';
-import { DRAIN_TIMEOUT_MS } from './lifecycle.ts';
 import { isLmdbCommitRejection, openConfiguredStore } from './store/index.ts';
 
 // One API worker thread: its own uWS app on the shared port (SO_REUSEPORT lets the kernel
@@ -109,7 +108,7 @@ function retire(end: () => void): void {
     // Spans still queued are exported first (bounded, never rejects): a stop loses none of them.
     void stopThreadTracing().catch(() => {}).then(() => store.close()).catch(() => {}).finally(end);
   };
-  const timer = setTimeout(finish, DRAIN_TIMEOUT_MS);
+  const timer = setTimeout(finish, config.TEST_DRAIN_TIMEOUT_MS); // DRAIN_TIMEOUT_MS unless a test shortened it
   handle.onIdle(finish);
 }
 

@@ -7,7 +7,6 @@ import { now } from '../clock.ts';
 import { ConfigError, type Config } from '../config/index.ts';
 import { createAdmissionTable, createBalanceTable, describeUwsBuild, releaseWorkerSlots } from '../http/index.ts';
 import type { ModuleReadiness } from '../inference/index.ts';
-import { DRAIN_TIMEOUT_MS } from '../lifecycle.ts';
 import { geoDatabase } from '../metering/index.ts';
 import { aggregateMetrics, MainMetrics, type Logger, type MetricsSnapshot, type RefundMetrics } from '../observability/index.ts';
 import { SOURCE_DIR, SOURCE_EXT, threadEntry } from '../source-ext.ts';
@@ -223,7 +222,8 @@ export class Cluster {
     const exits = this.workers.map((w) => (this.exited.has(w) ? Promise.resolve() : new Promise<void>((r) => { w.once('exit', () => r()); })));
     for (const w of this.workers) if (!this.exited.has(w)) w.postMessage({ type: 'drain' } satisfies ToWorker);
     // ref'd, these bounds: the process lives until process.exit below, whatever else it holds
-    const timeout = new Promise<void>((r) => setTimeout(r, DRAIN_TIMEOUT_MS));
+    // DRAIN_TIMEOUT_MS (30 s) unless a test shortened it
+    const timeout = new Promise<void>((r) => setTimeout(r, this.config.TEST_DRAIN_TIMEOUT_MS));
     await Promise.race([Promise.all([...exits, this.stopRetention()]), timeout]);
     // The engine and the store close within CLOSE_WAIT_MS together: a store whose metering
     // writer is stuck inside a commit (a disk that does not answer) never closed, and the stop

@@ -12,6 +12,10 @@ export const SLOTS_PER_WORKER = 2;
 /** RETRY_AFTER_SECONDS when unset; also what a component not configured yet (a CLI's password
  * hash gate) tells a client to wait. */
 export const DEFAULT_RETRY_AFTER_SECONDS = 1;
+/** The longest a drain waits for in-flight calls before the process stops anyway; the
+ * systemd unit's TimeoutStopSec must stay above it (test/deploy/systemd-unit.test.ts checks).
+ * Only a test shortens it (TEST_DRAIN_TIMEOUT_MS), to drive a stop whose calls never end. */
+export const DRAIN_TIMEOUT_MS = 30_000;
 // An API worker mostly waits on uploads (a slot covers the whole upload), and the spec admits 2
 // concurrent verify calls per API worker, so the default is sized for slow links rather than
 // for cores: 8 per core, at least 8 (16 slots), at most 64. VERIFY_SLOTS, which only an
@@ -96,6 +100,7 @@ export const ConfigSchema = Type.Object({
   TEST_INFERENCE_FAIL_PREFIX: Type.Optional(Type.String({ minLength: 1, description: 'testing only: captures whose id starts with this fail inference' })),
   TEST_SETTLEMENT_FAIL_PREFIX: Type.Optional(Type.String({ minLength: 1, description: 'testing only: captures whose id starts with this fail settlement' })),
   TEST_SETTLEMENT_HOLD_PREFIX: Type.Optional(Type.String({ minLength: 1, description: 'testing only: the settlement of captures whose id starts with this stops inside its open transaction until the process is killed' })),
+  TEST_DRAIN_TIMEOUT_MS: Int(100, DRAIN_TIMEOUT_MS, 'testing only: a stop waits this long for in-flight calls instead of DRAIN_TIMEOUT_MS (30 s)'),
 });
 
 export type Config = Static<typeof ConfigSchema>;
@@ -227,6 +232,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     TEST_INFERENCE_FAIL_PREFIX: opt(env.TEST_INFERENCE_FAIL_PREFIX),
     TEST_SETTLEMENT_FAIL_PREFIX: opt(env.TEST_SETTLEMENT_FAIL_PREFIX),
     TEST_SETTLEMENT_HOLD_PREFIX: opt(env.TEST_SETTLEMENT_HOLD_PREFIX),
+    TEST_DRAIN_TIMEOUT_MS: int('TEST_DRAIN_TIMEOUT_MS', env.TEST_DRAIN_TIMEOUT_MS, DRAIN_TIMEOUT_MS),
   };
   // The hard caps default to every slot of the host (validated once VERIFY_SLOTS is known): on a
   // contended host the fair shares of src/http/capacity.ts give a caller holding none a slot

@@ -46,10 +46,12 @@ t.test('the busy word: a commit running past the bound counts as failing writes,
   t.equal(metering.writesFailing?.(), false);
 });
 
-t.test('through the server: a settlement held in the writer\'s commit turns readiness 503 (stalled) and refuses new calls, charging nothing', async (t) => {
+t.test('through the server: a settlement held in the writer\'s commit turns readiness 503 (stalled) and refuses new calls, charging nothing; a stop then ends within its bounds and the next start recovers', async (t) => {
   // the settlement of a capture named hold-* stops inside the writer's transaction for good
   // (the test fault), as a commit on a stuck disk would
-  const server = await startServer({ env: { TEST_SETTLEMENT_HOLD_PREFIX: 'hold-', STORE_STALL_SECONDS: '1', WORKERS: '2' }, ready: true });
+  // TEST_DRAIN_TIMEOUT_MS: the stop at the end waits 1 s, not 30, for the call that never ends
+  const env = { TEST_SETTLEMENT_HOLD_PREFIX: 'hold-', STORE_STALL_SECONDS: '1', WORKERS: '2', TEST_DRAIN_TIMEOUT_MS: '1000' };
+  const server = await startServer({ env, ready: true });
   t.teardown(() => server.stop('SIGKILL'));
   const { token } = await makeToken(server, ['rgb_liveness:10:day']);
   const used = async () => ((await (await fetch(`${server.baseUrl}/v1/me`, { headers: bearer(token) })).json()) as { usage: { used: number }[] }).usage[0]!.used;
@@ -62,7 +64,7 @@ t.test('through the server: a settlement held in the writer\'s commit turns read
   t.equal(first.status, 200, first.text.slice(0, 300));
   t.equal((await ready()).status, 200);
 
-  const held = postVerify(server.baseUrl, token, 'rgb_liveness', request([single({ id: 'hold-1' })])).catch((e: Error) => e);
+  const held = postVerify(server.baseUrl, token, 'rgb_liveness', request([single({ id: 'hold-1' })]), { 'idempotency-key': 'k-held' }).catch((e: Error) => e);
   await waitFor(() => server.logLines().some((l) => l.msg === 'test fault: holding'), { timeoutMs: 60_000, what: 'the settlement held in the writer\'s commit' });
   const stalled = await waitFor(async () => {
     const r = await ready();
@@ -83,6 +85,28 @@ t.test('through the server: a settlement held in the writer\'s commit turns read
   t.equal((JSON.parse(refused.text) as { error: { code: string } }).error.code, 'store_unavailable');
   t.ok(refused.headers.get('retry-after'), 'with Retry-After');
   t.equal(await used(), unitsBefore, 'the refused call charged nothing');
-  // the held call waits on (its commit might still come); the kill at teardown ends it
+  // the held call waits on (its commit might still come)
   t.notOk(await Promise.race([held.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 200))]), 'the held call is still waiting');
+
+  // The stop: the drain gives up on the held call after its bound, the store cannot close (its
+  // writer is inside the commit), and the process kills itself after CLOSE_WAIT_MS (10 s):
+  // process.exit would join the stuck thread for ever (src/cluster/cluster.ts `stop`).
+  const signalled = Date.now();
+  await server.stop('SIGTERM');
+  const tookMs = Date.now() - signalled;
+  t.equal(server.proc.signalCode, 'SIGKILL', 'the process ended itself with SIGKILL');
+  t.ok(tookMs < 40_000, `within the drain bound and the close bound (${tookMs} ms)`);
+  t.ok(server.logLines().some((l) => l.level === 50 && /did not close in time/.test(l.msg ?? '')), 'saying why, at level error');
+  t.ok((await held) instanceof Error, 'the held call got no answer');
+
+  // The next start recovers: the held call's reservation (committed or not) is refunded, its key
+  // is free, and the answered call's charge is still there.
+  const again = await startServer({ dataDir: server.dataDir, env, ready: true });
+  t.teardown(() => again.stop('SIGKILL'));
+  const usedAgain = async () => ((await (await fetch(`${again.baseUrl}/v1/me`, { headers: bearer(token) })).json()) as { usage: { used: number }[] }).usage[0]!.used;
+  t.equal(await usedAgain(), 1, 'only the answered call is charged');
+  const retry = await postVerify(again.baseUrl, token, 'rgb_liveness', request([single({ id: 'retry-1' })]), { 'idempotency-key': 'k-held' });
+  t.equal(retry.status, 200, `the held call's key runs afresh (${retry.text.slice(0, 200)})`);
+  t.equal(retry.headers.get('idempotency-replayed'), null, 'not a replay');
+  t.equal(await usedAgain(), 2);
 });
