@@ -2,7 +2,7 @@ import t from 'tap';
 import fs from 'node:fs';
 import { createHash } from 'node:crypto';
 import type { Page } from 'playwright-core';
-import { eyeCrop320 } from '../../client/src/index.ts';
+import { LIMITS, eyeCrop320 } from '../../client/src/index.ts';
 import { tempDir } from '../helpers/server.ts';
 import { FACES, captureToolsMissing, dist, outcomeOf, partsOf, startFleet } from './helpers.ts';
 
@@ -143,6 +143,80 @@ if (missing) {
     t.ok(opening.length > 0, `every frame's index and time are its camera counter and captureTime from the opening frame's (${delivered.map((f) => `${f.source_index}@${f.timestamp_us}`).join(' ')}; camera: ${[...seen].map(([c, time]) => `${c}@${time}`).join(' ')})`);
     const ok = frames.filter((f) => f.status === 'ok');
     for (const f of ok) t.equal(f.image!.sha256, sha(parts.get(f.image!.part)!), `frame ${f.source_index}: the hash is the part's`);
+    t.same(problems, []);
+  });
+  t.test('rgb_sequence on a page that freezes while recording: the missed frames beyond the 128-event cap are left out, and the capture is still answered', async (t) => {
+    const before = await used();
+    // Once the component says "capturing" (it then records its frames, each in a frame
+    // callback), the page's main thread is blocked for 3.5 s after each callback until the
+    // camera counter has run 200 frames past the first one: the frames shown meanwhile are never
+    // seen by the page, so the recording has gaps of ~50 frames each at 15 frames a second
+    // (fewer on a starved host, hence the counter, not a fixed count of freezes). Each freeze
+    // stays under the recording's 5 s stall bound (a camera that delivers nothing is
+    // camera_unavailable, capture/src/frames.ts `record`). The component must report
+    // them as dropped only as far as the capture's LIMITS.eventsPerCapture allows (413 past it)
+    // and leave the rest to the gap in source_index (capture/src/index.ts addDropped).
+    const freeze = async (page: Page) => {
+      await page.addInitScript(`{
+      let first = null;
+      window.frozenMs = 0;
+      const request = HTMLVideoElement.prototype.requestVideoFrameCallback;
+      HTMLVideoElement.prototype.requestVideoFrameCallback = function (cb) {
+        return request.call(this, (now, meta) => {
+          cb(now, meta);
+          if (document.querySelector('.lvc')?.dataset.guidance !== 'capturing') return;
+          first ??= meta.presentedFrames;
+          if (meta.presentedFrames - first >= 200) return;
+          const until = performance.now() + 3500;
+          while (performance.now() < until) { /* the slow page */ }
+          window.frozenMs += 3500;
+        });
+      };
+    }`);
+    };
+    const { page, verifies, problems } = await open(face, 'F', 'rgb_sequence', '&autostart=1', 15, false, freeze);
+    const { component, backend, outcome } = await outcomeOf(page);
+    t.comment(`frozen for ${await page.evaluate(() => (window as unknown as { frozenMs: number }).frozenMs)} ms`);
+    t.match(component, /^(verdict|retry)$/, `answered by the service, not refused: ${JSON.stringify(outcome).slice(0, 300)}`);
+    t.equal(verifies.length, 1, 'one verify call');
+    t.equal((await used()).rgb_liveness! - before.rgb_liveness!, 1, 'one unit charged');
+    const { metadata } = await partsOf(verifies[0]!);
+    const frames = metadata.frames as { source_index: number; status: string }[];
+    t.comment(frames.map((f) => `${f.source_index}:${f.status}`).join(' ').slice(0, 2000));
+    t.equal(frames.length, LIMITS.eventsPerCapture, `exactly the cap of events (${frames.length})`);
+    t.equal(frames[0]!.status, 'ok', 'opens on the steady face');
+    t.equal(frames.at(-1)!.status, 'ok', 'closes on the frame after the gap that was cut, with room left for it');
+    t.ok(frames.some((f) => f.status === 'dropped'), 'the missed frames it could hold are dropped events');
+    t.ok(frames.every((f, i) => i === 0 || f.source_index > frames[i - 1]!.source_index), 'indices strictly increase');
+    const jumps = frames.slice(1).filter((f, i) => f.source_index - frames[i]!.source_index > 1);
+    t.ok(jumps.length >= 1, 'the frames left out show as a gap in source_index, never renumbered');
+    t.equal(backend.results[0]!.mode, 'rgb_sequence');
+    t.ok(backend.results[0]!.reset_events.some((r) => r.reason === 'missing_index'), `the service reads the gap as missing frames: ${JSON.stringify(backend.results[0]!.reset_events).slice(0, 300)}`);
+    t.same(problems, []);
+  });
+  t.test('the landmark models fail to load: ended with engine_failed, the camera never opened, nothing sent', async (t) => {
+    const before = await used();
+    let asked = 0;
+    const { page, verifies, problems } = await open(face, 'F', 'rgb_single', '&autostart=1', 15, false, async (page) => {
+      // the integrator's origin answers 404 for the model files (a deploy that forgot them)
+      await page.route('**/models/**', (route) => {
+        asked++;
+        return route.fulfill({ status: 404, body: 'not found' });
+      });
+      // getUserMedia counted: the camera must not open for a capture that cannot analyse it
+      await page.addInitScript(`{
+      window.cameraAsked = 0;
+      const get = navigator.mediaDevices.getUserMedia.bind(navigator.mediaDevices);
+      navigator.mediaDevices.getUserMedia = (c) => { window.cameraAsked++; return get(c); };
+    }`);
+    });
+    const { outcome, camera } = await outcomeOf(page);
+    t.match(outcome, { kind: 'ended', reason: 'engine_failed' }, JSON.stringify(outcome).slice(0, 300));
+    t.ok(asked >= 1, `the model files were asked for (${asked})`);
+    t.equal(await page.evaluate(() => (window as unknown as { cameraAsked: number }).cameraAsked), 0, 'the camera was never asked for');
+    t.equal(camera, false);
+    t.equal(verifies.length, 0, 'no verify call');
+    t.same(await used(), before, 'nothing charged');
     t.same(problems, []);
   });
 }
