@@ -4,13 +4,14 @@ import { startApi } from '../helpers/api.ts';
 import { tempDir } from '../helpers/server.ts';
 import { seedConsole, seedTokenName, seedUserName } from './seed.ts';
 import { chromiumMissing, consoleLogin, launchChromium, watchedPage } from '../helpers/browser.ts';
+import { missingTool } from '../helpers/required.ts';
 
 // issue 14: the console with 5,000 tokens, 50,000 audit rows (and 50,000 ledger entries,
 // 300 users), seeded straight into the store. Every view is driven in headless Chromium and
 // checked for what it shows; how fast each answers is measured by bench/console.ts, not here.
 const missing = chromiumMissing('console scale browser test');
 if (missing) {
-  t.plan(0, missing);
+  missingTool(t, missing);
 } else {
   const dataDir = tempDir();
   const store = openStore(dataDir);

@@ -6,6 +6,7 @@ import { bearer } from '../helpers/server.ts';
 import { chromiumMissing, consoleLogin, launchChromium, watchedPage } from '../helpers/browser.ts';
 import { client, login } from '../auth/session-client.ts';
 import { waitFor } from '../helpers/wait.ts';
+import { missingTool } from '../helpers/required.ts';
 
 // Issue 39, what an operator reads every day, in headless Chromium at 1280 px on a real server:
 // device-session calls in the audit table, its detail and its CSV; one session revoked from the
@@ -16,7 +17,7 @@ import { waitFor } from '../helpers/wait.ts';
 // does), with color_liveness left enabled.
 const missing = chromiumMissing('console sessions browser test');
 if (missing) {
-  t.plan(0, missing);
+  missingTool(t, missing);
 } else {
   // the service's app (and engine) in process on its real store: test/helpers/api.ts (was one server start)
   const server = await startApi({ engine: 'real', env: { ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'correct horse battery', MODEL_SET: 'bgr80_ensemble_v1' } });

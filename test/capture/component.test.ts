@@ -5,6 +5,7 @@ import type { Page } from 'playwright-core';
 import { LIMITS, eyeCrop320 } from '../../client/src/index.ts';
 import { tempDir } from '../helpers/server.ts';
 import { FACES, captureToolsMissing, dist, outcomeOf, partsOf, startFleet } from './helpers.ts';
+import { missingTool } from '../helpers/required.ts';
 
 // The capture component (capture/) end to end, as a fleet runs it: headless Chromium whose fake
 // camera plays a clip made from a hand-marked photograph, the fleet example's backend
@@ -13,7 +14,7 @@ import { FACES, captureToolsMissing, dist, outcomeOf, partsOf, startFleet } from
 // colour, the photosensitivity opt-out and the face-less clip in modes.test.ts.
 const missing = captureToolsMissing();
 if (missing) {
-  t.plan(0, missing);
+  missingTool(t, missing);
 } else {
   // a browser per clip, the landmark model and real inference on a loaded 2-core machine
   t.setTimeout(600_000);

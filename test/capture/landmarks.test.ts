@@ -5,6 +5,7 @@ import { ROOT } from '../helpers/server.ts';
 import { MAX_TURN, advise, boxLuma } from '../../capture/src/guidance.ts';
 import type { FaceFinding } from '../../capture/src/engine.ts';
 import { FACES, captureToolsMissing, dist, faceFrames, launchWithCamera, rgbToRgba, type Face } from './helpers.ts';
+import { missingTool } from '../helpers/required.ts';
 
 // The capture component's landmark engine in headless Chromium, loaded as an integrator's page
 // loads it (capture.js from the fleet example's origin, the engine chunk, models and WASM files
@@ -16,7 +17,7 @@ import { FACES, captureToolsMissing, dist, faceFrames, launchWithCamera, rgbToRg
 // stay under 5 MB.
 const missing = captureToolsMissing();
 if (missing) {
-  t.plan(0, missing);
+  missingTool(t, missing);
 } else {
   t.setTimeout(400_000);
   const { startFleetExample } = await import(pathToFileURL(path.join(ROOT, 'examples/fleet/server.mjs')).href) as {

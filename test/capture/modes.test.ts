@@ -4,6 +4,7 @@ import type { Page, Route } from 'playwright-core';
 import { TEXTS } from '../../capture/src/guidance.ts';
 import { tempDir } from '../helpers/server.ts';
 import { FACES, captureToolsMissing, outcomeOf, partsOf, startFleet } from './helpers.ts';
+import { missingTool } from '../helpers/required.ts';
 
 // The capture component's colour mode, its photosensitivity opt-out, a camera that never
 // shows a face, a face turned aside, and cancelling, through the fleet example, a fake camera and the real service (see
@@ -13,7 +14,7 @@ import { FACES, captureToolsMissing, outcomeOf, partsOf, startFleet } from './he
 // component to give up on a face do so with a shorter faceTimeoutMs (faceTimeout below).
 const missing = captureToolsMissing();
 if (missing) {
-  t.plan(0, missing);
+  missingTool(t, missing);
 } else {
   t.setTimeout(600_000);
   const work = tempDir('lv-capture-modes-');

@@ -7,6 +7,7 @@ import { encodePng } from '../../src/images/png-encode.ts';
 import { startApi } from '../helpers/api.ts';
 import { ROOT, makeToken } from '../helpers/server.ts';
 import { chromiumMissing, launchChromium } from '../helpers/browser.ts';
+import { missingTool } from '../helpers/required.ts';
 
 // The client package in headless Chromium, from a page on another origin than the service:
 // the example capture page (examples/capture, served by its own server, with the package
@@ -14,7 +15,7 @@ import { chromiumMissing, launchChromium } from '../helpers/browser.ts';
 // driven directly on a canvas; an origin not in CORS_ORIGINS is refused by the browser.
 const missing = chromiumMissing('client browser test');
 if (missing) {
-  t.plan(0, missing);
+  missingTool(t, missing);
 } else {
   // a browser, two servers and real inference: more than the suite's 240 s default when loaded
   t.setTimeout(480_000);

@@ -10,6 +10,7 @@ import { lmdbOpen } from '../helpers/lmdb.ts';
 import { startApi } from '../helpers/api.ts';
 import { makeToken, ROOT, tempDir } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
+import { missingTool } from '../helpers/required.ts';
 
 // The nginx snippet of docs/operations.md (deploy/nginx-liveness.conf), run for real in front of the
 // service: TLS at nginx, the client's address carried in X-Forwarded-For, a spoofed header
@@ -24,7 +25,8 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-t.test('nginx snippet: TLS at the proxy, client address through X-Forwarded-For', { skip: fs.existsSync(NGINX) ? false : 'nginx not installed' }, async (t) => {
+t.test('nginx snippet: TLS at the proxy, client address through X-Forwarded-For', async (t) => {
+  if (!fs.existsSync(NGINX)) return missingTool(t, 'nginx not installed');
   // the service's app (and engine) in process on its real store: test/helpers/api.ts (was one server start)
   const s = await startApi({ engine: 'real', ready: true, env: { TRUSTED_PROXIES: '127.0.0.1' } });
   t.teardown(() => s.stop());

@@ -11,6 +11,7 @@ import { startServer } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { brightnessSet } from './test-graphs.ts';
 import { NO_ICD, swiftShaderEnv, swiftShaderIcd } from './swiftshader.ts';
+import { missingTool } from '../helpers/required.ts';
 
 t.setTimeout(20 * 60_000);
 
@@ -24,10 +25,11 @@ function cpuSeconds(pid: number): number {
 }
 
 const icd = swiftShaderIcd();
-t.test('warm on WebGPU: idle costs no CPU, and SIGTERM exits promptly', { skip: icd ? false : NO_ICD }, async (t) => {
+t.test('warm on WebGPU: idle costs no CPU, and SIGTERM exits promptly', async (t) => {
+  if (!icd) return missingTool(t, NO_ICD);
   const set = brightnessSet(t, { head: 'logit', kind: 'logit' });
   const server = await startServer({
-    env: { ...swiftShaderEnv(icd!), MODELS_DIR: set.root, MODEL_SET: set.name, INFERENCE_BACKEND: 'webgpu', WORKERS: '1', INFERENCE_THREADS: '1', WARMUP_RUNS: '1' },
+    env: { ...swiftShaderEnv(icd), MODELS_DIR: set.root, MODEL_SET: set.name, INFERENCE_BACKEND: 'webgpu', WORKERS: '1', INFERENCE_THREADS: '1', WARMUP_RUNS: '1' },
     timeoutMs: 15 * 60_000,
   });
   t.teardown(() => server.stop('SIGKILL'));

@@ -9,6 +9,7 @@ import t from 'tap';
 import { copySharedUploads } from '../../src/inference/runtime.ts';
 import { runChild } from '../helpers/server.ts';
 import { NO_ICD, swiftShaderEnv, swiftShaderIcd } from './swiftshader.ts';
+import { missingTool } from '../helpers/required.ts';
 
 const ROOT = join(import.meta.dirname, '../..');
 // Shader compilation on an emulated GPU takes minutes on a loaded machine; the file's
@@ -61,8 +62,9 @@ const icd = swiftShaderIcd();
  */
 const TOLERANCE = 1e-4;
 
-t.test('WebGPU on SwiftShader gives the WASM outputs for every graph of every shipped model set; auto skips the fallback adapter', { skip: icd ? false : NO_ICD }, async (t) => {
-  const cmp = await runScript('webgpu-compare.child.ts', [], icd!);
+t.test('WebGPU on SwiftShader gives the WASM outputs for every graph of every shipped model set; auto skips the fallback adapter', async (t) => {
+  if (!icd) return missingTool(t, NO_ICD);
+  const cmp = await runScript('webgpu-compare.child.ts', [], icd);
   t.equal(cmp.code, 0, cmp.stderr);
   // where the time went: the child's laps (ms since it started)
   t.comment(cmp.stderr.trim().split('\n').join('; '));

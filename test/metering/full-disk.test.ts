@@ -5,6 +5,7 @@ import t, { type Test } from 'tap';
 import { postVerify, request, single, type VerifyCall } from '../helpers/captures.ts';
 import { bearer, makeToken, ROOT, spawnChildSync, startServer, tempDir, type ServerHandle } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
+import { missingTool } from '../helpers/required.ts';
 
 // Security issue 29 (item 5): DATA_DIR on a small tmpfs that fills up. Every answer must tell
 // the truth about what was recorded (a 200 is charged and replays; a 503 store_unavailable
@@ -175,7 +176,7 @@ if (skip === null) {
 }
 
 if (skip !== null) {
-  t.plan(0, skip);
+  missingTool(t, skip);
 } else {
   // both ways LMDB commits (LMDB_COMMITS): a failed commit surfaces differently in each. The
   // two run side by side (each its own tmpfs, server and store): most of each run is waiting

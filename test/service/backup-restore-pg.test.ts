@@ -12,6 +12,7 @@ import type { Logger } from '../../src/observability/index.ts';
 import { startupHooks } from '../../src/startup.ts';
 import { openConfiguredStore } from '../../src/store/index.ts';
 import { call, usedBy, world } from '../verify/world.ts';
+import { missingTool } from '../helpers/required.ts';
 
 // Issue 25: the PostgreSQL store's backup and restore as docs/operations.md gives it, run for real:
 // pg_dump of a serving database, pg_restore into another, the copy opened as a node opens it
@@ -21,7 +22,7 @@ import { call, usedBy, world } from '../verify/world.ts';
 const BIN = '/usr/lib/postgresql/15/bin';
 const canRun = fs.existsSync(`${BIN}/pg_dump`) && fs.existsSync(`${BIN}/initdb`) && process.getuid?.() === 0;
 if (!canRun) {
-  t.plan(0, `PostgreSQL backup test skipped: needs Debian's postgresql-15 (${BIN}) and root to run it as the postgres user (.ci/run installs it)`);
+  missingTool(t, `PostgreSQL backup test skipped: needs Debian's postgresql-15 (${BIN}) and root to run it as the postgres user (.ci/run installs it)`);
 } else {
   const asPostgres = (cmd: string, args: string[]) => execFileSync('runuser', ['-u', 'postgres', '--', `${BIN}/${cmd}`, ...args], { stdio: 'pipe', encoding: 'utf8' });
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lv-pg15-'));

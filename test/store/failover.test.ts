@@ -8,6 +8,7 @@ import { postVerify, request, single, type VerifyCall } from '../helpers/capture
 import { startApi, type ApiHandle } from '../helpers/api.ts';
 import { bearer, makeToken, startServer, type ServerHandle } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
+import { missingTool } from '../helpers/required.ts';
 
 // Issue 44 section 1, for real: a PostgreSQL primary and a streaming standby made with
 // pg_basebackup (synchronous replication), two service nodes whose DATABASE_URL names both
@@ -36,7 +37,7 @@ import { waitFor } from '../helpers/wait.ts';
 const BIN = '/usr/lib/postgresql/15/bin';
 const canRun = ['initdb', 'pg_ctl', 'pg_basebackup', 'psql'].every((b) => fs.existsSync(`${BIN}/${b}`)) && process.getuid?.() === 0;
 if (!canRun) {
-  t.plan(0, `failover test skipped: needs Debian's postgresql-15 (${BIN}: initdb, pg_ctl, pg_basebackup, psql) and root to run it as the postgres user (.ci/run installs it)`);
+  missingTool(t, `failover test skipped: needs Debian's postgresql-15 (${BIN}: initdb, pg_ctl, pg_basebackup, psql) and root to run it as the postgres user (.ci/run installs it)`);
 } else {
   await run();
 }
