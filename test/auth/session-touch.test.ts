@@ -46,8 +46,12 @@ async function rules(t: Test, store: StoreBackend) {
     t.match(await findSession(store, config, id, T0 + 5_000), { session: { last_seen: T0 } }, 'not written within 15 s');
     t.match(await findSession(store, config, id, T0 + 16_000), { session: { last_seen: T0 + 16_000 } });
     t.match(await findSession(store, config, id, T0 + 17_000), { session: { last_seen: T0 + 16_000 } }, 'as stored');
-    // idle: 30 minutes after the last touch, not after the login
-    t.ok(await findSession(store, config, id, T0 + 16_000 + 29 * 60_000), 'alive within the idle time of the touch');
+    // idle: 30 minutes after the last touch, not after the login (each find below touches it;
+    // the second comes 58 minutes after the login, which only a clock run from the touch allows)
+    const touched = T0 + 16_000 + 29 * 60_000;
+    t.ok(await findSession(store, config, id, touched), 'alive within the idle time of the touch');
+    t.ok(await findSession(store, config, id, touched + 29 * 60_000), 'alive 58 minutes after the login: the idle time counts from the last touch');
+    t.equal(await findSession(store, config, id, touched + 29 * 60_000 + 31 * 60_000), undefined, 'gone 31 minutes after the last touch');
   });
 }
 

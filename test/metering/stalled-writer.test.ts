@@ -85,8 +85,8 @@ t.test('through the server: a settlement held in the writer\'s commit turns read
   t.equal((JSON.parse(refused.text) as { error: { code: string } }).error.code, 'store_unavailable');
   t.ok(refused.headers.get('retry-after'), 'with Retry-After');
   t.equal(await used(), unitsBefore, 'the refused call charged nothing');
-  // the held call waits on (its commit might still come)
-  t.notOk(await Promise.race([held.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 200))]), 'the held call is still waiting');
+  // the held call waits on (its commit might still come): it is never answered, which the
+  // check after the stop below sees (a fixed 200 ms race here proved nothing)
 
   // The stop: the drain gives up on the held call after its bound, the store cannot close (its
   // writer is inside the commit), and the process kills itself after CLOSE_WAIT_MS (10 s):

@@ -31,7 +31,13 @@ t.test('a caller out of quota: the first refused call had the engine run beside 
   }
   // the refusals are answered without waiting for the engine: its failure is logged as it answers
   await waitFor(() => engineFailures() > before, { what: 'the engine run of the first refused call' });
-  t.equal(engineFailures() - before, 1, 'five refused calls, one engine run: the first (overlapped); the others serial, refused before any inference');
+  // a call that does reach the engine, after them on the same channel to the engine: once it is
+  // answered, an engine run of any later refused call would have been logged first (without
+  // this barrier a run logged a moment after the first went unseen)
+  const { token: other } = await makeToken(api, ['rgb_liveness:1:day']);
+  const served = await postVerify(api.baseUrl, other, 'rgb_liveness', request([single({ id: 'fail-http-barrier' })]));
+  t.equal(served.status, 500);
+  t.equal(engineFailures() - before, 2, 'five refused calls, one engine run: the first (overlapped); the others serial, refused before any inference (the second run is the barrier\'s)');
   const me = await (await fetch(`${api.baseUrl}/v1/me`, { headers: { authorization: `Bearer ${token}` } })).json();
   t.equal(me.usage[0].used, 1, 'nothing charged for the refusals');
 });

@@ -40,7 +40,9 @@ t.test('verify answers carry a detached EdDSA JWS that checks against the JWKS',
   t.not(tampered, body);
   await t.rejects(check(tampered, signature!, jwks), 'a tampered body fails');
   const fresh = await call(w, plaintext, request([single()]), { idempotencyKey: 'sig-2' });
-  t.ok(await check(fresh.body as string, fresh.headers!['X-Verdict-Signature']!, jwks), 'every answer is signed with the same key');
+  const again = await check(fresh.body as string, fresh.headers!['X-Verdict-Signature']!, jwks);
+  t.ok(ok.protectedHeader?.kid, 'the signature names its key');
+  t.equal(again.protectedHeader?.kid, ok.protectedHeader?.kid, 'every answer is signed with the same key');
   const replay = await call(w, plaintext, first, { idempotencyKey: 'sig-1' });
   t.equal(codeOf(replay, 'reserve'), 'replayed');
   t.ok(await check(replay.body as string, replay.headers!['X-Verdict-Signature']!, jwks), 'replays are signed too');
