@@ -55,19 +55,19 @@ export class ServerRunningError extends Error {}
  * first one's mark and removed it on its way out (a start refused for its port, or a stop):
  * `restore` then ran under the live server, and the charges it answered went into the store
  * restore moved aside. */
-export function markRunning(dataDir: string): () => void {
+export function markRunning(dataDir: string, role: MarkRole = 'server'): () => void {
   const file = serverFile(dataDir);
   const me = currentProcess();
   fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   for (;;) {
     try {
-      fs.writeFileSync(file, `${JSON.stringify({ ...me, started_at: new Date().toISOString() })}\n`, { flag: 'wx' });
+      fs.writeFileSync(file, `${JSON.stringify({ ...me, started_at: new Date().toISOString(), ...(role === 'server' ? {} : { role }) })}\n`, { flag: 'wx' });
       break;
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
     }
     const other = runningServer(dataDir);
-    if (other) throw new ServerRunningError(`a server (pid ${other.pid}, started ${other.started_at}) already runs on DATA_DIR ${dataDir}: one server per DATA_DIR (stop it first, or give this one another DATA_DIR)`);
+    if (other) throw new ServerRunningError(`a ${other.role ?? 'server'} (pid ${other.pid}, started ${other.started_at}) already runs on DATA_DIR ${dataDir}: one server per DATA_DIR, and none beside a restore (wait for it or stop it, or give this one another DATA_DIR)`);
     // a mark that does not read is one a server starting this instant has made and not yet
     // written (refused: it is the server), unless it is old (a crash at that instant)
     const age = Date.now() - (fs.statSync(file, { throwIfNoEntry: false })?.mtimeMs ?? 0);
@@ -85,10 +85,15 @@ export function markRunning(dataDir: string): () => void {
   };
 }
 
-/** The server running on `dataDir`, or null. */
-export function runningServer(dataDir: string): { pid: number; started_at: string } | null {
+/** Who holds DATA_DIR's mark: a server, or a `restore` (which holds it for its whole run, so
+ * that a server started meanwhile is refused instead of serving the store restore then moves
+ * aside, its charges with it). */
+export type MarkRole = 'server' | 'restore';
+
+/** The server (or restore) running on `dataDir`, or null. */
+export function runningServer(dataDir: string): { pid: number; started_at: string; role?: MarkRole } | null {
   try {
-    const s = JSON.parse(fs.readFileSync(serverFile(dataDir), 'utf8')) as { pid: number; pid_start: string | null; started_at: string };
+    const s = JSON.parse(fs.readFileSync(serverFile(dataDir), 'utf8')) as { pid: number; pid_start: string | null; started_at: string; role?: MarkRole };
     return typeof s.pid === 'number' && holderAlive(s) ? s : null;
   } catch {
     return null;

@@ -39,6 +39,10 @@ export type Command = {
   usage: string;
   /** the command works on DATA_DIR's files itself: the CLI opens no store for it (restore) */
   noStore?: true;
+  /** the command reads an LMDB store that must already exist: on a DATA_DIR without one it is
+   * refused (exit 5) instead of opening, and so creating, an empty store (a backup of a
+   * mistyped DATA_DIR was an empty backup, exit 0) */
+  existingStore?: true;
   run(store: StoreBackend, args: string[], ctx: CliContext): Promise<unknown>;
 };
 

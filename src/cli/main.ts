@@ -1,3 +1,5 @@
+import fs from 'node:fs';
+import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Value } from '@sinclair/typebox/value';
 import { isNameText } from '../packets/index.ts';
@@ -6,7 +8,7 @@ import { clockOffset, isoNow, now, setClockFile, setClockOffset } from '../clock
 import { loadConfig } from '../config/index.ts';
 import { MODULE_IDS, type ModuleId } from '../contract/index.ts';
 import { activeSessions, revokeSessionById } from '../sessions/index.ts';
-import { type CallerReads, type StoreBackend, type TokenAdmin, openConfiguredStore, privateUmask, type Grant, type Period, DuplicateUserError } from '../store/index.ts';
+import { type CallerReads, type StoreBackend, type TokenAdmin, openConfiguredStore, privateUmask, type Grant, type Period, DuplicateUserError, StoreError } from '../store/index.ts';
 import { extraCommands } from './extra.ts';
 import { ConflictError, EXIT, exitCodeOf, NotFoundError, UsageError } from './errors.ts';
 import { TextOutput, type CliIo, type Command } from './command.ts';
@@ -247,6 +249,9 @@ export async function runCommand(argv: string[], io: CliIo): Promise<number> {
   try {
     const config = loadConfig(io.env, io.cwd);
     const command = commands[name]!;
+    if (command.existingStore && !io.store && !config.DATABASE_URL && !fs.existsSync(path.join(config.DATA_DIR, 'store', 'data.mdb'))) {
+      throw new StoreError(`no store at ${path.join(config.DATA_DIR, 'store')}: is DATA_DIR right? (nothing was created)`);
+    }
     if (!command.noStore) store = io.store ?? (await openConfiguredStore(config));
     const ctx = { ...io, config, exitCode: EXIT.ok as number };
     // a noStore command is never handed one

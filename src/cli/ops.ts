@@ -1,5 +1,5 @@
 import { pruneOnce } from '../retention/index.ts';
-import { runningServer } from '../lifecycle.ts';
+import { markRunning, ServerRunningError } from '../lifecycle.ts';
 import fs from 'node:fs';
 import path from 'node:path';
 import { now } from '../clock.ts';
@@ -34,6 +34,7 @@ export const opsCommands: Record<string, Command> = {
     run: async (store, _args, ctx) => pruneOnce(store, ctx.config),
   },
   backup: {
+    existingStore: true,
     usage: 'backup <file>   (consistent compacted copy of the LMDB store, and the signing keys in <file>.keys/; safe while the service runs)',
     async run(store, [file, ...rest], ctx) {
       if (!file || rest.length > 0) throw new UsageError('backup takes one argument: the file to write');
@@ -53,8 +54,16 @@ export const opsCommands: Record<string, Command> = {
       const { config, stderr } = ctx;
       const file = path.resolve(ctx.cwd, given);
       if (config.DATABASE_URL) throw new UsageError('restore puts back an LMDB backup; with DATABASE_URL use pg_restore (docs/operations.md, Backup and restore)');
-      const running = runningServer(config.DATA_DIR);
-      if (running) throw new ConflictError(`a server (pid ${running.pid}, started ${running.started_at}) is running on ${config.DATA_DIR}: stop it first`);
+      // DATA_DIR's server mark, held for the whole restore: a live server refuses it, and a
+      // server started meanwhile is refused (it used to start and serve the store this restore
+      // then moved aside, and the charges it answered went with it)
+      let unmark: () => void;
+      try {
+        unmark = markRunning(config.DATA_DIR, 'restore');
+      } catch (e) {
+        if (e instanceof ServerRunningError) throw new ConflictError(`${e.message}; nothing was restored`);
+        throw e;
+      }
       try {
         const keys = await preparedKeys(file, keysDir(config.DATA_DIR));
         const result = await restoreStore(config.DATA_DIR, keysDir(config.DATA_DIR), file, new Date(now()), (dir) => openStore(dir), keys);
@@ -68,6 +77,8 @@ export const opsCommands: Record<string, Command> = {
       } catch (e) {
         if (e instanceof BackupError) throw new UsageError(e.message);
         throw e;
+      } finally {
+        unmark();
       }
     },
   },

@@ -3,6 +3,7 @@ import path from 'node:path';
 import t from 'tap';
 import { startApi } from '../helpers/api.ts';
 import { bearer, makeToken, runCli, tempDir } from '../helpers/server.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 // Issue 25: `restore` puts a backup and its signing keys back into a stopped DATA_DIR,
 // refusing a running one, moving what was there aside instead of deleting it.
@@ -59,4 +60,70 @@ t.test('restore refuses what is not a backup, and changes nothing', async (t) =>
   t.match(r.stderr, /is not an LMDB store/);
   t.notOk(fs.existsSync(path.join(dataDir, 'store')), 'no store made');
   t.equal((await runCli(dataDir, ['restore', path.join(dataDir, 'nope.mdb')])).code, 2);
+});
+
+/** A backup of a small store made through the CLI (a token and its grant: some pages of
+ * several trees), in a folder of its own. */
+async function smallBackup(): Promise<{ file: string; dataDir: string }> {
+  const dataDir = tempDir();
+  t.equal((await runCli(dataDir, ['token', 'create', '--name', 'pages', '--grant', 'rgb_liveness:10:never'])).code, 0);
+  const file = path.join(tempDir('lv-backup-'), 'store.mdb');
+  const b = await runCli(dataDir, ['backup', file]);
+  t.equal(b.code, 0, b.stderr);
+  return { file, dataDir };
+}
+
+t.test('restore reads the whole backup first: damaged pages or a file cut short are refused, and nothing changes', async (t) => {
+  const { file } = await smallBackup();
+  const pages = fs.statSync(file).size / 4096;
+  t.ok(pages >= 4, `the backup has pages to damage (${pages})`);
+  // pages 2 on (0 and 1 are the meta pages, which open() reads and would refuse by themselves)
+  const damaged = path.join(tempDir(), 'damaged.mdb');
+  const bytes = fs.readFileSync(file);
+  for (let i = 2 * 4096; i < bytes.length; i++) bytes[i] = (i * 7919) & 0xff;
+  fs.writeFileSync(damaged, bytes);
+  const cut = path.join(tempDir(), 'cut.mdb');
+  fs.writeFileSync(cut, fs.readFileSync(file).subarray(0, 2 * 4096));
+  for (const [what, backup] of [['damaged pages', damaged], ['cut short', cut]] as const) {
+    const dataDir = tempDir();
+    t.equal((await runCli(dataDir, ['token', 'create', '--name', 'before', '--grant', 'rgb_liveness:10:never'])).code, 0);
+    const before = fs.readFileSync(path.join(dataDir, 'store', 'data.mdb'));
+    const r = await runCli(dataDir, ['restore', backup]);
+    t.equal(r.code, 2, `${what}: refused as a usage error (${r.stderr.trim()})`);
+    t.match(r.stderr, /is not a whole, readable store/, what);
+    t.same(fs.readdirSync(dataDir).filter((n) => n !== 'keys').sort(), ['store'], `${what}: the store stays, nothing is left beside it (no .restore-*, no before-restore)`);
+    t.ok(fs.readFileSync(path.join(dataDir, 'store', 'data.mdb')).equals(before), `${what}: the store is untouched`);
+  }
+  const good = tempDir();
+  const ok = await runCli(good, ['restore', file]);
+  t.equal(ok.code, 0, ok.stderr);
+  t.ok(ok.json.records_read > 0, `the whole backup was read (${ok.json.records_read} records)`);
+});
+
+t.test('restore holds DATA_DIR\'s mark while it runs; backup refuses a DATA_DIR with no store, and a missing folder', async (t) => {
+  const { file, dataDir: source } = await smallBackup();
+  const dataDir = tempDir();
+  // the mark (DATA_DIR/server.json) appears during the restore and is gone after it
+  const seen: string[] = [];
+  const watcher = fs.watch(dataDir, (_event, name) => {
+    if (name === 'server.json') seen.push(fs.existsSync(path.join(dataDir, 'server.json')) ? fs.readFileSync(path.join(dataDir, 'server.json'), 'utf8') : '');
+  });
+  t.teardown(() => watcher.close());
+  const r = await runCli(dataDir, ['restore', file]);
+  t.equal(r.code, 0, r.stderr);
+  await waitFor(() => seen.some((s) => /"role":"restore"/.test(s)), { what: 'the restore\'s mark' });
+  t.pass('a server started meanwhile would have been refused (test/service/backup-restore.test.ts starts one against the mark)');
+  t.notOk(fs.existsSync(path.join(dataDir, 'server.json')), 'the mark is removed after');
+
+  const typo = path.join(tempDir(), 'no-such-data');
+  const none = await runCli(typo, ['backup', path.join(tempDir(), 'x.mdb')]);
+  t.equal(none.code, 5, `no store there: the store cannot be opened (${none.stderr.trim()})`);
+  t.match(none.stderr, /no store at .*: is DATA_DIR right\?/);
+  t.notOk(fs.existsSync(path.join(typo, 'store')), 'and none was created');
+
+  const missing = path.join(tempDir(), 'no-folder', 'x.mdb');
+  const nofolder = await runCli(source, ['backup', missing]);
+  t.ok(nofolder.code !== 0, 'a backup into a folder that does not exist is refused');
+  t.match(nofolder.stderr, /cannot write beside .*x\.mdb: ENOENT.*; nothing was written/);
+  t.notOk(fs.existsSync(path.dirname(missing)), 'and the folder is not made');
 });

@@ -3,10 +3,11 @@ import path from 'node:path';
 import t from 'tap';
 import { postVerify, request, single } from '../helpers/captures.ts';
 import { lmdbOpen } from '../helpers/lmdb.ts';
-import { makeToken, startServer, tempDir } from '../helpers/server.ts';
+import { makeToken, runCli, startServer, tempDir } from '../helpers/server.ts';
 import { settledState, waitFor } from '../helpers/wait.ts';
 import { hashToken } from '../../src/auth/index.ts';
 import { loadConfig } from '../../src/config/index.ts';
+import { markRunning } from '../../src/lifecycle.ts';
 import type { Logger } from '../../src/observability/index.ts';
 import { startupHooks } from '../../src/startup.ts';
 import { openConfiguredStore } from '../../src/store/index.ts';
@@ -55,9 +56,11 @@ t.test('a backup of the live store, restored, serves the same tokens, usage and 
 
   // a call still in inference while the copy is made (held 10 s by the test delay, several
   // times what the CLI takes to start and copy on a loaded machine: 2.8 s at a load of 12 on
-  // 2 cores): its reservation is pending in the copy. The delay is waited out before the
-  // restore: recovery refunds only a reservation whose process is gone, so the restored
-  // service starts once this one has stopped.
+  // 2 cores): its reservation is pending in the copy. The copy is restored into another
+  // DATA_DIR and served while this server still runs: the pending reservation names this live
+  // process, yet nothing in the restored store's future will settle it, so restore marks it
+  // held by no process and the restored store's first start refunds it (it stayed pending, its
+  // key answering 409 for ever, until the restore did so).
   const slow = postVerify(a.baseUrl, token, 'rgb_liveness', request([single({ id: 'slow-1' })]), { 'idempotency-key': 'key-3' });
   const slowState = settledState(slow);
   const db = lmdbOpen(a.dataDir);
@@ -78,7 +81,7 @@ t.test('a backup of the live store, restored, serves the same tokens, usage and 
   // (src/lifecycle.ts, written by src/main.ts) names it (was test/cli/restore-cli.test.ts's)
   const refused = await a.cli(['restore', file]);
   t.equal(refused.code, 4, 'restore on a running server: conflict');
-  t.match(refused.stderr, /a server \(pid \d+, started .*\) is running on .*: stop it first/);
+  t.match(refused.stderr, /a server \(pid \d+, started .*\) already runs on DATA_DIR .*; nothing was restored/);
   t.equal((await slow).status, 200, 'the service went on serving during the backup');
   // a second server on the same DATA_DIR is refused before it touches anything; it used to
   // overwrite the mark and remove it on its way out, and restore then ran under the live server
@@ -106,13 +109,20 @@ t.test('a backup of the live store, restored, serves the same tokens, usage and 
   const open = all.filter((e) => e.mode !== (e.dir ? 0o700 : 0o600)).map((e) => `${rel(e.path)} ${e.mode.toString(8)}`);
   t.same(open, [], 'folders 0700, files 0600');
   t.equal(fs.statSync(dataDir).mode & 0o777, 0o700, 'DATA_DIR itself is 0700');
-  await a.stop();
 
-  // restore: the copy becomes DATA_DIR/store/data.mdb; the signing keys travel separately
+  // restore, as documented, into a fresh DATA_DIR while the server it was taken from runs on
   const restored = tempDir('lv-restored-');
-  fs.mkdirSync(path.join(restored, 'store'));
-  fs.copyFileSync(file, path.join(restored, 'store', 'data.mdb'));
-  fs.cpSync(path.join(a.dataDir, 'keys'), path.join(restored, 'keys'), { recursive: true });
+  const back = await runCli(restored, ['restore', file]);
+  t.equal(back.code, 0, back.stderr);
+  t.equal(back.json.in_flight_released, 1, 'the call in flight in the copy is released');
+  t.ok(back.json.records_read > 0, 'every record of the backup was read first');
+  t.ok(fs.existsSync(path.join(restored, 'keys', 'current')), 'the signing keys came with it');
+  // a server cannot start on a DATA_DIR while a restore holds it (the restore above has ended:
+  // its mark, held here by this process as restore holds it, stands in for one still running)
+  const busy = tempDir('lv-restoring-');
+  const unmark = markRunning(busy, 'restore');
+  await t.rejects(startServer({ dataDir: busy, env }), /server exited with 1:[\s\S]*a restore \(pid \d+, started .*\) already runs on DATA_DIR/, 'a server started during a restore is refused');
+  unmark();
 
   // The restored DATA_DIR served again, in process (issue 43: this was a second server start):
   // the store opened as the service opens it, the start-up hooks every start runs first
@@ -124,7 +134,8 @@ t.test('a backup of the live store, restored, serves the same tokens, usage and 
   const logged: string[] = [];
   const log = { info: () => {}, warn: (_: unknown, msg: string) => void logged.push(msg), error: () => {} } as unknown as Logger;
   await (await startupHooks(store, config, log)).firstPrune;
-  t.ok(logged.some((msg) => /crash recovery/.test(msg)), 'the call pending in the copy was recovered (refunded) at start');
+  t.ok(logged.some((msg) => /crash recovery/.test(msg)), 'the call pending in the copy was recovered (refunded) at start, its server still running');
+  t.equal(a.proc.exitCode, null, 'precondition: the server the backup was taken from is still running');
   const w = world(store);
   w.clock.at = Date.now();
 

@@ -1,8 +1,13 @@
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
+import { createRequire } from 'node:module';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import type { StoreBackend } from '../backend.ts';
 import { embeddedStore } from './backend.ts';
+import type { Store } from './open.ts';
+import { orphanPending } from './recovery.ts';
 
 /** Not an HTTP error: backup and restore are operator commands; the CLI prints it and exits. */
 export class BackupError extends Error {}
@@ -23,14 +28,39 @@ export async function backupStore(backend: StoreBackend, file: string, keysDir: 
   if (fs.existsSync(target)) throw new BackupError(`${target} exists; a backup never overwrites a file`);
   if (keysDir !== null && fs.existsSync(keysBeside(target))) throw new BackupError(`${keysBeside(target)} exists; a backup never overwrites a file`);
   const scratch = path.join(path.dirname(target), `.${path.basename(target)}.partial-${randomBytes(4).toString('hex')}`);
-  fs.mkdirSync(scratch, { recursive: true, mode: 0o700 });
+  // not recursive: a folder that is missing is a mistyped path, said as such (recursive, it was
+  // made, and a read-only file system's EROFS came back as ENOENT)
+  try {
+    fs.mkdirSync(scratch, { mode: 0o700 });
+  } catch (e) {
+    throw new BackupError(`cannot write beside ${target}: ${(e as Error).message}; nothing was written`);
+  }
   try {
     await store.root.backup(scratch, true);
     const copy = path.join(scratch, 'data.mdb');
     fs.chmodSync(copy, 0o600);
+    // the keys are copied into the scratch folder too, and both move into place only once
+    // complete: a disk that filled while the keys were copied left the store file under its
+    // final name, a keys folder without `current`, and a backup that could neither be made
+    // again (the name exists) nor restored
+    const keys = keysDir === null ? null : copyKeys(keysDir, path.join(scratch, 'keys'));
     // link + unlink rather than rename: link fails if the target appeared meanwhile
     fs.linkSync(copy, target);
-    return { file: target, bytes: fs.statSync(target).size, keys: keysDir === null ? null : backupKeys(keysDir, target) };
+    if (keys?.dir) {
+      try {
+        fs.renameSync(keys.dir, keysBeside(target));
+      } catch (e) {
+        fs.rmSync(target, { force: true });
+        throw e;
+      }
+    }
+    return { file: target, bytes: fs.statSync(target).size, keys: keys === null ? null : { dir: keys.dir ? keysBeside(target) : null, files: keys.files } };
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'ENOSPC' || code === 'EDQUOT' || code === 'EROFS' || code === 'EACCES' || code === 'EPERM' || code === 'EIO') {
+      throw new BackupError(`backup to ${target} failed: ${(e as Error).message}; nothing was written`);
+    }
+    throw e;
   } finally {
     fs.rmSync(scratch, { recursive: true, force: true });
   }
@@ -44,12 +74,12 @@ export interface BackupKeys {
 
 const keysBeside = (file: string) => `${file}.keys`;
 
-/** The signing keys of DATA_DIR copied beside a backup (`<file>.keys/`, 0700, files 0600): a
- * store restored without the keys that signed its verdicts would serve verdicts nobody can
- * check against the old ones. */
-export function backupKeys(keysDir: string, file: string): BackupKeys {
+/** The signing keys of DATA_DIR copied into `target` (0700, files 0600), which backupStore
+ * moves beside the backup (`<file>.keys/`): a store restored without the keys that signed its
+ * verdicts would serve verdicts nobody can check against the old ones. `dir` is null when
+ * DATA_DIR has no keys folder. */
+function copyKeys(keysDir: string, target: string): BackupKeys {
   if (!fs.existsSync(keysDir)) return { dir: null, files: 0 };
-  const target = keysBeside(path.resolve(file));
   fs.mkdirSync(target, { mode: 0o700 });
   let files = 0;
   for (const name of fs.readdirSync(keysDir)) {
@@ -62,6 +92,42 @@ export function backupKeys(keysDir: string, file: string): BackupKeys {
     files++;
   }
   return { dir: target, files };
+}
+
+/**
+ * Reads every record of every database of the LMDB store in `dir`, in a child process, which
+ * answers how many it read or why it could not. A child, because LMDB maps the file: a page
+ * past the end of a truncated file is a SIGBUS, and a damaged one may be a SIGSEGV, either of
+ * which ends the process that reads it; opening the copy only read its meta pages, so a backup
+ * with damaged pages was restored (exit 0) and every verify call then failed. The child needs
+ * nothing of this build but lmdb, so it runs as a short script of its own.
+ */
+const READ_ALL = `
+const [lmdb, dir] = process.argv.slice(1);
+const mod = await import(lmdb);
+const open = mod.open ?? mod.default.open;
+const root = open({ path: dir, readOnly: true, maxDbs: 64, compression: false });
+let records = 0;
+// the names first: opening a database while the main one is read invalidates that read
+const names = [...root.getKeys({})].map(String);
+for (const name of names) {
+  const db = root.openDB({ name });
+  for (const { value } of db.getRange({})) { if (value === undefined) throw new Error('a record of ' + name + ' does not read'); records++; }
+}
+await root.close();
+process.stdout.write(String(records));
+`;
+
+async function readWhole(dir: string): Promise<{ records: number } | { why: string }> {
+  const lmdb = pathToFileURL(createRequire(import.meta.url).resolve('lmdb')).href;
+  return new Promise((resolve) => {
+    execFile(process.execPath, ['--input-type=module', '-e', READ_ALL, lmdb, dir], { encoding: 'utf8', maxBuffer: 1 << 20 }, (err, stdout, stderr) => {
+      if (!err) return resolve({ records: Number(stdout) });
+      const signal = (err as { signal?: string | null }).signal;
+      const line = stderr.split('\n').find((l) => /Error|MDB_/.test(l)) ?? stderr.trim().split('\n')[0] ?? '';
+      resolve({ why: signal ? `reading it ended the reader with ${signal} (a truncated or damaged file)` : line.trim() || `the reader exited with ${String((err as { code?: unknown }).code)}` });
+    });
+  });
 }
 
 /** LMDB's first page is a meta page whose magic (MDB_MAGIC, 0xBEEFC0DE) follows the page
@@ -82,6 +148,11 @@ export interface RestoreResult {
   store: string;
   /** where the store that was there went (never deleted), or null */
   previous_store: string | null;
+  /** every record of the backup was read before anything moved: how many */
+  records_read: number;
+  /** calls in flight when the backup was made (reservations pending): the first start on the
+   * restored store refunds them and frees their keys (recovery.ts orphanPending) */
+  in_flight_released: number;
   keys: ({ restored_from: string; previous_keys: string | null } & Record<string, unknown>) | { restored_from: null; note: string };
 }
 
@@ -140,7 +211,7 @@ const exists = (p: string) => {
  * when the backup has none) is written out. Then the current store and keys are moved aside,
  * never deleted, and the copies take their place, all renames or none (renameAll).
  */
-export async function restoreStore(dataDir: string, keysDir: string, file: string, at: Date, open: (dir: string) => { close(): Promise<void> }, keys: PreparedKeys | null = null): Promise<RestoreResult> {
+export async function restoreStore(dataDir: string, keysDir: string, file: string, at: Date, open: (dir: string) => Store, keys: PreparedKeys | null = null): Promise<RestoreResult> {
   const source = path.resolve(file);
   if (!fs.existsSync(source) || !fs.statSync(source).isFile()) throw new BackupError(`${source} is not a file`);
   // LMDB would make a new, empty store of an empty file: only an LMDB data file is taken
@@ -151,13 +222,24 @@ export async function restoreStore(dataDir: string, keysDir: string, file: strin
   const scratch = path.join(dataDir, `.restore-${randomBytes(4).toString('hex')}`);
   const copied = path.join(scratch, 'store');
   fs.mkdirSync(copied, { recursive: true, mode: 0o700 });
+  let records = 0;
+  let orphaned = 0;
   try {
     fs.copyFileSync(source, path.join(copied, 'data.mdb'));
     fs.chmodSync(path.join(copied, 'data.mdb'), 0o600);
+    const read = await readWhole(copied);
+    if ('why' in read) throw new BackupError(`${source} is not a whole, readable store: ${read.why}`);
+    records = read.records;
+    let copy: Store;
     try {
-      await open(scratch).close();
+      copy = open(scratch);
     } catch (e) {
       throw new BackupError(`${source} is not a store this build can open: ${(e as Error).message}`);
+    }
+    try {
+      orphaned = orphanPending(copy);
+    } finally {
+      await copy.close();
     }
     fs.rmSync(path.join(copied, 'lock.mdb'), { force: true });
     const newKeys = path.join(scratch, 'keys');
@@ -184,7 +266,7 @@ export async function restoreStore(dataDir: string, keysDir: string, file: strin
     const keysResult: RestoreResult['keys'] = keys
       ? { restored_from: keys.from, previous_keys: previousKeys, ...keys.report }
       : { restored_from: null, note: `no ${keysBeside(source)} beside the backup: ${keysDir} is left as it is; verdicts signed by keys not in it will not verify against this server's JWKS` };
-    return { restored: source, store: storeDir, previous_store: previous, keys: keysResult };
+    return { restored: source, store: storeDir, previous_store: previous, records_read: records, in_flight_released: orphaned, keys: keysResult };
   } finally {
     fs.rmSync(scratch, { recursive: true, force: true });
   }

@@ -77,3 +77,28 @@ export async function recoverThread(store: Store, thread: number, at: number): P
   }
   return done;
 }
+
+/** What a restored store's pending reservations name as their holder's start time: no process
+ * has it, so holderAlive is false for them and the first start on the restored DATA_DIR
+ * refunds them and frees their keys. They name the processes of the store the backup was made
+ * from, and such a process may still run on this host (a backup restored into another DATA_DIR
+ * beside the service it was taken from): their calls were in flight then and are not in this
+ * store's future, so nothing here will ever settle them. Before, they stayed pending, their
+ * keys answering 409 request_in_progress for ever. */
+export const RESTORED_HOLDER = 'restored';
+
+/** Marks every pending reservation of `store` (a restore's copy, before it takes the store's
+ * place) as held by no process; returns how many. */
+export function orphanPending(store: Store): number {
+  let n = 0;
+  store.root.transactionSync(() => {
+    const ids = heldIndexed(store) ? [...store.db.pendingReservations.getKeys({})] : [...store.db.reservations.getRange({})].filter(({ value }) => value.state === 'pending').map(({ key }) => key);
+    for (const id of ids) {
+      const r = store.db.reservations.get(id);
+      if (r?.state !== 'pending') continue;
+      void store.db.reservations.put(id, { ...r, pid_start: RESTORED_HOLDER });
+      n++;
+    }
+  });
+  return n;
+}
