@@ -137,3 +137,47 @@ t.test('a statement a deadlock aborted runs again: the refund that lost one stil
   t.ok((await store.verifyLedger()).ok);
   t.same((await store.usageSnapshot(tok, T0)).map((u) => u.used), [0]);
 });
+
+t.test('a node whose lease lapsed (an outage longer than it) reserves under a new id, and its call settles', async (t) => {
+  const { a, b } = await twoNodes(t);
+  const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 10, period: 'day' }]);
+  await a.insertToken(tok);
+  const lapsed = a.node;
+  // what the outage left: the lease ran out in the database, and this node knows it was not renewed
+  await b.pool.query(`UPDATE nodes SET lease_until = now() - interval '1 second' WHERE id = $1`, [lapsed]);
+  (a as unknown as { db: { leaseOkUntil: number } }).db.leaseOkUntil = Date.now() - 1;
+  const out = await a.reserve(reserveInput(tok, { at: Date.now() }));
+  if (out.kind !== 'reserved') throw new Error(`not reserved: ${out.kind}`);
+  t.not(out.reservation.node, lapsed, 'the reservation names the node registered anew, not the lapsed one');
+  t.equal(out.reservation.node, a.node);
+  // another node's sweep, as it runs while the call is in inference: nothing of this call is its
+  t.same((await b.recoverPending(Date.now())).map((r) => r.id), [], 'the sweep leaves it (it refunded the call, whose settlement was then refused: a 500 for a call whose inference had worked)');
+  const settled = await a.settle(out.reservation, Date.now(), (usage) => JSON.stringify({ usage }), [{ ok: 1 }]);
+  t.equal(settled.kind, 'settled');
+  t.ok((await a.verifyLedger()).ok);
+});
+
+t.test('a node that cannot renew its lapsed lease refuses the reservation: store_unavailable, nothing written', async (t) => {
+  const store = await PgBackend.open(server.url);
+  t.teardown(() => store.close());
+  const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 10, period: 'day' }]);
+  await store.insertToken(tok);
+  const db = (store as unknown as { db: { leaseOkUntil: number; pool: { query: unknown } } }).db;
+  db.leaseOkUntil = Date.now() - 1;
+  // the database answers no lease query (an outage that goes on): the renewal fails
+  const query = store.pool.query.bind(store.pool);
+  (store.pool as { query: unknown }).query = (text: unknown, ...rest: unknown[]) => (typeof text === 'string' && /nodes/.test(text) ? Promise.reject(new Error('connection refused')) : (query as (...a: unknown[]) => unknown)(text, ...rest));
+  await t.rejects(store.reserve(reserveInput(tok, { at: Date.now() })), { name: 'StoreUnavailableError' });
+  (store.pool as { query: unknown }).query = query;
+  t.same((await store.usageSnapshot(tok, Date.now())).map((u) => u.used), [0], 'nothing reserved');
+});
+
+t.test('two renewals at once (the timer\'s and the one an outage\'s end starts) are one: a lapsed lease registers one new node', async (t) => {
+  const { a, b } = await twoNodes(t);
+  await b.pool.query(`UPDATE nodes SET lease_until = now() - interval '1 second' WHERE id = $1`, [a.node]);
+  const before = (await b.pool.query('SELECT count(*)::int AS n FROM nodes')).rows[0].n as number;
+  t.same(await Promise.all([a.renew(), a.renew(), a.renew()]), [true, true, true]);
+  const after = (await b.pool.query('SELECT count(*)::int AS n FROM nodes')).rows[0].n as number;
+  t.equal(after - before, 1, 'one node registered (each renewal that found the lease lapsed registered its own, and the node could name one while another was committed)');
+  t.equal((await b.pool.query('SELECT lease_until > now() AS held FROM nodes WHERE id = $1', [a.node])).rows[0].held, true, 'and its lease is held');
+});

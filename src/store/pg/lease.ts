@@ -5,6 +5,7 @@ import { localNow, setClockOffset } from '../../clock.ts';
 import { DB_MS, type Pg } from './open.ts';
 import { REFUND_SQL, refundArgs, resolveSettlement } from './settle.ts';
 import { currentProcess } from '../owner.ts';
+import { StoreUnavailableError } from '../errors.ts';
 
 // This process as a node of the shared store. Its reservations name the node, and a node
 // whose lease lapsed has them refunded by another (recovery.ts): the PostgreSQL counterpart
@@ -31,8 +32,28 @@ export function followDatabaseClock(localBefore: number, dbMs: number): void {
 }
 
 /** Extends the lease; a lease found lapsed is not revived (another node may be refunding
- * its reservations): this process registers as a new node for what it reserves next. */
-export async function renew(db: Pg): Promise<boolean> {
+ * its reservations): this process registers as a new node for what it reserves next. One
+ * renewal at a time: a second caller shares the one in progress. */
+export function renew(db: Pg): Promise<boolean> {
+  db.renewing ??= renewOnce(db).finally(() => {
+    db.renewing = null;
+  });
+  return db.renewing;
+}
+
+/** A lease held for the reservation about to name this node: when it is not known to be held
+ * (an outage outlasted it, or its renewal is due and late), it is renewed first, or this node
+ * registered anew, and a store that cannot do either refuses the call (503 store_unavailable,
+ * before any inference is charged). Before, a call admitted just after an outage longer than
+ * the lease reserved under the lapsed node id; the other nodes' sweep refunded it, and its
+ * settlement was refused: a 500 inference_failed for a call whose inference had worked. */
+export async function leaseForReservation(db: Pg): Promise<void> {
+  if (Date.now() < db.leaseOkUntil) return;
+  await renew(db);
+  if (Date.now() >= db.leaseOkUntil) throw new StoreUnavailableError('this node\'s lease could not be renewed', db.hosts.outage?.latest);
+}
+
+async function renewOnce(db: Pg): Promise<boolean> {
   const started = Date.now();
   const local = localNow();
   try {

@@ -62,6 +62,10 @@ export interface Pg {
   node: string;
   /** until when this node's lease is known to be held */
   leaseOkUntil: number;
+  /** the renewal in progress (lease.ts renew): one at a time, so the timer's and the one an
+   * outage's end starts never race (one of them found the lease lapsed and registered a new
+   * node while the other was still renewing the old one) */
+  renewing: Promise<boolean> | null;
   /** Writes owed to the database from calls that failed while it was away: a reservation
    * whose call failed may still have committed (the connection can break after the commit),
    * and a settlement that failed must be marked for the operator. Until repaired such a
@@ -115,6 +119,7 @@ export function openPool(target: DatabaseTarget, opts: PgOptions): Pg {
     onSettlementResolved: opts.onSettlementResolved,
     node: '',
     leaseOkUntil: 0,
+    renewing: null,
     repairs: new Map(),
     async q(text, values = [], name) {
       for (let attempt = 1; ; attempt++) {

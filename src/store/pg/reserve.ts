@@ -6,6 +6,7 @@ import { StoreUnavailableError } from '../errors.ts';
 import { isoOf, type Pg } from './open.ts';
 import { windowsOf } from './usage.ts';
 import { reserveStatement, sessionRefusal } from './device-sessions.ts';
+import { leaseForReservation } from './lease.ts';
 
 // PostgreSQL's reservation rule: a stored function, written here beside its job as
 // lmdb/reserve.ts holds LMDB's, installed where the database's differs (rules.ts: checked at
@@ -94,6 +95,8 @@ export async function reserve(db: Pg, input: ReserveInput): Promise<ReserveOutco
   const { token, moduleId, units, requestId, idempotencyKey: key, fingerprint, at } = input;
   const w = windowsOf(at);
   const created = isoOf(at);
+  // the reservation names this node: its lease must be held (lease.ts says why)
+  await leaseForReservation(db);
   // a same-key request admitted between the function's lookup and its claim answers
   // 'retry': the second call then sees it (a handful of rounds is plenty)
   for (let round = 0; ; round++) {
