@@ -27,11 +27,13 @@ type Databases = ReturnType<typeof lmdbOpen>;
 function counts(db?: Databases) {
   const own = db ?? lmdbOpen(dataDir);
   try {
-    for (const d of [own.audit, own.results, own.ledger]) (d as any).resetReadTxn?.();
+    for (const d of [own.audit, own.results, own.ledger, own.byToken]) (d as any).resetReadTxn?.();
     return {
       audit: own.audit.getKeysCount(),
       results: own.results.getKeysCount(),
       ledger: own.ledger.getKeysCount(),
+      // the per-token index of audit rows and ledger entries: pruned with them
+      byToken: own.byToken.getKeysCount(),
       archiveDays: fs.existsSync(path.join(dataDir, 'archive')) ? fs.readdirSync(path.join(dataDir, 'archive')).length : 0,
     };
   } finally {
@@ -61,7 +63,7 @@ t.test('each kind is pruned after its own period; the ledger verifies and usage 
   t.equal(await neverUsed(api, token), 2, 'two charged, the failed one refunded');
   // the audit line is written after the answer: wait for all three, bounded
   await waitFor(() => counts(apiDb).audit >= 3, { timeoutMs: 10_000, what: 'three audit rows' }).catch(() => undefined);
-  t.same(counts(apiDb), { audit: 3, results: 2, ledger: 4, archiveDays: 1 }, 'three audit rows, two results, charge+charge+charge+refund, one archive day');
+  t.same(counts(apiDb), { audit: 3, results: 2, ledger: 4, byToken: 7, archiveDays: 1 }, 'three audit rows, two results, charge+charge+charge+refund, one archive day, an index entry for each row');
 
   // defaults: archive 30 days, results 90, audit and ledger 400
   setClock(T0 + 30 * DAY);
@@ -90,7 +92,7 @@ t.test('each kind is pruned after its own period; the ledger verifies and usage 
   t.teardown(() => s.stop());
   const line = await waitLog(s, (l) => l.msg === 'retention: pruned');
   t.match(line?.pruned, { audit: 3, ledger: 4 }, 'the service pruned audit and ledger past 400 days');
-  t.same(counts(), { audit: 0, results: 0, ledger: 0, archiveDays: 0 });
+  t.same(counts(), { audit: 0, results: 0, ledger: 0, byToken: 0, archiveDays: 0 }, 'the per-token index went with the rows (it kept every entry for ever)');
 
   const verify = await ledgerVerify(s);
   t.equal(verify.code, 0, 'ledger verify holds with every entry pruned');

@@ -86,6 +86,8 @@ export interface Databases {
 export const TOKEN_NAME_INDEX_FLAG = 'token_name_index_v1';
 export const DAILY_TOTALS_FLAG = 'daily_totals_v1';
 export const BY_TOKEN_FLAG = 'by_token_index_v1';
+/** set once the per-token index holds no entry of a pruned row (retention.ts) */
+export const BY_TOKEN_PRUNED_FLAG = 'by_token_pruned_v1';
 export const FAILED_SETTLEMENTS_FLAG = 'failed_settlements_index_v1';
 export const PENDING_INDEX_FLAG = 'pending_reservations_index_v1';
 /** the highest ledger key written by a build that keeps the pending index (held.ts) */
@@ -94,7 +96,7 @@ export const LEDGER_HIGH = 'ledger_high';
 export const EXPIRING_TREES = ['idempotency', 'reservations', 'results', 'deviceSessions'] as const;
 export type ExpiringTree = (typeof EXPIRING_TREES)[number];
 export const expiryFlag = (tree: ExpiringTree): string => `expiry_index_${tree}_v1`;
-const DERIVED_INDEXES = [TOKEN_NAME_INDEX_FLAG, DAILY_TOTALS_FLAG, BY_TOKEN_FLAG, FAILED_SETTLEMENTS_FLAG, PENDING_INDEX_FLAG, ...EXPIRING_TREES.map(expiryFlag)];
+const DERIVED_INDEXES = [TOKEN_NAME_INDEX_FLAG, DAILY_TOTALS_FLAG, BY_TOKEN_FLAG, BY_TOKEN_PRUNED_FLAG, FAILED_SETTLEMENTS_FLAG, PENDING_INDEX_FLAG, ...EXPIRING_TREES.map(expiryFlag)];
 
 /** How metering writes commit (docs/metering.md): `sync` on the calling
  * thread, one disk sync each (lowest latency); `batched` through lmdb-js's write thread, which

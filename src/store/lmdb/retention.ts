@@ -1,4 +1,6 @@
-import type { Store } from './open.ts';
+import type { Key } from 'lmdb';
+import { BY_TOKEN_PRUNED_FLAG, type Store } from './open.ts';
+import type { TimeDb } from './by-token.ts';
 import { atomically } from './atomic.ts';
 import { REMOVE_BATCH } from './prune-scan.ts';
 import { pruneExpired } from './expiry.ts';
@@ -11,17 +13,46 @@ import { pruneExpired } from './expiry.ts';
 
 const BATCH = REMOVE_BATCH;
 
-/** Audit rows are keyed [epoch ms, request id]: a key range, nothing else to read. */
+/** Audit rows are keyed [epoch ms, request id]: a key range. Each row's entry in the per-token
+ * index (by-token.ts) goes with it, in the same transaction: the index kept every call's two
+ * entries for ever, so retention did not bound the store, and a token's pages walked the dead
+ * entries. */
 export async function pruneAuditBefore(store: Store, cutoff: number): Promise<number> {
+  await dropOrphanedByToken(store);
   let removed = 0;
   for (;;) {
-    const keys = [...store.db.audit.getKeys({ start: [0], end: [cutoff], limit: BATCH })];
-    if (keys.length === 0) return removed;
+    const rows = [...store.db.audit.getRange({ start: [0], end: [cutoff], limit: BATCH })];
+    if (rows.length === 0) return removed;
     await atomically(store, () => {
-      for (const k of keys) void store.db.audit.remove(k);
+      for (const { key, value } of rows) {
+        void store.db.audit.remove(key);
+        if (value.token_id !== null) void store.db.byToken.remove(['audit', value.token_id, ...(key as [number, string])]);
+      }
     });
-    removed += keys.length;
+    removed += rows.length;
   }
+}
+
+/** The per-token index entries whose row is gone: what a store pruned before its index was
+ * pruned with the rows kept. Removed once per store (a full read of the index, in batches),
+ * then flagged. */
+async function dropOrphanedByToken(store: Store): Promise<void> {
+  if (store.db.meta.get(BY_TOKEN_PRUNED_FLAG) === true) return;
+  let start: Key | undefined;
+  for (;;) {
+    const batch = [...store.db.byToken.getKeys({ ...(start === undefined ? {} : { start }), limit: BATCH })];
+    if (start !== undefined && batch.length > 0 && JSON.stringify(batch[0]) === JSON.stringify(start)) batch.shift();
+    if (batch.length === 0) break;
+    const gone = batch.filter((k) => {
+      const [db, , ms, id] = k as [TimeDb, string, number, string];
+      return (db === 'audit' ? store.db.audit : store.db.ledger).get([ms, id]) === undefined;
+    });
+    if (gone.length > 0) await atomically(store, () => {
+      for (const k of gone) void store.db.byToken.remove(k);
+    });
+    start = batch[batch.length - 1];
+  }
+  await atomically(store, () => void store.db.meta.put(BY_TOKEN_PRUNED_FLAG, true));
 }
 
 /** Result JSON is keyed by request id with its time inside: found through the expiry index
@@ -48,6 +79,7 @@ export async function pruneLedgerBefore(
   cutoff: number,
   keysOf: (entry: any) => { key: CounterKey; delta: number }[],
 ): Promise<number> {
+  await dropOrphanedByToken(store);
   let removed = 0;
   for (;;) {
     const n = await atomically(store, () => {
@@ -56,6 +88,7 @@ export async function pruneLedgerBefore(
       for (const { key, value } of batch) {
         for (const { key: k, delta } of keysOf(value)) addPruned(store, k, delta);
         void store.db.ledger.remove(key);
+        void store.db.byToken.remove(['ledger', value.token_id, ...(key as [number, string])]);
       }
       return batch.length;
     });
