@@ -52,7 +52,8 @@ async function main(): Promise<void> {
       process.once('exit', markRunning(config.DATA_DIR));
     } catch (e) {
       if (e instanceof ServerRunningError) throw new ConfigError(e.message);
-      throw e;
+      // a DATA_DIR this process cannot write (its owner, a read-only file system)
+      throw new ConfigError(`DATA_DIR ${config.DATA_DIR} cannot be written: ${(e as Error).message}`);
     }
     await control.step(config.DATABASE_URL ? 'the PostgreSQL store to open' : 'the LMDB store to open');
     const store = await openConfiguredStore(config, (err) => log.warn({ err: { message: err.message } }, 'store connection error'), log);

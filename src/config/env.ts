@@ -159,6 +159,13 @@ function int(name: string, raw: string | undefined, def: number): number {
   return Number(raw);
 }
 
+/** A path or address as given: one with spaces at an end is refused, since it names another
+ * place than the one meant (DATA_DIR=" /srv/x" served a new, empty store at <cwd>/ /srv/x). */
+function unpadded(name: string, raw: string | undefined): string | undefined {
+  if (raw !== undefined && raw !== raw.trim()) throw new ConfigError(`${name} has spaces at its start or end (got ${JSON.stringify(raw)}): a path or address with them names another place`);
+  return raw;
+}
+
 function opt(raw: string | undefined): string | undefined {
   return raw === undefined || raw === '' ? undefined : raw;
 }
@@ -167,9 +174,9 @@ function opt(raw: string | undefined): string | undefined {
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd(), cpuCount = os.availableParallelism()): Config {
   const cores = Math.max(1, cpuCount);
   const raw = {
-    HOST: env.HOST || '127.0.0.1',
+    HOST: unpadded('HOST', env.HOST) || '127.0.0.1',
     PORT: int('PORT', env.PORT, 8080),
-    DATA_DIR: path.resolve(cwd, env.DATA_DIR || './data'),
+    DATA_DIR: path.resolve(cwd, unpadded('DATA_DIR', env.DATA_DIR) || './data'),
     DATABASE_URL: opt(env.DATABASE_URL),
     DATABASE_POOL_SIZE: int('DATABASE_POOL_SIZE', env.DATABASE_POOL_SIZE, 24),
     NODE_LEASE_SECONDS: int('NODE_LEASE_SECONDS', env.NODE_LEASE_SECONDS, 15),
@@ -190,7 +197,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     COOKIE_SECURE: bool('COOKIE_SECURE', env.COOKIE_SECURE, Boolean(opt(env.TLS_CERT_FILE) && opt(env.TLS_KEY_FILE))),
     ADMIN_USERNAME: opt(env.ADMIN_USERNAME),
     ADMIN_PASSWORD: opt(env.ADMIN_PASSWORD),
-    MODELS_DIR: path.resolve(cwd, env.MODELS_DIR || './models'),
+    MODELS_DIR: path.resolve(cwd, unpadded('MODELS_DIR', env.MODELS_DIR) || './models'),
     MODEL_SET: env.MODEL_SET || 'raw_v1',
     REQUIRE_TRAINED_MODELS: bool('REQUIRE_TRAINED_MODELS', env.REQUIRE_TRAINED_MODELS, false),
     INFERENCE_BACKEND: env.INFERENCE_BACKEND || 'auto',

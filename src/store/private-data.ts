@@ -1,5 +1,7 @@
 import fs from 'node:fs';
+import path from 'node:path';
 import { isMainThread } from 'node:worker_threads';
+import { ConfigError } from '../config/index.ts';
 
 // DATA_DIR holds the store (tokens' hashes, usage, audit with client addresses), the signing
 // keys and the demo images: nothing in it is for other accounts on the host (security issue
@@ -27,7 +29,7 @@ export function privateUmask(): number | null {
  * hardening step into an outage. */
 export function privateDataDir(dataDir: string): string[] {
   privateUmask();
-  fs.mkdirSync(dataDir, { recursive: true, mode: PRIVATE_DIR_MODE });
+  makeDataDir(dataDir);
   const mode = fs.statSync(dataDir).mode & 0o777;
   if (mode === PRIVATE_DIR_MODE) return [];
   try {
@@ -36,6 +38,27 @@ export function privateDataDir(dataDir: string): string[] {
     return [];
   } catch (e) {
     return [`DATA_DIR ${dataDir} has mode ${mode.toString(8)} and cannot be made 0700: ${(e as Error).message}`];
+  }
+}
+
+/** DATA_DIR made (its parents too) or found as a folder; a DATA_DIR that cannot be is a
+ * configuration error naming it (exit 2), where it was a stack trace (exit 1). A parent that
+ * exists gets a plain mkdir: Node's recursive one loops for ever under /proc/sys, where no
+ * signal could stop the start. */
+function makeDataDir(dataDir: string): void {
+  try {
+    if (fs.existsSync(path.dirname(dataDir))) {
+      try {
+        fs.mkdirSync(dataDir, { mode: PRIVATE_DIR_MODE });
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+      }
+    } else {
+      fs.mkdirSync(dataDir, { recursive: true, mode: PRIVATE_DIR_MODE });
+    }
+    if (!fs.statSync(dataDir).isDirectory()) throw new Error('it is not a folder');
+  } catch (e) {
+    throw new ConfigError(`DATA_DIR ${dataDir} cannot be used: ${(e as Error).message}`);
   }
 }
 

@@ -1,4 +1,6 @@
+import fs from 'node:fs';
 import net from 'node:net';
+import path from 'node:path';
 import t from 'tap';
 import { lmdbOpen } from '../helpers/lmdb.ts';
 import { postVerify, request, single } from '../helpers/captures.ts';
@@ -8,7 +10,8 @@ import { ConfigError, loadConfig } from '../../src/config/index.ts';
 import { loadUws } from '../../src/http/index.ts';
 import type { Logger } from '../../src/observability/index.ts';
 import { LmdbBackend } from '../../src/store/lmdb/index.ts';
-import { openConfiguredStore, StoreError } from '../../src/store/index.ts';
+import { openConfiguredStore, privateDataDir, StoreError } from '../../src/store/index.ts';
+import { checkBeforeOpen } from '../../src/store/lmdb/open.ts';
 import { makeToken, ROOT, runServiceToExit, startServer, tempDir } from '../helpers/server.ts';
 import { settledState, waitFor } from '../helpers/wait.ts';
 
@@ -67,6 +70,44 @@ t.test('a store of another schema version is refused', async (t) => {
   }, (err: unknown) => err);
   t.ok(e instanceof StoreError, `a StoreError, which main() turns into exit 1 with its message: ${String(e)}`);
   t.match((e as Error | null)?.message, /schema version 999/);
+});
+
+// A DATA_DIR that cannot be used is one line naming it, never a stack (ConfigError or
+// StoreError: main() prints the message and exits 1); what LMDB would crash on without a word
+// (SIGSEGV: a data.mdb that is not LMDB, a map over the address-space limit) is refused first.
+t.test('an unusable DATA_DIR, a foreign data.mdb and a map past ulimit -v are refused with one line, not a stack or a crash', async (t) => {
+  for (const name of ['DATA_DIR', 'MODELS_DIR', 'HOST']) {
+    t.throws(() => loadConfig({ WORKERS: '1', [name]: ' /srv/x' }, ROOT, 2), new RegExp(`${name} has spaces at its start or end`), `${name} with a leading space`);
+    t.throws(() => loadConfig({ WORKERS: '1', [name]: '/srv/x ' }, ROOT, 2), new RegExp(`${name} has spaces`), `${name} with a trailing space`);
+  }
+  const dir = tempDir();
+  fs.writeFileSync(path.join(dir, 'file'), 'x');
+  const refusal = (dataDir: string) => {
+    try {
+      privateDataDir(dataDir);
+      return null;
+    } catch (err) {
+      return err;
+    }
+  };
+  for (const [where, why] of [[path.join(dir, 'file'), /^DATA_DIR .*file cannot be used: it is not a folder/], [path.join(dir, 'file', 'sub'), /^DATA_DIR .*cannot be used: ENOTDIR/]] as const) {
+    const err = refusal(where);
+    t.ok(err instanceof ConfigError, `a ConfigError, which main() turns into its message and exit 1: ${String(err)}`);
+    t.match((err as Error | null)?.message, why);
+  }
+  const foreign = path.join(dir, 'foreign');
+  fs.mkdirSync(path.join(foreign, 'store'), { recursive: true });
+  fs.writeFileSync(path.join(foreign, 'store', 'data.mdb'), Buffer.alloc(65_536, 'x'));
+  const e = await openConfiguredStore(loadConfig({ DATA_DIR: foreign, WORKERS: '1' }, ROOT, 2)).then(async (s) => {
+    await s.close();
+    return null;
+  }, (err: unknown) => err);
+  t.ok(e instanceof StoreError, `a StoreError, not a SIGSEGV: ${String(e)}`);
+  t.match((e as Error | null)?.message, /data\.mdb is not an LMDB store/);
+  const GiB = 1024 ** 3;
+  t.throws(() => checkBeforeOpen(path.join(dir, 'none'), 1024 * GiB, 15 * GiB), { message: /LMDB map of 1024 GiB \(LMDB_MAP_SIZE_GIB\) does not fit this process's address-space limit of 15\.0 GiB/ });
+  t.doesNotThrow(() => checkBeforeOpen(path.join(dir, 'none'), 4 * GiB, 15 * GiB), 'a map that fits');
+  t.doesNotThrow(() => checkBeforeOpen(path.join(dir, 'none'), 1024 * GiB, null), 'no limit');
 });
 
 t.test('a port held by another uWS-style SO_REUSEPORT listener is refused too', async (t) => {

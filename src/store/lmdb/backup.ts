@@ -6,7 +6,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { StoreBackend } from '../backend.ts';
 import { embeddedStore } from './backend.ts';
-import type { Store } from './open.ts';
+import { isLmdbDataFile, type Store } from './open.ts';
 import { orphanPending } from './recovery.ts';
 
 /** Not an HTTP error: backup and restore are operator commands; the CLI prints it and exits. */
@@ -128,19 +128,6 @@ async function readWhole(dir: string): Promise<{ records: number } | { why: stri
       resolve({ why: signal ? `reading it ended the reader with ${signal} (a truncated or damaged file)` : line.trim() || `the reader exited with ${String((err as { code?: unknown }).code)}` });
     });
   });
-}
-
-/** LMDB's first page is a meta page whose magic (MDB_MAGIC, 0xBEEFC0DE) follows the page
- * header: 16 bytes in LMDB 0.9, 24 in the LMDB 1.0 that lmdb-js builds (a page txnid added). */
-function isLmdbDataFile(file: string): boolean {
-  const head = Buffer.alloc(28);
-  const fd = fs.openSync(file, 'r');
-  try {
-    if (fs.readSync(fd, head, 0, 28, 0) < 28) return false;
-  } finally {
-    fs.closeSync(fd);
-  }
-  return head.readUInt32LE(24) === 0xbeefc0de || head.readUInt32LE(16) === 0xbeefc0de;
 }
 
 export interface RestoreResult {

@@ -120,11 +120,55 @@ export interface Store {
   close(): Promise<void>;
 }
 
+/** LMDB's first page is a meta page whose magic (MDB_MAGIC, 0xBEEFC0DE) follows the page
+ * header: 16 bytes in LMDB 0.9, 24 in the LMDB 1.0 that lmdb-js builds (a page txnid added). */
+export function isLmdbDataFile(file: string): boolean {
+  const head = Buffer.alloc(28);
+  const fd = fs.openSync(file, 'r');
+  try {
+    if (fs.readSync(fd, head, 0, 28, 0) < 28) return false;
+  } finally {
+    fs.closeSync(fd);
+  }
+  return head.readUInt32LE(24) === 0xbeefc0de || head.readUInt32LE(16) === 0xbeefc0de;
+}
+
+/** The soft limit on this process's address space (`ulimit -v`, systemd's LimitAS=), in bytes,
+ * or null when there is none (or no /proc to read it from). */
+function addressSpaceLimit(): number | null {
+  try {
+    const line = fs.readFileSync('/proc/self/limits', 'utf8').split('\n').find((l) => l.startsWith('Max address space'));
+    const soft = line?.slice('Max address space'.length).trim().split(/\s+/)[0];
+    return soft === undefined || soft === 'unlimited' ? null : Number(soft);
+  } catch {
+    return null;
+  }
+}
+
+/** What LMDB would crash on, refused with a message first: a data.mdb that is not an LMDB file
+ * (SIGSEGV, no output, for the server and the CLI alike), and a map larger than the address
+ * space the process may have (SIGSEGV too). */
+export function checkBeforeOpen(dir: string, mapBytes: number, limit = addressSpaceLimit()): void {
+  const file = path.join(dir, 'data.mdb');
+  const size = fs.statSync(file, { throwIfNoEntry: false })?.size ?? 0;
+  if (size > 0 && !isLmdbDataFile(file)) throw new StoreError(`${file} is not an LMDB store (moved or written by something else?): the service will not open it`);
+  // the map alone must fit, with some room for the process itself (V8's heaps, the threads'
+  // stacks, the inference engine's memories): a map that cannot is a certain crash
+  if (limit !== null && mapBytes + 2 * 1024 ** 3 > limit) {
+    throw new StoreError(`the LMDB map of ${mapBytes / 1024 ** 3} GiB (LMDB_MAP_SIZE_GIB) does not fit this process's address-space limit of ${(limit / 1024 ** 3).toFixed(1)} GiB (ulimit -v, LimitAS=): lower LMDB_MAP_SIZE_GIB well under the limit, or raise the limit`);
+  }
+}
+
 /** Opens (creating if needed) the LMDB environment under DATA_DIR/store. Every API worker
  * thread, the main thread and the CLI open the same files; LMDB serialises writers. */
 export function openStore(dataDir: string, opts: { commits?: LmdbCommits; auditDelayMs?: number; writer?: WriterClient; stallMs?: number; mapGiB?: number } = {}): Store {
   const dir = path.join(dataDir, 'store');
-  fs.mkdirSync(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
+  try {
+    fs.mkdirSync(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
+  } catch (e) {
+    // one line naming DATA_DIR, not a stack (the CLI's exit 5, the server's start refused)
+    throw new StoreError(`the store folder ${dir} cannot be made (is DATA_DIR right?): ${(e as Error).message}`);
+  }
   // permissionsMode: the mode of data.mdb and lock.mdb, passed on to mdb_env_open (lmdb-js
   // reads it, its typings lack it; the default is 0664); a store made earlier is narrowed
   // mapSize: LMDB_MAP_SIZE_GIB (config/env.ts says why it is large). lmdb-js shares one
@@ -132,6 +176,7 @@ export function openStore(dataDir: string, opts: { commits?: LmdbCommits; auditD
   // service the main thread, before it starts the writer and the API workers.
   const mapGiB = opts.mapGiB ?? DEFAULT_LMDB_MAP_SIZE_GIB;
   const options = { path: dir, maxDbs: 32, mapSize: mapGiB * 1024 ** 3, compression: false, permissionsMode: PRIVATE_FILE_MODE };
+  checkBeforeOpen(dir, options.mapSize);
   const root = open(options);
   narrowToPrivate([path.join(dir, 'data.mdb'), path.join(dir, 'lock.mdb')]);
   // each opened with the record type Databases names for it (lmdb-js does not check values)
