@@ -66,6 +66,13 @@ export function createApp(uws: UwsModule, router: Router, log: Logger, metrics: 
     if (inFlight === 0) for (const cb of idleWaiters.splice(0)) cb();
   };
 
+  /** A liveness or readiness probe without a body is answered at once and holds nothing, so the
+   * connection cap never refuses it: a balancer probing through a busy address (a proxy not in
+   * TRUSTED_PROXIES) saw a node under load as down, and /health/ready's 503 was a server_busy
+   * error where the contract fixes {status: "not_ready", modules}. One with a body is counted
+   * like any request (its drain is what the cap bounds). */
+  const isBodilessProbe = (ctx: HttpContext) => (ctx.method === 'GET' || ctx.method === 'HEAD') && !ctx.expectsBody && (ctx.path === '/health/live' || ctx.path === '/health/ready');
+
   app.any('/*', (res, req) => {
     const ctx = new HttpContext(res, req);
     inFlight++;
@@ -74,7 +81,7 @@ export function createApp(uws: UwsModule, router: Router, log: Logger, metrics: 
       const corsHeaders = cors?.headersFor(ctx) ?? null;
       ctx.responseHeaders = headers && corsHeaders ? { ...headers, ...corsHeaders } : (headers ?? corsHeaders);
       const preflight = cors?.preflight(ctx);
-      if (connections && !connections.admit(ctx)) {
+      if (connections && !isBodilessProbe(ctx) && !connections.admit(ctx)) {
         // Past its cap the address gets no drain either: draining is what it would hold.
         ctx.route = 'connection-cap';
         result = { ...failed(ctx, new ServiceError('server_busy', messageOf('server_busy', 'connections'), retryAfter(connections.retryAfterSeconds))), closeNow: true };

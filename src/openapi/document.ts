@@ -4,7 +4,7 @@ import { ADMIN_OPERATIONS } from './admin-operations.ts';
 import { COMPONENTS } from './components.ts';
 import { REQUEST_ID } from './examples.ts';
 import { referenceComponents, toJsonSchema, type JsonSchema } from './json-schema.ts';
-import type { Operation, SchemaUse } from './operation.ts';
+import { retryAfter, type Operation, type SchemaUse } from './operation.ts';
 import { OPERATIONS } from './operations.ts';
 import { SESSION_OPERATIONS } from './session-operations.ts';
 import { ErrorBodyOf } from './responses.ts';
@@ -29,7 +29,14 @@ service; the HTTP parser closes the connection of a request with any other metho
 names) without an answer. A listed method that a path does not serve is 405 \`method_not_allowed\` with Allow.
 
 **JSON bodies** (login, admin API) are read as JSON when the Content-Type is absent, \`application/json\` or
-\`application/*+json\`; any other type is a 422 at \`["body"]\` with type \`json_type\`.
+\`application/*+json\`; any other type is a 422 at \`["body"]\` with type \`json_type\`. A JSON body may be
+64 KiB (4 KiB for POST /v1/sessions); a larger one is 413 \`payload_too_large\`, refused from its Content-Length
+before it is read, and a malformed or repeated Content-Length is 400 \`invalid_content_length\`.
+
+**Busy**: any operation but the health probes may answer 503 \`server_busy\` with Retry-After: a client address
+holding CONNECTIONS_PER_ADDRESS requests in progress on one API worker (the answer also closes the connection),
+or, on the admin and auth routes, a store that does not answer. /health/live and /health/ready without a body are
+never refused so.
 
 **Order of checks on verify**: token (401), module exists (404), grant (403 module_forbidden), enabled
 (403 module_disabled), capacity slot (503 server_busy, before the body is read), headers and content type
@@ -73,6 +80,11 @@ function schemaOf(use: SchemaUse): JsonSchema {
 /** One response per status, listing its codes as an enum, with one example per code. */
 function errorResponses(op: Operation): Record<string, object> {
   const codes: ErrorCode[] = [...op.errors];
+  // any route but the health probes: an address past CONNECTIONS_PER_ADDRESS (src/http/app.ts),
+  // a store that does not answer (the admin and auth routes)
+  if (op.tag !== 'health') codes.push('server_busy');
+  // every JSON body is read against a size limit, with its Content-Length checked first
+  if (op.body) codes.push('invalid_content_length', 'payload_too_large');
   if (op.auth === 'session') codes.push('invalid_session');
   if (op.tag === 'admin' && op.auth === 'session') codes.push('forbidden');
   if (op.csrf) codes.push('csrf_failed');
@@ -86,7 +98,7 @@ function errorResponses(op: Operation): Record<string, object> {
   for (const [status, list] of [...byStatus].sort((a, b) => a[0] - b[0])) {
     out[String(status)] = {
       description: list.join(', '),
-      headers: { ...requestIdHeader, ...op.errorHeaders?.[String(status)] },
+      headers: { ...requestIdHeader, ...(status === 503 && list.includes('server_busy') ? retryAfter : {}), ...op.errorHeaders?.[String(status)] },
       content: {
         'application/json': {
           // ErrorBody with `code` narrowed to this status's codes
@@ -132,7 +144,7 @@ function operationObject(op: Operation): object {
   if (op.validation) {
     responses['422'] = {
       description: op.validation.description ?? 'Validation error (invalid_input)',
-      headers: requestIdHeader,
+      headers: { ...requestIdHeader, ...op.errorHeaders?.['422'] },
       content: { 'application/json': { schema: { $ref: '#/components/schemas/ValidationErrorBody' }, example: op.validation.example } },
     };
   }

@@ -8,6 +8,9 @@ import { MeAnswer } from './session-operations.ts';
 const VERIFY_422 = 'Validation error (invalid_input): metadata, ordering, geometry, parts, image bytes or hashes, '
   + 'or a body that is not valid multipart framing (loc ["body"], type multipart_invalid)';
 
+const verdictSignature = { 'X-Verdict-Signature': { schema: { type: 'string' }, description: 'detached JWS (EdDSA) over the exact body bytes; keys at /.well-known/jwks.json' } };
+const bearerChallenge = { 'WWW-Authenticate': { schema: { type: 'string', enum: ['Bearer realm="liveness"'] }, description: 'the scheme a 401 wants' } };
+
 export const OPERATIONS: Operation[] = [
   {
     method: 'get', path: '/health/live', operationId: 'getHealthLive', tag: 'health', auth: 'none',
@@ -82,7 +85,7 @@ export const OPERATIONS: Operation[] = [
       status: '200', description: 'Verification results (HTTP 200 alone is not a liveness verdict: read status and alive)', schema: 'VerifyResponse', example: ex.verifyResponse,
       headers: {
         'Idempotency-Replayed': { schema: { type: 'string', enum: ['true'] }, description: 'the saved answer of an earlier call with this key' },
-        'X-Verdict-Signature': { schema: { type: 'string' }, description: 'detached JWS (EdDSA) over the exact body bytes; keys at /.well-known/jwks.json' },
+        ...verdictSignature,
         traceparent: {
           schema: { type: 'string', pattern: '^00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]$' },
           description: 'only when the service traces verify calls (OTEL_* variables): the W3C trace context of the call\'s server span, which continues a traceparent sent with the request (every verify answer carries it, errors included)',
@@ -96,13 +99,21 @@ export const OPERATIONS: Operation[] = [
       'invalid_session_token', 'session_not_allowed', 'session_captures_exceeded',
     ],
     validation: { description: VERIFY_422, example: ex.verifyValidation },
-    errorHeaders: { '409': retryAfter, '429': retryAfter, '503': retryAfter },
+    // every verify answer is signed, errors included (docs/administration.md)
+    errorHeaders: Object.fromEntries(['400', '401', '403', '404', '408', '409', '413', '415', '422', '429', '500', '503'].map((status) => [status, {
+      ...verdictSignature,
+      ...(['409', '429', '503'].includes(status) ? retryAfter : {}),
+      ...(status === '401' ? bearerChallenge : {}),
+    }])),
   },
   {
     method: 'post', path: '/auth/login', operationId: 'login', tag: 'auth', auth: 'none',
     summary: 'Administrator login: sets the session cookie and returns the CSRF token',
     body: { schema: 'Login', example: { username: 'root', password: 'correct horse battery' } },
-    success: { status: '200', description: 'Logged in', schema: 'Session', example: ex.session },
+    success: {
+      status: '200', description: 'Logged in', schema: 'Session', example: ex.session,
+      headers: { 'Set-Cookie': { schema: { type: 'string' }, description: 'the session cookie (lv_session by default, COOKIE_PREFIX): HttpOnly, SameSite=Strict, Path=/, Secure when COOKIE_SECURE or TLS' } },
+    },
     errors: ['invalid_credentials', 'login_disabled', 'too_many_attempts', 'server_busy'],
     validation: { example: { detail: [{ loc: ['body', 'password'], msg: 'Field required', type: 'missing' }] } },
     errorHeaders: { '429': retryAfter, '503': retryAfter },
@@ -116,7 +127,7 @@ export const OPERATIONS: Operation[] = [
   {
     method: 'post', path: '/auth/logout', operationId: 'logout', tag: 'auth', auth: 'session', csrf: true,
     summary: 'End the session',
-    success: { status: '204', description: 'Logged out' },
+    success: { status: '204', description: 'Logged out', headers: { 'Set-Cookie': { schema: { type: 'string' }, description: 'the session cookie cleared (Max-Age=0)' } } },
     errors: ['invalid_session'],
   },
   {

@@ -68,9 +68,13 @@ t.test('every bad token is 401 invalid_token', async (t) => {
   for (const [name, header] of cases) {
     const r = await me(header);
     t.equal(r.status, 401, name);
+    t.equal(r.headers.get('www-authenticate'), 'Bearer realm="liveness"', `${name}: the 401 names the scheme (RFC 9110)`);
     t.equal((await r.json()).error.code, 'invalid_token', name);
   }
   t.equal((await me(`Bearer ${good.token}`)).status, 200, 'the good one works');
+  const admin = await fetch(`${server.baseUrl}/admin/api/tokens`);
+  t.equal(admin.status, 401);
+  t.equal(admin.headers.get('www-authenticate'), null, 'the console\'s cookie session names no scheme');
 });
 
 t.test('disabled, expired and revoked tokens are refused, and enable works', async (t) => {

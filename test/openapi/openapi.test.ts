@@ -139,3 +139,21 @@ export const notBusy: Busy['error']['code'] = 'quota_exceeded';
   const tsc = await run(process.execPath, [bin('typescript/bin/tsc'), '-p', 'tsconfig.json'], { cwd: gen }).then(() => '', (e: { stdout: string }) => e.stdout || 'failed');
   t.equal(tsc, '', 'the generated client type-checks, and the @ts-expect-error lines are real errors');
 });
+
+t.test('what any route may answer is in the document: 503 server_busy with Retry-After (not on the health probes), and 400/413 on every JSON body', async (t) => {
+  const ops = Object.entries(doc.paths as Record<string, Record<string, { requestBody?: { content?: Record<string, unknown> }; responses: Record<string, { content?: { 'application/json'?: { schema?: { properties?: { error?: { properties?: { code?: { enum?: string[] } } } } } } }; headers?: Record<string, unknown> }> }>>)
+    .flatMap(([p, methods]) => Object.entries(methods).map(([m, op]) => ({ where: `${m.toUpperCase()} ${p}`, p, op })));
+  const codesAt = (op: (typeof ops)[number]['op'], status: string) => op.responses[status]?.content?.['application/json']?.schema?.properties?.error?.properties?.code?.enum ?? [];
+  for (const { where, p, op } of ops) {
+    if (p.startsWith('/health/')) {
+      t.notOk(codesAt(op, '503').includes('server_busy'), `${where}: never refused by the connection cap`);
+      continue;
+    }
+    t.ok(codesAt(op, '503').includes('server_busy'), `${where}: 503 server_busy`);
+    t.ok(op.responses['503']?.headers?.['Retry-After'], `${where}: with Retry-After`);
+    if (op.requestBody?.content?.['application/json']) {
+      t.ok(codesAt(op, '413').includes('payload_too_large'), `${where}: 413 payload_too_large`);
+      t.ok(codesAt(op, '400').includes('invalid_content_length'), `${where}: 400 invalid_content_length`);
+    }
+  }
+});
