@@ -21,6 +21,13 @@ function bearerOf(authorization: string | undefined): string | null {
   return m ? m[1]! : null;
 }
 
+/** Whether the call presents a device session token (lvs_...), valid or not: what
+ * lv_session_calls_total counts, by status, so that a dead session's device still calling is
+ * seen (it counted only the calls that authenticated). */
+export function sentSessionToken(authorization: string | undefined): boolean {
+  return bearerOf(authorization)?.startsWith(SESSION_TOKEN_PREFIX) ?? false;
+}
+
 /** Who calls: a business token, or a session with the business token it charges. */
 export interface Caller {
   token: TokenRecord;

@@ -2,7 +2,7 @@
 
 export { generateToken, hashToken } from './business-token.ts';
 export { csrfMatches } from './csrf.ts';
-export { authenticateCaller, generateSessionToken, newSessionId, requireBusinessToken, sessionReader, type SessionLookup, type SessionWithParent } from './device-session.ts';
+export { authenticateCaller, generateSessionToken, newSessionId, requireBusinessToken, sentSessionToken, sessionReader, type SessionLookup, type SessionWithParent } from './device-session.ts';
 export { checkPasswordThrottled, login, parseLogin, sessionBody } from './login.ts';
 export { configurePasswordChecks, hashPassword } from './password.ts';
 export { LoginSchema, SessionSchema } from './schemas.ts';

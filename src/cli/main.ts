@@ -155,7 +155,7 @@ const commands: Record<string, Command> = {
   'module disable': { usage: 'module disable <module_id>', run: async (store, [m]) => (await store.setModuleEnabled(moduleId(m), false), { module_id: m, enabled: false }) },
   'session list': {
     usage: 'session list <token_id|name>   (the device sessions of a token usable now, newest first, at most 100)',
-    run: async (store, [ref]) => ({ sessions: await activeSessions(store, await tokenId(store, ref), now()) }),
+    run: async (store, [ref]) => ({ sessions: await activeSessions(store, need(await store.getToken(await tokenId(store, ref)), 'token'), now()) }),
   },
   'session revoke': {
     usage: 'session revoke <session_id>   (one device session ends at once; the token and its other sessions keep working)',

@@ -43,9 +43,10 @@ function verdictOf(r: { status: string; alive: boolean | null }): string {
  * request log line. `outcome` is the verdict when every capture agrees, `mixed` otherwise,
  * `replayed` for an idempotent replay, `error` when the answer is an error.
  */
-export function recordVerify(ctx: object, metrics: WorkerMetrics, f: VerifyFacts, status: number, code: string | undefined, replayed: boolean, traceId?: string): void {
+export function recordVerify(ctx: object, metrics: WorkerMetrics, f: VerifyFacts, status: number, code: string | undefined, replayed: boolean, traceId?: string, sessionToken = false): void {
   const module = f.moduleId ?? 'unknown';
-  if (f.session) metrics.sessionCalls.inc({ call: 'verify', status: String(status) });
+  // a call with a session token, authenticated or not (`sessionToken`: the caller sent one)
+  if (f.session || sessionToken) metrics.sessionCalls.inc({ call: 'verify', status: String(status) });
   let outcome: string;
   if (replayed) outcome = 'replayed';
   else if (status !== 200 || !f.results) outcome = 'error';

@@ -57,6 +57,14 @@ export async function ownSession(store: DeviceSessions, token: TokenRecord, id: 
 }
 
 /** What a backend reads to decide, server to server: the state and every call's results. */
+/** The session as its business token lets it be: a session never outlives the token's
+ * expires_at (docs/sessions.md), and one minted before the token's expiry was moved earlier
+ * (token patch, `cli token expire`) kept its own later expires_at, read as active after the
+ * token had died (the verify path refused it all the same). */
+export function withinToken(s: DeviceSession, token: Pick<TokenRecord, 'expires_at'>): DeviceSession {
+  return token.expires_at !== null && Date.parse(token.expires_at) < Date.parse(s.expires_at) ? { ...s, expires_at: token.expires_at } : s;
+}
+
 export async function sessionStatus(store: DeviceSessions & Pick<UsageReads, 'getResults' | 'getReservation'>, s: DeviceSession, at: number) {
   const results: SessionVerification[] = [];
   for (const call of await store.listDeviceSessionCalls(s.id)) {
@@ -103,9 +111,11 @@ export async function revokeSessionById(store: DeviceSessions, id: string, at: n
   return s && { session_id: s.id, token_id: s.token_id, module_id: s.module_id, state: deviceSessionState(s, at), revoked_at: s.revoked_at, max_captures: s.max_captures, captures_used: s.captures_used };
 }
 
-/** The console's list of a token's active sessions. */
-export async function activeSessions(store: DeviceSessions, tokenId: string, at: number) {
-  return (await store.listActiveDeviceSessions(tokenId, at)).map((s) => ({
+/** The console's list of a token's active sessions: none once the token itself is dead
+ * (disabled, revoked or expired), each within the token's expiry. */
+export async function activeSessions(store: DeviceSessions, token: TokenRecord, at: number) {
+  if (!token.enabled || token.revoked || (token.expires_at !== null && Date.parse(token.expires_at) <= at)) return [];
+  return (await store.listActiveDeviceSessions(token.id, at)).map((found) => withinToken(found, token)).map((s) => ({
     session_id: s.id, module_id: s.module_id, state: deviceSessionState(s, at), created_at: s.created_at, expires_at: s.expires_at,
     max_captures: s.max_captures, captures_used: s.captures_used,
   }));

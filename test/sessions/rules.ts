@@ -261,6 +261,19 @@ export function sessionRules(t: Test, { server, clock, storeHolds }: Setup): voi
     }
   });
 
+  t.test('the parent\'s expiry moved earlier: its sessions read that expiry, and once it has passed none is listed', async (t) => {
+    const p = await parent();
+    const s = await mint(p.token, { module_id: 'rgb_liveness', ttl_seconds: 600 });
+    const earlier = new Date(clock.now() + 60_000).toISOString();
+    t.equal((await admin('PATCH', `/admin/api/tokens/${p.id}`, { expires_at: earlier })).status, 200);
+    t.equal((await call('GET', `/v1/sessions/${s.session_id}`, p.token)).json.expires_at, earlier, 'the backend reads the token\'s expiry (it read the session\'s own, 9 minutes later)');
+    t.equal((await call('GET', '/v1/me', s.session_token)).json.session.expires_at, earlier, 'and so does the device');
+    t.same((await admin('GET', `/admin/api/tokens/${p.id}/sessions`)).json.sessions.map((x: Json) => [x.session_id, x.expires_at, x.state]), [[s.session_id, earlier, 'active']], 'and the console');
+    clock.set(clock.now() + 61_000);
+    t.match(await call('GET', '/v1/me', s.session_token), { status: 401 }, 'the session is dead with its token');
+    t.same((await admin('GET', `/admin/api/tokens/${p.id}/sessions`)).json.sessions, [], 'and no longer listed as active (it was, with its own expires_at)');
+  });
+
   t.test('audit lines carry the session id; the console lists a token\'s active sessions; /metrics counts them', async (t) => {
     const p = await parent();
     const s = await mint(p.token);
@@ -280,10 +293,15 @@ export function sessionRules(t: Test, { server, clock, storeHolds }: Setup): voi
     t.same(listed.json.sessions.map((x: Json) => [x.session_id, x.captures_used, x.state]), [[s.session_id, 1, 'active']], 'the revoked one is not listed');
     t.equal((await admin('GET', '/admin/api/tokens/tok_nope/sessions')).status, 404);
 
+    // the revoked session's device calling on: counted too, with its refusal
+    t.equal((await call('GET', '/v1/me', gone.session_token)).status, 401);
+    t.equal((await postVerify(base, gone.session_token, 'rgb_liveness', one())).status, 401);
     const metrics = await (await fetch(`${base}/metrics`)).text();
     const value = (re: RegExp) => Number(re.exec(metrics)?.[1] ?? NaN);
     t.ok(value(/^lv_sessions_minted_total\{module="rgb_liveness"\} (\d+)/m) >= 2, 'sessions minted');
     t.ok(value(/^lv_session_calls_total\{call="verify",status="200"\} (\d+)/m) >= 1, 'verify calls by session');
     t.ok(value(/^lv_session_calls_total\{call="me",status="200"\} (\d+)/m) >= 1, 'me calls by session');
+    t.ok(value(/^lv_session_calls_total\{call="me",status="401"\} (\d+)/m) >= 1, 'me calls by a dead session (only the ones that authenticated were counted)');
+    t.ok(value(/^lv_session_calls_total\{call="verify",status="401"\} (\d+)/m) >= 1, 'verify calls by a dead session');
   });
 }

@@ -1,6 +1,7 @@
-import { authenticateCaller, requireBusinessToken } from '../../auth/index.ts';
+import { authenticateCaller, requireBusinessToken, sentSessionToken } from '../../auth/index.ts';
+import { ServiceError } from '../../errors/index.ts';
 import { now } from '../../clock.ts';
-import { sessionMe } from '../../sessions/index.ts';
+import { sessionMe, withinToken } from '../../sessions/index.ts';
 import type { TokenRecord } from '../../store/index.ts';
 import type { HttpContext } from '../context.ts';
 import { json } from '../respond.ts';
@@ -23,10 +24,15 @@ export async function moduleStatus(s: Services, moduleId: string): Promise<Modul
 export function businessRoutes(router: Router, s: Services): void {
   router.add('GET', '/v1/me', async (ctx) => {
     const at = now();
-    const { token, session } = await authenticateCaller(s.store, ctx.headers['authorization'], at);
+    const caller = await authenticateCaller(s.store, ctx.headers['authorization'], at).catch((err: unknown) => {
+      // a dead or unknown session token still counts as a session's call, with its refusal
+      if (sentSessionToken(ctx.headers['authorization'])) s.metrics.sessionCalls.inc({ call: 'me', status: String(err instanceof ServiceError ? err.status : 500) });
+      throw err;
+    });
+    const { token, session } = caller;
     if (session) {
       s.metrics.sessionCalls.inc({ call: 'me', status: '200' });
-      return json(200, sessionMe(session, at));
+      return json(200, sessionMe(withinToken(session, token), at));
     }
     return json(200, {
       token: { id: token.id, name: token.name, expires_at: token.expires_at, demo: token.demo },

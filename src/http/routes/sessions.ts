@@ -3,7 +3,7 @@ import { now } from '../../clock.ts';
 import { bodyParser } from '../../packets/index.ts';
 import { MAX_ID_CHARS } from '../../admin/index.ts';
 import { ServiceError } from '../../errors/index.ts';
-import { activeSessions, mintSession, ownSession, revokeSessionById, sessionStatus, SessionCreateSchema } from '../../sessions/index.ts';
+import { activeSessions, mintSession, ownSession, revokeSessionById, sessionStatus, SessionCreateSchema, withinToken } from '../../sessions/index.ts';
 import { readJson } from '../body.ts';
 import { json } from '../respond.ts';
 import type { Router } from '../router.ts';
@@ -25,7 +25,7 @@ export function sessionRoutes(router: Router, s: Services): void {
   router.add('GET', '/v1/sessions/:session_id', async (ctx, p) => {
     const at = now();
     const token = await requireBusinessToken(s.store, ctx.headers['authorization'], at);
-    return json(200, await sessionStatus(s.store, await ownSession(s.store, token, p.session_id!), at));
+    return json(200, await sessionStatus(s.store, withinToken(await ownSession(s.store, token, p.session_id!), token), at));
   });
   router.add('DELETE', '/v1/sessions/:session_id', async (ctx, p) => {
     const at = now();
@@ -38,8 +38,9 @@ export function sessionRoutes(router: Router, s: Services): void {
   router.admin('GET', '/admin/api/tokens/:id/sessions', async (_ctx, p) => {
     const id = p.id!;
     // as every /admin/api/tokens/:id route: an id that cannot exist names nothing (issue 29)
-    if ([...id].length > MAX_ID_CHARS || id.includes('\u0000') || !(await s.store.getToken(id))) throw new ServiceError('not_found');
-    return json(200, { sessions: await activeSessions(s.store, id, now()) });
+    const token = [...id].length > MAX_ID_CHARS || id.includes('\u0000') ? undefined : await s.store.getToken(id);
+    if (!token) throw new ServiceError('not_found');
+    return json(200, { sessions: await activeSessions(s.store, token, now()) });
   });
   // an operator ends one device (a lost or misbehaving one) and leaves the token and its other
   // sessions alone; the session token answers 401 invalid_session_token from now on

@@ -1,6 +1,7 @@
 import { MAX_BODY_BYTES, MAX_HEADER_BYTES, MAX_PART_BYTES, MAX_PARTS } from '../../contract/index.ts';
 import { now } from '../../clock.ts';
 import { ServiceError } from '../../errors/index.ts';
+import { sentSessionToken } from '../../auth/index.ts';
 import { recordVerify, threadTracing, tracedMethods, type CallTrace, type Tracing } from '../../observability/index.ts';
 import { signBody, signerOf } from '../../signing/index.ts';
 import { storeMetering, verify, type VerifyDeps, type VerifyRequest } from '../../verify/index.ts';
@@ -126,7 +127,7 @@ function verifyRequest(ctx: HttpContext, moduleParam: string, s: Services, slot:
     startedAt: ctx.startedAt,
     aborted: () => ctx.aborted,
     record: (facts, status, errorCode, replayed) => {
-      recordVerify(ctx, s.metrics, facts, status, errorCode, replayed, trace?.traceId);
+      recordVerify(ctx, s.metrics, facts, status, errorCode, replayed, trace?.traceId, sentSessionToken(ctx.headers['authorization']));
       trace?.describe({
         'lv.module': facts.moduleId ?? 'unknown', 'lv.captures': facts.captures ?? 0, 'lv.replayed': replayed, 'lv.charged_units': facts.charged,
         'lv.modes': [...new Set((facts.results ?? []).map((r) => r.mode))],
