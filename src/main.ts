@@ -2,7 +2,7 @@ import { bootstrapAdmin } from './admin/index.ts';
 import { announceListening, Cluster, ProcessControl, probePort, startEngine, tuneGc } from './cluster/index.ts';
 import { ConfigError, loadConfig, testingSettings, type Config } from './config/index.ts';
 import { checkTls, compileTrust, loadUws, NativeBindingError } from './http/index.ts';
-import { createLogger, RefundMetrics } from './observability/index.ts';
+import { createLogger, otelProblems, RefundMetrics } from './observability/index.ts';
 import { markRunning, ServerRunningError } from './lifecycle.ts';
 import { startRetention } from './retention/index.ts';
 import { openConfiguredStore, privateDataDir, StoreError } from './store/index.ts';
@@ -46,6 +46,8 @@ async function main(): Promise<void> {
     // never pass unnoticed: a production build reads them too (src/config/env.ts, issue 40)
     const testing = testingSettings();
     if (testing.length > 0) log.warn({ testing_settings: testing }, `TESTING ONLY settings are set (${testing.join(', ')}): they weaken or fake parts of the service; never set them in production (docs/configuration.md)`);
+    // the OTEL_* values tracing will ignore (the OpenTelemetry convention), said now
+    for (const problem of otelProblems(process.env)) log.warn(problem);
     // one server per DATA_DIR (restore refuses a DATA_DIR with a running server); the mark
     // goes with the process, before the store opens, so a second server touches nothing
     try {

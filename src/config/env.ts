@@ -166,6 +166,13 @@ function unpadded(name: string, raw: string | undefined): string | undefined {
   return raw;
 }
 
+/** An integer that may be negative (a clock skew). */
+function signedInt(name: string, raw: string | undefined, def: number): number {
+  if (raw === undefined || raw === '') return def;
+  if (!/^-?\d+$/.test(raw)) throw new ConfigError(`${name} must be an integer (got ${JSON.stringify(raw)})`);
+  return Number(raw);
+}
+
 function opt(raw: string | undefined): string | undefined {
   return raw === undefined || raw === '' ? undefined : raw;
 }
@@ -234,7 +241,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     SESSION_MINT_WINDOW_SECONDS: int('SESSION_MINT_WINDOW_SECONDS', env.SESSION_MINT_WINDOW_SECONDS, 60),
     CLOCK_FILE: opt(env.CLOCK_FILE),
     TEST_INFERENCE_DELAY_MS: int('TEST_INFERENCE_DELAY_MS', env.TEST_INFERENCE_DELAY_MS, 0),
-    TEST_CLOCK_SKEW_MS: int('TEST_CLOCK_SKEW_MS', env.TEST_CLOCK_SKEW_MS, 0),
+    TEST_CLOCK_SKEW_MS: signedInt('TEST_CLOCK_SKEW_MS', env.TEST_CLOCK_SKEW_MS, 0),
     TEST_INFERENCE_DELAY_PREFIX: opt(env.TEST_INFERENCE_DELAY_PREFIX),
     TEST_INFERENCE_FAIL_PREFIX: opt(env.TEST_INFERENCE_FAIL_PREFIX),
     TEST_SETTLEMENT_FAIL_PREFIX: opt(env.TEST_SETTLEMENT_FAIL_PREFIX),

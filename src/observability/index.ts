@@ -6,5 +6,5 @@ export { MainMetrics, RefundMetrics, WorkerMetrics, aggregateMetrics } from './m
 export type { MetricsSnapshot } from './metrics.ts';
 export { recordVerify, requestFacts } from './request-facts.ts';
 export type { VerifyFacts } from './request-facts.ts';
-export { stopThreadTracing, threadTracing, tracedMethods, tracingConfigured } from './tracing.ts';
+export { otelProblems, stopThreadTracing, threadTracing, tracedMethods, tracingConfigured } from './tracing.ts';
 export type { CallTrace, DropReason, SpanAttributes, Stages, Tracing } from './tracing.ts';

@@ -25,6 +25,41 @@ export function tracingConfigured(env: NodeJS.ProcessEnv): boolean {
   return Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT);
 }
 
+const SAMPLERS = new Set(['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio']);
+const BSP_VARIABLES = ['OTEL_BSP_MAX_QUEUE_SIZE', 'OTEL_BSP_SCHEDULE_DELAY', 'OTEL_BSP_MAX_EXPORT_BATCH_SIZE', 'OTEL_BSP_EXPORT_TIMEOUT'];
+
+/**
+ * The OTEL_* values tracing would not take as given, read at start: the OpenTelemetry
+ * specification has an SDK ignore such a value (its default used) rather than fail, and this
+ * service follows it, but says so when the process starts, where each was said only at the
+ * first traced call (the sampler) or not at all (the endpoint, the batch processor's numbers).
+ * Empty when tracing is off.
+ */
+export function otelProblems(env: NodeJS.ProcessEnv): string[] {
+  if (!tracingConfigured(env)) return [];
+  const out: string[] = [];
+  const sampler = env.OTEL_TRACES_SAMPLER?.trim().toLowerCase();
+  if (sampler !== undefined && sampler !== '' && !SAMPLERS.has(sampler)) out.push(`OTEL_TRACES_SAMPLER ${JSON.stringify(env.OTEL_TRACES_SAMPLER)} is not a known sampler; parentbased_always_on is used`);
+  const arg = env.OTEL_TRACES_SAMPLER_ARG;
+  if (arg !== undefined && arg !== '' && !(Number(arg) >= 0 && Number(arg) <= 1)) out.push(`OTEL_TRACES_SAMPLER_ARG ${JSON.stringify(arg)} is not a ratio in [0, 1]; 1 is used`);
+  for (const name of ['OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT']) {
+    const url = env[name];
+    if (url === undefined || url === '') continue;
+    let ok = false;
+    try {
+      ok = ['http:', 'https:'].includes(new URL(url).protocol);
+    } catch {
+      ok = false;
+    }
+    if (!ok) out.push(`${name} is not an http(s) URL: no trace will be delivered`);
+  }
+  for (const name of BSP_VARIABLES) {
+    const v = env[name];
+    if (v !== undefined && v !== '' && !/^\d+$/.test(v.trim())) out.push(`${name} ${JSON.stringify(v)} is not a non-negative integer; the default is used`);
+  }
+  return out;
+}
+
 // one tracer per thread, started once, whoever asks first
 let started: Promise<Tracing | null> | null = null;
 let ready: Tracing | null | undefined;

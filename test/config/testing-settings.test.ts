@@ -12,3 +12,9 @@ t.test('which settings count as testing-only', async (t) => {
   t.same(testingSettings({ HOST: '0.0.0.0', PORT: '80', NODE_ENV: 'production' }), [], 'none: nothing to say');
   t.same(testingSettings({ TEST_WORKER_FAULTS: '1', TEST_PASSWORD_SCRYPT_N: '1024', CLOCK_FILE: '/tmp/c', TEST_SOMETHING_NEW: 'x', TEST_EMPTY: '' }), ['CLOCK_FILE', 'TEST_PASSWORD_SCRYPT_N', 'TEST_SOMETHING_NEW', 'TEST_WORKER_FAULTS'], 'every TEST_* and CLOCK_FILE set, an unknown one included; empty ones are unset');
 });
+
+t.test('TEST_CLOCK_SKEW_MS may be negative (a node behind), as its schema and src/clock.ts allow', async (t) => {
+  const { loadConfig } = await import('../../src/config/index.ts');
+  t.equal(loadConfig({ TEST_CLOCK_SKEW_MS: '-5000' }, process.cwd(), 2).TEST_CLOCK_SKEW_MS, -5000);
+  t.throws(() => loadConfig({ TEST_CLOCK_SKEW_MS: '5s' }, process.cwd(), 2), /TEST_CLOCK_SKEW_MS must be an integer/);
+});

@@ -100,3 +100,14 @@ t.test('always_on records every call, under the trace id it answers', async (t) 
   }
   await tracing.shutdown();
 });
+
+t.test('the OTEL_* values tracing would ignore are named at start (and none when tracing is off)', async (t) => {
+  const { otelProblems } = await import('../../src/observability/tracing.ts');
+  const on = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318' };
+  t.same(otelProblems({ ...on, OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.1', OTEL_BSP_MAX_QUEUE_SIZE: '100' }), [], 'good values: nothing to say');
+  const said = otelProblems({ OTEL_EXPORTER_OTLP_ENDPOINT: 'not-a-url', OTEL_TRACES_SAMPLER: 'bogus', OTEL_TRACES_SAMPLER_ARG: '5', OTEL_BSP_MAX_QUEUE_SIZE: '-3' });
+  t.equal(said.length, 4, said.join('; '));
+  for (const name of ['OTEL_TRACES_SAMPLER ', 'OTEL_TRACES_SAMPLER_ARG', 'OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_BSP_MAX_QUEUE_SIZE']) t.ok(said.some((p) => p.startsWith(name)), `${name.trim()} named`);
+  t.notOk(said.join(' ').includes('not-a-url'), 'the endpoint itself is not echoed (it may hold credentials)');
+  t.same(otelProblems({ OTEL_TRACES_SAMPLER: 'bogus' }), [], 'tracing off: nothing read');
+});
