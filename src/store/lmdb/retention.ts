@@ -1,5 +1,6 @@
 import type { Key } from 'lmdb';
-import { BY_TOKEN_PRUNED_FLAG, type Store } from './open.ts';
+import { BY_TOKEN_PRUNED_FLAG, LEDGER_HIGH, type Store } from './open.ts';
+import { heldIndexed } from './held.ts';
 import type { TimeDb } from './by-token.ts';
 import { atomically } from './atomic.ts';
 import { REMOVE_BATCH } from './prune-scan.ts';
@@ -80,6 +81,11 @@ export async function pruneLedgerBefore(
   keysOf: (entry: any) => { key: CounterKey; delta: number }[],
 ): Promise<number> {
   await dropOrphanedByToken(store);
+  // The held indexes are known complete while the ledger's last key is the one this build noted
+  // (held.ts LEDGER_HIGH). A prune that empties the ledger takes that key too: the mark goes
+  // with it when it was right, or the next start read every reservation again, as after
+  // another build's writes, and forgot the expiry index (so the next prunes read whole trees).
+  const indexed = heldIndexed(store);
   let removed = 0;
   for (;;) {
     const n = await atomically(store, () => {
@@ -90,6 +96,7 @@ export async function pruneLedgerBefore(
         void store.db.ledger.remove(key);
         void store.db.byToken.remove(['ledger', value.token_id, ...(key as [number, string])]);
       }
+      if (indexed && batch.length > 0 && [...store.db.ledger.getKeys({ limit: 1 })].length === 0) void store.db.meta.remove(LEDGER_HIGH);
       return batch.length;
     });
     removed += n;
