@@ -108,8 +108,8 @@ const commands: Record<string, Command> = {
       }
     },
   },
-  'token list': { usage: 'token list', run: async (store) => ({ tokens: await listTokenViews(store) }) },
-  'token show': { usage: 'token show <token_id|name>', run: async (store, [ref]) => need(await tokenDetail(store, await tokenId(store, ref)), 'token') },
+  'token list': { existingStore: true, usage: 'token list', run: async (store) => ({ tokens: await listTokenViews(store) }) },
+  'token show': { existingStore: true, usage: 'token show <token_id|name>', run: async (store, [ref]) => need(await tokenDetail(store, await tokenId(store, ref)), 'token') },
   'token disable': { usage: 'token disable <token_id|name>', run: async (store, [ref]) => need(await patchToken(store, await tokenId(store, ref), { enabled: false }), 'token') },
   'token enable': {
     usage: 'token enable <token_id|name>',
@@ -142,6 +142,7 @@ const commands: Record<string, Command> = {
     },
   },
   usage: {
+    existingStore: true,
     usage: 'usage [<token_id|name>]   (usage snapshots of one token or of all)',
     async run(store, [ref]) {
       const at = now();
@@ -154,6 +155,7 @@ const commands: Record<string, Command> = {
   'module enable': { usage: 'module enable <module_id>', run: async (store, [m]) => (await store.setModuleEnabled(moduleId(m), true), { module_id: m, enabled: true }) },
   'module disable': { usage: 'module disable <module_id>', run: async (store, [m]) => (await store.setModuleEnabled(moduleId(m), false), { module_id: m, enabled: false }) },
   'session list': {
+    existingStore: true,
     usage: 'session list <token_id|name>   (the device sessions of a token usable now, newest first, at most 100)',
     run: async (store, [ref]) => ({ sessions: await activeSessions(store, need(await store.getToken(await tokenId(store, ref)), 'token'), now()) }),
   },

@@ -154,7 +154,9 @@ export const modelCommands: Record<string, Command> = {
       }
       // the state file outlives the server that wrote it: said, so a stopped server's set is not
       // read as one being served
-      const running = runningServer(config.DATA_DIR) !== null;
+      // a restore holds the same mark while it runs; it serves nothing
+      const holder = runningServer(config.DATA_DIR);
+      const running = holder !== null && holder.role !== 'restore';
       const stale = state.active !== null && !running
         ? { note: 'no server is running on this DATA_DIR: active is the set the last one served (a start serves it again while MODEL_SET is unchanged)' }
         : {};

@@ -30,6 +30,7 @@ async function preparedKeys(file: string, liveKeys: string): Promise<PreparedKey
 /** Operations commands: retention and backup (docs/operations.md: "Retention", "Backup and restore"). */
 export const opsCommands: Record<string, Command> = {
   'retention prune': {
+    existingStore: true,
     usage: 'retention prune   (one pass of the pruner with the RETENTION_* settings, as the service runs hourly)',
     run: async (store, _args, ctx) => pruneOnce(store, ctx.config),
   },
@@ -66,7 +67,7 @@ export const opsCommands: Record<string, Command> = {
       }
       try {
         const keys = await preparedKeys(file, keysDir(config.DATA_DIR));
-        const result = await restoreStore(config.DATA_DIR, keysDir(config.DATA_DIR), file, new Date(now()), (dir) => openStore(dir), keys);
+        const result = await restoreStore(config.DATA_DIR, keysDir(config.DATA_DIR), file, new Date(now()), (dir) => openStore(dir, { mapGiB: config.LMDB_MAP_SIZE_GIB }), keys);
         if (result.keys.restored_from === null) stderr.write(`WARNING: ${result.keys.note}\n`);
         const kept = (keys?.report.kept_revocations ?? []) as string[];
         if (kept.length > 0) stderr.write(`kept revoked (revoked after this backup was taken): ${kept.join(', ')}\n`);

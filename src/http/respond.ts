@@ -1,4 +1,4 @@
-import { ERRORS, errorBody, ServiceError, storeNotAnswering, ValidationFailure } from '../errors/index.ts';
+import { ERRORS, errorBody, ServiceError, storeNotAnswering, ValidationFailure, withChallenge } from '../errors/index.ts';
 import { StoreUnavailableError } from '../store/index.ts';
 import { ClientGoneError } from '../verify/index.ts';
 import type { HttpContext } from './context.ts';
@@ -25,8 +25,6 @@ export function json(status: number, body: unknown, headers?: Record<string, str
  * a store that does not answer is server_busy (storeNotAnswering, told to retry after
  * `retryAfterSeconds`: RETRY_AFTER_SECONDS), anything else is internal_error without leaking
  * its message. */
-const BEARER_CHALLENGE = 'Bearer realm="liveness"';
-
 export function errorReply(ctx: HttpContext, err: unknown, retryAfterSeconds: number): Reply {
   if (err instanceof StoreUnavailableError) err = storeNotAnswering(err, retryAfterSeconds);
   if (err instanceof ValidationFailure) {
@@ -35,10 +33,7 @@ export function errorReply(ctx: HttpContext, err: unknown, retryAfterSeconds: nu
   }
   if (err instanceof ServiceError) {
     ctx.errorCode = err.code;
-    // a 401 for a Bearer token names the scheme it wants (RFC 9110 11.6.1: a 401 carries
-    // WWW-Authenticate); the administrator session's 401 is a cookie's, with no scheme to name
-    const headers = err.code === 'invalid_token' || err.code === 'invalid_session_token' ? { ...err.headers, 'WWW-Authenticate': BEARER_CHALLENGE } : err.headers;
-    return { status: err.status, body: errorBody(err.code, err.message, ctx.requestId), headers };
+    return { status: err.status, body: errorBody(err.code, err.message, ctx.requestId), headers: withChallenge(err.code, err.headers) };
   }
   // the client left while its body came (admin and login JSON): logged as that, answered to nobody
   if (err instanceof ClientGoneError) {

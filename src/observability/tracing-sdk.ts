@@ -32,8 +32,11 @@ const NO_STAGES: Stages = { record() {} };
 export function samplerFromEnv(env: NodeJS.ProcessEnv, warn: (msg: string) => void): Sampler {
   const name = (env.OTEL_TRACES_SAMPLER ?? 'parentbased_always_on').trim().toLowerCase();
   const ratio = (): number => {
-    const arg = Number(env.OTEL_TRACES_SAMPLER_ARG ?? '1');
-    if (env.OTEL_TRACES_SAMPLER_ARG !== undefined && !(arg >= 0 && arg <= 1)) {
+    // empty is unset (the specification's rule for every OTEL_* variable): Number('') is 0,
+    // which sampled nothing
+    const given = env.OTEL_TRACES_SAMPLER_ARG?.trim() ? env.OTEL_TRACES_SAMPLER_ARG : undefined;
+    const arg = Number(given ?? '1');
+    if (given !== undefined && !(arg >= 0 && arg <= 1)) {
       warn(`OTEL_TRACES_SAMPLER_ARG ${JSON.stringify(env.OTEL_TRACES_SAMPLER_ARG)} is not a ratio in [0, 1]; 1 is used`);
       return 1;
     }

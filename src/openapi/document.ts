@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { ERRORS, type ErrorCode } from '../errors/index.ts';
+import { BEARER_CHALLENGE, ERRORS, type ErrorCode } from '../errors/index.ts';
 import { ADMIN_OPERATIONS } from './admin-operations.ts';
 import { COMPONENTS } from './components.ts';
 import { REQUEST_ID } from './examples.ts';
@@ -72,6 +72,7 @@ const csrfHeader = {
   description: 'csrf_token from /auth/login or /auth/session', example: 'c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6',
 };
 const requestIdHeader = { 'X-Request-ID': { $ref: '#/components/headers/X-Request-ID' } };
+const bearerChallenge = { 'WWW-Authenticate': { schema: { type: 'string', enum: [BEARER_CHALLENGE] }, description: 'the scheme a 401 for a Bearer token wants (RFC 9110)' } };
 
 function schemaOf(use: SchemaUse): JsonSchema {
   return typeof use === 'string' ? { $ref: `#/components/schemas/${use}` } : toJsonSchema(use);
@@ -98,7 +99,12 @@ function errorResponses(op: Operation): Record<string, object> {
   for (const [status, list] of [...byStatus].sort((a, b) => a[0] - b[0])) {
     out[String(status)] = {
       description: list.join(', '),
-      headers: { ...requestIdHeader, ...(status === 503 && list.includes('server_busy') ? retryAfter : {}), ...op.errorHeaders?.[String(status)] },
+      headers: {
+        ...requestIdHeader,
+        ...(status === 503 && list.includes('server_busy') ? retryAfter : {}),
+        ...(status === 401 && (list.includes('invalid_token') || list.includes('invalid_session_token')) ? bearerChallenge : {}),
+        ...op.errorHeaders?.[String(status)],
+      },
       content: {
         'application/json': {
           // ErrorBody with `code` narrowed to this status's codes

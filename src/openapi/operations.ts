@@ -8,8 +8,8 @@ import { MeAnswer } from './session-operations.ts';
 const VERIFY_422 = 'Validation error (invalid_input): metadata, ordering, geometry, parts, image bytes or hashes, '
   + 'or a body that is not valid multipart framing (loc ["body"], type multipart_invalid)';
 
+const verdictSignatureExceptCap = { 'X-Verdict-Signature': { schema: { type: 'string' }, description: 'detached JWS (EdDSA) over the exact body bytes; absent on the 503 server_busy of the connection cap (CONNECTIONS_PER_ADDRESS), which is answered before any route is chosen' } };
 const verdictSignature = { 'X-Verdict-Signature': { schema: { type: 'string' }, description: 'detached JWS (EdDSA) over the exact body bytes; keys at /.well-known/jwks.json' } };
-const bearerChallenge = { 'WWW-Authenticate': { schema: { type: 'string', enum: ['Bearer realm="liveness"'] }, description: 'the scheme a 401 wants' } };
 
 export const OPERATIONS: Operation[] = [
   {
@@ -99,11 +99,11 @@ export const OPERATIONS: Operation[] = [
       'invalid_session_token', 'session_not_allowed', 'session_captures_exceeded',
     ],
     validation: { description: VERIFY_422, example: ex.verifyValidation },
-    // every verify answer is signed, errors included (docs/administration.md)
+    // every verify answer is signed, errors included (docs/administration.md), but for the
+    // connection cap's 503, answered before any route is chosen
     errorHeaders: Object.fromEntries(['400', '401', '403', '404', '408', '409', '413', '415', '422', '429', '500', '503'].map((status) => [status, {
-      ...verdictSignature,
+      ...(status === '503' ? verdictSignatureExceptCap : verdictSignature),
       ...(['409', '429', '503'].includes(status) ? retryAfter : {}),
-      ...(status === '401' ? bearerChallenge : {}),
     }])),
   },
   {

@@ -72,6 +72,14 @@ t.test('every bad token is 401 invalid_token', async (t) => {
     t.equal((await r.json()).error.code, 'invalid_token', name);
   }
   t.equal((await me(`Bearer ${good.token}`)).status, 200, 'the good one works');
+  // verify builds its own answers (src/verify/outcomes.ts): the same challenge there
+  const { postVerify, request, single } = await import('../helpers/captures.ts');
+  const refused = await postVerify(server.baseUrl, `lvk_${'B'.repeat(43)}`, 'rgb_liveness', request([single()]));
+  t.equal(refused.status, 401);
+  t.equal(refused.headers.get('www-authenticate'), 'Bearer realm="liveness"', 'verify\'s 401 names the scheme too');
+  const deadSession = await me(`Bearer lvs_${'C'.repeat(43)}`);
+  t.equal(deadSession.status, 401);
+  t.equal(deadSession.headers.get('www-authenticate'), 'Bearer realm="liveness"', 'so does a session token\'s');
   const admin = await fetch(`${server.baseUrl}/admin/api/tokens`);
   t.equal(admin.status, 401);
   t.equal(admin.headers.get('www-authenticate'), null, 'the console\'s cookie session names no scheme');

@@ -1,9 +1,11 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { startApi } from '../helpers/api.ts';
-import { bearer, makeToken, runCli, tempDir } from '../helpers/server.ts';
+import { bearer, makeToken, ROOT, runChild, runCli, tempDir } from '../helpers/server.ts';
+import { FROM_BUILD } from '../helpers/from-build.ts';
 import { waitFor } from '../helpers/wait.ts';
+import { markRunning } from '../../src/lifecycle.ts';
 
 // Issue 25: `restore` puts a backup and its signing keys back into a stopped DATA_DIR,
 // refusing a running one, moving what was there aside instead of deleting it.
@@ -64,7 +66,7 @@ t.test('restore refuses what is not a backup, and changes nothing', async (t) =>
 
 /** A backup of a small store made through the CLI (a token and its grant: some pages of
  * several trees), in a folder of its own. */
-async function smallBackup(): Promise<{ file: string; dataDir: string }> {
+async function smallBackup(t: Test): Promise<{ file: string; dataDir: string }> {
   const dataDir = tempDir();
   t.equal((await runCli(dataDir, ['token', 'create', '--name', 'pages', '--grant', 'rgb_liveness:10:never'])).code, 0);
   const file = path.join(tempDir('lv-backup-'), 'store.mdb');
@@ -74,7 +76,7 @@ async function smallBackup(): Promise<{ file: string; dataDir: string }> {
 }
 
 t.test('restore reads the whole backup first: damaged pages or a file cut short are refused, and nothing changes', async (t) => {
-  const { file } = await smallBackup();
+  const { file } = await smallBackup(t);
   const pages = fs.statSync(file).size / 4096;
   t.ok(pages >= 4, `the backup has pages to damage (${pages})`);
   // pages 2 on (0 and 1 are the meta pages, which open() reads and would refuse by themselves)
@@ -101,7 +103,7 @@ t.test('restore reads the whole backup first: damaged pages or a file cut short 
 });
 
 t.test('restore holds DATA_DIR\'s mark while it runs; backup refuses a DATA_DIR with no store, and a missing folder', async (t) => {
-  const { file, dataDir: source } = await smallBackup();
+  const { file, dataDir: source } = await smallBackup(t);
   const dataDir = tempDir();
   // the mark (DATA_DIR/server.json) appears during the restore and is gone after it
   const seen: string[] = [];
@@ -115,15 +117,38 @@ t.test('restore holds DATA_DIR\'s mark while it runs; backup refuses a DATA_DIR 
   t.pass('a server started meanwhile would have been refused (test/service/backup-restore.test.ts starts one against the mark)');
   t.notOk(fs.existsSync(path.join(dataDir, 'server.json')), 'the mark is removed after');
 
+  // a server's start is refused while a restore holds the mark, and models status says no
+  // server runs (the mark is the restore's)
+  const held = tempDir();
+  const unmark = markRunning(held, 'restore');
+  const status = await runCli(held, ['models', 'status']);
+  unmark();
+  t.equal(status.code, 0, status.stderr);
+  t.equal(status.json.running, false, 'models status: a restore is not a server');
+
+  // the commands that only read an LMDB store refuse a DATA_DIR without one (a mistyped one)
+  // rather than create an empty store and report on it (ledger verify said ok, 0 entries)
   const typo = path.join(tempDir(), 'no-such-data');
-  const none = await runCli(typo, ['backup', path.join(tempDir(), 'x.mdb')]);
-  t.equal(none.code, 5, `no store there: the store cannot be opened (${none.stderr.trim()})`);
-  t.match(none.stderr, /no store at .*: is DATA_DIR right\?/);
-  t.notOk(fs.existsSync(path.join(typo, 'store')), 'and none was created');
+  for (const args of [['backup', path.join(tempDir(), 'x.mdb')], ['ledger', 'verify'], ['ledger', 'list'], ['audit', 'list'], ['settlements', 'list'], ['token', 'list'], ['usage'], ['retention', 'prune']]) {
+    const none = await runCli(typo, args);
+    t.equal(none.code, 5, `${args.join(' ')}: no store there, the store cannot be opened (${none.stderr.trim()})`);
+    t.match(none.stderr, /no store at .*: is DATA_DIR right\?/);
+    t.notOk(fs.existsSync(path.join(typo, 'store')), `${args.join(' ')}: and none was created`);
+  }
 
   const missing = path.join(tempDir(), 'no-folder', 'x.mdb');
   const nofolder = await runCli(source, ['backup', missing]);
   t.ok(nofolder.code !== 0, 'a backup into a folder that does not exist is refused');
   t.match(nofolder.stderr, /cannot write beside .*x\.mdb: ENOENT.*; nothing was written/);
   t.notOk(fs.existsSync(path.dirname(missing)), 'and the folder is not made');
+});
+
+t.test('under ulimit -v, restore opens its copy with LMDB_MAP_SIZE_GIB as every command does', async (t) => {
+  if (!FROM_BUILD) return t.skip('the compiled CLI is what runs under the limit (tsx itself does not start there); npm test builds it');
+  const { file } = await smallBackup(t);
+  const dataDir = tempDir();
+  const env = { ...process.env, DATA_DIR: dataDir, LMDB_MAP_SIZE_GIB: '4' };
+  // about 7.6 GiB of address space: a 4 GiB map fits, the default 1 TiB does not
+  const r = await runChild('bash', ['-c', `ulimit -v 8000000 && exec "${process.execPath}" dist/src/cli/main.js restore "${file}"`], { cwd: ROOT, env, limitMs: 120_000 });
+  t.equal(r.code, 0, `restored (it opened its copy with the default 1 TiB map and blamed the backup): ${r.stderr.trim().slice(0, 300)}`);
 });

@@ -111,3 +111,11 @@ t.test('the OTEL_* values tracing would ignore are named at start (and none when
   t.notOk(said.join(' ').includes('not-a-url'), 'the endpoint itself is not echoed (it may hold credentials)');
   t.same(otelProblems({ OTEL_TRACES_SAMPLER: 'bogus' }), [], 'tracing off: nothing read');
 });
+
+t.test('an empty OTEL_TRACES_SAMPLER_ARG is unset (ratio 1), not 0 (which sampled nothing)', async (t) => {
+  const { samplerFromEnv } = await import('../../src/observability/tracing-sdk.ts');
+  const warned: string[] = [];
+  t.equal(String(samplerFromEnv({ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '' }, (m) => warned.push(m))), 'TraceIdRatioBased{1}');
+  t.equal(String(samplerFromEnv({ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.25' }, (m) => warned.push(m))), 'TraceIdRatioBased{0.25}');
+  t.same(warned, []);
+});

@@ -151,6 +151,7 @@ t.test('what any route may answer is in the document: 503 server_busy with Retry
     }
     t.ok(codesAt(op, '503').includes('server_busy'), `${where}: 503 server_busy`);
     t.ok(op.responses['503']?.headers?.['Retry-After'], `${where}: with Retry-After`);
+    if (codesAt(op, '401').includes('invalid_token')) t.ok(op.responses['401']?.headers?.['WWW-Authenticate'], `${where}: its 401 names the Bearer scheme`);
     if (op.requestBody?.content?.['application/json']) {
       t.ok(codesAt(op, '413').includes('payload_too_large'), `${where}: 413 payload_too_large`);
       t.ok(codesAt(op, '400').includes('invalid_content_length'), `${where}: 400 invalid_content_length`);

@@ -1,6 +1,7 @@
 import t from 'tap';
 import { openStore } from '../../src/store/lmdb/open.ts';
 import { pruneAuditBefore } from '../../src/store/lmdb/retention.ts';
+import { forgetExpiryIndex } from '../../src/store/lmdb/expiry.ts';
 import { tempDir } from '../helpers/server.ts';
 
 // A store pruned by a build that left the per-token index behind holds index entries of rows
@@ -23,4 +24,15 @@ t.test('the per-token index entries of rows pruned before are dropped once, the 
   t.equal(await pruneAuditBefore(store, 0), 0);
   t.same([...store.db.byToken.getKeys({})], [['audit', 'tok_a', 2000, 'req_live']], 'only the live row\'s entry is left');
   t.equal(store.db.meta.get('by_token_pruned_v1'), true, 'flagged: done once');
+});
+
+t.test('another build\'s writes found (db migrate, recovery): the orphans are looked for again at the next prune', async (t) => {
+  const store = openStore(tempDir());
+  t.teardown(() => store.close());
+  t.equal(store.db.meta.get('by_token_pruned_v1'), true, 'a new store has none');
+  await forgetExpiryIndex(store);
+  t.equal(store.db.meta.get('by_token_pruned_v1'), undefined, 'forgotten with the expiry index: an older build may have pruned rows and left their entries');
+  await store.root.transaction(() => void store.db.byToken.put(['ledger', 'tok_x', 1, 'led_gone'], 1));
+  await pruneAuditBefore(store, 0);
+  t.equal(store.db.byToken.getKeysCount(), 0, 'and the next prune drops them');
 });

@@ -1,6 +1,6 @@
 import type { Database, Key } from 'lmdb';
 import { atomically } from './atomic.ts';
-import { EXPIRING_TREES, expiryFlag, readLatest, type ExpiringTree, type Store } from './open.ts';
+import { BY_TOKEN_PRUNED_FLAG, EXPIRING_TREES, expiryFlag, readLatest, type ExpiringTree, type Store } from './open.ts';
 import { judgeInChunks } from './prune-scan.ts';
 
 // The expiry index: for each record that retention removes from a tree not keyed by time, an
@@ -120,11 +120,14 @@ async function indexWhilePruning<V>(store: Store, tree: ExpiringTree, db: Databa
 }
 
 /** Marks every tree not indexed, so that the next pass of each pruner reads its tree and
- * indexes what an older build wrote without entries (`db migrate`). Entries already there
- * stay: the pass writes the same keys again. Returns the trees. */
+ * indexes what an older build wrote without entries (`db migrate`, recovery after another
+ * build's writes). Entries already there stay: the pass writes the same keys again. The
+ * per-token index is marked as possibly holding entries of rows an older build pruned too, so
+ * the next prune drops them again (retention.ts). Returns the trees. */
 export async function forgetExpiryIndex(store: Store): Promise<ExpiringTree[]> {
   await atomically(store, () => {
     for (const tree of EXPIRING_TREES) void store.db.meta.remove(expiryFlag(tree));
+    void store.db.meta.remove(BY_TOKEN_PRUNED_FLAG);
   });
   return [...EXPIRING_TREES];
 }
