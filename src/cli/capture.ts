@@ -118,7 +118,12 @@ export const captureCommands: Record<string, Command> = {
         throw e;
       }
       const out = fromOperator(ctx, values.out);
-      fs.writeFileSync(out, crop);
+      try {
+        fs.writeFileSync(out, crop);
+      } catch (e) {
+        // a folder that is missing, a folder given as the file, no permission: the operator's to fix
+        throw new UsageError(`cannot write ${out}: ${(e as Error).message}`);
+      }
       const { config } = ctx;
       const base = (values.url ?? `${config.TLS_CERT_FILE ? 'https' : 'http'}://${config.HOST === '0.0.0.0' || config.HOST === '::' ? '127.0.0.1' : config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST}:${config.PORT}`).replace(/\/+$/, '');
       // the token stays out of the printed text (and so out of logs and shell history): the

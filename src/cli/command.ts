@@ -43,6 +43,11 @@ export type Command = {
    * refused (exit 5) instead of opening, and so creating, an empty store (a backup of a
    * mistyped DATA_DIR was an empty backup, exit 0) */
   existingStore?: true;
+  /** the command takes at most this many plain arguments and no option: more, or an option
+   * (`--dry-run`), is a usage error (exit 2) before anything runs, where it was dropped without
+   * a word (`keys rotate --dry-run` rotated the key). `--` ends the options: what follows is an
+   * argument however it looks (a token named `-h`). Unset: the command parses its own. */
+  positional?: number;
   run(store: StoreBackend, args: string[], ctx: CliContext): Promise<unknown>;
 };
 

@@ -4,6 +4,7 @@ import type { Command } from './command.ts';
 
 export const dbCommands: Record<string, Command> = {
   'db migrate': {
+    positional: 0,
     usage: 'db migrate   (PostgreSQL when DATABASE_URL is set: applies pending schema migrations under the advisory lock; LMDB: creates or checks the store, and has the pruners index it again)',
     // Opening the store is the migration: the CLI opened it (under the advisory lock for
     // PostgreSQL, checked against this build's layout for LMDB) before running this. On LMDB,

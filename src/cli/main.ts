@@ -89,7 +89,7 @@ const commands: Record<string, Command> = {
       }
     },
   },
-  'user list': { usage: 'user list', run: async (store) => ({ users: await listUserViews(store) }) },
+  'user list': { positional: 0, existingStore: true, usage: 'user list', run: async (store) => ({ users: await listUserViews(store) }) },
   'token create': {
     usage: 'token create --name NAME [--grant module:limit|unlimited:day|month|never]... [--expires ISO] [--demo]   (prints the plaintext once)',
     async run(store, args) {
@@ -108,10 +108,11 @@ const commands: Record<string, Command> = {
       }
     },
   },
-  'token list': { existingStore: true, usage: 'token list', run: async (store) => ({ tokens: await listTokenViews(store) }) },
-  'token show': { existingStore: true, usage: 'token show <token_id|name>', run: async (store, [ref]) => need(await tokenDetail(store, await tokenId(store, ref)), 'token') },
-  'token disable': { usage: 'token disable <token_id|name>', run: async (store, [ref]) => need(await patchToken(store, await tokenId(store, ref), { enabled: false }), 'token') },
+  'token list': { positional: 0, existingStore: true, usage: 'token list', run: async (store) => ({ tokens: await listTokenViews(store) }) },
+  'token show': { positional: 1, existingStore: true, usage: 'token show <token_id|name>', run: async (store, [ref]) => need(await tokenDetail(store, await tokenId(store, ref)), 'token') },
+  'token disable': { positional: 1, usage: 'token disable <token_id|name>', run: async (store, [ref]) => need(await patchToken(store, await tokenId(store, ref), { enabled: false }), 'token') },
   'token enable': {
+    positional: 1,
     usage: 'token enable <token_id|name>',
     run: async (store, [ref]) => {
       try {
@@ -129,12 +130,14 @@ const commands: Record<string, Command> = {
       return need(await patchToken(store, await tokenId(store, positionals[0]), { expires_at: values.at ? isoOf(values.at, '--at') : isoNow() }), 'token');
     },
   },
-  'token revoke': { usage: 'token revoke <token_id|name>', run: async (store, [ref]) => need(await revokeToken(store, await tokenId(store, ref)), 'token') },
+  'token revoke': { positional: 1, usage: 'token revoke <token_id|name>', run: async (store, [ref]) => need(await revokeToken(store, await tokenId(store, ref)), 'token') },
   'grant set': {
+    positional: 4,
     usage: 'grant set <token_id|name> <module_id> <limit|unlimited> <day|month|never>',
     run: async (store, [ref, m, l, p]) => need(await setGrant(store, await tokenId(store, ref), { module_id: moduleId(m), limit: limitOf(l), period: periodOf(p) }), 'token'),
   },
   'grant remove': {
+    positional: 2,
     usage: 'grant remove <token_id|name> <module_id>',
     async run(store, [ref, m]) {
       const removed = need(await removeGrant(store, await tokenId(store, ref), moduleId(m)), 'token');
@@ -142,6 +145,7 @@ const commands: Record<string, Command> = {
     },
   },
   usage: {
+    positional: 1,
     existingStore: true,
     usage: 'usage [<token_id|name>]   (usage snapshots of one token or of all)',
     async run(store, [ref]) {
@@ -152,14 +156,16 @@ const commands: Record<string, Command> = {
       return { tokens: out };
     },
   },
-  'module enable': { usage: 'module enable <module_id>', run: async (store, [m]) => (await store.setModuleEnabled(moduleId(m), true), { module_id: m, enabled: true }) },
-  'module disable': { usage: 'module disable <module_id>', run: async (store, [m]) => (await store.setModuleEnabled(moduleId(m), false), { module_id: m, enabled: false }) },
+  'module enable': { positional: 1, usage: 'module enable <module_id>', run: async (store, [m]) => (await store.setModuleEnabled(moduleId(m), true), { module_id: m, enabled: true }) },
+  'module disable': { positional: 1, usage: 'module disable <module_id>', run: async (store, [m]) => (await store.setModuleEnabled(moduleId(m), false), { module_id: m, enabled: false }) },
   'session list': {
+    positional: 1,
     existingStore: true,
     usage: 'session list <token_id|name>   (the device sessions of a token usable now, newest first, at most 100)',
     run: async (store, [ref]) => ({ sessions: await activeSessions(store, need(await store.getToken(await tokenId(store, ref)), 'token'), now()) }),
   },
   'session revoke': {
+    positional: 1,
     usage: 'session revoke <session_id>   (one device session ends at once; the token and its other sessions keep working)',
     async run(store, [id]) {
       if (!id) throw new UsageError('a session id (ses_...) is required: session list <token> shows them, and the audit log names them');
@@ -177,6 +183,18 @@ function help(): string {
 }
 
 const HELP_FLAGS = new Set(['-h', '--help']);
+
+/** A command's plain arguments (Command.positional): an option before `--`, or more than it
+ * takes, is refused. */
+function plainArguments(name: string, args: readonly string[], most: number): string[] {
+  const end = args.indexOf('--');
+  const before = end === -1 ? args : args.slice(0, end);
+  const option = before.find((a) => a.startsWith('-') && a.length > 1);
+  if (option !== undefined) throw new UsageError(`${name} takes no option ${JSON.stringify(option)} (nothing was done); an argument that starts with - goes after --`);
+  const plain = end === -1 ? [...args] : [...before, ...args.slice(end + 1)];
+  if (plain.length > most) throw new UsageError(`${name} takes ${most === 0 ? 'no argument' : `at most ${most} argument${most === 1 ? '' : 's'}`}; got ${plain.length} (nothing was done)`);
+  return plain;
+}
 
 /** What was not understood: the first word, or, when the first word names a family of
  * commands (token, models ...), the pair and the family's own commands. */
@@ -241,8 +259,10 @@ export async function runCommand(argv: string[], io: CliIo): Promise<number> {
     return EXIT.usage;
   }
   const args = argv.slice(name.split(' ').length);
-  // help on any command is an answer, not an error, and opens no store
-  if (args.some((a) => HELP_FLAGS.has(a))) {
+  // help on any command is an answer, not an error, and opens no store (before a `--`: after it,
+  // `-h` is an argument, a token's name say)
+  const optionsPart = args.includes('--') ? args.slice(0, args.indexOf('--')) : args;
+  if (optionsPart.some((a) => HELP_FLAGS.has(a))) {
     io.stdout.write(`usage: npm run cli --silent -- ${commands[name]!.usage}\n\n${EXIT_HELP}\n`);
     return EXIT.ok;
   }
@@ -251,13 +271,14 @@ export async function runCommand(argv: string[], io: CliIo): Promise<number> {
   try {
     const config = loadConfig(io.env, io.cwd);
     const command = commands[name]!;
+    const given = command.positional === undefined ? args : plainArguments(name, args, command.positional);
     if (command.existingStore && !io.store && !config.DATABASE_URL && !fs.existsSync(path.join(config.DATA_DIR, 'store', 'data.mdb'))) {
       throw new StoreError(`no store at ${path.join(config.DATA_DIR, 'store')}: is DATA_DIR right? (nothing was created)`);
     }
     if (!command.noStore) store = io.store ?? (await openConfiguredStore(config));
     const ctx = { ...io, config, exitCode: EXIT.ok as number };
     // a noStore command is never handed one
-    const out = await command.run(store as StoreBackend, args, ctx);
+    const out = await command.run(store as StoreBackend, given, ctx);
     io.stdout.write(out instanceof TextOutput ? out.text : `${JSON.stringify(out, null, 2)}\n`);
     return ctx.exitCode;
   } catch (e) {

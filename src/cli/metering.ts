@@ -28,6 +28,7 @@ async function pageArgs(store: Parameters<typeof tokenId>[0], args: string[]): P
 
 export const meteringCommands: Record<string, Command> = {
   'ledger verify': {
+    positional: 0,
     existingStore: true,
     usage: 'ledger verify   (recomputes every usage counter from the ledger; exit 1 on any mismatch)',
     async run(store, _args, ctx) {
@@ -38,8 +39,9 @@ export const meteringCommands: Record<string, Command> = {
   },
   'ledger list': { existingStore: true, usage: 'ledger list [--token ID|NAME] [--module ID] [--from ISO] [--to ISO] [--limit N] [--cursor C]', run: async (store, args) => store.listLedger(await pageArgs(store, args)) },
   'audit list': { existingStore: true, usage: 'audit list [--token ID|NAME] [--module ID] [--from ISO] [--to ISO] [--limit N] [--cursor C]', run: async (store, args) => store.listAudit(await pageArgs(store, args)) },
-  'settlements list': { existingStore: true, usage: 'settlements list   (reservations whose settlement failed)', run: async (store) => ({ settlements: await listPendingSettlements(store) }) },
+  'settlements list': { positional: 0, existingStore: true, usage: 'settlements list   (reservations whose settlement failed)', run: async (store) => ({ settlements: await listPendingSettlements(store) }) },
   'settlements resolve': {
+    positional: 2,
     usage: 'settlements resolve <reservation_id> charge|refund',
     async run(store, [id, action]) {
       if (action !== 'charge' && action !== 'refund') throw new UsageError('action must be charge or refund');

@@ -134,12 +134,17 @@ export const modelCommands: Record<string, Command> = {
         const { scores: _scores, ...figures } = report;
         return figures;
       } catch (e) {
+        // a set that is not there is not found (3), as for models activate
+        if (e instanceof ManifestError && !fs.existsSync(path.join(config.MODELS_DIR, set)) && !fs.existsSync(path.join(resolve(set), 'manifest.json'))) throw new NotFoundError(e.message);
         if (e instanceof CalibrationError || e instanceof ManifestError) throw new UsageError(e.message);
         throw e;
       }
     },
   },
   'models status': {
+    positional: 0,
+    // the state files and the manifests: no store is opened (it made one in a mistyped DATA_DIR)
+    noStore: true,
     usage: 'models status   (the model set a running server on this DATA_DIR serves, its last activation, and which sets are trained)',
     async run(_store, _args, { config }) {
       const state = readModelSetState(config.DATA_DIR) ?? { active: null, note: 'no running server has written its state in this DATA_DIR', available: availableModelSets(config.MODELS_DIR) };

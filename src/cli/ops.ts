@@ -30,6 +30,7 @@ async function preparedKeys(file: string, liveKeys: string): Promise<PreparedKey
 /** Operations commands: retention and backup (docs/operations.md: "Retention", "Backup and restore"). */
 export const opsCommands: Record<string, Command> = {
   'retention prune': {
+    positional: 0,
     existingStore: true,
     usage: 'retention prune   (one pass of the pruner with the RETENTION_* settings, as the service runs hourly)',
     run: async (store, _args, ctx) => pruneOnce(store, ctx.config),

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
-import { CLI_ARGS, ROOT, runChild, runCliProcess, tempDir } from '../helpers/server.ts';
+import { CLI_ARGS, ROOT, runChild, runCli, runCliProcess, tempDir } from '../helpers/server.ts';
 import { SERVICE_VERSION } from '../../src/version.ts';
 
 // The CLI as a program (issue 43). Every other CLI test runs its commands in the test process
@@ -28,7 +28,10 @@ t.test('--version and --help answer on stdout and exit 0, opening no store', asy
 
 t.test('a refusal\'s exit code reaches the shell, its message on stderr', async (t) => {
   const quote = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
-  const r = await runChild('sh', ['-c', `${[process.execPath, ...CLI_ARGS].map(quote).join(' ')} token show nobody`], { cwd: ROOT, env: { ...process.env, DATA_DIR: tempDir() } });
+  // a DATA_DIR with a store (a reading command refuses one without: exit 5)
+  const withStore = tempDir();
+  t.equal((await runCli(withStore, ['db', 'migrate'])).code, 0);
+  const r = await runChild('sh', ['-c', `${[process.execPath, ...CLI_ARGS].map(quote).join(' ')} token show nobody`], { cwd: ROOT, env: { ...process.env, DATA_DIR: withStore } });
   t.equal(r.code, 3, 'not found: 3, as $? in the shell');
   t.equal(r.stdout, '');
   t.equal(r.stderr, 'error: unknown token "nobody" (neither an id nor a name)\n', 'one line, no stack');
