@@ -15,3 +15,16 @@ export function createLogger(level: string, bindings: Record<string, unknown> = 
   };
   return destination ? pino(options, destination) : pino(options);
 }
+
+/** Writes out, before the call returns, whatever the logger still holds: pino's stdout stream
+ * writes asynchronously, so a process that ends by SIGKILL right after a log call (a stop whose
+ * store cannot close) lost its last lines, the one saying why among them (seen: the suite's
+ * stalled-writer test, twice in two full runs). A stream that cannot flush now is left as is. */
+export function flushLogSync(log: Logger): void {
+  const stream = (log as unknown as Record<symbol, { flushSync?: () => void } | undefined>)[pino.symbols.streamSym];
+  try {
+    stream?.flushSync?.();
+  } catch {
+    // a write in progress that cannot be completed synchronously: nothing more can be done
+  }
+}
