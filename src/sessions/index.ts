@@ -56,7 +56,6 @@ export async function ownSession(store: DeviceSessions, token: TokenRecord, id: 
   return s;
 }
 
-/** What a backend reads to decide, server to server: the state and every call's results. */
 /** The session as its business token lets it be: a session never outlives the token's
  * expires_at (docs/sessions.md), and one minted before the token's expiry was moved earlier
  * (token patch, `cli token expire`) kept its own later expires_at, read as active after the
@@ -65,6 +64,7 @@ export function withinToken(s: DeviceSession, token: Pick<TokenRecord, 'expires_
   return token.expires_at !== null && Date.parse(token.expires_at) < Date.parse(s.expires_at) ? { ...s, expires_at: token.expires_at } : s;
 }
 
+/** What a backend reads to decide, server to server: the state and every call's results. */
 export async function sessionStatus(store: DeviceSessions & Pick<UsageReads, 'getResults' | 'getReservation'>, s: DeviceSession, at: number) {
   const results: SessionVerification[] = [];
   for (const call of await store.listDeviceSessionCalls(s.id)) {

@@ -192,11 +192,13 @@ const exists = (p: string) => {
 
 /**
  * Restores a backup made by backupStore into DATA_DIR, whose server must be stopped (the
- * caller checks). Everything is checked and prepared first, beside the store inside DATA_DIR
- * and before anything there moves: the backup is copied and opened, so a file that is not a
- * store of this build is refused; the keys folder (`keys`, checked by the caller, or null
- * when the backup has none) is written out. Then the current store and keys are moved aside,
- * never deleted, and the copies take their place, all renames or none (renameAll).
+ * caller checks, and holds DATA_DIR's mark while this runs). Everything is checked and prepared
+ * first, beside the store inside DATA_DIR and before anything there moves: the backup is
+ * copied, read whole in a child process (readWhole), and opened, so a file that is not a whole
+ * store of this build is refused; its pending reservations are marked held by no process
+ * (orphanPending); the keys folder (`keys`, checked by the caller, or null when the backup has
+ * none) is written out. Then the current store and keys are moved aside, never deleted, and
+ * the copies take their place, all renames or none (renameAll).
  */
 export async function restoreStore(dataDir: string, keysDir: string, file: string, at: Date, open: (dir: string) => Store, keys: PreparedKeys | null = null): Promise<RestoreResult> {
   const source = path.resolve(file);
