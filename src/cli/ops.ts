@@ -59,12 +59,14 @@ export const opsCommands: Record<string, Command> = {
       // DATA_DIR's server mark, held for the whole restore: a live server refuses it, and a
       // server started meanwhile is refused (it used to start and serve the store this restore
       // then moved aside, and the charges it answered went with it)
+      // a file that is not there is refused before the mark makes DATA_DIR
+      if (!fs.statSync(file, { throwIfNoEntry: false })?.isFile()) throw new UsageError(`${file} is not a file; nothing was restored`);
       let unmark: () => void;
       try {
         unmark = markRunning(config.DATA_DIR, 'restore');
       } catch (e) {
         if (e instanceof ServerRunningError) throw new ConflictError(`${e.message}; nothing was restored`);
-        throw e;
+        throw new UsageError(`DATA_DIR ${config.DATA_DIR} cannot be used: ${(e as Error).message}; nothing was restored`);
       }
       try {
         const keys = await preparedKeys(file, keysDir(config.DATA_DIR));

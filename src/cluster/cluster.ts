@@ -8,7 +8,7 @@ import { ConfigError, type Config } from '../config/index.ts';
 import { createAdmissionTable, createBalanceTable, describeUwsBuild, releaseWorkerSlots } from '../http/index.ts';
 import type { ModuleReadiness } from '../inference/index.ts';
 import { geoDatabase } from '../metering/index.ts';
-import { aggregateMetrics, flushLogSync, MainMetrics, type Logger, type MetricsSnapshot, type RefundMetrics } from '../observability/index.ts';
+import { aggregateMetrics, drainLog, MainMetrics, type Logger, type MetricsSnapshot, type RefundMetrics } from '../observability/index.ts';
 import { SOURCE_DIR, SOURCE_EXT, threadEntry } from '../source-ext.ts';
 import { storeWriterChannel, type StoreBackend } from '../store/index.ts';
 import type { EngineHost } from './engine-host.ts';
@@ -241,8 +241,8 @@ export class Cluster {
     if (!closed) {
       this.log.error({ waited_ms: CLOSE_WAIT_MS }, 'the engine or the store did not close in time (a stuck disk?); killing the process: the next start recovers what was pending');
       this.log.info({ code: 'SIGKILL' }, 'stopped');
-      // the lines above are still in the logger's buffer: SIGKILL would drop them
-      flushLogSync(this.log);
+      // the lines above are still in the logger's buffer, or being written: SIGKILL would drop them
+      await drainLog(this.log, 1000);
       // process.exit would wait too: its teardown joins the threads and closes the LMDB
       // environment, and the thread stuck inside the commit holds both (seen: still alive
       // 90 s after its SIGTERM). Nothing answered is lost: what the stuck commit held was

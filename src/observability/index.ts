@@ -1,6 +1,6 @@
 // The surface of src/observability/: what the other folders of src/ may import from it.
 
-export { createLogger, flushLogSync } from './logger.ts';
+export { createLogger, drainLog, flushLogSync } from './logger.ts';
 export type { Logger } from './logger.ts';
 export { MainMetrics, RefundMetrics, WorkerMetrics, aggregateMetrics } from './metrics.ts';
 export type { MetricsSnapshot } from './metrics.ts';

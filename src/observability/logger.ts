@@ -28,3 +28,15 @@ export function flushLogSync(log: Logger): void {
     // a write in progress that cannot be completed synchronously: nothing more can be done
   }
 }
+
+/** Waits (at most `boundMs`) for the logger's writes in flight, then writes out the rest before
+ * returning. flushLogSync alone is not enough: an asynchronous write already handed to the
+ * thread pool cannot be finished synchronously, and it held the line saying why the process
+ * was about to kill itself (lost in 2 of 3 full suite runs even with the synchronous flush).
+ * sonic-boom says a write is in flight only through its `_writing` field: read here, bounded. */
+export async function drainLog(log: Logger, boundMs: number): Promise<void> {
+  const stream = (log as unknown as Record<symbol, { _writing?: boolean } | undefined>)[pino.symbols.streamSym];
+  const until = Date.now() + boundMs;
+  while (stream?._writing === true && Date.now() < until) await new Promise((r) => setTimeout(r, 2));
+  flushLogSync(log);
+}

@@ -61,7 +61,9 @@ t.test('restore refuses what is not a backup, and changes nothing', async (t) =>
   t.equal(r.code, 2);
   t.match(r.stderr, /is not an LMDB store/);
   t.notOk(fs.existsSync(path.join(dataDir, 'store')), 'no store made');
-  t.equal((await runCli(dataDir, ['restore', path.join(dataDir, 'nope.mdb')])).code, 2);
+  const fresh = path.join(tempDir(), 'fresh');
+  t.equal((await runCli(fresh, ['restore', path.join(dataDir, 'nope.mdb')])).code, 2);
+  t.notOk(fs.existsSync(fresh), 'a missing backup file: DATA_DIR is not made either');
 });
 
 /** A backup of a small store made through the CLI (a token and its grant: some pages of
