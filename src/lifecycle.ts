@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from './observability/index.ts';
-import { currentProcess, holderAlive } from './store/index.ts';
+import { currentProcess, holderAlive, makeDataDir } from './store/index.ts';
 
 export { DRAIN_TIMEOUT_MS } from './config/index.ts';
 
@@ -58,7 +58,7 @@ export class ServerRunningError extends Error {}
 export function markRunning(dataDir: string, role: MarkRole = 'server'): () => void {
   const file = serverFile(dataDir);
   const me = currentProcess();
-  fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  makeDataDir(dataDir);
   for (;;) {
     try {
       fs.writeFileSync(file, `${JSON.stringify({ ...me, started_at: new Date().toISOString(), ...(role === 'server' ? {} : { role }) })}\n`, { flag: 'wx' });

@@ -1,4 +1,3 @@
-import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Value } from '@sinclair/typebox/value';
@@ -9,6 +8,7 @@ import { loadConfig } from '../config/index.ts';
 import { MODULE_IDS, type ModuleId } from '../contract/index.ts';
 import { activeSessions, revokeSessionById } from '../sessions/index.ts';
 import { type CallerReads, type StoreBackend, type TokenAdmin, openConfiguredStore, privateUmask, type Grant, type Period, DuplicateUserError, StoreError } from '../store/index.ts';
+import { lmdbStoreExists } from '../store/lmdb/index.ts';
 import { extraCommands } from './extra.ts';
 import { ConflictError, EXIT, exitCodeOf, NotFoundError, UsageError } from './errors.ts';
 import { TextOutput, type CliIo, type Command } from './command.ts';
@@ -272,7 +272,7 @@ export async function runCommand(argv: string[], io: CliIo): Promise<number> {
     const config = loadConfig(io.env, io.cwd);
     const command = commands[name]!;
     const given = command.positional === undefined ? args : plainArguments(name, args, command.positional);
-    if (command.existingStore && !io.store && !config.DATABASE_URL && !fs.existsSync(path.join(config.DATA_DIR, 'store', 'data.mdb'))) {
+    if (command.existingStore && !io.store && !config.DATABASE_URL && !lmdbStoreExists(config.DATA_DIR)) {
       throw new StoreError(`no store at ${path.join(config.DATA_DIR, 'store')}: is DATA_DIR right? (nothing was created)`);
     }
     if (!command.noStore) store = io.store ?? (await openConfiguredStore(config));

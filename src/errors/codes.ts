@@ -5,6 +5,8 @@
 // under `variants`: a throw site names its case (messageOf) and never writes the text, so
 // every message the service can send is read in this one file.
 
+import { BEARER_CHALLENGE, isBearerRefusal } from './challenge.ts';
+
 const NO_CAPACITY_SLOT = 'No capacity slot available; retry after the indicated delay';
 const NOTHING_RECORDED = 'The service cannot record calls right now (its store is failing writes): nothing was charged and the Idempotency-Key is not bound; retry with the same key after the indicated delay';
 
@@ -114,7 +116,8 @@ export class ServiceError extends Error {
     super(message ?? ERRORS[code].message, cause === undefined ? undefined : { cause });
     this.code = code;
     this.status = ERRORS[code].status;
-    this.headers = headers;
+    // a refused Bearer token names its scheme wherever the error is answered (challenge.ts)
+    this.headers = isBearerRefusal(code) ? { 'WWW-Authenticate': BEARER_CHALLENGE, ...headers } : headers;
   }
 }
 

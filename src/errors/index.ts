@@ -3,4 +3,4 @@ export { retryAfter } from './retry-after.ts';
 export { storeNotAnswering } from './store-not-answering.ts';
 
 export { ISSUE_TYPES } from './issue-types.ts';
-export { BEARER_CHALLENGE, withChallenge } from './challenge.ts';
+export { BEARER_CHALLENGE } from './challenge.ts';

@@ -1,4 +1,4 @@
-import { ERRORS, errorBody, ServiceError, storeNotAnswering, ValidationFailure, withChallenge } from '../errors/index.ts';
+import { ERRORS, errorBody, ServiceError, storeNotAnswering, ValidationFailure } from '../errors/index.ts';
 import { StoreUnavailableError } from '../store/index.ts';
 import { ClientGoneError } from '../verify/index.ts';
 import type { HttpContext } from './context.ts';
@@ -33,7 +33,7 @@ export function errorReply(ctx: HttpContext, err: unknown, retryAfterSeconds: nu
   }
   if (err instanceof ServiceError) {
     ctx.errorCode = err.code;
-    return { status: err.status, body: errorBody(err.code, err.message, ctx.requestId), headers: withChallenge(err.code, err.headers) };
+    return { status: err.status, body: errorBody(err.code, err.message, ctx.requestId), headers: err.headers };
   }
   // the client left while its body came (admin and login JSON): logged as that, answered to nobody
   if (err instanceof ClientGoneError) {

@@ -19,6 +19,6 @@ export { openConfiguredStore, storeWriterChannel } from './select.ts';
 export { MAX_SESSION_CAPTURES, MAX_SESSION_TTL_SECONDS, deviceSessionState, deviceSessionUsable } from './device-sessions.ts';
 export type { DeviceSession, DeviceSessionState } from './device-sessions.ts';
 export { currentProcess, holderAlive, type ProcessIdentity } from './owner.ts';
-export { privateDataDir, privateUmask } from './private-data.ts';
+export { makeDataDir, privateDataDir, privateUmask } from './private-data.ts';
 export { noteStoreRecovered, onStoreRecovered, storeDownSince, storeRecoveries, type StoreRecovery } from './outages.ts';
 export { isLmdbCommitRejection, isStorageFailure, onStoreWriteFailure, storeWritesFailing } from './write-health.ts';

@@ -42,10 +42,11 @@ export function privateDataDir(dataDir: string): string[] {
 }
 
 /** DATA_DIR made (its parents too) or found as a folder; a DATA_DIR that cannot be is a
- * configuration error naming it (exit 2), where it was a stack trace (exit 1). A parent that
- * exists gets a plain mkdir: Node's recursive one loops for ever under /proc/sys, where no
- * signal could stop the start. */
-function makeDataDir(dataDir: string): void {
+ * configuration error naming it (one line, where it was a stack trace). A parent that exists
+ * gets a plain mkdir: Node's recursive one loops for ever under /proc/sys, where no signal
+ * could stop the start. Everything that makes DATA_DIR goes through this (the start, the
+ * server mark a restore takes). */
+export function makeDataDir(dataDir: string): void {
   try {
     if (fs.existsSync(path.dirname(dataDir))) {
       try {

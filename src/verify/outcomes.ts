@@ -1,4 +1,4 @@
-import { ERRORS, errorBody, retryAfter, ServiceError, storeNotAnswering, ValidationFailure, withChallenge, type ErrorCode } from '../errors/index.ts';
+import { ERRORS, errorBody, retryAfter, ServiceError, storeNotAnswering, ValidationFailure, type ErrorCode } from '../errors/index.ts';
 import { StoreUnavailableError } from '../store/index.ts';
 import { UnrecordedCallError } from './store-outcomes.ts';
 import { ClientGoneError, type VerifyAnswer, type VerifyStep } from './ports.ts';
@@ -49,7 +49,7 @@ export function refusal(err: unknown, requestId: string, retryAfterSeconds: numb
   if (err instanceof ValidationFailure) return { status: 422, body: { detail: err.detail }, errorCode: 'invalid_input' };
   if (err instanceof ServiceError) {
     if (err instanceof UnrecordedCallError) err.headers['Retry-After'] ??= retryAfter(retryAfterSeconds)['Retry-After'];
-    return { status: err.status, body: errorBody(err.code, err.message, requestId), headers: withChallenge(err.code, err.headers), errorCode: err.code };
+    return { status: err.status, body: errorBody(err.code, err.message, requestId), headers: err.headers, errorCode: err.code };
   }
   return { status: 500, body: errorBody('internal_error', ERRORS.internal_error.message, requestId), errorCode: 'internal_error' };
 }

@@ -29,3 +29,25 @@ t.test('an address at its connection cap is refused 503 server_busy, but its hea
   }
   t.equal((await fetch(`${api.baseUrl}/v1/modules`)).status, 503, 'and the cap still holds for the rest');
 });
+
+t.test('probes that come while a readiness check runs share it: fifty at once ask the store far fewer than fifty times', async (t) => {
+  const api = await startApi();
+  t.teardown(() => api.stop());
+  // the store's check held until released, counted
+  const store = api.store as { healthy(): Promise<boolean> };
+  const real = store.healthy.bind(store);
+  let calls = 0;
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  store.healthy = async () => {
+    calls++;
+    await gate;
+    return real();
+  };
+  const answers = Promise.all(Array.from({ length: 50 }, () => fetch(`${api.baseUrl}/health/ready`).then(async (r) => ({ status: r.status, body: (await r.json()) as { status: string } }))));
+  await waitFor(() => calls >= 1, { what: 'the first readiness check' });
+  release();
+  const all = await answers;
+  t.ok(all.every((a) => a.body.status === 'ready' || a.body.status === 'not_ready'), 'every probe gets the readiness body');
+  t.ok(calls < 25, `the store was asked ${calls} times for 50 probes (once each before)`);
+});

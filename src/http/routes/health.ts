@@ -1,6 +1,6 @@
 import type { Router } from '../router.ts';
 import type { Services } from '../services.ts';
-import { json } from '../respond.ts';
+import { json, type Reply } from '../respond.ts';
 import { describeUwsBuild } from '../uws.ts';
 
 /** contract.md: live -> {status:"live"}; ready -> {status:"ready"|"not_ready", modules}.
@@ -12,7 +12,18 @@ export function healthRoutes(router: Router, s: Services): void {
   let logged: string | null = null;
   let loggedWrites: string | null = null;
   router.add('GET', '/health/live', () => json(200, { status: 'live' }));
+  // One readiness check at a time per API worker, shared by the probes that come while it runs:
+  // a probe is never refused by the connection cap (src/http/app.ts), and each check asks the
+  // store (on PostgreSQL, a query per module and one more), so fifty probes at once from one
+  // address made fifty times those queries, queued on the pool the verify calls use.
+  let pending: Promise<Reply> | null = null;
   router.add('GET', '/health/ready', async () => {
+    pending ??= readiness().finally(() => {
+      pending = null;
+    });
+    return { ...(await pending) };
+  });
+  const readiness = async (): Promise<Reply> => {
     const store = await s.store.healthy();
     // /health/ready is unauthenticated (a balancer asks it): the answer says why the store is
     // unavailable in words that name no host; which hosts of DATABASE_URL were tried and what
@@ -53,7 +64,7 @@ export function healthRoutes(router: Router, s: Services): void {
       // what an operator comparing nodes after an upgrade needs: the runtime and the HTTP build
       server: { node: process.version, uws: describeUwsBuild() },
     });
-  });
+  };
 }
 
 /** `text` with what it quotes ('/var/lib/...', "base/16384/2619") left out. */

@@ -127,7 +127,9 @@ function verifyRequest(ctx: HttpContext, moduleParam: string, s: Services, slot:
     startedAt: ctx.startedAt,
     aborted: () => ctx.aborted,
     record: (facts, status, errorCode, replayed) => {
-      recordVerify(ctx, s.metrics, facts, status, errorCode, replayed, trace?.traceId, sentSessionToken(ctx.headers['authorization']));
+      // a session token that did not authenticate is refused 401, first thing: only then is the
+      // header read again (not on every call)
+      recordVerify(ctx, s.metrics, facts, status, errorCode, replayed, trace?.traceId, status === 401 && sentSessionToken(ctx.headers['authorization']));
       trace?.describe({
         'lv.module': facts.moduleId ?? 'unknown', 'lv.captures': facts.captures ?? 0, 'lv.replayed': replayed, 'lv.charged_units': facts.charged,
         'lv.modes': [...new Set((facts.results ?? []).map((r) => r.mode))],

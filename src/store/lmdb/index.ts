@@ -2,7 +2,7 @@
 // directly (the CLI's backup and restore and `db migrate`'s schema version; benches and tests
 // that open a store and write records around the interface). Everything else goes through
 // StoreBackend's roles (store/index.ts).
-export { openStore, SCHEMA_VERSION, type Store } from './open.ts';
+export { lmdbStoreExists, openStore, SCHEMA_VERSION, type Store } from './open.ts';
 export { appendLedger } from './ledger.ts';
 export { reserve } from './reserve.ts';
 export { settle, refund } from './settle.ts';

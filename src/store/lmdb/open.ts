@@ -133,6 +133,11 @@ export function isLmdbDataFile(file: string): boolean {
   return head.readUInt32LE(24) === 0xbeefc0de || head.readUInt32LE(16) === 0xbeefc0de;
 }
 
+/** Whether DATA_DIR holds an LMDB store (its data file), without opening, and so creating, one. */
+export function lmdbStoreExists(dataDir: string): boolean {
+  return fs.existsSync(path.join(dataDir, 'store', 'data.mdb'));
+}
+
 /** The soft limit on this process's address space (`ulimit -v`, systemd's LimitAS=), in bytes,
  * or null when there is none (or no /proc to read it from). */
 function addressSpaceLimit(): number | null {

@@ -92,7 +92,11 @@ export const RESTORED_HOLDER = 'restored';
 export function orphanPending(store: Store): number {
   let n = 0;
   store.root.transactionSync(() => {
-    const ids = heldIndexed(store) ? [...store.db.pendingReservations.getKeys({})] : [...store.db.reservations.getRange({})].filter(({ value }) => value.state === 'pending').map(({ key }) => key);
+    // the ids first (no write under a live cursor), and only the ids: a store without the pending
+    // index is read once, not held whole in memory
+    const ids: string[] = [];
+    if (heldIndexed(store)) for (const id of store.db.pendingReservations.getKeys({})) ids.push(id);
+    else for (const { key, value } of store.db.reservations.getRange({})) if (value.state === 'pending') ids.push(key);
     for (const id of ids) {
       const r = store.db.reservations.get(id);
       if (r?.state !== 'pending') continue;
