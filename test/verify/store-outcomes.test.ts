@@ -30,7 +30,9 @@ t.test('reserve: admitted outcomes pass through, refusals become their catalogue
   t.same([busy.code, busy.status, busy.message, busy.headers], ['request_in_progress', 409, ERRORS.request_in_progress.message, { 'Retry-After': '7' }], 'Retry-After: RETRY_AFTER_SECONDS');
   for (const kind of ['idempotency_conflict', 'settlement_failed', 'invalid_token', 'module_forbidden'] as const) {
     const e = thrown(() => admittedOrThrow({ kind }, 7));
-    t.same([e.code, e.status, e.message, e.headers], [kind, ERRORS[kind].status, ERRORS[kind].message, {}], kind);
+    // a refused Bearer token names its scheme (RFC 9110; src/errors/challenge.ts), the others carry nothing
+    const headers = kind === 'invalid_token' ? { 'WWW-Authenticate': 'Bearer realm="liveness"' } : {};
+    t.same([e.code, e.status, e.message, e.headers], [kind, ERRORS[kind].status, ERRORS[kind].message, headers], kind);
   }
 });
 
