@@ -3,12 +3,13 @@ import type { StoreBackend } from './backend.ts';
 import { injectSettlementFault, settlementFaultFor } from './faults.ts';
 import { LmdbBackend, meteringWriterChannel } from './lmdb/index.ts';
 import type { LmdbCommits } from './lmdb/open.ts';
+import type { WriterClient } from './lmdb/writer-client.ts';
 import type { PgOptions } from './pg/index.ts';
 
 /** Opens the configured store: PostgreSQL (migrated under the advisory lock, this process
  * registered as a node with a lease) when a URL is given, else LMDB under `dataDir`. */
-export async function openBackend(opts: { databaseUrl: string | undefined; dataDir: string; pg?: PgOptions; lmdbCommits?: LmdbCommits; lmdbStallMs?: number; lmdbMapGiB?: number }): Promise<StoreBackend> {
-  if (opts.databaseUrl === undefined) return LmdbBackend.open(opts.dataDir, { commits: opts.lmdbCommits, stallMs: opts.lmdbStallMs, mapGiB: opts.lmdbMapGiB });
+export async function openBackend(opts: { databaseUrl: string | undefined; dataDir: string; pg?: PgOptions; lmdbCommits?: LmdbCommits; lmdbStallMs?: number; lmdbMapGiB?: number; lmdbWriter?: WriterClient }): Promise<StoreBackend> {
+  if (opts.databaseUrl === undefined) return LmdbBackend.open(opts.dataDir, { commits: opts.lmdbCommits, stallMs: opts.lmdbStallMs, mapGiB: opts.lmdbMapGiB, ...(opts.lmdbWriter ? { writer: opts.lmdbWriter } : {}) });
   // loaded only when configured: a thread of an LMDB service does not carry the pg client
   const { PgBackend } = await import('./pg/index.ts');
   return PgBackend.open(opts.databaseUrl, opts.pg);
@@ -42,8 +43,11 @@ export interface StoreLog {
   warn(obj: object, msg: string): void;
 }
 
-/** The store a process of the service uses, from its validated configuration. */
-export async function openConfiguredStore(config: StoreConfig, onError?: (err: Error) => void, log?: StoreLog): Promise<StoreBackend> {
+/** The store a process of the service uses, from its validated configuration. `lmdbWriter`:
+ * a channel to the process's LMDB metering writer given directly, for an API worker's store
+ * opened on a thread that has no workerData naming one (the tests' in-process API); an API
+ * worker of the service finds its channel in its workerData (writer-client.ts). */
+export async function openConfiguredStore(config: StoreConfig, onError?: (err: Error) => void, log?: StoreLog, lmdbWriter?: WriterClient): Promise<StoreBackend> {
   const events: PgOptions = log
     ? {
       onDown: (reason) => log.warn({ reason }, 'store has no writable host: verify calls answer 503 store_unavailable until one answers'),
@@ -54,7 +58,7 @@ export async function openConfiguredStore(config: StoreConfig, onError?: (err: E
       onSettlementResolved: (r) => log.warn(r, `settlement of unknown outcome resolved: ${r.outcome}${r.already ? ' (it had committed before the connection broke)' : ''}`),
     }
     : {};
-  const store = await openBackend({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, lmdbCommits: config.LMDB_COMMITS, lmdbStallMs: config.STORE_STALL_SECONDS === undefined ? undefined : config.STORE_STALL_SECONDS * 1000, lmdbMapGiB: config.LMDB_MAP_SIZE_GIB, pg: { leaseMs: config.NODE_LEASE_SECONDS * 1000, poolSize: poolSizePerThread(config), ...(onError ? { onError } : {}), ...events } });
+  const store = await openBackend({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, lmdbCommits: config.LMDB_COMMITS, lmdbStallMs: config.STORE_STALL_SECONDS === undefined ? undefined : config.STORE_STALL_SECONDS * 1000, lmdbMapGiB: config.LMDB_MAP_SIZE_GIB, ...(lmdbWriter ? { lmdbWriter } : {}), pg: { leaseMs: config.NODE_LEASE_SECONDS * 1000, poolSize: poolSizePerThread(config), ...(onError ? { onError } : {}), ...events } });
   injectSettlementFault(store, settlementFaultFor(config.TEST_SETTLEMENT_FAIL_PREFIX, config.TEST_SETTLEMENT_HOLD_PREFIX));
   return store;
 }

@@ -12,8 +12,9 @@ import { waitFor } from '../helpers/wait.ts';
 
 // contract.md "Administration API", over real HTTP, in process (test/helpers/api.ts: the
 // service's own app composition on a real LMDB store, no child process; was one server start).
-// Usage is produced with the metering code's own reserve() against the store the app serves
-// from, the way a verify call charges.
+// Usage is produced with the metering code's own reserve(), committed on this thread through
+// the main thread's handle (server.lmdb), as a thread without the metering writer commits it:
+// an API worker's reservation is answered before its commit, which a read may not see yet.
 const dir = tempDir();
 const clock = path.join(dir, 'clock');
 const AT = Date.parse('2026-05-04T10:00:00.000Z');

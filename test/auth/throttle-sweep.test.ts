@@ -21,7 +21,8 @@ const server = await startApi({
   env: { CLOCK_FILE: clock.file, ADMIN_USERNAME: ADMIN.username, ADMIN_PASSWORD: ADMIN.password, TEST_PASSWORD_SCRYPT_N: String(2 ** 14) },
   throttleSweepMs: 25,
 });
-const store = server.store;
+// the sweeps are a job of the main thread (src/startup.ts), on its handle
+const store = server.mainStore;
 
 // the store's sweep, counted, and held while `hold` is set
 const sweepStore = store.sweepLoginThrottle.bind(store);

@@ -32,11 +32,14 @@
 //   in one file (each with its own configuration, read from the process's starting environment
 //   and its own settings), but those process-wide settings are shared: startApi() refuses a
 //   scrypt N it cannot apply.
-// - LMDB: the app commits on this thread, as the main thread and the CLI do; the service's API
-//   workers post their reservations and settlements to the process's metering writer thread
-//   (src/store/lmdb/writer.ts), which runs the same transactions. Read the store through
-//   `store`/`lmdb` rather than a second handle opened in this process on the same DATA_DIR:
-//   one opened and closed around each read while the app committed was seen to stall.
+// - LMDB: two handles on the store, as in the service. The start-up steps, the jobs and the
+//   CLI use the main thread's (`mainStore`), which starts the process's metering writer thread
+//   (src/store/lmdb/writer.ts); the app serves from an API worker's (`store`), given its own
+//   channel to that writer, so its reservations, settlements, refunds and audit lines travel
+//   to the writer thread and commit there, as an API worker's do (`meteringWriter: false`: the
+//   app commits on this thread instead, as a thread without a writer does). Read the store
+//   through `store`/`lmdb` rather than another handle opened in this process on the same
+//   DATA_DIR: one opened and closed around each read while the app committed was seen to stall.
 // - logs are kept in `logs` (the test process's stdout is its TAP stream).
 import { Writable } from 'node:stream';
 import { MessageChannel } from 'node:worker_threads';
@@ -53,6 +56,10 @@ export interface ApiOptions {
   ready?: boolean;
   /** how often the login throttle is swept (startupHooks; default THROTTLE_SWEEP_MS) */
   throttleSweepMs?: number;
+  /** LMDB: the app's metering writes go through the process's metering writer thread, as an
+   * API worker's do (default true); false: committed on this thread. Without effect on
+   * PostgreSQL and with LMDB_COMMITS=batched, which have no writer. */
+  meteringWriter?: boolean;
 }
 
 export interface ApiHandle {
@@ -62,9 +69,13 @@ export interface ApiHandle {
   /** the environment overrides it was started with (the CLI and in-process store use them) */
   env: Record<string, string>;
   config: import('../../src/config/index.ts').Config;
-  /** the store the app serves from (the one handle; tests may read and write through it) */
+  /** the store the app serves from (an API worker's handle; tests may read and write through it) */
   store: import('../../src/store/index.ts').StoreBackend;
-  /** LMDB: the raw store (its databases, for the store's own functions); null on PostgreSQL */
+  /** the main thread's handle (start-up steps, jobs, the CLI); `store` itself where the app has
+   * no metering writer */
+  mainStore: import('../../src/store/index.ts').StoreBackend;
+  /** LMDB: the main thread's raw store (its databases, for the store's own functions, which
+   * commit on this thread as a thread without the metering writer does); null on PostgreSQL */
   lmdb: import('../../src/store/lmdb/index.ts').LmdbBackend['store'] | null;
   /** the router as registered (tests of the route table) */
   router: import('../../src/http/router.ts').Router;
@@ -119,7 +130,8 @@ export async function startApi(opts: ApiOptions = {}): Promise<ApiHandle> {
   const { closeApp, composeApiWorker, createAdmissionTable, createBalanceTable, describeUwsBuild, listen, loadUws, LISTEN_EXCLUSIVE } = await import('../../src/http/index.ts');
   const { aggregateMetrics, createLogger, MainMetrics, RefundMetrics, stopThreadTracing } = await import('../../src/observability/index.ts');
   const { geoDatabase } = await import('../../src/metering/index.ts');
-  const { openConfiguredStore } = await import('../../src/store/index.ts');
+  const { openConfiguredStore, storeWriterChannel } = await import('../../src/store/index.ts');
+  const { WriterClient } = await import('../../src/store/lmdb/writer-client.ts');
   const { startEngine } = await import('../../src/cluster/engine-host.ts');
   const { createReadinessBoard, publishReadiness, relayInference, RemoteInference } = await import('../../src/cluster/index.ts');
 
@@ -146,18 +158,23 @@ export async function startApi(opts: ApiOptions = {}): Promise<ApiHandle> {
   });
   const log = createLogger(config.LOG_LEVEL, { worker: 0 }, sink);
   const uws = loadUws();
-  const store = await openConfiguredStore(config, (err) => log.warn({ err: { message: err.message } }, 'store connection error'), log);
+  const onStoreError = (err: Error) => log.warn({ err: { message: err.message } }, 'store connection error');
+  const mainStore = await openConfiguredStore(config, onStoreError, log);
   const refunds = new RefundMetrics();
-  await bootstrapAdmin(store, config, log);
+  await bootstrapAdmin(mainStore, config, log);
   // its first prune awaited too: a test's first calls find the store as a started service's
   // soon does (src/main.ts does not wait for it)
-  const jobs = await startupHooks(store, config, log, (module, units) => refunds.refunded(module, units), opts.throttleSweepMs);
+  const jobs = await startupHooks(mainStore, config, log, (module, units) => refunds.refunded(module, units), opts.throttleSweepMs);
   await jobs.firstPrune;
+  // the API worker's store, with its channel to the writer the main thread's store starts (as
+  // src/cluster/cluster.ts gives each worker one, after the start-up steps)
+  const writerChannel = opts.meteringWriter === false ? null : storeWriterChannel(mainStore);
+  const store = writerChannel ? await openConfiguredStore(config, onStoreError, log, new WriterClient(writerChannel.port)) : mainStore;
 
   const none = { readiness: () => [], infer: () => Promise.reject(new Error('startApi: no engine (engine: none)')), poolTimes: () => null, poolMetrics: () => [] as unknown[][] };
   const engine = opts.engine === 'real' ? startEngine(config, log, (id) => store.moduleEnabled(id)) : null;
   const stats = engine ?? none;
-  const main = new MainMetrics(stats, describeUwsBuild(), store);
+  const main = new MainMetrics(stats, describeUwsBuild(), mainStore);
   // the thread hop of src/worker.ts and src/cluster/cluster.ts, both ends in this thread
   const channel = new MessageChannel();
   let inference: import('../../src/inference/index.ts').InferenceService = none;
@@ -205,13 +222,15 @@ export async function startApi(opts: ApiOptions = {}): Promise<ApiHandle> {
     env: opts.env ?? {},
     config,
     store,
-    lmdb: store.kind === 'lmdb' ? (store as unknown as import('../../src/store/lmdb/index.ts').LmdbBackend).store : null,
+    mainStore,
+    lmdb: mainStore.kind === 'lmdb' ? (mainStore as unknown as import('../../src/store/lmdb/index.ts').LmdbBackend).store : null,
     router: api.router,
     jobs,
     logs,
     logLines: () => jsonLines(logs),
-    // the CLI runs on this harness's own store: never a second handle on its LMDB path here
-    cli: (args, stdin) => runCli(dataDir, args, stdin, opts.env, store),
+    // the CLI runs on the main thread's handle, as a CLI process commits its own writes (no
+    // metering writer): never a second handle on its LMDB path here
+    cli: (args, stdin) => runCli(dataDir, args, stdin, opts.env, mainStore),
     stop: async () => {
       if (stopped) return;
       stopped = true;
@@ -225,7 +244,10 @@ export async function startApi(opts: ApiOptions = {}): Promise<ApiHandle> {
       // as an API worker's stop: the spans still queued go first (bounded), and this thread's
       // tracing is reset for a later harness with other settings
       await stopThreadTracing();
-      await store.close();
+      // the API worker's handle first (its queued audit lines go to the writer), then the main
+      // thread's, whose close ends the writer once it has committed what it holds
+      if (store !== mainStore) await store.close();
+      await mainStore.close();
       restoreEnv();
       setClockFile(process.env.CLOCK_FILE || undefined);
     },
