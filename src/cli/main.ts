@@ -15,6 +15,7 @@ import { TextOutput, type CliIo, type Command } from './command.ts';
 import { tokenId } from './token-ref.ts';
 import { captureCommands } from './capture.ts';
 import { SERVICE_VERSION } from '../version.ts';
+import { printableStream } from './printable.ts';
 
 // Operator CLI over the same store as a running server: LMDB in DATA_DIR (LMDB allows several
 // processes) or PostgreSQL at DATABASE_URL.
@@ -241,7 +242,9 @@ function holdProcessState(env: NodeJS.ProcessEnv): () => void {
  * process and touches no process-wide state it does not put back (holdProcessState); every
  * store it opens is closed before it answers. An unexpected error is its stack on stderr
  * and exit 1, as an uncaught one is in a process of its own. */
-export async function runCommand(argv: string[], io: CliIo): Promise<number> {
+export async function runCommand(argv: string[], given: CliIo): Promise<number> {
+  // stderr quotes outside text (printable.ts); stdout is JSON
+  const io: CliIo = { ...given, stderr: printableStream(given.stderr) };
   if (argv[0] === '--version' || argv[0] === '-v') {
     io.stdout.write(`${JSON.stringify({ version: SERVICE_VERSION })}\n`);
     return EXIT.ok;

@@ -111,3 +111,34 @@ t.test('a softmax output is recognised; a one-value output needs --output-kind',
   t.equal(junk.code, 2);
   t.match(junk.stderr, /not an ONNX graph/);
 });
+
+// A graph is an outside file: its tensor names reach the operator's terminal in what the import
+// prints on stderr, and a terminal runs the control sequences it is sent (clear the screen,
+// rewrite the line that says the checks passed, OSC 52 to the clipboard). They are printed
+// escaped (src/cli/printable.ts), in the import's report and in its refusals alike.
+t.test('control sequences in a graph\'s tensor names are printed escaped, never sent to the terminal', async (t) => {
+  const IN = 'px\u001b[2J\u001b[H\u001b]52;c;cm0gLXJmIH4K\u0007';
+  const OUT = 'score\r\u001b[32mmodels import: all checks passed\u202e';
+  const one = new GraphBuilder('hostile_names');
+  one.node('Gemm', [pool(one, one.input(IN, ['N', 3, 32, 32])), one.weight('w', [1, 3], new Float32Array([1, 1, 1])), one.weight('b', [1], new Float32Array([0]))], { transB: 1 }, OUT);
+  one.output(OUT, ['N', 1]);
+  const file = join(root, 'hostile.onnx');
+  writeFileSync(file, one.encode('test graph: hostile tensor names'));
+  const r = await runCli(dataDir, ['models', 'import', file], '', env);
+  t.equal(r.code, 2, 'asks for what the graph cannot tell');
+  t.match(r.stderr, 'read from the graph: input "px\\u001b[2J\\u001b[H\\u001b]52;c;cm0gLXJmIH4K\\u0007"');
+  t.match(r.stderr, 'output "score\\u000d\\u001b[32mmodels import: all checks passed\\u202e"');
+
+  const two = new GraphBuilder('hostile_two');
+  const m = pool(two, two.input(IN, ['N', 3, 32, 32]));
+  two.node('Identity', [m], {}, OUT);
+  two.node('Identity', [m], {}, 'second\u001b[2J');
+  two.output(OUT, ['N', 3]);
+  two.output('second\u001b[2J', ['N', 3]);
+  const file2 = join(root, 'hostile-two.onnx');
+  writeFileSync(file2, two.encode('test graph: two outputs, hostile names'));
+  const refused = await runCli(dataDir, ['models', 'import', file2, ...FLAGS], '', env);
+  t.not(refused.code, 0, 'two outputs are refused');
+  t.match(refused.stderr, /^error: .*second\\u001b\[2J/m, 'the refusal names the outputs, escaped');
+  for (const out of [r.stderr, refused.stderr]) t.notOk(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202e]/.test(out), 'no control character reaches stderr');
+});
