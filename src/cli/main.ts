@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Value } from '@sinclair/typebox/value';
-import { isNameText } from '../packets/index.ts';
+import { isNameText, NAME_TEXT_RULE } from '../packets/index.ts';
 import { adminSchemas, createToken, DuplicateTokenNameError, duplicateGrantIndex, listTokenViews, patchToken, removeGrant, revokeToken, RevokedTokenError, setGrant, tokenDetail, addUser, listUserViews, isModuleId } from '../admin/index.ts';
 import { clockOffset, isoNow, now, setClockFile, setClockOffset } from '../clock.ts';
 import { loadConfig } from '../config/index.ts';
@@ -96,7 +96,7 @@ const commands: Record<string, Command> = {
     async run(store, args) {
       const { values } = parseArgs({ args, options: { name: { type: 'string' }, grant: { type: 'string', multiple: true }, expires: { type: 'string' }, demo: { type: 'boolean' } } });
       if (!values.name) throw new UsageError('--name required');
-      if (!isNameText(values.name) || [...values.name].length > 200) throw new UsageError('--name must be 1 to 200 characters of text without control characters');
+      if (!isNameText(values.name) || [...values.name].length > 200) throw new UsageError(`--name must be 1 to 200 characters of ${NAME_TEXT_RULE}`);
       const grants = (values.grant ?? []).map(grantOf);
       const twice = duplicateGrantIndex(grants);
       if (twice >= 0) throw new UsageError(`${grants[twice]!.module_id} is granted twice; each module may be granted once`);

@@ -2,7 +2,7 @@ import os from 'node:os';
 import { parseArgs } from 'node:util';
 import type { CliContext, Command } from './command.ts';
 import { now } from '../clock.ts';
-import { isNameText } from '../packets/index.ts';
+import { isNameText, NAME_TEXT_RULE } from '../packets/index.ts';
 import { KID_PATTERN, keysDir, publicJwksOf, UnknownSigningKeyError, keySourceFor } from '../signing/index.ts';
 import { NotFoundError, UsageError } from './errors.ts';
 
@@ -65,7 +65,7 @@ export const signingCommands: Record<string, Command> = {
       const { positionals, values } = parseArgs({ args: kidsAsPositionals(args), allowPositionals: true, options: { by: { type: 'string' } } });
       const [kid, ...rest] = positionals;
       if (!kid || rest.length > 0) throw new UsageError('keys revoke takes one kid (keys list shows them)');
-      if (values.by !== undefined && (values.by === '' || !isNameText(values.by) || [...values.by].length > 200)) throw new UsageError('--by must be 1 to 200 characters of text without control characters');
+      if (values.by !== undefined && (values.by === '' || !isNameText(values.by) || [...values.by].length > 200)) throw new UsageError(`--by must be 1 to 200 characters of ${NAME_TEXT_RULE}`);
       try {
         return await onKeys(ctx, () => keys(store, ctx).revoke(kid, values.by ?? operator(ctx.env), now()));
       } catch (e) {

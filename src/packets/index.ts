@@ -9,4 +9,4 @@ export { MODULE_MODES, CAPTURE_PROFILE, PHASES } from './rules.ts';
 export { codePointLength, type Loc } from './issues.ts';
 
 export { bodyParser } from './json-body.ts';
-export { NAME_TEXT, isNameText } from './name-text.ts';
+export { NAME_TEXT, NAME_TEXT_RULE, isNameText } from './name-text.ts';

@@ -133,6 +133,28 @@ t.test('names must be well-formed Unicode text (issue 15)', async (t) => {
   t.equal((await admin('GET', '/admin/api/tokens?q=x')).status, 200);
 });
 
+// review3 F3: names that list alike must not be two names. Characters that show nothing or
+// reorder what is shown, and white space at either end, are refused where a name is given
+// (create and rename, API and CLI); letters, marks, inner spaces and emoji of any script pass.
+t.test('a name holds no invisible or direction-changing character and no white space at its ends', async (t) => {
+  const refused = ['branch-7\\u200b', 'branch-7\\ufeff', 'bran\\u00adch-7', 'branch-7 ', ' branch-7', ' ', '\\u200e', 'pay\\u202elanigiro', 'a\\u2028b', '\\u00a0kiosk', 'kiosk\\u3000'];
+  for (const name of refused) {
+    const r = await raw('POST', '/admin/api/tokens', `{"name":"${name}","grants":[]}`);
+    t.equal(r.status, 422, `${name} refused`);
+    t.same(r.json.detail?.map((d: any) => [d.loc, d.type]), [[['body', 'name'], 'string_unicode']], `${name}: one fault, on the name`);
+  }
+  const ok = await raw('POST', '/admin/api/tokens', '{"name":"Filiale Straße 7 – Kiosk 🦊 分店 فرع","grants":[]}');
+  t.equal(ok.status, 201, 'letters of any script, inner spaces, a dash and an emoji');
+  const combining = await raw('POST', '/admin/api/tokens', '{"name":"Cafe\\u0301 2","grants":[]}');
+  t.equal(combining.status, 201, 'a combining accent is a visible mark, not a format character');
+  const rename = await raw('PATCH', `/admin/api/tokens/${ok.json.id}`, '{"name":"Filiale\\u200b"}');
+  t.equal(rename.status, 422, 'a rename is held to the same rule');
+  t.equal((await admin('GET', `/admin/api/tokens/${ok.json.id}`)).json.name, 'Filiale Straße 7 – Kiosk 🦊 分店 فرع', 'and changes nothing');
+  const cli = await server.cli(['token', 'create', '--name', 'branch-7\u200b']);
+  t.equal(cli.code, 2, 'the CLI refuses it too');
+  t.match(cli.stderr, /--name must be 1 to 200 characters of text without control, invisible or direction-changing characters/);
+});
+
 t.test('tokens: server-side search and paging in name order', async (t) => {
   const made: { id: string; name: string; token_prefix: string }[] = [];
   for (let i = 0; i < 120; i++) {
