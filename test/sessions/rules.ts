@@ -102,6 +102,24 @@ export function sessionRules(t: Test, { server, clock, storeHolds }: Setup): voi
     await mint(p.token);
   });
 
+  // review3 (time): the host's clock stepped back an hour after a parent's mints reached the
+  // limit. Counted, those mints refused it for the window plus the step (Retry-After 3660);
+  // their age is unknown, so they no longer count (src/store/device-sessions.ts mintRefusal).
+  t.test('mints stamped after the clock (a clock stepped back) do not count against the limit', async (t) => {
+    const p = await parent();
+    for (let i = 0; i < 4; i++) await mint(p.token);
+    t.equal((await call('POST', '/v1/sessions', p.token, { module_id: 'rgb_liveness' })).status, 429, 'the limit is reached');
+    const at = clock.now();
+    clock.set(at - 3_600_000);
+    t.teardown(() => clock.set(at + 60_000));
+    await mint(p.token);
+    t.pass('an hour earlier by the clock, a mint is served');
+    for (let i = 0; i < 3; i++) await mint(p.token);
+    const refused = await call('POST', '/v1/sessions', p.token, { module_id: 'rgb_liveness' });
+    t.match(refused, { status: 429, json: { error: { code: 'session_rate_limited' } } }, 'the limit holds among the mints the clock can place');
+    t.equal(refused.headers.get('retry-after'), '60', 'and its wait is at most the window');
+  });
+
   t.test('a session verifies its own module, charging the parent\'s quota, and reads GET /v1/me; nothing else', async (t) => {
     const p = await parent([{ module_id: 'rgb_liveness', limit: 100, period: 'day' }, { module_id: 'color_liveness', limit: 100, period: 'day' }]);
     const s = await mint(p.token, { module_id: 'rgb_liveness', max_captures: 5 });

@@ -476,6 +476,25 @@ export function storeContract(t: Test, store: StoreBackend): void {
     t.equal((await store.readThrottle('192.0.2.1', 'slowname', at + WINDOW_MS)).name, undefined, 'the name count goes WINDOW_MS after its last failure');
   });
 
+  // review3 (time): the host's clock stepped back an hour after a pair was stopped. Read as live,
+  // the counts stopped it for the window plus the step; their age is unknown, so they are
+  // forgotten (throttle-rules.ts windowLive, nameLive) and the sweep removes them.
+  t.test('login throttle counts stamped after the clock (a clock stepped back) are forgotten, and swept', async (t) => {
+    const S = T0 + 80 * 24 * 3600_000;
+    const addr = '192.0.2.99';
+    for (let i = 0; i < PAIR_LIMIT; i++) await store.recordLoginFailure(addr, 'stepped', S + i);
+    t.ok(throttleWait(await store.readThrottle(addr, 'stepped', S + 10), S + 10) > 0, 'the pair is stopped at the time of its failures');
+    const back = S - 3600_000;
+    t.equal(throttleWait(await store.readThrottle(addr, 'stepped', back), back), 0, 'an hour earlier by the clock: nothing counts');
+    await store.recordLoginFailure(addr, 'stepped', back);
+    const v = await store.readThrottle(addr, 'stepped', back);
+    t.same([v.address?.count, v.pair?.count, v.name?.count], [1, 1, 1], 'the next failure counts afresh from the clock');
+    await store.recordLoginFailure('192.0.2.98', 'ahead', S);
+    await store.sweepLoginThrottle(back);
+    const swept = await store.readThrottle('192.0.2.98', 'ahead', back);
+    t.same([swept.address, swept.pair, swept.name], [undefined, undefined, undefined], 'the sweep removes counts stamped after its clock');
+  });
+
   t.test('login attempts are reserved before the password check: concurrent ones never pass the limit', async (t) => {
     const addr = '192.0.2.200';
     const waits = (await Promise.all(Array.from({ length: 40 }, () => store.reserveLoginAttempt(addr, 'Burst', T0)))).map((r) => r.wait);

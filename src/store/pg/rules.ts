@@ -17,7 +17,7 @@ import { SESSION_REFUND_TRIGGER, SESSION_RULES } from './device-sessions.ts';
  * for each version, and fails until both are raised): a node of an older build refuses to start
  * on a database whose rules are newer, rather than putting its older rules back under the newer
  * nodes, as a database whose schema is newer is refused. */
-export const RULES_VERSION = 2;
+export const RULES_VERSION = 3;
 
 /** the functions, in the order they are installed */
 export const FUNCTIONS: readonly string[] = [...SETTLE_RULES, ...RESERVE_RULES, ...RECOVERY_RULES, ...SESSION_RULES];
