@@ -55,8 +55,11 @@ const uws: string = server.logLines().find((l) => l.msg === 'listening')?.uws ??
 // the 12 s pass while the other tests run. What holds on either build: the connection is
 // answered or closed by the server, never held; nginx (deploy/) drops such names before they
 // reach the service (test/deploy/nginx.test.ts).
+// Likewise a header value holding a control character other than TAB (review3 F4: NUL, 0x01,
+// ESC, 0x1F were seen held until the timer; DEL and TAB are answered).
 const ODD_NAMES = ['a_b', 'a.b', 'a!b', 'a#b', 'a$b', 'a%b', 'a&b', "a'b", 'a*b', 'a+b', 'a^b'];
-const oddHeaders = Promise.all(ODD_NAMES.map((name) => new Promise<{ name: string; status: number; closed: boolean }>((resolve) => {
+const ODD_LINES = [...ODD_NAMES.map((name) => `${name}: 1`), ...['\u0000', '\u0001', '\u001b[2J', '\u001f'].map((c) => `User-Agent: x${c}y`)];
+const oddHeaders = Promise.all(ODD_LINES.map((name) => new Promise<{ name: string; status: number; closed: boolean }>((resolve) => {
   const c = net.connect(server.port, '127.0.0.1');
   let buf = '';
   const done = (closed: boolean) => {
@@ -65,7 +68,7 @@ const oddHeaders = Promise.all(ODD_NAMES.map((name) => new Promise<{ name: strin
     resolve({ name, status: Number(/^HTTP\/1\.1 (\d{3})/.exec(buf)?.[1] ?? 0), closed });
   };
   const timer = setTimeout(() => done(false), 60_000);
-  c.on('connect', () => c.write(`GET /health/live HTTP/1.1\r\nHost: 127.0.0.1\r\n${name}: 1\r\n\r\n`));
+  c.on('connect', () => c.write(`GET /health/live HTTP/1.1\r\nHost: 127.0.0.1\r\n${name}\r\n\r\n`));
   c.on('data', (d) => {
     buf += d.toString('latin1');
     if (buf.includes('\r\n\r\n')) done(false);
@@ -260,12 +263,13 @@ t.test('a client that waits for the answer before sending its body is answered a
   t.ok(outcomes.every((o) => o.answerAfterMs >= 0 && o.answerAfterMs < 5000), `answered without waiting for the body (${outcomes.map((o) => o.answerAfterMs).join(', ')} ms)`);
 });
 
-t.test("header names with `_ . ! # $ % & ' * + ^`: answered (20.57) or closed by the server (20.30), never held", async (t) => {
+t.test("header names with `_ . ! # $ % & ' * + ^`, and control characters in a header value: answered (20.57) or closed by the server (20.30), never held", async (t) => {
   const results = await oddHeaders;
   t.comment(`served by ${uws}`);
   for (const r of results) {
-    if (uws.includes('@20.30')) t.same([r.status, r.closed], [0, true], `${r.name}: no answer on 20.30, and the connection closed by uWS's idle timer`);
-    else t.equal(r.status, 200, `${r.name}: answered`);
+    if (uws.includes('@20.30')) t.same([r.status, r.closed], [0, true], `${JSON.stringify(r.name)}: no answer on 20.30, and the connection closed by uWS's idle timer`);
+    else if (ODD_NAMES.some((name) => r.name.startsWith(`${name}:`))) t.equal(r.status, 200, `${r.name}: answered`);
+    else t.ok(r.status > 0 || r.closed, `${JSON.stringify(r.name)}: answered or closed`);
   }
 });
 
