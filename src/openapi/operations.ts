@@ -71,12 +71,14 @@ export const OPERATIONS: Operation[] = [
               metadata: {
                 type: 'string', contentMediaType: 'application/json', contentSchema: { $ref: '#/components/schemas/Metadata' },
                 description: 'JSON text: one capture or {captures:[...]} of the path module\'s modes (schema Metadata: RgbLivenessMetadata for rgb_liveness, '
-                  + 'ColorLivenessMetadata for color_liveness); a field without filename, sent first',
+                  + 'ColorLivenessMetadata for color_liveness); a field without filename, sent first. The part\'s own Content-Type header, if it has one, is not read: '
+                  + 'the text is parsed as UTF-8 JSON whatever it says (a text field normally has none; libraries that label it application/json or text/plain are both served)',
               },
             },
             additionalProperties: { type: 'string', contentMediaType: 'application/octet-stream', description: 'one file part per image.part (png or rgb8), at most 1 MiB each' },
           },
-          encoding: { metadata: { contentType: 'application/json, text/plain' } },
+          // any: the part's Content-Type is not read (the description above says so)
+          encoding: { metadata: { contentType: '*/*' } },
           example: ex.verifyRequest,
         },
       },

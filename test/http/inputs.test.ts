@@ -170,6 +170,22 @@ t.test('part order and names: metadata after the images, names with folders and 
   t.equal(r.status, 200, JSON.stringify(r.json).slice(0, 300));
 });
 
+// The document says the metadata part's own Content-Type is not read (any is served, as is
+// none): review3 found the service served image/png where the document allowed only
+// application/json and text/plain. What is read is the text, as UTF-8 JSON.
+t.test('the metadata part\'s Content-Type is not read: none, JSON, text and image/png are served alike', async (t) => {
+  const b = body([smallSingle()]);
+  const meta = JSON.stringify(b.metadata);
+  const png = smallPng();
+  for (const type of [undefined, 'application/json', 'text/plain; charset=utf-8', 'image/png']) {
+    const r = await verify(multipart([{ name: 'metadata', data: meta, ...(type ? { type } : {}) }, { name: 'f0', filename: 'a.png', data: png }]));
+    t.equal(r.status, 200, `${type ?? 'no Content-Type'}: ${JSON.stringify(r.json).slice(0, 200)}`);
+  }
+  const doc = await (await fetch(`${server.baseUrl}/openapi.json`)).json();
+  const form = doc.paths['/v1/modules/{module_id}/verify'].post.requestBody.content['multipart/form-data'];
+  t.equal(form.encoding.metadata.contentType, '*/*', 'and the document allows any');
+});
+
 // --- image encodings ------------------------------------------------------------------------------
 
 const px = flatPixels();
