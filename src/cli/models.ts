@@ -21,6 +21,7 @@ import {
   ManifestError,
   readModelSetState,
   requestActivation,
+  waitingRequestId,
 } from '../inference/index.ts';
 import { ConflictError, EXIT, NotFoundError, UsageError } from './errors.ts';
 import type { Command } from './command.ts';
@@ -188,6 +189,18 @@ export const modelCommands: Record<string, Command> = {
         if (state?.last_request_id === req.id && state.last) {
           if (state.last.outcome === 'refused') ctx.exitCode = EXIT.failed;
           return { request_id: req.id, ...state.last, active: state.active };
+        }
+        // a server that started after the request was written removed it, unanswered (a start
+        // drops a request from before it): it will never be answered, so say so now rather than
+        // wait out the bound and call it pending (read after the state, so that an answer
+        // written meanwhile is seen first on the next turn)
+        if (waitingRequestId(config.DATA_DIR) === null) {
+          const now = readModelSetState(config.DATA_DIR);
+          if (now?.last_request_id !== req.id) {
+            // a failed outcome, as a refusal is (exit 1), with what is served instead
+            ctx.exitCode = EXIT.failed;
+            return { request_id: req.id, outcome: 'dropped', model_set: set, reason: `a server started on ${config.DATA_DIR} after this request was made and dropped it unanswered (a start serves MODEL_SET, or the set last activated): ask again`, active: now?.active ?? null };
+          }
         }
         await new Promise((r) => setTimeout(r, 250));
       }

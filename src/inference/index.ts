@@ -7,7 +7,7 @@ export { checkModelSet } from './check.ts';
 export { ImportError, ImportExistsError, openQuestions, planImport, readGraphFacts, readGraphFile, writeImport, type ImportAnswers } from './import.ts';
 export { calibrate, CalibrationError, summary as calibrationSummary, type CalibrationReport } from './calibration/index.ts';
 export { createModelSetSwitch, ActivationBusyError, type ModelSetSwitch, type Activation, type ModelSetStatus } from './model-sets.ts';
-export { availableModelSets, newActivationRequest, readModelSetState, requestActivation, serveActivationRequests, startupModelSet, type ActivationRequest, type ActivationRequests, type ModelSetState } from './model-set-requests.ts';
+export { availableModelSets, newActivationRequest, readModelSetState, requestActivation, serveActivationRequests, startupModelSet, waitingRequestId, type ActivationRequest, type ActivationRequests, type ModelSetState } from './model-set-requests.ts';
 export type { ReadinessListener } from './readiness-events.ts';
 export { poolShape } from './pool.ts';
 export type * from './types.ts';

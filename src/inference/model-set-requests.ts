@@ -65,6 +65,13 @@ export function requestActivation(dataDir: string, modelSet: string, at = new Da
   return req;
 }
 
+/** The id of the CLI's request waiting in request.json, or null when there is none: a server's
+ * start removes the file (a request from before it is dropped), and nothing else does. */
+export function waitingRequestId(dataDir: string): string | null {
+  const req = readJsonFile<ActivationRequest>(join(folder(dataDir), REQUEST_FILE));
+  return typeof req?.id === 'string' ? req.id : null;
+}
+
 export function readModelSetState(dataDir: string): ModelSetState | null {
   return readJsonFile<ModelSetState>(join(folder(dataDir), 'state.json'));
 }

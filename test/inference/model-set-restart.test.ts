@@ -1,4 +1,4 @@
-import { cpSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { startupModelSet } from '../../src/inference/index.ts';
@@ -90,4 +90,20 @@ t.test('an activated set whose graph no longer loads gives way to MODEL_SET at t
   const served = await waitFor(() => engine.readiness().find((m) => m.module_id === 'rgb_liveness' && m.ready), { what: 'rgb_liveness ready', timeoutMs: 120_000 });
   t.equal(served.model_set, 'bgr80_ensemble_v1', 'MODEL_SET serves; it stayed on persist_v1, unready');
   t.ok(lines.some((l) => l.level === 'error' && l.msg === 'the activated model set does not serve: serving MODEL_SET bgr80_ensemble_v1'), 'said, as an error');
+});
+
+// review3 (races): a CLI waiting on its activation while a server starts on the DATA_DIR (a
+// kill -9 and a restart, say): the start drops the request unanswered, and the CLI said "no
+// answer from a server within 40 s ...; request stays pending" once its whole wait was out,
+// of a request nothing would ever act on. It now says at once that the request was dropped.
+t.test('a request that a start drops is reported dropped at once, exit 1, not pending after the wait', async (t) => {
+  const dir = tempDir();
+  t.equal((await runCli(dir, ['module', 'disable', 'color_liveness'], '', env)).code, 0);
+  const asked = runCli(dir, ['models', 'activate', 'raw_v1', '--wait', '300'], '', env);
+  await waitFor(() => existsSync(join(dir, 'model-set', 'request.json')), { what: 'the request to be written' });
+  const server = await startApi({ dataDir: dir, engine: 'real', env });
+  t.teardown(() => server.stop());
+  const r = await asked;
+  t.equal(r.code, 1, r.stderr);
+  t.match(r.json, { outcome: 'dropped', model_set: 'raw_v1', reason: /started .* after this request was made and dropped it unanswered/ });
 });
