@@ -41,7 +41,7 @@ export const SESSION_OPERATIONS: Operation[] = [
     method: 'get', path: '/v1/sessions/{session_id}', operationId: 'getDeviceSession', tag: 'business', auth: 'bearer',
     summary: 'A session\'s state and the results of each verify made with it',
     description: 'Business token that minted it only (any other token: 404). Each verification lists its request_id, status and the result records '
-      + 'exactly as the verify answer had them: a backend decides from this, server to server, without trusting the device.',
+      + 'with the keys and values the verify answer had (on PostgreSQL a record\'s keys may come in another order): a backend decides from this, server to server, without trusting the device.',
     parameters: [sessionId],
     success: { status: '200', description: 'The session', schema: 'SessionStatus', example: sessionStatus },
     errors: ['invalid_token', 'invalid_session_token', 'session_not_allowed', 'session_not_found'],

@@ -25,7 +25,7 @@ export const SessionVerification = Type.Object({
     description: 'completed: answered 200 and charged; pending: still running; refunded: failed and given back (nothing charged); settlement_failed: held for the operator',
   }),
   charged_units: Type.Integer({ minimum: 0 }),
-  results: Type.Union([Type.Array(ResultRecord), Type.Null()], { description: 'the result records exactly as the verify answer had them; null unless completed (or once RETENTION_RESULTS_DAYS pruned them)' }),
+  results: Type.Union([Type.Array(ResultRecord), Type.Null()], { description: 'the result records with the keys and values the verify answer had (on PostgreSQL a record\'s keys may come in another order); null unless completed (or once RETENTION_RESULTS_DAYS pruned them)' }),
 });
 
 export const SessionStatus = Type.Object({
