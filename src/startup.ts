@@ -42,7 +42,9 @@ async function recover(store: Pick<Recovery, 'recoverPending'>, log: Logger, onR
  * pending; then prune expired idempotency records, beside serving, and hourly, and sweep the
  * login throttle's stale counts every `throttleSweepMs`. With the shared PostgreSQL store every
  * node also sweeps, every half lease, the reservations of nodes whose lease expired (SKIP
- * LOCKED: sweepers never queue). */
+ * LOCKED: sweepers never queue), each once it has watched that lease stay expired, unrenewed,
+ * for a whole lease (store/pg/recovery.ts): there the start-up pass only begins watching, and
+ * the periodic sweep refunds. */
 export async function startupHooks(
   store: StartupStore,
   config: Config,

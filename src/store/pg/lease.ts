@@ -31,9 +31,14 @@ export function followDatabaseClock(localBefore: number, dbMs: number): void {
   setClockOffset(Math.round(dbMs - (localBefore + localNow()) / 2));
 }
 
-/** Extends the lease; a lease found lapsed is not revived (another node may be refunding
- * its reservations): this process registers as a new node for what it reserves next. One
- * renewal at a time: a second caller shares the one in progress. */
+/** Extends the lease. A lease found lapsed in the database while this node's own clock says it
+ * was renewed in time (within a lease of the last renewal) lapsed only by the database's clock
+ * stepping forward: it is extended as it is, under the same node id, so the calls in flight
+ * that name it settle (no other node takes a lease before it has stayed unrenewed for a whole
+ * lease of that node's own time: recovery.ts). A lease this node itself knows it did not renew
+ * in time (an outage outlasted it) is not revived (another node may be refunding its
+ * reservations): this process registers as a new node for what it reserves next. One renewal
+ * at a time: a second caller shares the one in progress. */
 export function renew(db: Pg): Promise<boolean> {
   db.renewing ??= renewOnce(db).finally(() => {
     db.renewing = null;
@@ -56,10 +61,11 @@ export async function leaseForReservation(db: Pg): Promise<void> {
 async function renewOnce(db: Pg): Promise<boolean> {
   const started = Date.now();
   const local = localNow();
+  const heldHere = started < db.leaseOkUntil;
   try {
     const r = await db.pool.query(
-      `WITH renewed AS (UPDATE nodes SET lease_until = now() + $2 * interval '1 millisecond' WHERE id = $1 AND lease_until > now() RETURNING 1)
-       SELECT (SELECT count(*)::int FROM renewed) AS renewed, ${DB_MS} AS db_ms`, [db.node, db.leaseMs]);
+      `WITH renewed AS (UPDATE nodes SET lease_until = now() + $2 * interval '1 millisecond' WHERE id = $1 AND (lease_until > now() OR $3) RETURNING 1)
+       SELECT (SELECT count(*)::int FROM renewed) AS renewed, ${DB_MS} AS db_ms`, [db.node, db.leaseMs, heldHere]);
     followDatabaseClock(local, r.rows[0]!.db_ms);
     if (r.rows[0]!.renewed === 1) db.leaseOkUntil = started + db.leaseMs;
     else await register(db);

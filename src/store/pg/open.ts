@@ -73,6 +73,11 @@ export interface Pg {
    * every successful lease renewal (lease.ts). A node that dies instead has them swept by
    * another. */
   readonly repairs: Map<string, Repair>;
+  /** The other nodes' leases this node's sweep found lapsed, each with the value it found and
+   * when it first found that value (performance.now(), this process's monotonic clock): a
+   * lease is swept only once it has stayed lapsed and unrenewed for a whole lease of this
+   * node's own time (recovery.ts recoverPending says why). */
+  watched: Map<string, { lease: string; since: number }>;
   /** `name`: a statement prepared once per connection (the hot path's calls), so the server
    * does not parse and plan it again on every call. */
   q(text: string, values?: unknown[], name?: string): Promise<pg.QueryResult<Row>>;
@@ -121,6 +126,7 @@ export function openPool(target: DatabaseTarget, opts: PgOptions): Pg {
     leaseOkUntil: 0,
     renewing: null,
     repairs: new Map(),
+    watched: new Map(),
     async q(text, values = [], name) {
       for (let attempt = 1; ; attempt++) {
         try {

@@ -19,6 +19,12 @@ import { SESSION_REFUND_TRIGGER, SESSION_RULES } from './device-sessions.ts';
  * nodes, as a database whose schema is newer is refused. */
 export const RULES_VERSION = 3;
 
+/** Functions of earlier rules whose arguments changed, dropped at install: CREATE OR REPLACE of
+ * other arguments makes another function beside the old one, which a node of an older build,
+ * still running, would go on calling (version 3: lv_sweep_expired takes the nodes its caller
+ * watched lapse; the old one swept every lapsed lease, a live node's after a clock step too). */
+export const RETIRED_FUNCTIONS: readonly string[] = ['lv_sweep_expired(bigint, text)'];
+
 /** the functions, in the order they are installed */
 export const FUNCTIONS: readonly string[] = [...SETTLE_RULES, ...RESERVE_RULES, ...RECOVERY_RULES, ...SESSION_RULES];
 
@@ -76,6 +82,9 @@ const INSTALLED_FUNCTIONS = `SELECT p.proname AS name, p.oid::regprocedure::text
 export async function installRules(c: pg.PoolClient): Promise<void> {
   await c.query('BEGIN');
   try {
+    for (const old of RETIRED_FUNCTIONS) {
+      if ((await c.query('SELECT to_regprocedure($1) IS NOT NULL AS there', [old])).rows[0]!.there) await c.query(`DROP FUNCTION ${old}`);
+    }
     const installed = (await c.query(INSTALLED_FUNCTIONS, [FUNCTIONS.map(functionName)])).rows as { name: string; signature: string; mark: string | null; def: string }[];
     for (const sql of FUNCTIONS) {
       const name = functionName(sql);

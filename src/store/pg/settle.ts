@@ -8,6 +8,7 @@ import { isoOf, type Pg, type Repair, type Row } from './open.ts';
 import { windowsOf } from './usage.ts';
 import { holdForever } from '../faults.ts';
 import { keptResults } from '../kept-answer.ts';
+import { renew } from './lease.ts';
 
 // PostgreSQL's settlement and refund rules: stored functions (each one round trip under the
 // reservation's row lock), written here beside the jobs that call them as lmdb/settle.ts holds
@@ -137,7 +138,13 @@ export async function settle(db: Pg, reservation: Reservation, at: number, rende
     try {
       // the test fault: the same function inside an explicit transaction, stopped before COMMIT
       if (fault === 'hold') await db.tx(async (c) => holdForever(`postgres settlement transaction (lv_settle ${(await c.query(SETTLE_SQL, args)).rowCount} row)`));
-      const out = (await db.q(SETTLE_SQL, args, 'lv_settle')).rows[0]!.r as { ok: boolean; body?: string; state?: string };
+      let out = (await db.q(SETTLE_SQL, args, 'lv_settle')).rows[0]!.r as { ok: boolean; body?: string; state?: string };
+      // Refused while still pending: the lease lapsed in the database. If this node's own clock
+      // says it renewed in time, the database's clock stepped forward past it (no sweep takes a
+      // lease renewed since: recovery.ts): the renewal extends it, and the settlement is made.
+      if (!out.ok && out.state === 'pending' && Date.now() < db.leaseOkUntil && (await renew(db))) {
+        out = (await db.q(SETTLE_SQL, args, 'lv_settle')).rows[0]!.r as { ok: boolean; body?: string; state?: string };
+      }
       if (out.ok) return { kind: 'settled', body: out.body! };
       // Refused: this node's lease lapsed (another node may be refunding it) or the
       // reservation is no longer pending. Never charged, and its units are back (refund is

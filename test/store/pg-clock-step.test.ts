@@ -1,0 +1,125 @@
+import t from 'tap';
+import { PgBackend } from '../../src/store/pg/index.ts';
+import type { Reservation } from '../../src/store/records.ts';
+import { postVerify, request, single } from '../helpers/captures.ts';
+import { startPostgres } from '../helpers/postgres.ts';
+import { startApi } from '../helpers/api.ts';
+import { bearer, makeToken } from '../helpers/server.ts';
+import { reserveInput, T0, tokenRecord } from './contract.ts';
+
+// A forward step of the database host's clock larger than the lease (NTP correcting a clock
+// that had fallen behind, a VM resumed): every lease is computed with the database's now(), so
+// every live node's lease looks lapsed at once. Before, the sweep (src/store/pg/recovery.ts)
+// refunded the reservations of every lapsed lease at once, the live nodes' calls in inference
+// among them (a node's own process swept its own API worker's node), their settlements were
+// refused, and their clients heard 500 inference_failed though inference had worked (found
+// with libfaketime stepping a PostgreSQL host by 60 s). Now a sweep takes a lease only once it
+// has watched it lapsed and unrenewed for a whole lease of its own monotonic time, a live node
+// renews a lease that lapsed only by the database's clock, and its settlement, refused on such
+// a lease, renews and is made. A node that really stopped is still swept, a lease later.
+//
+// The step is made by SQL: every lease moved 60 s back, which is what a forward step of 60 s
+// looks like to the sweep and the settlement (now() - lease_until grows by 60 s at once).
+
+const pg = await startPostgres();
+t.teardown(() => pg.stop());
+
+const STEP = `UPDATE nodes SET lease_until = lease_until - interval '60 s'`;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function reserved(node: PgBackend, tok: ReturnType<typeof tokenRecord>, key: string): Promise<Reservation> {
+  const out = await node.reserve(reserveInput(tok, { idempotencyKey: key, fingerprint: 'fp', at: Date.now() }));
+  if (out.kind !== 'reserved') throw new Error(`not reserved: ${out.kind}`);
+  return out.reservation;
+}
+
+t.test('a forward step of the database clock: the live node\'s call in flight settles, charged once; the sweeps leave it', async (t) => {
+  const leaseMs = 600;
+  const [a, b] = await Promise.all([PgBackend.open(pg.url, { leaseMs }), PgBackend.open(pg.url, { leaseMs })]);
+  t.teardown(() => Promise.all([a.close(), b.close()]));
+  const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 10, period: 'never' }]);
+  await a.insertToken(tok);
+  const rsv = await reserved(a, tok, 'k-step');
+  await a.pool.query(STEP);
+  t.equal((await a.pool.query('SELECT count(*)::int AS n FROM nodes WHERE lease_until > now()')).rows[0].n, 0, 'every lease looks lapsed');
+  // both nodes sweep, often, for three leases of their time, while a renews (every third of it)
+  const swept: string[] = [];
+  const until = performance.now() + 3 * leaseMs;
+  while (performance.now() < until) {
+    for (const n of [b, a]) swept.push(...(await n.recoverPending(Date.now())).map((r) => r.id));
+    await sleep(50);
+  }
+  t.same(swept, [], 'no sweep took the live node\'s reservation (each took it at the first sweep after the step)');
+  t.equal((await a.getReservation(rsv.id))!.state, 'pending', 'still in flight');
+  // the step again, just before the settlement: refused on the lapsed lease, it renews and is made
+  await a.pool.query(STEP);
+  const settled = await a.settle(rsv, Date.now(), (usage) => JSON.stringify({ usage }), [{ ok: 1 }]);
+  t.equal(settled.kind, 'settled', 'the settlement on a lease lapsed by the step is made (it was refused: 500 inference_failed)');
+  t.equal((await a.getReservation(rsv.id))!.state, 'charged');
+  t.equal(rsv.node, a.node, 'under the same node id: the lease was renewed, not registered anew');
+  t.same((await a.listLedger({ token_id: tok.id })).items.map((e) => e.kind), ['charge'], 'charged once, never refunded');
+  t.same((await a.usageSnapshot(tok, T0)).map((u) => u.used), [1]);
+  t.ok((await a.verifyLedger()).ok);
+});
+
+t.test('a node that really stopped is still swept after a step: a lease of the sweeper\'s time after it first saw it lapsed', async (t) => {
+  const leaseMs = 600;
+  const [dead, b] = await Promise.all([PgBackend.open(pg.url, { leaseMs }), PgBackend.open(pg.url, { leaseMs })]);
+  t.teardown(() => Promise.all([dead.close(), b.close()]));
+  const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 10, period: 'never' }]);
+  await b.insertToken(tok);
+  const rsv = await reserved(dead, tok, 'k-dead');
+  // the holder stops renewing (as a killed process would) but keeps its connections
+  (dead as unknown as { renewTimer: NodeJS.Timeout }).renewTimer.close();
+  await b.pool.query(STEP);
+  const firstSeen = performance.now();
+  t.same(await b.recoverPending(Date.now()), [], 'the first sweep after the step only watches the lapsed lease');
+  let swept: Reservation[] = [];
+  for (let i = 0; i < 100 && swept.length === 0; i++) {
+    await sleep(50); // polling for the sweep, bounded (5 s)
+    swept = await b.recoverPending(Date.now());
+  }
+  t.same(swept.map((r) => r.id), [rsv.id], 'the dead node\'s reservation is refunded');
+  t.ok(performance.now() - firstSeen >= leaseMs, 'once watched unrenewed for a whole lease');
+  t.equal((await b.getReservation(rsv.id))!.state, 'refunded');
+  const retry = await b.reserve(reserveInput(tok, { idempotencyKey: 'k-dead', fingerprint: 'fp', at: Date.now() }));
+  t.equal(retry.kind, 'reserved', 'its key is released');
+  if (retry.kind === 'reserved') await b.refund(retry.reservation.id, Date.now());
+  t.ok((await b.verifyLedger()).ok);
+});
+
+t.test('through the service: a verify call in inference while the database clock steps 60 s forward is answered 200, charged once', async (t) => {
+  const LEASE_S = 2;
+  const api = await startApi({
+    env: { DATABASE_URL: pg.url, NODE_LEASE_SECONDS: String(LEASE_S), TEST_INFERENCE_DELAY_MS: String(3 * LEASE_S * 1000), TEST_INFERENCE_DELAY_PREFIX: 'slow-' },
+    engine: 'real',
+    ready: true,
+  });
+  t.teardown(() => api.stop());
+  // another node sweeping, often, beside the service's own sweep (its main thread's node, every
+  // half lease, which took its API worker's reservation in the reviewer's run)
+  const peer = await PgBackend.open(pg.url, { leaseMs: LEASE_S * 1000 });
+  t.teardown(() => peer.close());
+  const { id, token } = await makeToken(api, ['rgb_liveness:10:never']);
+  const used = async () => (await (await fetch(`${api.baseUrl}/v1/me`, { headers: bearer(token) })).json()).usage[0].used as number;
+  const call = postVerify(api.baseUrl, token, 'rgb_liveness', request([single({ id: 'slow-step' })]), { 'idempotency-key': 'k-step-api' });
+  for (let i = 0; i < 200 && (await used()) === 0; i++) await sleep(50); // bounded poll until the reservation is held
+  t.equal(await used(), 1, 'held while the call is in inference');
+  await peer.pool.query(STEP);
+  const swept: string[] = [];
+  let done = false;
+  void call.finally(() => (done = true));
+  while (!done) {
+    swept.push(...(await peer.recoverPending(Date.now())).filter((r) => r.token_id === id).map((r) => r.id));
+    await sleep(100);
+  }
+  const res = await call;
+  t.equal(res.status, 200, `answered 200 (it was 500 inference_failed): ${res.text}`);
+  t.same(swept, [], 'the other node\'s sweeps left it');
+  const refunded = api.logLines().filter((l) => /crash recovery: pending reservation refunded/.test(l.msg) && l.token_id === id);
+  t.same(refunded, [], 'the service\'s own sweep left it');
+  t.equal(await used(), 1, 'charged once');
+  const ledger = await api.store.listLedger({ token_id: id });
+  t.same(ledger.items.filter((e) => e.kind === 'refund'), [], 'no refund in the ledger');
+  t.ok((await api.store.verifyLedger()).ok);
+});
