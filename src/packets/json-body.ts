@@ -3,17 +3,19 @@
 // because both parse bodies with it.
 
 import type { Static, TSchema } from '@sinclair/typebox';
-import { TypeCompiler, ValueErrorType, type ValueError } from '@sinclair/typebox/compiler';
+import { ValueErrorType, type ValueError } from '@sinclair/typebox/compiler';
 import { ValidationFailure } from '../errors/index.ts';
 import { addSchemaErrors, IssueList, pathToLoc } from './issues.ts';
+import { compileCodePoints } from './lengths.ts';
 import { NAME_TEXT } from './name-text.ts';
 
 export type Parser<T extends TSchema> = (body: unknown) => Static<T>;
 
 /** Compiles a body schema once; the parser throws a 422 with every issue, loc under "body".
- * The schemas are the ones the OpenAPI document is built from. */
+ * The schemas are the ones the OpenAPI document is built from; string lengths are counted in
+ * code points, as that document's minLength/maxLength mean (lengths.ts). */
 export function bodyParser<T extends TSchema>(schema: T): Parser<T> {
-  const check = TypeCompiler.Compile(schema);
+  const check = compileCodePoints(schema);
   return (body) => {
     if (check.Check(body)) return body;
     const issues = new IssueList();
