@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Value } from '@sinclair/typebox/value';
-import { isNameText, NAME_TEXT_RULE } from '../packets/index.ts';
+import { compileCodePoints, isNameText, NAME_TEXT_RULE } from '../packets/index.ts';
 import { adminSchemas, createToken, DuplicateTokenNameError, duplicateGrantIndex, listTokenViews, patchToken, removeGrant, revokeToken, RevokedTokenError, setGrant, tokenDetail, addUser, listUserViews, isModuleId } from '../admin/index.ts';
 import { clockOffset, isoNow, now, setClockFile, setClockOffset } from '../clock.ts';
 import { loadConfig } from '../config/index.ts';
@@ -58,6 +58,10 @@ function isoOf(v: string, what: string): string {
   return new Date(Date.parse(v)).toISOString();
 }
 
+// 8 to 1,024 characters, counted in code points as POST /admin/api/users counts them (a
+// password of 4 emoji is 8 UTF-16 units, and Value.Check took it)
+const passwordCheck = compileCodePoints(adminSchemas.PasswordSchema);
+
 function need<T>(value: T | undefined, what: string): T {
   if (value === undefined) throw new NotFoundError(`unknown ${what}`);
   return value;
@@ -81,7 +85,7 @@ const commands: Record<string, Command> = {
       // here with a longer password could never log in (the login takes 1,024 characters)
       if (!Value.Check(adminSchemas.UsernameSchema, username)) throw new UsageError('username must be 1 to 64 of A-Z a-z 0-9 _ . @ -');
       const password = (await readStdin(ctx.stdin)).split(/\r?\n/)[0] ?? '';
-      if (!Value.Check(adminSchemas.PasswordSchema, password)) throw new UsageError('password (first line of stdin) must have 8 to 1024 characters');
+      if (!passwordCheck.Check(password)) throw new UsageError('password (first line of stdin) must have 8 to 1024 characters');
       try {
         return await addUser(store, { username, password, role: values.role });
       } catch (e) {

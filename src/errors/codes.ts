@@ -40,7 +40,19 @@ export const ERRORS = {
   request_timeout: { status: 408, message: 'The upload was too slow or did not finish in time; retry with the same key' },
   conflict: { status: 409, message: 'The resource already exists' },
   payload_too_large: { status: 413, message: 'The request body, a part or the batch is too large' },
-  unsupported_media_type: { status: 415, message: 'The body must be multipart/form-data' },
+  unsupported_media_type: {
+    status: 415, message: 'The body must be multipart/form-data',
+    // a multipart/form-data Content-Type whose boundary cannot be used (src/http/multipart/
+    // content-type.ts): the client did send multipart/form-data, most often with a
+    // Content-Type set by hand, which the spec warns against (review 3, F5)
+    variants: {
+      not_multipart: 'The body must be multipart/form-data',
+      no_boundary: 'The multipart/form-data Content-Type has no boundary parameter, so its parts cannot be found; let the HTTP library generate the Content-Type, boundary included, from the form data (never set it by hand)',
+      repeated_boundary: 'The multipart/form-data Content-Type has more than one boundary parameter; let the HTTP library generate the Content-Type, boundary included, from the form data (never set it by hand)',
+      invalid_boundary: 'The boundary of the multipart/form-data Content-Type is invalid: RFC 2046 allows 1 to 70 characters of A-Z a-z 0-9 \'()+_,-./:=? and space, not ending in a space; let the HTTP library generate the Content-Type, boundary included, from the form data (never set it by hand)',
+      unreadable_parameters: 'The parameters of the multipart/form-data Content-Type cannot be read (each is ; name=value, a quoted value closed); let the HTTP library generate the Content-Type, boundary included, from the form data (never set it by hand)',
+    },
+  },
   invalid_input: { status: 422, message: 'Invalid input' },
   quota_exceeded: { status: 429, message: 'The quota for this module is used up' },
   too_many_attempts: { status: 429, message: 'Too many failed attempts; try again later' },

@@ -15,6 +15,7 @@ export const ISSUE_TYPES = [
   'too_many_events', 'phases_incomplete', 'not_increasing', 'field_forbidden', 'phase_order',
   'display_time_after_exposure', 'display_time_not_after_previous', 'source_size_changed',
   'eyes_outside_image', 'eyes_not_sorted', 'eyes_too_close', 'part_reserved', 'duplicate_part',
+  'part_name_unsendable',
   // multipart parts against the metadata
   'metadata_duplicate', 'metadata_not_text', 'part_duplicate', 'part_missing', 'part_not_file',
   'sha256_mismatch', 'part_unreferenced',

@@ -51,7 +51,9 @@ export const OPERATIONS: Operation[] = [
       + 'An upload below UPLOAD_MIN_BYTES_PER_SECOND over UPLOAD_RATE_WINDOW_SECONDS, or still running after UPLOAD_DEADLINE_SECONDS, is answered 408 request_timeout '
       + '(nothing charged, the key not bound). Capacity is 2 x WORKERS slots (VERIFY_SLOTS when an operator sets it) shared by the whole host, with caps per client address and per token (503 server_busy). '
       + 'With a session token: only the session\'s module (else 403 session_not_allowed); the business token\'s quota is charged, and a call that would pass the '
-      + 'session\'s max_captures is refused whole (429 session_captures_exceeded, nothing charged).',
+      + 'session\'s max_captures is refused whole (429 session_captures_exceeded, nothing charged). '
+      + 'The Content-Type must be multipart/form-data with one valid boundary (RFC 2046: 1 to 70 characters); the HTTP library generates it, boundary included, from the form data, so never set it by hand. '
+      + 'Anything else is 415 unsupported_media_type, whose message names the fault: not multipart/form-data, no boundary parameter, a repeated boundary parameter, an invalid boundary, or parameters that cannot be read.',
     parameters: [
       moduleIdParam,
       {

@@ -4,6 +4,9 @@
 
 import { ValueErrorType, type ValueError } from '@sinclair/typebox/errors';
 import { type ValidationIssue, MAX_ISSUES } from '../contract/index.ts';
+import { codePointLength, lengthBounds } from './lengths.ts';
+
+export { codePointLength };
 
 export type Loc = (string | number)[];
 
@@ -45,21 +48,6 @@ export class IssueList {
   get length(): number {
     return this.items.length;
   }
-}
-
-/** Characters as the spec counts them: Unicode code points (a lone surrogate counts as one),
- * which is also how JSON Schema defines minLength/maxLength. */
-export function codePointLength(s: string): number {
-  let n = 0;
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
-      const d = s.charCodeAt(i + 1);
-      if (d >= 0xdc00 && d <= 0xdfff) i++;
-    }
-    n++;
-  }
-  return n;
 }
 
 /** Echo small inputs only: echoing a rejected 100 kB string or a whole frames array back in
@@ -169,13 +157,20 @@ export function addSchemaErrors(errors: Iterable<ValueError>, base: Loc, root: u
       case ValueErrorType.String:
         out.issue(loc, 'string_type', 'Input should be a valid string', undefined, echoInput(value));
         break;
-      case ValueErrorType.StringMinLength:
-        out.issue(loc, 'string_too_short', `String should have at least ${schema.minLength} character${schema.minLength === 1 ? '' : 's'}`, { min_length: schema.minLength }, echoInput(value));
+      case ValueErrorType.StringMinLength: {
+        // lengths in code points, as the spec and JSON Schema count them (lengths.ts: the
+        // bounds as written, where the schema is a compileCodePoints copy)
+        const min = lengthBounds(schema).minLength as number;
+        const n = codePointLength(value as string);
+        if (n < min) {
+          out.issue(loc, 'string_too_short', `String should have at least ${min} character${min === 1 ? '' : 's'}`, { min_length: min }, echoInput(value));
+        }
         break;
+      }
       case ValueErrorType.StringMaxLength: {
-        // TypeBox counts UTF-16 code units; the spec and JSON Schema count code points, so a
-        // string of astral characters can trip TypeBox while being within the limit.
-        const max = schema.maxLength as number;
+        // TypeBox counts UTF-16 code units: a string of astral characters can trip TypeBox
+        // while being within the limit (compileCodePoints drops those errors already)
+        const max = lengthBounds(schema).maxLength as number;
         const n = codePointLength(value as string);
         if (n > max) {
           out.issue(loc, 'string_too_long', `String should have at most ${max} characters, not ${n}`, { max_length: max, actual_length: n }, echoInput(value));

@@ -3,17 +3,19 @@
 // because both parse bodies with it.
 
 import type { Static, TSchema } from '@sinclair/typebox';
-import { TypeCompiler, ValueErrorType, type ValueError } from '@sinclair/typebox/compiler';
+import { ValueErrorType, type ValueError } from '@sinclair/typebox/compiler';
 import { ValidationFailure } from '../errors/index.ts';
 import { addSchemaErrors, IssueList, pathToLoc } from './issues.ts';
-import { NAME_TEXT } from './name-text.ts';
+import { compileCodePoints } from './lengths.ts';
+import { NAME_TEXT, NAME_TEXT_RULE } from './name-text.ts';
 
 export type Parser<T extends TSchema> = (body: unknown) => Static<T>;
 
 /** Compiles a body schema once; the parser throws a 422 with every issue, loc under "body".
- * The schemas are the ones the OpenAPI document is built from. */
+ * The schemas are the ones the OpenAPI document is built from; string lengths are counted in
+ * code points, as that document's minLength/maxLength mean (lengths.ts). */
 export function bodyParser<T extends TSchema>(schema: T): Parser<T> {
-  const check = TypeCompiler.Compile(schema);
+  const check = compileCodePoints(schema);
   return (body) => {
     if (check.Check(body)) return body;
     const issues = new IssueList();
@@ -31,7 +33,7 @@ export function bodyParser<T extends TSchema>(schema: T): Parser<T> {
 function* nameTextIssues(errors: Iterable<ValueError>, body: unknown, issues: IssueList): Iterable<ValueError> {
   for (const e of errors) {
     if (e.type === ValueErrorType.StringFormat && (e.schema as { format?: string }).format === NAME_TEXT) {
-      issues.issue(pathToLoc(['body'], e.path, body), 'string_unicode', 'Input should be well-formed Unicode text without control characters');
+      issues.issue(pathToLoc(['body'], e.path, body), 'string_unicode', `Input should be well-formed Unicode ${NAME_TEXT_RULE}`);
     } else if (e.type === ValueErrorType.StringPattern && (e.schema as { format?: string }).format === NAME_TEXT) {
       // the pattern states the format's control-character rule for clients (issue 29): one
       // fault, reported once, by the format above

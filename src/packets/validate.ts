@@ -3,16 +3,17 @@
 // counts (413, as soon as the arrays are known, before any schema error) -> schema and rules
 // together (422 with all items).
 
-import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { ServiceError, ValidationFailure } from '../errors/index.ts';
 import type { CapturePacket, ParsedMetadata } from './types.ts';
 import { type ModuleId, MAX_CAPTURES_PER_REQUEST, MAX_EVENTS_PER_CAPTURE, MAX_EVENTS_PER_REQUEST } from '../contract/index.ts';
 import { BatchEnvelopeSchema, CapturePacketSchema } from './schemas.ts';
 import { IssueList, METADATA_LOC, addSchemaErrors, type Loc } from './issues.ts';
+import { compileCodePoints } from './lengths.ts';
 import { checkCapture, newScope } from './rules.ts';
 
-const checkPacket = TypeCompiler.Compile(CapturePacketSchema);
-const checkEnvelope = TypeCompiler.Compile(BatchEnvelopeSchema);
+// lengths in code points (capture_id: 1 to 128 characters), as the admin bodies' (lengths.ts)
+const checkPacket = compileCodePoints(CapturePacketSchema);
+const checkEnvelope = compileCodePoints(BatchEnvelopeSchema);
 
 const isObject = (v: unknown): v is Record<string, unknown> =>
   v !== null && typeof v === 'object' && !Array.isArray(v);

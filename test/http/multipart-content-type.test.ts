@@ -1,5 +1,5 @@
 import t from 'tap';
-import { parseMultipartBoundary } from '../../src/http/multipart/index.ts';
+import { parseMultipartBoundary, readMultipartContentType } from '../../src/http/multipart/index.ts';
 
 t.test('accepts multipart/form-data with a boundary, quoted or not, any case', async (t) => {
   t.equal(parseMultipartBoundary('multipart/form-data; boundary=abc123'), 'abc123');
@@ -44,4 +44,30 @@ t.test('rejects anything else so the caller can answer 415', async (t) => {
     'text/plain; boundary=abc',
   ];
   for (const ct of bad) t.equal(parseMultipartBoundary(ct), null, String(ct));
+});
+
+// review 3, F5: a client that did send multipart/form-data learns what is wrong with its
+// Content-Type (the 415's message is the fault's variant, src/errors/codes.ts)
+t.test('readMultipartContentType names the fault', async (t) => {
+  const cases: [string | undefined, string][] = [
+    [undefined, 'not_multipart'],
+    ['application/json', 'not_multipart'],
+    ['multipart/mixed; boundary=abc', 'not_multipart'],
+    ['multipart/form-data', 'no_boundary'],
+    ['multipart/form-data;', 'no_boundary'],
+    ['multipart/form-data; charset=utf-8', 'no_boundary'],
+    ['multipart/form-data; boundary=a; boundary=b', 'repeated_boundary'],
+    ['multipart/form-data; boundary=a; BOUNDARY="a"', 'repeated_boundary'],
+    [`multipart/form-data; boundary=${'a'.repeat(71)}`, 'invalid_boundary'],
+    ['multipart/form-data; boundary=', 'invalid_boundary'],
+    ['multipart/form-data; boundary=""', 'invalid_boundary'],
+    ['multipart/form-data; boundary="abc "', 'invalid_boundary'],
+    ['multipart/form-data; boundary="ab*c"', 'invalid_boundary'],
+    ['multipart/form-data boundary=abc', 'unreadable_parameters'],
+    ['multipart/form-data; boundary="abc ', 'unreadable_parameters'],
+    ['multipart/form-data; =abc', 'unreadable_parameters'],
+    ['multipart/form-data; boundary=abc garbage', 'unreadable_parameters'],
+  ];
+  for (const [ct, fault] of cases) t.same(readMultipartContentType(ct), { fault }, String(ct));
+  t.same(readMultipartContentType(`multipart/form-data; boundary=${'a'.repeat(70)}`), { boundary: 'a'.repeat(70) });
 });

@@ -1,6 +1,8 @@
 // Boundary extraction from the request's Content-Type (RFC 7231 media-type syntax, RFC 7578
-// form-data, RFC 2046 boundary grammar). Returns null for anything the verify endpoint must
-// answer with 415, so the caller has a single check.
+// form-data, RFC 2046 boundary grammar). Anything else is answered 415 by the verify endpoint;
+// readMultipartContentType says which fault it is, so that a client that did send
+// multipart/form-data (with a Content-Type set by hand, typically) learns what is wrong with it
+// rather than being told to send what it sent (review 3, F5).
 
 import { TOKEN, readQuoted, skipOws } from './syntax.ts';
 
@@ -18,34 +20,38 @@ export function isValidBoundary(boundary: string): boolean {
   return true;
 }
 
-export function parseMultipartBoundary(contentType: string | undefined): string | null {
-  if (contentType === undefined) return null;
+/** Why a Content-Type gives no boundary: the unsupported_media_type variant that says so. */
+export type ContentTypeFault = 'not_multipart' | 'unreadable_parameters' | 'no_boundary' | 'repeated_boundary' | 'invalid_boundary';
+
+export function readMultipartContentType(contentType: string | undefined): { boundary: string } | { fault: ContentTypeFault } {
+  if (contentType === undefined) return { fault: 'not_multipart' };
   const s = contentType;
   let i = skipOws(s, 0);
   const slash = s.indexOf('/', i);
-  if (slash < 0) return null;
+  if (slash < 0) return { fault: 'not_multipart' };
   let end = slash + 1;
   while (end < s.length && s[end] !== ';' && s[end] !== ' ' && s[end] !== '\t') end++;
   const type = s.slice(i, slash);
   const subtype = s.slice(slash + 1, end);
-  if (type.toLowerCase() !== 'multipart' || subtype.toLowerCase() !== 'form-data') return null;
+  if (type.toLowerCase() !== 'multipart' || subtype.toLowerCase() !== 'form-data') return { fault: 'not_multipart' };
 
+  const unreadable = { fault: 'unreadable_parameters' } as const;
   let boundary: string | null = null;
   i = end;
   for (;;) {
     i = skipOws(s, i);
     if (i >= s.length) break;
-    if (s[i] !== ';') return null;
+    if (s[i] !== ';') return unreadable;
     i = skipOws(s, i + 1);
     if (i >= s.length) break; // a trailing ';' is harmless and some clients send it
     const eq = s.indexOf('=', i);
-    if (eq < 0) return null;
+    if (eq < 0) return unreadable;
     const name = s.slice(i, eq);
-    if (!TOKEN.test(name)) return null;
+    if (!TOKEN.test(name)) return unreadable;
     let value: string;
     if (s[eq + 1] === '"') {
       const q = readQuoted(s, eq + 1);
-      if (q === null) return null;
+      if (q === null) return unreadable;
       value = q.value;
       i = q.next;
     } else {
@@ -54,13 +60,21 @@ export function parseMultipartBoundary(contentType: string | undefined): string 
       let j = eq + 1;
       while (j < s.length && s[j] !== ';' && s[j] !== ' ' && s[j] !== '\t') j++;
       value = s.slice(eq + 1, j);
-      if (value.length === 0) return null;
+      if (value.length === 0) return name.toLowerCase() === 'boundary' ? { fault: 'invalid_boundary' } : unreadable;
       i = j;
     }
     if (name.toLowerCase() === 'boundary') {
-      if (boundary !== null) return null; // two boundaries: which one the client meant is unknowable
+      // two boundaries: which one the client meant is unknowable
+      if (boundary !== null) return { fault: 'repeated_boundary' };
       boundary = value;
     }
   }
-  return boundary !== null && isValidBoundary(boundary) ? boundary : null;
+  if (boundary === null) return { fault: 'no_boundary' };
+  return isValidBoundary(boundary) ? { boundary } : { fault: 'invalid_boundary' };
+}
+
+/** The boundary, or null for anything the verify endpoint answers with 415. */
+export function parseMultipartBoundary(contentType: string | undefined): string | null {
+  const read = readMultipartContentType(contentType);
+  return 'boundary' in read ? read.boundary : null;
 }

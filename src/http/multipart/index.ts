@@ -1,4 +1,4 @@
-export { parseMultipartBoundary, isValidBoundary } from './content-type.ts';
+export { parseMultipartBoundary, readMultipartContentType, isValidBoundary, type ContentTypeFault } from './content-type.ts';
 export { MultipartError, MULTIPART_ERROR_CODES, type MultipartErrorKind } from './errors.ts';
 export type { PartHeaders } from './headers.ts';
 export type { ReceivedPart } from './part.ts';

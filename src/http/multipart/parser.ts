@@ -8,6 +8,7 @@
 // The whole stream is treated as if it began with CRLF: then every delimiter, the first one
 // included, is the same byte string `CRLF--boundary`, and the preamble is just bytes before it.
 
+import { isUtf8 } from 'node:buffer';
 import { isValidBoundary } from './content-type.ts';
 import { MultipartError } from './errors.ts';
 import { parsePartHeaders, type PartHeaders } from './headers.ts';
@@ -266,11 +267,25 @@ export class MultipartParser {
       }
       return pos + n;
     }
-    // Header lines are UTF-8 as WHATWG FormData encodes field and file names.
-    const headers = parsePartHeaders(at > CRLF.length ? buf.toString('utf8', CRLF.length, at) : '');
+    const headers = headersOf(buf.subarray(CRLF.length, Math.max(CRLF.length, at)), this.partCount);
     this.handlers.onPartStart?.(headers);
     this.current = new PartAccumulator(headers, this.limits.maxPartBytes);
     this.state = State.Body;
     return pos + (at + CRLF2.length - before);
   }
+}
+
+/** Header lines are UTF-8 as WHATWG FormData encodes field and file names. A part name that
+ * is not UTF-8 is refused: no image.part could name it (the metadata is strict UTF-8 text), and
+ * decoded to U+FFFD it answered a confusing part_missing + part_unreferenced pair (review 3,
+ * F6). Elsewhere (a file name, which identifies nothing) invalid bytes still become U+FFFD. */
+function headersOf(block: Buffer, partNumber: number): PartHeaders {
+  if (isUtf8(block)) return parsePartHeaders(block.toString('utf8'));
+  // read one character per byte to find the name's own bytes (quotes, backslashes and
+  // separators are ASCII, and no byte of a UTF-8 multi-byte sequence is)
+  const { name } = parsePartHeaders(block.toString('latin1'));
+  if (!isUtf8(Buffer.from(name, 'latin1'))) {
+    throw new MultipartError('malformed', `part ${partNumber} has a name (Content-Disposition name=) that is not valid UTF-8; part names are UTF-8 text, as image.part in the metadata is`);
+  }
+  return parsePartHeaders(block.toString('utf8'));
 }

@@ -1,6 +1,6 @@
 import { MAX_BODY_BYTES, MAX_HEADER_BYTES, MAX_PART_BYTES, MAX_PARTS } from '../../contract/index.ts';
 import { now } from '../../clock.ts';
-import { ServiceError } from '../../errors/index.ts';
+import { messageOf, ServiceError } from '../../errors/index.ts';
 import { sentSessionToken } from '../../auth/index.ts';
 import { recordVerify, threadTracing, tracedMethods, type CallTrace, type Tracing } from '../../observability/index.ts';
 import { signBody, signerOf } from '../../signing/index.ts';
@@ -9,7 +9,7 @@ import type { InferenceTiming } from '../../inference/index.ts';
 import { checkContentLength } from '../body.ts';
 import { clientAddress } from '../client-address.ts';
 import type { HttpContext } from '../context.ts';
-import { parseMultipartBoundary } from '../multipart/index.ts';
+import { readMultipartContentType } from '../multipart/index.ts';
 import type { Reply } from '../respond.ts';
 import type { Router } from '../router.ts';
 import type { Services } from '../services.ts';
@@ -137,9 +137,10 @@ function verifyRequest(ctx: HttpContext, moduleParam: string, s: Services, slot:
     },
     openBody(onPartEnd) {
       checkContentLength(ctx, LIMITS.maxBodyBytes);
-      const boundary = parseMultipartBoundary(ctx.headers['content-type']);
-      if (boundary === null) throw new ServiceError('unsupported_media_type');
-      return slot.upload(receiveMultipart(ctx, boundary, LIMITS, onPartEnd, s.uploadPacer));
+      const type = readMultipartContentType(ctx.headers['content-type']);
+      // 415 for every fault (interface-spec.md "Errors"), its message naming the fault
+      if ('fault' in type) throw new ServiceError('unsupported_media_type', messageOf('unsupported_media_type', type.fault));
+      return slot.upload(receiveMultipart(ctx, type.boundary, LIMITS, onPartEnd, s.uploadPacer));
     },
   };
 }
