@@ -234,6 +234,20 @@ t.test('a database whose rules are newer than this build\'s is refused, and its 
   t.same(await withClient(url, async (c) => (await c.query('SELECT * FROM schema_rules')).rows), row, 'nothing installed');
 });
 
+// review3 (upgrades): two builds of one rules version with different rule texts (version 2 had
+// two, its digest re-pinned in DIGESTS) each put their own text back at every start, under
+// the other's running nodes. A digest of this version other than this build's is refused.
+t.test('rules of this version but another text are refused, and left alone', async (t) => {
+  const url = await server.database('other_text_rules');
+  await openAndClose(url);
+  const row = await withClient(url, async (c) => {
+    await c.query('UPDATE schema_rules SET digest = $1', ['0'.repeat(64)]);
+    return (await c.query('SELECT * FROM schema_rules')).rows;
+  });
+  await t.rejects(PgBackend.open(url), { message: new RegExp(`database rules version ${RULES_VERSION} were installed by a build whose rules differ from this build's \\(digest 000000000000, this build ${rulesDigest().slice(0, 12)}\\)`) });
+  t.same(await withClient(url, async (c) => (await c.query('SELECT * FROM schema_rules')).rows), row, 'nothing installed');
+});
+
 // The refund paths only PostgreSQL has, or that no server test produces on it
 // (docs/metering.md "Every refund path" names the tests of the others).
 

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { MIGRATIONS } from './migrations.ts';
-import { installedRulesVersion, installRules, RULES_TABLE, RULES_VERSION } from './rules.ts';
+import { installedRules, installRules, rulesRefusal, RULES_TABLE } from './rules.ts';
 
 // Any fixed 64-bit number names the lock; this one is "lvstore" in ASCII.
 const MIGRATION_LOCK = 0x6c7673746f7265;
@@ -22,8 +22,8 @@ export async function migrate(pool: pg.Pool): Promise<number[]> {
       const known = MIGRATIONS[MIGRATIONS.length - 1]!.version;
       if (newest > known) throw new Error(`database schema version ${newest} is newer than this build's ${known}`);
       await client.query(RULES_TABLE);
-      const rules = await installedRulesVersion(client);
-      if (rules > RULES_VERSION) throw new Error(`database rules version ${rules} is newer than this build's ${RULES_VERSION}`);
+      const refused = rulesRefusal(await installedRules(client));
+      if (refused !== null) throw new Error(refused);
       const applied: number[] = [];
       for (const m of MIGRATIONS) {
         if (done.has(m.version)) continue;

@@ -55,8 +55,24 @@ export const RULES_TABLE = `CREATE TABLE IF NOT EXISTS schema_rules (
 
 /** The version of the rules the database holds; 0 before any was recorded (a database of the
  * builds whose migrations held the rules, or a new one). */
-export async function installedRulesVersion(c: pg.PoolClient): Promise<number> {
-  return ((await c.query('SELECT version FROM schema_rules')).rows[0]?.version as number | undefined) ?? 0;
+/** The version and digest of the rules the database holds (0 and null before any). */
+export async function installedRules(c: pg.PoolClient): Promise<{ version: number; digest: string | null }> {
+  const row = (await c.query('SELECT version, digest FROM schema_rules')).rows[0] as { version: number; digest: string } | undefined;
+  return { version: row?.version ?? 0, digest: row?.digest ?? null };
+}
+
+/** Why this build must not install its rules over the database's, or null. Newer rules are
+ * never replaced by older ones. Rules of this very version but another text were installed by
+ * a build that changed a rule without raising RULES_VERSION (it happened once: two texts of
+ * version 2, review3): each build of the pair would put its own text back whenever it started,
+ * under the other's running nodes, silently undoing the other's fixes. So that is refused too,
+ * both ways, naming the digests: run one of the two builds, or a build with newer rules. */
+export function rulesRefusal(installed: { version: number; digest: string | null }): string | null {
+  if (installed.version > RULES_VERSION) return `database rules version ${installed.version} is newer than this build's ${RULES_VERSION}`;
+  if (installed.version === RULES_VERSION && installed.digest !== null && installed.digest !== rulesDigest()) {
+    return `database rules version ${RULES_VERSION} were installed by a build whose rules differ from this build's (digest ${installed.digest.slice(0, 12)}, this build ${rulesDigest().slice(0, 12)}): two builds disagree on the rules of one version; start the build that installed them, or one with newer rules`;
+  }
+  return null;
 }
 
 /** An installed rule's comment: the text that installed it and what PostgreSQL made of it
