@@ -85,10 +85,18 @@ for (let i = 0; i < 3; i++) spareSessions.push(await login(base, 'root', PASSWOR
 
 const gen = new SchemaArbitraries(doc);
 
+/** The business token's units used, over its modules (GET /v1/me). */
+async function businessUsage(): Promise<number> {
+  const me = (await (await fetch(`${base}/v1/me`, { headers: { authorization: `Bearer ${businessToken}` } })).json()) as { usage: { used: number }[] };
+  return me.usage.reduce((sum, u) => sum + u.used, 0);
+}
+
 interface Answer {
   status: number;
   contentType: string | null;
   text: string;
+  /** the answer's headers, names in lower case */
+  headers: http.IncomingHttpHeaders;
 }
 
 function headersFor(req: GeneratedRequest, op: Operation): Record<string, string> {
@@ -135,7 +143,7 @@ function send(req: GeneratedRequest, op: Operation): Promise<Answer> {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('error', reject);
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, contentType: res.headers['content-type'] ?? null, text: Buffer.concat(chunks).toString('utf8') }));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, contentType: res.headers['content-type'] ?? null, text: Buffer.concat(chunks).toString('utf8'), headers: res.headers }));
     });
     r.on('error', reject);
     r.end(body);
@@ -184,6 +192,46 @@ function stated(o: Operation, issue: { loc?: unknown[] }): boolean {
   return STATED_RULES.some((r) => r.loc.length === loc.length && r.loc.every((x, i) => x === '*' || x === loc[i]) && r.stated.test(text));
 }
 
+/** The headers the document gives an answer that every such answer carries: X-Request-ID
+ * (equal to the body's request_id where the body has one), WWW-Authenticate on a 401 and
+ * X-Verdict-Signature where documented; each header that is there fits its documented schema.
+ * Retry-After and the rest are documented where they may come (a `never` quota's 429 has no
+ * Retry-After), so only their form is judged. */
+const ALWAYS = new Set(['x-request-id', 'www-authenticate', 'x-verdict-signature']);
+const headerValidators = new Map<string, ReturnType<typeof ajv.compile>>();
+function judgeHeaders(documented: Schema, a: Answer): string | null {
+  for (const [name, spec] of Object.entries((documented.headers ?? {}) as Record<string, Schema>)) {
+    const value = a.headers[name.toLowerCase()];
+    if (value === undefined) {
+      if (ALWAYS.has(name.toLowerCase())) return `the documented header ${name} is missing on a ${a.status}`;
+      continue;
+    }
+    const schema = gen.resolve(gen.resolve(spec).schema ?? {});
+    const key = JSON.stringify(schema);
+    let ajvCheck = headerValidators.get(key);
+    if (!ajvCheck) headerValidators.set(key, (ajvCheck = ajv.compile(schema)));
+    // Set-Cookie may come more than once (node gives an array): each one judged
+    for (const one of Array.isArray(value) ? value : [value]) {
+      const v = schema.type === 'integer' && /^\d+$/.test(one) ? Number(one) : one;
+      if (!ajvCheck(v)) return `the header ${name}: ${JSON.stringify(one)} does not fit its documented schema: ${ajv.errorsText(ajvCheck.errors)}`;
+    }
+  }
+  // an error body's request_id and a verify answer's are the call's (a replay's is the first
+  // call's); a model-set activation's request_id names the activation, not the call
+  const rid = a.headers['x-request-id'];
+  if (rid !== undefined && (a.contentType ?? '').startsWith('application/json')) {
+    try {
+      const body = JSON.parse(a.text) as { request_id?: unknown; error?: unknown; results?: unknown };
+      const isError = typeof body?.error === 'object' && body.error !== null && 'code' in body.error;
+      const calls = body !== null && typeof body === 'object' && (isError || ('results' in body && 'charged_units' in body));
+      if (calls && body.request_id !== rid && a.headers['idempotency-replayed'] !== 'true') return `X-Request-ID ${String(rid)} is not the body's request_id ${String(body.request_id)}`;
+    } catch {
+      // judged with the body
+    }
+  }
+  return null;
+}
+
 /** What is wrong with one answer, by the document; null when nothing. */
 function judge(o: Operation, req: GeneratedRequest, a: Answer): string | null {
   const responses = o.op.responses as Record<string, Schema>;
@@ -203,6 +251,8 @@ function judge(o: Operation, req: GeneratedRequest, a: Answer): string | null {
   // the document ties a capture's mode to the module of the path: a capture drawn from the
   // schema for that module must not be refused for belonging to another
   if (req.moduleTied && a.status === 422 && a.text.includes('"mode_not_in_module"')) return 'a capture drawn from the document for this module was refused as belonging to another';
+  const headerFault = judgeHeaders(gen.resolve(documented), a);
+  if (headerFault) return headerFault;
   const content = documented.content as Record<string, Schema> | undefined;
   if (a.text === '' && a.status === 204) return null;
   if (!content) return a.text === '' ? null : `a body on a ${status} that documents none`;
@@ -257,6 +307,10 @@ for (const o of operations) {
     const arb = requestArbitrary(gen, o, verifyBodies);
     const seen = new Map<number, number>();
     const known: { reason: string; what: string }[] = [];
+    // verify: what the answers said they charged, against what the token's usage shows after
+    // the run: a refused call (any 4xx, a 503) must charge nothing
+    const usedBefore = o.op.operationId === 'verify' ? await businessUsage() : 0;
+    let charged = 0;
     const property = fc.asyncProperty(arb, async (req) => {
       let answer: Answer;
       try {
@@ -266,6 +320,7 @@ for (const o of operations) {
         throw new Error(`${describe(req)}\n  no answer: ${(err as Error).message}${dead ? `; ${dead}` : ''}`);
       }
       seen.set(answer.status, (seen.get(answer.status) ?? 0) + 1);
+      if (o.op.operationId === 'verify' && answer.status === 200 && answer.headers['idempotency-replayed'] !== 'true') charged += (JSON.parse(answer.text) as { charged_units: number }).charged_units;
       const dead = await alive();
       if (dead) throw new Error(`${describe(req, answer)}\n  ${dead}`);
       const wrong = judge(o, req, answer);
@@ -281,6 +336,7 @@ for (const o of operations) {
       t.pass(`${details.numRuns} requests, statuses ${JSON.stringify(Object.fromEntries([...seen].sort((a, b) => a[0] - b[0])))}`);
     }
     for (const k of known.slice(0, 3)) t.fail(k.what, { todo: k.reason });
+    if (o.op.operationId === 'verify') t.equal(await businessUsage() - usedBefore, charged, `the token's usage rose by what the 200 answers charged (${charged}), no more: refused calls charged nothing`);
   });
 }
 
