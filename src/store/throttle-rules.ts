@@ -42,21 +42,27 @@ export const pairKey = (address: string, username: string) => `pair:${address}|$
 export const nameKey = (username: string) => `user:${throttleName(username)}`;
 export const knownKey = (address: string, username: string) => `known:${throttleName(username)}|${address}`;
 
-// A count stamped after `at` was written before the clock was stepped back (NTP, an operator
-// setting the time). Its age is unknown, so it is forgotten rather than read as live for the
-// window plus the step: kept, it locked an address or a name out for an hour after a one-hour
-// step back, and its wait was the window plus the step (review3, time). A clock that goes
-// back can only be the host's own; a guesser cannot cause it.
+// A count stamped more than a window after `at` was written before the clock was stepped back
+// (NTP, an operator setting the time) by more than a window. Its age is unknown, so it is
+// forgotten rather than read as live for the window plus the step: kept, it locked an address
+// or a name out for an hour after a one-hour step back (review3, time). A count stamped a
+// little after `at` is an attempt that raced this one (each takes its time before its
+// transaction) and counts: forgetting it would let concurrent guesses reset their own count. A
+// step back shorter than the window keeps its counts, which then last the window plus the step
+// at most. A clock that goes back can only be the host's own; a guesser cannot cause it.
+export function stampedAhead(stamp: number, at: number): boolean {
+  return stamp - at > WINDOW_MS;
+}
 
 /** Address and pair counts run in a fixed window from their first failure. */
 export function windowLive(f: FailureCount | undefined, at: number): f is FailureCount {
-  return f !== undefined && f.window_start <= at && at - f.window_start < WINDOW_MS;
+  return f !== undefined && !stampedAhead(f.window_start, at) && at - f.window_start < WINDOW_MS;
 }
 
 /** A name's count lives until 15 minutes after its last failure: a slow, steady guesser
  * keeps the delay at its cap instead of starting afresh every window. */
 export function nameLive(f: FailureCount | undefined, at: number): f is FailureCount {
-  return f !== undefined && f.last_failure <= at && at - f.last_failure < WINDOW_MS;
+  return f !== undefined && !stampedAhead(f.last_failure, at) && at - f.last_failure < WINDOW_MS;
 }
 
 export function nameDelaySeconds(count: number): number {

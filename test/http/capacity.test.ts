@@ -58,15 +58,25 @@ async function headOnly(t: Test): Promise<{ answer: Answer; retryAfter: string |
 
 const valid = () => post(server.baseUrl, tok.token, body([smallSingle()]));
 
+/** the token's units used (reserved or charged), as /v1/me shows them */
+async function usedNow(): Promise<number> {
+  return ((await snapshot(server, tok.token)).usage as { used: number }[]).reduce((sum, u) => sum + u.used, 0);
+}
+
 t.test('the gauge starts at zero', async (t) => {
   t.equal(await slotsInUse(), 0);
 });
 
 t.test('two calls in inference hold both slots; a third gets 503 server_busy with Retry-After before its body is read', async (t) => {
   const busyBefore = await metric('lv_verify_busy_total');
+  const usedBefore = await usedNow();
   const a = valid();
   const b = valid();
   await slotsUntil((n) => n === 2, 'two calls in flight');
+  // their reservations are answered before their commit, which the metering writer holds open
+  // for a settlement (RESERVATION_HOLD_MS at most): the refused call's before-and-after snapshot
+  // must not straddle that commit, or it reads the two calls' units as its own charge
+  await waitFor(async () => (await usedNow()) === usedBefore + 2, { what: 'the two calls\' reservations to be committed' });
   let third: Awaited<ReturnType<typeof headOnly>> | undefined;
   await expectRejected(t, server, tok, async () => {
     third = await headOnly(t);

@@ -478,12 +478,15 @@ export function storeContract(t: Test, store: StoreBackend): void {
 
   // review3 (time): the host's clock stepped back an hour after a pair was stopped. Read as live,
   // the counts stopped it for the window plus the step; their age is unknown, so they are
-  // forgotten (throttle-rules.ts windowLive, nameLive) and the sweep removes them.
-  t.test('login throttle counts stamped after the clock (a clock stepped back) are forgotten, and swept', async (t) => {
+  // forgotten (throttle-rules.ts stampedAhead) and the sweep removes them. Counts stamped less
+  // than a window ahead are attempts that raced, and count.
+  t.test('login throttle counts stamped a window after the clock (a clock stepped back) are forgotten, and swept', async (t) => {
     const S = T0 + 80 * 24 * 3600_000;
     const addr = '192.0.2.99';
     for (let i = 0; i < PAIR_LIMIT; i++) await store.recordLoginFailure(addr, 'stepped', S + i);
     t.ok(throttleWait(await store.readThrottle(addr, 'stepped', S + 10), S + 10) > 0, 'the pair is stopped at the time of its failures');
+    const raced = S - 5_000;
+    t.ok(throttleWait(await store.readThrottle(addr, 'stepped', raced), raced) > 0, 'counts stamped a little after the clock (attempts that raced) still count');
     const back = S - 3600_000;
     t.equal(throttleWait(await store.readThrottle(addr, 'stepped', back), back), 0, 'an hour earlier by the clock: nothing counts');
     await store.recordLoginFailure(addr, 'stepped', back);

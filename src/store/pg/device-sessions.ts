@@ -29,7 +29,7 @@ DECLARE
 BEGIN
   PERFORM pg_advisory_xact_lock(hashtext('lv_mint_session:' || p_token));
   SELECT coalesce(array_agg(created_ms ORDER BY created_ms), '{}') INTO recent
-    FROM device_sessions WHERE token_id = p_token AND created_ms > p_created_ms - p_window_ms AND created_ms <= p_created_ms;
+    FROM device_sessions WHERE token_id = p_token AND created_ms > p_created_ms - p_window_ms AND created_ms <= p_created_ms + p_window_ms;
   IF cardinality(recent) >= p_limit THEN
     RETURN jsonb_build_object('created', false, 'recent', to_jsonb(recent));
   END IF;

@@ -176,7 +176,7 @@ export class PgBackend implements StoreBackend, FaultHooks {
   }
   async settle(reservation: Reservation, at: number, render: RenderAnswer, results: unknown) {
     try {
-      const out = await settle(this.db, reservation, at, render, results, this.settlementFault?.(results) ?? null);
+      const out = await settle(this.db, reservation, at, render, results, this.settlementFault?.(results) ?? null, renew);
       if (out.kind === 'settled') this.recent.remember(reservation, at, out.body, results);
       return out;
     } finally {

@@ -118,10 +118,10 @@ const SWEEP_BATCH = 1000;
  * first failure) and nameLive (a name's count: from its last failure), negated, with its
  * WINDOW_MS and KNOWN_ADDRESS_MS; the store contract holds both stores to the same edges. */
 export async function sweepLoginThrottle(db: Pg, at: number) {
-  // a count stamped after `at` (the clock was stepped back) is stale too: windowLive and nameLive
-  // forget it (throttle-rules.ts says why)
+  // a count stamped more than a window after `at` (the clock was stepped back) is stale too:
+  // windowLive and nameLive forget it (throttle-rules.ts stampedAhead says why)
   const age = `(CASE WHEN key LIKE 'user:%' THEN $1::bigint - last_failure ELSE $1::bigint - window_start END)`;
-  const stale = `(${age} >= $2::bigint OR ${age} < 0)`;
+  const stale = `(${age} >= $2::bigint OR ${age} < -$2::bigint)`;
   for (;;) {
     const { rowCount } = await db.q(`DELETE FROM login_throttle WHERE key IN (SELECT key FROM login_throttle WHERE ${stale} LIMIT $3 FOR UPDATE SKIP LOCKED) AND ${stale}`, [at, WINDOW_MS, SWEEP_BATCH]);
     if ((rowCount ?? 0) < SWEEP_BATCH) break;

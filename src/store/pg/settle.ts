@@ -8,7 +8,6 @@ import { isoOf, type Pg, type Repair, type Row } from './open.ts';
 import { windowsOf } from './usage.ts';
 import { holdForever } from '../faults.ts';
 import { keptResults } from '../kept-answer.ts';
-import { renew } from './lease.ts';
 
 // PostgreSQL's settlement and refund rules: stored functions (each one round trip under the
 // reservation's row lock), written here beside the jobs that call them as lmdb/settle.ts holds
@@ -125,7 +124,8 @@ export function reservationOf(r: Row): Reservation {
   };
 }
 
-export async function settle(db: Pg, reservation: Reservation, at: number, render: RenderAnswer, results: unknown, fault: 'fail' | 'hold' | null = null): Promise<SettleOutcome> {
+/** `renew`: lease.ts's renewal, given by the caller (lease.ts imports this file) */
+export async function settle(db: Pg, reservation: Reservation, at: number, render: RenderAnswer, results: unknown, fault: 'fail' | 'hold' | null, renew: (db: Pg) => Promise<boolean>): Promise<SettleOutcome> {
   const w = windowsOf(at);
   // The body is rendered here with a placeholder for the usage array, and the function
   // fills in the usage as of the settlement itself: one call, and the saved body is the
