@@ -219,9 +219,11 @@ function checkEyes(eyes: [[number, number], [number, number]], size: [number, nu
 
 // review 3, F6: the field name must equal image.part exactly, and these characters have no one
 // agreed escaping in a Content-Disposition name (WHATWG FormData sends `"` as %22 and CR/LF as
-// %0D/%0A, `\` raw; RFC 7578 readers apply quoted-pair escapes): such a reference could never
-// match the part sent for it. The client package refuses the same names (client/src/multipart.ts).
-const UNSENDABLE_IN_PART_NAME = /["\\\r\n]/;
+// %0D/%0A; others escape `"` as `\"`): such a reference could never match the part every
+// encoder sends for it. A backslash can be sent (src/http/multipart/syntax.ts readQuoted reads
+// it raw, as browsers send it, and `\\` as one, as Python's encoders send it). The client
+// package refuses these names and the backslash (client/src/multipart.ts).
+const UNSENDABLE_IN_PART_NAME = /["\r\n]/;
 
 function checkImage(frame: Obj, status: string | undefined, captureIndex: number, frameIndex: number,
   loc: Loc, scope: RequestScope, out: IssueList): void {
@@ -230,7 +232,7 @@ function checkImage(frame: Obj, status: string | undefined, captureIndex: number
   const part = image.part;
   if (UNSENDABLE_IN_PART_NAME.test(part)) {
     out.issue([...loc, 'part'], 'part_name_unsendable',
-      'image.part must not contain a double quote, a backslash, CR or LF: standard multipart encoders (browsers, FormData, curl) escape or percent-encode them in the part\'s Content-Disposition, so no part would arrive under this name',
+      'image.part must not contain a double quote, CR or LF: standard multipart encoders (browsers, FormData, curl) percent-encode them in the part\'s Content-Disposition, so no part would arrive under this name',
       undefined, part.length <= 256 ? part : undefined);
     return;
   }

@@ -62,10 +62,9 @@ function rawBody(meta: string, header: Buffer): { body: Buffer; contentType: str
   };
 }
 
-t.test('F6: an image.part with ", \\, CR or LF is refused by name, before the quota', async (t) => {
+t.test('F6: an image.part with ", CR or LF is refused by name, before the quota', async (t) => {
   // what WHATWG FormData (browsers, undici) and curl write for each name
   const cases: [string, string][] = [
-    ['cam\\f0', 'name="cam\\f0"'],
     ['cam"0', 'name="cam%220"'],
     ['cam\r\n0', 'name="cam%0D%0A0"'],
     ['cam\n0', 'name="cam%0A0"'],
@@ -75,10 +74,20 @@ t.test('F6: an image.part with ", \\, CR or LF is refused by name, before the qu
       for (const who of [tok, spent]) {
         const r = await expectRejected(t, server, who, () => post(server.baseUrl, who.token, rawBody(metadata(part), Buffer.from(`${header}; filename="a.png"`))), { status: 422, code: 'invalid_input' });
         t.same(r.json?.detail?.map((d: { loc: unknown[]; type: string }) => [d.loc.join('.'), d.type]), [['body.metadata.frames.0.image.part', 'part_name_unsendable']], 'one item, at the field');
-        t.match(r.json?.detail?.[0]?.msg, /must not contain a double quote, a backslash, CR or LF: standard multipart encoders/);
+        t.match(r.json?.detail?.[0]?.msg, /must not contain a double quote, CR or LF: standard multipart encoders/);
         t.equal(r.json?.detail?.[0]?.input, part);
       }
     });
+  }
+});
+
+// A backslash in a part name arrives whole from both kinds of encoder: browsers, undici and
+// curl send it raw, Python's urllib3 and httpx escape it as \\ (src/http/multipart/syntax.ts).
+// It was read as a quoted-pair escape, so the raw form lost it (`cam\f0` arrived as `camf0`).
+t.test('a backslash in image.part (a Windows-style folder prefix) matches the part, sent raw or escaped', async (t) => {
+  for (const [who, header] of [['browsers, undici, curl', 'name="C:\\frames\\f0.png"'], ['urllib3, httpx', 'name="C:\\\\frames\\\\f0.png"']] as const) {
+    const r = await post(server.baseUrl, tok.token, rawBody(metadata('C:\\frames\\f0.png'), Buffer.from(`${header}; filename="f0.png"`)));
+    t.equal(r.status, 200, `${who}: ${JSON.stringify(r.json).slice(0, 300)}`);
   }
 });
 

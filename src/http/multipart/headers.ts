@@ -65,7 +65,8 @@ function parseDisposition(s: string): { name: string; filename: string | null } 
     const vStart = skipOws(s, eq + 1);
     let value: string;
     if (s[vStart] === '"') {
-      const q = readQuoted(s, vStart);
+      // the encoders' own escaping of names, not RFC 9110's (syntax.ts readQuoted says why)
+      const q = readQuoted(s, vStart, 'name');
       if (q === null) malformed('unterminated quoted string in Content-Disposition');
       value = q.value;
       i = q.next;
