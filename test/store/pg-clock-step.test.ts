@@ -34,7 +34,9 @@ async function reserved(node: PgBackend, tok: ReturnType<typeof tokenRecord>, ke
 }
 
 t.test('a forward step of the database clock: the live node\'s call in flight settles, charged once; the sweeps leave it', async (t) => {
-  const leaseMs = 600;
+  // long enough that a loaded machine's event-loop stalls cannot make a live node miss a
+  // renewal for a whole lease (it renews every third of one)
+  const leaseMs = 1500;
   const [a, b] = await Promise.all([PgBackend.open(pg.url, { leaseMs }), PgBackend.open(pg.url, { leaseMs })]);
   t.teardown(() => Promise.all([a.close(), b.close()]));
   const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 10, period: 'never' }]);
@@ -63,7 +65,9 @@ t.test('a forward step of the database clock: the live node\'s call in flight se
 });
 
 t.test('a node that really stopped is still swept after a step: a lease of the sweeper\'s time after it first saw it lapsed', async (t) => {
-  const leaseMs = 600;
+  // long enough that a loaded machine's event-loop stalls cannot make a live node miss a
+  // renewal for a whole lease (it renews every third of one)
+  const leaseMs = 1500;
   const [dead, b] = await Promise.all([PgBackend.open(pg.url, { leaseMs }), PgBackend.open(pg.url, { leaseMs })]);
   t.teardown(() => Promise.all([dead.close(), b.close()]));
   const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 10, period: 'never' }]);
@@ -75,8 +79,8 @@ t.test('a node that really stopped is still swept after a step: a lease of the s
   const firstSeen = performance.now();
   t.same(await b.recoverPending(Date.now()), [], 'the first sweep after the step only watches the lapsed lease');
   let swept: Reservation[] = [];
-  for (let i = 0; i < 100 && swept.length === 0; i++) {
-    await sleep(50); // polling for the sweep, bounded (5 s)
+  for (let i = 0; i < 300 && swept.length === 0; i++) {
+    await sleep(50); // polling for the sweep, bounded (15 s)
     swept = await b.recoverPending(Date.now());
   }
   t.same(swept.map((r) => r.id), [rsv.id], 'the dead node\'s reservation is refunded');
