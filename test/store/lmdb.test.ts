@@ -2,6 +2,8 @@ import { spawn } from 'node:child_process';
 import { Worker } from 'node:worker_threads';
 import t from 'tap';
 import { LmdbBackend } from '../../src/store/lmdb/index.ts';
+import { meteringWriterOf } from '../../src/store/lmdb/writer.ts';
+import { WriterClient } from '../../src/store/lmdb/writer-client.ts';
 import { processStartTime } from '../../src/store/owner.ts';
 import type { Reservation } from '../../src/store/records.ts';
 import { tempDir } from '../helpers/server.ts';
@@ -19,6 +21,33 @@ t.test('the store contract with LMDB_COMMITS=batched', async (t) => {
   t.teardown(() => batched.close());
   t.equal(batched.store.commits, 'batched');
   storeContract(t, batched);
+});
+
+// The service's API workers send their metering writes to the process's metering writer thread
+// (src/store/lmdb/writer.ts), which runs the same rules in its own batches: the whole contract
+// runs there too, on an API worker's handle. The writer answers a reservation before its batch
+// commits (held open for a write that must be synced, 20 ms at most), and the contract reads
+// its writes back at once: so each reservation here is followed by an empty request, which
+// the writer answers after its commit (the audit queue's own commit) and which ends the hold.
+// The timing of that answer is test/store/lmdb-writer.test.ts's.
+t.test('the store contract through the metering writer', async (t) => {
+  const dir = tempDir();
+  const main = LmdbBackend.open(dir);
+  const client = new WriterClient(meteringWriterOf(main.store)!.connect()!.port);
+  const worker = LmdbBackend.open(dir, { writer: client });
+  t.teardown(async () => {
+    await worker.close();
+    await main.close();
+  });
+  t.ok(worker.store.writer?.alive, 'an API worker\'s handle, with the writer');
+  const reserve = worker.reserve.bind(worker);
+  worker.reserve = async (input) => {
+    const out = await reserve(input);
+    const committed = await client.send(null, []);
+    if (!committed.ok) throw new Error(`the writer's commit failed: ${committed.error.message}`);
+    return out;
+  };
+  storeContract(t, worker);
 });
 
 // Recovery runs when a process starts, and another process may be using the same store at
