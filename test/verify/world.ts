@@ -16,6 +16,8 @@ import { MultipartParser, parseMultipartBoundary } from '../../src/http/multipar
 import { InferenceFailedError, type ResultRecord } from '../../src/inference/index.ts';
 import { injectSettlementFault } from '../../src/store/faults.ts';
 import { LmdbBackend } from '../../src/store/lmdb/index.ts';
+import { meteringWriterOf } from '../../src/store/lmdb/writer.ts';
+import { WriterClient } from '../../src/store/lmdb/writer-client.ts';
 import { PgBackend } from '../../src/store/pg/index.ts';
 import type { AuditRecord, Grant, StoreBackend, TokenRecord } from '../../src/store/index.ts';
 import { ANSWERS, EarlyInference, storeMetering, verify, type VerifyAnswer, type VerifyDeps, type VerifyRequest } from '../../src/verify/index.ts';
@@ -55,9 +57,19 @@ interface Teardown {
   teardown(fn: () => unknown): void;
 }
 
-export function lmdbStore(t: Teardown): StoreUnderTest {
-  const store = LmdbBackend.open(tempDir());
-  t.teardown(() => store.close());
+/** `meteringWriter` (default true): the store is an API worker's handle, its metering writes
+ * sent to the process's metering writer thread (src/store/lmdb/writer.ts), as the service's
+ * are; the main thread's handle starts the writer. false: they commit on this thread, for the
+ * files that plant faults in this thread's commits (diskFull), which the writer thread does
+ * not run (its own failures are test/store/lmdb-writer.test.ts's). */
+export function lmdbStore(t: Teardown, { meteringWriter = true }: { meteringWriter?: boolean } = {}): StoreUnderTest {
+  const dir = tempDir();
+  const main = LmdbBackend.open(dir);
+  const store = meteringWriter ? LmdbBackend.open(dir, { writer: new WriterClient(meteringWriterOf(main.store)!.connect()!.port) }) : main;
+  t.teardown(async () => {
+    if (store !== main) await store.close();
+    await main.close();
+  });
   const db = store.store.db;
   return {
     kind: 'lmdb',
@@ -86,9 +98,9 @@ export async function pgStore(t: Teardown): Promise<StoreUnderTest> {
   };
 }
 
-/** Both stores: LMDB, and PostgreSQL started once for the file. */
-export async function bothStores(t: Teardown): Promise<StoreUnderTest[]> {
-  return [lmdbStore(t), await pgStore(t)];
+/** Both stores: LMDB (lmdbStore's `meteringWriter`), and PostgreSQL started once for the file. */
+export async function bothStores(t: Teardown, opts: { meteringWriter?: boolean } = {}): Promise<StoreUnderTest[]> {
+  return [lmdbStore(t, opts), await pgStore(t)];
 }
 
 export class FakeInference {
