@@ -6,7 +6,7 @@ import { PNG } from 'pngjs';
 import { buildCapture, encodePng, eyeCrop320, isPng, type EyePair, type SourceImage } from '../client/index.ts';
 import { ValidationFailure } from '../errors/index.ts';
 import { parseMetadata } from '../packets/index.ts';
-import { TextOutput, type CliIo, type Command } from './command.ts';
+import { operatorPath, TextOutput, type Command } from './command.ts';
 import { UsageError } from './errors.ts';
 
 // `capture` (issue 39): a first capture a newcomer can send, with no capture app yet. It crops
@@ -70,11 +70,6 @@ export function shellQuote(text: string): string {
   return /^[A-Za-z0-9_./:@%+=-]+$/.test(text) ? text : `'${text.replaceAll("'", `'\\''`)}'`;
 }
 
-/** Paths as the operator typed them: `npm run` starts the CLI in the package folder, and
- * says where the operator was in INIT_CWD. */
-function fromOperator(io: Pick<CliIo, 'env' | 'cwd'>, file: string): string {
-  return path.resolve(io.env.INIT_CWD ?? io.cwd, file);
-}
 
 export const captureCommands: Record<string, Command> = {
   capture: {
@@ -93,7 +88,7 @@ export const captureCommands: Record<string, Command> = {
         if (values.eyes !== undefined) throw new UsageError('--eyes goes with --image (without one, the test picture is cropped at its own eyes)');
         source = testPicture();
       } else {
-        const file = fromOperator(ctx, values.image);
+        const file = operatorPath(ctx, values.image);
         let bytes: Buffer;
         try {
           bytes = fs.readFileSync(file);
@@ -117,7 +112,7 @@ export const captureCommands: Record<string, Command> = {
         if (e instanceof ValidationFailure) throw new UsageError(`the server would refuse this capture: ${e.detail.map((d) => `${d.loc.slice(1).join('.')}: ${d.msg}`).join('; ')}`);
         throw e;
       }
-      const out = fromOperator(ctx, values.out);
+      const out = operatorPath(ctx, values.out);
       try {
         fs.writeFileSync(out, crop);
       } catch (e) {

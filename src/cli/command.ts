@@ -1,3 +1,4 @@
+import path from 'node:path';
 import type { Config } from '../config/index.ts';
 import type { StoreBackend } from '../store/index.ts';
 
@@ -55,4 +56,12 @@ export type Command = {
  * (`capture --curl`). Every other answer stays JSON on stdout. */
 export class TextOutput {
   constructor(readonly text: string) {}
+}
+
+/** A file or folder named on the command line, as the operator typed it: `npm run` starts the
+ * CLI in the package folder and says where the operator was in INIT_CWD (a path typed in
+ * docs/ resolved from the package folder looked for another file). The configuration's own
+ * paths (DATA_DIR, MODELS_DIR) are resolved from the package folder, as the service's are. */
+export function operatorPath(io: Pick<CliIo, 'env' | 'cwd'>, file: string): string {
+  return path.resolve(io.env.INIT_CWD ?? io.cwd, file);
 }

@@ -260,6 +260,12 @@ export async function runCommand(argv: string[], given: CliIo): Promise<number> 
       io.stdout.write(help());
       return EXIT.ok;
     }
+    // help asked of a command's first word (`token -h`): that family's usages, an answer too
+    const family = Object.entries(commands).filter(([n]) => n.startsWith(`${argv[0]} `));
+    if (family.length > 0 && argv.length === 2 && HELP_FLAGS.has(argv[1]!)) {
+      io.stdout.write(`usage: npm run cli --silent -- <command> [--help]\n\n${family.map(([, c]) => `  ${c.usage}`).join('\n')}\n\n${EXIT_HELP}\n`);
+      return EXIT.ok;
+    }
     // the line that says what went wrong first, then the usage: a script's log shows which
     // word was refused, and a person sees the command list right after it
     io.stderr.write(`error: ${unknownCommand(argv)}\n\n${help()}`);

@@ -24,7 +24,7 @@ import {
   waitingRequestId,
 } from '../inference/index.ts';
 import { ConflictError, EXIT, NotFoundError, UsageError } from './errors.ts';
-import type { Command } from './command.ts';
+import { operatorPath, type Command } from './command.ts';
 import { runningServer } from '../lifecycle.ts';
 
 export const modelCommands: Record<string, Command> = {
@@ -32,7 +32,11 @@ export const modelCommands: Record<string, Command> = {
     usage: 'models check <model_set_dir>   (validates the manifest and runs every graph once)',
     async run(_store, [dir], ctx) {
       if (!dir) throw new UsageError('model set folder required');
-      const result = await checkModelSet(path.resolve(ctx.cwd, dir));
+      const folder = operatorPath(ctx, dir);
+      // a folder that is not there is a name that does not exist (exit 3, as activate's), not a
+      // set that failed its checks (exit 1)
+      if (!fs.existsSync(folder)) throw new NotFoundError(`no model set folder at ${folder}`);
+      const result = await checkModelSet(folder);
       if (!result.ok) ctx.exitCode = EXIT.failed;
       ctx.stderr.write(`${result.report}\n`);
       return { ok: result.ok };
@@ -55,7 +59,7 @@ export const modelCommands: Record<string, Command> = {
       const file = positionals[0];
       if (!file) throw new UsageError('an .onnx file is required');
       const { config, stderr } = ctx;
-      const graphFile = path.resolve(ctx.cwd, file);
+      const graphFile = operatorPath(ctx, file);
       const v = values as Record<string, string | boolean | undefined>;
       const str = (k: string) => (typeof v[k] === 'string' ? (v[k] as string) : undefined);
       const answers: ImportAnswers = {
@@ -118,7 +122,7 @@ export const modelCommands: Record<string, Command> = {
       if (!set) throw new UsageError('model set (a name in MODELS_DIR or a folder) required');
       if (!values.live || !values.attack) throw new UsageError('--live <dir> and --attack <dir> are both required');
       const { config } = ctx;
-      const resolve = (p: string) => path.resolve(ctx.cwd, p);
+      const resolve = (p: string) => operatorPath(ctx, p);
       try {
         // a folder given relative to where the command runs, else a name in MODELS_DIR
         const setFolder = resolve(set);

@@ -6,7 +6,7 @@ import { now } from '../clock.ts';
 import { KeyFolderError, keysDir, keysForRestore } from '../signing/index.ts';
 import { BackupError, backupStore, keysBesideBackup, restoreStore, openStore, type PreparedKeys } from '../store/lmdb/index.ts';
 import { ConflictError, UsageError } from './errors.ts';
-import type { Command } from './command.ts';
+import { operatorPath, type Command } from './command.ts';
 
 /** The backup's keys folder checked (no links, key files only, each a valid key) and merged
  * with the revocations of DATA_DIR's keys, before anything in DATA_DIR moves; null when the
@@ -41,7 +41,7 @@ export const opsCommands: Record<string, Command> = {
     async run(store, [file, ...rest], ctx) {
       if (!file || rest.length > 0) throw new UsageError('backup takes one argument: the file to write');
       try {
-        return await backupStore(store, path.resolve(ctx.cwd, file), keysDir(ctx.config.DATA_DIR));
+        return await backupStore(store, operatorPath(ctx, file), keysDir(ctx.config.DATA_DIR));
       } catch (e) {
         if (e instanceof BackupError) throw new UsageError(e.message);
         throw e;
@@ -54,7 +54,7 @@ export const opsCommands: Record<string, Command> = {
     async run(_store, [given, ...rest], ctx) {
       if (!given || rest.length > 0) throw new UsageError('restore takes one argument: the backup file');
       const { config, stderr } = ctx;
-      const file = path.resolve(ctx.cwd, given);
+      const file = operatorPath(ctx, given);
       if (config.DATABASE_URL) throw new UsageError('restore puts back an LMDB backup; with DATABASE_URL use pg_restore (docs/operations.md, Backup and restore)');
       // DATA_DIR's server mark, held for the whole restore: a live server refuses it, and a
       // server started meanwhile is refused (it used to start and serve the store this restore

@@ -12,7 +12,10 @@ import { FormatRegistry } from '@sinclair/typebox';
 // white space at its ends, so it is refused too.
 export const NAME_TEXT = 'name-text';
 // with the u flag a paired surrogate is one code point, so Cs matches lone ones only
-const NOT_TEXT = /[\p{Cs}\p{Cc}\p{Cf}\p{Zl}\p{Zp}]|^\s|\s$/u;
+// Default_Ignorable_Code_Point adds the invisible characters outside Cf (the combining grapheme
+// joiner U+034F, the Hangul fillers U+115F, U+1160, U+3164, U+FFA0, the variation selectors:
+// `branch-7` and `branch-7` with U+3164 listed alike as two tokens, review3b)
+const NOT_TEXT = /[\p{Cs}\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Default_Ignorable_Code_Point}]|^\s|\s$/u;
 export const isNameText = (v: string): boolean => !NOT_TEXT.test(v);
 if (!FormatRegistry.Has(NAME_TEXT)) FormatRegistry.Set(NAME_TEXT, isNameText);
 /** The rule, as the refusals say it. */

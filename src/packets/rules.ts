@@ -217,13 +217,15 @@ function checkEyes(eyes: [[number, number], [number, number]], size: [number, nu
   }
 }
 
-// review 3, F6: the field name must equal image.part exactly, and these characters have no one
-// agreed escaping in a Content-Disposition name (WHATWG FormData sends `"` as %22 and CR/LF as
+// review 3, F6: the field name must equal image.part exactly, and these have no one agreed
+// escaping in a Content-Disposition name (WHATWG FormData sends `"` as %22 and CR/LF as
 // %0D/%0A; others escape `"` as `\"`): such a reference could never match the part every
 // encoder sends for it. A backslash can be sent (src/http/multipart/syntax.ts readQuoted reads
-// it raw, as browsers send it, and `\\` as one, as Python's encoders send it). The client
-// package refuses these names and the backslash (client/src/multipart.ts).
-const UNSENDABLE_IN_PART_NAME = /["\r\n]/;
+// it raw, as browsers, undici and curl send it, and `\\` as one, as Python's encoders send
+// it), except where the two readings collide: two backslashes in a row (sent raw, they read as
+// one) and a backslash at the end (sent raw, it escapes the closing quote) (review3b). The
+// client package refuses these names and any backslash (client/src/multipart.ts).
+const UNSENDABLE_IN_PART_NAME = /["\r\n]|\\\\|\\$/;
 
 function checkImage(frame: Obj, status: string | undefined, captureIndex: number, frameIndex: number,
   loc: Loc, scope: RequestScope, out: IssueList): void {
@@ -232,7 +234,7 @@ function checkImage(frame: Obj, status: string | undefined, captureIndex: number
   const part = image.part;
   if (UNSENDABLE_IN_PART_NAME.test(part)) {
     out.issue([...loc, 'part'], 'part_name_unsendable',
-      'image.part must not contain a double quote, CR or LF: standard multipart encoders (browsers, FormData, curl) percent-encode them in the part\'s Content-Disposition, so no part would arrive under this name',
+      'image.part must not contain a double quote, CR, LF or two backslashes in a row, nor end with a backslash: standard multipart encoders (browsers, FormData, curl, Python\'s) encode these differently in the part\'s Content-Disposition, so no part would arrive under this name for every client',
       undefined, part.length <= 256 ? part : undefined);
     return;
   }

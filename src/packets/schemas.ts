@@ -18,8 +18,8 @@ export const ImageDescriptorSchema = Type.Object(
       minLength: 1,
       description:
         'Multipart form-field name of the file part holding the bytes, matched exactly (file names do not identify parts). Unique within the request; `metadata` is reserved. '
-        + 'No double quote, CR or LF (422 part_name_unsendable): standard multipart encoders (browsers, FormData, curl) percent-encode them in the part header, so the name would not arrive as written. '
-        + 'A backslash is allowed (a Windows-style folder prefix): in the part header, `\\\\` is read as one backslash and any other backslash as itself. '
+        + 'No double quote, CR or LF, no two backslashes in a row and no backslash at the end (422 part_name_unsendable): standard multipart encoders (browsers, FormData, curl, Python\'s) encode these differently in the part header, so the name would not arrive as written from every client. '
+        + 'A single backslash elsewhere is allowed (a Windows-style folder prefix such as C:\\frames\\f0.png): in the part header, `\\\\` is read as one backslash and any other backslash as itself. '
         + 'The part name is sent as UTF-8; one that is not valid UTF-8 is 422 multipart_invalid.',
     }),
     encoding: Type.Union([Type.Literal('png'), Type.Literal('rgb8')], {

@@ -17,6 +17,13 @@ t.test('--version and help exit 0 and print to stdout', async (t) => {
     if (args[0] === 'token') t.match(r.stdout, /token create --name NAME/, 'the command\'s own usage');
     t.match(r.stdout, /exit codes: 0 done; 1 .* 2 usage or configuration; 3 not found; 4 conflict; 5 store unavailable/);
   }
+  // help asked of a family's first word (review3b: `token -h` was exit 2, "unknown command")
+  for (const args of [['token', '-h'], ['models', '--help']]) {
+    const r = await runCli(dataDir, args);
+    t.equal(r.code, 0, `${args.join(' ')} exits 0`);
+    t.match(r.stdout, args[0] === 'token' ? /token create --name NAME[\s\S]*token revoke/ : /models activate/, `${args.join(' ')}: the family's usages`);
+    t.notMatch(r.stdout, args[0] === 'token' ? /user create/ : /token create/, 'and no other family\'s');
+  }
   const unknown = await runCli(dataDir, ['frobnicate']);
   t.equal(unknown.code, 2, 'an unknown command is a usage error');
   t.match(unknown.stderr, /^error: unknown command "frobnicate"\n\nusage:/, 'the refused word first, then the usage');

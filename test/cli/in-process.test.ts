@@ -98,3 +98,20 @@ t.test('a command that reports a failed outcome: exit 1 with its answer on stdou
   t.ok(r.stderr.length > 0, 'the report is on stderr');
   t.equal(process.exitCode, undefined, 'the process\'s exit code is not the command\'s');
 });
+
+// review3b (docs): `models check` of a folder that is not there was exit 1 (a set that failed
+// its checks), not 3 (not found) as `models activate` of an unknown set is; and a path typed in
+// another folder was resolved from the package folder, where `capture` resolved from the
+// folder `npm run` was typed in (INIT_CWD). Every file named on the command line is now the
+// operator's.
+t.test('files on the command line: from where npm run was typed (INIT_CWD); a model set folder not there is 3', async (t) => {
+  const dataDir = tempDir();
+  const missing = await runCli(dataDir, ['models', 'check', path.join(tempDir(), 'nosuch')]);
+  t.equal(missing.code, 3, missing.stderr);
+  t.match(missing.stderr, /^error: no model set folder at /);
+  const typedIn = tempDir();
+  fs.mkdirSync(path.join(typedIn, 'my-set'));
+  const relative = await runCli(dataDir, ['models', 'check', 'my-set'], '', { INIT_CWD: typedIn });
+  t.equal(relative.code, 1, 'found where it was typed (an empty folder: its checks fail, exit 1, not 3)');
+  t.match(relative.stderr, new RegExp(path.join(typedIn, 'my-set').replace(/[.*+?^${}()|[\]\\]/g, '\\$&')));
+});

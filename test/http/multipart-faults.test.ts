@@ -62,9 +62,12 @@ function rawBody(meta: string, header: Buffer): { body: Buffer; contentType: str
   };
 }
 
-t.test('F6: an image.part with ", CR or LF is refused by name, before the quota', async (t) => {
-  // what WHATWG FormData (browsers, undici) and curl write for each name
+t.test('F6: an image.part with ", CR, LF or two backslashes in a row, or ending with a backslash, is refused by name, before the quota', async (t) => {
+  // what WHATWG FormData (browsers, undici) and curl write for each name (review3b: a raw `\\`
+  // reads as one backslash, and a raw backslash at the end escapes the closing quote)
   const cases: [string, string][] = [
+    ['dir\\\\f0', 'name="dir\\\\f0"'],
+    ['C:\\frames\\', 'name="C:\\frames\\"'],
     ['cam"0', 'name="cam%220"'],
     ['cam\r\n0', 'name="cam%0D%0A0"'],
     ['cam\n0', 'name="cam%0A0"'],
@@ -74,7 +77,7 @@ t.test('F6: an image.part with ", CR or LF is refused by name, before the quota'
       for (const who of [tok, spent]) {
         const r = await expectRejected(t, server, who, () => post(server.baseUrl, who.token, rawBody(metadata(part), Buffer.from(`${header}; filename="a.png"`))), { status: 422, code: 'invalid_input' });
         t.same(r.json?.detail?.map((d: { loc: unknown[]; type: string }) => [d.loc.join('.'), d.type]), [['body.metadata.frames.0.image.part', 'part_name_unsendable']], 'one item, at the field');
-        t.match(r.json?.detail?.[0]?.msg, /must not contain a double quote, CR or LF: standard multipart encoders/);
+        t.match(r.json?.detail?.[0]?.msg, /must not contain a double quote, CR, LF or two backslashes in a row, nor end with a backslash: standard multipart encoders/);
         t.equal(r.json?.detail?.[0]?.input, part);
       }
     });

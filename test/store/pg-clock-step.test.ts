@@ -64,6 +64,32 @@ t.test('a forward step of the database clock: the live node\'s call in flight se
   t.ok((await a.verifyLedger()).ok);
 });
 
+// review3b: a sweeper whose lease is shorter than the holder's waited only its own, while the
+// holder renews every third of its own: with NODE_LEASE_SECONDS 2 and 30 a step took the 30 s
+// node's call in flight. The holder records its lease length (nodes.info lease_ms), and a
+// sweeper waits the longer of the two.
+t.test('a sweeper with a shorter lease waits the holder\'s: a step right after the holder renewed takes nothing', async (t) => {
+  const [holder, quick] = await Promise.all([PgBackend.open(pg.url, { leaseMs: 3000 }), PgBackend.open(pg.url, { leaseMs: 300 })]);
+  t.teardown(() => Promise.all([holder.close(), quick.close()]));
+  const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 10, period: 'never' }]);
+  await holder.insertToken(tok);
+  const rsv = await reserved(holder, tok, 'k-quick');
+  // the step just after a renewal: the holder's next one is a third of its lease (1 s) away,
+  // more than three of the quick sweeper's leases
+  t.ok(await holder.renew(), 'renewed');
+  await holder.pool.query(STEP);
+  const swept: string[] = [];
+  const until = performance.now() + 4_000;
+  while (performance.now() < until) {
+    swept.push(...(await quick.recoverPending(Date.now())).map((r) => r.id));
+    await sleep(50);
+  }
+  t.same(swept, [], 'the quick sweeper left the live holder\'s reservation');
+  t.equal((await holder.getReservation(rsv.id))!.state, 'pending');
+  const settled = await holder.settle(rsv, Date.now(), (usage) => JSON.stringify({ usage }), [{ ok: 1 }]);
+  t.equal(settled.kind, 'settled');
+});
+
 t.test('a node that really stopped is still swept after a step: a lease of the sweeper\'s time after it first saw it lapsed', async (t) => {
   // long enough that a loaded machine's event-loop stalls cannot make a live node miss a
   // renewal for a whole lease (it renews every third of one)

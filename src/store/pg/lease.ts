@@ -15,8 +15,9 @@ import { StoreUnavailableError } from '../errors.ts';
 export async function register(db: Pg): Promise<void> {
   const id = `node_${randomBytes(9).toString('base64url')}`;
   // pid, its start time and the thread name this node's holder, so that the process can end the
-  // lease of an API worker that died (recovery.ts recoverThread) without waiting for it to lapse
-  const info = { ...currentProcess(), thread: threadId, host: os.hostname() };
+  // lease of an API worker that died (recovery.ts recoverThread) without waiting for it to lapse;
+  // its lease length, so that a sweeper with a shorter one waits this node's (recovery.ts)
+  const info = { ...currentProcess(), thread: threadId, host: os.hostname(), lease_ms: db.leaseMs };
   const started = Date.now();
   const local = localNow();
   const r = await db.pool.query(`INSERT INTO nodes (id, info, lease_until) VALUES ($1, $2, now() + $3 * interval '1 millisecond') RETURNING ${DB_MS} AS db_ms`, [id, info, db.leaseMs]);

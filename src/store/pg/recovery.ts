@@ -48,7 +48,8 @@ export const RECOVERY_RULES: readonly string[] = [LV_SWEEP_EXPIRED];
  * row locks, so nodes sweeping at once refund each one once) and releases their keys.
  *
  * A lease is taken only once this node has seen it lapsed, with the same lease_until (so not
- * renewed since), for at least a whole lease of its own monotonic time (performance.now(),
+ * renewed since), for at least a whole lease (its own or the holder's, the longer) of its own
+ * monotonic time (performance.now(),
  * which no clock step moves): at least two sweeps apart. A live node renews every third of a
  * lease (lease.ts), and renews a lease that looks lapsed only because the database's clock
  * stepped forward (its own clock says it renewed in time), so by then its lease has a new
@@ -56,15 +57,25 @@ export const RECOVERY_RULES: readonly string[] = [LV_SWEEP_EXPIRED];
  * period) later than the database's clock alone would have. This node's own lease is never
  * taken: it is alive, and renews instead. */
 export async function recoverPending(db: Pg, at: number): Promise<Reservation[]> {
-  const lapsed = (await db.q(`SELECT id, ${leaseUs('lease_until')}::text AS lease FROM nodes WHERE lease_until <= now() AND id <> $1`, [db.node])).rows as { id: string; lease: string }[];
+  // the holder's own lease length where it recorded one (lease.ts register; nodes of earlier
+  // builds did not): a node renews every third of its own lease, so a sweeper whose lease is
+  // shorter must wait the holder's, or a step would still take a live node's (review3b: a 2 s
+  // sweeper took a 30 s node's call in flight)
+  const lapsed = (await db.q(
+    `SELECT id, ${leaseUs('lease_until')}::text AS lease, CASE WHEN info->>'lease_ms' ~ '^[0-9]{1,12}$' THEN (info->>'lease_ms')::bigint END AS lease_ms
+      FROM nodes WHERE lease_until <= now() AND id <> $1`,
+    [db.node],
+  )).rows as { id: string; lease: string; lease_ms: string | null }[];
   const seenAt = performance.now();
   const watched = new Map<string, { lease: string; since: number }>();
+  const holderLease = new Map<string, number>();
   for (const n of lapsed) {
     const before = db.watched.get(n.id);
     watched.set(n.id, before?.lease === n.lease ? before : { lease: n.lease, since: seenAt });
+    holderLease.set(n.id, Math.max(db.leaseMs, Number(n.lease_ms ?? 0)));
   }
   db.watched = watched;
-  const dead = [...watched].filter(([, w]) => seenAt - w.since >= db.leaseMs);
+  const dead = [...watched].filter(([id, w]) => seenAt - w.since >= holderLease.get(id)!);
   const [nodes, leases] = [dead.map(([id]) => id), dead.map(([, w]) => w.lease)];
   const swept = await sweep(db, at, nodes, leases);
   // nodes long dead that hold nothing any more (CLI runs, crashed processes) are forgotten,
