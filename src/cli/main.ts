@@ -15,7 +15,7 @@ import { TextOutput, type CliIo, type Command } from './command.ts';
 import { tokenId } from './token-ref.ts';
 import { captureCommands } from './capture.ts';
 import { SERVICE_VERSION } from '../version.ts';
-import { printableStream } from './printable.ts';
+import { printable, printableStream } from './printable.ts';
 
 // Operator CLI over the same store as a running server: LMDB in DATA_DIR (LMDB allows several
 // processes) or PostgreSQL at DATABASE_URL.
@@ -292,7 +292,9 @@ export async function runCommand(argv: string[], given: CliIo): Promise<number> 
     const ctx = { ...io, config, exitCode: EXIT.ok as number };
     // a noStore command is never handed one
     const out = await command.run(store as StoreBackend, given, ctx);
-    io.stdout.write(out instanceof TextOutput ? out.text : `${JSON.stringify(out, null, 2)}\n`);
+    // JSON.stringify escapes C0 only: C1 controls and bidi overrides (a graph's tensor names in an
+    // import's manifest) are escaped too, \uXXXX being the same JSON (printable.ts says why)
+    io.stdout.write(out instanceof TextOutput ? out.text : `${printable(JSON.stringify(out, null, 2))}\n`);
     return ctx.exitCode;
   } catch (e) {
     const code = exitCodeOf(e);

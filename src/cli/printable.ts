@@ -7,7 +7,8 @@ import { Writable } from 'node:stream';
 // sent: an ESC in a tensor name could clear the operator's screen, rewrite the line saying the
 // checks passed, plant a hyperlink or write the clipboard (OSC 52). So every control character
 // but the newline and the tab, and the bidirectional overrides that reorder what is shown, are
-// printed as \u escapes. stdout carries JSON, whose strings escape them already.
+// printed as \u escapes. stdout carries JSON, whose strings JSON.stringify escapes only below
+// U+0020: the rest are escaped there too (main.ts), which leaves the same JSON.
 const UNPRINTABLE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
 
 export function printable(text: string): string {

@@ -59,7 +59,9 @@ export const ConfigSchema = Type.Object({
   COOKIE_PREFIX: Type.String({ pattern: '^[A-Za-z0-9_-]{1,32}$', description: 'session cookie is <prefix>_session' }),
   COOKIE_SECURE: Type.Boolean({ description: 'add Secure to the session cookie' }),
   ADMIN_USERNAME: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9_.@-]{1,64}$' })),
-  ADMIN_PASSWORD: Type.Optional(Type.String({ minLength: 8, maxLength: 1024 })),
+  // 8 to 1,024 characters, counted in code points below (as the admin API counts a password:
+  // src/packets/lengths.ts); TypeBox's own bounds count UTF-16 units
+  ADMIN_PASSWORD: Type.Optional(Type.String()),
   MODELS_DIR: Type.String({ minLength: 1, description: 'folder holding model sets' }),
   MODEL_SET: Type.String({ pattern: '^[A-Za-z0-9_.-]{1,64}$', description: 'model set served' }),
   REQUIRE_TRAINED_MODELS: Type.Boolean({ description: 'a model set whose manifest says trained: false never becomes ready (set it in production)' }),
@@ -125,7 +127,7 @@ const SECRET_VARIABLES = new Set(['ADMIN_PASSWORD', 'METRICS_TOKEN', 'TLS_KEY_PA
 
 /** A configured value as an error message may show it. */
 export function shownValue(name: string, value: unknown): string {
-  if (typeof value === 'string' && SECRET_VARIABLES.has(name)) return `[redacted, ${value.length} characters]`;
+  if (typeof value === 'string' && SECRET_VARIABLES.has(name)) return `[redacted, ${[...value].length} characters]`;
   if (typeof value === 'string' && name === 'DATABASE_URL') return JSON.stringify(redactUrl(value));
   return JSON.stringify(value);
 }
@@ -259,11 +261,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
   raw.UPLOADS_PER_ADDRESS = int('UPLOADS_PER_ADDRESS', env.UPLOADS_PER_ADDRESS, slots);
   raw.UPLOADS_PER_TOKEN = int('UPLOADS_PER_TOKEN', env.UPLOADS_PER_TOKEN, slots);
   const errors = [...check.Errors(raw)];
-  if (errors.length > 0) {
-    const lines = errors.map((e) => {
+  const password = raw.ADMIN_PASSWORD;
+  const passwordFault = typeof password === 'string' && ([...password].length < 8 || [...password].length > 1024)
+    ? [`ADMIN_PASSWORD: must have 8 to 1024 characters (got ${shownValue('ADMIN_PASSWORD', password)})`]
+    : [];
+  if (errors.length > 0 || passwordFault.length > 0) {
+    const lines = [...errors.map((e) => {
       const name = e.path.slice(1).split('/')[0]!;
       return `${name}: ${e.message} (got ${shownValue(name, e.value)})`;
-    });
+    }), ...passwordFault];
     throw new ConfigError(`invalid configuration:\n  ${[...new Set(lines)].join('\n  ')}`);
   }
   if (raw.DATABASE_URL !== undefined) {

@@ -37,6 +37,15 @@ t.test('a bad configuration names each variable and echoes none of the secrets',
   t.match(message, /mysql:\/\/dbuser:\[redacted\]@db\.example:5432\/lv\?sslmode=require&password=\[redacted\]/, 'the URL is shown without its passwords');
 });
 
+// review3b: ADMIN_PASSWORD was measured in UTF-16 units (4 emoji passed the 8-character minimum,
+// 600 failed the 1,024 maximum), where the admin API and the CLI count characters
+t.test('ADMIN_PASSWORD is 8 to 1024 characters, counted as the admin API counts them', async (t) => {
+  const base = { HOST: '127.0.0.1', PORT: '0', INFERENCE_THREADS: '1', ADMIN_USERNAME: 'root' };
+  t.throws(() => loadConfig({ ...base, ADMIN_PASSWORD: '\u{1F600}'.repeat(4) }), /ADMIN_PASSWORD: must have 8 to 1024 characters \(got \[redacted, 4 characters\]\)/);
+  t.equal(loadConfig({ ...base, ADMIN_PASSWORD: '\u{1F600}'.repeat(600) }).ADMIN_PASSWORD, '\u{1F600}'.repeat(600), '600 emoji are 600 characters');
+  t.throws(() => loadConfig({ ...base, ADMIN_PASSWORD: 'x'.repeat(1025) }), /must have 8 to 1024 characters/);
+});
+
 t.test('redactUrl removes passwords from well-formed and malformed URLs alike', async (t) => {
   t.equal(redactUrl('postgres://u:p@h/db'), 'postgres://u:[redacted]@h/db');
   t.equal(redactUrl('postgres://u@h/db'), 'postgres://u@h/db', 'no password, nothing to hide');

@@ -142,3 +142,21 @@ t.test('control sequences in a graph\'s tensor names are printed escaped, never 
   t.match(refused.stderr, /^error: .*second\\u001b\[2J/m, 'the refusal names the outputs, escaped');
   for (const out of [r.stderr, refused.stderr]) t.notOk(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202e]/.test(out), 'no control character reaches stderr');
 });
+
+// review3b: the JSON on stdout (the import's manifest, with the graph's tensor names) carried C1
+// controls and bidi overrides raw: JSON.stringify escapes only C0. Escaped now, as the same JSON.
+t.test('C1 controls and bidi overrides in tensor names are escaped on stdout too, the JSON unchanged', async (t) => {
+  const IN = 'px\u009b2J\u202eevil';
+  const OUT = 'score\u009b31m\u202e';
+  const g = new GraphBuilder('hostile_c1');
+  // the channels' mean: a probability in [0, 1], which the import's check runs
+  g.node('Gemm', [pool(g, g.input(IN, ['N', 3, 32, 32])), g.weight('w', [1, 3], new Float32Array([1 / 3, 1 / 3, 1 / 3])), g.weight('b', [1], new Float32Array([0]))], { transB: 1 }, OUT);
+  g.output(OUT, ['N', 1]);
+  const file = join(root, 'hostile-c1.onnx');
+  writeFileSync(file, g.encode('test graph: C1 and bidi in tensor names'));
+  const r = await runCli(dataDir, ['models', 'import', file, ...FLAGS, '--output-kind', 'probability', '--live-index', '0', '--threshold', '0.5', '--untrained'], '', env);
+  t.equal(r.code, 0, r.stderr);
+  t.same([...r.stdout.matchAll(/[\u0080-\u009f\u202a-\u202e]/g)].map((m) => m[0].codePointAt(0)!.toString(16)), [], 'no raw C1 control or bidi override on stdout');
+  t.match(r.stdout, '\\u009b', 'escaped');
+  t.ok(JSON.stringify(r.json).includes(JSON.stringify(IN).slice(1, -1)), 'the JSON still holds the names as they are');
+});
