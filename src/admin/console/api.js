@@ -3,6 +3,7 @@
 
 let csrfToken = null;
 let onUnauthorised = () => {};
+let onSessionChanged = async () => null;
 
 export function setCsrf(token) {
   csrfToken = token;
@@ -10,6 +11,14 @@ export function setCsrf(token) {
 
 export function whenUnauthorised(fn) {
   onUnauthorised = fn;
+}
+
+/** `fn` re-reads the session after a 403 that says it changed under this page, and answers it
+ * (null when there is none): a login in another tab gave the session a new CSRF token, and this
+ * tab's every change, logging out included, answered csrf_failed until a reload; a session
+ * whose account lost its admin role kept showing the admin console (review3b). */
+export function whenSessionChanged(fn) {
+  onSessionChanged = fn;
 }
 
 export class ApiError extends Error {
@@ -21,7 +30,7 @@ export class ApiError extends Error {
   }
 }
 
-export async function api(method, path, body) {
+export async function api(method, path, body, retried = false) {
   const headers = {};
   if (body !== undefined) headers['content-type'] = 'application/json';
   if (method !== 'GET' && csrfToken) headers['x-csrf-token'] = csrfToken;
@@ -30,6 +39,13 @@ export async function api(method, path, body) {
   const data = text ? JSON.parse(text) : null;
   if (!r.ok) {
     if (r.status === 401 && path !== '/auth/login') onUnauthorised();
+    const code = data?.error?.code;
+    if (r.status === 403 && (code === 'csrf_failed' || code === 'forbidden') && !retried) {
+      const session = await onSessionChanged().catch(() => null);
+      // the same change once more with the session's current CSRF token: the operator asked for
+      // it in this session, which another tab only logged into again
+      if (code === 'csrf_failed' && session && method !== 'GET') return api(method, path, body, true);
+    }
     throw new ApiError(r.status, data);
   }
   return data;

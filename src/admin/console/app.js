@@ -1,4 +1,4 @@
-import { ApiError, get, post, setCsrf, whenUnauthorised } from './api.js';
+import { ApiError, get, post, setCsrf, whenSessionChanged, whenUnauthorised } from './api.js';
 import { renderAudit } from './audit.js';
 import { guarded, showError } from './dom.js';
 import { renderModules } from './modules.js';
@@ -26,8 +26,23 @@ function showMain(session) {
   $('whoami').hidden = false;
   $('whoami-name').textContent = `${session.username} (${session.role})`;
   void openTab(location.hash.slice(1) in TABS ? location.hash.slice(1) : 'overview');
-  void showUntrainedBanner();
 }
+
+// A 403 that says the session changed under this page (api.js): read it again. A new CSRF token
+// (another tab logged in again) is taken, and the refused change is sent once more; another
+// account, or one no longer an administrator, is shown as it now is.
+whenSessionChanged(async () => {
+  const session = await get('/auth/session');
+  setCsrf(session.csrf_token);
+  $('whoami-name').textContent = `${session.username} (${session.role})`;
+  if (session.role !== 'admin') showLogin(`${session.username} is no longer an administrator: log in as one.`);
+  return session;
+});
+
+// the models can change while the console is open (an activation here or by the CLI): the
+// banner is read again with every tab opened and after an activation (review3b: it was read at
+// login only, and kept saying the models were trained after an untrained set was activated)
+document.addEventListener('lv:models-changed', () => void showUntrainedBanner());
 
 // Random weights answer live and not live by chance: an operator must see it on every page.
 async function showUntrainedBanner() {
@@ -52,6 +67,7 @@ async function openTab(name) {
   const view = document.createElement('div');
   view.dataset.tab = name;
   $('panel').replaceChildren(view);
+  void showUntrainedBanner();
   await guarded(() => TABS[name](view));
 }
 

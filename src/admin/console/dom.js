@@ -7,7 +7,8 @@ export function h(tag, attrs = {}, ...children) {
   const el = svg ? document.createElementNS('http://www.w3.org/2000/svg', tag) : document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) {
     if (v === undefined || v === null || v === false) continue;
-    if (k.startsWith('on') && typeof v === 'function') el.addEventListener(k.slice(2), v);
+    if (k === 'onclick' && tag === 'button') el.addEventListener('click', oneAtATime(el, v));
+    else if (k.startsWith('on') && typeof v === 'function') el.addEventListener(k.slice(2), v);
     else if (k === 'value' && !svg) el.value = v;
     else if (k === 'checked' && !svg) el.checked = v;
     else el.setAttribute(k, v === true ? '' : String(v));
@@ -17,6 +18,40 @@ export function h(tag, attrs = {}, ...children) {
     el.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
   return el;
+}
+
+/** A button's action runs once at a time: while the promise it returns is pending, the button is
+ * disabled and further clicks send nothing (a double click created a token and then showed the
+ * second request's 409, resolved a settlement and then showed "not waiting", and sent two
+ * activations, review3b). */
+function oneAtATime(button, action) {
+  return (ev) => {
+    if (button.dataset.busy) return;
+    const out = action(ev);
+    if (!out || typeof out.then !== 'function') return;
+    const wasDisabled = button.disabled;
+    button.dataset.busy = '1';
+    button.disabled = true;
+    void out.finally(() => {
+      delete button.dataset.busy;
+      button.disabled = wasDisabled;
+    });
+  };
+}
+
+/** A form whose submission changes something: the same, for its submit buttons. */
+export function onSubmit(form, action) {
+  form.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    if (form.dataset.busy) return;
+    const buttons = [...form.querySelectorAll('button[type=submit]')].filter((b) => !b.disabled);
+    form.dataset.busy = '1';
+    for (const b of buttons) b.disabled = true;
+    void guarded(action).finally(() => {
+      delete form.dataset.busy;
+      for (const b of buttons) b.disabled = false;
+    });
+  });
 }
 
 /** Each cell gets its column's name as data-label: on a narrow screen the stylesheet shows

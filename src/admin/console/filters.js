@@ -14,11 +14,19 @@ export function outcomeText(o) {
 export async function resolveToken(text) {
   const value = text.trim();
   if (!value || value.startsWith('tok_')) return value || undefined;
-  const { tokens } = await get(`/admin/api/tokens${qs({ q: value, limit: 50 })}`);
+  // the search matches names that contain the text, in name order: the exact name may be on a
+  // later page when many names contain it and sort before it (review3b: 51 `a-branch-NN` hid
+  // `branch`), so the pages are walked (bounded: 40 pages of 50) until it or the end is found
   const key = value.normalize('NFC').toLowerCase();
-  const match = tokens.find((t) => t.name.normalize('NFC').toLowerCase() === key);
-  if (!match) throw new Error(`No token is named "${value}".`);
-  return match.id;
+  let cursor;
+  for (let page = 0; page < 40; page++) {
+    const { tokens, next_cursor: next } = await get(`/admin/api/tokens${qs({ q: value, limit: 50, cursor })}`);
+    const match = tokens.find((t) => t.name.normalize('NFC').toLowerCase() === key);
+    if (match) return match.id;
+    if (!next) break;
+    cursor = next;
+  }
+  throw new Error(`No token is named "${value}".`);
 }
 
 /** Filter form of the usage and audit views. Times are entered and read as UTC. `audit` adds

@@ -42,6 +42,7 @@ function setCard(set, active, activating, panel, note) {
       const req = await post('/admin/api/model-set', { model_set: set.model_set });
       note.textContent = `Activating ${set.model_set}...`;
       const st = await waitForActivation(req.request_id);
+      document.dispatchEvent(new Event('lv:models-changed'));
       await renderModules(panel, st?.last ? `${st.last.model_set}: ${st.last.outcome}${st.last.reason ? ` (${st.last.reason})` : ''}` : 'no answer yet; see below');
     }),
   }, isActive ? 'Active' : 'Activate');

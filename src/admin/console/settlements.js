@@ -6,8 +6,11 @@ export async function renderSettlements(panel) {
   const resolve = (s, action) =>
     guarded(async () => {
       if (!confirmed(`${action === 'charge' ? 'Charge' : 'Refund'} ${s.units} unit(s) of request ${s.request_id}?`)) return;
-      await post(`/admin/api/settlements/${s.id}/resolve`, { action });
+      // a refusal (409: another operator or the CLI resolved it meanwhile) redraws the list too,
+      // so the row it refused no longer offers its buttons (review3b); its error is shown after
+      const failed = await post(`/admin/api/settlements/${s.id}/resolve`, { action }).then(() => null, (e) => e);
       await renderSettlements(panel);
+      if (failed) throw failed;
     });
   panel.replaceChildren(
     h('h2', {}, 'Pending settlements'),

@@ -1,6 +1,6 @@
 import { del, get, patch, post, put, qs } from './api.js';
 import { dailyChart } from './chart.js';
-import { confirmed, fmtTime, guarded, h, isoToUtcInput, pagedTable, table, utcInputToIso } from './dom.js';
+import { confirmed, fmtTime, guarded, h, isoToUtcInput, onSubmit, pagedTable, table, utcInputToIso } from './dom.js';
 
 const MODULES = ['rgb_liveness', 'color_liveness'];
 const PERIODS = ['day', 'month', 'never'];
@@ -8,6 +8,14 @@ const PERIODS = ['day', 'month', 'never'];
 const limitText = (l) => (l === null ? 'unlimited' : String(l));
 /** blank means unlimited (null), as in the API */
 const limitValue = (text) => (text.trim() === '' ? null : Number(text));
+
+/** A limit box's value, refusing what is not a whole number: a number box answers '' for a
+ * typo such as `1e` or `-`, which read as blank made the grant unlimited (review3b); the new
+ * token form's own validation refuses it before submitting, this box is in no form. */
+function limitOf(input) {
+  if (input.validity.badInput || !input.checkValidity()) throw new Error(`The limit must be a whole number of 0 or more, or blank for unlimited (got ${JSON.stringify(input.validationMessage || 'an unreadable number')}).`);
+  return limitValue(input.value);
+}
 
 function periodSelect(name, value = 'day') {
   return h('select', { name }, PERIODS.map((p) => h('option', { value: p, selected: p === value }, p)));
@@ -30,19 +38,16 @@ function createForm(panel) {
     grantRows,
     h('button', { type: 'submit', 'data-testid': 'token-create-submit' }, 'Create token'),
   );
-  form.addEventListener('submit', (ev) => {
-    ev.preventDefault();
-    void guarded(async () => {
-      const f = new FormData(form);
-      const grants = MODULES.filter((m) => f.get(`grant_${m}`)).map((m) => ({ module_id: m, limit: limitValue(String(f.get(`limit_${m}`))), period: f.get(`period_${m}`) }));
-      const body = { name: String(f.get('name')), demo: f.get('demo') === 'on', grants };
-      const expires = utcInputToIso(String(f.get('expires')));
-      if (expires) body.expires_at = expires;
-      const created = await post('/admin/api/tokens', body);
-      form.reset();
-      // the new token is listed by its name, whatever page it would fall on
-      await renderTokens(panel, created, created.name);
-    });
+  onSubmit(form, async () => {
+    const f = new FormData(form);
+    const grants = MODULES.filter((m) => f.get(`grant_${m}`)).map((m) => ({ module_id: m, limit: limitValue(String(f.get(`limit_${m}`))), period: f.get(`period_${m}`) }));
+    const body = { name: String(f.get('name')), demo: f.get('demo') === 'on', grants };
+    const expires = utcInputToIso(String(f.get('expires')));
+    if (expires) body.expires_at = expires;
+    const created = await post('/admin/api/tokens', body);
+    form.reset();
+    // the new token is listed by its name, whatever page it would fall on
+    await renderTokens(panel, created, created.name);
   });
   return form;
 }
@@ -120,7 +125,7 @@ async function renderDetail(panel, id, back) {
       h('td', {}, u?.reset_at ? fmtTime(u.reset_at) : ''),
       h('td', {}, h('div', { class: 'row-actions' },
         limit, period,
-        h('button', { type: 'button', onclick: () => guarded(async () => { await put(`/admin/api/tokens/${id}/grants/${m}`, { limit: limitValue(limit.value), period: period.value }); await renderDetail(panel, id, back); }) }, g ? 'Change grant' : 'Grant'),
+        h('button', { type: 'button', onclick: () => guarded(async () => { await put(`/admin/api/tokens/${id}/grants/${m}`, { limit: limitOf(limit), period: period.value }); await renderDetail(panel, id, back); }) }, g ? 'Change grant' : 'Grant'),
         g && h('button', { type: 'button', class: 'danger', onclick: () => guarded(async () => {
           if (!confirmed(`Remove the ${m} grant of "${t.name}"? Its calls to ${m} are refused at once (usage of the period is kept).`)) return;
           await del(`/admin/api/tokens/${id}/grants/${m}`);

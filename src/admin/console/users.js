@@ -1,5 +1,5 @@
 import { get, patch, post, qs } from './api.js';
-import { confirmed, fmtTime, guarded, h, pagedTable } from './dom.js';
+import { confirmed, fmtTime, guarded, h, onSubmit, pagedTable } from './dom.js';
 
 // Destructive changes ask first: disabling an account ends its sessions, taking the admin
 // role locks it out of this console.
@@ -19,15 +19,12 @@ export async function renderUsers(panel, search = '') {
     h('label', {}, 'Your current password (to create an admin)', h('input', { name: 'current_password', type: 'password', autocomplete: 'current-password', 'data-testid': 'create-current-password' })),
     h('button', { type: 'submit' }, 'Create user'),
   );
-  form.addEventListener('submit', (ev) => {
-    ev.preventDefault();
-    void guarded(async () => {
-      const f = new FormData(form);
-      const body = { username: f.get('username'), password: f.get('password'), role: f.get('role') };
-      if (body.role === 'admin') body.current_password = f.get('current_password');
-      await post('/admin/api/users', body);
-      await renderUsers(panel, String(f.get('username')));
-    });
+  onSubmit(form, async () => {
+    const f = new FormData(form);
+    const body = { username: f.get('username'), password: f.get('password'), role: f.get('role') };
+    if (body.role === 'admin') body.current_password = f.get('current_password');
+    await post('/admin/api/users', body);
+    await renderUsers(panel, String(f.get('username')));
   });
   const change = (u, body, question) => guarded(async () => {
     if (question && !confirmed(question)) return;
