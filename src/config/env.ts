@@ -261,9 +261,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
   raw.UPLOADS_PER_ADDRESS = int('UPLOADS_PER_ADDRESS', env.UPLOADS_PER_ADDRESS, slots);
   raw.UPLOADS_PER_TOKEN = int('UPLOADS_PER_TOKEN', env.UPLOADS_PER_TOKEN, slots);
   const errors = [...check.Errors(raw)];
-  const password = raw.ADMIN_PASSWORD;
-  const passwordFault = typeof password === 'string' && ([...password].length < 8 || [...password].length > 1024)
-    ? [`ADMIN_PASSWORD: must have 8 to 1024 characters (got ${shownValue('ADMIN_PASSWORD', password)})`]
+  const passwordChars = typeof raw.ADMIN_PASSWORD === 'string' ? [...raw.ADMIN_PASSWORD].length : null;
+  const passwordFault = passwordChars !== null && (passwordChars < 8 || passwordChars > 1024)
+    ? [`ADMIN_PASSWORD: must have 8 to 1024 characters (got ${shownValue('ADMIN_PASSWORD', raw.ADMIN_PASSWORD)})`]
     : [];
   if (errors.length > 0 || passwordFault.length > 0) {
     const lines = [...errors.map((e) => {

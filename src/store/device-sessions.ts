@@ -1,4 +1,5 @@
 import type { ModuleId } from '../contract/index.ts';
+import { stampedAhead } from './throttle-rules.ts';
 
 // Device sessions (issue 26): short-lived tokens a backend mints with its business token, so a
 // phone or kiosk never holds the business token. The rules both stores apply are here; each
@@ -61,11 +62,9 @@ export type MintOutcome =
 /** The sliding-window rule on the creation times (ms) of the parent's recent sessions: the
  * wait is until enough of them have left the window for one more. */
 export function mintRefusal(recentCreatedMs: number[], limit: MintLimit, at: number): MintOutcome | null {
-  // a mint stamped more than a window after `at` was made before the clock was stepped back by
-  // more than a window: its age is unknown, and counting it refused mints for the window plus
-  // the step; one stamped a little after `at` raced this one and counts (throttle-rules.ts
-  // stampedAhead says why)
-  const inWindow = recentCreatedMs.filter((ms) => ms > at - limit.windowMs && ms - at <= limit.windowMs).sort((a, b) => a - b);
+  // a mint stamped more than a window ahead is forgotten, one a little ahead counts (throttle-
+  // rules.ts stampedAhead says why)
+  const inWindow = recentCreatedMs.filter((ms) => ms > at - limit.windowMs && !stampedAhead(ms, at, limit.windowMs)).sort((a, b) => a - b);
   if (inWindow.length < limit.limit) return null;
   const leaves = inWindow[inWindow.length - limit.limit]! + limit.windowMs;
   return { kind: 'rate_limited', retryAfterSeconds: Math.max(1, Math.ceil((leaves - at) / 1000)) };

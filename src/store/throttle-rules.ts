@@ -42,7 +42,8 @@ export const pairKey = (address: string, username: string) => `pair:${address}|$
 export const nameKey = (username: string) => `user:${throttleName(username)}`;
 export const knownKey = (address: string, username: string) => `known:${throttleName(username)}|${address}`;
 
-// A count stamped more than a window after `at` was written before the clock was stepped back
+// A count (or a device-session mint, device-sessions.ts) stamped more than a window after `at`
+// was written before the clock was stepped back
 // (NTP, an operator setting the time) by more than a window. Its age is unknown, so it is
 // forgotten rather than read as live for the window plus the step: kept, it locked an address
 // or a name out for an hour after a one-hour step back (review3, time). A count stamped a
@@ -50,8 +51,8 @@ export const knownKey = (address: string, username: string) => `known:${throttle
 // transaction) and counts: forgetting it would let concurrent guesses reset their own count. A
 // step back shorter than the window keeps its counts, which then last the window plus the step
 // at most. A clock that goes back can only be the host's own; a guesser cannot cause it.
-export function stampedAhead(stamp: number, at: number): boolean {
-  return stamp - at > WINDOW_MS;
+export function stampedAhead(stamp: number, at: number, windowMs = WINDOW_MS): boolean {
+  return stamp - at > windowMs;
 }
 
 /** Address and pair counts run in a fixed window from their first failure. */

@@ -2,10 +2,9 @@ import { spawn } from 'node:child_process';
 import { Worker } from 'node:worker_threads';
 import t from 'tap';
 import { LmdbBackend } from '../../src/store/lmdb/index.ts';
-import { meteringWriterOf } from '../../src/store/lmdb/writer.ts';
-import { WriterClient } from '../../src/store/lmdb/writer-client.ts';
 import { processStartTime } from '../../src/store/owner.ts';
 import type { Reservation } from '../../src/store/records.ts';
+import { apiWorkerHandle } from '../helpers/lmdb.ts';
 import { tempDir } from '../helpers/server.ts';
 import { reserveInput, storeContract, T0, tokenRecord } from './contract.ts';
 
@@ -33,8 +32,7 @@ t.test('the store contract with LMDB_COMMITS=batched', async (t) => {
 t.test('the store contract through the metering writer', async (t) => {
   const dir = tempDir();
   const main = LmdbBackend.open(dir);
-  const client = new WriterClient(meteringWriterOf(main.store)!.connect()!.port);
-  const worker = LmdbBackend.open(dir, { writer: client });
+  const { store: worker, client } = apiWorkerHandle(main, dir);
   t.teardown(async () => {
     await worker.close();
     await main.close();

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { PgBackend } from '../../src/store/pg/index.ts';
 import type { Reservation } from '../../src/store/records.ts';
 import { postVerify, request, single } from '../helpers/captures.ts';
@@ -27,21 +27,25 @@ t.teardown(() => pg.stop());
 const STEP = `UPDATE nodes SET lease_until = lease_until - interval '60 s'`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function reserved(node: PgBackend, tok: ReturnType<typeof tokenRecord>, key: string): Promise<Reservation> {
-  const out = await node.reserve(reserveInput(tok, { idempotencyKey: key, fingerprint: 'fp', at: Date.now() }));
+// Leases long enough that a loaded machine's event-loop stalls cannot make a live node miss a
+// renewal for a whole lease (it renews every third of one).
+const LEASE_MS = 1500;
+
+/** Two nodes on the database, closed after the test, and a call in flight on the first: its
+ * reservation, under key `key`, of a token with 10 units. */
+async function holderAndSweeper(t: Test, key: string, holderLeaseMs = LEASE_MS, sweeperLeaseMs = LEASE_MS) {
+  const [holder, sweeper] = await Promise.all([PgBackend.open(pg.url, { leaseMs: holderLeaseMs }), PgBackend.open(pg.url, { leaseMs: sweeperLeaseMs })]);
+  t.teardown(() => Promise.all([holder.close(), sweeper.close()]));
+  const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 10, period: 'never' }]);
+  await holder.insertToken(tok);
+  const out = await holder.reserve(reserveInput(tok, { idempotencyKey: key, fingerprint: 'fp', at: Date.now() }));
   if (out.kind !== 'reserved') throw new Error(`not reserved: ${out.kind}`);
-  return out.reservation;
+  return { holder, sweeper, tok, rsv: out.reservation };
 }
 
 t.test('a forward step of the database clock: the live node\'s call in flight settles, charged once; the sweeps leave it', async (t) => {
-  // long enough that a loaded machine's event-loop stalls cannot make a live node miss a
-  // renewal for a whole lease (it renews every third of one)
-  const leaseMs = 1500;
-  const [a, b] = await Promise.all([PgBackend.open(pg.url, { leaseMs }), PgBackend.open(pg.url, { leaseMs })]);
-  t.teardown(() => Promise.all([a.close(), b.close()]));
-  const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 10, period: 'never' }]);
-  await a.insertToken(tok);
-  const rsv = await reserved(a, tok, 'k-step');
+  const { holder: a, sweeper: b, tok, rsv } = await holderAndSweeper(t, 'k-step');
+  const leaseMs = LEASE_MS;
   await a.pool.query(STEP);
   t.equal((await a.pool.query('SELECT count(*)::int AS n FROM nodes WHERE lease_until > now()')).rows[0].n, 0, 'every lease looks lapsed');
   // both nodes sweep, often, for three leases of their time, while a renews (every third of it)
@@ -69,11 +73,7 @@ t.test('a forward step of the database clock: the live node\'s call in flight se
 // node's call in flight. The holder records its lease length (nodes.info lease_ms), and a
 // sweeper waits the longer of the two.
 t.test('a sweeper with a shorter lease waits the holder\'s: a step right after the holder renewed takes nothing', async (t) => {
-  const [holder, quick] = await Promise.all([PgBackend.open(pg.url, { leaseMs: 3000 }), PgBackend.open(pg.url, { leaseMs: 300 })]);
-  t.teardown(() => Promise.all([holder.close(), quick.close()]));
-  const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 10, period: 'never' }]);
-  await holder.insertToken(tok);
-  const rsv = await reserved(holder, tok, 'k-quick');
+  const { holder, sweeper: quick, rsv } = await holderAndSweeper(t, 'k-quick', 3000, 300);
   // the step just after a renewal: the holder's next one is a third of its lease (1 s) away,
   // more than three of the quick sweeper's leases
   t.ok(await holder.renew(), 'renewed');
@@ -91,14 +91,8 @@ t.test('a sweeper with a shorter lease waits the holder\'s: a step right after t
 });
 
 t.test('a node that really stopped is still swept after a step: a lease of the sweeper\'s time after it first saw it lapsed', async (t) => {
-  // long enough that a loaded machine's event-loop stalls cannot make a live node miss a
-  // renewal for a whole lease (it renews every third of one)
-  const leaseMs = 1500;
-  const [dead, b] = await Promise.all([PgBackend.open(pg.url, { leaseMs }), PgBackend.open(pg.url, { leaseMs })]);
-  t.teardown(() => Promise.all([dead.close(), b.close()]));
-  const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 10, period: 'never' }]);
-  await b.insertToken(tok);
-  const rsv = await reserved(dead, tok, 'k-dead');
+  const { holder: dead, sweeper: b, tok, rsv } = await holderAndSweeper(t, 'k-dead');
+  const leaseMs = LEASE_MS;
   // the holder stops renewing (as a killed process would) but keeps its connections
   (dead as unknown as { renewTimer: NodeJS.Timeout }).renewTimer.close();
   await b.pool.query(STEP);

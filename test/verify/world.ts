@@ -16,12 +16,11 @@ import { MultipartParser, parseMultipartBoundary } from '../../src/http/multipar
 import { InferenceFailedError, type ResultRecord } from '../../src/inference/index.ts';
 import { injectSettlementFault } from '../../src/store/faults.ts';
 import { LmdbBackend } from '../../src/store/lmdb/index.ts';
-import { meteringWriterOf } from '../../src/store/lmdb/writer.ts';
-import { WriterClient } from '../../src/store/lmdb/writer-client.ts';
 import { PgBackend } from '../../src/store/pg/index.ts';
 import type { AuditRecord, Grant, StoreBackend, TokenRecord } from '../../src/store/index.ts';
 import { ANSWERS, EarlyInference, storeMetering, verify, type VerifyAnswer, type VerifyDeps, type VerifyRequest } from '../../src/verify/index.ts';
 import type { ReceivedPart } from '../../src/verify/ports.ts';
+import { apiWorkerHandle } from '../helpers/lmdb.ts';
 import { startPostgres } from '../helpers/postgres.ts';
 import { tempDir } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
@@ -65,7 +64,7 @@ interface Teardown {
 export function lmdbStore(t: Teardown, { meteringWriter = true }: { meteringWriter?: boolean } = {}): StoreUnderTest {
   const dir = tempDir();
   const main = LmdbBackend.open(dir);
-  const store = meteringWriter ? LmdbBackend.open(dir, { writer: new WriterClient(meteringWriterOf(main.store)!.connect()!.port) }) : main;
+  const store = meteringWriter ? apiWorkerHandle(main, dir).store : main;
   t.teardown(async () => {
     if (store !== main) await store.close();
     await main.close();
