@@ -45,6 +45,7 @@ if (missing) {
       await box.pressSequentially(typo);
       await page.click('#panel tr[data-module=rgb_liveness] button:has-text("Change grant")');
       await page.waitForFunction(() => /The limit must be a whole number/.test(document.getElementById('main-error')?.textContent ?? ''));
+      if (typo === '1e') await page.screenshot({ path: '.tap/screenshots/console-grant-typo.png', fullPage: true });
       const grant = (await admin('GET', `/admin/api/tokens/${made.json.id}`)).json.grants.find((g: { module_id: string }) => g.module_id === 'rgb_liveness');
       t.same([grant.limit, grant.period], [50, 'day'], `${typo}: the grant is as it was (it became unlimited)`);
     }
@@ -59,6 +60,7 @@ if (missing) {
     await page.fill('[data-testid=token-name]', 'double-click');
     await page.dblclick('[data-testid=token-create-submit]');
     await page.waitForSelector('[data-testid=new-token-plaintext]');
+    await page.screenshot({ path: '.tap/screenshots/console-double-click.png', fullPage: true });
     t.equal((await tokenNamed('double-click')).length, 1, 'one token');
     t.equal(await error(), '', 'no 409 from a second request shown beside it');
   });
@@ -76,6 +78,7 @@ if (missing) {
     await page.click(`${row} button:has-text("Refund")`);
     await page.waitForFunction(() => /conflict/.test(document.getElementById('main-error')?.textContent ?? ''));
     await page.waitForSelector(row, { state: 'detached' });
+    await page.screenshot({ path: '.tap/screenshots/console-settlement-refused.png', fullPage: true });
     t.pass('the 409 is shown and the row it refused is gone');
   });
 
@@ -115,6 +118,7 @@ if (missing) {
     t.equal((await admin('PATCH', `/admin/api/users/${id}`, { role: 'user', current_password: PASSWORD })).status, 200, 'demoted');
     await second.click('#tabs button[data-tab=tokens]');
     await second.waitForSelector('#login-view', { state: 'visible' });
+    await second.screenshot({ path: '.tap/screenshots/console-demoted.png', fullPage: true });
     t.match(await second.textContent('#login-error'), /adm2 is no longer an administrator/);
   });
 
@@ -128,6 +132,7 @@ if (missing) {
     await page.click('[data-testid=activate-bgr80_ensemble_v1]');
     await page.waitForSelector('[data-testid=activation-note]:has-text("bgr80_ensemble_v1: active")', { timeout: 120_000 });
     await page.waitForFunction(() => /rgb_liveness \(bgr80_ensemble_v1\)/.test(document.getElementById('untrained-banner')?.textContent ?? ''));
+    await page.screenshot({ path: '.tap/screenshots/console-banner-after-activation.png', fullPage: true });
     t.pass('the banner names the set now served (it kept naming raw_v1 until a reload)');
   });
 

@@ -13,7 +13,7 @@ const limitValue = (text) => (text.trim() === '' ? null : Number(text));
  * typo such as `1e` or `-`, which read as blank made the grant unlimited (review3b); the new
  * token form's own validation refuses it before submitting, this box is in no form. */
 function limitOf(input) {
-  if (input.validity.badInput || !input.checkValidity()) throw new Error(`The limit must be a whole number of 0 or more, or blank for unlimited (got ${JSON.stringify(input.validationMessage || 'an unreadable number')}).`);
+  if (input.validity.badInput || !input.checkValidity()) throw new Error(`The limit must be a whole number of 0 or more, or blank for unlimited. ${input.validationMessage || 'This is not a number.'}`);
   return limitValue(input.value);
 }
 
