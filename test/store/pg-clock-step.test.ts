@@ -147,3 +147,73 @@ t.test('through the service: a verify call in inference while the database clock
   t.same(ledger.items.filter((e) => e.kind === 'refund'), [], 'no refund in the ledger');
   t.ok((await api.store.verifyLedger()).ok);
 });
+
+// A step of this node's own wall clock (its host's NTP, an operator's `date -s`). The node kept
+// its view of its own lease (lease.ts: renewed when, held until when) on Date.now(): stepped
+// forward, a node renewing in time thought its lease lapsed, answered not ready, and refused
+// the settlement of a call it held (a database whose clock stepped with it refused it, and the
+// node did not renew a lease it thought lapsed); stepped back, a node whose renewals had failed
+// for longer than a lease thought its lease held, revived it in the database and settled, while
+// another node may be sweeping it. Now that view is kept on performance.now(). The step is made
+// by faking Date.now() in this process, the one clock the node read for it.
+
+/** This process's wall clock (Date.now()) stepped by `ms` until the end of the test. */
+function stepWallClock(t: Test, ms: number): void {
+  const wall = Date.now;
+  Date.now = () => wall.call(Date) + ms;
+  t.teardown(() => {
+    Date.now = wall;
+  });
+}
+
+t.test('this node\'s wall clock steps 60 s forward (the database\'s with it): its lease still counts as held, its call in flight settles under the same node id', async (t) => {
+  const { holder, tok, rsv } = await holderAndSweeper(t, 'k-wall-forward');
+  t.ok(await holder.renew(), 'renewed');
+  stepWallClock(t, 60_000);
+  t.equal(await holder.healthy(), true, 'still ready (it answered not ready: "this node\'s lease was not renewed since ...")');
+  t.equal(holder.unavailableReason(), null);
+  // the same NTP step on the database host: the lease looks lapsed there too
+  await holder.pool.query(STEP);
+  const settled = await holder.settle(rsv, Date.now(), (usage) => JSON.stringify({ usage }), [{ ok: 1 }]);
+  t.equal(settled.kind, 'settled', 'the settlement is made (it was refused and refunded: 500 inference_failed for inference that worked)');
+  t.equal((await holder.getReservation(rsv.id))!.state, 'charged');
+  const next = await holder.reserve(reserveInput(tok, { idempotencyKey: 'k-wall-forward-2', fingerprint: 'fp', at: Date.now() }));
+  t.equal(next.kind === 'reserved' ? next.reservation.node : next.kind, rsv.node, 'the next call reserves under the same node id: the lease was renewed, not registered anew');
+  if (next.kind === 'reserved') await holder.refund(next.reservation.id, Date.now());
+  t.same((await holder.listLedger({ token_id: tok.id })).items.filter((e) => e.request_id === rsv.request_id).map((e) => e.kind), ['charge'], 'charged once, never refunded');
+  t.ok((await holder.verifyLedger()).ok);
+});
+
+t.test('this node\'s wall clock steps 60 s back after its renewals failed for longer than a lease: the lapsed lease stays lapsed, its late settlement is refused and refunded', async (t) => {
+  const { holder, sweeper, tok, rsv } = await holderAndSweeper(t, 'k-wall-back');
+  // the database refuses this node's renewals (an outage, as far as the lease goes); the
+  // timer keeps trying, every third of a lease
+  let failed = 0;
+  const query = holder.pool.query.bind(holder.pool);
+  (holder.pool as { query: unknown }).query = (text: unknown, ...rest: unknown[]) => {
+    if (typeof text === 'string' && text.includes('WITH renewed AS')) {
+      failed++;
+      return Promise.reject(new Error('connection refused'));
+    }
+    return (query as (...a: unknown[]) => unknown)(text, ...rest);
+  };
+  const lapsed = async () => (await sweeper.pool.query('SELECT lease_until <= now() AS lapsed FROM nodes WHERE id = $1', [rsv.node])).rows[0].lapsed as boolean;
+  // bounded poll (15 s) until the lease has lapsed in the database: the node renewed it last
+  // before the database's now() of that renewal, so by its own clock it lapsed too
+  for (let i = 0; i < 300 && !(failed > 0 && (await lapsed())); i++) await sleep(50);
+  t.ok(failed > 0 && (await lapsed()), `renewals failed (${failed}) for longer than a lease`);
+  stepWallClock(t, -60_000);
+  t.equal(await holder.healthy(), false, 'not ready (it answered ready: its wall clock said the lease was renewed 60 s in the future)');
+  t.match(holder.unavailableReason(), { reason: /^this node's lease was not renewed since \d{4}-/ });
+  // the database answers again
+  (holder.pool as { query: unknown }).query = query;
+  const settled = await holder.settle(rsv, Date.now(), (usage) => JSON.stringify({ usage }), [{ ok: 1 }]);
+  t.equal(settled.kind, 'refused', 'the late settlement is refused (the node revived its lapsed lease under the same id and settled)');
+  t.equal((await holder.getReservation(rsv.id))!.state, 'refunded', 'its units are back');
+  t.equal(await lapsed(), true, 'the lapsed lease was not revived');
+  const next = await holder.reserve(reserveInput(tok, { idempotencyKey: 'k-wall-back-2', fingerprint: 'fp', at: Date.now() }));
+  t.ok(next.kind === 'reserved' && next.reservation.node !== rsv.node, 'the next call reserves under a node registered anew');
+  if (next.kind === 'reserved') await holder.refund(next.reservation.id, Date.now());
+  t.same((await holder.usageSnapshot(tok, T0)).map((u) => u.used), [0]);
+  t.ok((await holder.verifyLedger()).ok);
+});

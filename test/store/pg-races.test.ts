@@ -145,7 +145,7 @@ t.test('a node whose lease lapsed (an outage longer than it) reserves under a ne
   const lapsed = a.node;
   // what the outage left: the lease ran out in the database, and this node knows it was not renewed
   await b.pool.query(`UPDATE nodes SET lease_until = now() - interval '1 second' WHERE id = $1`, [lapsed]);
-  (a as unknown as { db: { leaseOkUntil: number } }).db.leaseOkUntil = Date.now() - 1;
+  (a as unknown as { db: { leaseOkUntil: number } }).db.leaseOkUntil = performance.now() - 1;
   const out = await a.reserve(reserveInput(tok, { at: Date.now() }));
   if (out.kind !== 'reserved') throw new Error(`not reserved: ${out.kind}`);
   t.not(out.reservation.node, lapsed, 'the reservation names the node registered anew, not the lapsed one');
@@ -163,7 +163,7 @@ t.test('a node that cannot renew its lapsed lease refuses the reservation: store
   const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 10, period: 'day' }]);
   await store.insertToken(tok);
   const db = (store as unknown as { db: { leaseOkUntil: number; pool: { query: unknown } } }).db;
-  db.leaseOkUntil = Date.now() - 1;
+  db.leaseOkUntil = performance.now() - 1;
   // the database answers no lease query (an outage that goes on): the renewal fails
   const query = store.pool.query.bind(store.pool);
   (store.pool as { query: unknown }).query = (text: unknown, ...rest: unknown[]) => (typeof text === 'string' && /nodes/.test(text) ? Promise.reject(new Error('connection refused')) : (query as (...a: unknown[]) => unknown)(text, ...rest));
@@ -177,7 +177,7 @@ t.test('two renewals at once (the timer\'s and the one an outage\'s end starts) 
   // an outage outlasted the lease: lapsed in the database, and this node knows it was not renewed
   // (one lapsed only in the database, by a clock step, is renewed as it is: pg-clock-step.test.ts)
   await b.pool.query(`UPDATE nodes SET lease_until = now() - interval '1 second' WHERE id = $1`, [a.node]);
-  (a as unknown as { db: { leaseOkUntil: number } }).db.leaseOkUntil = Date.now() - 1;
+  (a as unknown as { db: { leaseOkUntil: number } }).db.leaseOkUntil = performance.now() - 1;
   const before = (await b.pool.query('SELECT count(*)::int AS n FROM nodes')).rows[0].n as number;
   t.same(await Promise.all([a.renew(), a.renew(), a.renew()]), [true, true, true]);
   const after = (await b.pool.query('SELECT count(*)::int AS n FROM nodes')).rows[0].n as number;

@@ -331,7 +331,7 @@ t.test('a refused settlement says whether its own refund gave the units back (th
   // as the node knows it too (an outage outlasted the lease); one lapsed only in the database,
   // by its clock stepping forward, is renewed and its settlement made (pg-clock-step.test.ts)
   await withClient(url, (c) => c.query(`UPDATE nodes SET lease_until = now() - interval '1 second' WHERE id = $1`, [store.node]));
-  (store as unknown as { db: { leaseOkUntil: number } }).db.leaseOkUntil = Date.now() - 1;
+  (store as unknown as { db: { leaseOkUntil: number } }).db.leaseOkUntil = performance.now() - 1;
   t.match(await store.settle(lapsed, T0 + 1, () => '{}', []), { kind: 'refused', refunded: true }, 'refunded here');
   t.ok(await store.renew(), 'the lease renewed');
   // already refunded by another (a sweep that got there first): refused, not refunded again

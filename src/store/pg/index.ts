@@ -6,7 +6,7 @@ import type { ModuleId } from '../../contract/index.ts';
 import type { PageQuery, ReserveInput, ResolveAction, SearchQuery, StoreBackend, UserPatch } from '../backend.ts';
 import type { AttemptSuccess } from '../throttle-rules.ts';
 import type { AuditRecord, KeyFile, RenderAnswer, Reservation, SessionRecord, TokenRecord, UsageRecord, UserRecord } from '../records.ts';
-import { openPool, type Pg, type PgOptions } from './open.ts';
+import { leaseHeld, openPool, type Pg, type PgOptions } from './open.ts';
 import { RecentSettlements, restoreLostCommits, type LostCommit } from './lost-commits.ts';
 import { DatabaseUrlError, hostName, parseDatabaseUrl, type DatabaseTarget } from '../../config/index.ts';
 import { healthy, register, renew } from './lease.ts';
@@ -114,8 +114,11 @@ export class PgBackend implements StoreBackend, FaultHooks {
       const since = new Date(outage.since).toISOString();
       return { reason: `no writable database host since ${since}`, detail: `since ${since}: ${outage.latest}` };
     }
-    if (Date.now() >= this.db.leaseOkUntil) {
-      const reason = `this node's lease was not renewed since ${new Date(this.db.leaseOkUntil - this.db.leaseMs).toISOString()}`;
+    if (!leaseHeld(this.db)) {
+      // the renewal is a moment of the monotonic clock; a person reads it as a date, taken as
+      // that long before the wall clock's now (a clock stepped since moves the date, not the lapse)
+      const renewed = Date.now() - (performance.now() - (this.db.leaseOkUntil - this.db.leaseMs));
+      const reason = `this node's lease was not renewed since ${new Date(renewed).toISOString()}`;
       return { reason, detail: reason };
     }
     return null;

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import { threadId } from 'node:worker_threads';
 import { localNow, setClockOffset } from '../../clock.ts';
-import { DB_MS, type Pg } from './open.ts';
+import { DB_MS, leaseHeld, type Pg } from './open.ts';
 import { REFUND_SQL, refundArgs, resolveSettlement } from './settle.ts';
 import { currentProcess } from '../owner.ts';
 import { StoreUnavailableError } from '../errors.ts';
@@ -18,7 +18,7 @@ export async function register(db: Pg): Promise<void> {
   // lease of an API worker that died (recovery.ts recoverThread) without waiting for it to lapse;
   // its lease length, so that a sweeper with a shorter one waits this node's (recovery.ts)
   const info = { ...currentProcess(), thread: threadId, host: os.hostname(), lease_ms: db.leaseMs };
-  const started = Date.now();
+  const started = performance.now();
   const local = localNow();
   const r = await db.pool.query(`INSERT INTO nodes (id, info, lease_until) VALUES ($1, $2, now() + $3 * interval '1 millisecond') RETURNING ${DB_MS} AS db_ms`, [id, info, db.leaseMs]);
   followDatabaseClock(local, r.rows[0]!.db_ms);
@@ -32,8 +32,9 @@ export function followDatabaseClock(localBefore: number, dbMs: number): void {
   setClockOffset(Math.round(dbMs - (localBefore + localNow()) / 2));
 }
 
-/** Extends the lease. A lease found lapsed in the database while this node's own clock says it
- * was renewed in time (within a lease of the last renewal) lapsed only by the database's clock
+/** Extends the lease. A lease found lapsed in the database while this node's own monotonic
+ * clock says it was renewed in time (within a lease of the last renewal: open.ts leaseHeld; a
+ * step of this host's wall clock changes neither answer) lapsed only by the database's clock
  * stepping forward: it is extended as it is, under the same node id, so the calls in flight
  * that name it settle (no other node takes a lease before it has stayed unrenewed for a whole
  * lease of that node's own time: recovery.ts). A lease this node itself knows it did not renew
@@ -54,13 +55,13 @@ export function renew(db: Pg): Promise<boolean> {
  * the lease reserved under the lapsed node id; the other nodes' sweep refunded it, and its
  * settlement was refused: a 500 inference_failed for a call whose inference had worked. */
 export async function leaseForReservation(db: Pg): Promise<void> {
-  if (Date.now() < db.leaseOkUntil) return;
+  if (leaseHeld(db)) return;
   await renew(db);
-  if (Date.now() >= db.leaseOkUntil) throw new StoreUnavailableError('this node\'s lease could not be renewed', db.hosts.outage?.latest);
+  if (!leaseHeld(db)) throw new StoreUnavailableError('this node\'s lease could not be renewed', db.hosts.outage?.latest);
 }
 
 async function renewOnce(db: Pg): Promise<boolean> {
-  const started = Date.now();
+  const started = performance.now();
   const local = localNow();
   const heldHere = started < db.leaseOkUntil;
   try {
@@ -90,7 +91,7 @@ export async function repair(db: Pg): Promise<void> {
 
 /** Ready only while the database answers and this node's lease is known to be held. */
 export async function healthy(db: Pg): Promise<boolean> {
-  if (Date.now() >= db.leaseOkUntil) return false;
+  if (!leaseHeld(db)) return false;
   try {
     await db.pool.query('SELECT 1');
     return true;

@@ -60,7 +60,8 @@ export interface Pg {
   readonly onSettlementResolved: ((r: SettlementResolved) => void) | undefined;
   /** this process as a node (lease.ts), named on every reservation it makes */
   node: string;
-  /** until when this node's lease is known to be held */
+  /** until when this node's lease is known to be held, in performance.now() time (this
+   * thread's monotonic clock: see leaseHeld), never Date.now()'s */
   leaseOkUntil: number;
   /** the renewal in progress (lease.ts renew): one at a time, so the timer's and the one an
    * outage's end starts never race (one of them found the lease lapsed and registered a new
@@ -83,6 +84,17 @@ export interface Pg {
   q(text: string, values?: unknown[], name?: string): Promise<pg.QueryResult<Row>>;
   /** one short transaction (operator paths) */
   tx<T>(fn: (c: pg.PoolClient) => Promise<T>): Promise<T>;
+}
+
+/** Whether this node's lease is known to be held: renewed less than a lease ago by this
+ * thread's monotonic clock. The wall clock is not asked: stepped forward (NTP, an operator) it
+ * made a node renewing in time think its lease lapsed, and refuse the calls it held (its
+ * settlement, refused by a database whose clock stepped with it, was not renewed and made);
+ * stepped back, it made a node whose renewals had failed for longer than a lease think its
+ * lease still held, and revive it and settle while another node may be sweeping it. The
+ * database's own lease_until is still compared with its own now(). */
+export function leaseHeld(db: Pick<Pg, 'leaseOkUntil'>): boolean {
+  return performance.now() < db.leaseOkUntil;
 }
 
 /** The pool of this thread; the pool's 'error' events are handled, so a database restart

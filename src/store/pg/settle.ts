@@ -4,7 +4,7 @@ import type { RenderAnswer, Reservation, UsageRecord, UsagePlaceholder } from '.
 import { isStorageFailure } from '../write-health.ts';
 import { resolveKey } from './idempotency.ts';
 import { StoreUnavailableError } from '../errors.ts';
-import { isoOf, type Pg, type Repair, type Row } from './open.ts';
+import { isoOf, leaseHeld, type Pg, type Repair, type Row } from './open.ts';
 import { windowsOf } from './usage.ts';
 import { holdForever } from '../faults.ts';
 import { keptResults } from '../kept-answer.ts';
@@ -139,10 +139,10 @@ export async function settle(db: Pg, reservation: Reservation, at: number, rende
       // the test fault: the same function inside an explicit transaction, stopped before COMMIT
       if (fault === 'hold') await db.tx(async (c) => holdForever(`postgres settlement transaction (lv_settle ${(await c.query(SETTLE_SQL, args)).rowCount} row)`));
       let out = (await db.q(SETTLE_SQL, args, 'lv_settle')).rows[0]!.r as { ok: boolean; body?: string; state?: string };
-      // Refused while still pending: the lease lapsed in the database. If this node's own clock
-      // says it renewed in time, the database's clock stepped forward past it (no sweep takes a
+      // Refused while still pending: the lease lapsed in the database. If this node's own
+      // (monotonic) clock says it renewed in time, the database's clock stepped forward past it (no sweep takes a
       // lease renewed since: recovery.ts): the renewal extends it, and the settlement is made.
-      if (!out.ok && out.state === 'pending' && Date.now() < db.leaseOkUntil && (await renew(db))) {
+      if (!out.ok && out.state === 'pending' && leaseHeld(db) && (await renew(db))) {
         out = (await db.q(SETTLE_SQL, args, 'lv_settle')).rows[0]!.r as { ok: boolean; body?: string; state?: string };
       }
       if (out.ok) return { kind: 'settled', body: out.body! };
