@@ -40,9 +40,10 @@ export type Command = {
   usage: string;
   /** the command works on DATA_DIR's files itself: the CLI opens no store for it (restore) */
   noStore?: true;
-  /** the command reads an LMDB store that must already exist: on a DATA_DIR without one it is
-   * refused (exit 5) instead of opening, and so creating, an empty store (a backup of a
-   * mistyped DATA_DIR was an empty backup, exit 0) */
+  /** the command reads a store that must already exist: on a DATA_DIR without one, or with
+   * DATABASE_URL a database without the service's schema, it is refused (exit 5) instead of
+   * opening, and so creating, an empty store (a backup of a mistyped DATA_DIR was an empty
+   * backup, exit 0; a mistyped database name got the schema and `user list` answered []) */
   existingStore?: true;
   /** the command takes at most this many plain arguments and no option: more, or an option
    * (`--dry-run`), is a usage error (exit 2) before anything runs, where it was dropped without

@@ -288,7 +288,8 @@ export async function runCommand(argv: string[], given: CliIo): Promise<number> 
     if (command.existingStore && !io.store && !config.DATABASE_URL && !lmdbStoreExists(config.DATA_DIR)) {
       throw new StoreError(`no store at ${path.join(config.DATA_DIR, 'store')}: is DATA_DIR right? (nothing was created)`);
     }
-    if (!command.noStore) store = io.store ?? (await openConfiguredStore(config));
+    // with DATABASE_URL the same refusal is the PostgreSQL store's, made before it migrates
+    if (!command.noStore) store = io.store ?? (await openConfiguredStore(config, undefined, undefined, undefined, { existing: command.existingStore === true }));
     const ctx = { ...io, config, exitCode: EXIT.ok as number };
     // a noStore command is never handed one
     const out = await command.run(store as StoreBackend, given, ctx);

@@ -46,8 +46,10 @@ export interface StoreLog {
 /** The store a process of the service uses, from its validated configuration. `lmdbWriter`:
  * a channel to the process's LMDB metering writer given directly, for an API worker's store
  * opened on a thread that has no workerData naming one (the tests' in-process API); an API
- * worker of the service finds its channel in its workerData (writer-client.ts). */
-export async function openConfiguredStore(config: StoreConfig, onError?: (err: Error) => void, log?: StoreLog, lmdbWriter?: WriterClient): Promise<StoreBackend> {
+ * worker of the service finds its channel in its workerData (writer-client.ts). `pgOpen.existing`:
+ * a PostgreSQL database without the service's schema is refused, not set up (the CLI's reading
+ * commands; LMDB's counterpart is the CLI's own check of DATA_DIR). */
+export async function openConfiguredStore(config: StoreConfig, onError?: (err: Error) => void, log?: StoreLog, lmdbWriter?: WriterClient, pgOpen: Pick<PgOptions, 'existing'> = {}): Promise<StoreBackend> {
   const events: PgOptions = log
     ? {
       onDown: (reason) => log.warn({ reason }, 'store has no writable host: verify calls answer 503 store_unavailable until one answers'),
@@ -58,7 +60,7 @@ export async function openConfiguredStore(config: StoreConfig, onError?: (err: E
       onSettlementResolved: (r) => log.warn(r, `settlement of unknown outcome resolved: ${r.outcome}${r.already ? ' (it had committed before the connection broke)' : ''}`),
     }
     : {};
-  const store = await openBackend({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, lmdbCommits: config.LMDB_COMMITS, lmdbStallMs: config.STORE_STALL_SECONDS === undefined ? undefined : config.STORE_STALL_SECONDS * 1000, lmdbMapGiB: config.LMDB_MAP_SIZE_GIB, ...(lmdbWriter ? { lmdbWriter } : {}), pg: { leaseMs: config.NODE_LEASE_SECONDS * 1000, poolSize: poolSizePerThread(config), ...(onError ? { onError } : {}), ...events } });
+  const store = await openBackend({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, lmdbCommits: config.LMDB_COMMITS, lmdbStallMs: config.STORE_STALL_SECONDS === undefined ? undefined : config.STORE_STALL_SECONDS * 1000, lmdbMapGiB: config.LMDB_MAP_SIZE_GIB, ...(lmdbWriter ? { lmdbWriter } : {}), pg: { leaseMs: config.NODE_LEASE_SECONDS * 1000, poolSize: poolSizePerThread(config), ...(onError ? { onError } : {}), ...events, ...pgOpen } });
   injectSettlementFault(store, settlementFaultFor(config.TEST_SETTLEMENT_FAIL_PREFIX, config.TEST_SETTLEMENT_HOLD_PREFIX));
   return store;
 }

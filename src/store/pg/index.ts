@@ -1,4 +1,4 @@
-import { migrate } from './migrate.ts';
+import { migrate, serviceSchema } from './migrate.ts';
 import { StoreError } from '../errors.ts';
 import type { FaultHooks, SettlementFault } from '../faults.ts';
 import { RefusalTally, type RowLost } from '../refusal-tally.ts';
@@ -76,13 +76,24 @@ export class PgBackend implements StoreBackend, FaultHooks {
       },
     });
     b = new PgBackend(db);
+    const hosts = target.hosts.map(hostName).join(',');
+    let absent: string | null = null;
     try {
-      b.applied = await migrate(b.pool);
-      await register(b.db);
+      // checked before the migration, which would create the schema (and the node row after
+      // it): a mistyped database name, or one the service never set up, answered as an empty store
+      const schema = opts.existing ? await serviceSchema(b.pool) : null;
+      if (schema && !schema.present) absent = schema.database;
+      else {
+        b.applied = await migrate(b.pool);
+        await register(b.db);
+      }
     } catch (err) {
       await b.pool.end().catch(() => {});
-      const where = `${target.hosts.map(hostName).join(',')}/${target.database ?? ''}`;
-      throw new StoreError(`cannot open the PostgreSQL store at ${where}: ${(err as Error).message}`, { cause: err });
+      throw new StoreError(`cannot open the PostgreSQL store at ${hosts}/${target.database ?? ''}: ${(err as Error).message}`, { cause: err });
+    }
+    if (absent !== null) {
+      await b.pool.end().catch(() => {});
+      throw new StoreError(`no store in PostgreSQL database ${JSON.stringify(absent)} at ${hosts}: is DATABASE_URL right? (it has none of this service's tables; nothing was created)`);
     }
     b.renewTimer = setInterval(() => void b.renew(), Math.max(50, Math.floor(b.db.leaseMs / 3)));
     b.renewTimer.unref();

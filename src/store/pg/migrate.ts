@@ -5,6 +5,15 @@ import { installedRules, installRules, rulesRefusal, RULES_TABLE } from './rules
 // Any fixed 64-bit number names the lock; this one is "lvstore" in ASCII.
 const MIGRATION_LOCK = 0x6c7673746f7265;
 
+/** The database's name, and whether it holds this service's schema (what a first migrate
+ * makes), read without writing anything. The tables of the first migration are asked for
+ * beside schema_migrations, a name other tools use too. */
+export async function serviceSchema(pool: pg.Pool): Promise<{ database: string; present: boolean }> {
+  const r = await pool.query(`SELECT current_database() AS database,
+    to_regclass('schema_migrations') IS NOT NULL AND to_regclass('nodes') IS NOT NULL AND to_regclass('reservations') IS NOT NULL AND to_regclass('ledger') IS NOT NULL AS present`);
+  return r.rows[0] as { database: string; present: boolean };
+}
+
 /** Applies the migrations this database lacks, each in its own transaction, then installs this
  * build's rules (rules.ts: the stored functions and triggers, each replaced only where the
  * database's differs from this build's), under a

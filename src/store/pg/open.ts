@@ -8,6 +8,9 @@ import { HostSelector, selectingClient, type HostEvents } from './hosts.ts';
 export interface PgOptions {
   /** how long a node's lease lasts without renewal; renewed every third of it */
   leaseMs?: number;
+  /** refuse (StoreError, nothing created) a database without this service's schema instead of
+   * migrating it: the CLI's commands that read a store that must exist (Command.existingStore) */
+  existing?: boolean;
   /** connections per process (each API worker thread has its own pool) */
   poolSize?: number;
   /** per-statement limit, so a stuck database turns into an error, never a hang */
