@@ -273,6 +273,41 @@ t.test('a batch whose commit fails after its reservations were answered: nothing
   t.same((await main.verifyLedger()).ok, true, 'the counters equal the ledger');
 });
 
+t.test('a full disk planted in the writer (the test fault of world.ts diskFull): taken between two commits, the next ones fail with ENOSPC after their writes, nothing of them committed; freed, the writer commits again', async (t) => {
+  const { main, writer, workers: [w] } = await writerWith(t, 1, tempDir(), HOLD_LONG_MS);
+  const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 9, period: 'never' }]);
+  await main.insertToken(tok);
+  const reserved = async (key: string) => {
+    const out = await w!.reserve(reserveInput(tok, { idempotencyKey: key, fingerprint: 'f' }));
+    if (out.kind !== 'reserved') throw new Error(out.kind);
+    return out.reservation;
+  };
+  const a = await reserved('k-a');
+  // a's batch is open, held for minutes until a write that needs the sync joins it: the fault
+  // waits for its commit
+  const c0 = commitsOf(main);
+  const planted = writer.diskFull(1);
+  t.equal((await w!.settle(a, T0 + 1, () => '{"a":1}', [])).kind, 'settled', 'the batch open when the fault was sent commits');
+  await planted;
+  t.equal(commitsOf(main), c0 + 1);
+  const b = await reserved('k-b');
+  t.match(await w!.settle(b, T0 + 2, () => '{"b":1}', []), { kind: 'not_recorded', refund: 'refunded', cause: { code: 'ENOSPC', cause: { message: /no space left on device/ } } }, 'the next commit fails as on a full disk: b\'s reservation, answered before it, is gone with it');
+  t.equal(commitsOf(main), c0 + 1, 'nothing of it committed');
+  const c = await reserved('k-c');
+  t.equal((await w!.settle(c, T0 + 3, () => '{"c":1}', [])).kind, 'settled', 'one commit failed: the one after it commits');
+  await writer.diskFull(Infinity);
+  for (const key of ['k-d', 'k-e']) {
+    const r = await reserved(key);
+    t.match(await w!.settle(r, T0 + 4, () => '{}', []), { kind: 'not_recorded', cause: { code: 'ENOSPC' } }, `${key}: every commit fails until freed`);
+  }
+  t.equal(commitsOf(main), c0 + 2);
+  await writer.diskFull(null);
+  const f = await reserved('k-f');
+  t.equal((await w!.settle(f, T0 + 5, () => '{"f":1}', [])).kind, 'settled', 'freed: the writer commits again');
+  t.same((await main.usageSnapshot(tok, T0)).map((u) => u.used), [3], 'a, c and f charged, nothing of the others');
+  t.same((await main.verifyLedger()).ok, true, 'the counters equal the ledger');
+});
+
 t.test('audit lines ride with the worker\'s next settlement, and the queue\'s own commit goes through the writer', async (t) => {
   const { main, workers: [w] } = await writerWith(t, 1, tempDir(), HOLD_LONG_MS);
   const s = w!;
