@@ -17,7 +17,7 @@ import { meteringWriterOf, type MeteringWriter } from '../../src/store/lmdb/writ
 import { SETTLE_HOLD, settleHoldMs, WriterClient, type SettleHold, type WriterReply, type WriterRequest } from '../../src/store/lmdb/writer-client.ts';
 import type { AuditRecord, Reservation } from '../../src/store/records.ts';
 import { waitFor } from '../helpers/wait.ts';
-import { tempDir } from '../helpers/server.ts';
+import { ROOT, tempDir } from '../helpers/server.ts';
 import { reserveInput, T0, tokenRecord } from './contract.ts';
 
 /** A hold no test reaches: only a write that needs the sync ends a batch of reservations. */
@@ -306,6 +306,18 @@ t.test('a full disk planted in the writer (the test fault of world.ts diskFull):
   t.equal((await w!.settle(f, T0 + 5, () => '{"f":1}', [])).kind, 'settled', 'freed: the writer commits again');
   t.same((await main.usageSnapshot(tok, T0)).map((u) => u.used), [3], 'a, c and f charged, nothing of the others');
   t.same((await main.verifyLedger()).ok, true, 'the counters equal the ledger');
+});
+
+t.test('the writer\'s full disk is a test\'s only: no code of the service asks for it', async (t) => {
+  // only a test's own thread calls MeteringWriter.diskFull (no setting or request leads there),
+  // and only the writer thread's handler of its message plants it
+  const found: string[] = [];
+  const src = path.join(ROOT, 'src');
+  for (const file of fs.readdirSync(src, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.ts'))) {
+    const text = fs.readFileSync(path.join(src, file), 'utf8');
+    if (/\.diskFull\(|[^.]plantDiskFull\(/.test(text.replace(/export function plantDiskFull\(/, ''))) found.push(file);
+  }
+  t.same(found, ['store/lmdb/writer-thread.ts'], 'plantDiskFull called by the writer thread alone, and MeteringWriter.diskFull by nothing in src/');
 });
 
 t.test('audit lines ride with the worker\'s next settlement, and the queue\'s own commit goes through the writer', async (t) => {
