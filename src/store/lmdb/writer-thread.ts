@@ -431,8 +431,7 @@ parentPort!.on('message', (m: { type: 'connect'; port: MessagePort } | { type: '
     freeDisk?.();
     freeDisk = m.commits === null ? null : plantDiskFull(store, m.commits);
     parentPort!.postMessage({ type: 'disk-full', id: m.id });
-  }
-  else if (m.type === 'drain') {
+  } else if (m.type === 'drain') {
     // the main thread saw API worker `thread` exit: answer once its port has closed and what
     // it held is refunded (recoverWorker); a thread that never said hello posted nothing
     const peer = byThread.get(m.thread);
