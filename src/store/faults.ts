@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import type { StoreBackend } from './backend.ts';
+import type { Store } from './lmdb/open.ts';
 
 /** Testing only: what becomes of a settlement, given the results it was about to save:
  * `fail` inside its own transaction, the way a failed write would (TEST_SETTLEMENT_FAIL_PREFIX);
@@ -35,4 +36,34 @@ export function holdForever(where: string): never {
 /** Installs (or, with null, removes) the settlement fault on an opened store. */
 export function injectSettlementFault(store: StoreBackend, fault: SettlementFault | null): void {
   (store as StoreBackend & FaultHooks).settlementFault = fault;
+}
+
+/** Testing only: a full disk under one LMDB handle (`store`, of this thread). Its synchronous
+ * commits fail with ENOSPC, the next `commits` of them (Infinity: all), each after its
+ * transaction's writes have run, as LMDB's commit fails on a full disk (nothing of it is
+ * committed; the metering writer has answered its early reservations by then, writer-thread.ts);
+ * and its write probe finds no room, so the store's write health stays failing, until the
+ * returned function undoes both. `commits` 0: only the probe. Nothing in the service calls it:
+ * a test plants it on a handle of its own thread (test/verify/world.ts diskFull), or on the
+ * metering writer's through MeteringWriter.diskFull, which only a test calls; no setting or
+ * request reaches either (unlike the TEST_SETTLEMENT_* prefixes above). It replaces the
+ * handle's methods, so a store without it runs no code of it. */
+export function plantDiskFull(store: Store, commits: number): () => void {
+  const root = store.root as unknown as Record<'transactionSync', (fn: () => unknown, flags?: number) => unknown>;
+  const health = store.writes as unknown as Record<'probe', () => Promise<boolean>>;
+  const ownCommit = Object.hasOwn(root, 'transactionSync');
+  const commit = root.transactionSync;
+  const probe = health.probe;
+  let failing = commits;
+  root.transactionSync = (fn, flags) => commit.call(root, () => {
+    const out = fn();
+    if (failing-- > 0) throw Object.assign(new Error('ENOSPC: no space left on device (a test\'s full disk)'), { code: 'ENOSPC', errno: 28 });
+    return out;
+  }, flags);
+  health.probe = async () => false;
+  return () => {
+    if (ownCommit) root.transactionSync = commit;
+    else delete (root as Partial<typeof root>).transactionSync;
+    health.probe = probe;
+  };
 }

@@ -45,6 +45,7 @@ import { Writable } from 'node:stream';
 import { MessageChannel } from 'node:worker_threads';
 import path from 'node:path';
 import { jsonLines, runCli, tempDir, waitReady, type CliResult } from './server.ts';
+import type { LmdbBackend } from '../../src/store/lmdb/index.ts';
 
 export interface ApiOptions {
   dataDir?: string;
@@ -170,6 +171,8 @@ export async function startApi(opts: ApiOptions = {}): Promise<ApiHandle> {
   // src/cluster/cluster.ts gives each worker one, after the start-up steps)
   const writerChannel = opts.meteringWriter === false ? null : storeWriterChannel(mainStore);
   const store = writerChannel ? await openConfiguredStore(config, onStoreError, log, new WriterClient(writerChannel.port)) : mainStore;
+  // a fault planted in the writer (test/verify/world.ts diskFull) reaches it through the main handle
+  if (writerChannel) (await import('./lmdb.ts')).noteApiWorkerHandle(store as LmdbBackend, mainStore as LmdbBackend);
 
   const none = { readiness: () => [], infer: () => Promise.reject(new Error('startApi: no engine (engine: none)')), poolTimes: () => null, poolMetrics: () => [] as unknown[][] };
   const engine = opts.engine === 'real' ? startEngine(config, log, (id) => store.moduleEnabled(id)) : null;

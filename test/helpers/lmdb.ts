@@ -15,5 +15,21 @@ export function lmdbOpen(dataDir: string) {
  * channel (a test may send it an empty request, answered after the writer's next commit). */
 export function apiWorkerHandle(main: LmdbBackend, dataDir: string): { store: LmdbBackend; client: WriterClient } {
   const client = new WriterClient(meteringWriterOf(main.store)!.connect()!.port);
-  return { store: LmdbBackend.open(dataDir, { writer: client }), client };
+  const store = LmdbBackend.open(dataDir, { writer: client });
+  noteApiWorkerHandle(store, main);
+  return { store, client };
+}
+
+/** The main thread's handle of each API worker handle made here or by startApi: the one whose
+ * metering writer commits the worker's metering writes, which a test reaches through it
+ * (test/verify/world.ts diskFull). */
+const mainHandles = new WeakMap<LmdbBackend, LmdbBackend>();
+
+export function noteApiWorkerHandle(store: LmdbBackend, main: LmdbBackend): void {
+  mainHandles.set(store, main);
+}
+
+/** The main thread's handle behind an API worker handle (noteApiWorkerHandle), or null. */
+export function mainHandleOf(store: LmdbBackend): LmdbBackend | null {
+  return mainHandles.get(store) ?? null;
 }

@@ -17,7 +17,7 @@ import { meteringWriterOf, type MeteringWriter } from '../../src/store/lmdb/writ
 import { SETTLE_HOLD, settleHoldMs, WriterClient, type SettleHold, type WriterReply, type WriterRequest } from '../../src/store/lmdb/writer-client.ts';
 import type { AuditRecord, Reservation } from '../../src/store/records.ts';
 import { waitFor } from '../helpers/wait.ts';
-import { tempDir } from '../helpers/server.ts';
+import { ROOT, tempDir } from '../helpers/server.ts';
 import { reserveInput, T0, tokenRecord } from './contract.ts';
 
 /** A hold no test reaches: only a write that needs the sync ends a batch of reservations. */
@@ -271,6 +271,53 @@ t.test('a batch whose commit fails after its reservations were answered: nothing
   for (const r of retries) await v!.refund(r.id, T0 + 4);
   t.same((await main.usageSnapshot(tok, T0)).map((u) => u.used), [1]);
   t.same((await main.verifyLedger()).ok, true, 'the counters equal the ledger');
+});
+
+t.test('a full disk planted in the writer (the test fault of world.ts diskFull): taken between two commits, the next ones fail with ENOSPC after their writes, nothing of them committed; freed, the writer commits again', async (t) => {
+  const { main, writer, workers: [w] } = await writerWith(t, 1, tempDir(), HOLD_LONG_MS);
+  const tok = tokenRecord([{ module_id: 'rgb_liveness', limit: 9, period: 'never' }]);
+  await main.insertToken(tok);
+  const reserved = async (key: string) => {
+    const out = await w!.reserve(reserveInput(tok, { idempotencyKey: key, fingerprint: 'f' }));
+    if (out.kind !== 'reserved') throw new Error(out.kind);
+    return out.reservation;
+  };
+  const a = await reserved('k-a');
+  // a's batch is open, held for minutes until a write that needs the sync joins it: the fault
+  // waits for its commit
+  const c0 = commitsOf(main);
+  const planted = writer.diskFull(1);
+  t.equal((await w!.settle(a, T0 + 1, () => '{"a":1}', [])).kind, 'settled', 'the batch open when the fault was sent commits');
+  await planted;
+  t.equal(commitsOf(main), c0 + 1);
+  const b = await reserved('k-b');
+  t.match(await w!.settle(b, T0 + 2, () => '{"b":1}', []), { kind: 'not_recorded', refund: 'refunded', cause: { code: 'ENOSPC', cause: { message: /no space left on device/ } } }, 'the next commit fails as on a full disk: b\'s reservation, answered before it, is gone with it');
+  t.equal(commitsOf(main), c0 + 1, 'nothing of it committed');
+  const c = await reserved('k-c');
+  t.equal((await w!.settle(c, T0 + 3, () => '{"c":1}', [])).kind, 'settled', 'one commit failed: the one after it commits');
+  await writer.diskFull(Infinity);
+  for (const key of ['k-d', 'k-e']) {
+    const r = await reserved(key);
+    t.match(await w!.settle(r, T0 + 4, () => '{}', []), { kind: 'not_recorded', cause: { code: 'ENOSPC' } }, `${key}: every commit fails until freed`);
+  }
+  t.equal(commitsOf(main), c0 + 2);
+  await writer.diskFull(null);
+  const f = await reserved('k-f');
+  t.equal((await w!.settle(f, T0 + 5, () => '{"f":1}', [])).kind, 'settled', 'freed: the writer commits again');
+  t.same((await main.usageSnapshot(tok, T0)).map((u) => u.used), [3], 'a, c and f charged, nothing of the others');
+  t.same((await main.verifyLedger()).ok, true, 'the counters equal the ledger');
+});
+
+t.test('the writer\'s full disk is a test\'s only: no code of the service asks for it', async (t) => {
+  // only a test's own thread calls MeteringWriter.diskFull (no setting or request leads there),
+  // and only the writer thread's handler of its message plants it
+  const found: string[] = [];
+  const src = path.join(ROOT, 'src');
+  for (const file of fs.readdirSync(src, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.ts'))) {
+    const text = fs.readFileSync(path.join(src, file), 'utf8');
+    if (/\.diskFull\(|[^.]plantDiskFull\(/.test(text.replace(/export function plantDiskFull\(/, ''))) found.push(file);
+  }
+  t.same(found, ['store/lmdb/writer-thread.ts'], 'plantDiskFull called by the writer thread alone, and MeteringWriter.diskFull by nothing in src/');
 });
 
 t.test('audit lines ride with the worker\'s next settlement, and the queue\'s own commit goes through the writer', async (t) => {

@@ -48,7 +48,7 @@ t.test('each check answers before any later one runs', async (t) => {
   t.equal((await call(w, plaintext, valid())).status, 200);
   await store.setModuleEnabled('rgb_liveness', false);
   t.teardown(() => store.setModuleEnabled('rgb_liveness', true));
-  const failing = writesFailing(store);
+  const failing = await writesFailing(store);
   w.inference.ready = false;
   w.inference.fault = 'inference_failed';
   const cases: { what: string; fix?: () => unknown; send: () => Promise<VerifyAnswer>; status: number; code: string; step: Parameters<typeof codeOf>[1]; reached: string[] }[] = [

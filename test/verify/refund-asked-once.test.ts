@@ -11,13 +11,11 @@
 import t, { type Test } from 'tap';
 import type { StoreBackend } from '../../src/store/index.ts';
 import { request, single } from '../helpers/captures.ts';
-import { addToken, bothStores, call, codeOf, diskFull, ledger, usedBy, world } from './world.ts';
+import { addToken, bothStores, call, codeOf, diskFull, ledger, lmdbStore, usedBy, world } from './world.ts';
 
 const body = () => request([single({ id: 'once-1' }), single({ id: 'once-2' })]);
 const refunds = (calls: string[]) => calls.filter((c) => c === 'refund').length;
-// LMDB commits on this thread here: diskFull plants its ENOSPC in this thread's commits, which
-// the metering writer thread does not run (world.ts lmdbStore)
-const stores = await bothStores(t, { meteringWriter: false });
+const stores = await bothStores(t);
 
 function refundOnce(t: Test, store: StoreBackend) {
   for (const fault of ['inference_failed', 'crash'] as const) {
@@ -38,24 +36,30 @@ function refundOnce(t: Test, store: StoreBackend) {
 
 for (const s of stores) t.test(`on ${s.kind}`, async (t) => refundOnce(t, s.store));
 
-// A settlement the store could not write (a full disk: LMDB's commits fail with ENOSPC)
-const lmdb = stores.find((s) => s.kind === 'lmdb')!.store;
-
-t.test('a settlement the store could not write and gave back: no refund asked by the use case', async (t) => {
-  const w = world(lmdb);
-  const { token, plaintext } = await addToken(w);
-  const held = w.inference.holdNext();
-  const answering = call(w, plaintext, body(), { idempotencyKey: 'k-given-back' });
-  await held.reached;
-  // the settlement's commit fails; the store's own refund after it finds room
-  const disk = diskFull(lmdb, 1);
-  held.open();
-  const answer = await answering;
-  t.equal(answer.status, 503);
-  t.equal(codeOf(answer, 'settle'), 'store_unavailable');
-  t.equal(refunds(w.calls), 0, 'the store gave the units back in its settlement: the use case asks for no refund');
-  t.same(await ledger(w, token), [{ kind: 'charge', units: 2 }, { kind: 'refund', units: 2 }], 'one refund in the ledger');
-  t.equal(await usedBy(w, token), 0);
-  t.match(w.facts, [{ reserved: 2, refunded: 2, charged: 0 }], 'counted refunded once');
-  await disk.free();
-});
+// A settlement the store could not write (a full disk: LMDB's commits fail with ENOSPC), in the
+// metering writer thread and on the API worker's own thread, which commits once the writer has
+// ended (src/store/lmdb/writer.ts meteringWrite)
+const paths = [
+  { committer: 'the metering writer thread', store: stores.find((s) => s.kind === 'lmdb')!.store },
+  { committer: 'the API worker\'s own thread (no writer)', store: lmdbStore(t, { meteringWriter: false }).store },
+];
+for (const { committer, store: lmdb } of paths) {
+  t.test(`a settlement the store could not write and gave back (committed by ${committer}): no refund asked by the use case`, async (t) => {
+    const w = world(lmdb);
+    const { token, plaintext } = await addToken(w);
+    const held = w.inference.holdNext();
+    const answering = call(w, plaintext, body(), { idempotencyKey: 'k-given-back' });
+    await held.reached;
+    // the settlement's commit fails; the store's own refund after it finds room
+    const disk = await diskFull(lmdb, 1);
+    held.open();
+    const answer = await answering;
+    t.equal(answer.status, 503);
+    t.equal(codeOf(answer, 'settle'), 'store_unavailable');
+    t.equal(refunds(w.calls), 0, 'the store gave the units back in its settlement: the use case asks for no refund');
+    t.same(await ledger(w, token), [{ kind: 'charge', units: 2 }, { kind: 'refund', units: 2 }], 'one refund in the ledger');
+    t.equal(await usedBy(w, token), 0);
+    t.match(w.facts, [{ reserved: 2, refunded: 2, charged: 0 }], 'counted refunded once');
+    await disk.free();
+  });
+}

@@ -9,18 +9,20 @@
 // check order.
 // Faults of the store are the store's own kind: a settlement refused inside its transaction
 // (src/store/faults.ts, as TEST_SETTLEMENT_FAIL_PREFIX does in the server), and a full disk
-// (LMDB: its commits fail with ENOSPC and its probe finds no room until the test frees it).
+// (LMDB: its commits fail with ENOSPC and its probes find no room until the test frees it,
+// planted in the metering writer thread that commits an API worker's metering writes).
 
 import { createToken } from '../../src/admin/tokens.ts';
 import { MultipartParser, parseMultipartBoundary } from '../../src/http/multipart/index.ts';
 import { InferenceFailedError, type ResultRecord } from '../../src/inference/index.ts';
-import { injectSettlementFault } from '../../src/store/faults.ts';
+import { injectSettlementFault, plantDiskFull } from '../../src/store/faults.ts';
 import { LmdbBackend } from '../../src/store/lmdb/index.ts';
+import { meteringWriterOf } from '../../src/store/lmdb/writer.ts';
 import { PgBackend } from '../../src/store/pg/index.ts';
 import type { AuditRecord, Grant, StoreBackend, TokenRecord } from '../../src/store/index.ts';
 import { ANSWERS, EarlyInference, storeMetering, verify, type VerifyAnswer, type VerifyDeps, type VerifyRequest } from '../../src/verify/index.ts';
 import type { ReceivedPart } from '../../src/verify/ports.ts';
-import { apiWorkerHandle } from '../helpers/lmdb.ts';
+import { apiWorkerHandle, mainHandleOf } from '../helpers/lmdb.ts';
 import { startPostgres } from '../helpers/postgres.ts';
 import { tempDir } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
@@ -58,9 +60,8 @@ interface Teardown {
 
 /** `meteringWriter` (default true): the store is an API worker's handle, its metering writes
  * sent to the process's metering writer thread (src/store/lmdb/writer.ts), as the service's
- * are; the main thread's handle starts the writer. false: they commit on this thread, for the
- * files that plant faults in this thread's commits (diskFull), which the writer thread does
- * not run (its own failures are test/store/lmdb-writer.test.ts's). */
+ * are; the main thread's handle starts the writer. false: they commit on this thread, as an
+ * API worker's do once the writer thread has ended (writer.ts meteringWrite). */
 export function lmdbStore(t: Teardown, { meteringWriter = true }: { meteringWriter?: boolean } = {}): StoreUnderTest {
   const dir = tempDir();
   const main = LmdbBackend.open(dir);
@@ -296,33 +297,55 @@ export function failNextSettlement(store: StoreBackend): void {
 
 const enospc = () => Object.assign(new Error('ENOSPC: no space left on device'), { code: 'ENOSPC', errno: 28 });
 
-/** A full disk under an LMDB store: its synchronous commits (reserve, settle, refund) fail
- * with ENOSPC as LMDB reports it (all of them, or only the next `commits`), and the store's
- * probe finds no room, until `free()`, which lets the probe find room again and waits for the
- * store to run what it owes (a deferred refund) and resume. */
-export function diskFull(store: StoreBackend, commits = Infinity): { free(): Promise<void> } {
+/** Every LMDB handle of the store in this thread, `store` first: an API worker's handle and the
+ * main thread's behind it (test/helpers/lmdb.ts), which hear of a failure too (write-health.ts
+ * broadcasts it) and probe for themselves. */
+function handlesOf(store: LmdbBackend): LmdbBackend[] {
+  const main = mainHandleOf(store);
+  return main && main !== store ? [store, main] : [store];
+}
+
+/** A full disk under an LMDB store: the commits of its metering writes fail with ENOSPC as
+ * LMDB reports them (all of them, or only the next `commits`), each after its writes ran, and
+ * every probe of the store finds no room (src/store/faults.ts plantDiskFull), until `free()`,
+ * which lets the probes find room again and waits for the store to run what it owes (a
+ * deferred refund) and resume. The commits that fail are those of whoever commits `store`'s
+ * metering writes: the process's metering writer thread for an API worker's handle
+ * (lmdbStore's default, startApi's `store`), where the fault is planted by message
+ * (MeteringWriter.diskFull) once what the handle sent before is committed, so that the count
+ * starts after it; this thread's commits for a handle without a writer. The handle's other
+ * writes (tokens, sessions), which commit on this thread either way, are not failed. */
+export async function diskFull(store: StoreBackend, commits = Infinity): Promise<{ free(): Promise<void> }> {
   if (!(store instanceof LmdbBackend)) throw new Error('diskFull: an LMDB store only');
-  const root = store.store.root as unknown as { transactionSync: (...a: unknown[]) => unknown };
-  const health = store.writes as unknown as { probe: () => Promise<boolean> };
-  const commit = root.transactionSync;
-  const probe = health.probe;
-  let failing = commits;
-  root.transactionSync = (...a: unknown[]) => {
-    if (failing-- > 0) throw enospc();
-    return commit.apply(root, a);
-  };
-  health.probe = async () => false;
+  const client = store.store.writer?.alive ? store.store.writer : null;
+  const main = mainHandleOf(store);
+  if (client && !main) throw new Error('diskFull: an API worker handle made by neither apiWorkerHandle nor startApi: its writer is out of reach');
+  const writer = client ? meteringWriterOf(main!.store)! : null;
+  if (writer) {
+    // the handle's queued audit lines first: their own commit, whenever their timer fires,
+    // would take one of the failing commits
+    await store.store.audit.flush();
+    await client!.send(null, []);
+    await writer.diskFull(commits);
+  }
+  const undo = handlesOf(store).map((h) => plantDiskFull(h.store, h === store && !writer ? commits : 0));
   return {
     async free() {
-      root.transactionSync = commit;
-      health.probe = probe;
+      if (writer) await writer.diskFull(null);
+      for (const u of undo.reverse()) u();
       if (!(await store.writes.check())) throw new Error('the store did not resume');
     },
   };
 }
 
-/** The store notes a failed write and keeps failing writes until `free()` (both stores). */
-export function writesFailing(store: StoreBackend): { free(): Promise<void> } {
+/** The store notes a failed write and keeps failing writes until `free()` (both stores): on
+ * LMDB, its commits work but every probe finds no room (diskFull with no commit failing). */
+export async function writesFailing(store: StoreBackend): Promise<{ free(): Promise<void> }> {
+  if (store instanceof LmdbBackend) {
+    const disk = await diskFull(store, 0);
+    store.writes.noteFailure('settle', enospc());
+    return disk;
+  }
   const health = store.writes as unknown as { probe: () => Promise<boolean> };
   const probe = health.probe;
   health.probe = async () => false;

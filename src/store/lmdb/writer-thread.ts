@@ -1,6 +1,7 @@
 // The process's LMDB metering writer thread (writer.ts says why). Each API worker has a
 // MessagePort to it; the main thread sends it those ports and, at the end, `close`.
 import { parentPort, receiveMessageOnPort, workerData, type MessagePort } from 'node:worker_threads';
+import { plantDiskFull } from '../faults.ts';
 import { syncCommitFlags } from './atomic.ts';
 import { putAuditLines } from './audit-queue.ts';
 import { openStore, type Store } from './open.ts';
@@ -417,9 +418,20 @@ async function finish(): Promise<void> {
   process.exit(0);
 }
 
-parentPort!.on('message', (m: { type: 'connect'; port: MessagePort } | { type: 'drain'; id: number; thread: number } | { type: 'close' }) => {
+/** Undoes the test's full disk (MeteringWriter.diskFull); null while there is none. */
+let freeDisk: (() => void) | null = null;
+
+parentPort!.on('message', (m: { type: 'connect'; port: MessagePort } | { type: 'drain'; id: number; thread: number } | { type: 'disk-full'; id: number; commits: number | null } | { type: 'close' }) => {
   if (m.type === 'connect') attach(m.port);
-  else if (m.type === 'drain') {
+  else if (m.type === 'disk-full') {
+    // Testing only (MeteringWriter.diskFull). Taken here, on this thread's event loop, so
+    // always between two commits: the one under way (its batch held open) ends as it would
+    // have, and the count starts with the next. It replaces this store's transactionSync and
+    // probe (plantDiskFull): the commits above run no code of it while none is planted.
+    freeDisk?.();
+    freeDisk = m.commits === null ? null : plantDiskFull(store, m.commits);
+    parentPort!.postMessage({ type: 'disk-full', id: m.id });
+  } else if (m.type === 'drain') {
     // the main thread saw API worker `thread` exit: answer once its port has closed and what
     // it held is refunded (recoverWorker); a thread that never said hello posted nothing
     const peer = byThread.get(m.thread);

@@ -59,8 +59,10 @@ export class MeteringWriter {
   private readonly worker: Worker;
   private exited = false;
   private readonly exit: Promise<void>;
-  private nextDrain = 1;
+  private nextId = 1;
   private readonly drains = new Map<number, (refunded: Reservation[]) => void>();
+  /** the test's full-disk messages waiting for the thread's word (diskFull) */
+  private readonly faults = new Map<number, (err: Error | null) => void>();
 
   /** the wake-up word every API worker's client bumps after a request (WriterClient) */
   private readonly wake = new Int32Array(new SharedArrayBuffer(4));
@@ -88,11 +90,19 @@ export class MeteringWriter {
         // on; said once on stderr, as the process's logger lives elsewhere
         for (const answer of this.drains.values()) answer([]);
         this.drains.clear();
+        for (const answer of this.faults.values()) answer(new Error('the metering writer thread ended before it took the full disk'));
+        this.faults.clear();
         if (code !== 0) process.stderr.write(`${JSON.stringify({ level: 50, msg: 'LMDB metering writer thread ended; API workers commit their own metering writes', code })}\n`);
         resolve();
       });
     });
-    this.worker.on('message', (m: { type: 'drained'; id: number; refunded: Reservation[] }) => {
+    this.worker.on('message', (m: { type: 'drained'; id: number; refunded: Reservation[] } | { type: 'disk-full'; id: number }) => {
+      if (m.type === 'disk-full') {
+        this.faults.get(m.id)?.(null);
+        this.faults.delete(m.id);
+        if (this.faults.size === 0) this.worker.unref();
+        return;
+      }
       this.drains.get(m.id)?.(m.refunded);
       this.drains.delete(m.id);
     });
@@ -118,7 +128,7 @@ export class MeteringWriter {
    * answers nothing, and the caller's own scan then goes ahead. */
   drained(thread: number): Promise<Reservation[]> {
     if (this.exited) return Promise.resolve([]);
-    const id = this.nextDrain++;
+    const id = this.nextId++;
     return new Promise((resolve) => {
       // not unref'd: the writer thread is, and its answer must keep this thread waiting
       const timer = setTimeout(() => {
@@ -130,6 +140,23 @@ export class MeteringWriter {
         resolve(refunded);
       });
       this.worker.postMessage({ type: 'drain', id, thread });
+    });
+  }
+
+  /** Testing only (test/verify/world.ts diskFull): a full disk under the writer. Its commits
+   * fail with ENOSPC as LMDB's do, the next `commits` of them (Infinity: all; 0: none), and its
+   * probe of the store finds no room, until this is called with null. Resolves once the thread
+   * has taken it, which it does between two commits (writer-thread.ts). No setting or request
+   * reaches it: only code holding this handle, on the main thread, can call it, and nothing in
+   * src/ does, as nothing there sends the settlement's 'fail-commit' (writer-client.ts). */
+  diskFull(commits: number | null): Promise<void> {
+    if (this.exited) return Promise.reject(new Error('the metering writer has ended'));
+    const id = this.nextId++;
+    // the thread is unref'd: kept alive until it answers, as a test awaits it
+    this.worker.ref();
+    return new Promise((resolve, reject) => {
+      this.faults.set(id, (err) => (err ? reject(err) : resolve()));
+      this.worker.postMessage({ type: 'disk-full', id, commits });
     });
   }
 
