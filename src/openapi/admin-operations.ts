@@ -165,8 +165,11 @@ export const ADMIN_OPERATIONS: Operation[] = [
   },
   {
     method: 'get', path: '/admin/api/tokens', operationId: 'adminListTokens', tag: 'admin', auth: 'session',
-    summary: 'Tokens (never the plaintext); with q, limit or cursor a page in name order',
-    parameters: listQuery('matches the name (substring, case ignored), the token prefix or the id (from their start)'),
+    summary: 'Tokens (never the plaintext); with q, name, limit or cursor a page in name order',
+    parameters: [
+      ...listQuery('matches the name (substring, case ignored), the token prefix or the id (from their start)'),
+      query('name', 'Kiosk-17', 'only the token of this name, compared as names are kept unique (case and Unicode composition ignored, nothing else: no trimming, no substring); with q, tokens matching both. Names are unique, so a page holds it or nothing, unless the store kept duplicates written before names were unique', { type: 'string', minLength: 1, maxLength: 200, pattern: NO_NUL }),
+    ],
     success: { status: '200', description: 'All tokens, or one page', schema: 'TokenList', example: { tokens: [ex.token] } },
     errors: [],
     validation: { example: ex.queryValidation },
