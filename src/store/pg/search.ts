@@ -9,7 +9,7 @@ const cmpPair = (a: readonly [string, string], b: readonly [string, string]) => 
 
 // Token and user search read every record and page in JS with the same order and
 // cursor as LMDB; correct, but O(tokens) per page (an indexed SQL query is still to do).
-// With `name` the tokens of that name alone are read, through the index on the name key.
+// With `name` the tokens of that name alone are read, through the index of migration 6.
 export async function searchTokens(db: Pg, query: SearchQuery): Promise<SearchPage<TokenRecord>> {
   const needle = query.q === undefined ? undefined : tokenNameKey(query.q);
   const key = (t: TokenRecord): [string, string] => [tokenNameKey(t.name), t.id];
