@@ -176,20 +176,31 @@ export function auditOutcome(a: AuditRecord): AuditOutcome | null {
 
 export interface ListQuery {
   q?: string;
+  /** tokens only: the name itself (case and Unicode composition ignored, as names are unique) */
+  name?: string;
   limit: number;
   after?: [string, string];
 }
 
-/** GET /admin/api/tokens and /admin/api/users with `q`, `limit` or `cursor`: a page in name
- * order. Null when none is given: the unpaged list of the contract. */
-export function parseListQuery(params: URLSearchParams): ListQuery | null {
-  const r = reader(params, ['q', 'limit', 'cursor']);
+/** GET /admin/api/tokens and /admin/api/users with `q`, `limit` or `cursor` (and for tokens
+ * `name`): a page in name order. Null when none is given: the unpaged list of the contract. */
+export function parseListQuery(params: URLSearchParams, { names = false }: { names?: boolean } = {}): ListQuery | null {
+  const r = reader(params, names ? ['q', 'name', 'limit', 'cursor'] : ['q', 'limit', 'cursor']);
   if ([...params.keys()].length === 0) return null;
   const out: ListQuery = { limit: r.limit() ?? 100 };
   const q = r.values.get('q');
   if (q !== undefined) {
     if ([...q].length > 200) r.fail('q', 'String should have at most 200 characters', { type: 'string_too_long' });
     else out.q = q;
+  }
+  if (names) {
+    // a name's rules (TokenNameSchema: 1 to 200 characters; the reader refuses NUL), not its
+    // format: a name no token can have is found by none. Empty is refused, not taken as
+    // absent as an empty q is: "the token named ''" is no filter at all.
+    const name = r.values.get('name');
+    if (name !== undefined && [...name].length > MAX_NAME_CHARS) r.fail('name', `String should have at most ${MAX_NAME_CHARS} characters`, { type: 'string_too_long' });
+    else if (name !== undefined) out.name = name;
+    else if (params.getAll('name').includes('')) r.issues.push({ loc: ['query', 'name'], msg: 'String should have at least 1 character', type: 'string_too_short', input: '' });
   }
   const cursor = r.values.get('cursor');
   if (cursor !== undefined) {

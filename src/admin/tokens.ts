@@ -53,7 +53,8 @@ export async function listTokenViews(store: TokenAdmin): Promise<TokenView[]> {
   return (await store.listTokens()).map(tokenView);
 }
 
-/** A page of tokens in name order (case ignored), `q` matching name, prefix or id. */
+/** A page of tokens in name order (case ignored), `q` matching name, prefix or id, `name`
+ * the name itself. */
 export async function searchTokenViews(store: TokenAdmin & Pick<UsageReads, 'usageSnapshot'>, q: ListQuery): Promise<{ tokens: (TokenView & { usage: UsageRecord[] })[]; next_cursor: string | null }> {
   const page = await store.searchTokens(q);
   // usage against limit in the list: one snapshot per token of the page (at most MAX_PAGE)

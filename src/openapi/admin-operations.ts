@@ -42,8 +42,9 @@ const auditQuery: ParameterSpec[] = [
   query('status', '4xx', 'an HTTP status (429) or a class (4xx)', { type: 'string', pattern: '^[1-5]([0-9]{2}|xx)$' }),
   query('outcome', 'retry', 'what the call decided', { type: 'string', enum: ['live', 'non_live', 'retry', 'mixed', 'error'] }),
 ];
-const listQuery = (what: string): ParameterSpec[] => [
+const listQuery = (what: string, filters: ParameterSpec[] = []): ParameterSpec[] => [
   query('q', 'kiosk', what, { type: 'string', maxLength: 200, pattern: NO_NUL }),
+  ...filters,
   query('limit', 100, 'page size, 1 to 1000 (default 100)', { type: 'integer', minimum: 1, maximum: 1000 }),
   query('cursor', ex.nameCursor, 'next_cursor of the previous page, as returned (opaque)', cursorSchema),
 ];
@@ -165,8 +166,10 @@ export const ADMIN_OPERATIONS: Operation[] = [
   },
   {
     method: 'get', path: '/admin/api/tokens', operationId: 'adminListTokens', tag: 'admin', auth: 'session',
-    summary: 'Tokens (never the plaintext); with q, limit or cursor a page in name order',
-    parameters: listQuery('matches the name (substring, case ignored), the token prefix or the id (from their start)'),
+    summary: 'Tokens (never the plaintext); with q, name, limit or cursor a page in name order',
+    parameters: listQuery('matches the name (substring, case ignored), the token prefix or the id (from their start)', [
+      query('name', 'Kiosk-17', 'only the token of this name, compared as names are kept unique (case and Unicode composition ignored, nothing else: no trimming, no substring); with q, tokens matching both. Names are unique, so a page holds it or nothing, unless the store kept duplicates written before names were unique', { type: 'string', minLength: 1, maxLength: 200, pattern: NO_NUL }),
+    ]),
     success: { status: '200', description: 'All tokens, or one page', schema: 'TokenList', example: { tokens: [ex.token] } },
     errors: [],
     validation: { example: ex.queryValidation },

@@ -125,6 +125,9 @@ export interface SearchQuery {
   /** matched against the name (substring, ignoring case), the token prefix and the id
    * (both from their start) */
   q?: string;
+  /** tokens only: the name, compared as names are for uniqueness (tokenNameKey: case and
+   * Unicode composition ignored, nothing else), with `q` too when both are given */
+  name?: string;
   limit: number;
   /** the last row of the previous page, as returned in `next` */
   after?: [string, string];
@@ -205,7 +208,8 @@ export interface TokenAdmin {
   listTokens(): Promise<TokenRecord[]>;
   insertToken(token: TokenRecord): Promise<void>;
   updateToken(id: string, change: (t: TokenRecord) => TokenRecord): Promise<TokenRecord | undefined>;
-  /** tokens in name order (case ignored) then id, `q` matching name, prefix or id */
+  /** tokens in name order (case ignored) then id, `q` matching name, prefix or id, `name`
+   * the name itself: a read of the tokens holding that name, not of every token */
   searchTokens(q: SearchQuery): Promise<SearchPage<TokenRecord>>;
 }
 

@@ -304,7 +304,7 @@ t.test('the new endpoint and parameters are in /openapi.json', async (t) => {
   const doc = await (await fetch(`${base}/openapi.json`)).json();
   t.ok(doc.paths['/admin/api/usage/daily']?.get, 'the daily totals endpoint');
   t.same(doc.paths['/admin/api/audit'].get.parameters.map((p: any) => p.name).sort(), ['cursor', 'from', 'limit', 'module_id', 'order', 'outcome', 'status', 'to', 'token_id']);
-  t.same(doc.paths['/admin/api/tokens'].get.parameters.map((p: any) => p.name), ['q', 'limit', 'cursor']);
+  t.same(doc.paths['/admin/api/tokens'].get.parameters.map((p: any) => p.name), ['q', 'name', 'limit', 'cursor']);
   t.ok(doc.paths['/admin/api/tokens'].post.responses['409'], 'a taken name is documented');
 });
 

@@ -82,14 +82,43 @@ if (missing) {
     t.pass('the 409 is shown and the row it refused is gone');
   });
 
-  t.test('the audit filter finds a token by its exact name past 50 names that contain it', async (t) => {
-    for (let i = 0; i <= 50; i++) await admin('POST', '/admin/api/tokens', { name: `a-branch-${String(i).padStart(2, '0')}`, grants: [] });
-    await admin('POST', '/admin/api/tokens', { name: 'branch', grants: [] });
-    await page.click('#tabs button[data-tab=audit]');
-    await page.fill('[data-testid=filter-token]', 'branch');
+  t.test('the audit and usage filters find a token by its exact name in one request, past 64 names that contain it', async (t) => {
+    for (let i = 0; i < 64; i++) await admin('POST', '/admin/api/tokens', { name: `a-branch-${String(i).padStart(2, '0')}`, grants: [] });
+    const branch = (await admin('POST', '/admin/api/tokens', { name: 'branch', grants: [] })).json;
+    const lookups: URL[] = [];
+    const seen = (r: { url(): string }) => {
+      const url = new URL(r.url());
+      if (url.pathname === '/admin/api/tokens') lookups.push(url);
+    };
+    page.on('request', seen);
+    t.teardown(() => page.off('request', seen));
+    const sent = (path: string) => page.waitForRequest((r) => {
+      const url = new URL(r.url());
+      return url.pathname === path && url.searchParams.has('token_id');
+    });
+    // what the console sends: one lookup by name (the names containing it came first in the
+    // pages of q=branch it walked, 2 requests here, and past 40 pages it gave up)
+    const filtered = async (tab: string, typed: string, path: string) => {
+      await page.click(`#tabs button[data-tab=${tab}]`);
+      await page.waitForSelector('[data-testid=filter-token]');
+      lookups.length = 0;
+      await page.fill('[data-testid=filter-token]', typed);
+      const request = sent(path);
+      await page.click('[data-testid=filter-apply]');
+      return new URL((await request).url()).searchParams.get('token_id');
+    };
+    t.equal(await filtered('audit', 'branch', '/admin/api/audit'), branch.id, 'the audit log of the token named branch');
+    t.same(lookups.map((u) => [...u.searchParams.keys()].sort()), [['limit', 'name']], 'one request, by name');
+    t.equal(lookups[0]!.searchParams.get('name'), 'branch');
+    t.equal(await filtered('usage', ' BRANCH ', '/admin/api/usage/daily'), branch.id, 'usage: case ignored, as names are unique');
+    t.same(lookups.map((u) => u.searchParams.get('name')), ['BRANCH'], 'one request, the typed name trimmed');
+    t.equal(await error(), '', 'no "No token is named"');
+
+    lookups.length = 0;
+    await page.fill('[data-testid=filter-token]', 'branc');
     await page.click('[data-testid=filter-apply]');
-    await page.waitForSelector('[data-testid=audit-table]');
-    t.equal(await error(), '', 'no "No token is named" (the exact name was past the first page of matches)');
+    await page.waitForFunction(() => /No token is named "branc"/.test(document.getElementById('main-error')?.textContent ?? ''));
+    t.same(lookups.map((u) => u.searchParams.get('name')), ['branc'], 'a name that is no token\'s: one request, then said so');
   });
 
   t.test('another tab logged in again: this tab\'s next change is made with the new CSRF token', async (t) => {

@@ -312,6 +312,10 @@ export function storeContract(t: Test, store: StoreBackend): void {
     t.same(seen, [`srch${tag} A`, `Srch${tag} b`, `srch${tag} c`, `SRCH${tag} d`, `srch${tag} E`], 'every match once, case ignored in the order');
     t.same((await store.searchTokens({ q: toks[2]!.id, limit: 10 })).items.map((x) => x.id), [toks[2]!.id], 'q matches the id');
     t.same((await store.searchTokens({ q: `nothing-${tag}`, limit: 10 })), { items: [], next: null });
+    t.same((await store.searchTokens({ name: `SRCH${tag} a`, limit: 10 })), { items: [toks[1]], next: null }, 'name: that name alone, case ignored');
+    t.same((await store.searchTokens({ name: `srch${tag}`, limit: 10 })), { items: [], next: null }, 'name: not a part of names');
+    t.same((await store.searchTokens({ name: `srch${tag} c`, q: toks[2]!.id, limit: 10 })).items.map((x) => x.id), [toks[2]!.id], 'name and q');
+    t.same((await store.searchTokens({ name: `srch${tag} c`, q: toks[3]!.id, limit: 10 })).items, [], 'name and q: both must match');
 
     const users = ['zed', 'amy', 'kim'].map((n, i): UserRecord => ({ id: id('usr'), username: `u${tag}-${n}`, role: 'user', enabled: true, password_hash: 'h', created_at: new Date(T0 + i).toISOString() }));
     for (const u of users) await store.createUser(u);

@@ -10,22 +10,16 @@ export function outcomeText(o) {
 }
 
 /** "tok_..." is an id; anything else is a token name (unique, case ignored), looked up on
- * the server, so operators filter by the names they know. */
+ * the server by `name`, one request however many names contain it, so operators filter by the
+ * names they know. */
 export async function resolveToken(text) {
   const value = text.trim();
   if (!value || value.startsWith('tok_')) return value || undefined;
-  // the search matches names that contain the text, in name order: the exact name may be on a
-  // later page when many names contain it and sort before it (review3b: 51 `a-branch-NN` hid
-  // `branch`), so the pages are walked (bounded: 40 pages of 50) until it or the end is found
-  const key = value.normalize('NFC').toLowerCase();
-  let cursor;
-  for (let page = 0; page < 40; page++) {
-    const { tokens, next_cursor: next } = await get(`/admin/api/tokens${qs({ q: value, limit: 50, cursor })}`);
-    const match = tokens.find((t) => t.name.normalize('NFC').toLowerCase() === key);
-    if (match) return match.id;
-    if (!next) break;
-    cursor = next;
-  }
+  // an older store may hold duplicates of a name (written before names were unique): the one
+  // spelled as typed, if there is one, else the first
+  const { tokens } = await get(`/admin/api/tokens${qs({ name: value, limit: 100 })}`);
+  const match = tokens.find((t) => t.name === value) ?? tokens[0];
+  if (match) return match.id;
   throw new Error(`No token is named "${value}".`);
 }
 

@@ -188,10 +188,10 @@ export function adminRoutes(router: Router, s: Services): void {
     return json(200, user);
   });
 
-  // Without q, limit or cursor: every token in creation order, as the contract has it;
+  // Without q, name, limit or cursor: every token in creation order, as the contract has it;
   // with any: a page in name order with next_cursor.
   admin('GET', '/admin/api/tokens', async (ctx) => {
-    const q = parseListQuery(ctx.searchParams());
+    const q = parseListQuery(ctx.searchParams(), { names: true });
     return json(200, q ? await searchTokenViews(store, q) : { tokens: await listTokenViews(store) });
   });
 

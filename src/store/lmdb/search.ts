@@ -10,16 +10,25 @@ import { ensureTokenNameIndex } from './token-names.ts';
 //
 // Port note (store interface): searchTokens and searchUsers are the queries to port; in SQL,
 // `WHERE lower(name) LIKE '%q%' OR token_prefix LIKE 'q%' OR id LIKE 'q%' ORDER BY
-// lower(name), id` with a keyset cursor.
+// lower(name), id` with a keyset cursor; `name` is `WHERE lower(name) = lower($name)` on an
+// index of that expression.
 
 export async function searchTokens(store: Store, query: SearchQuery): Promise<SearchPage<TokenRecord>> {
   await ensureTokenNameIndex(store);
   const needle = query.q === undefined ? undefined : nameKey(query.q);
+  // `name`: the index's entries of that one key, read from its first, so the page costs the
+  // same however many tokens there are or contain the name. A cursor of another key (not one
+  // this query returned) lies before all of them or after all of them.
+  const exact = query.name === undefined ? undefined : nameKey(query.name);
+  if (exact !== undefined && query.after && query.after[0] > exact) return { items: [], next: null };
+  const after = exact !== undefined && query.after?.[0] !== exact ? undefined : query.after;
+  const start = after ?? (exact !== undefined ? [exact] : undefined);
   const items: TokenRecord[] = [];
-  const range = store.db.tokensByName.getRange(query.after ? { start: query.after } : {});
+  const range = store.db.tokensByName.getRange(start ? { start } : {});
   for (const { key, value } of range) {
     const [name, id] = key as [string, string];
-    if (query.after && name === query.after[0] && id === query.after[1]) continue;
+    if (exact !== undefined && name !== exact) break;
+    if (after && name === after[0] && id === after[1]) continue;
     if (query.q !== undefined && !(name.includes(needle!) || value.startsWith(query.q) || id.startsWith(query.q))) continue;
     if (items.length === query.limit) return { items, next: lastKey(items) };
     const t = store.db.tokens.get(id);
