@@ -3,7 +3,7 @@ import pg from 'pg';
 import { atomically } from '../../src/store/lmdb/atomic.ts';
 import type { LmdbBackend } from '../../src/store/lmdb/index.ts';
 import { indexTokenName } from '../../src/store/lmdb/token-names.ts';
-import { TOKENS_NAMED } from '../../src/store/pg/search.ts';
+import { TOKENS_NAMED } from '../../src/store/pg/tokens.ts';
 import type { TokenRecord } from '../../src/store/records.ts';
 import { startApi, type ApiHandle } from '../helpers/api.ts';
 import { startPostgres } from '../helpers/postgres.ts';

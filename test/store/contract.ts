@@ -296,6 +296,20 @@ export function storeContract(t: Test, store: StoreBackend): void {
     t.equal((await store.updateToken(a.id, (x) => ({ ...x, name: `dup ${tag}` })))!.name, `dup ${tag}`, 'same key, other case');
   });
 
+  t.test('console: names alike under Unicode special casing are one name on both stores', async (t) => {
+    // JavaScript lowers a word's last Σ to ς and İ to i + U+0307 (the key, token-rules.ts);
+    // PostgreSQL's lower() to σ and i: its check let these in beside their twins
+    const tag = randomBytes(4).toString('hex');
+    const dup = (p: Promise<unknown>) => p.then(() => 'resolved', (e: unknown) => (e instanceof DuplicateTokenNameError ? 'duplicate' : String(e)));
+    await store.insertToken(tokenRecord([], { name: `\u039f\u0394\u039f\u03a3 ${tag}` })); // ΟΔΟΣ
+    t.equal(await dup(store.insertToken(tokenRecord([], { name: `\u03bf\u03b4\u03bf\u03c2 ${tag}` }))), 'duplicate', 'οδος beside ΟΔΟΣ');
+    await store.insertToken(tokenRecord([], { name: `\u0130zmir ${tag}` })); // İzmir
+    t.equal(await dup(store.insertToken(tokenRecord([], { name: `i\u0307zmir ${tag}` }))), 'duplicate', 'i + U+0307 zmir beside İzmir');
+    const other = tokenRecord([], { name: `izmir ${tag}` });
+    t.equal(await dup(store.insertToken(other)), 'resolved', 'plain izmir is another name (its key has no U+0307)');
+    t.equal(await dup(store.updateToken(other.id, (x) => ({ ...x, name: `I\u0307ZMIR ${tag}` }))), 'duplicate', 'renamed to İzmir\'s key: refused');
+  });
+
   t.test('console: token and user search pages in name order with a keyset cursor', async (t) => {
     const tag = randomBytes(4).toString('hex');
     const names = [`Srch${tag} b`, `srch${tag} A`, `srch${tag} c`, `SRCH${tag} d`, `srch${tag} E`];

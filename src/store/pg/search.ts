@@ -2,7 +2,7 @@ import type { SearchPage, SearchQuery } from '../backend.ts';
 import type { TokenRecord, UserRecord } from '../records.ts';
 import { tokenNameKey } from '../token-rules.ts';
 import type { Pg } from './open.ts';
-import { listTokens } from './tokens.ts';
+import { listTokens, TOKENS_NAMED, foldKey } from './tokens.ts';
 import { listUsers } from './users.ts';
 
 const cmpPair = (a: readonly [string, string], b: readonly [string, string]) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0);
@@ -21,21 +21,6 @@ export async function searchTokens(db: Pg, query: SearchQuery): Promise<SearchPa
   const items = rows.slice(0, query.limit).map((r) => r.t);
   return { items, next: rows.length > query.limit ? key(items[items.length - 1]!) : null };
 }
-
-// The index of migration 6 (the expression must stay its text, or the planner does not match
-// it): PostgreSQL's fold of a name, with the two letters where it differs from tokenNameKey's
-// made alike. lower() maps one character at a time; JavaScript's toLowerCase() applies
-// Unicode's special casing too, so 'İ' (U+0130) is 'i' there and 'i' + U+0307 in the key, and
-// a word's last 'Σ' is 'σ' there and 'ς' in the key. Both sides read 'ς' as 'σ' and 'i' +
-// U+0307 as 'i', so a name is found however a database whose character type knows Unicode
-// (C.UTF-8, en_US.UTF-8: deploy/container's is C.UTF-8) lowers it; the key then decides.
-const fold = (text: string) => `replace(translate(lower(normalize(${text}, NFC)), U&'\\03C2', U&'\\03C3'), U&'i\\0307', 'i')`;
-const foldKey = (key: string) => key.replaceAll('\u03c2', '\u03c3').replaceAll('i\u0307', 'i');
-
-/** The tokens whose name's fold is the name's key's, or the name's own fold (in a database
- * whose character type is C, lower() changes ASCII letters only: the name as stored is still
- * found by its own spelling). */
-export const TOKENS_NAMED = `SELECT record FROM tokens WHERE ${fold("record->>'name'")} IN ($1, ${fold('$2')})`;
 
 /** Tokens whose name has the key of `name` (tokenNameKey), read through the index: few, as
  * names are unique, bar duplicates older than that rule. */

@@ -23,6 +23,21 @@ export async function insertToken(db: Pg, token: TokenRecord) {
   });
 }
 
+// The index of migration 6 (the expression must stay its text, or the planner does not match
+// it): PostgreSQL's fold of a name, with the two letters where it differs from tokenNameKey's
+// made alike. lower() maps one character at a time; JavaScript's toLowerCase() applies
+// Unicode's special casing too, so 'İ' (U+0130) is 'i' there and 'i' + U+0307 in the key, and
+// a word's last 'Σ' is 'σ' there and 'ς' in the key. Both sides read 'ς' as 'σ' and 'i' +
+// U+0307 as 'i', so a name is found however a database whose character type knows Unicode
+// (C.UTF-8, en_US.UTF-8: deploy/container's is C.UTF-8) lowers it; the key then decides.
+const fold = (text: string) => `replace(translate(lower(normalize(${text}, NFC)), U&'\\03C2', U&'\\03C3'), U&'i\\0307', 'i')`;
+export const foldKey = (key: string) => key.replaceAll('\u03c2', '\u03c3').replaceAll('i\u0307', 'i');
+
+/** The tokens whose name's fold is the name's key's, or the name's own fold (in a database
+ * whose character type is C, lower() changes ASCII letters only: the name as stored is still
+ * found by its own spelling). */
+export const TOKENS_NAMED = `SELECT record FROM tokens WHERE ${fold("record->>'name'")} IN ($1, ${fold('$2')})`;
+
 /** The console's rule (token-names.ts): a new name may not match another token's, case and
  * Unicode composition ignored; duplicates that predate the rule stay. A transaction lock on
  * the name's key serialises two writers of one name on any node, without a unique index
@@ -31,8 +46,11 @@ export async function checkNewTokenName(c: pg.PoolClient, before: TokenRecord | 
   const key = tokenNameKey(after.name);
   if (before && tokenNameKey(before.name) === key) return;
   await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`token-name:${key}`]);
-  const taken = await c.query("SELECT 1 FROM tokens WHERE lower(normalize(record->>'name', NFC)) = $1 AND id <> $2 LIMIT 1", [key, after.id]);
-  if (taken.rows.length > 0) throw new DuplicateTokenNameError(after.name);
+  // through migration 6's index, the key deciding, as a search by name does (search.ts): a
+  // plain lower() here let 'οδος' in beside 'ΟΔΟΣ' and 'i̇zmir' beside 'İzmir', which LMDB
+  // refuses, and read every token to say so
+  const named = (await c.query(TOKENS_NAMED, [foldKey(key), after.name])).rows.map((r) => r.record as TokenRecord);
+  if (named.some((t) => t.id !== after.id && tokenNameKey(t.name) === key)) throw new DuplicateTokenNameError(after.name);
 }
 
 export async function updateToken(db: Pg, id: string, change: (t: TokenRecord) => TokenRecord) {
