@@ -37,12 +37,13 @@ export class HostSelector {
   private probing: Promise<DatabaseHost> | null = null;
   private refusedUntil = 0;
   private refusal: StoreUnavailableError | null = null;
-  /** since when (epoch ms) and why no writable host has answered (`reason`: the first failure,
-   * `latest`: the last, e.g. what each host answered the last probe); null while one does */
-  outage: { since: number; reason: string; latest: string; previous: string | null } | null = null;
+  /** since when (epoch ms, for a person; `began`: performance.now(), for its length) and why no
+   * writable host has answered (`reason`: the first failure, `latest`: the last, e.g. what each
+   * host answered the last probe); null while one does */
+  outage: { since: number; began: number; reason: string; latest: string; previous: string | null } | null = null;
   /** a statement failed at the connection level: an outage only if a connection then fails
    * too (a single backend ended is a blip the pool absorbs), counted from here */
-  private suspect: { since: number; reason: string } | null = null;
+  private suspect: { since: number; began: number; reason: string } | null = null;
   private heal: NodeJS.Timeout | null = null;
   private healing = false;
   private closed = false;
@@ -59,7 +60,7 @@ export class HostSelector {
   /** the host the next connection goes to */
   async pick(): Promise<DatabaseHost> {
     if (this.current) return this.current;
-    if (Date.now() < this.refusedUntil && this.refusal) throw this.refusal;
+    if (performance.now() < this.refusedUntil && this.refusal) throw this.refusal;
     this.probing ??= this.probe().finally(() => (this.probing = null));
     return this.probing;
   }
@@ -80,7 +81,7 @@ export class HostSelector {
     if (!was) return;
     this.outage = null;
     this.stopHealing();
-    this.events.recovered?.({ seconds: (Date.now() - was.since) / 1000, host: hostName(h), previous: was.previous, reason: was.reason });
+    this.events.recovered?.({ seconds: (performance.now() - was.began) / 1000, host: hostName(h), previous: was.previous, reason: was.reason });
   }
 
   /** a statement succeeded: an outage that began with a statement failing on a connection
@@ -93,7 +94,7 @@ export class HostSelector {
   /** a statement failed at the connection level (the server went away mid-call) */
   lost(reason: string): void {
     if (this.outage) this.outage.latest = reason;
-    else this.suspect ??= { since: Date.now(), reason };
+    else this.suspect ??= { since: Date.now(), began: performance.now(), reason };
   }
 
   private down(reason: string, h: DatabaseHost | null): void {
@@ -104,9 +105,9 @@ export class HostSelector {
       this.outage.latest = reason;
       return;
     }
-    const first = this.suspect ?? { since: Date.now(), reason };
+    const first = this.suspect ?? { since: Date.now(), began: performance.now(), reason };
     this.suspect = null;
-    this.outage = { since: first.since, reason: first.reason, latest: reason, previous: h ? hostName(h) : null };
+    this.outage = { since: first.since, began: first.began, reason: first.reason, latest: reason, previous: h ? hostName(h) : null };
     this.events.down?.(reason);
     this.heal = setInterval(() => void this.tryHeal(), HEAL_INTERVAL_MS);
     this.heal.unref();
@@ -147,7 +148,9 @@ export class HostSelector {
     const reason = `no writable PostgreSQL host: ${reasons.join('; ')}`;
     this.down(reason, null);
     this.refusal = new StoreUnavailableError(`store unavailable: ${reason}`, new Error(reason));
-    this.refusedUntil = Date.now() + PROBE_BACKOFF_MS;
+    // on the monotonic clock: a wall clock stepped back an hour during the back-off refused
+    // every call of this node for that hour without probing again
+    this.refusedUntil = performance.now() + PROBE_BACKOFF_MS;
     throw this.refusal;
   }
 }

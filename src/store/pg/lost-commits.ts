@@ -28,11 +28,13 @@ export class RecentSettlements {
   /** reservations of this thread's calls in flight (reserved, not yet settled or refunded) */
   readonly held = new Set<string>();
 
-  remember(r: Reservation, at: number, body: string, results: unknown): void {
+  remember(r: Pick<Reservation, 'id' | 'token_id' | 'module_id'>, at: number, body: string, results: unknown): void {
     // the answer as given: its marker is absent, so lv_settle saves these exact bytes
     const args = settleArgs(r, at, body, `"__none_${randomBytes(12).toString('hex')}__"`, results);
-    this.items.set(r.id, { at: Date.now(), args });
-    const old = Date.now() - RECENT_MS;
+    // the window is a length of this thread's time, not a date: a wall clock stepped forward
+    // past it forgot every answer this node could still have to restore after a failover
+    this.items.set(r.id, { at: performance.now(), args });
+    const old = performance.now() - RECENT_MS;
     for (const [id, item] of this.items) {
       if (item.at >= old && this.items.size <= RECENT_MAX) break;
       this.items.delete(id);
