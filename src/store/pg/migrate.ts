@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { MIGRATIONS } from './migrations.ts';
 import { installedRules, installRules, rulesRefusal, RULES_TABLE } from './rules.ts';
+import { fillNameKeys } from './tokens.ts';
 
 // Any fixed 64-bit number names the lock; this one is "lvstore" in ASCII.
 const MIGRATION_LOCK = 0x6c7673746f7265;
@@ -48,6 +49,9 @@ export async function migrate(pool: pg.Pool): Promise<number[]> {
         applied.push(m.version);
       }
       await installRules(client);
+      // the tokens without a name key: all of them once migration 6 has run, then those a node
+      // of an older build wrote meanwhile (a rolling upgrade); found through the key's index
+      await fillNameKeys(client);
       return applied;
     } finally {
       await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch((e: Error) => (broken = e));

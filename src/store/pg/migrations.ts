@@ -148,13 +148,14 @@ CREATE TABLE device_session_calls (
 CREATE INDEX device_session_calls_session ON device_session_calls (session_id, seq);
 `;
 
-// Token names: GET /admin/api/tokens?name= reads the tokens of one name through this index
-// (search.ts TOKENS_NAMED: the expression is its fold(), character for character, or the
-// planner does not match it; test/store/pg.test.ts asks the planner). Not unique: a store may
-// hold duplicates written before names were unique (tokens.ts), and the fold is coarser than
-// the names' key.
-const V_TOKEN_NAME_FOLD = `
-CREATE INDEX tokens_name_fold ON tokens ((replace(translate(lower(normalize(record->>'name', NFC)), U&'\\03C2', U&'\\03C3'), U&'i\\0307', 'i')));
+// Token names: each token's name key (tokenNameKey), stored beside its record by the code that
+// writes it and indexed, for GET /admin/api/tokens?name= and the uniqueness check of a new
+// name (tokens.ts says why not an index on PostgreSQL's lower()). Not unique: a store may hold
+// duplicates written before names were unique. The existing rows get their key from migrate
+// (tokens.ts fillNameKeys), as only JavaScript computes it.
+const V_TOKEN_NAME_KEY = `
+ALTER TABLE tokens ADD COLUMN name_key text;
+CREATE INDEX tokens_name_key ON tokens (name_key);
 `;
 
 export const MIGRATIONS: readonly { version: number; sql: string }[] = [
@@ -163,5 +164,5 @@ export const MIGRATIONS: readonly { version: number; sql: string }[] = [
   { version: 3, sql: V_RETENTION },
   { version: 4, sql: V_KEY_REVOCATION },
   { version: 5, sql: V_DEVICE_SESSIONS },
-  { version: 6, sql: V_TOKEN_NAME_FOLD },
+  { version: 6, sql: V_TOKEN_NAME_KEY },
 ];

@@ -2,7 +2,7 @@ import type { SearchPage, SearchQuery } from '../backend.ts';
 import type { TokenRecord, UserRecord } from '../records.ts';
 import { tokenNameKey } from '../token-rules.ts';
 import type { Pg } from './open.ts';
-import { listTokens, TOKENS_NAMED, foldKey } from './tokens.ts';
+import { listTokens, ofKey, TOKENS_NAMED } from './tokens.ts';
 import { listUsers } from './users.ts';
 
 const cmpPair = (a: readonly [string, string], b: readonly [string, string]) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0);
@@ -26,8 +26,7 @@ export async function searchTokens(db: Pg, query: SearchQuery): Promise<SearchPa
  * names are unique, bar duplicates older than that rule. */
 async function tokensNamed(db: Pg, name: string): Promise<TokenRecord[]> {
   const want = tokenNameKey(name);
-  const rows = (await db.q(TOKENS_NAMED, [foldKey(want), name])).rows.map((r) => r.record as TokenRecord);
-  return rows.filter((t) => tokenNameKey(t.name) === want);
+  return ofKey((await db.q(TOKENS_NAMED, [want])).rows, want);
 }
 
 export async function searchUsers(db: Pg, query: SearchQuery): Promise<SearchPage<UserRecord>> {

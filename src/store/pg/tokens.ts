@@ -19,24 +19,23 @@ export async function listTokens(db: Pg) {
 export async function insertToken(db: Pg, token: TokenRecord) {
   await db.tx(async (c) => {
     await checkNewTokenName(c, undefined, token);
-    await c.query('INSERT INTO tokens (id, hash, record, created_at) VALUES ($1, $2, $3, $4)', [token.id, token.hash, token, token.created_at]);
+    await c.query('INSERT INTO tokens (id, hash, record, created_at, name_key) VALUES ($1, $2, $3, $4, $5)', [token.id, token.hash, token, token.created_at, tokenNameKey(token.name)]);
   });
 }
 
-// The index of migration 6 (the expression must stay its text, or the planner does not match
-// it): PostgreSQL's fold of a name, with the two letters where it differs from tokenNameKey's
-// made alike. lower() maps one character at a time; JavaScript's toLowerCase() applies
-// Unicode's special casing too, so 'İ' (U+0130) is 'i' there and 'i' + U+0307 in the key, and
-// a word's last 'Σ' is 'σ' there and 'ς' in the key. Both sides read 'ς' as 'σ' and 'i' +
-// U+0307 as 'i', so a name is found however a database whose character type knows Unicode
-// (C.UTF-8, en_US.UTF-8: deploy/container's is C.UTF-8) lowers it; the key then decides.
-const fold = (text: string) => `replace(translate(lower(normalize(${text}, NFC)), U&'\\03C2', U&'\\03C3'), U&'i\\0307', 'i')`;
-export const foldKey = (key: string) => key.replaceAll('\u03c2', '\u03c3').replaceAll('i\u0307', 'i');
+// A token's name key (tokenNameKey: NFC, then JavaScript's lower case) is stored beside its
+// record (migration 6's name_key, indexed) and every lookup by name compares it, never
+// PostgreSQL's lower(): that one depends on the database's character type and collation
+// provider and Unicode version (C: ASCII only; ICU tr-TR: 'I' to dotless 'ı'; final sigma, 'İ',
+// the letters of Unicode 16 and 17 read otherwise than Node's), and so let in names LMDB
+// refuses. A row without a key (written by a node of an older build during a rolling upgrade,
+// until the next start's migrate fills it: migrate.ts) is read too, and the key decides.
 
-/** The tokens whose name's fold is the name's key's, or the name's own fold (in a database
- * whose character type is C, lower() changes ASCII letters only: the name as stored is still
- * found by its own spelling). */
-export const TOKENS_NAMED = `SELECT record FROM tokens WHERE ${fold("record->>'name'")} IN ($1, ${fold('$2')})`;
+/** The tokens whose stored name key is `$1`, or that have none yet. */
+export const TOKENS_NAMED = 'SELECT record FROM tokens WHERE name_key = $1 OR name_key IS NULL';
+
+/** The tokens of `key` (tokenNameKey) among `rows`. */
+export const ofKey = (rows: readonly object[], key: string): TokenRecord[] => rows.map((r) => (r as { record: TokenRecord }).record).filter((t) => tokenNameKey(t.name) === key);
 
 /** The console's rule (token-names.ts): a new name may not match another token's, case and
  * Unicode composition ignored; duplicates that predate the rule stay. A transaction lock on
@@ -46,11 +45,11 @@ export async function checkNewTokenName(c: pg.PoolClient, before: TokenRecord | 
   const key = tokenNameKey(after.name);
   if (before && tokenNameKey(before.name) === key) return;
   await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`token-name:${key}`]);
-  // through migration 6's index, the key deciding, as a search by name does (search.ts): a
-  // plain lower() here let 'οδος' in beside 'ΟΔΟΣ' and 'i̇zmir' beside 'İzmir', which LMDB
-  // refuses, and read every token to say so
-  const named = (await c.query(TOKENS_NAMED, [foldKey(key), after.name])).rows.map((r) => r.record as TokenRecord);
-  if (named.some((t) => t.id !== after.id && tokenNameKey(t.name) === key)) throw new DuplicateTokenNameError(after.name);
+  // by the stored key (above), as a search by name does (search.ts): PostgreSQL's lower() here
+  // let 'οδος' in beside 'ΟΔΟΣ' and 'i̇zmir' beside 'İzmir', which LMDB refuses, refused
+  // 'izmir' beside 'İzmir', which LMDB allows, and read every token to say so
+  const named = ofKey((await c.query(TOKENS_NAMED, [key])).rows, key);
+  if (named.some((t) => t.id !== after.id)) throw new DuplicateTokenNameError(after.name);
 }
 
 export async function updateToken(db: Pg, id: string, change: (t: TokenRecord) => TokenRecord) {
@@ -59,7 +58,22 @@ export async function updateToken(db: Pg, id: string, change: (t: TokenRecord) =
     if (!t) return undefined;
     const next = change(t);
     await checkNewTokenName(c, t, next);
-    await c.query('UPDATE tokens SET record = $2 WHERE id = $1', [id, next]);
+    await c.query('UPDATE tokens SET record = $2, name_key = $3 WHERE id = $1', [id, next, tokenNameKey(next.name)]);
     return next;
   });
+}
+
+/** Fills the name key of the tokens that have none (migration 6 adds it empty; a node of an
+ * older build writes none), computed here, as only JavaScript's lower case is the key's. Run
+ * by migrate, under its lock, in slices. */
+export async function fillNameKeys(c: pg.PoolClient): Promise<number> {
+  let filled = 0;
+  for (;;) {
+    const rows = (await c.query("SELECT id, record->>'name' AS name FROM tokens WHERE name_key IS NULL LIMIT 1000")).rows as { id: string; name: string }[];
+    if (rows.length === 0) return filled;
+    // a name that is not text (no record has one) keys as the empty string: never null again
+    await c.query('UPDATE tokens SET name_key = k.key FROM unnest($1::text[], $2::text[]) AS k(id, key) WHERE tokens.id = k.id AND tokens.name_key IS NULL',
+      [rows.map((r) => r.id), rows.map((r) => (typeof r.name === 'string' ? tokenNameKey(r.name) : ''))]);
+    filled += rows.length;
+  }
 }
