@@ -5,7 +5,7 @@
 import { MessageChannel } from 'node:worker_threads';
 import t from 'tap';
 import { LmdbBackend } from '../../src/store/lmdb/index.ts';
-import { WriterClient, writerBusyWord } from '../../src/store/lmdb/writer-client.ts';
+import { monotonicMs, WriterClient, writerBusyWord } from '../../src/store/lmdb/writer-client.ts';
 import { storeMetering } from '../../src/verify/metering.ts';
 import { postVerify, request, single } from '../helpers/captures.ts';
 import { bearer, makeToken, startServer, tempDir } from '../helpers/server.ts';
@@ -26,21 +26,32 @@ t.test('the busy word: a commit running past the bound counts as failing writes,
   const failing = () => s.writes.failing();
   const metering = storeMetering(s);
 
-  t.equal(client.commitRunningSince(), null, 'between commits');
+  t.equal(client.commitRunning(), null, 'between commits');
   t.equal(failing(), null);
-  const now = Date.now();
-  Atomics.store(busy, 0, BigInt(now - 500));
-  t.equal(client.commitRunningSince(), now - 500, 'since when the running commit began');
+  // the words as the writer sets them (writer-thread.ts timed): the moment on the monotonic
+  // clock, then on the wall clock
+  const begin = (agoMs: number, wallAgoMs = agoMs) => {
+    Atomics.store(busy, 0, BigInt(monotonicMs() - agoMs));
+    Atomics.store(busy, 1, BigInt(Date.now() - wallAgoMs));
+  };
+  begin(500);
+  const ran = client.commitRunning()?.ms ?? -1;
+  t.ok(ran >= 500 && ran < 10_000, `how long the running commit has run (${ran} ms)`);
   t.equal(failing(), null, 'a commit running for less than the bound is no failure');
   t.equal(metering.writesFailing?.(), false);
-  Atomics.store(busy, 0, BigInt(now - 120_000));
+  // the wall clock stepped forward an hour since it began: a length, not a date, is compared
+  begin(500, 3_600_500);
+  t.equal(failing(), null, 'a wall clock stepped forward does not make a commit just begun a stall');
+  begin(120_000);
+  const at = Number(Atomics.load(busy, 1));
   const stalled = failing();
-  t.match(stalled, { op: 'stalled', since: now - 120_000, message: /longer than STORE_STALL_SECONDS \(60 s\)/ }, 'past the bound: failing, since the commit began');
+  t.match(stalled, { op: 'stalled', since: at, message: /longer than STORE_STALL_SECONDS \(60 s\)/ }, 'past the bound: failing, since the commit began');
   // readiness logs a failure once per message: the same stall, read later, says the same
-  Atomics.store(busy, 0, BigInt(now - 180_000));
+  begin(180_000);
   t.equal(failing()?.message, stalled?.message, 'the message does not change while the stall lasts');
-  Atomics.store(busy, 0, BigInt(now - 120_000));
-  t.equal(metering.writesFailing?.(), true, 'new verify calls are refused');
+  // stepped back an hour: the stuck commit is still one
+  begin(120_000, 120_000 - 3_600_000);
+  t.equal(metering.writesFailing?.(), true, 'new verify calls are refused, whatever the wall clock did');
   Atomics.store(busy, 0, 0n);
   t.equal(failing(), null, 'the commit ended: writes work again, with no probe to wait for');
   t.equal(metering.writesFailing?.(), false);

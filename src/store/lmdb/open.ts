@@ -253,9 +253,10 @@ export const STORE_STALL_MS = 10_000;
 // message, so one that changed every second would log each probe of a balancer for as long as
 // the stall lasts (`since` says how long).
 function stalledWriter(writer: WriterClient, stallMs: number): WriteFailure | null {
-  const since = writer.commitRunningSince();
-  if (since === null || Date.now() - since < stallMs) return null;
-  return { since, op: 'stalled', message: `a commit of the metering writer has run longer than STORE_STALL_SECONDS (${stallMs / 1000} s): a stuck disk?` };
+  // the length on the monotonic clock, the date (for a person) on the wall clock
+  const running = writer.commitRunning();
+  if (running === null || running.ms < stallMs) return null;
+  return { since: running.since, op: 'stalled', message: `a commit of the metering writer has run longer than STORE_STALL_SECONDS (${stallMs / 1000} s): a stuck disk?` };
 }
 
 /** Free bytes the store's file system must have before failing writes count as working again.

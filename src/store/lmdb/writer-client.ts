@@ -116,11 +116,18 @@ export interface WriterWake {
   busy: BigInt64Array;
 }
 
-/** The writer's busy word: the epoch ms at which the commit it is in began, 0 between commits
- * (writer-thread.ts sets it around each transaction); any thread reads it (stalled writes,
- * lmdb/open.ts). */
+/** A monotonic clock in ms that every thread of the process reads alike (process.hrtime:
+ * CLOCK_MONOTONIC; performance.now() counts from each thread's own start), for a length of time
+ * one thread starts and another measures: on the wall clock, a step forward made a commit just
+ * begun look stalled, and a step back hid a stuck one for the length of the step. */
+export const monotonicMs = (): number => Number(process.hrtime.bigint() / 1_000_000n);
+
+/** The writer's busy words: the moment (monotonicMs) at which the commit it is in began, 0
+ * between commits, then the same moment on the wall clock (epoch ms, for a person); the
+ * writer (writer-thread.ts) sets them around each transaction, the length first; any thread
+ * reads them (stalled writes, lmdb/open.ts). */
 export function writerBusyWord(): BigInt64Array {
-  return new BigInt64Array(new SharedArrayBuffer(8));
+  return new BigInt64Array(new SharedArrayBuffer(16));
 }
 
 /** An API worker's end of its channel to the writer. */
@@ -160,11 +167,17 @@ export class WriterClient {
     return this.lost === null;
   }
 
-  /** When the commit the writer is in began (epoch ms), or null: between commits, or gone. */
-  commitRunningSince(): number | null {
+  /** How long the commit the writer is in has run (ms) and when it began (epoch ms), or null:
+   * between commits, or gone. */
+  commitRunning(): { ms: number; since: number } | null {
     if (!this.busy || this.lost) return null;
-    const since = Number(Atomics.load(this.busy, 0));
-    return since === 0 ? null : since;
+    const began = Number(Atomics.load(this.busy, 0));
+    if (began === 0) return null;
+    // the date is written after the length's moment (a read between the two is a commit
+    // just begun, far under any bound): read as that moment if it is not there yet
+    const ms = Math.max(0, monotonicMs() - began);
+    const since = Number(Atomics.load(this.busy, 1));
+    return { ms, since: since === 0 ? Date.now() - ms : since };
   }
 
   send(op: WriterOp | null, lines: AuditRecord[]): Promise<WriterReply> {

@@ -9,7 +9,7 @@ import type { ReserveOutcome } from '../backend.ts';
 import type { AuditRecord, Reservation } from '../records.ts';
 import { planReserve } from './reserve.ts';
 import { planMark, planRefund, planSettle, refundHeld } from './settle.ts';
-import { RESERVATION_LOST, settleHoldMs, toWire, type SettleHold, type WireError, type WriterOp, type WriterReply, type WriterRequest } from './writer-client.ts';
+import { monotonicMs, RESERVATION_LOST, settleHoldMs, toWire, type SettleHold, type WireError, type WriterOp, type WriterReply, type WriterRequest } from './writer-client.ts';
 
 const { dataDir, wake, busy, holdMs, settleHold, mapGiB } = workerData as { dataDir: string; wake?: Int32Array; busy?: BigInt64Array; holdMs: number; settleHold: SettleHold; mapGiB?: number };
 const store = openStore(dataDir, { commits: 'sync', mapGiB });
@@ -171,7 +171,11 @@ const waitsForSync = (e: Entry): boolean => !e.early && e.req.op !== null;
  * the busy word saying since when: a commit that neither ends nor fails (a stuck disk) is seen
  * by every API worker (stalled writes, lmdb/open.ts). */
 function timed(commit: () => void): void {
-  if (busy) Atomics.store(busy, 0, BigInt(Date.now()));
+  if (busy) {
+    Atomics.store(busy, 1, 0n);
+    Atomics.store(busy, 0, BigInt(monotonicMs()));
+    Atomics.store(busy, 1, BigInt(Date.now()));
+  }
   try {
     commit();
   } finally {
