@@ -96,7 +96,11 @@ async function load(o: EngineOptions): Promise<Engine> {
   return {
     backend: chosen,
     async find(frame) {
-      const found = await faceapi.detectAllFaces(frame, detectorOptions).withFaceLandmarks(tiny);
+      // run(), not the task itself: face-api's tasks are thenables whose then() never passes
+      // a failure on, so awaiting one whose model failed (a WASM kernel that threw) waited for
+      // ever, the camera open and the guidance frozen, and the failure surfaced only as an
+      // unhandled rejection
+      const found = await faceapi.detectAllFaces(frame, detectorOptions).withFaceLandmarks(tiny).run();
       if (found.length === 0) return null;
       // the person in front of the camera is the largest face; a face behind them is ignored
       const best = found.reduce((a, b) => (b.detection.box.area > a.detection.box.area ? b : a));
