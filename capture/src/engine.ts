@@ -96,19 +96,33 @@ async function load(o: EngineOptions): Promise<Engine> {
   return {
     backend: chosen,
     async find(frame) {
-      const found = await faceapi.detectAllFaces(frame, detectorOptions).withFaceLandmarks(tiny);
+      // run(), not the task itself: face-api's tasks are thenables whose then() never passes
+      // a failure on, so awaiting one whose model failed (a WASM kernel that threw) waited for
+      // ever, the camera open and the guidance frozen, and the failure surfaced only as an
+      // unhandled rejection
+      const found = await faceapi.detectAllFaces(frame, detectorOptions).withFaceLandmarks(tiny).run();
       if (found.length === 0) return null;
       // the person in front of the camera is the largest face; a face behind them is ignored
       const best = found.reduce((a, b) => (b.detection.box.area > a.detection.box.area ? b : a));
-      const mean = (pts: { x: number; y: number }[]): Point => [
-        pts.reduce((s, p) => s + p.x, 0) / pts.length,
-        pts.reduce((s, p) => s + p.y, 0) / pts.length,
-      ];
-      const a = mean(best.landmarks.getLeftEye());
-      const b = mean(best.landmarks.getRightEye());
-      const eyes: [Point, Point] = a[0] <= b[0] ? [a, b] : [b, a];
-      const landmarks = best.landmarks.positions.map((p): Point => [p.x, p.y]);
       const { x, y, width, height } = best.detection.box;
+      // face-api finds the landmarks in the detector's box cut out of the frame, clipped to it,
+      // but places them by the uncut box's corner: a face whose box sticks out past the left or
+      // top edge had every point moved out by that much (a test face 200 px to the left, its box
+      // 33 px past the edge: the eyes read 27 and 35 px left of where they are, and were
+      // accepted; further out, eyes outside the frame). Placed here from the clipped corner;
+      // inside the frame, by the box's corner as face-api does (its cut starts at the corner
+      // floored: the landmark test's faces read no better placed from there, within a pixel).
+      const ox = Math.max(x, 0);
+      const oy = Math.max(y, 0);
+      const landmarks = best.unshiftedLandmarks.positions.map((p): Point => [p.x + ox, p.y + oy]);
+      const mean = (from: number, to: number): Point => {
+        const pts = landmarks.slice(from, to + 1);
+        return [pts.reduce((s, p) => s + p[0], 0) / pts.length, pts.reduce((s, p) => s + p[1], 0) / pts.length];
+      };
+      // the eye openings, points 36-41 and 42-47 (face-api's getLeftEye and getRightEye)
+      const a = mean(36, 41);
+      const b = mean(42, 47);
+      const eyes: [Point, Point] = a[0] <= b[0] ? [a, b] : [b, a];
       return { eyes, box: { x, y, width, height }, score: best.detection.score, landmarks, yaw: yawOf(landmarks) };
     },
   };

@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import { createHash } from 'node:crypto';
 import type { Page } from 'playwright-core';
 import { LIMITS, eyeCrop320 } from '../../client/src/index.ts';
+import { TEXTS } from '../../capture/src/guidance.ts';
 import { tempDir } from '../helpers/server.ts';
 import { FACES, captureToolsMissing, dist, outcomeOf, partsOf, startFleet } from './helpers.ts';
 import { missingTool } from '../helpers/required.ts';
@@ -218,6 +219,94 @@ if (missing) {
     t.equal(camera, false);
     t.equal(verifies.length, 0, 'no verify call');
     t.same(await used(), before, 'nothing charged');
+    t.same(problems, []);
+  });
+
+  t.test('the landmark engine fails on a frame: ended with engine_failed, the camera released, nothing sent; Start again works', async (t) => {
+    const before = await used();
+    // TensorFlow.js's WASM backend breaks after it has loaded: every kernel of its module
+    // (the exports named like TF.js kernels, FusedConv2D, ResizeBilinear...) throws once the
+    // component guides, i.e. with the models loaded and the camera open, until the test lifts
+    // the fault. The component's own frame reads and crops use no WASM, so what fails is the
+    // engine alone (this ended camera_unavailable before the EngineFailure wrap; then, since
+    // face-api's tasks dropped the failure, the capture waited for ever with the camera open,
+    // capture/src/engine.ts find). The module is wrapped as it is instantiated (Emscripten
+    // keeps the exports object it is given). getUserMedia is recorded, for the tracks' state.
+    // (A string: tsx would wrap a function's inner functions in a helper the page does not have.)
+    const fault = async (page: Page) => {
+      await page.addInitScript(`{
+      const fault = { arm: true, armed: false, thrown: 0 };
+      window.engineFault = fault;
+      const wrap = (instance) => {
+        const exports = {};
+        for (const [name, value] of Object.entries(instance.exports)) {
+          exports[name] = typeof value === 'function' && /^[A-Z]/.test(name) ? function (...args) {
+            if (fault.armed) {
+              fault.thrown++;
+              throw new WebAssembly.RuntimeError('injected kernel fault in ' + name);
+            }
+            return value.apply(this, args);
+          } : value;
+        }
+        return { exports };
+      };
+      const instantiate = WebAssembly.instantiate;
+      WebAssembly.instantiate = async (source, imports) => {
+        const made = await instantiate(source, imports);
+        return made instanceof WebAssembly.Instance ? wrap(made) : { module: made.module, instance: wrap(made.instance) };
+      };
+      const streaming = WebAssembly.instantiateStreaming;
+      WebAssembly.instantiateStreaming = async (source, imports) => {
+        const made = await streaming(source, imports);
+        return { module: made.module, instance: wrap(made.instance) };
+      };
+      new MutationObserver(() => {
+        if (fault.arm && document.querySelector('.lvc')?.dataset.guidance === 'no_face') {
+          fault.arm = false;
+          fault.armed = true;
+        }
+      }).observe(document, { subtree: true, attributes: true, attributeFilter: ['data-guidance'] });
+      window.cameraStreams = [];
+      const get = navigator.mediaDevices.getUserMedia.bind(navigator.mediaDevices);
+      navigator.mediaDevices.getUserMedia = async (c) => {
+        const stream = await get(c);
+        window.cameraStreams.push(stream);
+        return stream;
+      };
+    }`);
+    };
+    type Faulty = { engineFault: { armed: boolean; thrown: number }; cameraStreams: MediaStream[]; liveness: { outcomes: unknown[]; busy?: boolean } };
+    const { page, verifies, problems } = await open(face, 'F', 'rgb_single', '&autostart=1', 15, false, fault);
+    const { component, backend, outcome, camera, guidance } = await outcomeOf(page);
+    t.equal(component, 'ended');
+    t.match(outcome, { kind: 'ended', reason: 'engine_failed' }, `the engine's failure, not the camera's: ${JSON.stringify(outcome).slice(0, 300)}`);
+    t.match((outcome as { message?: string }).message, `${TEXTS.failed} (injected kernel fault in `, 'the message gives the cause');
+    t.ok(await page.evaluate(() => (window as unknown as Faulty).engineFault.thrown) >= 1, 'the fault was met in the engine');
+    t.equal(guidance, TEXTS.failed, 'the page says the check could not be completed');
+    t.equal(camera, false, 'the component reports the camera closed');
+    t.same(await page.evaluate(() => (window as unknown as Faulty).cameraStreams.map((s) => s.getTracks().map((tr) => tr.readyState))), [['ended']],
+      'the camera was opened once and its track is stopped');
+    t.equal(await page.evaluate(() => (document.querySelector('.lvc video') as HTMLVideoElement).srcObject), null, 'the preview holds no stream');
+    t.equal(await page.isVisible('[data-action=start]'), true, 'Start is offered again');
+    t.equal(await page.textContent('[data-action=start]'), 'Start again');
+    t.equal(await page.isVisible('[data-action=cancel]'), false, 'Cancel is gone');
+    t.equal(verifies.length, 0, 'no verify call');
+    t.same(backend.request_ids, [], 'the backend reads no verification');
+    t.same(await used(), before, 'nothing charged');
+
+    // the fault lifted, Start again runs on the same engine (loaded once per page) to a verdict
+    await page.evaluate(() => {
+      (window as unknown as Faulty).engineFault.armed = false;
+    });
+    await page.click('[data-action=start]');
+    await page.waitForFunction(() => (window as unknown as Faulty).liveness.outcomes.length === 2 && !(window as unknown as Faulty).liveness.busy);
+    const again = await outcomeOf(page);
+    t.equal(again.component, 'verdict', `the second start reaches a verdict: ${JSON.stringify(again.outcome).slice(0, 300)}`);
+    t.equal(verifies.length, 1, 'one verify call, from the second start');
+    t.same(again.backend.request_ids, [again.outcome.requestId]);
+    t.equal(again.camera, false, 'the camera is released');
+    t.same(await page.evaluate(() => (window as unknown as Faulty).cameraStreams.map((s) => s.getTracks().map((tr) => tr.readyState))), [['ended'], ['ended']]);
+    t.equal((await used()).rgb_liveness! - before.rgb_liveness!, 1, 'one unit charged, for the verdict');
     t.same(problems, []);
   });
 }

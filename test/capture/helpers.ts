@@ -17,6 +17,9 @@ export interface Face {
   /** centre of each iris */
   irises: [[number, number], [number, number]];
   pose: 'frontal' | 'three_quarter';
+  /** a test's own view of the photograph: ffmpeg filters after the cut (',rotate=...'), in
+   * the clips made of it (faceRgb); none in faces.json */
+  filter?: string;
 }
 
 export const FACES: Face[] = (JSON.parse(fs.readFileSync(path.join(ROOT, 'test/capture/faces.json'), 'utf8')) as { faces: Face[] }).faces;
@@ -29,10 +32,11 @@ export function captureToolsMissing(): string | null {
   return null;
 }
 
-/** The face's 640x480 frame as RGB bytes, decoded by ffmpeg from the photograph. */
+/** The face's 640x480 frame as RGB bytes, decoded by ffmpeg from the photograph (and its
+ * `filter` applied). */
 export function faceRgb(face: Face): Buffer {
   const [x, y, w, h] = face.crop;
-  const r = spawnSync('ffmpeg', ['-v', 'error', '-i', path.join(PHOTOS, face.photo), '-vf', `crop=${w}:${h}:${x}:${y}`, '-f', 'rawvideo', '-pix_fmt', 'rgb24', '-'], { maxBuffer: 64 << 20 });
+  const r = spawnSync('ffmpeg', ['-v', 'error', '-i', path.join(PHOTOS, face.photo), '-vf', `crop=${w}:${h}:${x}:${y}${face.filter ?? ''}`, '-f', 'rawvideo', '-pix_fmt', 'rgb24', '-'], { maxBuffer: 64 << 20 });
   if (r.status !== 0) throw new Error(`ffmpeg: ${r.stderr.toString()}`);
   return r.stdout;
 }
@@ -173,7 +177,7 @@ export async function startFleet(t: { teardown(fn: () => unknown): void }, work:
   const browsers = new Map<string, { browser: Promise<Browser>; last?: BrowserContext }>();
   /** The shared browser whose camera plays `pattern` of `face` at `fps` (`deny`: access refused). */
   const browserFor = (face: Face, pattern: string, fps = 15, deny = false) => {
-    const key = JSON.stringify([face.name, pattern, fps, deny]);
+    const key = JSON.stringify([face.name, face.filter ?? '', pattern, fps, deny]);
     let entry = browsers.get(key);
     if (!entry) {
       const clip = path.join(work, `clip-${++clips}.y4m`);
