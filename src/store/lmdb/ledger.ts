@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Key } from 'lmdb';
 import type { ModuleId } from '../../contract/index.ts';
-import type { Store } from './open.ts';
+import { readLatest, type Store } from './open.ts';
 import { ledgerPrunedTotals } from './retention.ts';
 import { byTokenReady, indexLedgerByToken } from './by-token.ts';
 import { addToDailyTotals } from './daily-totals.ts';
@@ -115,14 +115,21 @@ export function listLedger(store: Store, q: PageQuery): Page<Omit<LedgerEntry, '
   return { items: page.items.map(({ windows: _w, ...rest }) => rest), next_cursor: page.next_cursor };
 }
 
-/** Recomputes every counter from the ledger and compares (npm run cli -- ledger verify). */
+/** Recomputes every counter from the ledger and compares (npm run cli -- ledger verify). The
+ * three trees are read in one read transaction: a snapshot, consistent across them, that takes
+ * nothing from writers. It used to be a write transaction, which holds LMDB's single writer for
+ * the whole check: every reservation and settlement of a running service waited for it (6 s
+ * on 1.5 million entries). */
 export function verifyLedger(store: Store): LedgerCheck {
-  return store.db.ledger.transactionSync(() => {
+  // the latest commit, not the snapshot this thread last read
+  readLatest(store);
+  const transaction = store.root.useReadTransaction();
+  try {
     const expected = new Map<string, number>();
     // entries removed by retention count through their per-window totals
-    for (const { key, units } of ledgerPrunedTotals(store)) expected.set(JSON.stringify(key), units);
+    for (const { key, units } of ledgerPrunedTotals(store, transaction)) expected.set(JSON.stringify(key), units);
     let entries = 0;
-    for (const { value } of store.db.ledger.getRange({})) {
+    for (const { value } of store.db.ledger.getRange({ transaction })) {
       const e = value;
       entries++;
       const delta = e.kind === 'charge' ? e.units : -e.units;
@@ -134,7 +141,7 @@ export function verifyLedger(store: Store): LedgerCheck {
     const mismatches: LedgerCheck['mismatches'] = [];
     let counters = 0;
     const seen = new Set<string>();
-    for (const { key, value } of store.db.counters.getRange({})) {
+    for (const { key, value } of store.db.counters.getRange({ transaction })) {
       counters++;
       const k = JSON.stringify(key);
       seen.add(k);
@@ -143,5 +150,7 @@ export function verifyLedger(store: Store): LedgerCheck {
     }
     for (const [k, v] of expected) if (!seen.has(k) && v !== 0) mismatches.push({ key: JSON.parse(k), counter: 0, ledger: v });
     return { ok: mismatches.length === 0, entries, counters, mismatches };
-  });
+  } finally {
+    transaction.done();
+  }
 }

@@ -1,4 +1,4 @@
-import type { Key } from 'lmdb';
+import type { Key, Transaction } from 'lmdb';
 import { BY_TOKEN_PRUNED_FLAG, LEDGER_HIGH, type Store } from './open.ts';
 import { heldIndexed } from './held.ts';
 import type { TimeDb } from './by-token.ts';
@@ -104,7 +104,7 @@ export async function pruneLedgerBefore(
   }
 }
 
-/** The pruned entries' totals per counter key, for `ledger verify`. */
-export function ledgerPrunedTotals(store: Store): Iterable<{ key: CounterKey; units: number }> {
-  return store.db.ledgerPruned.getRange({}).map(({ key, value }) => ({ key: key as CounterKey, units: value }));
+/** The pruned entries' totals per counter key, for `ledger verify` (read in its snapshot). */
+export function ledgerPrunedTotals(store: Store, transaction?: Transaction): Iterable<{ key: CounterKey; units: number }> {
+  return store.db.ledgerPruned.getRange({ transaction }).map(({ key, value }) => ({ key: key as CounterKey, units: value }));
 }
