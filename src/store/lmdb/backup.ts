@@ -36,7 +36,13 @@ export async function backupStore(backend: StoreBackend, file: string, keysDir: 
     throw new BackupError(`cannot write beside ${target}: ${(e as Error).message}; nothing was written`);
   }
   try {
-    await store.root.backup(scratch, true);
+    try {
+      await store.root.backup(scratch, true);
+    } catch (e) {
+      // lmdb-js throws the copy's failure with its text only (no code): a full disk was an
+      // unexpected error (exit 1, "No space left on device"), not the backup's refusal
+      throw new BackupError(`backup to ${target} failed while the store was copied: ${(e as Error).message}; nothing was written`);
+    }
     const copy = path.join(scratch, 'data.mdb');
     fs.chmodSync(copy, 0o600);
     // the keys are copied into the scratch folder too, and both move into place only once
