@@ -5,7 +5,7 @@ import { checkTls, compileTrust, loadUws, NativeBindingError } from './http/inde
 import { createLogger, otelProblems, RefundMetrics } from './observability/index.ts';
 import { markRunning, ServerRunningError } from './lifecycle.ts';
 import { startRetention } from './retention/index.ts';
-import { openConfiguredStore, privateDataDir, StoreError } from './store/index.ts';
+import { openConfiguredStore, privateDataDir, removeKilledRestores, StoreError } from './store/index.ts';
 import { startupHooks } from './startup.ts';
 
 // The service's process: this file only composes it, in start-up's order. The main thread owns
@@ -57,6 +57,8 @@ async function main(): Promise<void> {
       // a DATA_DIR this process cannot write (its owner, a read-only file system)
       throw new ConfigError(`DATA_DIR ${config.DATA_DIR} cannot be written: ${(e as Error).message}`);
     }
+    // the copy of the store a restore killed mid-way left (no restore runs while the mark is ours)
+    for (const leftover of removeKilledRestores(config.DATA_DIR)) log.warn({ removed: leftover }, 'removed the copy a killed restore left in DATA_DIR');
     await control.step(config.DATABASE_URL ? 'the PostgreSQL store to open' : 'the LMDB store to open');
     const store = await openConfiguredStore(config, (err) => log.warn({ err: { message: err.message } }, 'store connection error'), log);
     open.store = store;

@@ -20,5 +20,6 @@ export { MAX_SESSION_CAPTURES, MAX_SESSION_TTL_SECONDS, deviceSessionState, devi
 export type { DeviceSession, DeviceSessionState } from './device-sessions.ts';
 export { currentProcess, holderAlive, type ProcessIdentity } from './owner.ts';
 export { makeDataDir, privateDataDir, privateUmask } from './private-data.ts';
+export { removeKilledRestores } from './leftovers.ts';
 export { noteStoreRecovered, onStoreRecovered, storeDownSince, storeRecoveries, type StoreRecovery } from './outages.ts';
 export { isLmdbCommitRejection, isStorageFailure, onStoreWriteFailure, storeWritesFailing } from './write-health.ts';

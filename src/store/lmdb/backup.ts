@@ -8,6 +8,7 @@ import type { StoreBackend } from '../backend.ts';
 import { embeddedStore } from './backend.ts';
 import { isLmdbDataFile, type Store } from './open.ts';
 import { orphanPending } from './recovery.ts';
+import { removeLeftovers, removeKilledRestores, restoreScratch } from '../leftovers.ts';
 
 /** Not an HTTP error: backup and restore are operator commands; the CLI prints it and exits. */
 export class BackupError extends Error {}
@@ -20,11 +21,12 @@ export class BackupError extends Error {}
  * backup never leaves a partial file under the requested name. An existing file is never
  * overwritten.
  */
-export async function backupStore(backend: StoreBackend, file: string, keysDir: string | null = null): Promise<{ file: string; bytes: number; keys: BackupKeys | null }> {
+export async function backupStore(backend: StoreBackend, file: string, keysDir: string | null = null): Promise<{ file: string; bytes: number; keys: BackupKeys | null; leftovers_removed?: string[] }> {
   const store = embeddedStore(backend);
   // PostgreSQL has its own consistent dump (docs/operations.md, Backup and restore)
   if (!store) throw new BackupError('backup copies the LMDB store; with DATABASE_URL use pg_dump (docs/operations.md, Backup and restore)');
   const target = path.resolve(file);
+  const leftovers = removeKilledBackups(path.dirname(target));
   if (fs.existsSync(target)) throw new BackupError(`${target} exists; a backup never overwrites a file`);
   if (keysDir !== null && fs.existsSync(keysBeside(target))) throw new BackupError(`${keysBeside(target)} exists; a backup never overwrites a file`);
   const scratch = path.join(path.dirname(target), `.${path.basename(target)}.partial-${randomBytes(4).toString('hex')}`);
@@ -60,7 +62,7 @@ export async function backupStore(backend: StoreBackend, file: string, keysDir: 
         throw e;
       }
     }
-    return { file: target, bytes: fs.statSync(target).size, keys: keys === null ? null : { dir: keys.dir ? keysBeside(target) : null, files: keys.files } };
+    return { file: target, bytes: fs.statSync(target).size, keys: keys === null ? null : { dir: keys.dir ? keysBeside(target) : null, files: keys.files }, ...(leftovers.length > 0 ? { leftovers_removed: leftovers } : {}) };
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     if (code === 'ENOSPC' || code === 'EDQUOT' || code === 'EROFS' || code === 'EACCES' || code === 'EPERM' || code === 'EIO') {
@@ -70,6 +72,46 @@ export async function backupStore(backend: StoreBackend, file: string, keysDir: 
   } finally {
     fs.rmSync(scratch, { recursive: true, force: true });
   }
+}
+
+/** How long a backup's scratch folder may go unwritten before a later backup takes it for one
+ * a killed backup left (kill -9, a crash, a stop of the machine: the `finally` that removes it
+ * never ran, and it stayed for ever, as large as the store). A live backup writes its copy the
+ * whole time it runs. */
+export const LEFTOVER_MS = 10 * 60_000;
+/** a backup's scratch folder (backupStore): `.<file name>.partial-<random>` beside the file */
+const BACKUP_SCRATCH = /^\..+\.partial-[0-9a-f]{8}$/;
+/** what a backup's scratch folder holds: the store's copy, and the keys' */
+const BACKUP_SCRATCH_ENTRIES = new Set(['data.mdb', 'lock.mdb', 'keys']);
+/** When the backup scratch folder `dir` or anything in it last changed (ms), or null when it is
+ * not a folder that holds only what a backup writes there (one of that name made by someone
+ * else is not ours to remove). */
+function backupLastWritten(dir: string): number | null {
+  try {
+    let newest = 0;
+    const walk = (p: string, top: boolean): boolean => {
+      const st = fs.lstatSync(p);
+      newest = Math.max(newest, st.mtimeMs);
+      if (!st.isDirectory()) return st.isFile();
+      for (const name of fs.readdirSync(p)) {
+        if (top && !BACKUP_SCRATCH_ENTRIES.has(name)) return false;
+        if (!walk(path.join(p, name), false)) return false;
+      }
+      return true;
+    };
+    return fs.lstatSync(dir).isDirectory() && walk(dir, true) ? newest : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Removes the scratch folders killed backups left in `dir` (any backup's: the next one is
+ * usually another day's name), those unwritten for LEFTOVER_MS; answers which. */
+export function removeKilledBackups(dir: string, at = Date.now()): string[] {
+  return removeLeftovers(dir, BACKUP_SCRATCH, (p) => {
+    const written = backupLastWritten(p);
+    return written !== null && at - written >= LEFTOVER_MS;
+  });
 }
 
 export interface BackupKeys {
@@ -147,6 +189,8 @@ export interface RestoreResult {
    * restored store refunds them and frees their keys (recovery.ts orphanPending) */
   in_flight_released: number;
   keys: ({ restored_from: string; previous_keys: string | null } & Record<string, unknown>) | { restored_from: null; note: string };
+  /** the copies restores killed mid-way had left in DATA_DIR, removed (absent when none) */
+  leftovers_removed?: string[];
 }
 
 /** The keys folder a restore writes, checked and prepared before anything moves (the
@@ -213,8 +257,10 @@ export async function restoreStore(dataDir: string, keysDir: string, file: strin
   if (!isLmdbDataFile(source)) throw new BackupError(`${source} is not an LMDB store (a file written by backup)`);
   const storeDir = path.join(dataDir, 'store');
   fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  // the copies of restores killed mid-way (the caller holds the mark: none runs now)
+  const leftovers = removeKilledRestores(dataDir);
   // laid out as a DATA_DIR of its own, so the store is opened by the same code as ever
-  const scratch = path.join(dataDir, `.restore-${randomBytes(4).toString('hex')}`);
+  const scratch = restoreScratch(dataDir);
   const copied = path.join(scratch, 'store');
   fs.mkdirSync(copied, { recursive: true, mode: 0o700 });
   let records = 0;
@@ -261,7 +307,7 @@ export async function restoreStore(dataDir: string, keysDir: string, file: strin
     const keysResult: RestoreResult['keys'] = keys
       ? { restored_from: keys.from, previous_keys: previousKeys, ...keys.report }
       : { restored_from: null, note: `no ${keysBeside(source)} beside the backup: ${keysDir} is left as it is; verdicts signed by keys not in it will not verify against this server's JWKS` };
-    return { restored: source, store: storeDir, previous_store: previous, records_read: records, in_flight_released: orphaned, keys: keysResult };
+    return { restored: source, store: storeDir, previous_store: previous, records_read: records, in_flight_released: orphaned, keys: keysResult, ...(leftovers.length > 0 ? { leftovers_removed: leftovers } : {}) };
   } finally {
     fs.rmSync(scratch, { recursive: true, force: true });
   }
