@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from './observability/index.ts';
-import { currentProcess, holderAlive, makeDataDir } from './store/index.ts';
+import { currentProcess, holderState, makeDataDir, type ProcessIdentity } from './store/index.ts';
 
 export { DRAIN_TIMEOUT_MS } from './config/index.ts';
 
@@ -28,61 +28,148 @@ export function watchParent(log: Logger, stop: () => void): void {
   timer.unref();
 }
 
-/** DATA_DIR/server.json names the running server (pid and start time), so that tools which
- * must not run beside it (restore) can refuse. A server that crashed leaves the file; its pid
- * and start time then name no live process, and the file is ignored. */
+/** DATA_DIR/server.json names the running server (its process identity: pid, start time, PID
+ * namespace and boot, store/owner.ts), so that tools which must not run beside it (restore) can
+ * refuse. A server that crashed leaves the file; its identity then names no live process, and
+ * the file is ignored. A pid names a process only in its own PID namespace (a server in a
+ * container is pid 1 of its own): a mark of another namespace, or boot, is judged by its time
+ * instead, which its holder refreshes every MARK_REFRESH_MS while it runs (markRunning). */
 const serverFile = (dataDir: string) => path.join(dataDir, 'server.json');
+
+/** How often the holder of a mark (a server, a restore) sets the mark's time to now. */
+export const MARK_REFRESH_MS = 5_000;
+/** A mark of another PID namespace is its holder's while it has been refreshed within this many
+ * of its refresh intervals: several, so that a holder whose timer runs late (a loaded host, a
+ * long garbage collection) is not taken for a dead one. */
+export const MARK_STALE_REFRESHES = 6;
 
 /** How old a mark that does not read may be and still be a server starting (made, not yet
  * written); an older one is a crash's leftover. */
 const UNWRITTEN_MARK_MS = 5_000;
 
-function readsAsMark(file: string): boolean {
+/** What the mark says: the holder, and how often it refreshes the mark (planted marks of tests
+ * say a shorter interval; a mark says its own, so that its readers need no setting). */
+interface Mark extends ProcessIdentity {
+  started_at: string;
+  role?: MarkRole;
+  refresh_ms?: number;
+}
+
+/** The mark as read: its text and time, or null when there is none. */
+interface Seen {
+  text: string;
+  mtimeMs: number;
+}
+
+function look(file: string): Seen | null {
   try {
-    return typeof (JSON.parse(fs.readFileSync(file, 'utf8')) as { pid?: unknown }).pid === 'number';
-  } catch {
-    return false;
+    const text = fs.readFileSync(file, 'utf8');
+    const st = fs.statSync(file, { throwIfNoEntry: false });
+    return st ? { text, mtimeMs: st.mtimeMs } : null;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw e;
   }
+}
+
+function parseMark(text: string): Mark | null {
+  try {
+    const m = JSON.parse(text) as Mark;
+    return typeof m.pid === 'number' ? m : null;
+  } catch {
+    return null;
+  }
+}
+
+/** How long a mark of another namespace stays its holder's without a refresh. */
+function staleAfterMs(mark: Mark): number {
+  const every = typeof mark.refresh_ms === 'number' && mark.refresh_ms >= 100 && mark.refresh_ms <= 60_000 ? mark.refresh_ms : MARK_REFRESH_MS;
+  return every * MARK_STALE_REFRESHES;
 }
 
 /** A server started on a DATA_DIR another live server holds. */
 export class ServerRunningError extends Error {}
 
-/** Marks this process as the server of `dataDir`, or refuses (ServerRunningError) when a live
- * server already is: one server per DATA_DIR. The mark is made with O_EXCL, so of two servers
- * starting at once one is refused; one a crashed server left is replaced. The returned remover
- * deletes it only while it still names this process. Before, a second server overwrote the
- * first one's mark and removed it on its way out (a start refused for its port, or a stop):
- * `restore` then ran under the live server, and the charges it answered went into the store
- * restore moved aside. */
-export function markRunning(dataDir: string, role: MarkRole = 'server'): () => void {
+/** Marks this process as the server of `dataDir` (or its restore: `role`), or refuses
+ * (ServerRunningError) when a live server or restore already holds it: one per DATA_DIR. The
+ * mark is made with O_EXCL, so of two processes starting at once one is refused; one a crashed
+ * holder left is replaced. A mark of another PID namespace or boot is watched: refreshed within
+ * a refresh interval or two, its holder is alive and this one is refused; not refreshed until
+ * it is MARK_STALE_REFRESHES intervals old (at most that long a wait), its holder is gone. While
+ * the mark is held its time is refreshed; the returned remover stops that and deletes the mark
+ * only while it still names this process. Before, a second server overwrote the first one's
+ * mark and removed it on its way out: `restore` then ran under the live server, and the charges
+ * it answered went into the store restore moved aside; and a server in another container was
+ * read by its pid (1) as the host's init or the reader itself, a crashed server. */
+export async function markRunning(dataDir: string, role: MarkRole = 'server'): Promise<() => void> {
   const file = serverFile(dataDir);
   const me = currentProcess();
   makeDataDir(dataDir);
+  const text = `${JSON.stringify({ ...me, started_at: new Date().toISOString(), ...(role === 'server' ? {} : { role }), refresh_ms: MARK_REFRESH_MS })}\n`;
   for (;;) {
     try {
-      fs.writeFileSync(file, `${JSON.stringify({ ...me, started_at: new Date().toISOString(), ...(role === 'server' ? {} : { role }) })}\n`, { flag: 'wx' });
+      fs.writeFileSync(file, text, { flag: 'wx' });
       break;
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
     }
-    const other = runningServer(dataDir);
-    if (other) throw new ServerRunningError(`a ${other.role ?? 'server'} (pid ${other.pid}, started ${other.started_at}) already runs on DATA_DIR ${dataDir}: one server per DATA_DIR, and none beside a restore (wait for it or stop it, or give this one another DATA_DIR)`);
-    // a mark that does not read is one a server starting this instant has made and not yet
-    // written (refused: it is the server), unless it is old (a crash at that instant)
-    const age = Date.now() - (fs.statSync(file, { throwIfNoEntry: false })?.mtimeMs ?? 0);
-    if (!readsAsMark(file) && age < UNWRITTEN_MARK_MS) throw new ServerRunningError(`another server is starting on DATA_DIR ${dataDir}: one server per DATA_DIR`);
-    // a crashed server's mark
-    fs.rmSync(file, { force: true });
-  }
-  return () => {
-    try {
-      const s = JSON.parse(fs.readFileSync(file, 'utf8')) as { pid?: unknown; pid_start?: unknown };
-      if (s.pid === me.pid && (s.pid_start ?? null) === (me.pid_start ?? null)) fs.rmSync(file, { force: true });
-    } catch {
-      // gone already, or not ours to judge: left alone
+    const seen = look(file);
+    if (!seen) continue;
+    const other = parseMark(seen.text);
+    if (!other) {
+      // a mark that does not read is one a process starting this instant has made and not yet
+      // written (refused: it is the server), unless it is old (a crash at that instant)
+      if (Date.now() - seen.mtimeMs < UNWRITTEN_MARK_MS) throw new ServerRunningError(`another server is starting on DATA_DIR ${dataDir}: one server per DATA_DIR`);
+    } else {
+      const state = holderState(other);
+      if (state === 'alive') throw runningError(dataDir, other, '');
+      if (state === 'elsewhere') {
+        const verdict = await watchMark(file, seen, other);
+        if (verdict === 'changed') continue;
+        if (verdict === 'alive') throw runningError(dataDir, other, ' in another PID namespace, which refreshes its mark');
+      }
     }
+    // a crashed holder's mark, still the one judged
+    if (look(file)?.text === seen.text) fs.rmSync(file, { force: true });
+  }
+  const refresh = setInterval(() => {
+    try {
+      const at = new Date();
+      fs.utimesSync(file, at, at);
+    } catch {
+      // removed (by a remover of this process on its way out): nothing to refresh
+    }
+  }, MARK_REFRESH_MS);
+  // never what keeps a process alive (a CLI's restore ends when its work does)
+  refresh.unref();
+  return () => {
+    clearInterval(refresh);
+    const mark = parseMark(look(file)?.text ?? '');
+    // gone already, or not ours: left alone
+    if (mark && mark.pid === me.pid && (mark.pid_start ?? null) === me.pid_start && (mark.pid_ns ?? null) === (me.pid_ns ?? null)) fs.rmSync(file, { force: true });
   };
+}
+
+function runningError(dataDir: string, other: Mark, where: string): ServerRunningError {
+  return new ServerRunningError(`a ${other.role ?? 'server'} (pid ${other.pid}${where}, started ${other.started_at}) already runs on DATA_DIR ${dataDir}: one server per DATA_DIR, and none beside a restore (wait for it or stop it, or give this one another DATA_DIR)`);
+}
+
+/** Watches a mark of another PID namespace (`seen`, naming `other`) until it tells: 'alive'
+ * when its holder refreshes it, 'stale' when it has not been refreshed for its stale time
+ * (by its age, or by this process's own clock since it looked: a mark another machine dated
+ * in the future is not believed for longer), 'changed' when another mark took its place. */
+async function watchMark(file: string, seen: Seen, other: Mark): Promise<'alive' | 'stale' | 'changed'> {
+  const staleMs = staleAfterMs(other);
+  const since = performance.now();
+  const every = Math.min(250, staleMs / MARK_STALE_REFRESHES / 2);
+  for (;;) {
+    const now = look(file);
+    if (!now || now.text !== seen.text) return 'changed';
+    if (now.mtimeMs !== seen.mtimeMs) return 'alive';
+    if (Date.now() - now.mtimeMs >= staleMs || performance.now() - since >= staleMs) return 'stale';
+    // a file gives no event to wait for that reaches across containers on every file system
+    await new Promise((r) => setTimeout(r, every));
+  }
 }
 
 /** Who holds DATA_DIR's mark: a server, or a `restore` (which holds it for its whole run, so
@@ -90,11 +177,15 @@ export function markRunning(dataDir: string, role: MarkRole = 'server'): () => v
  * aside, its charges with it). */
 export type MarkRole = 'server' | 'restore';
 
-/** The server (or restore) running on `dataDir`, or null. */
+/** The server (or restore) running on `dataDir`, or null, at one look: a mark of another PID
+ * namespace counts while it is fresh (refreshed within its stale time). */
 export function runningServer(dataDir: string): { pid: number; started_at: string; role?: MarkRole } | null {
   try {
-    const s = JSON.parse(fs.readFileSync(serverFile(dataDir), 'utf8')) as { pid: number; pid_start: string | null; started_at: string; role?: MarkRole };
-    return typeof s.pid === 'number' && holderAlive(s) ? s : null;
+    const seen = look(serverFile(dataDir));
+    const mark = seen && parseMark(seen.text);
+    if (!seen || !mark) return null;
+    const state = holderState(mark);
+    return state === 'alive' || (state === 'elsewhere' && Date.now() - seen.mtimeMs < staleAfterMs(mark)) ? mark : null;
   } catch {
     return null;
   }

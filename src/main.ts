@@ -49,9 +49,12 @@ async function main(): Promise<void> {
     // the OTEL_* values tracing will ignore (the OpenTelemetry convention), said now
     for (const problem of otelProblems(process.env)) log.warn(problem);
     // one server per DATA_DIR (restore refuses a DATA_DIR with a running server); the mark
-    // goes with the process, before the store opens, so a second server touches nothing
+    // goes with the process, before the store opens, so a second server touches nothing. A
+    // mark of another PID namespace (a container that crashed, started again) is watched
+    // until it proves alive or goes stale: at most MARK_STALE_REFRESHES x MARK_REFRESH_MS
+    await control.step("DATA_DIR's server mark");
     try {
-      process.once('exit', markRunning(config.DATA_DIR));
+      process.once('exit', await markRunning(config.DATA_DIR));
     } catch (e) {
       if (e instanceof ServerRunningError) throw new ConfigError(e.message);
       // a DATA_DIR this process cannot write (its owner, a read-only file system)

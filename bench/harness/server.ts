@@ -372,6 +372,21 @@ export interface StartOptions {
   /** wait until /health/ready answers 200 */
   ready?: boolean;
   timeoutMs?: number;
+  /** a program and its arguments that run the service, as `unshare --pid --fork --mount-proc`
+   * starts it in a PID namespace of its own (a container's); stop() signals the service, the
+   * program's child (unshare ignores SIGTERM) */
+  prefix?: readonly string[];
+}
+
+/** The first child of `pid` (/proc), or null. */
+function firstChild(pid: number | undefined): number | null {
+  if (pid === undefined) return null;
+  try {
+    const first = fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(' ')[0];
+    return first ? Number(first) : null;
+  } catch {
+    return null;
+  }
 }
 
 /** Starts the real service (SERVICE_ARGS: the build `npm start` runs, or its sources) on an
@@ -396,7 +411,8 @@ export async function startServer(opts: StartOptions = {}): Promise<ServerHandle
     START_TIMEOUT_SECONDS: String(Math.max(10, Math.floor((opts.timeoutMs ?? 180_000) / 1000) - 20)),
     ...opts.env,
   };
-  const proc = spawnChild(process.execPath, [...SERVICE_ARGS], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const [program, ...args] = [...(opts.prefix ?? []), process.execPath, ...SERVICE_ARGS];
+  const proc = spawnChild(program!, args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
   const logs: string[] = [];
   // LV_SERVER_LOG=<file>: keep every server's output for post-mortems of a failed run
   const logFile = process.env.LV_SERVER_LOG;
@@ -441,7 +457,9 @@ export async function startServer(opts: StartOptions = {}): Promise<ServerHandle
     cli: (args, stdin) => runCli(dataDir, args, stdin, opts.env),
     stop: async (signal = 'SIGTERM') => {
       if (proc.exitCode !== null || proc.signalCode !== null) return proc.exitCode;
-      proc.kill(signal);
+      const service = opts.prefix ? firstChild(proc.pid) : null;
+      if (service !== null) process.kill(service, signal);
+      else proc.kill(signal);
       return exited;
     },
   };

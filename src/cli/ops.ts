@@ -63,7 +63,7 @@ export const opsCommands: Record<string, Command> = {
       if (!fs.statSync(file, { throwIfNoEntry: false })?.isFile()) throw new UsageError(`${file} is not a file; nothing was restored`);
       let unmark: () => void;
       try {
-        unmark = markRunning(config.DATA_DIR, 'restore');
+        unmark = await markRunning(config.DATA_DIR, 'restore');
       } catch (e) {
         if (e instanceof ServerRunningError) throw new ConflictError(`${e.message}; nothing was restored`);
         throw new UsageError(`DATA_DIR ${config.DATA_DIR} cannot be used: ${(e as Error).message}; nothing was restored`);

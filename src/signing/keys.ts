@@ -2,7 +2,7 @@ import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { calculateJwkThumbprint, type JWK } from 'jose';
-import { currentProcess, holderAlive, type KeyFile, type KeyRevocation, type ProcessIdentity } from '../store/index.ts';
+import { currentProcess, holderState, type KeyFile, type KeyRevocation, type ProcessIdentity } from '../store/index.ts';
 
 // Verdict signing keys live in DATA_DIR/keys: one file per key (private JWK, mode 0600) and
 // a `current` file naming the kid that signs. A rotated key stays published in the JWKS for
@@ -185,6 +185,9 @@ async function revokeLocked(dataDir: string, kid: string, by: string, at: number
 // naming its holder; one whose holder is gone (a killed command) is taken over.
 let inProcess: Promise<unknown> = Promise.resolve();
 const KEYS_LOCK_WAIT_MS = 30_000;
+/** How old the lock of a holder in another PID namespace must be to count as left by a killed
+ * command: key commands take milliseconds, and a waiter gives up after KEYS_LOCK_WAIT_MS. */
+export const FOREIGN_KEYS_LOCK_MS = 10_000;
 
 function withKeysLock<T>(dataDir: string, work: () => Promise<T>): Promise<T> {
   const run = inProcess.then(async () => {
@@ -217,8 +220,12 @@ async function takeKeysLock(dataDir: string): Promise<() => void> {
     } catch {
       // removed, or half written by a holder just starting: looked at again
     }
-    // another process of this pid number (a restart) left it, or a holder that is gone
-    const gone = holder !== null && !(holder.pid === me.pid && holder.pid_start === me.pid_start) && !holderAlive(holder);
+    // another process of this pid number (a restart) left it, or a holder that is gone; one of
+    // another PID namespace (a key command in another container) has a pid that names some
+    // other process here: its lock is taken over only once older than a key command lasts
+    const mine = holder !== null && holder.pid === me.pid && holder.pid_start === me.pid_start && (holder.pid_ns ?? null) === (me.pid_ns ?? null);
+    const state = holder === null || mine ? 'alive' : holderState(holder);
+    const gone = state === 'gone' || (state === 'elsewhere' && Date.now() - (fs.statSync(file, { throwIfNoEntry: false })?.mtimeMs ?? Date.now()) > FOREIGN_KEYS_LOCK_MS);
     if (gone) {
       fs.rmSync(file, { force: true });
       continue;

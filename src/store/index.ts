@@ -18,7 +18,7 @@ export { openConfiguredStore, storeWriterChannel } from './select.ts';
 
 export { MAX_SESSION_CAPTURES, MAX_SESSION_TTL_SECONDS, deviceSessionState, deviceSessionUsable } from './device-sessions.ts';
 export type { DeviceSession, DeviceSessionState } from './device-sessions.ts';
-export { currentProcess, holderAlive, type ProcessIdentity } from './owner.ts';
+export { currentProcess, holderAlive, holderState, type ProcessIdentity } from './owner.ts';
 export { makeDataDir, privateDataDir, privateUmask } from './private-data.ts';
 export { removeKilledRestores } from './leftovers.ts';
 export { noteStoreRecovered, onStoreRecovered, storeDownSince, storeRecoveries, type StoreRecovery } from './outages.ts';

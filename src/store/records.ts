@@ -103,6 +103,9 @@ export interface Reservation {
   pid: number;
   /** that process's start time (owner.ts); absent on records written before it was kept */
   pid_start?: string | null;
+  /** its PID namespace and boot (owner.ts); absent on records written before they were kept */
+  pid_ns?: string | null;
+  boot_id?: string | null;
   /** PostgreSQL store: the node (one process start) that holds it, swept once its lease expires */
   node?: string;
   /** LMDB store: the API worker thread (worker_threads threadId) that holds it, so the reservations of

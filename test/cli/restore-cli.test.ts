@@ -122,7 +122,7 @@ t.test('restore holds DATA_DIR\'s mark while it runs; backup refuses a DATA_DIR 
   // a server's start is refused while a restore holds the mark, and models status says no
   // server runs (the mark is the restore's)
   const held = tempDir();
-  const unmark = markRunning(held, 'restore');
+  const unmark = await markRunning(held, 'restore');
   const status = await runCli(held, ['models', 'status']);
   unmark();
   t.equal(status.code, 0, status.stderr);

@@ -120,7 +120,7 @@ t.test('a backup of the live store, restored, serves the same tokens, usage and 
   // a server cannot start on a DATA_DIR while a restore holds it (the restore above has ended:
   // its mark, held here by this process as restore holds it, stands in for one still running)
   const busy = tempDir('lv-restoring-');
-  const unmark = markRunning(busy, 'restore');
+  const unmark = await markRunning(busy, 'restore');
   await t.rejects(startServer({ dataDir: busy, env }), /server exited with 1:[\s\S]*a restore \(pid \d+, started .*\) already runs on DATA_DIR/, 'a server started during a restore is refused');
   unmark();
 

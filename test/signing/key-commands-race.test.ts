@@ -3,7 +3,8 @@ import path from 'node:path';
 import { spawn } from 'node:child_process';
 import t, { type Test } from 'tap';
 import { ensureSigningKey, listKeys, publicJwks, revokeSigningKey, rotateSigningKey } from '../../src/signing/index.ts';
-import { processStartTime } from '../../src/store/owner.ts';
+import { currentProcess, processStartTime } from '../../src/store/owner.ts';
+import { FOREIGN_KEYS_LOCK_MS } from '../../src/signing/keys.ts';
 import { tempDir } from '../helpers/server.ts';
 import { settledState } from '../helpers/wait.ts';
 
@@ -63,5 +64,32 @@ t.test('a key command held by another live process waits for it; one left by a p
   fs.writeFileSync(lock, JSON.stringify({ pid: holder.pid, pid_start: 'its start time' }));
   const again = await rotateSigningKey(dir);
   t.equal(again.retired, done.kid, 'a lock whose holder is gone is taken over');
+  t.notOk(fs.existsSync(lock));
+});
+
+// A key command in another container (another PID namespace: the server there is pid 1, and so
+// may be this command) has a pid that names some other process here, or this one: its lock was
+// taken over at once, and the two commands undid each other. Its pid is not judged: its lock
+// counts as held until it is older than any key command lasts.
+t.test('a lock of another PID namespace is waited for, and taken over only once old', async (t) => {
+  const dir = tempDir('keys-lock-ns-');
+  await ensureSigningKey(dir);
+  const lock = path.join(dir, 'keys.lock');
+  // this process's own pid (both pid 1 of their containers), of another start and namespace
+  const planted = JSON.stringify({ ...currentProcess(), pid_start: '1', pid_ns: '1' });
+  fs.writeFileSync(lock, planted);
+  const before = fs.readFileSync(path.join(dir, 'keys', 'current'), 'utf8');
+  const rotation = rotateSigningKey(dir);
+  const state = settledState(rotation);
+  // the rotation's first look at the lock is made before this turn of the event loop ends
+  await new Promise((r) => setImmediate(r));
+  t.equal(fs.readFileSync(lock, 'utf8'), planted, 'the lock is left to its holder');
+  t.equal(state.settled, false, 'the rotation waits');
+  t.equal(fs.readFileSync(path.join(dir, 'keys', 'current'), 'utf8'), before);
+  // a holder that has held it longer than a key command takes: a killed one
+  const old = new Date(Date.now() - FOREIGN_KEYS_LOCK_MS - 1000);
+  fs.utimesSync(lock, old, old);
+  const done = await rotation;
+  t.equal(done.retired, before, 'then it is taken over, and the rotation runs');
   t.notOk(fs.existsSync(lock));
 });

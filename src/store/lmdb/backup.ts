@@ -266,7 +266,9 @@ export async function restoreStore(dataDir: string, keysDir: string, file: strin
   let records = 0;
   let orphaned = 0;
   try {
-    fs.copyFileSync(source, path.join(copied, 'data.mdb'));
+    // off the event loop: a large store takes minutes, during which the mark this restore
+    // holds is refreshed (lifecycle.ts markRunning)
+    await fs.promises.copyFile(source, path.join(copied, 'data.mdb'));
     fs.chmodSync(path.join(copied, 'data.mdb'), 0o600);
     const read = await readWhole(copied);
     if ('why' in read) throw new BackupError(`${source} is not a whole, readable store: ${read.why}`);
