@@ -9,7 +9,9 @@ import { forgetExpiryIndex } from './expiry.ts';
 /** Refunds the pending reservations whose process is gone (a reservation names its process,
  * owner.ts) and releases their keys. Recovery runs before this process serves, so a
  * reservation of our own pid is a previous run's; one whose holder still runs (another
- * process on the same store: the CLI, a second service) is in flight and stays. The pending
+ * process on the same store) is in flight and stays. One of another PID namespace counts as
+ * gone (owner.ts holderAlive): this server holds DATA_DIR's mark, so it is an earlier run's,
+ * a container's that was started again. The pending
  * ones are read from their index (held.ts); a store another build wrote is read whole once,
  * and its indexes rebuilt. */
 export async function recoverPending(store: Store, at: number): Promise<Reservation[]> {
