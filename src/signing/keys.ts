@@ -145,17 +145,29 @@ async function rotateLocked(dataDir: string, at: number): Promise<{ kid: string;
   return { kid: key.kid, retired: old.kid, deleted: deleteRetired(dataDir, at) };
 }
 
-/** Deletes the files of keys retired RETIRED_DELETE_MS or longer before `at`; their kids. A
- * revoked key's file is the record of its revocation (and holds no private part): kept. */
+/** A key whose file goes: retired RETIRED_DELETE_MS or longer before `at`. A revoked key's file
+ * is the record of its revocation (and holds no private part): kept. */
+const deletable = (k: KeyFile, at: number) => k.retired_at !== null && !k.revoked_at && Date.parse(k.retired_at) + RETIRED_DELETE_MS <= at;
+
+/** Deletes the files of deletable keys; their kids. */
 function deleteRetired(dataDir: string, at: number): string[] {
   const deleted: string[] = [];
   for (const k of listKeys(dataDir)) {
-    if (k.retired_at !== null && !k.revoked_at && Date.parse(k.retired_at) + RETIRED_DELETE_MS <= at) {
+    if (deletable(k, at)) {
       fs.rmSync(keyFile(dataDir, k.kid), { force: true });
       deleted.push(k.kid);
     }
   }
   return deleted;
+}
+
+/** The retention pass's share (src/retention): the files of keys retired 30 days ago go even
+ * when no rotation follows (only a rotation deleted them, so a retired key's private part
+ * stayed on disk as long as the key after it signed). Under the keys lock, taken only when
+ * there is something to delete. */
+export async function pruneRetiredKeys(dataDir: string, at = Date.now()): Promise<string[]> {
+  if (!listKeys(dataDir).some((k) => deletable(k, at))) return [];
+  return withKeysLock(dataDir, async () => deleteRetired(dataDir, at));
 }
 
 /** The public members of a JWK: what a revoked key's record keeps. */
