@@ -10,7 +10,7 @@ import { waitFor } from '../helpers/wait.ts';
 // went into the line raw, for the terminal or viewer an operator reads it with. Every line is
 // now made printable (src/printable.ts): those characters are \uXXXX escapes, the JSON the same.
 
-const HOSTILE = ['\u202e', '\u2066', '\u2067', '\u009b', '\u0085', '\u061c', '\u007f', '\u200f'];
+const HOSTILE = ['\u202e', '\u2066', '\u2067', '\u009b', '\u0085', '\u2028', '\u2029', '\u061c', '\u007f', '\u200f'];
 const rawIn = (line: string) => HOSTILE.filter((c) => line.includes(c)).map((c) => `U+${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 
 t.test('a failed login: the username is in its log line escaped, and reads back the same', async (t) => {
@@ -36,12 +36,13 @@ t.test('any field of any line: a token name, a part name, an error message', asy
   });
   const log = createLogger('info', { worker: 0 }, sink);
   const name = 'shop\u202egnp.exe';
-  log.info({ token_name: name, part: { name: `f\u2067${name}` }, err: { message: `no part \u009b2J${name}` } }, `created \u0085${name}`);
+  // U+2028 and U+2029 split a line for readers that take Unicode's line breaks (Python's splitlines)
+  log.info({ token_name: name, part: { name: `f\u2067${name}` }, err: { message: `no part \u009b2J${name}\u2028x` } }, `created \u0085${name}\u2029`);
   await waitFor(() => lines.length === 1, { what: 'the line' });
   t.same(rawIn(lines[0]!), [], 'nothing raw');
   const parsed = JSON.parse(lines[0]!);
   t.equal(parsed.token_name, name);
   t.equal(parsed.part.name, `f\u2067${name}`);
-  t.equal(parsed.err.message, `no part \u009b2J${name}`);
-  t.equal(parsed.msg, `created \u0085${name}`);
+  t.equal(parsed.err.message, `no part \u009b2J${name}\u2028x`);
+  t.equal(parsed.msg, `created \u0085${name}\u2029`);
 });
