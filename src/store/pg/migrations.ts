@@ -152,26 +152,11 @@ CREATE INDEX device_session_calls_session ON device_session_calls (session_id, s
 // writes it and indexed, for GET /admin/api/tokens?name= and the uniqueness check of a new
 // name (tokens.ts says why not an index on PostgreSQL's lower()). Not unique: a store may hold
 // duplicates written before names were unique. The existing rows get their key from migrate
-// (tokens.ts fillNameKeys), as only JavaScript computes it. A node of an older build still
-// running beside this one (a rolling upgrade) writes no key: its new tokens have none, and the
-// trigger takes the key of a token it renames away (that build changes the record alone), so
-// the row is read as keyless, never by its old name's key, until a start fills it. This
-// build says it wrote the key itself (lv.name_key_written, for its transaction), so a rename
-// of its own to a name of the same key keeps it.
+// (tokens.ts fillNameKeys), as only JavaScript computes it; a trigger of the rules keeps the
+// column right beside a node of an older build (tokens.ts TOKEN_NAME_KEY_TRIGGER).
 const V_TOKEN_NAME_KEY = `
 ALTER TABLE tokens ADD COLUMN name_key text;
 CREATE INDEX tokens_name_key ON tokens (name_key);
-CREATE FUNCTION lv_token_name_key_kept() RETURNS trigger LANGUAGE plpgsql AS $fn$
-BEGIN
-  IF NEW.record->>'name' IS DISTINCT FROM OLD.record->>'name'
-     AND NEW.name_key IS NOT DISTINCT FROM OLD.name_key
-     AND current_setting('lv.name_key_written', true) IS DISTINCT FROM 'on' THEN
-    NEW.name_key := NULL;
-  END IF;
-  RETURN NEW;
-END
-$fn$;
-CREATE TRIGGER tokens_name_key_kept BEFORE UPDATE ON tokens FOR EACH ROW EXECUTE FUNCTION lv_token_name_key_kept();
 `;
 
 export const MIGRATIONS: readonly { version: number; sql: string }[] = [

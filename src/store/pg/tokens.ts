@@ -31,6 +31,29 @@ export async function insertToken(db: Pg, token: TokenRecord) {
 // refuses. A row without a key (written by a node of an older build during a rolling upgrade,
 // until the next start's migrate fills it: migrate.ts) is read too, and the key decides.
 
+// A node of an older build still running beside this one (a rolling upgrade) writes no key:
+// its new tokens have none, and this trigger takes the key of a token it renames away (that
+// build changes the record alone), so the row is read as keyless, never by its old name's
+// key, until a start fills it. This build says it wrote the key itself (lv.name_key_written,
+// for its transaction: updateToken), so a rename of its own to a name of the same key keeps it.
+export const TOKEN_NAME_KEY_RULES: readonly string[] = [`CREATE OR REPLACE FUNCTION lv_token_name_key_kept() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+  IF NEW.record->>'name' IS DISTINCT FROM OLD.record->>'name'
+     AND NEW.name_key IS NOT DISTINCT FROM OLD.name_key
+     AND current_setting('lv.name_key_written', true) IS DISTINCT FROM 'on' THEN
+    NEW.name_key := NULL;
+  END IF;
+  RETURN NEW;
+END
+$fn$`];
+
+export const TOKEN_NAME_KEY_TRIGGER = {
+  name: 'tokens_name_key_kept',
+  table: 'tokens',
+  sql: `CREATE OR REPLACE TRIGGER tokens_name_key_kept BEFORE UPDATE ON tokens
+  FOR EACH ROW EXECUTE FUNCTION lv_token_name_key_kept()`,
+} as const;
+
 /** The tokens whose stored name key is `$1`, or that have none yet. */
 export const TOKENS_NAMED = 'SELECT record FROM tokens WHERE name_key = $1 OR name_key IS NULL';
 
@@ -58,7 +81,7 @@ export async function updateToken(db: Pg, id: string, change: (t: TokenRecord) =
     if (!t) return undefined;
     const next = change(t);
     await checkNewTokenName(c, t, next);
-    // the key is written here: the trigger of migration 6 leaves it (it empties the key of a
+    // the key is written here: TOKEN_NAME_KEY_TRIGGER leaves it (it empties the key of a
     // rename by an older build, which writes none)
     await c.query("SELECT set_config('lv.name_key_written', 'on', true)");
     await c.query('UPDATE tokens SET record = $2, name_key = $3 WHERE id = $1', [id, next, tokenNameKey(next.name)]);
