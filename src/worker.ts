@@ -86,8 +86,13 @@ process.on('uncaughtException', (err) => {
     // the main thread it was not a drain; should something hold the thread open, it exits
     // anyway shortly after.
     process.exitCode = 1;
-    main.close();
     setTimeout(() => process.exit(1), 5_000).unref();
+    // its figures since the last scrape, which /metrics keeps once it is gone (the main thread
+    // reads this message before it sees the thread's exit)
+    void metrics.snapshot().then(
+      (snapshot) => post({ type: 'metrics-final', snapshot }),
+      () => {},
+    ).finally(() => main.close());
   });
 });
 

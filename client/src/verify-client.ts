@@ -42,6 +42,14 @@ export interface VerifyCompleted extends OutcomeBase {
   /** one per capture, in input order: the business decision */
   verdicts: CaptureVerdict[];
   response: VerifyResponse;
+  /** the answer's body exactly as it came: its UTF-8 bytes are what `signature` signs. A device
+   * forwards this text (never `response` serialised again: whitespace and key order are part
+   * of what is signed) and `signature` to a backend that checks them against the service's
+   * JWKS (the service's src/signing/README.md) */
+  body: string;
+  /** the `X-Verdict-Signature` header: a detached JWS (EdDSA) over the body's bytes; null when
+   * the answer came without one (a proxy that dropped it) */
+  signature: string | null;
 }
 
 export interface VerifyFailed extends OutcomeBase {
@@ -200,7 +208,9 @@ export function createVerifyClient(options: VerifyClientOptions): VerifyClient {
 
 async function readOutcome(res: Response, key: string, attempts: number): Promise<VerifyOutcome> {
   const requestId = res.headers.get('x-request-id');
-  const text = await res.text();
+  // the bytes decoded as they are (text() would drop a leading byte-order mark): `body` must
+  // encode back to exactly what was signed
+  const text = new TextDecoder('utf-8', { ignoreBOM: true }).decode(await res.arrayBuffer());
   let json: unknown = undefined;
   try {
     json = text.length > 0 ? JSON.parse(text) : undefined;
@@ -219,7 +229,7 @@ async function readOutcome(res: Response, key: string, attempts: number): Promis
     }
     return {
       kind: 'completed', replayed: res.headers.get('idempotency-replayed') === 'true',
-      verdicts, response: json as VerifyResponse, ...common,
+      verdicts, response: json as VerifyResponse, body: text, signature: res.headers.get('x-verdict-signature'), ...common,
     };
   }
 

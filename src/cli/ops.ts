@@ -3,8 +3,8 @@ import { markRunning, ServerRunningError } from '../lifecycle.ts';
 import fs from 'node:fs';
 import path from 'node:path';
 import { now } from '../clock.ts';
-import { KeyFolderError, keysDir, keysForRestore } from '../signing/index.ts';
-import { BackupError, backupStore, keysBesideBackup, restoreStore, openStore, type PreparedKeys } from '../store/lmdb/index.ts';
+import { KeyFolderError, keysDir, keysForRestore, withKeysLock } from '../signing/index.ts';
+import { BackupError, backupStore, keysBesideBackup, restoreStore, openStore, type PreparedKeys, type RestoreKeys } from '../store/lmdb/index.ts';
 import { ConflictError, UsageError } from './errors.ts';
 import { operatorPath, type Command } from './command.ts';
 
@@ -69,13 +69,19 @@ export const opsCommands: Record<string, Command> = {
         throw new UsageError(`DATA_DIR ${config.DATA_DIR} cannot be used: ${(e as Error).message}; nothing was restored`);
       }
       try {
-        const keys = await preparedKeys(file, keysDir(config.DATA_DIR));
-        const result = await restoreStore(config.DATA_DIR, keysDir(config.DATA_DIR), file, new Date(now()), (dir) => openStore(dir, { mapGiB: config.LMDB_MAP_SIZE_GIB }), keys);
+        const live = keysDir(config.DATA_DIR);
+        // read here to refuse a bad keys folder before the copy; read again, with the
+        // revocations, holding the keys lock until the folders are swapped (RestoreKeys)
+        const keys: RestoreKeys | null = (await preparedKeys(file, live))
+          ? { prepare: () => preparedKeys(file, live), locked: (work) => withKeysLock(config.DATA_DIR, work) }
+          : null;
+        const result = await restoreStore(config.DATA_DIR, live, file, new Date(now()), (dir) => openStore(dir, { mapGiB: config.LMDB_MAP_SIZE_GIB }), keys);
         if (result.keys.restored_from === null) stderr.write(`WARNING: ${result.keys.note}\n`);
-        const kept = (keys?.report.kept_revocations ?? []) as string[];
+        const report = result.keys as Record<string, unknown>;
+        const kept = (report.kept_revocations ?? []) as string[];
         if (kept.length > 0) stderr.write(`kept revoked (revoked after this backup was taken): ${kept.join(', ')}\n`);
-        if (keys?.report.current_from === 'data_dir') stderr.write(`the backup's signing key was revoked since: ${keys.report.current} (the key that replaced it) signs\n`);
-        if (keys?.report.current_from === 'new') stderr.write(`the backup's signing key was revoked since: a new key ${keys.report.current} signs\n`);
+        if (report.current_from === 'data_dir') stderr.write(`the backup's signing key was revoked since: ${String(report.current)} (the key that replaced it) signs\n`);
+        if (report.current_from === 'new') stderr.write(`the backup's signing key was revoked since: a new key ${String(report.current)} signs\n`);
         stderr.write('next: start the service, then npm run cli -- ledger verify\n');
         return result;
       } catch (e) {

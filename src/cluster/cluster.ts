@@ -169,9 +169,10 @@ export class Cluster {
             'worker recovery: pending reservation refunded, idempotency key released',
           );
         }
-        this.log.warn({ worker: index, thread, recovered: recovered.length }, 'worker recovery finished');
+        // holder_thread, as on the lines above: the logger's own `thread` names the main thread
+        this.log.warn({ worker: index, holder_thread: thread, recovered: recovered.length }, 'worker recovery finished');
       },
-      (err: Error) => this.log.error({ worker: index, thread, err: { message: err.message } }, 'worker recovery failed; start-up recovery refunds what it held'),
+      (err: Error) => this.log.error({ worker: index, holder_thread: thread, err: { message: err.message } }, 'worker recovery failed; start-up recovery refunds what it held'),
     );
   }
 
@@ -199,6 +200,9 @@ export class Cluster {
         break;
       case 'metrics-snapshot':
         this.gathering.answered(worker, m.id, m.snapshot);
+        break;
+      case 'metrics-final':
+        this.gathering.final(worker, m.snapshot);
         break;
       default:
         break;

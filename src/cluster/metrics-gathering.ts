@@ -8,8 +8,13 @@
 //   carries the last snapshot that worker sent (its counters never seem to go back, which
 //   Prometheus would read as a reset), or nothing of it if it never sent one; the caller logs
 //   which workers were late.
+// A worker that is gone leaves its counters and histograms behind, as of the last snapshot it
+// sent (a scrape's answer, or the one it sends as it retires): they are folded into `retired`,
+// which every answer includes. Its replacement counts from 0 under the same labels (`thread`
+// is api-<index>), so the sum goes on from where it was; what the dead worker counted after
+// its last snapshot is lost (a crash sends none).
 
-import type { MetricsSnapshot } from '../observability/index.ts';
+import { foldCounters, type MetricsSnapshot } from '../observability/index.ts';
 
 /** How long a scrape waits for the API workers' snapshots (ms); a worker's answer normally takes
  * well under a millisecond, and Prometheus's own scrape timeout defaults to 10 s. */
@@ -40,6 +45,8 @@ export class MetricsGathering<W, T> {
   private nextId = 1;
   /** each worker's latest snapshot, for a scrape it is late for */
   private readonly last = new Map<W, MetricsSnapshot>();
+  /** the counters and histograms of the workers that are gone, summed (foldCounters) */
+  private retired: MetricsSnapshot | null = null;
 
   constructor(private readonly opts: GatheringOptions<W, T>) {}
 
@@ -59,7 +66,8 @@ export class MetricsGathering<W, T> {
       const late = [...want].filter((w) => !got.has(w));
       const stale = late.filter((w) => this.last.has(w));
       if (timedOut && late.length > 0) this.opts.late?.(late, stale);
-      settle([...want].map((w) => got.get(w) ?? this.last.get(w)).filter((s): s is MetricsSnapshot => s !== undefined));
+      const snapshots = [...want].map((w) => got.get(w) ?? this.last.get(w)).filter((s): s is MetricsSnapshot => s !== undefined);
+      settle(this.retired ? [...snapshots, this.retired] : snapshots);
     };
     this.round = { id, want, got, answer, complete };
     timer = setTimeout(() => complete(true), this.opts.timeoutMs ?? METRICS_GATHER_TIMEOUT_MS);
@@ -77,8 +85,19 @@ export class MetricsGathering<W, T> {
     this.check();
   }
 
-  /** Worker `w` is gone: the round under way completes without it. */
+  /** Worker `w`'s last snapshot, sent unasked as it retires (answers the round under way too). */
+  final(w: W, snapshot: MetricsSnapshot): void {
+    this.last.set(w, snapshot);
+    const r = this.round;
+    if (!r || !r.want.has(w)) return;
+    r.got.set(w, snapshot);
+    this.check();
+  }
+
+  /** Worker `w` is gone: its counters stay (retired), the round under way completes without it. */
   forget(w: W): void {
+    const last = this.last.get(w);
+    if (last) this.retired = foldCounters(this.retired ? [this.retired, last] : [last]);
     this.last.delete(w);
     const r = this.round;
     if (!r || !r.want.delete(w)) return;

@@ -39,6 +39,8 @@ export type FromWorker =
   | { type: 'listen-failed'; port: number }
   | { type: 'drained' }
   | { type: 'metrics-snapshot'; id: number; snapshot: MetricsSnapshot }
+  /** a retiring worker's last figures, sent before it ends (metrics-gathering.ts retired) */
+  | { type: 'metrics-final'; snapshot: MetricsSnapshot }
   | { type: 'metrics-request'; id: number }
   | { type: 'infer'; id: number; job: InferenceJob; timed?: true }
   /** the admin API asks for another model set; the answer is in state.json (model-set-requests.ts) */

@@ -184,6 +184,11 @@ class Engine implements InferenceEngine {
   }
 
   poolMetrics(): unknown[][] {
+    // A pool thread that ended (a native crash, a task that killed it) pushes no more: its last
+    // figures, kept, were reported for ever beside its replacement's, under a `thread` label of
+    // its own. Only the live threads' are kept.
+    const live = this.pool?.threadIds();
+    if (live) for (const id of this.threadMetrics.keys()) if (!live.has(id)) this.threadMetrics.delete(id);
     return [...this.threadMetrics.values()];
   }
 

@@ -108,6 +108,11 @@ export class InferencePool {
     return { waitTime: h.waitTime, runTime: h.runTime };
   }
 
+  /** the thread ids of the pool's live threads (piscina drops one as it ends, and starts another) */
+  threadIds(): Set<number> {
+    return new Set(this.piscina.threads.map((w) => w.threadId).filter((id) => id >= 0));
+  }
+
   run(task: WorkerTask, transfer: ArrayBuffer[] = []): Promise<WorkerReply> {
     return this.piscina.run(task, { transferList: transfer }) as Promise<WorkerReply>;
   }

@@ -2,7 +2,7 @@
 
 export { createLogger, drainLog, flushLogSync } from './logger.ts';
 export type { Logger } from './logger.ts';
-export { MainMetrics, RefundMetrics, WorkerMetrics, aggregateMetrics } from './metrics.ts';
+export { MainMetrics, RefundMetrics, WorkerMetrics, aggregateMetrics, foldCounters } from './metrics.ts';
 export type { MetricsSnapshot } from './metrics.ts';
 export { recordVerify, requestFacts } from './request-facts.ts';
 export type { VerifyFacts } from './request-facts.ts';

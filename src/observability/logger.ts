@@ -1,9 +1,14 @@
 import pino, { type Logger } from 'pino';
+import { printable } from '../printable.ts';
 
 export type { Logger };
 
 // One JSON line per event on stdout. Secrets and image bytes never reach a log call; the
 // redaction list is a second line of defence for headers that might be logged by mistake.
+// Lines carry text callers chose (a login's username, a path, an error naming a part): pino
+// escapes only what JSON requires, so C1 controls and bidi overrides went into the line raw,
+// for the terminal or viewer an operator reads it with to run or reorder. Each line is made
+// printable (src/printable.ts): the same JSON, those characters as \uXXXX escapes.
 // `destination`: where the lines go instead of stdout (the in-process test harness keeps them,
 // test/helpers/api.ts; a test process's stdout is its TAP stream).
 export function createLogger(level: string, bindings: Record<string, unknown> = {}, destination?: pino.DestinationStream): Logger {
@@ -12,6 +17,7 @@ export function createLogger(level: string, bindings: Record<string, unknown> = 
     base: { pid: process.pid, ...bindings },
     redact: { paths: ['authorization', 'headers.authorization', 'headers.cookie', 'token', 'password'], censor: '[redacted]' },
     timestamp: pino.stdTimeFunctions.isoTime,
+    hooks: { streamWrite: printable },
   };
   return destination ? pino(options, destination) : pino(options);
 }

@@ -330,6 +330,19 @@ function storeOutageMetrics(registry: client.Registry): void {
   });
 }
 
+/** The counters and histograms of `snapshots` merged into one snapshot, each by its own
+ * aggregator (a sum for all of ours); gauges and summaries are left out. What an API worker
+ * counted stays in /metrics after the worker is gone (src/cluster/metrics-gathering.ts): its
+ * replacement starts from 0 under the same labels, and without the dead worker's part the sum
+ * went back, which Prometheus reads as a counter reset (rate() and increase() then count the
+ * whole value again). A gauge says how things are now: a dead worker's has no meaning left. */
+export function foldCounters(snapshots: readonly MetricsSnapshot[]): MetricsSnapshot {
+  const kept = snapshots.map((s) => s.filter((m) => (m.type as unknown) === 'counter' || (m.type as unknown) === 'histogram'));
+  // aggregate() builds the merged metrics at once; each one's get() only hands it back
+  const merged = client.AggregatorRegistry.aggregate(kept as any);
+  return merged.getMetricsAsArray().map((m) => (m as unknown as { get(): MetricsSnapshot[number] }).get());
+}
+
 export async function aggregateMetrics(snapshots: MetricsSnapshot[]): Promise<{ text: string; contentType: string }> {
   const merged = client.AggregatorRegistry.aggregate(snapshots as any);
   return { text: await merged.metrics(), contentType: merged.contentType };

@@ -162,7 +162,7 @@ export const OPERATIONS: Operation[] = [
   {
     method: 'get', path: '/metrics', operationId: 'getMetrics', tag: 'meta', auth: 'none',
     summary: 'Prometheus metrics (loopback, or Authorization: Bearer METRICS_TOKEN)',
-    description: 'Other clients get a 404 not_found, so the endpoint does not advertise itself.',
+    description: 'Other clients get a 404 not_found, as for a path that does not exist (the endpoint is no secret: keep it on loopback or behind METRICS_TOKEN).',
     success: { status: '200', description: 'Text exposition format', contentType: 'text/plain', schema: Type.String(), example: '# HELP http_requests_total Requests\n' },
     errors: ['not_found'],
   },

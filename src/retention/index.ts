@@ -1,7 +1,8 @@
 import { now } from '../clock.ts';
 import type { Config } from '../config/index.ts';
 import type { Logger } from '../observability/index.ts';
-import type { Retention } from '../store/index.ts';
+import { keySourceFor } from '../signing/index.ts';
+import type { Retention, SigningKeys, StoreStatus } from '../store/index.ts';
 import { pruneArchiveBefore } from './archive.ts';
 import { periodic } from './periodic.ts';
 
@@ -21,10 +22,16 @@ export interface PruneReport {
   archive: number | null;
   /** device sessions expired longer ago than the results retention: their results are gone */
   sessions: number | null;
+  /** verdict-signing keys retired 30 days ago or more (RETIRED_DELETE_MS, not a setting): key
+   * files with LMDB, rows with PostgreSQL; a revoked key's record is kept */
+  signing_keys: number;
 }
 
+/** What a pass uses of the store: its retention, and where its signing keys live. */
+export type PrunedStore = Retention & Pick<StoreStatus, 'kind'> & SigningKeys;
+
 /** One pass over every kind with its own period; the same in the service and the CLI. */
-export async function pruneOnce(backend: Retention, config: RetentionConfig, at = now()): Promise<PruneReport> {
+export async function pruneOnce(backend: PrunedStore, config: RetentionConfig, at = now()): Promise<PruneReport> {
   const cutoff = (days: number) => at - days * DAY_MS;
   const run = async (days: number, fn: (cutoff: number) => Promise<number>) => (days > 0 ? fn(cutoff(days)) : null);
   return {
@@ -35,16 +42,18 @@ export async function pruneOnce(backend: Retention, config: RetentionConfig, at 
     // the demo archive is files under DATA_DIR on every store (docs/several-nodes.md)
     archive: await run(config.RETENTION_ARCHIVE_DAYS, (c) => pruneArchiveBefore(config.DATA_DIR, c)),
     sessions: await run(config.RETENTION_RESULTS_DAYS, (c) => backend.pruneDeviceSessionsBefore(c)),
+    // a retired key's private part was kept until the next rotation, however late that came
+    signing_keys: (await keySourceFor(backend, config.DATA_DIR).prune(at)).length,
   };
 }
 
 /** The service's pruner: once at start, then hourly, in the main thread only (one pass per
  * process, never one per API worker). Failures are logged and retried at the next tick. */
-export function startRetention(store: Retention, config: RetentionConfig, log: Logger, everyMs = 3600_000): () => Promise<void> {
+export function startRetention(store: PrunedStore, config: RetentionConfig, log: Logger, everyMs = 3600_000): () => Promise<void> {
   const job = periodic(async () => {
     try {
       const report = await pruneOnce(store, config);
-      if (report.audit || report.results || report.ledger || report.archive || report.sessions) log.info({ pruned: report }, 'retention: pruned');
+      if (report.audit || report.results || report.ledger || report.archive || report.sessions || report.signing_keys) log.info({ pruned: report }, 'retention: pruned');
     } catch (err) {
       log.error({ err }, 'retention: prune failed');
     }

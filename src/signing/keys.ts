@@ -1,4 +1,4 @@
-import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { createHash, generateKeyPairSync, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { calculateJwkThumbprint, type JWK } from 'jose';
@@ -125,7 +125,11 @@ export function publicJwksOf(all: KeyFile[], at: number): { keys: JWK[] } {
 
 /** New current key; the old one is marked retired (still published for a while), and keys
  * retired long ago are deleted. The new key file exists before `current` names it, so a
- * JWKS read never misses the kid a fresh signature carries. */
+ * JWKS read never misses the kid a fresh signature carries; and `current` names the new key
+ * before the old one is marked retired, so the key that signs is never one whose publication
+ * runs out. A command killed between those two writes left the old key neither current nor
+ * retired: published, and its private part kept, for ever. Every rotation therefore retires
+ * every key that is not current, not retired and not revoked, that one included. */
 export function rotateSigningKey(dataDir: string, at = Date.now()): Promise<{ kid: string; retired: string | null; deleted: string[] }> {
   return withKeysLock(dataDir, () => rotateLocked(dataDir, at));
 }
@@ -134,16 +138,36 @@ async function rotateLocked(dataDir: string, at: number): Promise<{ kid: string;
   const old = await ensureSigningKey(dataDir, at);
   const key = await newKeyFile(dataDir, at);
   writeAtomic(currentFile(dataDir), key.kid);
-  writeAtomic(keyFile(dataDir, old.kid), JSON.stringify({ ...old, retired_at: new Date(at).toISOString() }));
+  const retiredAt = new Date(at).toISOString();
+  for (const k of listKeys(dataDir)) {
+    if (k.kid !== key.kid && k.retired_at === null && !k.revoked_at) writeAtomic(keyFile(dataDir, k.kid), JSON.stringify({ ...k, retired_at: retiredAt }));
+  }
+  return { kid: key.kid, retired: old.kid, deleted: deleteRetired(dataDir, at) };
+}
+
+/** A key whose file goes: retired RETIRED_DELETE_MS or longer before `at`. A revoked key's file
+ * is the record of its revocation (and holds no private part): kept. */
+const deletable = (k: KeyFile, at: number) => k.retired_at !== null && !k.revoked_at && Date.parse(k.retired_at) + RETIRED_DELETE_MS <= at;
+
+/** Deletes the files of deletable keys; their kids. */
+function deleteRetired(dataDir: string, at: number): string[] {
   const deleted: string[] = [];
   for (const k of listKeys(dataDir)) {
-    // a revoked key's file is the record of its revocation (and holds no private part): kept
-    if (k.retired_at !== null && !k.revoked_at && Date.parse(k.retired_at) + RETIRED_DELETE_MS <= at) {
+    if (deletable(k, at)) {
       fs.rmSync(keyFile(dataDir, k.kid), { force: true });
       deleted.push(k.kid);
     }
   }
-  return { kid: key.kid, retired: old.kid, deleted };
+  return deleted;
+}
+
+/** The retention pass's share (src/retention): the files of keys retired 30 days ago go even
+ * when no rotation follows (only a rotation deleted them, so a retired key's private part
+ * stayed on disk as long as the key after it signed). Under the keys lock, taken only when
+ * there is something to delete. */
+export async function pruneRetiredKeys(dataDir: string, at = Date.now()): Promise<string[]> {
+  if (!listKeys(dataDir).some((k) => deletable(k, at))) return [];
+  return withKeysLock(dataDir, async () => deleteRetired(dataDir, at));
 }
 
 /** The public members of a JWK: what a revoked key's record keeps. */
@@ -166,7 +190,10 @@ async function revokeLocked(dataDir: string, kid: string, by: string, at: number
   if (key.revoked_at) return { kid, revoked_at: key.revoked_at, revoked_by: key.revoked_by ?? null, current: readCurrentKid(dataDir) ?? null, already_revoked: true };
   let current = readCurrentKid(dataDir) ?? null;
   if (current === kid) {
-    // the new key file exists before `current` names it (as in a rotation)
+    // the new key file exists before `current` names it (as in a rotation), and `current` never
+    // names a key without its private part. Killed between this and the record below, the key
+    // is left unrevoked and the command failed: run again, it finishes (the key is no longer
+    // current); a rotation meanwhile retires it (rotateLocked).
     current = (await newKeyFile(dataDir, at)).kid;
     writeAtomic(currentFile(dataDir), current);
   }
@@ -181,15 +208,19 @@ async function revokeLocked(dataDir: string, kid: string, by: string, at: number
 // then rewrites them: run together, a rotation wrote back its stale copy of the key a
 // revocation had just stripped (the revoked key published again, its private part back on
 // disk), and two rotations left a second new key that was never retired. The lock is a file
-// made with O_EXCL beside the keys folder (a backup's keys folder holds key files only),
-// naming its holder; one whose holder is gone (a killed command) is taken over.
+// made whole beside the keys folder (a backup's keys folder holds key files only), never over
+// another, naming its holder; one whose holder is gone (a killed command) is taken over by one
+// taker at a time (removeStale).
 let inProcess: Promise<unknown> = Promise.resolve();
 const KEYS_LOCK_WAIT_MS = 30_000;
 /** How old the lock of a holder in another PID namespace must be to count as left by a killed
  * command: key commands take milliseconds, and a waiter gives up after KEYS_LOCK_WAIT_MS. */
 export const FOREIGN_KEYS_LOCK_MS = 10_000;
 
-function withKeysLock<T>(dataDir: string, work: () => Promise<T>): Promise<T> {
+/** Runs `work` holding DATA_DIR's keys lock: no rotation or revocation runs meanwhile, in this
+ * process or another (restore holds it while it reads the revocations and puts the folders in
+ * place). */
+export function withKeysLock<T>(dataDir: string, work: () => Promise<T>): Promise<T> {
   const run = inProcess.then(async () => {
     const release = await takeKeysLock(dataDir);
     try {
@@ -202,33 +233,112 @@ function withKeysLock<T>(dataDir: string, work: () => Promise<T>): Promise<T> {
   return run;
 }
 
-async function takeKeysLock(dataDir: string): Promise<() => void> {
+/** Testing only: told where a taker of the keys lock (`taker`, takeKeysLock's `me`) stands, so a
+ * test can hold two takers at the point where they race (test/signing/key-commands-race.test.ts).
+ * `stale`: it has judged the lock left by a holder that is gone and is about to take it over;
+ * `waiting`: the lock is held by a live process and it polls. Nothing in the service sets it. */
+export type KeysLockHook = (event: 'stale' | 'waiting', taker: ProcessIdentity) => void | Promise<void>;
+let lockHook: KeysLockHook | null = null;
+export function setKeysLockHook(hook: KeysLockHook | null): void {
+  lockHook = hook;
+}
+
+/** Makes `file` holding `text` unless it exists (false then). Written aside and linked into
+ * place, so the name never shows an empty or half-written file to a reader, even when the
+ * writer is killed in between. */
+function createWhole(file: string, text: string): boolean {
+  const tmp = `${file}.${randomBytes(6).toString('hex')}.tmp`;
+  fs.writeFileSync(tmp, text, { mode: 0o600 });
+  try {
+    fs.linkSync(tmp, file);
+    return true;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+    return false;
+  } finally {
+    fs.rmSync(tmp, { force: true });
+  }
+}
+
+function readOrNull(file: string): string | null {
+  try {
+    return fs.readFileSync(file, 'utf8');
+  } catch {
+    return null;
+  }
+}
+
+/** Whether `text` (read from `file`, a lock or takeover file) names a holder that is gone. Text
+ * that names none is not judged. Our own identity is a holder in this process, never gone. A
+ * holder of another PID namespace (a key command in another container) has a pid that names
+ * some other process here, or this one: its file counts as held until it is older than a key
+ * command lasts (FOREIGN_KEYS_LOCK_MS). */
+function heldByGone(text: string | null, me: ProcessIdentity, file: string): boolean {
+  let holder: ProcessIdentity;
+  try {
+    holder = JSON.parse(text ?? '') as ProcessIdentity;
+  } catch {
+    return false;
+  }
+  if (typeof holder?.pid !== 'number') return false;
+  if (holder.pid === me.pid && holder.pid_start === me.pid_start && (holder.pid_ns ?? null) === (me.pid_ns ?? null)) return false;
+  const state = holderState(holder);
+  if (state === 'elsewhere') return Date.now() - (fs.statSync(file, { throwIfNoEntry: false })?.mtimeMs ?? Date.now()) > FOREIGN_KEYS_LOCK_MS;
+  return state === 'gone';
+}
+
+/**
+ * Removes `file` if it still holds `judged`, the text of a lock whose holder is gone, and says
+ * whether it looked. Two takers that both judged the same lock stale used to both delete it
+ * and write their own: the later one deleted the earlier one's fresh lock, and both ran. Here
+ * only the holder of a takeover file, made where none exists and named for that text, may look and
+ * delete, and it deletes only while the file still holds that text: a lock's text names its
+ * holder and a random token, so no later lock has it. A taker that finds the takeover file made
+ * by a live process leaves it be (false: the caller polls); one whose maker is gone (killed
+ * between making it and removing it) is removed the same way, a takeover file of its own.
+ */
+function removeStale(file: string, judged: string, me: ProcessIdentity): boolean {
+  const marker = `${file}.${createHash('sha256').update(judged).digest('base64url').slice(0, 12)}.takeover`;
+  if (!createWhole(marker, JSON.stringify({ ...me, token: randomBytes(8).toString('hex') }))) {
+    const text = readOrNull(marker);
+    return text !== null && heldByGone(text, me, marker) && removeStale(marker, text, me);
+  }
+  try {
+    if (readOrNull(file) === judged) fs.rmSync(file, { force: true });
+  } finally {
+    fs.rmSync(marker, { force: true });
+  }
+  return true;
+}
+
+/** Takes DATA_DIR/keys.lock for `me` (this process; a test names others) and returns its
+ * release, which removes the lock only while it is still the one this call wrote. */
+export async function takeKeysLock(dataDir: string, me: ProcessIdentity = currentProcess()): Promise<() => void> {
   const file = path.join(dataDir, 'keys.lock');
   fs.mkdirSync(dataDir, { recursive: true });
-  const me = currentProcess();
+  const mine = JSON.stringify({ ...me, token: randomBytes(8).toString('hex') });
   const deadline = Date.now() + KEYS_LOCK_WAIT_MS;
   for (;;) {
-    try {
-      fs.writeFileSync(file, JSON.stringify(me), { flag: 'wx', mode: 0o600 });
-      return () => fs.rmSync(file, { force: true });
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+    if (createWhole(file, mine)) {
+      return () => {
+        if (readOrNull(file) === mine) fs.rmSync(file, { force: true });
+      };
     }
-    let holder: ProcessIdentity | null = null;
-    try {
-      holder = JSON.parse(fs.readFileSync(file, 'utf8')) as ProcessIdentity;
-    } catch {
-      // removed, or half written by a holder just starting: looked at again
-    }
-    // another process of this pid number (a restart) left it, or a holder that is gone; one of
-    // another PID namespace (a key command in another container) has a pid that names some
-    // other process here: its lock is taken over only once older than a key command lasts
-    const mine = holder !== null && holder.pid === me.pid && holder.pid_start === me.pid_start && (holder.pid_ns ?? null) === (me.pid_ns ?? null);
-    const state = holder === null || mine ? 'alive' : holderState(holder);
-    const gone = state === 'gone' || (state === 'elsewhere' && Date.now() - (fs.statSync(file, { throwIfNoEntry: false })?.mtimeMs ?? Date.now()) > FOREIGN_KEYS_LOCK_MS);
-    if (gone) {
-      fs.rmSync(file, { force: true });
-      continue;
+    // removed meanwhile (or, from an older build, half written): looked at again
+    const text = readOrNull(file);
+    const holder = (() => {
+      try {
+        return JSON.parse(text ?? '') as ProcessIdentity;
+      } catch {
+        return null;
+      }
+    })();
+    // another process of this pid number (a restart) left it, or a holder that is gone
+    if (text !== null && heldByGone(text, me, file)) {
+      await lockHook?.('stale', me);
+      if (removeStale(file, text, me)) continue;
+    } else if (holder) {
+      await lockHook?.('waiting', me);
     }
     if (Date.now() > deadline) throw new Error(`another key command holds ${file} (pid ${holder?.pid ?? 'unknown'}); try again once it has finished`);
     // polled: a lock file gives no event to wait for; key commands are rare and short

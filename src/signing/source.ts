@@ -1,5 +1,5 @@
 import type { SigningKeys, StoreStatus } from '../store/index.ts';
-import { ensureSigningKey, KID_PATTERN, listKeys, newKey, RETIRED_DELETE_MS, revokeSigningKey, rotateSigningKey, UnknownSigningKeyError, type KeyFile, type KeyRevocation } from './keys.ts';
+import { ensureSigningKey, KID_PATTERN, listKeys, newKey, pruneRetiredKeys, RETIRED_DELETE_MS, revokeSigningKey, rotateSigningKey, UnknownSigningKeyError, type KeyFile, type KeyRevocation } from './keys.ts';
 
 /** Where a node's verdict-signing keys live: DATA_DIR/keys files with the embedded store (one
  * host), the shared database with PostgreSQL (every node signs with the same key and
@@ -11,6 +11,8 @@ export interface KeySource {
   rotate(at: number): Promise<{ kid: string; retired: string | null; deleted: string[] }>;
   /** emergency revocation (keys.ts revokeSigningKey); UnknownSigningKeyError when no such key */
   revoke(kid: string, by: string, at: number): Promise<KeyRevocation>;
+  /** deletes the keys retired RETIRED_DELETE_MS or longer before `at` (as a rotation does); their kids */
+  prune(at: number): Promise<string[]>;
 }
 
 /** How long a node may keep using what it read from the database: a rotation is seen by
@@ -23,6 +25,7 @@ export function fileKeys(dataDir: string): KeySource {
     list: async () => listKeys(dataDir),
     rotate: (at) => rotateSigningKey(dataDir, at),
     revoke: (kid, by, at) => revokeSigningKey(dataDir, kid, by, at),
+    prune: (at) => pruneRetiredKeys(dataDir, at),
   };
 }
 
@@ -45,6 +48,7 @@ export function storeKeys(store: SigningKeys): KeySource {
       if (!done) throw new UnknownSigningKeyError(`no signing key ${JSON.stringify(kid)} in the database (keys list shows them)`);
       return done;
     },
+    prune: (at) => store.deleteRetiredSigningKeys(at - RETIRED_DELETE_MS),
   };
 }
 

@@ -339,6 +339,9 @@ export interface SigningKeys {
    * kept as the record of who and when); when it was current, `next` becomes current in the
    * same transaction. null when no such key exists. */
   revokeSigningKey(kid: string, next: KeyFile, at: number, by: string): Promise<KeyRevocation | null>;
+  /** deletes the keys retired at or before `retiredBefore` (the retention pass: a rotation
+   * deletes them too), revoked ones kept; their kids */
+  deleteRetiredSigningKeys(retiredBefore: number): Promise<string[]>;
 }
 
 /** Device sessions (issue 26; rules in device-sessions.ts); reading one by hash is CallerReads'. */

@@ -1,9 +1,14 @@
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { renameAll } from '../../src/store/lmdb/backup.ts';
 import { startApi } from '../helpers/api.ts';
-import { runCli, tempDir } from '../helpers/server.ts';
+import { ensureSigningKey, rotateSigningKey, type KeyFile } from '../../src/signing/index.ts';
+import { publicPart, setKeysLockHook } from '../../src/signing/keys.ts';
+import { processStartTime } from '../../src/store/owner.ts';
+import { CLI_ARGS, ROOT, runCli, tempDir } from '../helpers/server.ts';
+import { settledState } from '../helpers/wait.ts';
 
 // Security issue 40, findings 4 and 5: `restore` of a backup taken before `keys revoke`
 // brought the revoked (leaked) key back, current and published; and `restore` trusted the
@@ -185,4 +190,78 @@ t.test('the swap is all or nothing: a rename that fails puts back the ones done'
   };
   t.throws(() => renameAll(moves, failing), /nothing was changed: EIO: injected/);
   t.same(fs.readdirSync(dir).sort(), ['keys', 'new-keys', 'new-store', 'store'], 'every rename done was undone');
+});
+
+t.test('a keys revoke run while a restore copies the store is kept: the restore reads the revocations holding the keys lock', async (t) => {
+  // the review's case: an emergency revoke during a restore of a backup from before the leak.
+  // The restore read DATA_DIR's revocations first, then copied the store (minutes for a large
+  // one), then swapped the folders: the revocation, made in the folder it then moved aside, was
+  // lost and the leaked key current again. Here the revoke is run, by a CLI process of its own,
+  // at the moment the store has been copied (the test process waits for it there).
+  const dir = tempDir('lv-restore-revoke-');
+  t.equal((await runCli(dir, ['token', 'create', '--name', 't1', '--grant', 'rgb_liveness:100:day'])).code, 0);
+  const leakedHere = (await ensureSigningKey(dir)).kid;
+  const backup = path.join(tempDir('lv-restore-revoke-backup-'), 'b.mdb');
+  t.equal((await runCli(dir, ['backup', backup])).code, 0);
+  // (the restore copies off the event loop, so that the DATA_DIR mark it holds stays refreshed)
+  const copy = fs.promises.copyFile;
+  let revoke: ReturnType<typeof spawnSync> | undefined;
+  fs.promises.copyFile = (async (from: fs.PathLike, to: fs.PathLike, mode?: number) => {
+    await copy(from, to, mode);
+    if (revoke === undefined && String(to).startsWith(path.join(dir, '.restore-'))) {
+      revoke = spawnSync(process.execPath, [...CLI_ARGS, 'keys', 'revoke', leakedHere, '--by', 'incident 42'], { cwd: ROOT, env: { ...process.env, DATA_DIR: dir }, encoding: 'utf8' });
+    }
+  }) as typeof fs.promises.copyFile;
+  let r: Awaited<ReturnType<typeof runCli>>;
+  try {
+    r = await runCli(dir, ['restore', backup]);
+  } finally {
+    fs.promises.copyFile = copy;
+  }
+  t.equal(revoke?.status, 0, `the revoke ran during the restore and answered: ${String(revoke?.stderr)}`);
+  t.equal(r.code, 0, r.stderr);
+  t.same(r.json.keys.kept_revocations, [leakedHere], 'the restore kept the revocation made while it ran');
+  const keys = await keysOf(dir);
+  const k = keys.find((x) => x.kid === leakedHere)!;
+  t.ok(k.revoked_at, 'the leaked key is revoked');
+  t.notOk(k.current || k.published, 'neither current nor published');
+  t.notOk('d' in JSON.parse(fs.readFileSync(path.join(dir, 'keys', `${leakedHere}.json`), 'utf8')).jwk, 'its private part is not back');
+  t.notOk(fs.existsSync(path.join(dir, 'keys.lock')), 'the restore let go of the keys lock');
+});
+
+t.test('a restore swaps the keys holding the keys lock: it waits for a key command under way, and keeps what it revoked', async (t) => {
+  const dir = tempDir('lv-restore-lock-');
+  t.equal((await runCli(dir, ['token', 'create', '--name', 't1', '--grant', 'rgb_liveness:100:day'])).code, 0);
+  const old = (await ensureSigningKey(dir)).kid;
+  const backup = path.join(tempDir('lv-restore-lock-backup-'), 'b.mdb');
+  t.equal((await runCli(dir, ['backup', backup])).code, 0);
+  await rotateSigningKey(dir);
+  // a key command of another process holds the lock (a live process of the test's own)
+  const holder = spawn('sleep', ['300'], { stdio: 'ignore' });
+  t.teardown(() => holder.kill());
+  await new Promise((r) => holder.once('spawn', r));
+  const lock = path.join(dir, 'keys.lock');
+  fs.writeFileSync(lock, JSON.stringify({ pid: holder.pid, pid_start: processStartTime(holder.pid!) }));
+  let waiting!: () => void;
+  const waits = new Promise<void>((r) => (waiting = r));
+  setKeysLockHook((event) => {
+    if (event === 'waiting') waiting();
+  });
+  t.teardown(() => setKeysLockHook(null));
+  const restoring = runCli(dir, ['restore', backup]);
+  const state = settledState(restoring);
+  await Promise.race([waits, restoring]);
+  t.equal(state.settled, false, 'the restore waits for the key command');
+  t.notOk(fs.readdirSync(dir).some((n) => n.includes('before-restore')), 'nothing swapped yet');
+  // what that command does meanwhile: it revokes the retired key (the backup's current one)
+  const file = path.join(dir, 'keys', `${old}.json`);
+  const key = JSON.parse(fs.readFileSync(file, 'utf8')) as KeyFile;
+  fs.writeFileSync(file, JSON.stringify({ ...key, revoked_at: new Date().toISOString(), revoked_by: 'incident 43', jwk: publicPart(key.jwk) }));
+  fs.rmSync(lock); // and ends
+  const r = await restoring;
+  t.equal(r.code, 0, r.stderr);
+  t.same(r.json.keys.kept_revocations, [old], 'the revocation made while the restore waited is kept');
+  t.equal(r.json.keys.current_from, 'data_dir', 'the backup\'s current key was revoked: the live one signs');
+  const k = (await keysOf(dir)).find((x) => x.kid === old)!;
+  t.ok(k.revoked_at && !k.current && !k.published, 'revoked, neither current nor published');
 });

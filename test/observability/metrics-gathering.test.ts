@@ -1,6 +1,6 @@
 import t from 'tap';
 import { MetricsGathering } from '../../src/cluster/metrics-gathering.ts';
-import type { MetricsSnapshot } from '../../src/observability/index.ts';
+import { aggregateMetrics, type MetricsSnapshot } from '../../src/observability/index.ts';
 
 // The main thread's gathering of the API workers' metrics for /metrics
 // (src/cluster/metrics-gathering.ts), in process: workers are names, a snapshot a counter.
@@ -66,7 +66,7 @@ t.test('a worker that never answers: the deadline answers with what arrived and 
   t.same(h.late[1], { late: ['b'], stale: ['b'] });
 });
 
-t.test('a worker that exits: the round completes without it, and its last snapshot is forgotten', async (t) => {
+t.test('a worker that exits: the round completes without it, and its last counts stay', async (t) => {
   const workers = ['a', 'b'];
   const h = harness(workers);
   const first = h.g.gather();
@@ -77,8 +77,53 @@ t.test('a worker that exits: the round completes without it, and its last snapsh
   h.answer('a', 3);
   workers.splice(1, 1);
   h.g.forget('b');
-  t.same((await second).map((v) => v.value), [3], 'completed at once, without b');
+  t.same((await second).map((v) => [v.labels.worker, v.value]), [['a', 3], ['b', 2]], 'completed at once, b by the counts of its last snapshot');
   t.same(h.late, []);
+});
+
+t.test('retired workers: counters and histograms summed under their labels, gauges dropped; a retiring worker\'s last figures count', async (t) => {
+  const figures = (counter: number, bucket: number, gauge: number, thread = 'api-0') => [
+    { name: 'c_total', help: 'h', type: 'counter', aggregator: 'sum', values: [{ value: counter, labels: { route: '/x' } }] },
+    { name: 'h_seconds', help: 'h', type: 'histogram', aggregator: 'sum', values: [
+      { value: bucket, labels: { le: 1, thread }, metricName: 'h_seconds_bucket' },
+      { value: bucket, labels: { thread }, metricName: 'h_seconds_count' },
+    ] },
+    { name: 'g', help: 'h', type: 'gauge', aggregator: 'sum', values: [{ value: gauge, labels: {} }] },
+  ] as unknown as MetricsSnapshot;
+  const workers = ['a'];
+  let seen: MetricsSnapshot[] = [];
+  const asked: number[] = [];
+  const g = new MetricsGathering<string, null>({
+    workers: () => workers,
+    ask: (_w, id) => void asked.push(id),
+    finish: async (s) => {
+      seen = s;
+      return null;
+    },
+  });
+  const round = g.gather();
+  g.answered('a', asked.at(-1)!, figures(5, 2, 9));
+  await round;
+  // a retires: its last figures come unasked, then its thread ends
+  g.final('a', figures(8, 3, 9));
+  g.forget('a');
+  workers[0] = 'a2';
+  g.forget('gone-without-a-snapshot');
+  // a2 (same labels) dies after one answer; a3 takes its place
+  const second = g.gather();
+  g.answered('a2', asked.at(-1)!, figures(4, 1, 7));
+  await second;
+  g.forget('a2');
+  workers[0] = 'a3';
+  const third = g.gather();
+  g.answered('a3', asked.at(-1)!, figures(1, 1, 5));
+  await third;
+  const merged = aggregateMetrics(seen);
+  const text = (await merged).text;
+  t.match(text, /^c_total\{route="\/x"\} 13$/m, '8 + 4 retired, + 1 live');
+  t.match(text, /^h_seconds_bucket\{le="1",thread="api-0"\} 5$/m, '3 + 1 retired, + 1 live');
+  t.match(text, /^h_seconds_count\{thread="api-0"\} 5$/m);
+  t.match(text, /^g 5$/m, 'the gauge is the live worker\'s only');
 });
 
 t.test('no workers: answered at once', async (t) => {

@@ -119,3 +119,34 @@ t.test('an empty OTEL_TRACES_SAMPLER_ARG is unset (ratio 1), not 0 (which sample
   t.equal(String(samplerFromEnv({ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.25' }, (m) => warned.push(m))), 'TraceIdRatioBased{0.25}');
   t.same(warned, []);
 });
+
+// docs/observability.md, "Sampling": a ratio is the operator's only for callers that are trusted
+// with the trace context. Under parentbased_* the caller's sampled flag decides; under plain
+// traceidratio the flag is ignored but the caller's trace id is kept and the ratio is a
+// function of it (the SDK XORs its four 32-bit words), so a caller that picks its trace ids
+// picks the decision too. Both are the specification's samplers, kept as they are.
+t.test('what a caller decides: the flag under parentbased_*, its trace id under traceidratio', async (t) => {
+  const hex = (bytes: number) => randomBytes(bytes).toString('hex');
+  const word = () => randomBytes(4).readUInt32BE(0);
+  /** a valid trace id whose four words XOR to 0: what the ratio sampler reads as "sample" */
+  const chosen = () => {
+    const [a, b, c] = [word(), word(), word()];
+    return [a, b, c, (a ^ b ^ c) >>> 0].map((w) => w.toString(16).padStart(8, '0')).join('');
+  };
+  const recorded = (tracing: ReturnType<typeof sdk>, traceId: () => string, flags: string) => {
+    let n = 0;
+    for (let i = 0; i < 200; i++) {
+      const call = tracing.startCall('x', `00-${traceId()}-${hex(8)}-${flags}`, undefined, {});
+      if (call.recording) n++;
+      call.end(200, undefined);
+    }
+    return n;
+  };
+  const parentBased = sdk('parentbased_traceidratio', '0.01');
+  t.equal(recorded(parentBased, () => hex(16), '01'), 200, 'parentbased_traceidratio at 1 %: every call whose caller set the flag');
+  await parentBased.shutdown();
+  const ratio = sdk('traceidratio', '0.01');
+  t.ok(recorded(ratio, () => hex(16), '01') < 20, 'traceidratio at 1 %: the flag alone decides nothing');
+  t.equal(recorded(ratio, chosen, '00'), 200, 'traceidratio at 1 %: every call whose caller chose its trace id');
+  await ratio.shutdown();
+});

@@ -3,6 +3,7 @@ import { setClockFile } from '../../src/clock.ts';
 import { loadConfig } from '../../src/config/index.ts';
 import type { Logger } from '../../src/observability/index.ts';
 import { pruneOnce, startRetention } from '../../src/retention/index.ts';
+import { storeKeys } from '../../src/signing/index.ts';
 import { PgBackend } from '../../src/store/pg/index.ts';
 import { request, single } from '../helpers/captures.ts';
 import { startPostgres } from '../helpers/postgres.ts';
@@ -83,4 +84,28 @@ t.test('PostgreSQL: each kind pruned after its period by the CLI\'s pass and by 
   w.clock.at = wb.clock.at;
   t.equal(await usedBy(w, token), 3);
   t.match(await nodeA.verifyLedger(), { ok: true, entries: 1 }, 'totals and new entries verify together');
+});
+
+t.test('PostgreSQL: a retired signing key\'s row goes 30 days after its rotation with no rotation after it; a revoked one stays', async (t) => {
+  const keys = storeKeys(nodeA);
+  const T1 = T0 + 500 * DAY;
+  const first = (await keys.current(T1)).kid;
+  await keys.rotate(T1);
+  const second = (await keys.current(T1)).kid;
+  await keys.rotate(T1);
+  await keys.revoke(second, 'incident 44', T1);
+  const kids = async () => (await nodeB.listSigningKeys()).map((k) => k.kid);
+  t.match(await pruneOnce(nodeB, config, T1 + 30 * DAY - 60_000), { signing_keys: 0 }, 'kept while less than 30 days retired');
+  t.ok((await kids()).includes(first));
+  t.match(await pruneOnce(nodeB, config, T1 + 30 * DAY), { signing_keys: 1 }, 'gone once 30 days retired');
+  t.notOk((await kids()).includes(first), 'the row, and its private key, are gone');
+  t.ok((await kids()).includes(second), 'the revoked key\'s record stays');
+  // the pass every node runs hourly (at start here)
+  await keys.rotate(T1 + 40 * DAY);
+  const retired = (await nodeA.listSigningKeys()).filter((k) => k.retired_at !== null && !k.revoked_at).map((k) => k.kid);
+  setClock(T1 + 71 * DAY);
+  const a = logger();
+  await startRetention(nodeA, config, a.log)();
+  t.match(a.lines.find((l) => l.msg === 'retention: pruned')?.obj.pruned, { signing_keys: retired.length }, 'the node\'s own pass deleted the key retired 31 days before');
+  t.notOk((await kids()).some((k) => retired.includes(k)));
 });

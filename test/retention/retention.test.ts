@@ -65,14 +65,27 @@ t.test('each kind is pruned after its own period; the ledger verifies and usage 
   await waitFor(() => counts(apiDb).audit >= 3, { timeoutMs: 10_000, what: 'three audit rows' }).catch(() => undefined);
   t.same(counts(apiDb), { audit: 3, results: 2, ledger: 4, byToken: 7, archiveDays: 1 }, 'three audit rows, two results, charge+charge+charge+refund, one archive day, an index entry for each row');
 
-  // defaults: archive 30 days, results 90, audit and ledger 400
-  setClock(T0 + 30 * DAY);
+  // a verdict-signing key retired now: its file (private part included) goes 30 days later,
+  // with no rotation after it (only the next rotation deleted it)
+  const rotated = await api.cli(['keys', 'rotate']);
+  t.equal(rotated.code, 0, rotated.stderr);
+  const keyFile = (kid: string) => path.join(dataDir, 'keys', `${kid}.json`);
+  setClock(T0 + 30 * DAY - 60_000);
   let r = await api.cli(['retention', 'prune']);
   t.equal(r.code, 0, r.stderr);
-  t.match(r.json, { audit: 0, results: 0, ledger: 0, archive: 0 }, 'the archive day is not 30 whole days old yet');
+  t.match(r.json, { signing_keys: 0 }, 'a key retired less than 30 days ago is kept');
+  t.ok(fs.existsSync(keyFile(rotated.json.retired)));
+
+  // defaults: archive 30 days, results 90, audit and ledger 400
+  setClock(T0 + 30 * DAY);
+  r = await api.cli(['retention', 'prune']);
+  t.equal(r.code, 0, r.stderr);
+  t.match(r.json, { audit: 0, results: 0, ledger: 0, archive: 0, signing_keys: 1 }, 'the archive day is not 30 whole days old yet; the retired key is 30 days retired');
+  t.notOk(fs.existsSync(keyFile(rotated.json.retired)), 'the retired key\'s file is gone');
+  t.ok(fs.existsSync(keyFile(rotated.json.kid)), 'the current key\'s is not');
   setClock(T0 + 31 * DAY);
   r = await api.cli(['retention', 'prune']);
-  t.match(r.json, { audit: 0, results: 0, ledger: 0, archive: 3 }, 'the face images go after 30 days');
+  t.match(r.json, { audit: 0, results: 0, ledger: 0, archive: 3, signing_keys: 0 }, 'the face images go after 30 days');
   t.equal(counts(apiDb).archiveDays, 0);
 
   setClock(T0 + 91 * DAY);
@@ -85,13 +98,19 @@ t.test('each kind is pruned after its own period; the ledger verifies and usage 
   t.same(keepAll.json.audit, null);
   t.same(keepAll.json.ledger, null);
   t.equal(counts(apiDb).audit, 3);
+  // a key retired 31 days before the service starts
+  setClock(T0 + 370 * DAY);
+  const lateRotation = await api.cli(['keys', 'rotate']);
+  t.equal(lateRotation.code, 0, lateRotation.stderr);
+  setClock(T0 + 401 * DAY);
   await api.stop();
 
   // the service's own pruner: at start (then hourly), with the default periods
   const s = await startServer({ dataDir, env, ready: true });
   t.teardown(() => s.stop());
   const line = await waitLog(s, (l) => l.msg === 'retention: pruned');
-  t.match(line?.pruned, { audit: 3, ledger: 4 }, 'the service pruned audit and ledger past 400 days');
+  t.match(line?.pruned, { audit: 3, ledger: 4, signing_keys: 1 }, 'the service pruned audit and ledger past 400 days, and the key retired 31 days ago');
+  t.notOk(fs.existsSync(keyFile(lateRotation.json.retired)), 'its file is gone');
   t.same(counts(), { audit: 0, results: 0, ledger: 0, byToken: 0, archiveDays: 0 }, 'the per-token index went with the rows (it kept every entry for ever)');
 
   const verify = await ledgerVerify(s);

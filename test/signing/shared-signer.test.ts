@@ -17,6 +17,7 @@ function source(): KeySource & { key: KeyFile | Error; asked: number } {
     list: async () => [],
     rotate: async () => ({ kid: '', retired: null, deleted: [] }),
     revoke: async () => ({ kid: '', revoked_at: '', revoked_by: null, current: null, already_revoked: false }),
+    prune: async () => [],
   };
   return s;
 }

@@ -72,6 +72,21 @@ t.test('a token written without a key (a node of an older build) is still compar
   t.teardown(() => store.close());
   t.same((await c.query('SELECT name_key FROM tokens WHERE id = $1', [old.id])).rows, [{ name_key: 'lobby \u00e9ast' }], 'keyed by the next start\'s migrate');
   t.same((await c.query('SELECT count(*)::int AS n FROM tokens WHERE name_key IS NULL')).rows, [{ n: 0 }], 'no token left without a key');
+  // a rename by an older build (the record alone, as it writes it): the trigger takes the old
+  // name's key away, so the token is read by its new name, never by its old one's key
+  const other = tokenRecord([], { name: 'Alpha Desk' });
+  await store.insertToken(other);
+  await c.query('UPDATE tokens SET record = $2 WHERE id = $1', [other.id, { ...other, name: 'Beta Desk' }]);
+  t.same((await c.query('SELECT name_key FROM tokens WHERE id = $1', [other.id])).rows, [{ name_key: null }], 'renamed by an older build: no key');
+  t.same((await store.searchTokens({ name: 'beta desk', limit: 10 })).items.map((x) => x.id), [other.id], 'found by its new name');
+  t.same((await store.searchTokens({ name: 'alpha desk', limit: 10 })).items, [], 'not by its old one');
+  t.equal(await dup(store.insertToken(tokenRecord([], { name: 'BETA DESK' }))), 'refused', 'its new name is taken');
+  t.equal(await dup(store.insertToken(tokenRecord([], { name: 'alpha desk' }))), 'admitted', 'its old name is free');
+  // this build's own renames keep their key, one of the same key (case only) too
+  await store.updateToken(other.id, (x) => ({ ...x, name: 'BETA desk' }));
+  t.same((await c.query('SELECT name_key FROM tokens WHERE id = $1', [other.id])).rows, [{ name_key: 'beta desk' }], 'a rename of this build keeps the key it writes');
+  await store.updateToken(other.id, (x) => ({ ...x, name: 'Beta Desk' }));
+  t.same((await c.query('SELECT name_key FROM tokens WHERE id = $1', [other.id])).rows, [{ name_key: 'beta desk' }], 'and one to a name of the same key');
   // the planner is asked whether the key's index serves the lookup at all (a table this small
   // is read whole when that is cheaper)
   await c.query('SET enable_seqscan = off');

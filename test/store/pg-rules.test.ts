@@ -28,10 +28,15 @@ const DIGESTS: Record<number, string> = {
   // lease of its own time, not every lapsed lease (a forward step of the database's clock);
   // lv_mint_session does not count sessions stamped after the mint's time (a clock stepped back)
   3: '00eaecc01d008f2a94e95f01e8fb2737069c58c5c1ddb88c852f55eaa01bf26e',
+  // lv_token_name_key_kept and its trigger: a token renamed by an older build loses its name
+  // key (src/store/pg/tokens.ts), as that build writes the record alone
+  4: '01d55371dea2a3c6fd57df64f33a2bd8f6ddd63baed1a8e2a8fea3f5d911e8ac',
 };
 
 /** The functions whose text changed after the move into rules.ts (version 1), by version. */
-const CHANGED_SINCE_MOVE: Record<number, string[]> = { 2: ['lv_reserve', 'lv_reserve_session', 'lv_refund_held', 'lv_sweep_expired'], 3: ['lv_sweep_expired', 'lv_mint_session'] };
+const CHANGED_SINCE_MOVE: Record<number, string[]> = { 2: ['lv_reserve', 'lv_reserve_session', 'lv_refund_held', 'lv_sweep_expired'], 3: ['lv_sweep_expired', 'lv_mint_session'], 4: ['lv_token_name_key_kept'] };
+/** The triggers added after the move, by version (the previous release had none of them). */
+const ADDED_TRIGGERS_SINCE_MOVE: Record<number, string[]> = { 4: ['tokens_name_key_kept'] };
 
 const server = await startPostgres();
 t.teardown(() => server.stop());
@@ -102,7 +107,8 @@ t.test('no rule changed in the move: the previous release\'s migrations made the
   const unchanged = (fs: string[]) => fs.filter((f) => !changed.has(f.split(' | ')[0]!));
   t.same(unchanged(before.functions), unchanged(FRESH.functions), 'every function, as pg_get_functiondef prints it (but those changed since, by RULES_VERSION)');
   t.equal(unchanged(FRESH.functions).length, FRESH.functions.length - changed.size, 'the changed ones are there, by name');
-  t.same(before.triggers, FRESH.triggers);
+  const added = new Set(Object.entries(ADDED_TRIGGERS_SINCE_MOVE).filter(([v]) => Number(v) <= RULES_VERSION).flatMap(([, names]) => names));
+  t.same(before.triggers, FRESH.triggers.filter((x) => !added.has(x.split(' | ')[0]!)), 'the triggers it had, unchanged');
 });
 
 t.test('a database of the previous release opens with this build, at any of its versions: the same tables, functions and trigger as a new one', async (t) => {

@@ -26,8 +26,9 @@ function bearerMatches(ctx: HttpContext, expected: string): boolean {
   return a.length === b.length && timingSafeEqual(a, b);
 }
 
-/** /metrics: open to loopback scrapers; from elsewhere only with METRICS_TOKEN. A 404 rather
- * than 401 for strangers keeps the endpoint from advertising itself. */
+/** /metrics: open to loopback scrapers; from elsewhere only with METRICS_TOKEN. Strangers get
+ * the 404 of a path that does not exist, not a 401 that asks for credentials; the endpoint is
+ * no secret all the same (/openapi.json lists it, a POST answers 405 Allow: GET). */
 export function metricsRoutes(router: Router, s: Services): void {
   router.add('GET', '/metrics', async (ctx) => {
     const token = s.config.METRICS_TOKEN;

@@ -21,7 +21,7 @@ import { pruneAuditBefore, pruneLedgerBefore, pruneResultsBefore } from './reten
 import type { SessionRecord, TokenRecord, UserRecord } from '../records.ts';
 import { searchTokens, searchUsers } from './search.ts';
 import { deleteSession, deleteUserSessions, getSession, putSession, sweepSessions, touchSession } from './sessions.ts';
-import { createFirstSigningKey, listSigningKeys, revokeSigningKey, rotateSigningKey } from './keys.ts';
+import { createFirstSigningKey, deleteRetiredSigningKeys, listSigningKeys, revokeSigningKey, rotateSigningKey } from './keys.ts';
 import { ensureTokenNameIndex } from './token-names.ts';
 import { dailyTotals, ensureDailyTotals } from './daily-totals.ts';
 import { ensureByTokenIndex } from './by-token.ts';
@@ -253,6 +253,7 @@ export class LmdbBackend implements StoreBackend, FaultHooks {
   createFirstSigningKey = createFirstSigningKey;
   rotateSigningKey = rotateSigningKey;
   revokeSigningKey = revokeSigningKey;
+  deleteRetiredSigningKeys = deleteRetiredSigningKeys;
 }
 
 /** The LMDB environment behind a backend, or null on PostgreSQL: for the operations that are

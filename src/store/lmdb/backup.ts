@@ -201,6 +201,17 @@ export interface PreparedKeys {
   report: Record<string, unknown>;
 }
 
+/** How a restore comes by its keys folder: `prepare` reads the backup's keys and the
+ * revocations of the DATA_DIR being replaced, and `locked` runs it, and the swap, holding
+ * DATA_DIR's keys lock (signing/keys.ts withKeysLock). A `keys revoke` that came between the
+ * read and the swap used to land in the folder the swap moved aside: the leaked key was current
+ * again. Now it waits for the swap and lands in the restored folder, or ran before the read and
+ * is kept. */
+export interface RestoreKeys {
+  prepare(): Promise<PreparedKeys | null>;
+  locked<T>(work: () => Promise<T>): Promise<T>;
+}
+
 /** One rename of the swap, and how to undo it. */
 interface Move {
   from: string;
@@ -246,11 +257,11 @@ const exists = (p: string) => {
  * first, beside the store inside DATA_DIR and before anything there moves: the backup is
  * copied, read whole in a child process (readWhole), and opened, so a file that is not a whole
  * store of this build is refused; its pending reservations are marked held by no process
- * (orphanPending); the keys folder (`keys`, checked by the caller, or null when the backup has
- * none) is written out. Then the current store and keys are moved aside, never deleted, and
- * the copies take their place, all renames or none (renameAll).
+ * (orphanPending). Then, holding the keys lock (`keys`, or null when the backup has no keys
+ * folder), the keys folder is prepared and written out, the current store and keys are moved
+ * aside, never deleted, and the copies take their place, all renames or none (renameAll).
  */
-export async function restoreStore(dataDir: string, keysDir: string, file: string, at: Date, open: (dir: string) => Store, keys: PreparedKeys | null = null): Promise<RestoreResult> {
+export async function restoreStore(dataDir: string, keysDir: string, file: string, at: Date, open: (dir: string) => Store, restoreKeys: RestoreKeys | null = null): Promise<RestoreResult> {
   const source = path.resolve(file);
   if (!fs.existsSync(source) || !fs.statSync(source).isFile()) throw new BackupError(`${source} is not a file`);
   // LMDB would make a new, empty store of an empty file: only an LMDB data file is taken
@@ -285,31 +296,34 @@ export async function restoreStore(dataDir: string, keysDir: string, file: strin
       await copy.close();
     }
     fs.rmSync(path.join(copied, 'lock.mdb'), { force: true });
-    const newKeys = path.join(scratch, 'keys');
-    if (keys) {
-      fs.mkdirSync(newKeys, { mode: 0o700 });
-      // 'wx': a name never opens anything that is already there (nothing is, in a fresh folder)
-      for (const [name, text] of keys.files) fs.writeFileSync(path.join(newKeys, name), text, { mode: 0o600, flag: 'wx' });
-    }
-    const stamp = at.toISOString().replace(/[:.]/g, '-');
-    const moves: Move[] = [];
-    const previous = exists(storeDir) ? `${storeDir}.before-restore-${stamp}` : null;
-    if (previous) moves.push({ from: storeDir, to: previous });
-    moves.push({ from: copied, to: storeDir });
-    const previousKeys = keys && exists(keysDir) ? `${keysDir}.before-restore-${stamp}` : null;
-    if (keys) {
-      if (previousKeys) moves.push({ from: keysDir, to: previousKeys });
-      moves.push({ from: newKeys, to: keysDir });
-    }
-    // a name a move goes to is free, or moved away by an earlier one (the store, the keys)
-    for (const [i, m] of moves.entries()) {
-      if (exists(m.to) && !moves.slice(0, i).some((e) => e.from === m.to)) throw new BackupError(`${m.to} exists; restore never replaces it (run it again a moment later)`);
-    }
-    renameAll(moves);
-    const keysResult: RestoreResult['keys'] = keys
-      ? { restored_from: keys.from, previous_keys: previousKeys, ...keys.report }
-      : { restored_from: null, note: `no ${keysBeside(source)} beside the backup: ${keysDir} is left as it is; verdicts signed by keys not in it will not verify against this server's JWKS` };
-    return { restored: source, store: storeDir, previous_store: previous, records_read: records, in_flight_released: orphaned, keys: keysResult, ...(leftovers.length > 0 ? { leftovers_removed: leftovers } : {}) };
+    const swap = async (keys: PreparedKeys | null): Promise<RestoreResult> => {
+      const newKeys = path.join(scratch, 'keys');
+      if (keys) {
+        fs.mkdirSync(newKeys, { mode: 0o700 });
+        // 'wx': a name never opens anything that is already there (nothing is, in a fresh folder)
+        for (const [name, text] of keys.files) fs.writeFileSync(path.join(newKeys, name), text, { mode: 0o600, flag: 'wx' });
+      }
+      const stamp = at.toISOString().replace(/[:.]/g, '-');
+      const moves: Move[] = [];
+      const previous = exists(storeDir) ? `${storeDir}.before-restore-${stamp}` : null;
+      if (previous) moves.push({ from: storeDir, to: previous });
+      moves.push({ from: copied, to: storeDir });
+      const previousKeys = keys && exists(keysDir) ? `${keysDir}.before-restore-${stamp}` : null;
+      if (keys) {
+        if (previousKeys) moves.push({ from: keysDir, to: previousKeys });
+        moves.push({ from: newKeys, to: keysDir });
+      }
+      // a name a move goes to is free, or moved away by an earlier one (the store, the keys)
+      for (const [i, m] of moves.entries()) {
+        if (exists(m.to) && !moves.slice(0, i).some((e) => e.from === m.to)) throw new BackupError(`${m.to} exists; restore never replaces it (run it again a moment later)`);
+      }
+      renameAll(moves);
+      const keysResult: RestoreResult['keys'] = keys
+        ? { restored_from: keys.from, previous_keys: previousKeys, ...keys.report }
+        : { restored_from: null, note: `no ${keysBeside(source)} beside the backup: ${keysDir} is left as it is; verdicts signed by keys not in it will not verify against this server's JWKS` };
+      return { restored: source, store: storeDir, previous_store: previous, records_read: records, in_flight_released: orphaned, keys: keysResult, ...(leftovers.length > 0 ? { leftovers_removed: leftovers } : {}) };
+    };
+    return await (restoreKeys ? restoreKeys.locked(async () => swap(await restoreKeys.prepare())) : swap(null));
   } finally {
     fs.rmSync(scratch, { recursive: true, force: true });
   }

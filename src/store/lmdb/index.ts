@@ -7,6 +7,6 @@ export { appendLedger } from './ledger.ts';
 export { reserve } from './reserve.ts';
 export { settle, refund } from './settle.ts';
 export { writeAudit } from './audit.ts';
-export { BackupError, backupStore, keysBesideBackup, restoreStore, type PreparedKeys } from './backup.ts';
+export { BackupError, backupStore, keysBesideBackup, restoreStore, type PreparedKeys, type RestoreKeys } from './backup.ts';
 // the backend behind StoreBackend, and its environment for LMDB's own operations
 export { LmdbBackend, embeddedStore, meteringWriterChannel } from './backend.ts';

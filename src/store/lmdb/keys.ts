@@ -17,3 +17,6 @@ export function rotateSigningKey(): Promise<{ kid: string; retired: string | nul
 export function revokeSigningKey(): Promise<KeyRevocation | null> {
   return Promise.reject(new Error(NOT_HERE));
 }
+export function deleteRetiredSigningKeys(): Promise<string[]> {
+  return Promise.reject(new Error(NOT_HERE));
+}

@@ -26,7 +26,7 @@ import { pruneAuditBefore, pruneLedgerBefore, pruneResultsBefore } from './reten
 import { recoverPending, recoverThread } from './recovery.ts';
 import { deleteSession, deleteUserSessions, getSession, putSession, sweepSessions, touchSession } from './sessions.ts';
 import { readThrottle, recordLoginFailure, recordLoginSuccess, releaseLoginAttempt, reserveLoginAttempt, sweepLoginThrottle } from './login-throttle.ts';
-import { createFirstSigningKey, listSigningKeys, revokeSigningKey, rotateSigningKey } from './keys.ts';
+import { createFirstSigningKey, deleteRetiredSigningKeys, listSigningKeys, revokeSigningKey, rotateSigningKey } from './keys.ts';
 import * as deviceSessions from './device-sessions.ts';
 import type { DeviceSession, MintLimit } from '../device-sessions.ts';
 
@@ -343,5 +343,8 @@ export class PgBackend implements StoreBackend, FaultHooks {
   }
   revokeSigningKey(kid: string, next: KeyFile, at: number, by: string) {
     return revokeSigningKey(this.db, kid, next, at, by);
+  }
+  deleteRetiredSigningKeys(retiredBefore: number) {
+    return deleteRetiredSigningKeys(this.db, retiredBefore);
   }
 }

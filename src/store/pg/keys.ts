@@ -26,6 +26,11 @@ export async function rotateSigningKey(db: Pg, next: KeyFile, at: number, delete
   });
 }
 
+export async function deleteRetiredSigningKeys(db: Pg, retiredBefore: number): Promise<string[]> {
+  // revoked rows have retired_ms NULL (revokeSigningKey): kept
+  return (await db.q(`DELETE FROM signing_keys WHERE retired_ms <= $1 RETURNING kid`, [retiredBefore])).rows.map((r) => r.kid as string);
+}
+
 export async function revokeSigningKey(db: Pg, kid: string, next: KeyFile, at: number, by: string): Promise<KeyRevocation | null> {
   return db.tx(async (c) => {
     // queued behind (or ahead of) a rotation, so the two never both replace the current key

@@ -152,7 +152,8 @@ CREATE INDEX device_session_calls_session ON device_session_calls (session_id, s
 // writes it and indexed, for GET /admin/api/tokens?name= and the uniqueness check of a new
 // name (tokens.ts says why not an index on PostgreSQL's lower()). Not unique: a store may hold
 // duplicates written before names were unique. The existing rows get their key from migrate
-// (tokens.ts fillNameKeys), as only JavaScript computes it.
+// (tokens.ts fillNameKeys), as only JavaScript computes it; a trigger of the rules keeps the
+// column right beside a node of an older build (tokens.ts TOKEN_NAME_KEY_TRIGGER).
 const V_TOKEN_NAME_KEY = `
 ALTER TABLE tokens ADD COLUMN name_key text;
 CREATE INDEX tokens_name_key ON tokens (name_key);

@@ -4,6 +4,7 @@ import { RESERVE_RULES } from './reserve.ts';
 import { SETTLE_RULES } from './settle.ts';
 import { RECOVERY_RULES } from './recovery.ts';
 import { SESSION_REFUND_TRIGGER, SESSION_RULES } from './device-sessions.ts';
+import { TOKEN_NAME_KEY_RULES, TOKEN_NAME_KEY_TRIGGER } from './tokens.ts';
 
 // PostgreSQL's metering rules run as stored functions, so each is one round trip under its row
 // locks. Each is written in the file of the job that calls it (settle.ts holds lv_settle and
@@ -17,7 +18,7 @@ import { SESSION_REFUND_TRIGGER, SESSION_RULES } from './device-sessions.ts';
  * for each version, and fails until both are raised): a node of an older build refuses to start
  * on a database whose rules are newer, rather than putting its older rules back under the newer
  * nodes, as a database whose schema is newer is refused. */
-export const RULES_VERSION = 3;
+export const RULES_VERSION = 4;
 
 /** Functions of earlier rules whose arguments changed, dropped at install: CREATE OR REPLACE of
  * other arguments makes another function beside the old one, which a node of an older build,
@@ -26,7 +27,7 @@ export const RULES_VERSION = 3;
 export const RETIRED_FUNCTIONS: readonly string[] = ['lv_sweep_expired(bigint, text)'];
 
 /** the functions, in the order they are installed */
-export const FUNCTIONS: readonly string[] = [...SETTLE_RULES, ...RESERVE_RULES, ...RECOVERY_RULES, ...SESSION_RULES];
+export const FUNCTIONS: readonly string[] = [...SETTLE_RULES, ...RESERVE_RULES, ...RECOVERY_RULES, ...SESSION_RULES, ...TOKEN_NAME_KEY_RULES];
 
 interface Trigger {
   readonly name: string;
@@ -36,7 +37,7 @@ interface Trigger {
 }
 
 /** installed after the functions they execute */
-export const TRIGGERS: readonly Trigger[] = [SESSION_REFUND_TRIGGER];
+export const TRIGGERS: readonly Trigger[] = [SESSION_REFUND_TRIGGER, TOKEN_NAME_KEY_TRIGGER];
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
 

@@ -31,6 +31,29 @@ export async function insertToken(db: Pg, token: TokenRecord) {
 // refuses. A row without a key (written by a node of an older build during a rolling upgrade,
 // until the next start's migrate fills it: migrate.ts) is read too, and the key decides.
 
+// A node of an older build still running beside this one (a rolling upgrade) writes no key:
+// its new tokens have none, and this trigger takes the key of a token it renames away (that
+// build changes the record alone), so the row is read as keyless, never by its old name's
+// key, until a start fills it. This build says it wrote the key itself (lv.name_key_written,
+// for its transaction: updateToken), so a rename of its own to a name of the same key keeps it.
+export const TOKEN_NAME_KEY_RULES: readonly string[] = [`CREATE OR REPLACE FUNCTION lv_token_name_key_kept() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+  IF NEW.record->>'name' IS DISTINCT FROM OLD.record->>'name'
+     AND NEW.name_key IS NOT DISTINCT FROM OLD.name_key
+     AND current_setting('lv.name_key_written', true) IS DISTINCT FROM 'on' THEN
+    NEW.name_key := NULL;
+  END IF;
+  RETURN NEW;
+END
+$fn$`];
+
+export const TOKEN_NAME_KEY_TRIGGER = {
+  name: 'tokens_name_key_kept',
+  table: 'tokens',
+  sql: `CREATE OR REPLACE TRIGGER tokens_name_key_kept BEFORE UPDATE ON tokens
+  FOR EACH ROW EXECUTE FUNCTION lv_token_name_key_kept()`,
+} as const;
+
 /** The tokens whose stored name key is `$1`, or that have none yet. */
 export const TOKENS_NAMED = 'SELECT record FROM tokens WHERE name_key = $1 OR name_key IS NULL';
 
@@ -58,6 +81,9 @@ export async function updateToken(db: Pg, id: string, change: (t: TokenRecord) =
     if (!t) return undefined;
     const next = change(t);
     await checkNewTokenName(c, t, next);
+    // the key is written here: TOKEN_NAME_KEY_TRIGGER leaves it (it empties the key of a
+    // rename by an older build, which writes none)
+    await c.query("SELECT set_config('lv.name_key_written', 'on', true)");
     await c.query('UPDATE tokens SET record = $2, name_key = $3 WHERE id = $1', [id, next, tokenNameKey(next.name)]);
     return next;
   });
@@ -68,9 +94,13 @@ export async function updateToken(db: Pg, id: string, change: (t: TokenRecord) =
  * by migrate, under its lock, in slices. */
 export async function fillNameKeys(c: pg.PoolClient): Promise<number> {
   let filled = 0;
+  // in id order from the last slice's end: a plain LIMIT read again, each slice, the rows the
+  // slices before had keyed (their old versions, until a vacuum): 36 s for 320,000 tokens
+  let after = '';
   for (;;) {
-    const rows = (await c.query("SELECT id, record->>'name' AS name FROM tokens WHERE name_key IS NULL LIMIT 1000")).rows as { id: string; name: string }[];
+    const rows = (await c.query("SELECT id, record->>'name' AS name FROM tokens WHERE name_key IS NULL AND id > $1 ORDER BY id LIMIT 1000", [after])).rows as { id: string; name: string }[];
     if (rows.length === 0) return filled;
+    after = rows[rows.length - 1]!.id;
     // a name that is not text (no record has one) keys as the empty string: never null again
     await c.query('UPDATE tokens SET name_key = k.key FROM unnest($1::text[], $2::text[]) AS k(id, key) WHERE tokens.id = k.id AND tokens.name_key IS NULL',
       [rows.map((r) => r.id), rows.map((r) => (typeof r.name === 'string' ? tokenNameKey(r.name) : ''))]);
