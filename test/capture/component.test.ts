@@ -5,7 +5,7 @@ import type { Page } from 'playwright-core';
 import { LIMITS, eyeCrop320 } from '../../client/src/index.ts';
 import { TEXTS } from '../../capture/src/guidance.ts';
 import { tempDir } from '../helpers/server.ts';
-import { FACES, captureToolsMissing, dist, outcomeOf, partsOf, startFleet } from './helpers.ts';
+import { FACES, captureToolsMissing, dist, outcomeOf, partsOf, screenshot, startFleet } from './helpers.ts';
 import { missingTool } from '../helpers/required.ts';
 
 // The capture component (capture/) end to end, as a fleet runs it: headless Chromium whose fake
@@ -278,6 +278,7 @@ if (missing) {
     type Faulty = { engineFault: { armed: boolean; thrown: number }; cameraStreams: MediaStream[]; liveness: { outcomes: unknown[]; busy?: boolean } };
     const { page, verifies, problems } = await open(face, 'F', 'rgb_single', '&autostart=1', 15, false, fault);
     const { component, backend, outcome, camera, guidance } = await outcomeOf(page);
+    await screenshot(page, 'capture-engine-failed');
     t.equal(component, 'ended');
     t.match(outcome, { kind: 'ended', reason: 'engine_failed' }, `the engine's failure, not the camera's: ${JSON.stringify(outcome).slice(0, 300)}`);
     t.match((outcome as { message?: string }).message, `${TEXTS.failed} (injected kernel fault in `, 'the message gives the cause');
@@ -301,6 +302,7 @@ if (missing) {
     await page.click('[data-action=start]');
     await page.waitForFunction(() => (window as unknown as Faulty).liveness.outcomes.length === 2 && !(window as unknown as Faulty).liveness.busy);
     const again = await outcomeOf(page);
+    await screenshot(page, 'capture-engine-failed-then-verdict');
     t.equal(again.component, 'verdict', `the second start reaches a verdict: ${JSON.stringify(again.outcome).slice(0, 300)}`);
     t.equal(verifies.length, 1, 'one verify call, from the second start');
     t.same(again.backend.request_ids, [again.outcome.requestId]);

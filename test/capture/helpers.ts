@@ -264,3 +264,10 @@ export async function partsOf(req: Request) {
   }
   return { metadata: JSON.parse(parts.get('metadata')!.toString()) as any, parts };
 }
+
+/** Saves what the page shows now as .tap/screenshots/NAME.png, for a person to look at (the
+ * states a test reaches are seen, not only asserted). */
+export async function screenshot(page: Page, name: string): Promise<void> {
+  fs.mkdirSync('.tap/screenshots', { recursive: true });
+  await page.screenshot({ path: `.tap/screenshots/${name}.png`, fullPage: true });
+}

@@ -11,7 +11,7 @@
 import t, { type Test } from 'tap';
 import type { StoreBackend } from '../../src/store/index.ts';
 import { request, single } from '../helpers/captures.ts';
-import { addToken, bothStores, call, codeOf, diskFull, ledger, lmdbStore, usedBy, world } from './world.ts';
+import { addToken, bothStores, call, codeOf, diskFull, settlementOnFullDisk, ledger, lmdbStore, usedBy, world } from './world.ts';
 
 const body = () => request([single({ id: 'once-1' }), single({ id: 'once-2' })]);
 const refunds = (calls: string[]) => calls.filter((c) => c === 'refund').length;
@@ -47,13 +47,8 @@ for (const { committer, store: lmdb } of paths) {
   t.test(`a settlement the store could not write and gave back (committed by ${committer}): no refund asked by the use case`, async (t) => {
     const w = world(lmdb);
     const { token, plaintext } = await addToken(w);
-    const held = w.inference.holdNext();
-    const answering = call(w, plaintext, body(), { idempotencyKey: 'k-given-back' });
-    await held.reached;
     // the settlement's commit fails; the store's own refund after it finds room
-    const disk = await diskFull(lmdb, 1);
-    held.open();
-    const answer = await answering;
+    const { answer, disk } = await settlementOnFullDisk(w, lmdb, () => call(w, plaintext, body(), { idempotencyKey: 'k-given-back' }));
     t.equal(answer.status, 503);
     t.equal(codeOf(answer, 'settle'), 'store_unavailable');
     t.equal(refunds(w.calls), 0, 'the store gave the units back in its settlement: the use case asks for no refund');

@@ -9,7 +9,7 @@
 import t, { type Test } from 'tap';
 import type { StoreBackend } from '../../src/store/index.ts';
 import { request, single } from '../helpers/captures.ts';
-import { addToken, audits, bodyCode, bothStores, call, codeOf, diskFull, failNextSettlement, ledger, lmdbStore, RETRY_AFTER_SECONDS, usedBy, world } from './world.ts';
+import { addToken, audits, bodyCode, bothStores, call, codeOf, diskFull, settlementOnFullDisk, failNextSettlement, ledger, lmdbStore, RETRY_AFTER_SECONDS, usedBy, world } from './world.ts';
 
 const body = () => request([single({ id: 'fail-1' })]);
 const stores = await bothStores(t);
@@ -106,13 +106,8 @@ function fullDisk(t: Test, lmdb: StoreBackend) {
   t.test('a settlement the store could not write: 503 with Retry-After, the units given back, the key free', async (t) => {
     const w = world(lmdb);
     const { token, plaintext } = await addToken(w);
-    const held = w.inference.holdNext();
-    const answering = call(w, plaintext, body(), { idempotencyKey: 'k-disk', requestId: 'req-disk' });
-    await held.reached;
     // the settlement's commit fails; the refund after it finds room
-    const disk = await diskFull(lmdb, 1);
-    held.open();
-    const answer = await answering;
+    const { answer, disk } = await settlementOnFullDisk(w, lmdb, () => call(w, plaintext, body(), { idempotencyKey: 'k-disk', requestId: 'req-disk' }));
     t.equal(answer.status, 503);
     t.equal(codeOf(answer, 'settle'), 'store_unavailable');
     t.equal(bodyCode(answer), 'store_unavailable');

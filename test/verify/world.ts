@@ -305,6 +305,18 @@ function handlesOf(store: LmdbBackend): LmdbBackend[] {
   return main && main !== store ? [store, main] : [store];
 }
 
+/** Runs `start` (a call) with its settlement's commit failing: its inference is held until its
+ * reservation has committed, then the disk fills for one commit (diskFull), so the settlement's
+ * commit is the one that fails. Its answer, and the disk to free. */
+export async function settlementOnFullDisk<T>(w: World, store: StoreBackend, start: () => Promise<T>): Promise<{ answer: T; disk: { free(): Promise<void> } }> {
+  const held = w.inference.holdNext();
+  const answering = start();
+  await held.reached;
+  const disk = await diskFull(store, 1);
+  held.open();
+  return { answer: await answering, disk };
+}
+
 /** A full disk under an LMDB store: the commits of its metering writes fail with ENOSPC as
  * LMDB reports them (all of them, or only the next `commits`), each after its writes ran, and
  * every probe of the store finds no room (src/store/faults.ts plantDiskFull), until `free()`,
